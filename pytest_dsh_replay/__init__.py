@@ -1,0 +1,73 @@
+"""pytest-dsh-replay: replay recorded multi-agent LLM sessions deterministically in tests.
+
+The package is layered (DESIGN section 1): this namespace re-exports the pure core,
+which imports neither pytest nor syrupy. The pytest layer lives in ``plugin.py`` and
+``hookspecs.py``, the syrupy extensions in ``syrupy_ext.py``; pytest loads the plugin
+through the ``pytest11`` entry point, so importing this package never does.
+"""
+
+from __future__ import annotations
+
+from .chunk_rows import decode_storage_record, pack_chunk_runs
+from .errors import (
+    DshReplayError,
+    OverrideError,
+    PlaceholderError,
+    RecordingError,
+    ReplayBindingError,
+    ReplayCancelledError,
+    ReplayConsumptionError,
+    ReplayedModelError,
+    ReplayExhaustedError,
+    ScenarioError,
+    SchemaVersionError,
+    ScriptError,
+    SessionForkError,
+    SessionLogError,
+    SessionStoreError,
+)
+from .events import Event, SessionHeader, StreamChunk
+from .jsonl import dump_session_log, parse_session_header, parse_session_log, read_session_log
+from .scenario import Scenario, SessionScript, load_scenario
+from .script import (
+    ChunksEntry,
+    HangEntry,
+    ReplayEntry,
+    ThrowEntry,
+    derive_replay_script,
+)
+
+__all__ = [
+    "ChunksEntry",
+    "DshReplayError",
+    "Event",
+    "HangEntry",
+    "OverrideError",
+    "PlaceholderError",
+    "RecordingError",
+    "ReplayBindingError",
+    "ReplayCancelledError",
+    "ReplayConsumptionError",
+    "ReplayEntry",
+    "ReplayExhaustedError",
+    "ReplayedModelError",
+    "Scenario",
+    "ScenarioError",
+    "SchemaVersionError",
+    "ScriptError",
+    "SessionForkError",
+    "SessionHeader",
+    "SessionLogError",
+    "SessionScript",
+    "SessionStoreError",
+    "StreamChunk",
+    "ThrowEntry",
+    "decode_storage_record",
+    "derive_replay_script",
+    "dump_session_log",
+    "load_scenario",
+    "pack_chunk_runs",
+    "parse_session_header",
+    "parse_session_log",
+    "read_session_log",
+]

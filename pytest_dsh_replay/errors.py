@@ -1,0 +1,272 @@
+"""The exception tree of pytest-dsh-replay (DESIGN section 4).
+
+Every error this package raises on purpose derives from :class:`DshReplayError`, so a
+caller can catch one base. Each subclass also inherits the builtin whose meaning it
+shares, so code that already catches ``ValueError`` or ``RuntimeError`` keeps working::
+
+    DshReplayError
+    ├── SessionLogError(ValueError)            a log file or header is malformed (path, line)
+    │   └── ScenarioError                      a scenario directory is malformed (naming, gaps)
+    ├── ScriptError(ValueError)                events cannot be derived into a script
+    │   └── PlaceholderError                   a {{fromRequest:...}} placeholder cannot resolve
+    ├── OverrideError(ValueError)              a replay.override.json sidecar is invalid
+    ├── SchemaVersionError(ValueError)         a SQLite store has the wrong schema or identity
+    ├── SessionStoreError(ValueError)          a store operation was refused
+    │   └── SessionForkError                   fork refused; ``.code`` says why (SPEC 6.2)
+    ├── ReplayBindingError(RuntimeError)       a live session has no recorded script
+    ├── ReplayExhaustedError(RuntimeError)     a session asked for more calls than recorded
+    ├── ReplayConsumptionError(AssertionError) recorded calls were left unused
+    ├── ReplayedModelError(RuntimeError)       a recorded ``throw`` entry, replayed
+    ├── ReplayCancelledError(RuntimeError)     a replayed call was cancelled
+    └── RecordingError(RuntimeError)           a recording could not be written
+
+Messages follow one form: where (file:line, session, call), what was expected, what was
+found, and the fix when there is one.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+__all__ = [
+    "FORK_ERROR_CODES",
+    "DshReplayError",
+    "ForkErrorCode",
+    "OverrideError",
+    "PlaceholderError",
+    "RecordingError",
+    "ReplayBindingError",
+    "ReplayCancelledError",
+    "ReplayConsumptionError",
+    "ReplayExhaustedError",
+    "ReplayedModelError",
+    "ScenarioError",
+    "SchemaVersionError",
+    "ScriptError",
+    "SessionForkError",
+    "SessionLogError",
+    "SessionStoreError",
+]
+
+
+class DshReplayError(Exception):
+    """Base class of every error raised by pytest-dsh-replay."""
+
+
+def _where(path: str | None, line: int | None) -> str:
+    if path is None:
+        return "" if line is None else f"line {line}: "
+    return f"{path}: " if line is None else f"{path}:{line}: "
+
+
+class SessionLogError(DshReplayError, ValueError):
+    """A session log (header, event line, packed chunk row, container) is malformed.
+
+    Attributes:
+        path: The file the problem is in, or ``None`` for in-memory text.
+        line: The 1-based physical line (header and blank lines counted), or ``None``
+            when the problem is not tied to one line.
+        reason: The message without the location prefix.
+    """
+
+    def __init__(self, reason: str, *, path: str | None = None, line: int | None = None):
+        self.reason = reason
+        self.path = path
+        self.line = line
+        super().__init__(_where(path, line) + reason)
+
+    def at(self, *, path: str | None, line: int | None) -> SessionLogError:
+        """Return a copy of this error located at ``path``/``line`` (existing values win)."""
+        return type(self)(
+            self.reason,
+            path=self.path if self.path is not None else path,
+            line=self.line if self.line is not None else line,
+        )
+
+
+class ScenarioError(SessionLogError):
+    """A scenario directory or store breaks the naming rules of SPEC 8.1."""
+
+
+class ScriptError(DshReplayError, ValueError):
+    """Recorded events cannot be turned into a replay script (SPEC 7).
+
+    Attributes:
+        path: The log file, when known.
+        line: The physical line of the offending event, when known.
+        call: The model call key in ``turn/step`` form (``"1/1"``), when the error is
+            about one call.
+        event_index: The 0-based index of the offending event in the decoded log, when
+            known; used to find ``line`` after the fact.
+        reason: The message without the location prefix.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        call: str | None = None,
+        event_index: int | None = None,
+    ):
+        self.reason = reason
+        self.path = path
+        self.line = line
+        self.call = call
+        self.event_index = event_index
+        super().__init__(_where(path, line) + reason)
+
+    def at(self, *, path: str | None, line: int | None) -> ScriptError:
+        """Return a copy of this error located at ``path``/``line``."""
+        return type(self)(
+            self.reason,
+            path=path,
+            line=line,
+            call=self.call,
+            event_index=self.event_index,
+        )
+
+
+class PlaceholderError(ScriptError):
+    """A ``{{fromRequest:<pattern>}}`` placeholder cannot be resolved (SPEC 8.3)."""
+
+
+class OverrideError(DshReplayError, ValueError):
+    """A ``replay.override.json`` sidecar is invalid (SPEC 8.2).
+
+    Attributes:
+        path: The sidecar file.
+        line: The 1-based line of a JSON syntax error, else ``None``.
+        reason: The message without the location prefix.
+    """
+
+    def __init__(self, reason: str, *, path: str | None = None, line: int | None = None):
+        self.reason = reason
+        self.path = path
+        self.line = line
+        super().__init__(_where(path, line) + reason)
+
+
+class SchemaVersionError(DshReplayError, ValueError):
+    """A SQLite session store has a foreign schema version, application id or schema.
+
+    The store is refused, never migrated (SPEC 5).
+
+    Attributes:
+        path: The database file.
+        found: What the file holds (a version number, an application id, or a schema
+            description).
+        required: What this build needs.
+    """
+
+    def __init__(self, reason: str, *, path: str, found: object, required: object):
+        self.path = path
+        self.found = found
+        self.required = required
+        super().__init__(f"{path}: {reason}")
+
+
+class SessionStoreError(DshReplayError, ValueError):
+    """A session store operation was refused (duplicate id, invalid event, detached session)."""
+
+
+ForkErrorCode = Literal[
+    "SESSION_NOT_FOUND",
+    "SESSION_NOT_LIVE",
+    "SESSION_ALREADY_EXISTS",
+    "INVALID_BOUNDARY",
+    "OPEN_TURN",
+]
+
+FORK_ERROR_CODES: Final[frozenset[str]] = frozenset(
+    {
+        "SESSION_NOT_FOUND",
+        "SESSION_NOT_LIVE",
+        "SESSION_ALREADY_EXISTS",
+        "INVALID_BOUNDARY",
+        "OPEN_TURN",
+    }
+)
+
+
+class SessionForkError(SessionStoreError):
+    """``SessionStore.fork`` refused (SPEC 6.2).
+
+    Attributes:
+        code: One of ``SESSION_NOT_FOUND``, ``SESSION_NOT_LIVE``,
+            ``SESSION_ALREADY_EXISTS``, ``INVALID_BOUNDARY``, ``OPEN_TURN``.
+    """
+
+    def __init__(self, code: ForkErrorCode, message: str):
+        if code not in FORK_ERROR_CODES:
+            raise ValueError(f"unknown fork error code {code!r}")
+        self.code: ForkErrorCode = code
+        super().__init__(message)
+
+
+class ReplayBindingError(DshReplayError, RuntimeError):
+    """A live session called the model but the scenario has no script left for it (SPEC 9)."""
+
+
+class ReplayExhaustedError(DshReplayError, RuntimeError):
+    """A session asked for more model calls than its recording holds (SPEC 9).
+
+    Attributes:
+        session_id: The live session id (``None`` for the anonymous session).
+        recorded_id: The recorded session id the live session is bound to.
+        file: The log file of that recording.
+        call: The 1-based number of the call that was refused.
+        recorded: How many calls the recording holds.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str | None,
+        recorded_id: str,
+        file: str,
+        call: int,
+        recorded: int,
+    ):
+        self.session_id = session_id
+        self.recorded_id = recorded_id
+        self.file = file
+        self.call = call
+        self.recorded = recorded
+        super().__init__(message)
+
+
+class ReplayConsumptionError(DshReplayError, AssertionError):
+    """Recorded model calls were left unused at the end of a test (SPEC 9 ``assertConsumed``).
+
+    Attributes:
+        problems: One line per session with unused calls or per never-bound script.
+    """
+
+    def __init__(self, message: str, *, problems: list[str]):
+        self.problems = problems
+        super().__init__(message)
+
+
+class ReplayedModelError(DshReplayError, RuntimeError):
+    """The replay of a recorded ``throw`` entry: the model failed the way it was told to.
+
+    Attributes:
+        message: The failure message from the entry.
+        code: The failure code from the entry (``AUTH``, ``RATE_LIMIT``, ...).
+    """
+
+    def __init__(self, message: str, code: str):
+        self.message = message
+        self.code = code
+        super().__init__(f"{message} (code {code})")
+
+
+class ReplayCancelledError(DshReplayError, RuntimeError):
+    """A replayed call was cancelled while it waited (``hang`` entries, pacing)."""
+
+
+class RecordingError(DshReplayError, RuntimeError):
+    """A recording could not be made or written (``--dsh-record``)."""
