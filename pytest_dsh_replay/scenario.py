@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
+import shutil
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from .chunk_rows import PackedRow
-from .errors import ScenarioError, SessionLogError
-from .events import JSONObject, SessionHeader, is_safe_integer
-from .jsonl import header_from, iter_log_lines, iter_records, read_log_bytes
+from .errors import RecordingError, ScenarioError, SessionLogError
+from .events import Event, JSONObject, SessionHeader, is_safe_integer
+from .jsonl import dump_session_log, header_from, iter_log_lines, iter_records, read_log_bytes
 from .script import (
     Override,
     ReplayEntry,
@@ -37,12 +39,15 @@ from .script import (
 __all__ = [
     "PRIMARY_LOG",
     "Scenario",
+    "SessionLike",
     "SessionScript",
     "iter_scenario_dirs",
     "load_scenario",
     "load_session_script",
     "locale_sort_key",
+    "order_sessions",
     "scenario_files",
+    "write_scenario",
 ]
 
 PRIMARY_LOG: Final = "session.jsonl"
@@ -438,3 +443,117 @@ def iter_scenario_dirs(root: str | os.PathLike[str]) -> Iterator[Path]:
         dirnames[:] = sorted(n for n in dirnames if not n.startswith("."))
         if any(n in filenames for n in (PRIMARY_LOG + s for s in _LOG_SUFFIXES)):
             yield Path(dirpath)
+
+
+# --- writing a scenario (SPEC 10.3, 10.4) -----------------------------------------------
+
+
+class SessionLike(Protocol):
+    """Anything :func:`write_scenario` can write: a header and its events."""
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session header."""
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """The session's events, each with ``seq`` and ``time``."""
+
+
+def order_sessions(sessions: Iterable[SessionLike]) -> list[SessionLike]:
+    """Order sessions as a scenario stores them: primary, then children (SPEC 10.3).
+
+    The primary is the one session without ``parentSession``; the children follow by
+    (``createdAt``, id), the order replay binds them in.
+
+    Raises:
+        RecordingError: No session, or more than one, lacks ``parentSession``.
+    """
+    items = list(sessions)
+    roots = [s for s in items if s.header.parent_session is None]
+    if len(roots) != 1:
+        ids = ", ".join(repr(s.header.id) for s in roots) or "none"
+        raise RecordingError(
+            "a scenario needs exactly one primary session (a session without "
+            f"parentSession); found {len(roots)}: {ids}"
+        )
+    children = [s for s in items if s is not roots[0]]
+    children.sort(key=lambda s: (s.header.created_at, locale_sort_key(s.header.id)))
+    return [roots[0], *children]
+
+
+def write_scenario(path: str | os.PathLike[str], sessions: Iterable[SessionLike]) -> list[Path]:
+    """Write sessions as a scenario directory in the committed form, atomically.
+
+    The primary goes to ``session.jsonl`` and the children to ``session.<n>.jsonl`` in
+    replay order (:func:`order_sessions`). Each log is written as the harness commits
+    fixtures (SPEC 1.5): the header line, then every event with delta runs packed into
+    chunk rows and the top-level ``seq``/``time`` envelope removed.
+
+    The directory is replaced as a whole: everything is written and flushed to a
+    sibling temporary directory first, which then takes the place of ``path``. If
+    anything fails before that, ``path`` is left exactly as it was; files of an older
+    recording (a child that no longer exists) do not survive a successful write.
+
+    Args:
+        path: The scenario directory to create or replace.
+        sessions: The sessions to write; exactly one has no ``parentSession``.
+
+    Returns:
+        The written log files, primary first.
+
+    Raises:
+        RecordingError: Not exactly one primary session, or the directory cannot be
+            written or replaced (the message says which step failed).
+    """
+    target = Path(path)
+    ordered = order_sessions(sessions)
+    blobs = [dump_session_log(s.header, s.events, envelope=False) for s in ordered]
+    names = [PRIMARY_LOG] + [f"session.{n}.jsonl" for n in range(1, len(ordered))]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_hex(6)
+    staging = target.with_name(f".{target.name}.tmp-{token}")
+    try:
+        staging.mkdir()
+        for name, blob in zip(names, blobs, strict=True):
+            with open(staging / name, "wb") as f:
+                f.write(blob)
+                f.flush()
+                os.fsync(f.fileno())
+        _replace_dir(staging, target, token)
+    except OSError as err:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise RecordingError(f"cannot write scenario {target}: {err}") from err
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return [target / name for name in names]
+
+
+def _replace_dir(staging: Path, target: Path, token: str) -> None:
+    """Put ``staging`` in the place of ``target``; the old directory goes only after."""
+    if not target.exists():
+        os.replace(staging, target)
+    else:
+        retired = target.with_name(f".{target.name}.old-{token}")
+        os.replace(target, retired)
+        try:
+            os.replace(staging, target)
+        except BaseException:
+            os.replace(retired, target)
+            raise
+        shutil.rmtree(retired, ignore_errors=True)
+    _fsync_dir(target.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
