@@ -6,8 +6,6 @@ which imports neither pytest nor syrupy. The pytest layer lives in ``plugin.py``
 through the ``pytest11`` entry point, so importing this package never does.
 """
 
-from __future__ import annotations
-
 from .chunk_rows import decode_storage_record, pack_chunk_runs
 from .errors import (
     DshReplayError,

@@ -1,0 +1,250 @@
+"""The ``dsh-replay`` command (DESIGN section 5).
+
+Subcommands::
+
+    dsh-replay scripts PATH [--json]   the replay scripts of a scenario or a single log
+    dsh-replay check PATH...           validate scenarios (for CI); one line per problem
+    dsh-replay show PATH               a readable summary of a scenario
+
+Exit status: 0 success, 1 invalid input (one message on stderr, no traceback), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+import orjson
+
+from .errors import DshReplayError
+from .scenario import (
+    PRIMARY_LOG,
+    Scenario,
+    SessionScript,
+    iter_scenario_dirs,
+    load_scenario,
+    load_session_script,
+)
+from .script import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
+
+__all__ = ["main"]
+
+
+def _write_json(value: object, out: TextIO) -> None:
+    out.flush()
+    data = orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
+    buffer = getattr(out, "buffer", None)
+    if buffer is not None:
+        buffer.write(data)
+        buffer.flush()
+    else:
+        out.write(data.decode("utf-8"))
+
+
+def _single_file_json(script: SessionScript) -> dict[str, object]:
+    return {
+        "header": {
+            "id": script.recorded_id,
+            "createdAt": script.created_at,
+            "seedLength": script.header.seed_length,
+        },
+        "eventCount": script.event_count,
+        "entries": [e.to_json() for e in script.entries],
+    }
+
+
+def _is_single_log(path: Path) -> bool:
+    return path.is_file() and ".jsonl" in path.name
+
+
+def _cmd_scripts(args: argparse.Namespace, out: TextIO) -> int:
+    path: Path = args.path
+    if _is_single_log(path):
+        script = load_session_script(path, primary=True)
+        if args.json:
+            _write_json(_single_file_json(script), out)
+        else:
+            _print_scripts([script], out)
+        return 0
+    scenario = load_scenario(path)
+    if args.json:
+        _write_json(scenario.to_json(), out)
+    else:
+        _print_scripts(list(scenario.scripts), out)
+    return 0
+
+
+def _finish_kind(entry: ReplayEntry) -> str:
+    if isinstance(entry, HangEntry):
+        return "hang"
+    if isinstance(entry, ThrowEntry):
+        return f"throw {entry.code}"
+    chunks = entry.chunks
+    if chunks and chunks[-1].get("type") == "finish":
+        reason = chunks[-1].get("reason")
+        if isinstance(reason, dict):
+            kind = str(reason.get("kind"))
+            failure = reason.get("failure")
+            if isinstance(failure, dict) and "code" in failure:
+                kind += f" {failure['code']}"
+            return kind
+    return "?"
+
+
+def _preview(entry: ReplayEntry, width: int = 60) -> str:
+    if isinstance(entry, HangEntry):
+        return "(hangs until cancelled)"
+    text: list[str] = []
+    tools: list[str] = []
+    for chunk in entry.chunks:
+        kind = chunk.get("type")
+        if kind == "text-delta" and isinstance(chunk.get("text"), str):
+            text.append(chunk["text"])
+        elif kind == "block-end":
+            block = chunk.get("block")
+            if isinstance(block, dict) and block.get("type") == "tool-call":
+                tools.append(str(block.get("name")))
+            elif isinstance(block, dict) and block.get("type") == "text" and not text:
+                text.append(str(block.get("text", "")))
+    joined = " ".join("".join(text).split())
+    if len(joined) > width:
+        joined = joined[: width - 1] + "…"
+    parts = [f'"{joined}"'] if joined else []
+    if tools:
+        parts.append("tools: " + ", ".join(tools))
+    return "  ".join(parts) or "(no text)"
+
+
+def _print_scripts(scripts: Sequence[SessionScript], out: TextIO) -> None:
+    for script in scripts:
+        role = "primary" if script.primary else f"child of {script.parent_session or '?'}"
+        seed = f", seedLength {script.seed_length}" if script.seed_length else ""
+        out.write(
+            f"{script.file}: session {script.recorded_id or '(no id)'} ({role}{seed}), "
+            f"{len(script.entries)} call(s), {script.event_count} event(s)\n"
+        )
+        for n, entry in enumerate(script.entries, start=1):
+            size = entry.chunk_count if isinstance(entry, ChunksEntry | ThrowEntry) else 2
+            out.write(
+                f"  call #{n}: {entry.kind}, {size} chunk(s), {_finish_kind(entry)}  "
+                f"{_preview(entry)}\n"
+            )
+
+
+def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    path: Path = args.path
+    scenario = (
+        Scenario(path=path, scripts=(load_session_script(path, primary=True),))
+        if _is_single_log(path)
+        else load_scenario(path)
+    )
+    out.write(
+        f"scenario {scenario.path}: {len(scenario.scripts)} session(s), "
+        f"{scenario.call_count} model call(s)\n"
+    )
+    _print_scripts(list(scenario.scripts), out)
+    return 0
+
+
+def _check_targets(paths: Sequence[Path]) -> list[Path]:
+    targets: list[Path] = []
+    for path in paths:
+        if path.is_dir() and not any(
+            (path / name).exists() for name in (PRIMARY_LOG, PRIMARY_LOG + ".zst")
+        ):
+            found = list(iter_scenario_dirs(path))
+            targets.extend(found if found else [path])
+        else:
+            targets.append(path)
+    return targets
+
+
+def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    problems = 0
+    targets = _check_targets(args.paths)
+    for target in targets:
+        try:
+            load_scenario(target)
+        except DshReplayError as error:
+            problems += 1
+            err.write(f"{error}\n")
+    if problems:
+        err.write(f"{problems} problem(s) in {len(targets)} scenario(s)\n")
+        return 1
+    out.write(f"ok: {len(targets)} scenario(s)\n")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dsh-replay",
+        description="Inspect and validate recorded dsh scenarios (session logs).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    scripts = sub.add_parser(
+        "scripts",
+        help="print the replay scripts of a scenario or a single log",
+        description="Print the replay scripts (one entry per model call) of a scenario "
+        "directory, a SQLite store, or a single log (unsliced).",
+    )
+    scripts.add_argument("path", type=Path, metavar="PATH")
+    scripts.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON: Scenario.to_json() for a scenario, "
+        '{"header", "eventCount", "entries"} for a single log',
+    )
+    check = sub.add_parser(
+        "check",
+        help="validate scenarios (exit 1 with one line per problem)",
+        description="Validate scenarios for CI. A directory without session.jsonl is "
+        "searched for scenario directories.",
+    )
+    check.add_argument("paths", type=Path, nargs="+", metavar="PATH")
+    show = sub.add_parser(
+        "show",
+        help="summarize a scenario: sessions, seed lengths, calls, previews",
+        description="Summarize a scenario: sessions, seed lengths, calls, chunk counts "
+        "and a text preview of each call.",
+    )
+    show.add_argument("path", type=Path, metavar="PATH")
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run the ``dsh-replay`` command.
+
+    Args:
+        argv: The arguments after the program name (default: ``sys.argv[1:]``).
+        stdout: Where results go (default: ``sys.stdout``).
+        stderr: Where problems go (default: ``sys.stderr``).
+
+    Returns:
+        The exit status: 0 success, 1 invalid input, 2 usage error.
+    """
+    out = stdout if stdout is not None else sys.stdout
+    err = stderr if stderr is not None else sys.stderr
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    try:
+        if args.command == "scripts":
+            return _cmd_scripts(args, out)
+        if args.command == "show":
+            return _cmd_show(args, out)
+        return _cmd_check(args, out, err)
+    except DshReplayError as error:
+        err.write(f"dsh-replay: {error}\n")
+        return 1
+    except BrokenPipeError:  # pragma: no cover - `dsh-replay ... | head`
+        return 0
