@@ -16,6 +16,7 @@ shares, so code that already catches ``ValueError`` or ``RuntimeError`` keeps wo
     ├── ReplayBindingError(RuntimeError)       a live session has no recorded script
     ├── ReplayExhaustedError(RuntimeError)     a session asked for more calls than recorded
     ├── ReplayConsumptionError(AssertionError) recorded calls were left unused
+    ├── LogMismatchError(AssertionError)       replayed logs differ from the recording
     ├── ReplayedModelError(RuntimeError)       a recorded ``throw`` entry, replayed
     ├── ReplayCancelledError(RuntimeError)     a replayed call was cancelled
     └── RecordingError(RuntimeError)           a recording could not be written
@@ -32,6 +33,7 @@ __all__ = [
     "FORK_ERROR_CODES",
     "DshReplayError",
     "ForkErrorCode",
+    "LogMismatchError",
     "OverrideError",
     "PlaceholderError",
     "RecordingError",
@@ -248,6 +250,10 @@ class ReplayConsumptionError(DshReplayError, AssertionError):
     def __init__(self, message: str, *, problems: list[str]):
         self.problems = problems
         super().__init__(message)
+
+
+class LogMismatchError(DshReplayError, AssertionError):
+    """The logs a replayed run wrote differ from the recording (SPEC 11 comparison)."""
 
 
 class ReplayedModelError(DshReplayError, RuntimeError):

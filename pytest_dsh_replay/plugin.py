@@ -1,23 +1,496 @@
-"""The pytest plugin (registered through the ``pytest11`` entry point ``dsh_replay``)."""
+"""The pytest plugin, registered through the ``pytest11`` entry point ``dsh_replay``.
+
+This layer only wires pytest to the core: options and ini keys, the ``dsh_scenario``
+marker, the ``dsh_replay`` fixture, the end-of-test checks and the terminal summary.
+The core (``runtime``, ``scenario``, ``model``, ``store``) is imported only when a test
+asks for the fixture, so loading the plugin costs next to nothing.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
 import pytest
+
+if TYPE_CHECKING:
+    from .runtime import DshReplay
+
+RECORD_MODES: Final = ("all", "missing")
+"""The values ``--dsh-record`` accepts (a bare ``--dsh-record`` means ``all``)."""
+
+DEFAULT_SNAPSHOT_DIR: Final = "dsh_snapshots"
+
+
+def _parse_record_mode(value: str) -> str:
+    """Validate ``--dsh-record``'s value (argparse ``type=``)."""
+    if value in RECORD_MODES:
+        return value
+    hint = ""
+    if "/" in value or os.sep in value or "::" in value or value.endswith(".py"):
+        hint = f"; it looks like a test path: write --dsh-record=all {value}"
+    raise pytest.UsageError(
+        f"--dsh-record accepts {' or '.join(RECORD_MODES)} (a bare --dsh-record means all), "
+        f"got {value!r}{hint}"
+    )
+
+
+_HOW_TO_RECORD: Final = (
+    "--dsh-record needs a live model: set DSH_RECORD_BASE_URL, DSH_RECORD_API_KEY and "
+    "DSH_RECORD_MODEL for an OpenAI-compatible endpoint (pip install "
+    "'pytest-dsh-replay[record]'), or implement the hook pytest_dsh_replay_live_model"
+    "(config, scenario_path) in a conftest.py at the root of your tests"
+)
+
+
+def _check_live_model_available(config: pytest.Config) -> None:
+    """Stop at start-up when ``--dsh-record`` has no live model to record from."""
+    if config.pluginmanager.hook.pytest_dsh_replay_live_model.get_hookimpls():
+        return
+    from .live_openai import OpenAICompatibleModel
+
+    if OpenAICompatibleModel.from_env() is None:
+        raise pytest.UsageError(_HOW_TO_RECORD)
+
+
+def _live_model(config: pytest.Config, path: Path) -> Any:
+    live = config.hook.pytest_dsh_replay_live_model(config=config, scenario_path=path)
+    if live is not None:
+        return live
+    from .live_openai import OpenAICompatibleModel
+
+    live = OpenAICompatibleModel.from_env()
+    if live is None:
+        raise pytest.UsageError(f"no live model to record {path}: {_HOW_TO_RECORD}")
+    return live
+
+
+def _redaction(config: pytest.Config) -> tuple[Any, Any]:
+    from .normalize import Redactor
+
+    key = os.environ.get("DSH_RECORD_API_KEY", "")
+    redactor = Redactor(literals=(key,) if key else ())
+
+    def hook(event: dict[str, Any]) -> None:
+        config.hook.pytest_dsh_replay_redact(event=event)
+
+    return redactor, hook
+
+
+@dataclass
+class _State:
+    """Per-session plugin state, kept in ``config.stash``."""
+
+    record: str | None
+    ini_root: Path | None
+    used: set[str] = field(default_factory=set)
+    roots: set[str] = field(default_factory=set)
+    replayed: int = 0
+    missing: int = 0
+    subset: bool = False
+    compare_logs: bool = True
+    fail_unused: bool = False
+    recordings: list[tuple[str, int, int]] = field(default_factory=list)
+    unused: list[Path] | None = None
+    session: pytest.Session | None = None
+
+    def merge(self, report: dict[str, Any]) -> None:
+        """Add a worker's report (``pytest-xdist``) to this state."""
+        self.used.update(report["used"])
+        self.roots.update(report["roots"])
+        self.replayed += report["replayed"]
+        self.missing += report["missing"]
+        self.subset = self.subset or report["subset"]
+        self.recordings.extend(tuple(r) for r in report["recordings"])
+
+    def report(self) -> dict[str, Any]:
+        """What a worker sends to the controller: plain, serializable values."""
+        return {
+            "used": sorted(self.used),
+            "roots": sorted(self.roots),
+            "replayed": self.replayed,
+            "missing": self.missing,
+            "subset": self.subset,
+            "recordings": [list(r) for r in self.recordings],
+        }
+
+
+_STATE = pytest.StashKey[_State]()
+
+
+@dataclass
+class _Run:
+    """One test's run: the fixture value, or the problem that stops the test."""
+
+    replay: DshReplay | None
+    problem: str | None = None
+
+
+_RUN = pytest.StashKey[_Run]()
+_PASSED = pytest.StashKey[bool]()
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Register this plugin's hook specifications."""
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Register the ``dsh-replay`` option group and ini keys."""
+    """Register the ``dsh-replay`` option group and its ini keys."""
+    group = parser.getgroup("dsh-replay", "dsh-replay (replay and record dsh agent sessions)")
+    group.addoption(
+        "--dsh-record",
+        action="store",
+        nargs="?",
+        const="all",
+        default=None,
+        type=_parse_record_mode,
+        dest="dsh_record",
+        metavar="all|missing",
+        help="record scenarios against the live model instead of replaying them: "
+        "all (the default when no value is given) re-records every selected scenario, "
+        "missing records only scenarios that have no recording yet.",
+    )
+    group.addoption(
+        "--dsh-fail-unused",
+        action="store_true",
+        default=False,
+        dest="dsh_fail_unused",
+        help="fail the run when a complete run (no -k, -m, deselection or early stop) "
+        "leaves scenario directories under the snapshot root that no test used.",
+    )
+    parser.addini(
+        "dsh_compare_logs",
+        "compare the session logs a replayed test writes with the recording (default: true).",
+        type="bool",
+        default=True,
+    )
     parser.addini(
         "dsh_snapshot_dir",
-        "Directory holding recorded dsh scenarios "
-        "(default: dsh_snapshots beside each test module).",
+        "directory holding recorded dsh scenarios, relative to the ini file "
+        f"(default: {DEFAULT_SNAPSHOT_DIR}/ beside each test module).",
         default="",
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the ``dsh_scenario`` marker."""
+    """Register the marker and set up the plugin state."""
     config.addinivalue_line(
         "markers",
-        "dsh_scenario(name_or_path): the recorded dsh scenario the dsh_replay fixture replays.",
+        "dsh_scenario(name_or_path=None, *, compare_logs=True): the recorded dsh scenario "
+        "the dsh_replay fixture uses: a name relative to dsh_snapshot_dir or an absolute "
+        "path (default: derived from the test's name); compare_logs=False skips the "
+        "replayed-log check.",
     )
+    raw_root = str(config.getini("dsh_snapshot_dir")).strip()
+    base = config.inipath.parent if config.inipath is not None else config.rootpath
+    state = _State(
+        record=config.getoption("dsh_record"),
+        ini_root=(base / raw_root) if raw_root else None,
+        subset=bool(config.getoption("keyword") or config.getoption("markexpr")),
+        compare_logs=bool(config.getini("dsh_compare_logs")),
+        fail_unused=bool(config.getoption("dsh_fail_unused")),
+    )
+    config.stash[_STATE] = state
+    if state.record is not None and not hasattr(config, "workerinput"):
+        _check_live_model_available(config)
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistController(), "dsh_replay_xdist")
+
+
+class _XdistController:
+    """Collect what each ``pytest-xdist`` worker used; only the controller decides."""
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        report = getattr(node, "workeroutput", {}).get("dsh_replay")
+        if report is not None:
+            _state(node.config).merge(report)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Keep the session: the summary needs to know whether the run stopped early."""
+    _state(session.config).session = session
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Workers hand their report to the controller; the controller finds unused scenarios."""
+    state = _state(session.config)
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["dsh_replay"] = state.report()
+        return
+    if (state.used or state.ini_root is not None) and _is_complete_run(session, state):
+        state.unused = _unused(state)
+        if state.unused and state.fail_unused and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _state(config: pytest.Config) -> _State:
+    return config.stash[_STATE]
+
+
+def _snapshot_root(item: pytest.Item, state: _State) -> Path:
+    if state.ini_root is not None:
+        return state.ini_root
+    return item.path.parent / DEFAULT_SNAPSHOT_DIR
+
+
+def _test_name(item: pytest.Item) -> str:
+    """The test's name inside its module, classes included (``TestX::test_y[id]``)."""
+    module = item.nodeid.split("::", 1)
+    return module[1] if len(module) == 2 else item.name
+
+
+def _scenario_path(item: pytest.Item, state: _State) -> Path:
+    from .errors import ScenarioError
+    from .runtime import resolve_scenario, scenario_name
+
+    root = _snapshot_root(item, state)
+    marker = item.get_closest_marker("dsh_scenario")
+    if marker is not None and not marker.args:
+        marker = None
+    if marker is None:
+        name = _test_name(item)
+        if state.ini_root is not None:
+            # One root for every module: keep tests of different modules apart.
+            rel = (
+                item.path.relative_to(item.config.rootpath)
+                if item.path.is_relative_to(item.config.rootpath)
+                else Path(item.path.name)
+            )
+            name = "::".join([*rel.with_suffix("").parts, name])
+        return root / scenario_name(name)
+    if len(marker.args) != 1 or not isinstance(marker.args[0], str | os.PathLike):
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.dsh_scenario takes one scenario name or path, "
+            f"got args={marker.args!r}"
+        )
+    unknown = set(marker.kwargs) - {"compare_logs"}
+    if unknown:
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.dsh_scenario accepts the keyword compare_logs, "
+            f"got {', '.join(sorted(unknown))}"
+        )
+    try:
+        return resolve_scenario(root, marker.args[0])
+    except ScenarioError as err:
+        raise pytest.UsageError(f"{item.nodeid}: {err}") from None
+
+
+def _record_command(item: pytest.Item) -> str:
+    return f"pytest --dsh-record=missing {item.nodeid}"
+
+
+def _compare_logs(item: pytest.Item, state: _State) -> bool:
+    marker = item.get_closest_marker("dsh_scenario")
+    if marker is not None and "compare_logs" in marker.kwargs:
+        return bool(marker.kwargs["compare_logs"])
+    return state.compare_logs
+
+
+def _records(state: _State, path: Path) -> bool:
+    """Whether this test records (rather than replays) under the current options."""
+    return state.record == "all" or (state.record == "missing" and not path.exists())
+
+
+@pytest.fixture
+def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Replay this test's recorded dsh scenario: stream from .model, persist to .sessions."""
+    from .errors import DshReplayError
+    from .runtime import DshReplay
+
+    item = request.node
+    if not isinstance(item, pytest.Item):  # pragma: no cover - function scope guarantees it
+        raise pytest.UsageError("dsh_replay is a function-scoped fixture")
+    config = request.config
+    state = _state(config)
+    path = _scenario_path(item, state)
+    state.used.add(str(path.resolve()))
+    state.roots.add(str(_snapshot_root(item, state).resolve()))
+    workdir = tmp_path_factory.mktemp("dsh-replay", numbered=True)
+    redactor, redact_hook = _redaction(config)
+    run = _Run(replay=None)
+    if _records(state, path):
+        run.replay = DshReplay.record(
+            path,
+            live=_live_model(config, path),
+            workdir=workdir,
+            redactor=redactor,
+            redact_hook=redact_hook,
+        )
+    elif not path.exists():
+        state.missing += 1
+        run.problem = (
+            f"no recorded dsh scenario for {item.nodeid}\n"
+            f"  looked at: {path}\n"
+            f"  record it: {_record_command(item)}\n"
+            "  (recording calls the live model; see pytest --help, group dsh-replay)"
+        )
+    else:
+        try:
+            run.replay = DshReplay.open(
+                path,
+                workdir=workdir,
+                compare_logs=_compare_logs(item, state),
+                redactor=redactor,
+                redact_hook=redact_hook,
+            )
+        except DshReplayError as err:
+            run.problem = f"the dsh scenario for {item.nodeid} does not load:\n  {err}"
+        else:
+            state.replayed += 1
+    item.stash[_RUN] = run
+    if run.replay is not None:
+        config.hook.pytest_dsh_replay_configure(config=config, replay=run.replay)
+    return run.replay
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """Stop a test whose scenario is missing; check a passing replayed test afterwards."""
+    run = item.stash.get(_RUN, None)
+    if run is not None and run.problem is not None:
+        pytest.fail(run.problem, pytrace=False)
+    result = yield
+    if run is not None and run.replay is not None and run.replay.mode == "replay":
+        from .errors import DshReplayError
+
+        try:
+            run.replay.finish()
+        except DshReplayError as err:
+            hint = (
+                f"\n(if the new behaviour is right, re-record: pytest --dsh-record {item.nodeid})"
+            )
+            pytest.fail(f"{err}{hint}", pytrace=False)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Remember whether the test body passed: only a passing test writes a recording."""
+    report = yield
+    if report.when == "call" and _RUN in item.stash:
+        item.stash[_PASSED] = report.passed
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
+    """Write a recording after the test and every fixture teardown succeeded."""
+    result = yield
+    run = item.stash.get(_RUN, None)
+    if (
+        run is not None
+        and run.replay is not None
+        and run.replay.mode == "record"
+        and item.stash.get(_PASSED, False)
+    ):
+        files = run.replay.finish()
+        state = _state(item.config)
+        calls = sum(
+            1
+            for s in run.replay.sessions.sessions()
+            for e in s.events
+            if e["type"] == "assistant/chunk" and e["data"]["chunk"].get("type") == "finish"
+        )
+        state.recordings.append((str(run.replay.path), len(files), calls))
+    return result
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """In record mode, refuse two selected tests that would record the same scenario."""
+    state = _state(config)
+    if state.record is None:
+        return
+    seen: dict[str, str] = {}
+    for item in items:
+        if "dsh_replay" not in getattr(item, "fixturenames", ()):
+            continue
+        path = _scenario_path(item, state)
+        if not _records(state, path):
+            continue
+        key = str(path.resolve())
+        if key in seen:
+            raise pytest.UsageError(
+                f"--dsh-record: {seen[key]} and {item.nodeid} would both record {path}; "
+                "give one of them its own @pytest.mark.dsh_scenario name"
+            )
+        seen[key] = item.nodeid
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Any deselection makes the run a subset."""
+    if items:
+        items[0].config.stash[_STATE].subset = True
+
+
+def _is_complete_run(session: pytest.Session, state: _State) -> bool:
+    config = session.config
+    if state.subset or session.shouldstop or session.shouldfail:
+        return False
+    if (
+        session.testsfailed
+        and config.getoption("maxfail")
+        and (session.testsfailed >= config.getoption("maxfail"))
+    ):
+        return False
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        base = config.rootpath
+        defaults = {base.resolve()} | {(base / p).resolve() for p in config.getini("testpaths")}
+        here = config.invocation_params.dir
+        return all("::" not in arg and (here / arg).resolve() in defaults for arg in config.args)
+    return True
+
+
+def _unused(state: _State) -> list[Path]:
+    from .runtime import find_scenario_dirs
+
+    roots = set(state.roots)
+    if state.ini_root is not None:
+        roots.add(str(state.ini_root.resolve()))
+    found: set[Path] = set()
+    for root in roots:
+        found.update(p.resolve() for p in find_scenario_dirs(Path(root)))
+    return sorted(p for p in found if str(p) not in state.used)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    """Report scenarios replayed, recorded, missing and (on a complete run) unused."""
+    state = _state(config)
+    if not (state.used or state.ini_root is not None or state.recordings):
+        return
+    parts = [
+        f"{state.replayed} replayed",
+        f"{len(state.recordings)} recorded",
+        f"{state.missing} missing",
+    ]
+    if state.unused is not None:
+        parts.append(f"{len(state.unused)} unused")
+    terminalreporter.write_sep("-", "dsh-replay")
+    terminalreporter.write_line("scenarios: " + ", ".join(parts))
+    for path, logs, calls in sorted(state.recordings):
+        terminalreporter.write_line(
+            f"recorded {path}: {_plural(logs, 'session')}, {_plural(calls, 'model call')}"
+        )
+    if state.unused:
+        verdict = "failing the run (--dsh-fail-unused)" if state.fail_unused else "no test uses"
+        terminalreporter.write_line(f"unused scenarios ({verdict}):")
+        for p in state.unused:
+            terminalreporter.write_line(f"  {p}")

@@ -1,0 +1,384 @@
+"""Redaction and normalization of session logs (SPEC 11, adapted).
+
+Two jobs, both pure:
+
+- **Redaction** (:class:`Redactor`): before a recording is written, every string that
+  looks like a secret (API keys, bearer tokens, cloud and forge tokens, plus literal
+  values such as the recording API key) is replaced with ``[REDACTED]``. The same rules
+  find secrets in committed logs (``dsh-replay check``).
+- **Normalization** (:class:`Normalizer`, :func:`compare_logs`): two logs of the same
+  behaviour differ in ids, times and paths. Session ids and every other UUID are mapped
+  to ``{{id-1}}``, ``{{id-2}}``, ... by first appearance; ``time``, ``createdAt`` and
+  ``durationMs`` are zeroed; the working directory becomes ``{{cwd}}``; envelopes
+  (``seq``, ``time``) are dropped. Events are compared as parsed values, so packing and
+  key order never matter.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from .events import Event, JSONObject, SessionHeader
+
+__all__ = [
+    "DEFAULT_SECRET_PATTERNS",
+    "REDACTED",
+    "LogDifference",
+    "Normalizer",
+    "Redactor",
+    "compare_logs",
+    "describe_difference",
+    "tokenize_cwd",
+]
+
+REDACTED: Final = "[REDACTED]"
+"""What a secret is replaced with."""
+
+DEFAULT_SECRET_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
+    ("api key (sk-...)", r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_\-]{16,}"),
+    ("bearer token", r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]{8,}=*"),
+    ("AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    ("GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
+    ("Slack token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    ("Google API key", r"\bAIza[0-9A-Za-z_\-]{35}"),
+)
+"""``(name, regex)`` pairs of the built-in secret shapes."""
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """Replaces secrets in every string of a JSON value.
+
+    Attributes:
+        literals: Exact secret values (for example the recording API key); each
+            occurrence is replaced. Values shorter than 6 characters are ignored, since
+            they would redact ordinary text.
+        patterns: ``(name, regex)`` pairs; the built-in :data:`DEFAULT_SECRET_PATTERNS`
+            are always included, extra ones add to them.
+    """
+
+    literals: tuple[str, ...] = ()
+    patterns: tuple[tuple[str, str], ...] = ()
+    _compiled: tuple[tuple[str, re.Pattern[str]], ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        rules = [(name, re.compile(rx)) for name, rx in (*DEFAULT_SECRET_PATTERNS, *self.patterns)]
+        literals = sorted({s for s in self.literals if len(s) >= 6}, key=len, reverse=True)
+        if literals:
+            rules.insert(0, ("configured secret", re.compile("|".join(map(re.escape, literals)))))
+        object.__setattr__(self, "_compiled", tuple(rules))
+
+    def redact_text(self, text: str) -> str:
+        """Return ``text`` with every secret replaced by :data:`REDACTED`."""
+        for _, rx in self._compiled:
+            text = rx.sub(REDACTED, text)
+        return text
+
+    def redact(self, value: Any) -> Any:
+        """Return a copy of a JSON value with secrets replaced in every string value.
+
+        Object keys are kept as they are; non-string leaves are unchanged.
+        """
+        if isinstance(value, str):
+            return self.redact_text(value)
+        if isinstance(value, dict):
+            return {k: self.redact(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.redact(v) for v in value]
+        return value
+
+    def find(self, value: Any, path: str = "$") -> Iterable[tuple[str, str]]:
+        """Yield ``(json_path, rule_name)`` for every string in ``value`` holding a secret."""
+        if isinstance(value, str):
+            for name, rx in self._compiled:
+                if rx.search(value):
+                    yield path, name
+                    return
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                yield from self.find(v, f"{path}.{k}" if _IDENT.fullmatch(k) else f"{path}[{k!r}]")
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                yield from self.find(v, f"{path}[{i}]")
+
+
+_IDENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_UUID: Final = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+_ZEROED_KEYS: Final = frozenset({"createdAt", "durationMs"})
+_ENVELOPE: Final = frozenset({"seq", "time", "seq0", "time0"})
+
+
+class Normalizer:
+    """Maps ids, times and paths of a group of logs to stable placeholders (SPEC 11.2).
+
+    One normalizer is used for all sessions of one scenario, primary first, so that a
+    parent id and a child's ``parentSession`` map to the same placeholder. Feed the two
+    sides of a comparison to two separate normalizers.
+
+    Args:
+        session_ids: Ids that are not UUIDs but must be treated as ids (session ids the
+            store minted, such as ``session-3``).
+        cwds: Working directories to replace with ``{{cwd}}``.
+    """
+
+    def __init__(self, *, session_ids: Iterable[str] = (), cwds: Iterable[str] = ()):
+        self._ids: dict[str, str] = {}
+        extra = sorted(
+            {s for s in session_ids if s and not _UUID.fullmatch(s)}, key=len, reverse=True
+        )
+        parts = [_UUID.pattern, *(re.escape(s) for s in extra)]
+        self._id_rx = re.compile("|".join(f"(?:{p})" for p in parts))
+        paths = sorted({c.rstrip("/") for c in cwds if c and c.rstrip("/")}, key=len, reverse=True)
+        self._cwd_rx = (
+            re.compile("|".join(re.escape(c) for c in paths) + r"(?=$|[/\\\s\"'<>()\[\]{},;:!?=.])")
+            if paths
+            else None
+        )
+
+    def _id(self, match: re.Match[str]) -> str:
+        key = match.group(0).lower() if _UUID.fullmatch(match.group(0)) else match.group(0)
+        placeholder = self._ids.get(key)
+        if placeholder is None:
+            placeholder = self._ids[key] = f"{{{{id-{len(self._ids) + 1}}}}}"
+        return placeholder
+
+    def text(self, value: str) -> str:
+        """Normalize one string: the cwd first, then ids by first appearance."""
+        if self._cwd_rx is not None:
+            value = self._cwd_rx.sub("{{cwd}}", value)
+        return self._id_rx.sub(self._id, value)
+
+    def value(self, value: Any, key: str | None = None) -> Any:
+        """Normalize a JSON value: strings as :meth:`text`, ``createdAt``/``durationMs`` to 0."""
+        if key in _ZEROED_KEYS and isinstance(value, int | float) and not isinstance(value, bool):
+            return 0
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {k: self.value(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.value(v) for v in value]
+        return value
+
+    def header(self, header: SessionHeader) -> JSONObject:
+        """The header as compared: ids mapped, ``createdAt`` dropped."""
+        raw = header.to_json()
+        raw.pop("createdAt", None)
+        return self.value(raw)  # type: ignore[no-any-return]
+
+    def event(self, event: Event) -> JSONObject:
+        """An event as compared: envelope (``seq``, ``time``) dropped, payload normalized."""
+        return {k: self.value(v, k) for k, v in event.items() if k not in _ENVELOPE}
+
+
+@dataclass(frozen=True)
+class LogDifference:
+    """The first difference between an expected (recorded) and an actual (replayed) log.
+
+    Attributes:
+        file: The recorded log's name (``session.1.jsonl``).
+        index: The event index (0-based, in the recorded log; ``None`` for the header).
+        event_type: The ``type`` of the recorded event there (or of the actual one
+            when the recording ended first).
+        path: The JSON path of the first differing value (``$.data.message.content[0].text``).
+        expected: The recorded value at ``path`` (normalized); ``None`` when missing.
+        actual: The replayed value at ``path`` (normalized); ``None`` when missing.
+        note: A short description (``"event differs"``, ``"replayed log is longer"``, ...).
+    """
+
+    file: str
+    index: int | None
+    event_type: str | None
+    path: str
+    expected: Any
+    actual: Any
+    note: str
+
+
+_MISSING: Final = object()
+
+
+def _first_difference(expected: Any, actual: Any, path: str) -> tuple[str, Any, Any] | None:
+    if type(expected) is not type(actual) and not (
+        isinstance(expected, int | float)
+        and isinstance(actual, int | float)
+        and not isinstance(expected, bool)
+        and not isinstance(actual, bool)
+    ):
+        return path, expected, actual
+    if isinstance(expected, dict):
+        for k in expected:
+            sub = f"{path}.{k}" if _IDENT.fullmatch(k) else f"{path}[{orjson.dumps(k).decode()}]"
+            if k not in actual:
+                return sub, expected[k], _MISSING
+            found = _first_difference(expected[k], actual[k], sub)
+            if found is not None:
+                return found
+        for k in actual:
+            if k not in expected:
+                sub = (
+                    f"{path}.{k}" if _IDENT.fullmatch(k) else f"{path}[{orjson.dumps(k).decode()}]"
+                )
+                return sub, _MISSING, actual[k]
+        return None
+    if isinstance(expected, list):
+        for i, (e, a) in enumerate(zip(expected, actual, strict=False)):
+            found = _first_difference(e, a, f"{path}[{i}]")
+            if found is not None:
+                return found
+        if len(expected) != len(actual):
+            n = min(len(expected), len(actual))
+            return (
+                f"{path}[{n}]",
+                expected[n] if n < len(expected) else _MISSING,
+                actual[n] if n < len(actual) else _MISSING,
+            )
+        return None
+    return None if expected == actual else (path, expected, actual)
+
+
+def _present(value: Any) -> Any:
+    return None if value is _MISSING else value
+
+
+def compare_logs(
+    file: str,
+    expected: tuple[SessionHeader, Sequence[Event]],
+    actual: tuple[SessionHeader, Sequence[Event]],
+    *,
+    expected_normalizer: Normalizer,
+    actual_normalizer: Normalizer,
+) -> LogDifference | None:
+    """Find the first difference between a recorded and a replayed session log.
+
+    Both logs are normalized (ids, times, cwd, envelopes) with their own normalizer and
+    compared event by event as parsed values; the scan stops at the first difference,
+    so a long log costs one pass at most.
+
+    Args:
+        file: The recorded log's name, for the report.
+        expected: The recorded header and events.
+        actual: The replayed header and events.
+        expected_normalizer: The normalizer of the recorded side (shared by its sessions).
+        actual_normalizer: The normalizer of the replayed side.
+
+    Returns:
+        ``None`` when the logs agree, else the first :class:`LogDifference`.
+    """
+    eh = expected_normalizer.header(expected[0])
+    ah = actual_normalizer.header(actual[0])
+    found = _first_difference(eh, ah, "$")
+    if found is not None:
+        return LogDifference(
+            file,
+            None,
+            "session",
+            found[0],
+            _present(found[1]),
+            _present(found[2]),
+            "header differs",
+        )
+    exp_events, act_events = expected[1], actual[1]
+    for i in range(max(len(exp_events), len(act_events))):
+        if i >= len(exp_events):
+            extra = act_events[i]
+            return LogDifference(
+                file,
+                i,
+                str(extra.get("type")),
+                "$",
+                None,
+                actual_normalizer.event(extra),
+                f"the replayed log is longer: {len(act_events)} events, the recording has "
+                f"{len(exp_events)}",
+            )
+        e = expected_normalizer.event(exp_events[i])
+        if i >= len(act_events):
+            return LogDifference(
+                file,
+                i,
+                str(exp_events[i].get("type")),
+                "$",
+                e,
+                None,
+                f"the replayed log is shorter: {len(act_events)} events, the recording has "
+                f"{len(exp_events)}",
+            )
+        a = actual_normalizer.event(act_events[i])
+        found = _first_difference(e, a, "$")
+        if found is not None:
+            return LogDifference(
+                file,
+                i,
+                str(exp_events[i].get("type")),
+                found[0],
+                _present(found[1]),
+                _present(found[2]),
+                "event differs",
+            )
+    return None
+
+
+def _show(value: Any) -> str:
+    return orjson.dumps(value).decode() if value is not None else "(missing)"
+
+
+def describe_difference(diff: LogDifference, *, max_chars: int = 2000) -> str:
+    """Render a :class:`LogDifference` as a readable, bounded report.
+
+    Long strings (or strings spanning lines) are shown as a unified diff of lines;
+    other values as compact JSON. The report is cut at ``max_chars`` characters.
+    """
+    where = "header" if diff.index is None else f"event #{diff.index} ({diff.event_type})"
+    lines = [f"{diff.file}: {where}: {diff.note}", f"  at {diff.path}"]
+    e, a = diff.expected, diff.actual
+    if isinstance(e, str) and isinstance(a, str) and (len(e) > 60 or "\n" in e or "\n" in a):
+        delta = difflib.unified_diff(
+            e.splitlines(), a.splitlines(), "recorded", "replayed", lineterm="", n=2
+        )
+        lines.extend("  " + line for line in delta)
+    else:
+        lines.append(f"  recorded: {_show(e)}")
+        lines.append(f"  replayed: {_show(a)}")
+    text = "\n".join(lines)
+    if len(text) > max_chars:
+        text = text[: max_chars - 20] + "\n  ... (truncated)"
+    return text
+
+
+def tokenize_cwd(value: Any, cwd: str | None) -> Any:
+    """Replace the working directory ``cwd`` with ``{{cwd}}`` in every string of ``value``.
+
+    A recording keeps no machine path: the header's ``cwd`` and every path under it
+    become ``{{cwd}}``-relative (SPEC 10.4, ``tokenizeSessionFixtureCwd``). Only whole
+    path prefixes are replaced (``/w`` does not touch ``/work``).
+
+    Args:
+        value: A JSON value (an event or a header object).
+        cwd: The absolute working directory; ``None`` or ``"/"`` leaves ``value`` as is.
+
+    Returns:
+        A copy of ``value`` with ``cwd`` tokenized.
+    """
+    if not cwd or not cwd.rstrip("/"):
+        return value
+    rx = re.compile(re.escape(cwd.rstrip("/")) + r"(?=$|[/\\\s\"'<>()\[\]{},;:!?=.])")
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            return rx.sub("{{cwd}}", v)
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value)

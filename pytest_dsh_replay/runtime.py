@@ -1,0 +1,430 @@
+"""What a test gets from the ``dsh_replay`` fixture, without pytest (DESIGN 3).
+
+The pytest plugin is a thin layer over this module: it resolves the scenario path from
+the test, builds a :class:`DshReplay`, and calls :meth:`DshReplay.finish` after a passing
+test. Everything here is plain Python, so other runners (or a REPL) can use it too::
+
+    with DshReplay.open("tests/dsh_snapshots/spawn", workdir=tmp) as replay:
+        run_agent(replay.model, replay.sessions)
+        replay.finish()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Literal
+
+from .errors import DshReplayError, LogMismatchError, RecordingError, ScenarioError
+from .events import Event, SessionHeader
+from .jsonl import read_session_log
+from .normalize import Normalizer, Redactor, compare_logs, describe_difference, tokenize_cwd
+from .scenario import (
+    Scenario,
+    SessionScript,
+    iter_scenario_dirs,
+    load_scenario,
+    locale_sort_key,
+    order_sessions,
+    write_scenario,
+)
+
+__all__ = [
+    "MAX_SCENARIO_NAME",
+    "DshReplay",
+    "Mode",
+    "find_scenario_dirs",
+    "resolve_scenario",
+    "scenario_name",
+]
+
+Mode = Literal["replay", "record"]
+"""``"replay"`` serves recordings; ``"record"`` calls the live model and writes them."""
+
+MAX_SCENARIO_NAME: Final = 100
+"""The longest scenario directory name derived from a test name, in characters."""
+
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._\[\]-]")
+
+
+def scenario_name(test_name: str) -> str:
+    """Derive a scenario directory name from a test's name.
+
+    Args:
+        test_name: The test's name inside its module as pytest spells it, classes
+            included: ``test_spawn``, ``TestAgent::test_fork[gpt/4-x]``.
+
+    Returns:
+        A single path segment made of ``A-Z a-z 0-9 . _ - [ ]`` that never starts with
+        ``.`` and is at most :data:`MAX_SCENARIO_NAME` characters. Names that had to be
+        changed (``/``, ``..``, spaces, non-ASCII) or shortened get a hash of the
+        original appended, so two different tests never map to one name.
+    """
+    readable = test_name.replace("::", ".")
+    safe = _UNSAFE.sub("_", readable).lstrip(".") or "_"
+    if safe != readable or len(safe) > MAX_SCENARIO_NAME:
+        digest = hashlib.sha256(test_name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        safe = f"{safe[: MAX_SCENARIO_NAME - len(digest) - 1]}-{digest}"
+    return safe
+
+
+def resolve_scenario(root: Path, name_or_path: str | os.PathLike[str]) -> Path:
+    """Resolve a ``dsh_scenario`` marker argument to a scenario path.
+
+    Args:
+        root: The snapshot root (``dsh_snapshot_dir``).
+        name_or_path: An absolute path (used as it is), or a name relative to ``root``
+            (``"spawn"``, ``"agents/fork"``).
+
+    Returns:
+        The scenario path.
+
+    Raises:
+        ScenarioError: A relative name escapes ``root`` (``..``), or is empty.
+    """
+    candidate = Path(name_or_path)
+    if candidate.is_absolute():
+        return candidate
+    if not str(name_or_path).strip():
+        raise ScenarioError("a scenario name must not be empty", path=str(root))
+    resolved = (root / candidate).resolve()
+    base = root.resolve()
+    if resolved != base and base not in resolved.parents:
+        raise ScenarioError(
+            f"scenario name {str(name_or_path)!r} leaves the snapshot root; use a name "
+            "inside it or an absolute path",
+            path=str(root),
+        )
+    return root / candidate
+
+
+def find_scenario_dirs(root: Path) -> Iterator[Path]:
+    """Yield every scenario directory under ``root`` (none when ``root`` is missing)."""
+    if root.is_dir():
+        yield from iter_scenario_dirs(root)
+
+
+class _LoggedReplayModel:
+    """Builds a :class:`ReplayModel` whose calls are logged into the caller's session."""
+
+    @staticmethod
+    def create(scenario: Scenario, sessions: Any, *, pace_ms: int, workdir: Path) -> Any:
+        from .model import ReplayModel
+        from .recorder import RecordingModel
+
+        class LoggedReplayModel(ReplayModel):
+            """A :class:`ReplayModel` that also logs each call into the calling session.
+
+            Only sessions the code under test created in ``dsh_replay.sessions`` are
+            logged, exactly as the recorder logs them, so a run that behaves like the
+            recording writes the same logs.
+            """
+
+            def __init__(self) -> None:
+                super().__init__(scenario, pace_ms=pace_ms, workdir=workdir)
+                base = ReplayModel
+                outer = self
+
+                class _Inner:
+                    def stream(self, request: Any, **kwargs: Any) -> Any:
+                        return base.stream(outer, request, **kwargs)
+
+                    def astream(self, request: Any, **kwargs: Any) -> Any:
+                        return base.astream(outer, request, **kwargs)
+
+                self._log = RecordingModel(_Inner(), sessions, create_sessions=False)
+
+            def stream(self, request: Any, **kwargs: Any) -> Any:
+                return self._log.stream(request, **kwargs)
+
+            def astream(self, request: Any, **kwargs: Any) -> Any:
+                return self._log.astream(request, **kwargs)
+
+        return LoggedReplayModel()
+
+
+@dataclass(frozen=True)
+class _Log:
+    """A header and events: what :func:`~pytest_dsh_replay.scenario.write_scenario` writes."""
+
+    header: SessionHeader
+    events: list[Event]
+
+
+def _new_store(workdir: Path) -> Any:
+    from .store import JsonlBackend, SessionStore
+
+    root = workdir / "sessions"
+    root.mkdir(parents=True, exist_ok=True)
+    return SessionStore(JsonlBackend(root, compression="none"))
+
+
+@dataclass
+class DshReplay:
+    """The ``dsh_replay`` fixture's value: one test's recorded scenario and its model.
+
+    Attributes:
+        path: The scenario directory (or log / store) this test replays or records.
+        mode: ``"replay"`` or ``"record"``.
+        scenario: The loaded scenario; in record mode the previous recording, if any.
+        model: What the code under test streams from. Replay mode: a
+            :class:`~pytest_dsh_replay.model.ReplayModel` (that also logs each call into
+            the calling session of :attr:`sessions`); record mode: a
+            :class:`~pytest_dsh_replay.recorder.RecordingModel` around the live model.
+        sessions: The :class:`~pytest_dsh_replay.store.SessionStore` the code under test
+            persists its sessions in (a temporary directory owned by this run).
+        workdir: The temporary directory owned by this run (sessions, ready files).
+        compare_logs: Whether :meth:`finish` compares the replayed logs with the
+            recording (replay mode).
+        redactor: The secret rules applied before anything is written (and to the
+            replayed side before comparing).
+        redact_hook: Extra redaction, called with each event copy (changes it in place).
+    """
+
+    path: Path
+    mode: Mode
+    scenario: Scenario | None
+    model: Any
+    sessions: Any
+    workdir: Path
+    compare_logs: bool = True
+    redactor: Redactor = field(default_factory=Redactor)
+    redact_hook: Callable[[Event], object] | None = None
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        workdir: Path,
+        pace_ms: int = 0,
+        compare_logs: bool = True,
+        redactor: Redactor | None = None,
+        redact_hook: Callable[[Event], object] | None = None,
+    ) -> DshReplay:
+        """Load a recorded scenario for replay.
+
+        Args:
+            path: The scenario (directory, log file or SQLite store).
+            workdir: A directory this run owns; sessions are stored under it and relative
+                ``readyFile`` paths of ``hang`` entries resolve inside it.
+            pace_ms: Delay between replayed chunks, in milliseconds.
+            compare_logs: Compare the logs the code under test writes with the recording.
+            redactor: Secret rules (see :attr:`redactor`).
+            redact_hook: Extra redaction (see :attr:`redact_hook`).
+
+        Raises:
+            DshReplayError: The scenario does not exist or does not load (the core's
+                message: file, line and what was expected).
+        """
+        p = Path(path)
+        scenario = load_scenario(p)
+        sessions = _new_store(workdir)
+        return cls(
+            path=p,
+            mode="replay",
+            scenario=scenario,
+            model=_LoggedReplayModel.create(scenario, sessions, pace_ms=pace_ms, workdir=workdir),
+            sessions=sessions,
+            workdir=workdir,
+            compare_logs=compare_logs,
+            redactor=redactor or Redactor(),
+            redact_hook=redact_hook,
+        )
+
+    @classmethod
+    def record(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        live: Any,
+        workdir: Path,
+        redactor: Redactor | None = None,
+        redact_hook: Callable[[Event], object] | None = None,
+    ) -> DshReplay:
+        """Prepare to record a scenario from a live model.
+
+        Nothing is written until :meth:`finish` (called after the test passed), and then
+        atomically: a failing or interrupted test leaves the previous recording as it was.
+
+        Args:
+            path: The scenario directory to (re)write.
+            live: The live model (``stream``, and ``astream`` for async callers).
+            workdir: A directory this run owns (sessions are stored under it).
+            redactor: Secret rules applied before writing.
+            redact_hook: Extra redaction applied before writing.
+        """
+        from .recorder import RecordingModel
+
+        p = Path(path)
+        previous: Scenario | None = None
+        if p.exists():
+            try:
+                previous = load_scenario(p)
+            except DshReplayError:
+                previous = None  # a broken old recording is about to be replaced
+        sessions = _new_store(workdir)
+        return cls(
+            path=p,
+            mode="record",
+            scenario=previous,
+            model=RecordingModel(live, sessions, create_sessions=True),
+            sessions=sessions,
+            workdir=workdir,
+            redactor=redactor or Redactor(),
+            redact_hook=redact_hook,
+        )
+
+    # --- checks ------------------------------------------------------------------------
+
+    def assert_consumed(self) -> None:
+        """Check that every recorded model call was used (replay mode; no-op in record mode).
+
+        Raises:
+            ReplayConsumptionError: Some bound session left calls unused, or a recorded
+                session with calls was never bound; the message lists each one.
+        """
+        if self.mode == "replay":
+            self.model.assert_consumed()
+
+    def _redacted(self, header: SessionHeader, events: Sequence[Event]) -> _Log:
+        out: list[Event] = []
+        for event in events:
+            copy: Event = tokenize_cwd(self.redactor.redact(event), header.cwd)
+            if self.redact_hook is not None:
+                self.redact_hook(copy)
+            out.append(copy)
+        if header.cwd:
+            header = replace(header, cwd="{{cwd}}")
+        return _Log(header, out)
+
+    def written_logs(self) -> list[_Log]:
+        """The sessions the code under test wrote, redacted, in scenario order."""
+        return [
+            self._redacted(s.header, s.events) for s in order_sessions(self.sessions.sessions())
+        ]
+
+    def check_logs(self) -> None:
+        """Compare the logs the code under test wrote with the recording (replay mode).
+
+        Does nothing when the code under test wrote no session. Sessions are paired with
+        recorded logs by the model's bindings (then by order), normalized (SPEC 11) and
+        compared event by event.
+
+        Raises:
+            LogMismatchError: The first difference, with an event-level report and the
+                command that re-records the scenario.
+        """
+        if self.mode != "replay" or self.scenario is None:
+            return
+        live = self.sessions.sessions()
+        if not live:
+            return
+        recorded = [s for s in self.scenario.scripts if s.path is not None]
+        if len(recorded) != len(self.scenario.scripts):
+            return  # a SQLite scenario: no per-session file to compare with
+        by_file = {s.file: s for s in recorded}
+        bound = {
+            key: by_file.get(b.file) for key, b in self.model.bindings.items() if key is not None
+        }
+        pairs: list[tuple[SessionScript, Any]] = []
+        free_live = sorted(
+            live,
+            key=lambda s: (
+                s.header.parent_session is not None,
+                s.header.created_at,
+                locale_sort_key(s.header.id),
+            ),
+        )
+        free_recorded = list(recorded)
+        for session in list(free_live):
+            script = bound.get(session.header.id)
+            if script is not None and script in free_recorded:
+                pairs.append((script, session))
+                free_live.remove(session)
+                free_recorded.remove(script)
+        if len(free_live) != len(free_recorded):
+            raise LogMismatchError(
+                f"the code under test wrote {len(live)} session log(s), the recording "
+                f"{self.path} has {len(recorded)}"
+            )
+        pairs.extend(zip(free_recorded, free_live, strict=True))
+        pairs.sort(key=lambda pair: recorded.index(pair[0]))
+        expected_norm = Normalizer(
+            session_ids=[s.recorded_id for s in recorded],
+            cwds=[s.header.cwd for s in recorded if s.header.cwd],
+        )
+        actual_norm = Normalizer(
+            session_ids=[s.header.id for s in live],
+            cwds=[s.header.cwd for s in live if s.header.cwd],
+        )
+        for script, session in pairs:
+            assert script.path is not None
+            header, events = read_session_log(script.path)
+            mine = self._redacted(session.header, session.events)
+            diff = compare_logs(
+                script.file,
+                (header, [self.redactor.redact(e) for e in events]),
+                (session.header, mine.events),
+                expected_normalizer=expected_norm,
+                actual_normalizer=actual_norm,
+            )
+            if diff is not None:
+                raise LogMismatchError(
+                    "the replayed session log differs from the recording "
+                    f"{self.path / script.file if self.path.is_dir() else self.path}:\n"
+                    + describe_difference(diff)
+                )
+
+    def save(self) -> list[Path]:
+        """Write the recorded sessions as the scenario, atomically (record mode).
+
+        Returns:
+            The written log files.
+
+        Raises:
+            RecordingError: The test wrote no session, or not exactly one primary, or the
+                directory cannot be written.
+        """
+        sessions = self.sessions.sessions()
+        if not sessions:
+            raise RecordingError(
+                f"nothing to record for {self.path}: the test made no model call through "
+                "dsh_replay.model and created no session in dsh_replay.sessions"
+            )
+        return write_scenario(self.path, self.written_logs())
+
+    def finish(self) -> list[Path]:
+        """Run the end-of-test work of a passing test.
+
+        Replay mode: :meth:`assert_consumed`, then :meth:`check_logs` (when
+        :attr:`compare_logs`). Record mode: :meth:`save`.
+
+        Returns:
+            The files written (record mode), else ``[]``.
+
+        Raises:
+            DshReplayError: A check failed or the recording could not be written.
+        """
+        if self.mode == "record":
+            return self.save()
+        self.assert_consumed()
+        if self.compare_logs:
+            self.check_logs()
+        return []
+
+    def __enter__(self) -> DshReplay:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None

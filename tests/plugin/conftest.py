@@ -1,0 +1,16 @@
+"""Plugin tests run pytest the way users do, through ``pytester``."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _quiet_third_party_config(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pytest-asyncio warns at start-up when its loop scope is unset, and the outer run
+    # turns warnings into errors: every inner run sets it, as a user's project would.
+    # (Set after pytester, which clears PYTEST_ADDOPTS when it starts.)
+    # pytest-benchmark, when installed, warns under xdist: keep it out of inner runs.
+    monkeypatch.setenv(
+        "PYTEST_ADDOPTS", "-o asyncio_default_fixture_loop_scope=function -p no:benchmark"
+    )

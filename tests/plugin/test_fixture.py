@@ -1,0 +1,262 @@
+"""The dsh_replay fixture in replay mode, run through pytester as users run it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from scenario_files import make_scenario
+
+AGENT = """
+def run(model, session_id="live-1"):
+    out = []
+    for chunk in model.stream({"messages": []}, session_id=session_id):
+        if chunk["type"] == "text-delta":
+            out.append(chunk["text"])
+    return "".join(out)
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
+    pytester.makepyfile(agent=AGENT)
+    return pytester
+
+
+def test_replays_a_recorded_scenario(project: pytest.Pytester) -> None:
+    make_scenario(project.path / "recordings" / "hello", primary=["hi", "again"])
+    project.makepyfile(
+        """
+        import pytest
+        from pathlib import Path
+        from agent import run
+
+        @pytest.mark.dsh_scenario("hello")
+        def test_hello(dsh_replay):
+            assert dsh_replay.mode == "replay"
+            assert dsh_replay.path == Path("recordings/hello").resolve() or dsh_replay.path.name == "hello"
+            assert [s.file for s in dsh_replay.scenario.scripts] == ["session.jsonl"]
+            assert run(dsh_replay.model) == "hi"
+            assert run(dsh_replay.model) == "again"
+            assert dsh_replay.sessions.sessions() == []
+        """
+    )
+    result = project.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*scenarios: 1 replayed, 0 recorded, 0 missing, 0 unused*"])
+
+
+def test_missing_scenario_fails_with_the_path_and_the_record_command(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(
+        test_missing="""
+        def test_new_agent(dsh_replay):
+            raise AssertionError("the test body must not run")
+        """
+    )
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*no recorded dsh scenario for test_missing.py::test_new_agent",
+            f"*looked at: {project.path / 'recordings' / 'test_missing.test_new_agent'}",
+            "*record it: pytest --dsh-record=missing test_missing.py::test_new_agent",
+        ]
+    )
+    assert "the test body must not run" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*scenarios: 0 replayed, 0 recorded, 1 missing*"])
+
+
+def test_unused_calls_fail_the_test_not_error_it(project: pytest.Pytester) -> None:
+    make_scenario(project.path / "recordings" / "two", primary=["a", "b", "c"], child1=["x"])
+    project.makepyfile(
+        """
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("two")
+        def test_one_call(dsh_replay):
+            run(dsh_replay.model)
+
+        @pytest.mark.dsh_scenario("two")
+        def test_explicit(dsh_replay):
+            run(dsh_replay.model)
+            dsh_replay.assert_consumed()
+        """
+    )
+    result = project.runpytest()
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    assert text.count("session live-1 consumed 1/3 recorded call(s)") >= 2 or re.search(
+        r"live-1.*1.*3", text
+    ), text
+    assert "ERROR" not in text.split("short test summary")[-1]
+
+
+def test_a_scenario_that_does_not_load_fails_with_the_core_message(
+    project: pytest.Pytester,
+) -> None:
+    broken = project.path / "recordings" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "session.jsonl").write_text('{"type":"session"}\n{"type": oops}\n')
+    project.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.dsh_scenario("broken")
+        def test_broken(dsh_replay):
+            pass
+        """
+    )
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*does not load*", "*session.jsonl:2: invalid JSON*"])
+
+
+def test_parametrized_and_odd_names_stay_inside_the_root_and_apart(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(
+        test_names="""
+        import pytest
+
+        @pytest.mark.parametrize("x", ["a/b", "..", "../../etc", "ünï", "a_b", "x" * 300])
+        def test_p(dsh_replay, x):
+            pass
+
+        class TestGroup:
+            def test_p(self, dsh_replay):
+                pass
+        """
+    )
+    result = project.runpytest()
+    result.assert_outcomes(failed=7)
+    looked = re.findall(r"looked at: (.*)", result.stdout.str())
+    assert len(looked) == 7
+    assert len(set(looked)) == 7
+    root = (project.path / "recordings").resolve()
+    for path in looked:
+        p = Path(path.strip())
+        assert p.parent.resolve() == root, p
+        assert len(p.name) <= 100
+        assert not p.name.startswith(".")
+
+
+def test_default_root_is_beside_the_test_module(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(agent=AGENT)
+    sub = pytester.mkpydir("pkg")
+    make_scenario(sub / "dsh_snapshots" / "test_here", primary=["ok"])
+    (sub / "test_mod.py").write_text(
+        "from agent import run\n\ndef test_here(dsh_replay):\n    assert run(dsh_replay.model) == 'ok'\n"
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--rootdir", str(pytester.path))
+    result.assert_outcomes(passed=1)
+
+
+def test_unused_scenarios_are_counted_only_on_a_complete_run(project: pytest.Pytester) -> None:
+    make_scenario(project.path / "recordings" / "used", primary=["u"])
+    make_scenario(project.path / "recordings" / "stale", primary=["s"])
+    project.makepyfile(
+        """
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("used")
+        def test_used(dsh_replay):
+            run(dsh_replay.model)
+
+        def test_other():
+            pass
+        """
+    )
+    full = project.runpytest()
+    full.assert_outcomes(passed=2)
+    full.stdout.fnmatch_lines(["*1 replayed, 0 recorded, 0 missing, 1 unused", "*recordings/stale"])
+    for subset in (
+        ["-k", "used"],
+        ["-k", "other"],
+        ["test_unused_scenarios_are_counted_only_on_a_complete_run.py::test_used"],
+    ):
+        result = project.runpytest(*subset)
+        assert not re.search(r"\d+ unused", result.stdout.str()), subset
+    fail = project.runpytest("--dsh-fail-unused")
+    assert fail.ret == pytest.ExitCode.TESTS_FAILED
+    fail.stdout.fnmatch_lines(["*unused scenarios (failing the run (--dsh-fail-unused)):*"])
+
+
+def test_xdist_workers_report_to_the_controller(project: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    for n in range(4):
+        make_scenario(project.path / "recordings" / f"s{n}", primary=[f"t{n}"])
+    make_scenario(project.path / "recordings" / "stale", primary=["s"])
+    project.makepyfile(
+        test_xd="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.parametrize("n", [pytest.param(n, marks=pytest.mark.dsh_scenario(f"s{n}")) for n in range(4)])
+        def test_each(dsh_replay, n):
+            assert run(dsh_replay.model) == f"t{n}"
+        """
+    )
+    serial = project.runpytest("-p", "no:randomly", "test_xd.py")
+    serial.assert_outcomes(passed=4)
+    result = project.runpytest("-n", "2", "test_xd.py")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["*scenarios: 4 replayed, 0 recorded, 0 missing*"])
+
+
+def test_async_tests_use_astream(project: pytest.Pytester) -> None:
+    make_scenario(project.path / "recordings" / "aio", primary=["async hello"])
+    project.makepyfile(
+        """
+        import pytest
+
+        async def arun(model):
+            return "".join([c["text"] async for c in model.astream({"messages": []}, session_id="a") if c["type"] == "text-delta"])
+
+        @pytest.mark.asyncio
+        @pytest.mark.dsh_scenario("aio")
+        async def test_asyncio(dsh_replay):
+            assert await arun(dsh_replay.model) == "async hello"
+
+        @pytest.mark.anyio
+        @pytest.mark.dsh_scenario("aio")
+        async def test_anyio(dsh_replay):
+            assert await arun(dsh_replay.model) == "async hello"
+
+        @pytest.fixture
+        def anyio_backend():
+            return "asyncio"
+        """
+    )
+    result = project.runpytest()
+    result.assert_outcomes(passed=2)
+
+
+def test_configure_hook_sees_every_fixture_value(project: pytest.Pytester) -> None:
+    make_scenario(project.path / "recordings" / "hooked", primary=["x"])
+    project.makeconftest(
+        """
+        seen = []
+
+        def pytest_dsh_replay_configure(config, replay):
+            seen.append(replay.path.name)
+            replay.configured_by_conftest = True
+        """
+    )
+    project.makepyfile(
+        """
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("hooked")
+        def test_hooked(dsh_replay):
+            assert dsh_replay.configured_by_conftest
+            run(dsh_replay.model)
+        """
+    )
+    project.runpytest().assert_outcomes(passed=1)
