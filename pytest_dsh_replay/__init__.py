@@ -9,6 +9,7 @@ through the ``pytest11`` entry point, so importing this package never does.
 from .chunk_rows import decode_storage_record, pack_chunk_runs
 from .errors import (
     DshReplayError,
+    LogMismatchError,
     OverrideError,
     PlaceholderError,
     RecordingError,
@@ -26,7 +27,7 @@ from .errors import (
 )
 from .events import Event, SessionHeader, StreamChunk
 from .jsonl import dump_session_log, parse_session_header, parse_session_log, read_session_log
-from .scenario import Scenario, SessionScript, load_scenario
+from .scenario import Scenario, SessionScript, load_scenario, write_scenario
 from .script import (
     ChunksEntry,
     HangEntry,
@@ -34,12 +35,24 @@ from .script import (
     ThrowEntry,
     derive_replay_script,
 )
+from .sqlite import SqliteBackend, load_store_scenario
+from .store import (
+    JsonlBackend,
+    Session,
+    SessionBackend,
+    SessionStore,
+    StoredLog,
+    completed_turn_prefix,
+    interrupted_turn_closers,
+)
 
 __all__ = [
     "ChunksEntry",
     "DshReplayError",
     "Event",
     "HangEntry",
+    "JsonlBackend",
+    "LogMismatchError",
     "OverrideError",
     "PlaceholderError",
     "RecordingError",
@@ -53,19 +66,28 @@ __all__ = [
     "ScenarioError",
     "SchemaVersionError",
     "ScriptError",
+    "Session",
+    "SessionBackend",
     "SessionForkError",
     "SessionHeader",
     "SessionLogError",
     "SessionScript",
+    "SessionStore",
     "SessionStoreError",
+    "SqliteBackend",
+    "StoredLog",
     "StreamChunk",
     "ThrowEntry",
+    "completed_turn_prefix",
     "decode_storage_record",
     "derive_replay_script",
     "dump_session_log",
+    "interrupted_turn_closers",
     "load_scenario",
+    "load_store_scenario",
     "pack_chunk_runs",
     "parse_session_header",
     "parse_session_log",
     "read_session_log",
+    "write_scenario",
 ]

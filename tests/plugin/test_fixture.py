@@ -30,13 +30,12 @@ def test_replays_a_recorded_scenario(project: pytest.Pytester) -> None:
     project.makepyfile(
         """
         import pytest
-        from pathlib import Path
         from agent import run
 
         @pytest.mark.dsh_scenario("hello")
         def test_hello(dsh_replay):
             assert dsh_replay.mode == "replay"
-            assert dsh_replay.path == Path("recordings/hello").resolve() or dsh_replay.path.name == "hello"
+            assert dsh_replay.path.name == "hello"
             assert [s.file for s in dsh_replay.scenario.scripts] == ["session.jsonl"]
             assert run(dsh_replay.model) == "hi"
             assert run(dsh_replay.model) == "again"
@@ -150,7 +149,9 @@ def test_default_root_is_beside_the_test_module(pytester: pytest.Pytester) -> No
     sub = pytester.mkpydir("pkg")
     make_scenario(sub / "dsh_snapshots" / "test_here", primary=["ok"])
     (sub / "test_mod.py").write_text(
-        "from agent import run\n\ndef test_here(dsh_replay):\n    assert run(dsh_replay.model) == 'ok'\n"
+        "from agent import run\n\n"
+        "def test_here(dsh_replay):\n"
+        "    assert run(dsh_replay.model) == 'ok'\n"
     )
     result = pytester.runpytest("-p", "no:cacheprovider", "--rootdir", str(pytester.path))
     result.assert_outcomes(passed=1)
@@ -197,7 +198,9 @@ def test_xdist_workers_report_to_the_controller(project: pytest.Pytester) -> Non
         import pytest
         from agent import run
 
-        @pytest.mark.parametrize("n", [pytest.param(n, marks=pytest.mark.dsh_scenario(f"s{n}")) for n in range(4)])
+        CASES = [pytest.param(n, marks=pytest.mark.dsh_scenario(f"s{n}")) for n in range(4)]
+
+        @pytest.mark.parametrize("n", CASES)
         def test_each(dsh_replay, n):
             assert run(dsh_replay.model) == f"t{n}"
         """
@@ -216,7 +219,8 @@ def test_async_tests_use_astream(project: pytest.Pytester) -> None:
         import pytest
 
         async def arun(model):
-            return "".join([c["text"] async for c in model.astream({"messages": []}, session_id="a") if c["type"] == "text-delta"])
+            stream = model.astream({"messages": []}, session_id="a")
+            return "".join([c["text"] async for c in stream if c["type"] == "text-delta"])
 
         @pytest.mark.asyncio
         @pytest.mark.dsh_scenario("aio")
