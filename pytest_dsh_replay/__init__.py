@@ -27,6 +27,8 @@ from .errors import (
 )
 from .events import Event, SessionHeader, StreamChunk
 from .jsonl import dump_session_log, parse_session_header, parse_session_log, read_session_log
+from .model import ReplayBinding, ReplayModel
+from .recorder import RecordingModel
 from .scenario import Scenario, SessionScript, load_scenario, write_scenario
 from .script import (
     ChunksEntry,
@@ -56,11 +58,14 @@ __all__ = [
     "OverrideError",
     "PlaceholderError",
     "RecordingError",
+    "RecordingModel",
+    "ReplayBinding",
     "ReplayBindingError",
     "ReplayCancelledError",
     "ReplayConsumptionError",
     "ReplayEntry",
     "ReplayExhaustedError",
+    "ReplayModel",
     "ReplayedModelError",
     "Scenario",
     "ScenarioError",

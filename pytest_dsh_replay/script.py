@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal, TypeAlias
 
@@ -35,6 +35,7 @@ __all__ = [
     "derive_replay_script",
     "entry_from_json",
     "load_override",
+    "message_text",
     "parse_override",
 ]
 
@@ -248,18 +249,28 @@ def _key(data: JSONObject) -> str:
     )
 
 
-def _message_text(message: Any) -> str | None:
-    """The text of a message: its string content, or its text blocks joined."""
-    if not isinstance(message, dict):
+def message_text(message: object) -> str | None:
+    """The text of a message, as binding compares it (dsh and OpenAI-style messages).
+
+    Args:
+        message: A message mapping, ``{"role", "content", ...}``.
+
+    Returns:
+        Its ``content`` when that is a string, else the concatenated ``text`` of its
+        ``type: "text"`` blocks; ``None`` when it is not a message.
+    """
+    if not isinstance(message, Mapping):
         return None
     content = message.get("content")
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
+    if isinstance(content, Sequence):
         return "".join(
-            b["text"]
-            for b in content
-            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+            block["text"]
+            for block in content
+            if isinstance(block, Mapping)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
         )
     return None
 
@@ -333,7 +344,7 @@ class ScriptBuilder:
         kind = event.get("type")
         if not self.derive:
             if kind == "user/message" and self.first_user_text is None:
-                self.first_user_text = _message_text(event.get("data"))
+                self.first_user_text = message_text(event.get("data"))
             return
         if kind == "assistant/chunk":
             data = event.get("data")
@@ -365,7 +376,7 @@ class ScriptBuilder:
                 assert isinstance(data, dict)
                 self._entries.append(self._summary_call(data, index, line))
         elif kind == "user/message" and self.first_user_text is None:
-            self.first_user_text = _message_text(event.get("data"))
+            self.first_user_text = message_text(event.get("data"))
 
     def packed(self, row: PackedRow, line: int | None = None) -> None:
         """Feed a validated packed row: its members, without expanding them."""

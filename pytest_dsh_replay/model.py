@@ -1,0 +1,712 @@
+"""The fake streaming model: replay recorded model calls to the sessions that call (SPEC 9).
+
+:class:`ReplayModel` stands in for a real LLM. Each live session that calls it is bound
+to one recorded session's script, and each of its calls takes the next entry of that
+script::
+
+    model = ReplayModel(load_scenario("snapshots/subagent-mixed"))
+    for chunk in model.stream({"messages": messages}, session_id=session.id):
+        ...
+    model.assert_consumed()  # at the end of the test
+
+Binding (SPEC 9, and beyond it):
+
+- A live session is keyed by its ``session_id``; calls without one share one anonymous
+  session.
+- A new live session takes the next recorded script in scenario order (the primary
+  first, then the children by ``createdAt``, id): first-call order, as the reference.
+- Beyond the reference, a call that names ``parent_session_id`` binds to an unbound
+  recorded child of the recorded session its live parent replays, preferring the child
+  whose first own user message equals the last user message of the live request, else
+  the earliest. Concurrent children therefore bind the same way every run, whatever
+  order or thread they start from. When the live parent is unknown, or its recording
+  has no children at all, the call falls back to first-call order.
+- Binding and the cursor move when :meth:`ReplayModel.stream` or
+  :meth:`ReplayModel.astream` is *called*, whether or not the stream is ever read.
+  Errors surface when the stream is read (at its first item), as in the reference.
+
+Binding is guarded by a lock: the model can be shared by threads and by asyncio tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, TypeAlias
+
+from .errors import (
+    PlaceholderError,
+    ReplayBindingError,
+    ReplayCancelledError,
+    ReplayConsumptionError,
+    ReplayedModelError,
+    ReplayExhaustedError,
+    ScriptError,
+)
+from .events import StreamChunk
+from .placeholders import MARKER, resolve_placeholders
+from .scenario import Scenario, SessionScript, load_scenario
+from .script import HangEntry, ReplayEntry, ThrowEntry, message_text
+
+__all__ = ["ReplayBinding", "ReplayModel", "last_user_text"]
+
+_RERECORD: Final = "re-record with --dsh-record"
+# How often a synchronous wait that also watches a caller's threading.Event looks for a
+# model.cancel() (the Event itself is seen at once).
+_POLL_S: Final = 0.05
+
+SessionKey: TypeAlias = "str | None"
+_Waiter: TypeAlias = "threading.Event | tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayBinding:
+    """Which recording a live session replays, and how far it got (for diagnostics).
+
+    Attributes:
+        recorded_id: The recorded session's id (header ``id``; ``""`` when absent).
+        file: The recorded session's log (``session.jsonl``, ``session.2.jsonl``, ...).
+        cursor: How many calls the live session has made (the next call is number
+            ``cursor + 1``); larger than ``length`` after refused calls.
+        length: How many calls the recording holds.
+    """
+
+    recorded_id: str
+    file: str
+    cursor: int
+    length: int
+
+    @property
+    def remaining(self) -> int:
+        """Recorded calls not made yet (never negative)."""
+        return max(self.length - self.cursor, 0)
+
+
+class _Bound:
+    """A live session's binding: its script and cursor (mutable, guarded by the lock)."""
+
+    __slots__ = ("cursor", "entries", "epoch", "index", "key", "placeholders", "script", "waiters")
+
+    def __init__(self, key: SessionKey, index: int, script: SessionScript, flags: tuple[bool, ...]):
+        self.key = key
+        self.index = index
+        self.script = script
+        self.entries = script.entries
+        self.placeholders = flags
+        self.cursor = 0
+        # model.cancel() increments the epoch: every call made before it is cancelled.
+        self.epoch = 0
+        self.waiters: set[_Waiter] = set()
+
+
+class _Call:
+    """One model call: what to replay, or the error to raise when it is read."""
+
+    __slots__ = ("bound", "entry", "epoch", "error", "flag", "messages", "number", "placeholders")
+
+    def __init__(
+        self,
+        *,
+        bound: _Bound | None = None,
+        number: int = 0,
+        entry: ReplayEntry | None = None,
+        placeholders: bool = False,
+        messages: object = None,
+        flag: threading.Event | asyncio.Event | None = None,
+        error: Exception | None = None,
+    ):
+        self.bound = bound
+        self.epoch = bound.epoch if bound is not None else 0
+        self.number = number
+        self.entry = entry
+        self.placeholders = placeholders
+        self.messages = messages
+        self.flag = flag
+        self.error = error
+
+    def cancelled(self) -> bool:
+        bound = self.bound
+        if bound is not None and bound.epoch != self.epoch:
+            return True
+        return self.flag is not None and self.flag.is_set()
+
+
+def _who(key: SessionKey) -> str:
+    return "the anonymous session (calls without session_id)" if key is None else f"session {key!r}"
+
+
+def last_user_text(messages: object) -> str | None:
+    """The text of the last ``role: "user"`` message of a request's messages.
+
+    Args:
+        messages: The request's ``messages``: a sequence of message mappings (dsh and
+            OpenAI-style shapes both work).
+
+    Returns:
+        Its ``content`` when that is a string, else the concatenated ``text`` of its
+        ``type: "text"`` blocks; ``None`` when there is no user message.
+    """
+    if isinstance(messages, str) or not isinstance(messages, Sequence):
+        return None
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            return message_text(message)
+    return None
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _wake(waiter: _Waiter) -> None:
+    if isinstance(waiter, threading.Event):
+        waiter.set()
+        return
+    loop, future = waiter
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+        loop.call_soon_threadsafe(_settle, future)
+
+
+class ReplayModel:
+    """A fake streaming model that replays a recorded scenario (SPEC 8.2, 8.3, 9).
+
+    Args:
+        scenario: The loaded scenario, or a path :func:`load_scenario` accepts.
+        pace_ms: Milliseconds to wait before each replayed chunk (``hang`` prefixes are
+            never paced); an integer >= 0, 0 for no waiting.
+        sleep: The blocking wait used for pacing by :meth:`stream`, called with seconds.
+            With the default (``time.sleep``) a :meth:`cancel` ends the wait at once;
+            an injected function is called as it is, and cancellation is checked when it
+            returns. Tests pass a fake so they never sleep.
+        asleep: The awaitable wait used for pacing by :meth:`astream` (same rules;
+            default ``asyncio.sleep``).
+        workdir: The directory relative ``readyFile`` paths of ``hang`` entries resolve
+            against; default: the process's working directory when the file is written.
+            A ``readyFile`` outside it is refused.
+
+    Raises:
+        ValueError: ``pace_ms`` is not a non-negative integer.
+        DshReplayError: ``scenario`` is a path that does not load.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario | str | os.PathLike[str],
+        *,
+        pace_ms: int = 0,
+        sleep: Callable[[float], object] = time.sleep,
+        asleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        workdir: str | os.PathLike[str] | None = None,
+    ):
+        if isinstance(pace_ms, bool) or not isinstance(pace_ms, int) or pace_ms < 0:
+            raise ValueError(
+                f"pace_ms must be a non-negative integer (milliseconds), got {pace_ms!r}"
+            )
+        if not isinstance(scenario, Scenario):
+            scenario = load_scenario(scenario)
+        self._scenario = scenario
+        self._scripts = scenario.scripts
+        self._pace_ms = pace_ms
+        self._pace_s = pace_ms / 1000
+        self._sleep = sleep
+        self._asleep = asleep
+        self._default_sleep = sleep is time.sleep
+        self._default_asleep = asleep is asyncio.sleep
+        self._workdir = None if workdir is None else Path(workdir)
+        self._lock = threading.Lock()
+        self._bound: dict[SessionKey, _Bound] = {}
+        self._taken = [False] * len(self._scripts)
+        self._next = 0  # no script before this index is unbound
+        self._unrecorded: dict[SessionKey, int] = {}
+        self._flags = tuple(
+            tuple(_has_placeholders(entry) for entry in script.entries) for script in self._scripts
+        )
+        self._children: dict[str, list[int]] = {}
+        for i, script in enumerate(self._scripts):
+            if not script.primary and script.parent_session:
+                self._children.setdefault(script.parent_session, []).append(i)
+
+    # --- public state ------------------------------------------------------------------
+
+    @property
+    def scenario(self) -> Scenario:
+        """The scenario being replayed."""
+        return self._scenario
+
+    @property
+    def pace_ms(self) -> int:
+        """The wait before each replayed chunk, in milliseconds."""
+        return self._pace_ms
+
+    @property
+    def bindings(self) -> dict[str | None, ReplayBinding]:
+        """A snapshot: live session id (``None``: anonymous) -> its :class:`ReplayBinding`.
+
+        Sessions appear in the order they bound. Unrecorded sessions are not bound and
+        do not appear.
+        """
+        with self._lock:
+            return {
+                key: ReplayBinding(
+                    recorded_id=b.script.recorded_id,
+                    file=b.script.file,
+                    cursor=b.cursor,
+                    length=len(b.entries),
+                )
+                for key, b in self._bound.items()
+            }
+
+    def __repr__(self) -> str:
+        return (
+            f"ReplayModel({str(self._scenario.path)!r}, {len(self._scripts)} recorded "
+            f"session(s), {len(self._bound)} bound)"
+        )
+
+    # --- calls -------------------------------------------------------------------------
+
+    def stream(
+        self,
+        request: Mapping[str, Any],
+        *,
+        session_id: str | None = None,
+        parent_session_id: str | None = None,
+        cancel: threading.Event | None = None,
+        **kwargs: Any,
+    ) -> Iterator[StreamChunk]:
+        """Make one model call and return its recorded stream.
+
+        The live session is bound and its cursor moves now; the chunks (and any error)
+        come when the iterator is read.
+
+        Args:
+            request: The model request. ``request["messages"]`` (when present) is the
+                text ``{{fromRequest:...}}`` placeholders search (SPEC 8.3) and, for a
+                child's first call, the source of its last user message (binding).
+            session_id: The live session making the call; ``None`` is the anonymous
+                session.
+            parent_session_id: The live session that started this one, for a
+                subagent's calls; used only when this session binds (its first call).
+            cancel: An event that cancels this call when set: checked before each
+                chunk and ending a ``hang``.
+            **kwargs: Accepted and ignored (``turn=``, ``step=``, model options).
+
+        Returns:
+            An iterator of new chunk objects (SPEC 3 shapes), in recorded order.
+            Reading it raises:
+
+            - :class:`ReplayBindingError`: no recorded session is left for this live
+              session (it stays unbound: every call of it fails the same way);
+            - :class:`ReplayExhaustedError`: the session made more calls than recorded;
+            - :class:`PlaceholderError`: a placeholder does not resolve;
+            - :class:`ReplayedModelError`: a ``throw`` entry, after its prefix chunks;
+            - :class:`ReplayCancelledError`: the call was cancelled (:meth:`cancel`,
+              ``cancel``) before a chunk, during a pacing wait, or while a ``hang``
+              entry blocks;
+            - :class:`ScriptError`: a ``hang`` entry's ``readyFile`` is outside
+              ``workdir``.
+
+        Raises:
+            TypeError: ``request`` is not a mapping, or ``cancel`` is not a
+                ``threading.Event``.
+        """
+        if cancel is not None and not isinstance(cancel, threading.Event):
+            raise TypeError(
+                f"stream(cancel=...) takes a threading.Event, got {type(cancel).__name__}"
+            )
+        return self._replay(self._call(request, session_id, parent_session_id, cancel))
+
+    def astream(
+        self,
+        request: Mapping[str, Any],
+        *,
+        session_id: str | None = None,
+        parent_session_id: str | None = None,
+        cancel: asyncio.Event | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[StreamChunk]:
+        """Make one model call and return its recorded stream as an async iterator.
+
+        Same binding, chunks, order and errors as :meth:`stream`. Cancelling the task
+        that reads it ends a ``hang`` (or a pacing wait) with
+        :class:`asyncio.CancelledError`; :meth:`cancel` and ``cancel`` raise
+        :class:`ReplayCancelledError` instead.
+
+        Args:
+            request: As for :meth:`stream`.
+            session_id: As for :meth:`stream`.
+            parent_session_id: As for :meth:`stream`.
+            cancel: An :class:`asyncio.Event` that cancels this call when set.
+            **kwargs: Accepted and ignored.
+
+        Returns:
+            An async iterator of new chunk objects.
+
+        Raises:
+            TypeError: ``request`` is not a mapping, or ``cancel`` is not an
+                ``asyncio.Event``.
+        """
+        if cancel is not None and not isinstance(cancel, asyncio.Event):
+            raise TypeError(
+                "astream(cancel=...) takes an asyncio.Event (or cancel the task, or call "
+                f"model.cancel(session_id)), got {type(cancel).__name__}"
+            )
+        return self._areplay(self._call(request, session_id, parent_session_id, cancel))
+
+    def cancel(self, session_id: str | None = None) -> None:
+        """Cancel every call of a live session made so far that has not finished.
+
+        Works for :meth:`stream` and :meth:`astream`, from any thread. A cancelled call
+        raises :class:`ReplayCancelledError` before its next chunk, at once when it is
+        in a ``hang`` or a default pacing wait. Calls made later are not affected.
+
+        Args:
+            session_id: The live session; ``None`` for the anonymous session. A session
+                that never bound is ignored.
+        """
+        with self._lock:
+            bound = self._bound.get(session_id)
+            if bound is None:
+                return
+            bound.epoch += 1
+            waiters = list(bound.waiters)
+        for waiter in waiters:
+            _wake(waiter)
+
+    def assert_consumed(self) -> None:
+        """Check that the code under test made every recorded call (SPEC 9).
+
+        Raises:
+            ReplayConsumptionError: A bound session made fewer calls than its recording
+                holds, or a recorded session with calls was never bound. ``problems``
+                has one line for each. A never-bound recording without calls is fine.
+                Calls beyond a recording and unrecorded sessions are not reported here:
+                they fail when they are made.
+        """
+        problems: list[str] = []
+        with self._lock:
+            for key, b in self._bound.items():
+                if b.cursor < len(b.entries):
+                    problems.append(
+                        f"{_who(key)} made {b.cursor} of the {len(b.entries)} call(s) recorded "
+                        f"in {b.script.file} (recorded session {b.script.recorded_id!r})"
+                    )
+            for i, script in enumerate(self._scripts):
+                if not self._taken[i] and script.entries:
+                    problems.append(
+                        f"recorded session {script.recorded_id!r} ({script.file}, "
+                        f"{len(script.entries)} call(s)) was never bound to a live session"
+                    )
+        if problems:
+            raise ReplayConsumptionError(
+                f"scenario {self._scenario.path} was not fully consumed: "
+                + "; ".join(problems)
+                + f". The code under test made fewer model calls than were recorded; {_RERECORD}"
+                " if that is intended",
+                problems=problems,
+            )
+
+    # --- binding -----------------------------------------------------------------------
+
+    def _call(
+        self,
+        request: Mapping[str, Any],
+        key: SessionKey,
+        parent: SessionKey,
+        flag: threading.Event | asyncio.Event | None,
+    ) -> _Call:
+        if request.__class__ is not dict and not isinstance(request, Mapping):
+            raise TypeError(
+                "the model request must be a mapping with a 'messages' list, got "
+                f"{type(request).__name__}"
+            )
+        messages = request.get("messages")
+        with self._lock:
+            bound = self._bound.get(key)
+            if bound is None:
+                found = self._bind(key, parent, messages)
+                if isinstance(found, str):
+                    number = self._unrecorded.get(key, 0) + 1
+                    self._unrecorded[key] = number
+                    return _Call(error=self._binding_error(key, number, found))
+                bound = found
+            index = bound.cursor
+            bound.cursor = index + 1
+        entries = bound.entries
+        if index >= len(entries):
+            return _Call(error=self._exhausted(bound, index + 1))
+        return _Call(
+            bound=bound,
+            number=index + 1,
+            entry=entries[index],
+            placeholders=bound.placeholders[index],
+            messages=messages,
+            flag=flag,
+        )
+
+    def _bind(self, key: SessionKey, parent: SessionKey, messages: object) -> _Bound | str:
+        """Bind ``key`` (the lock is held); return the binding or why there is none."""
+        if parent is not None:
+            live_parent = self._bound.get(parent)
+            if live_parent is not None:
+                recorded = live_parent.script.recorded_id
+                kids = self._children.get(recorded) if recorded else None
+                if kids:
+                    free = [i for i in kids if not self._taken[i]]
+                    if not free:
+                        files = ", ".join(self._scripts[i].file for i in kids)
+                        return (
+                            f"it is a child of live session {parent!r}, which replays "
+                            f"recorded session {recorded!r} ({live_parent.script.file}), and "
+                            f"every recorded child of that session ({files}) is already bound"
+                        )
+                    text = last_user_text(messages)
+                    chosen = free[0]
+                    if text is not None:
+                        for i in free:
+                            if self._scripts[i].first_user_text == text:
+                                chosen = i
+                                break
+                    return self._take(key, chosen)
+        while self._next < len(self._scripts) and self._taken[self._next]:
+            self._next += 1
+        if self._next >= len(self._scripts):
+            return (
+                f"the scenario recorded {len(self._scripts)} session(s) and every one is "
+                "already bound"
+            )
+        return self._take(key, self._next)
+
+    def _take(self, key: SessionKey, index: int) -> _Bound:
+        self._taken[index] = True
+        bound = _Bound(key, index, self._scripts[index], self._flags[index])
+        self._bound[key] = bound
+        return bound
+
+    def _binding_error(self, key: SessionKey, number: int, reason: str) -> ReplayBindingError:
+        bound = ", ".join(
+            f"{b.script.file} -> {'anonymous' if k is None else repr(k)}"
+            for k, b in list(self._bound.items())[:8]
+        )
+        more = " ..." if len(self._bound) > 8 else ""
+        return ReplayBindingError(
+            f"{_who(key)} made model call #{number}, but no recorded session is left for it: "
+            f"{reason} (scenario {self._scenario.path}; bound: {bound or 'none'}{more}). The "
+            f"code under test started more sessions than were recorded; {_RERECORD}"
+        )
+
+    def _exhausted(self, bound: _Bound, number: int) -> ReplayExhaustedError:
+        script = bound.script
+        length = len(bound.entries)
+        return ReplayExhaustedError(
+            f"{_who(bound.key)} asked for call #{number}, but its recording ({script.file}, "
+            f"recorded session {script.recorded_id!r}) has {length} call(s); the code under "
+            f"test made more model calls than were recorded; {_RERECORD}",
+            session_id=bound.key,
+            recorded_id=script.recorded_id,
+            file=script.file,
+            call=number,
+            recorded=length,
+        )
+
+    # --- replaying one call ---------------------------------------------------------------
+
+    def _where(self, call: _Call) -> str:
+        assert call.bound is not None
+        script = call.bound.script
+        return (
+            f"{_who(call.bound.key)}, call #{call.number} (recorded session "
+            f"{script.recorded_id!r}, {script.file})"
+        )
+
+    def _cancelled(self, call: _Call, during: str = "") -> ReplayCancelledError:
+        return ReplayCancelledError(f"{self._where(call)} was cancelled{during}")
+
+    def _prepare(self, call: _Call) -> tuple[list[StreamChunk], str | None, str | None, str | None]:
+        """The call's chunks, throw message/code and readyFile, placeholders resolved."""
+        entry = call.entry
+        assert entry is not None
+        if isinstance(entry, HangEntry):
+            ready = entry.ready_file
+            if call.placeholders and ready is not None:
+                ready = self._resolve(call, ready)
+            return entry.chunks, None, None, ready
+        if isinstance(entry, ThrowEntry):
+            if call.placeholders:
+                wire = self._resolve(call, entry.to_json())
+                return wire["chunks"], wire["message"], wire["code"], None
+            return entry.chunks, entry.message, entry.code, None
+        chunks = entry.chunks
+        if call.placeholders:
+            chunks = self._resolve(call, chunks)
+        return chunks, None, None, None
+
+    def _resolve(self, call: _Call, value: Any) -> Any:
+        try:
+            return resolve_placeholders(value, call.messages)
+        except PlaceholderError as err:
+            assert call.bound is not None
+            script = call.bound.script
+            raise PlaceholderError(
+                f"{self._where(call)}: {err.reason}",
+                path=str(script.path) if script.path is not None else script.file,
+            ) from None
+
+    def _write_ready(self, call: _Call, name: str) -> None:
+        base = os.path.realpath(self._workdir if self._workdir is not None else os.getcwd())
+        target = os.path.realpath(os.path.join(base, name))
+        if os.path.commonpath([base, target]) != base:
+            raise ScriptError(
+                f"{self._where(call)}: the hang entry's readyFile {name!r} resolves to "
+                f"{target}, outside the working directory {base}; use a path inside it"
+            )
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb"):
+            pass
+
+    def _replay(self, call: _Call) -> Iterator[StreamChunk]:
+        if call.error is not None:
+            raise call.error
+        chunks, message, code, ready = self._prepare(call)
+        if isinstance(call.entry, HangEntry):
+            yield chunks[0]
+            yield chunks[1]
+            if ready is not None:
+                self._write_ready(call, ready)
+            self._wait(call, None)
+            raise self._cancelled(call, " while its recorded stream hung")
+        bound = call.bound
+        assert bound is not None
+        if not self._pace_s and call.flag is None:
+            epoch = call.epoch
+            for chunk in chunks:
+                if bound.epoch != epoch:
+                    raise self._cancelled(call)
+                yield chunk
+        else:
+            pace = self._pace_s
+            for chunk in chunks:
+                if call.cancelled():
+                    raise self._cancelled(call)
+                if pace:
+                    if self._default_sleep:
+                        if self._wait(call, pace):
+                            raise self._cancelled(call, " while pacing")
+                    else:
+                        self._sleep(pace)
+                        if call.cancelled():
+                            raise self._cancelled(call, " while pacing")
+                yield chunk
+        if message is not None:
+            assert code is not None
+            raise ReplayedModelError(message, code)
+
+    async def _areplay(self, call: _Call) -> AsyncIterator[StreamChunk]:
+        if call.error is not None:
+            raise call.error
+        chunks, message, code, ready = self._prepare(call)
+        if isinstance(call.entry, HangEntry):
+            yield chunks[0]
+            yield chunks[1]
+            if ready is not None:
+                self._write_ready(call, ready)
+            await self._await(call, None)
+            raise self._cancelled(call, " while its recorded stream hung")
+        bound = call.bound
+        assert bound is not None
+        if not self._pace_s and call.flag is None:
+            epoch = call.epoch
+            for chunk in chunks:
+                if bound.epoch != epoch:
+                    raise self._cancelled(call)
+                yield chunk
+        else:
+            pace = self._pace_s
+            for chunk in chunks:
+                if call.cancelled():
+                    raise self._cancelled(call)
+                if pace:
+                    if self._default_asleep:
+                        if await self._await(call, pace):
+                            raise self._cancelled(call, " while pacing")
+                    else:
+                        await self._asleep(pace)
+                        if call.cancelled():
+                            raise self._cancelled(call, " while pacing")
+                yield chunk
+        if message is not None:
+            assert code is not None
+            raise ReplayedModelError(message, code)
+
+    # --- waiting until cancelled --------------------------------------------------------
+
+    def _wait(self, call: _Call, timeout: float | None) -> bool:
+        """Block until ``call`` is cancelled (True) or ``timeout`` seconds pass (False)."""
+        bound = call.bound
+        assert bound is not None
+        flag = call.flag
+        if isinstance(flag, threading.Event):
+            # The caller's event is waited on directly; model.cancel() is polled.
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                step = _POLL_S
+                if deadline is not None:
+                    step = min(step, deadline - time.monotonic())
+                    if step <= 0:
+                        return call.cancelled()
+                if flag.wait(step) or bound.epoch != call.epoch:
+                    return True
+        event = threading.Event()
+        with self._lock:
+            if call.cancelled():
+                return True
+            bound.waiters.add(event)
+        try:
+            event.wait(timeout)
+        finally:
+            with self._lock:
+                bound.waiters.discard(event)
+        return call.cancelled()
+
+    async def _await(self, call: _Call, timeout: float | None) -> bool:
+        """Wait until ``call`` is cancelled (True) or ``timeout`` seconds pass (False).
+
+        Task cancellation propagates as :class:`asyncio.CancelledError`.
+        """
+        bound = call.bound
+        assert bound is not None
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        waiter = (loop, future)
+        with self._lock:
+            if call.cancelled():
+                return True
+            bound.waiters.add(waiter)
+        timer = None if timeout is None else loop.call_later(timeout, _settle, future)
+        watcher: asyncio.Task[Any] | None = None
+        flag = call.flag
+        if isinstance(flag, asyncio.Event):
+            watcher = loop.create_task(flag.wait())
+            watcher.add_done_callback(lambda _task: _settle(future))
+        try:
+            await future
+        finally:
+            with self._lock:
+                bound.waiters.discard(waiter)
+            if timer is not None:
+                timer.cancel()
+            if watcher is not None:
+                watcher.cancel()
+        return call.cancelled()
+
+
+def _has_placeholders(entry: ReplayEntry) -> bool:
+    if entry.has_placeholders:
+        return True
+    return isinstance(entry, ThrowEntry) and (MARKER in entry.message or MARKER in entry.code)
