@@ -5,6 +5,7 @@ Subcommands::
     dsh-replay scripts PATH [--json]   the replay scripts of a scenario or a single log
     dsh-replay check PATH...           validate scenarios (for CI); one line per problem
     dsh-replay show PATH               a readable summary of a scenario
+    dsh-replay fmt [--check] PATH...   rewrite logs into the committed form
 
 Exit status: 0 success, 1 invalid input (one message on stderr, no traceback), 2 usage.
 """
@@ -12,6 +13,7 @@ Exit status: 0 success, 1 invalid input (one message on stderr, no traceback), 2
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +22,8 @@ from typing import TextIO
 import orjson
 
 from .errors import DshReplayError
+from .jsonl import ZSTD_SUFFIXES, iter_log_lines, read_log_bytes
+from .normalize import Redactor, canonical_log
 from .scenario import (
     PRIMARY_LOG,
     Scenario,
@@ -162,19 +166,90 @@ def _check_targets(paths: Sequence[Path]) -> list[Path]:
     return targets
 
 
+def _log_files(target: Path) -> list[Path]:
+    if target.is_file():
+        return [target] if ".jsonl" in target.name else []
+    return sorted(
+        p for p in target.iterdir() if p.name.startswith("session.") and ".jsonl" in p.name
+    )
+
+
+def _log_problems(path: Path, redactor: Redactor) -> list[str]:
+    """Committed-form and secret problems of one log, one line each."""
+    problems: list[str] = []
+    data = read_log_bytes(path)
+    if not path.name.endswith(ZSTD_SUFFIXES) and canonical_log(data, source=str(path)) != data:
+        problems.append(
+            f"{path}: not in the committed form (projected envelopes, packed chunk rows); "
+            f"canonicalize it with: dsh-replay fmt {path}"
+        )
+    for lineno, value in iter_log_lines(data, source=str(path)):
+        for json_path, rule in redactor.find(value):
+            problems.append(
+                f"{path}:{lineno}: {json_path} looks like a secret ({rule}); remove it and "
+                "re-record, or redact it with the pytest_dsh_replay_redact hook"
+            )
+    return problems
+
+
 def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    problems = 0
+    problems: list[str] = []
     targets = _check_targets(args.paths)
+    redactor = Redactor()
     for target in targets:
         try:
             load_scenario(target)
         except DshReplayError as error:
-            problems += 1
-            err.write(f"{error}\n")
+            problems.append(str(error))
+            continue
+        if _is_sqlite_file(target):
+            continue
+        for log in _log_files(target):
+            try:
+                problems.extend(_log_problems(log, redactor))
+            except DshReplayError as error:
+                problems.append(str(error))
+    for problem in problems:
+        err.write(f"{problem}\n")
     if problems:
-        err.write(f"{problems} problem(s) in {len(targets)} scenario(s)\n")
+        err.write(f"{len(problems)} problem(s) in {len(targets)} scenario(s)\n")
         return 1
     out.write(f"ok: {len(targets)} scenario(s)\n")
+    return 0
+
+
+def _is_sqlite_file(path: Path) -> bool:
+    if not path.is_file():
+        return False
+    with open(path, "rb") as f:
+        return f.read(16) == b"SQLite format 3\x00"
+
+
+def _cmd_fmt(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    changed = 0
+    files: list[Path] = []
+    for target in _check_targets(args.paths):
+        files.extend(_log_files(target))
+    for path in files:
+        if path.name.endswith(ZSTD_SUFFIXES):
+            err.write(f"dsh-replay: {path}: skipped, fmt rewrites plain .jsonl logs only\n")
+            continue
+        data = path.read_bytes()
+        canonical = canonical_log(data, source=str(path))
+        if canonical == data:
+            continue
+        if args.check:
+            err.write(f"{path}: would be rewritten\n")
+        else:
+            tmp = path.with_name(f".{path.name}.fmt-tmp")
+            tmp.write_bytes(canonical)
+            os.replace(tmp, path)
+            out.write(f"rewrote {path}\n")
+        changed += 1
+    if args.check and changed:
+        err.write(f"{changed} of {len(files)} log(s) are not in the committed form\n")
+        return 1
+    out.write(f"{changed} of {len(files)} log(s) {'need rewriting' if args.check else 'were rewritten'}\n")
     return 0
 
 
@@ -200,8 +275,10 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser(
         "check",
         help="validate scenarios (exit 1 with one line per problem)",
-        description="Validate scenarios for CI. A directory without session.jsonl is "
-        "searched for scenario directories.",
+        description="Validate scenarios for CI: every scenario loads (naming, contiguous "
+        "children, logs, sidecars), every log is in the committed form, and no string "
+        "looks like a secret. A directory without session.jsonl is searched for "
+        "scenario directories.",
     )
     check.add_argument("paths", type=Path, nargs="+", metavar="PATH")
     show = sub.add_parser(
@@ -211,6 +288,17 @@ def _parser() -> argparse.ArgumentParser:
         "and a text preview of each call.",
     )
     show.add_argument("path", type=Path, metavar="PATH")
+    fmt = sub.add_parser(
+        "fmt",
+        help="rewrite logs into the committed form (projected envelopes, packed rows)",
+        description="Rewrite session logs into the canonical committed form: the header "
+        "line as found, every event with delta runs packed and seq/time removed. Event "
+        "payloads are unchanged; running it twice changes nothing.",
+    )
+    fmt.add_argument("paths", type=Path, nargs="+", metavar="PATH")
+    fmt.add_argument(
+        "--check", action="store_true", help="only report logs that would change (exit 1)"
+    )
     return parser
 
 
@@ -242,6 +330,8 @@ def main(
             return _cmd_scripts(args, out)
         if args.command == "show":
             return _cmd_show(args, out)
+        if args.command == "fmt":
+            return _cmd_fmt(args, out, err)
         return _cmd_check(args, out, err)
     except DshReplayError as error:
         err.write(f"dsh-replay: {error}\n")

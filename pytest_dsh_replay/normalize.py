@@ -32,6 +32,7 @@ __all__ = [
     "LogDifference",
     "Normalizer",
     "Redactor",
+    "canonical_log",
     "compare_logs",
     "describe_difference",
     "tokenize_cwd",
@@ -382,3 +383,30 @@ def tokenize_cwd(value: Any, cwd: str | None) -> Any:
         return v
 
     return walk(value)
+
+
+def canonical_log(data: bytes, *, source: str | None = None) -> bytes:
+    r"""A log in the canonical committed form (SPEC 1.5, ``canonicalSessionFixture``).
+
+    The header line exactly as found (without a byte-order mark or ``\r``), then every
+    event packed into chunk rows in one pass with the top-level ``seq``/``time``
+    (``seq0``/``time0``) removed, one record per line, a final newline. The rewrite
+    leaves every event payload unchanged and is idempotent.
+
+    Args:
+        data: The log's bytes.
+        source: The file name used in error messages.
+
+    Raises:
+        SessionLogError: The log does not parse.
+    """
+    from .jsonl import dump_session_log, parse_session_log
+
+    events = parse_session_log(data, source=source)  # raises on an empty or broken log
+    header_line = b""
+    for raw in data.split(b"\n"):
+        if raw.strip():
+            header_line = raw.rstrip(b"\r").removeprefix(b"\xef\xbb\xbf")
+            break
+    body = dump_session_log({}, events, envelope=False).split(b"\n", 1)[1]
+    return header_line + b"\n" + body

@@ -351,6 +351,21 @@ def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     return run.replay
 
 
+@pytest.fixture
+def dsh_snapshot(request: pytest.FixtureRequest) -> Any:
+    """The syrupy snapshot, storing dsh session transcripts as Markdown files."""
+    try:
+        from .syrupy_ext import DshTranscriptExtension
+
+        snapshot = request.getfixturevalue("snapshot")
+    except (ImportError, pytest.FixtureLookupError):
+        pytest.fail(
+            "dsh_snapshot needs syrupy: pip install 'pytest-dsh-replay[snapshot]'",
+            pytrace=False,
+        )
+    return snapshot.use_extension(DshTranscriptExtension)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     """Stop a test whose scenario is missing; check a passing replayed test afterwards."""

@@ -280,6 +280,25 @@ class DshReplay:
             redact_hook=redact_hook,
         )
 
+    # --- views -------------------------------------------------------------------------
+
+    def transcript(self) -> str:
+        """The sessions the code under test wrote, as a normalized Markdown transcript.
+
+        Compare it with a snapshot: ``assert dsh_replay.transcript() == dsh_snapshot``.
+
+        Raises:
+            RecordingError: The code under test wrote no session to :attr:`sessions`.
+        """
+        from .transcript import render_transcript
+
+        sessions = self.sessions.sessions()
+        if not sessions:
+            raise RecordingError(
+                "no transcript: the code under test wrote no session to dsh_replay.sessions"
+            )
+        return render_transcript(self.written_logs())
+
     # --- checks ------------------------------------------------------------------------
 
     def assert_consumed(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -96,12 +97,47 @@ def test_check_reports_each_problem_and_passes_good_scenarios(tmp_path: Path) ->
     assert err.endswith("1 problem(s) in 2 scenario(s)\n")
 
 
-def test_check_accepts_the_whole_corpus_except_the_known_unreplayable_one() -> None:
+def test_check_over_the_corpus_reports_each_problem_on_its_own_line() -> None:
     require_corpus()
     root = scenario("subagent-mixed").parent
     code, _, err = run("check", str(root))
     assert code == 1
     lines = err.splitlines()
-    assert len(lines) == 2
-    assert "plain-turn" in lines[0]
-    assert lines[1] == "1 problem(s) in 121 scenario(s)"
+    unreplayable = [line for line in lines if "replay.override.json" in line]
+    uncommitted = [line for line in lines if "not in the committed form" in line]
+    assert len(unreplayable) == 1
+    assert "plain-turn" in unreplayable[0]
+    # The reference repository itself still holds many logs with full envelopes.
+    assert len(uncommitted) == 104
+    assert all("dsh-replay fmt" in line for line in uncommitted)
+    assert not [line for line in lines if "secret" in line]
+    assert lines[-1] == "105 problem(s) in 121 scenario(s)"
+
+
+def test_fmt_canonicalizes_without_changing_what_replays(tmp_path: Path) -> None:
+    require_corpus()
+    source = scenario("subagent-mixed")
+    copy = tmp_path / "mixed"
+    shutil.copytree(source, copy)
+    before = run("scripts", str(copy), "--json")[1]
+    assert run("fmt", "--check", str(copy))[0] == 1
+    code, out, _ = run("fmt", str(copy))
+    assert code == 0
+    assert "3 of 3 log(s) were rewritten" in out
+    assert run("fmt", "--check", str(copy)) == (0, "0 of 3 log(s) need rewriting\n", "")
+    assert run("scripts", str(copy), "--json")[1] == before
+    assert run("check", str(copy)) == (0, "ok: 1 scenario(s)\n", "")
+    assert (copy / "session.2.jsonl").stat().st_size < (source / "session.2.jsonl").stat().st_size
+
+
+def test_check_finds_secrets_with_file_line_and_path(tmp_path: Path) -> None:
+    d = tmp_path / "leaky"
+    d.mkdir()
+    (d / "session.jsonl").write_text(
+        '{"type":"session","id":"s"}\n'
+        '{"type":"user/message","data":{"content":[{"type":"text",'
+        '"text":"my key is sk-abcdefghijklmnopqrstuvwx"}]}}\n'
+    )
+    code, _, err = run("check", str(d))
+    assert code == 1
+    assert f"{d / 'session.jsonl'}:2: $.data.content[0].text looks like a secret" in err

@@ -1,0 +1,175 @@
+"""Readable transcripts of a session tree, for snapshot tests (issue: syrupy transcripts).
+
+:func:`render_transcript` turns sessions (a primary and its children) into Markdown: one
+section per session, the primary first; per turn the user's message, the assistant's
+reasoning and text, its tool calls and their results; a child session is linked from
+the tool call that started it. Ids, times and the working directory are normalized
+(:class:`~pytest_dsh_replay.normalize.Normalizer`), so two runs of the same behaviour
+render the same text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import orjson
+
+from .events import Event
+from .normalize import Normalizer
+from .scenario import SessionLike, locale_sort_key
+
+__all__ = ["render_transcript", "sessions_as_jsonl"]
+
+
+def _order(sessions: Iterable[SessionLike]) -> list[SessionLike]:
+    return sorted(
+        sessions,
+        key=lambda s: (
+            s.header.parent_session is not None,
+            s.header.created_at,
+            locale_sort_key(s.header.id),
+        ),
+    )
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line if line else ">" for line in text.split("\n"))
+
+
+def _block_text(blocks: Any, kind: str) -> str:
+    if isinstance(blocks, str):
+        return blocks if kind == "text" else ""
+    if not isinstance(blocks, list):
+        return ""
+    return "".join(
+        b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == kind
+    )
+
+
+def _tool_result_text(content: Any) -> str:
+    parts: list[str] = []
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and block.get("type") == "tool-result":
+            parts.append(_block_text(block.get("content"), "text"))
+    return "\n".join(parts)
+
+
+def _first_own_user_text(session: SessionLike) -> str | None:
+    for event in session.events[session.header.seed_length :]:
+        if event.get("type") == "user/message":
+            data = event.get("data")
+            if isinstance(data, dict):
+                return _block_text(data.get("content"), "text")
+    return None
+
+
+def render_transcript(sessions: Iterable[SessionLike], *, cwd: str | None = None) -> str:
+    """Render sessions as a Markdown transcript.
+
+    Args:
+        sessions: The sessions of one scenario (each with ``.header`` and ``.events``).
+        cwd: A working directory to show as ``{{cwd}}`` (the sessions' own ``cwd``
+            headers are always replaced).
+
+    Returns:
+        Markdown text ending in a newline: ``# Session <id> (primary)``, then
+        ``## Turn <n>`` sections with ``**User**``, ``**Assistant**`` (reasoning as
+        ``*thinking*``), ``**Tool call** `name` `` and ``**Tool result**`` entries; a tool
+        call that started a child links to it (``-> child session <id>``). A fork
+        child's inherited events are summarized, not repeated.
+    """
+    ordered = _order(sessions)
+    cwds = [s.header.cwd for s in ordered if s.header.cwd] + ([cwd] if cwd else [])
+    norm = Normalizer(session_ids=[s.header.id for s in ordered], cwds=cwds)
+    for s in ordered:  # number sessions first, so their placeholders are stable
+        norm.text(s.header.id)
+    children: dict[str, list[SessionLike]] = {}
+    for s in ordered:
+        if s.header.parent_session is not None:
+            children.setdefault(s.header.parent_session, []).append(s)
+    out: list[str] = []
+    for s in ordered:
+        out.extend(_render_session(s, children.get(s.header.id, []), norm))
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _render_session(
+    session: SessionLike, children: Sequence[SessionLike], norm: Normalizer
+) -> list[str]:
+    h = session.header
+    if h.parent_session is None:
+        role = "primary"
+    else:
+        kind = f"fork, seedLength {h.seed_length}" if h.seed_length else "spawn"
+        role = f"child of {norm.text(h.parent_session)}, {kind}"
+    lines = [f"# Session {norm.text(h.id)} ({role})", ""]
+    if h.seed_length:
+        lines += [f"*{h.seed_length} events inherited from the parent.*", ""]
+    unlinked = list(children)
+    for event in session.events[h.seed_length :]:
+        lines += _render_event(event, unlinked, norm)
+    for child in unlinked:
+        lines += [f"-> child session {norm.text(child.header.id)}", ""]
+    return lines
+
+
+def _render_event(event: Event, unlinked: list[SessionLike], norm: Normalizer) -> list[str]:
+    kind = event.get("type")
+    data = event.get("data")
+    if not isinstance(data, dict):
+        return []
+    if kind == "turn/start":
+        return [f"## Turn {data.get('turn')}", ""]
+    if kind == "user/message":
+        return ["**User**", "", _quote(norm.text(_block_text(data.get("content"), "text"))), ""]
+    if kind == "assistant/message":
+        message = data.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        lines: list[str] = []
+        thinking = _block_text(content, "reasoning")
+        if thinking:
+            lines += ["**Assistant** *thinking*", "", _quote(norm.text(thinking)), ""]
+        text = _block_text(content, "text")
+        if text:
+            lines += ["**Assistant**", "", _quote(norm.text(text)), ""]
+        return lines
+    if kind == "tool/call":
+        args = str(data.get("arguments", ""))
+        lines = [f"**Tool call** `{data.get('name')}` `{norm.text(args)}`", ""]
+        for child in list(unlinked):
+            prompt = _first_own_user_text(child)
+            if prompt and (prompt in args or orjson.dumps(prompt).decode()[1:-1] in args):
+                lines += [f"-> child session {norm.text(child.header.id)}", ""]
+                unlinked.remove(child)
+                break
+        return lines
+    if kind == "tool/result":
+        message = data.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        return ["**Tool result**", "", _quote(norm.text(_tool_result_text(content))), ""]
+    if kind == "turn/end":
+        reason = data.get("reason")
+        end = reason.get("kind") if isinstance(reason, dict) else reason
+        return [] if end == "completed" else [f"*Turn ended: {end}.*", ""]
+    return []
+
+
+def sessions_as_jsonl(sessions: Iterable[SessionLike]) -> str:
+    """Sessions as normalized JSON lines: each header, then its events (ids, times, cwd).
+
+    The format of the raw-event snapshot: one compact JSON value per line, a blank line
+    between sessions, the primary first. Envelopes (``seq``, ``time``) are dropped, so
+    packing and timing never show.
+    """
+    ordered = _order(sessions)
+    norm = Normalizer(
+        session_ids=[s.header.id for s in ordered],
+        cwds=[s.header.cwd for s in ordered if s.header.cwd],
+    )
+    blocks: list[str] = []
+    for s in ordered:
+        lines = [orjson.dumps(norm.header(s.header)).decode()]
+        lines += [orjson.dumps(norm.event(e)).decode() for e in s.events]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
