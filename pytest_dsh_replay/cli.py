@@ -249,7 +249,9 @@ def _cmd_fmt(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.check and changed:
         err.write(f"{changed} of {len(files)} log(s) are not in the committed form\n")
         return 1
-    out.write(f"{changed} of {len(files)} log(s) {'need rewriting' if args.check else 'were rewritten'}\n")
+    out.write(
+        f"{changed} of {len(files)} log(s) {'need rewriting' if args.check else 'were rewritten'}\n"
+    )
     return 0
 
 

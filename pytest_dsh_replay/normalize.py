@@ -94,6 +94,41 @@ class Redactor:
             return [self.redact(v) for v in value]
         return value
 
+    def redact_events(self, events: Iterable[Event]) -> list[Event]:
+        """Redacted copies of a session's events, including secrets split across deltas.
+
+        A streamed secret can arrive in pieces (``"sk-ab"``, ``"cdef..."``), none of
+        which looks like a secret. The deltas of each block of each call are therefore
+        also checked joined together; when the joined text holds a secret, the whole
+        redacted text goes into the block's first delta and the others become empty, so
+        the chunk count stays the same and nothing of the secret survives.
+        """
+        out = [self.redact(event) for event in events]
+        groups: dict[tuple[Any, ...], list[tuple[dict[str, Any], str]]] = {}
+        calls: dict[tuple[Any, Any], int] = {}
+        for event in out:
+            data = event.get("data") if event.get("type") == "assistant/chunk" else None
+            chunk = data.get("chunk") if isinstance(data, dict) else None
+            if not isinstance(data, dict) or not isinstance(chunk, dict):
+                continue
+            call = (_hashable(data.get("turn")), _hashable(data.get("step")))
+            kind = chunk.get("type")
+            if kind == "finish":
+                calls[call] = calls.get(call, 0) + 1
+                continue
+            field_name = _DELTA_FIELDS.get(kind) if isinstance(kind, str) else None
+            if field_name is None or not isinstance(chunk.get(field_name), str):
+                continue
+            key = (*call, calls.get(call, 0), _hashable(chunk.get("index")), kind)
+            groups.setdefault(key, []).append((chunk, field_name))
+        for members in groups.values():
+            joined = "".join(chunk[name] for chunk, name in members)
+            redacted = self.redact_text(joined)
+            if redacted != joined:
+                for n, (chunk, name) in enumerate(members):
+                    chunk[name] = redacted if n == 0 else ""
+        return out
+
     def find(self, value: Any, path: str = "$") -> Iterable[tuple[str, str]]:
         """Yield ``(json_path, rule_name)`` for every string in ``value`` holding a secret."""
         if isinstance(value, str):
@@ -110,6 +145,17 @@ class Redactor:
 
 
 _IDENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DELTA_FIELDS: Final = {
+    "text-delta": "text",
+    "reasoning-delta": "text",
+    "tool-call-delta": "argumentsDelta",
+}
+
+
+def _hashable(value: Any) -> Any:
+    return value if isinstance(value, str | int | float | bool | None) else repr(value)
+
+
 _UUID: Final = re.compile(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 )

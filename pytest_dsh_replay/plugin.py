@@ -23,6 +23,7 @@ RECORD_MODES: Final = ("all", "missing")
 """The values ``--dsh-record`` accepts (a bare ``--dsh-record`` means ``all``)."""
 
 DEFAULT_SNAPSHOT_DIR: Final = "dsh_snapshots"
+_MARKER_KEYWORDS: Final = frozenset({"compare_logs", "record"})
 
 
 def _parse_record_mode(value: str) -> str:
@@ -46,13 +47,25 @@ _HOW_TO_RECORD: Final = (
 )
 
 
+def _env_live_model(config: pytest.Config) -> Any:
+    """The built-in adapter configured from ``DSH_RECORD_*`` (one per run), or ``None``."""
+    state = _state(config)
+    if state.env_model is None:
+        from .errors import RecordingError
+        from .live_openai import OpenAICompatibleModel
+
+        try:
+            state.env_model = OpenAICompatibleModel.from_env()
+        except RecordingError as err:
+            raise pytest.UsageError(str(err)) from None
+    return state.env_model
+
+
 def _check_live_model_available(config: pytest.Config) -> None:
     """Stop at start-up when ``--dsh-record`` has no live model to record from."""
     if config.pluginmanager.hook.pytest_dsh_replay_live_model.get_hookimpls():
         return
-    from .live_openai import OpenAICompatibleModel
-
-    if OpenAICompatibleModel.from_env() is None:
+    if _env_live_model(config) is None:
         raise pytest.UsageError(_HOW_TO_RECORD)
 
 
@@ -60,9 +73,7 @@ def _live_model(config: pytest.Config, path: Path) -> Any:
     live = config.hook.pytest_dsh_replay_live_model(config=config, scenario_path=path)
     if live is not None:
         return live
-    from .live_openai import OpenAICompatibleModel
-
-    live = OpenAICompatibleModel.from_env()
+    live = _env_live_model(config)
     if live is None:
         raise pytest.UsageError(f"no live model to record {path}: {_HOW_TO_RECORD}")
     return live
@@ -96,6 +107,7 @@ class _State:
     recordings: list[tuple[str, int, int]] = field(default_factory=list)
     unused: list[Path] | None = None
     session: pytest.Session | None = None
+    env_model: Any = None
 
     def merge(self, report: dict[str, Any]) -> None:
         """Add a worker's report (``pytest-xdist``) to this state."""
@@ -182,10 +194,11 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register the marker and set up the plugin state."""
     config.addinivalue_line(
         "markers",
-        "dsh_scenario(name_or_path=None, *, compare_logs=True): the recorded dsh scenario "
-        "the dsh_replay fixture uses: a name relative to dsh_snapshot_dir or an absolute "
-        "path (default: derived from the test's name); compare_logs=False skips the "
-        "replayed-log check.",
+        "dsh_scenario(name_or_path=None, *, compare_logs=True, record=True): the recorded "
+        "dsh scenario the dsh_replay fixture uses: a name relative to dsh_snapshot_dir or "
+        "an absolute path (default: derived from the test's name); compare_logs=False "
+        "skips the replayed-log check; record=False makes the test replay even under "
+        "--dsh-record (another test records the scenario).",
     )
     raw_root = str(config.getini("dsh_snapshot_dir")).strip()
     base = config.inipath.parent if config.inipath is not None else config.rootpath
@@ -201,6 +214,13 @@ def pytest_configure(config: pytest.Config) -> None:
         _check_live_model_available(config)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistController(), "dsh_replay_xdist")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Release the built-in live model's connection, if one was made."""
+    state = config.stash.get(_STATE, None)
+    if state is not None and state.env_model is not None:
+        state.env_model.close()
 
 
 class _XdistController:
@@ -271,11 +291,11 @@ def _scenario_path(item: pytest.Item, state: _State) -> Path:
             f"{item.nodeid}: @pytest.mark.dsh_scenario takes one scenario name or path, "
             f"got args={marker.args!r}"
         )
-    unknown = set(marker.kwargs) - {"compare_logs"}
+    unknown = set(marker.kwargs) - _MARKER_KEYWORDS
     if unknown:
         raise pytest.UsageError(
-            f"{item.nodeid}: @pytest.mark.dsh_scenario accepts the keyword compare_logs, "
-            f"got {', '.join(sorted(unknown))}"
+            f"{item.nodeid}: @pytest.mark.dsh_scenario accepts the keywords "
+            f"{', '.join(sorted(_MARKER_KEYWORDS))}, got {', '.join(sorted(unknown))}"
         )
     try:
         return resolve_scenario(root, marker.args[0])
@@ -294,8 +314,11 @@ def _compare_logs(item: pytest.Item, state: _State) -> bool:
     return state.compare_logs
 
 
-def _records(state: _State, path: Path) -> bool:
+def _records(item: pytest.Item, state: _State, path: Path) -> bool:
     """Whether this test records (rather than replays) under the current options."""
+    marker = item.get_closest_marker("dsh_scenario")
+    if marker is not None and marker.kwargs.get("record", True) is False:
+        return False  # a replay-only test: another test records this scenario
     return state.record == "all" or (state.record == "missing" and not path.exists())
 
 
@@ -316,7 +339,7 @@ def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     workdir = tmp_path_factory.mktemp("dsh-replay", numbered=True)
     redactor, redact_hook = _redaction(config)
     run = _Run(replay=None)
-    if _records(state, path):
+    if _records(item, state, path):
         run.replay = DshReplay.record(
             path,
             live=_live_model(config, path),
@@ -413,7 +436,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
         calls = sum(
             1
             for s in run.replay.sessions.sessions()
-            for e in s.events
+            for e in s.events[s.seed_length :]  # a fork's inherited calls are not its own
             if e["type"] == "assistant/chunk" and e["data"]["chunk"].get("type") == "finish"
         )
         state.recordings.append((str(run.replay.path), len(files), calls))
@@ -433,7 +456,7 @@ def pytest_collection_modifyitems(
         if "dsh_replay" not in getattr(item, "fixturenames", ()):
             continue
         path = _scenario_path(item, state)
-        if not _records(state, path):
+        if not _records(item, state, path):
             continue
         key = str(path.resolve())
         if key in seen:

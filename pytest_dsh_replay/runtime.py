@@ -313,8 +313,8 @@ class DshReplay:
 
     def _redacted(self, header: SessionHeader, events: Sequence[Event]) -> _Log:
         out: list[Event] = []
-        for event in events:
-            copy: Event = tokenize_cwd(self.redactor.redact(event), header.cwd)
+        for event in self.redactor.redact_events(events):
+            copy: Event = tokenize_cwd(event, header.cwd)
             if self.redact_hook is not None:
                 self.redact_hook(copy)
             out.append(copy)
@@ -388,7 +388,7 @@ class DshReplay:
             mine = self._redacted(session.header, session.events)
             diff = compare_logs(
                 script.file,
-                (header, [self.redactor.redact(e) for e in events]),
+                (header, self.redactor.redact_events(events)),
                 (session.header, mine.events),
                 expected_normalizer=expected_norm,
                 actual_normalizer=actual_norm,

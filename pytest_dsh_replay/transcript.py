@@ -148,6 +148,10 @@ def _render_event(event: Event, unlinked: list[SessionLike], norm: Normalizer) -
         message = data.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         return ["**Tool result**", "", _quote(norm.text(_tool_result_text(content))), ""]
+    if kind == "llm/retry":
+        failure = data.get("failure")
+        code = failure.get("code") if isinstance(failure, dict) else None
+        return [f"*Model call failed ({code or 'error'}); retried.*", ""]
     if kind == "turn/end":
         reason = data.get("reason")
         end = reason.get("kind") if isinstance(reason, dict) else reason

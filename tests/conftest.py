@@ -1,0 +1,38 @@
+"""Shared test configuration: the live model that ``--dsh-record`` uses in this repo.
+
+The project's example scenarios (``example_snapshots/``) are recorded through the
+built-in OpenAI-compatible adapter against a scripted server on 127.0.0.1 that this
+conftest starts on demand (see ``tests/openai_server.py``): no network, no API key.
+Set ``DSH_RECORD_BASE_URL``, ``DSH_RECORD_API_KEY`` and ``DSH_RECORD_MODEL`` to record
+against a real OpenAI-compatible endpoint instead.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_SERVER = pytest.StashKey[Any]()
+LOCAL_KEY = "sk-local-scripted-server-0000000000"
+
+
+def pytest_dsh_replay_live_model(config: pytest.Config, scenario_path: Path) -> Any:
+    if os.environ.get("DSH_RECORD_BASE_URL"):
+        return None  # the built-in adapter, configured from the environment
+    from openai_server import OpenAIServer
+
+    from pytest_dsh_replay.live_openai import OpenAICompatibleModel
+
+    server = config.stash.get(_SERVER, None)
+    if server is None:
+        server = config.stash[_SERVER] = OpenAIServer(idle_timeout=600).start()
+    return OpenAICompatibleModel(base_url=server.base_url, api_key=LOCAL_KEY, model="scripted")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    server = config.stash.get(_SERVER, None)
+    if server is not None:
+        server.stop()

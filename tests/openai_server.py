@@ -1,0 +1,576 @@
+"""A local OpenAI-compatible chat-completions server for tests (loopback only, scripted).
+
+``OpenAIServer`` is a real HTTP server (``http.server.ThreadingHTTPServer``) bound to
+127.0.0.1 on an ephemeral port, serving ``POST /v1/chat/completions`` both as SSE
+(``"stream": true``: ``data: {chunk}`` events, then ``data: [DONE]``, chunked transfer
+encoding) and as one JSON object. It runs in a daemon thread, stops when its ``with``
+block ends, and stops by itself after ``idle_timeout`` seconds without a request, so a
+forgotten server never outlives its test for long.
+
+Replies are deterministic: a *responder* ``(request_json) -> Reply`` decides each one.
+``Reply`` describes reasoning (sent as DeepSeek's ``reasoning_content``), text, tool
+calls, usage, the finish reason, how many pieces each string is split into (so clients
+see many deltas), or an HTTP error; a few fields inject faults (a mid-stream error event,
+a cut connection, a delay). Every request is kept in ``server.requests`` (method, path,
+lower-cased headers, parsed body) for assertions. Nothing depends on arrival order:
+``x-request-id`` and default tool-call ids are hashes of the request, so concurrent
+callers get the same answers on every run.
+
+``ScriptedResponder`` (the default) is a tiny script language read from the last user
+message, for example agents::
+
+    with OpenAIServer() as server:
+        model = OpenAICompatibleModel(base_url=server.base_url, api_key="k", model="m")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = [
+    "HttpError",
+    "OpenAIServer",
+    "ReceivedRequest",
+    "Reply",
+    "Responder",
+    "ScriptedResponder",
+    "ToolCall",
+    "replies",
+]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call of a reply. ``id=None`` derives a stable id from the request."""
+
+    name: str
+    arguments: str = "{}"
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class HttpError:
+    """An HTTP error reply: ``status`` with ``{"error": {"message", "type", "code"}}``.
+
+    ``retry_after`` (a string, seconds or an HTTP date) is sent as ``Retry-After``.
+    """
+
+    status: int
+    message: str
+    retry_after: str | None = None
+    type: str = "api_error"
+    code: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the server answers to one request.
+
+    Attributes:
+        text: The assistant text (``delta.content``).
+        reasoning: Reasoning text, streamed first as ``delta.reasoning_content``.
+        tool_calls: Tool calls, streamed after the text.
+        finish_reason: ``None`` derives it (``"tool_calls"`` when there are tool calls,
+            else ``"stop"``); ``""`` sends no finish reason at all.
+        usage: The OpenAI ``usage`` object to send; ``None`` computes one from word
+            counts (with ``completion_tokens_details.reasoning_tokens`` when there is
+            reasoning).
+        send_usage: Send the usage chunk when the client asked for it
+            (``stream_options.include_usage``); ``False`` never sends usage.
+        pieces: How many deltas each string (reasoning, text, each tool call's
+            arguments) is split into, >= 1; shorter strings go one character a delta.
+        interleave: Alternate the argument deltas of parallel tool calls.
+        error: Answer with this HTTP error instead (nothing else is sent).
+        stream_error: After the content, send an SSE error event with this message and
+            end the stream (no finish reason, no ``[DONE]``).
+        cut_off: After the content, close the connection mid-body (an incomplete
+            chunked response).
+        delay: Seconds to wait before answering.
+    """
+
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: Sequence[ToolCall] = ()
+    finish_reason: str | None = None
+    usage: Mapping[str, Any] | None = None
+    send_usage: bool = True
+    pieces: int = 3
+    interleave: bool = False
+    error: HttpError | None = None
+    stream_error: str | None = None
+    cut_off: bool = False
+    delay: float = 0.0
+
+
+Responder = Callable[[dict[str, Any]], Reply]
+"""Decides the reply to one request; gets the parsed JSON body."""
+
+
+@dataclass(frozen=True)
+class ReceivedRequest:
+    """A request the server received: ``headers`` has lower-cased names."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    raw: bytes = field(repr=False)
+
+
+def replies(*script: Reply) -> Responder:
+    """A responder that answers with ``script`` in order; an extra request gets a 500."""
+    queue = list(script)
+    lock = threading.Lock()
+
+    def respond(request: dict[str, Any]) -> Reply:
+        with lock:
+            if queue:
+                return queue.pop(0)
+        return Reply(error=HttpError(500, "the scripted replies are used up"))
+
+    return respond
+
+
+# --- the default script ----------------------------------------------------------------
+
+_DIRECTIVE = re.compile(r"\[\[(tool|fail|think)\b\s*(.*?)\]\]", re.DOTALL)
+
+_FAILURES = {
+    400: (
+        "This model's maximum context length is 8192 tokens. However, you requested "
+        "9000 tokens. Please reduce the length of the messages.",
+        None,
+    ),
+    401: ("Authentication failed: the API key is invalid.", None),
+    429: ("Rate limit reached for requests.", "1"),
+    503: ("The server is overloaded, please try again later.", None),
+}
+
+
+class ScriptedResponder:
+    """The default responder: a small script read from the request's last message.
+
+    - The last message is a ``tool`` result: reply with the text
+      ``"tool results: <result>; <result>"`` (every trailing tool message, in order).
+    - Otherwise the last message's text (a string, or its text parts) is the prompt,
+      and these directives in it apply (they never reach the reply text):
+
+      - ``[[tool NAME {"json": "arguments"}]]``: call tool ``NAME`` (arguments default
+        to ``{}``); several directives make parallel calls. The reply has reasoning
+        ``"calling NAME"`` and no text; ids are stable hashes of the request.
+      - ``[[fail STATUS]]``: the first request with this prompt fails with HTTP
+        ``STATUS`` (400 is a context-length error, 401 auth, 429 rate limit with
+        ``Retry-After: 1``, 503 overloaded, others a generic error); later ones go on.
+      - ``[[think TEXT]]``: the reply has reasoning ``TEXT``.
+      - otherwise the reply is ``"echo: <prompt>"`` (directives removed), ``stop``.
+
+    Replies split every string into ``pieces`` deltas. Thread-safe.
+    """
+
+    def __init__(self, *, pieces: int = 3):
+        self.pieces = pieces
+        self._failed: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, request: dict[str, Any]) -> Reply:
+        messages = request.get("messages") or []
+        last = messages[-1] if messages else {}
+        if last.get("role") == "tool":
+            results: list[str] = []
+            for message in reversed(messages):
+                if message.get("role") != "tool":
+                    break
+                results.insert(0, _text_of(message.get("content")))
+            return Reply(text="tool results: " + "; ".join(results), pieces=self.pieces)
+        prompt = _text_of(last.get("content"))
+        directives = _DIRECTIVE.findall(prompt)
+        plain = " ".join(_DIRECTIVE.sub(" ", prompt).split())
+        for kind, argument in directives:
+            if kind == "fail":
+                with self._lock:
+                    first = prompt not in self._failed
+                    self._failed.add(prompt)
+                if first:
+                    status = int(argument.strip() or "500")
+                    message, retry_after = _FAILURES.get(
+                        status, (f"Scripted failure (HTTP {status}).", None)
+                    )
+                    return Reply(error=HttpError(status, message, retry_after=retry_after))
+        calls = []
+        for kind, argument in directives:
+            if kind == "tool":
+                name, _, arguments = argument.strip().partition(" ")
+                calls.append(ToolCall(name, arguments.strip() or "{}"))
+        if calls:
+            reasoning = "; ".join(f"calling {call.name}" for call in calls)
+            return Reply(reasoning=reasoning, tool_calls=calls, pieces=self.pieces)
+        reasoning = " ".join(arg.strip() for kind, arg in directives if kind == "think")
+        return Reply(text=f"echo: {plain}", reasoning=reasoning, pieces=self.pieces)
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+# --- the server ------------------------------------------------------------------------
+
+
+class OpenAIServer:
+    """A loopback OpenAI-compatible server; use it as a context manager.
+
+    Args:
+        responder: Decides each reply; a :class:`ScriptedResponder` by default.
+        api_key: When set, a request whose ``Authorization`` is not
+            ``Bearer <api_key>`` gets a 401 (before the responder is asked).
+        idle_timeout: Seconds without any request after which the server stops by
+            itself (> 0).
+
+    Attributes:
+        requests: Every request received, in arrival order.
+        base_url: ``http://127.0.0.1:<port>/v1`` (the client's ``base_url``).
+    """
+
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        *,
+        api_key: str | None = None,
+        idle_timeout: float = 30.0,
+    ):
+        if not idle_timeout > 0:
+            raise ValueError(f"idle_timeout must be > 0 seconds, got {idle_timeout!r}")
+        self.responder: Responder = responder or ScriptedResponder()
+        self.api_key = api_key
+        self.idle_timeout = idle_timeout
+        self.requests: list[ReceivedRequest] = []
+        self._lock = threading.Lock()
+        self._active = 0
+        self._last_activity = time.monotonic()
+        self._stop = threading.Event()
+        self._httpd = _Httpd(("127.0.0.1", 0), _Handler)
+        self._httpd.owner = self
+        self._thread = threading.Thread(target=self._serve, name="openai-server", daemon=True)
+
+    @property
+    def port(self) -> int:
+        """The TCP port on 127.0.0.1."""
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """The client base URL, ``http://127.0.0.1:<port>/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def running(self) -> bool:
+        """Whether the serving thread is alive."""
+        return self._thread.is_alive()
+
+    def start(self) -> OpenAIServer:
+        """Start serving in a daemon thread; returns ``self``."""
+        self._last_activity = time.monotonic()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the listening socket (idempotent; waits <= 1 s)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=1.0)
+        else:
+            self._httpd.server_close()
+
+    def __enter__(self) -> OpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _serve(self) -> None:
+        self._httpd.timeout = 0.02
+        try:
+            while not self._stop.is_set():
+                self._httpd.handle_request()
+                with self._lock:
+                    idle = self._active == 0 and (
+                        time.monotonic() - self._last_activity > self.idle_timeout
+                    )
+                if idle:
+                    break
+        finally:
+            self._stop.set()
+            self._httpd.server_close()
+
+    def _begin(self, request: ReceivedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+            self._active += 1
+            self._last_activity = time.monotonic()
+
+    def _end(self) -> None:
+        with self._lock:
+            self._active -= 1
+            self._last_activity = time.monotonic()
+
+
+class _Httpd(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    owner: OpenAIServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Ignore clients that went away (a timeout test, an abandoned stream)."""
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 5.0  # an idle keep-alive connection frees its thread after this
+    server: _Httpd
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep test output quiet."""
+
+    def do_GET(self) -> None:
+        self._handle(b"")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        self._handle(self.rfile.read(length) if length else b"")
+
+    def _handle(self, raw: bytes) -> None:
+        owner = self.server.owner
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        owner._begin(ReceivedRequest(self.command, self.path, headers, body, raw))
+        request_id = "req-" + hashlib.sha256(raw).hexdigest()[:12]  # stable across runs
+        try:
+            if self.command != "POST" or self.path.rstrip("/") != "/v1/chat/completions":
+                self._error(HttpError(404, f"no route {self.command} {self.path}"), request_id)
+            elif owner.api_key is not None and headers.get("authorization") != (
+                f"Bearer {owner.api_key}"
+            ):
+                error = HttpError(401, "Incorrect API key provided.", code="invalid_api_key")
+                self._error(error, request_id)
+            elif not isinstance(body, dict):
+                self._error(HttpError(400, "the request body is not a JSON object"), request_id)
+            else:
+                self._answer(owner, body, request_id)
+        finally:
+            owner._end()
+
+    def _answer(self, owner: OpenAIServer, body: dict[str, Any], request_id: str) -> None:
+        try:
+            reply = owner.responder(body)
+        except Exception as error:  # a broken test responder: show it to the client
+            self._error(HttpError(500, f"responder failed: {error!r}"), request_id)
+            return
+        if reply.delay > 0:
+            time.sleep(reply.delay)
+        if reply.error is not None:
+            self._error(reply.error, request_id)
+            return
+        stable = hashlib.sha256(
+            json.dumps(body.get("messages"), sort_keys=True).encode()
+        ).hexdigest()[:16]
+        calls = [
+            ToolCall(call.name, call.arguments, call.id or f"call_{stable}_{k}")
+            for k, call in enumerate(reply.tool_calls)
+        ]
+        finish = reply.finish_reason
+        if finish is None:
+            finish = "tool_calls" if calls else "stop"
+        usage = dict(reply.usage) if reply.usage is not None else _usage(body, reply)
+        model = str(body.get("model", ""))
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            self._stream(reply, calls, finish, usage if include_usage else None, model, request_id)
+        else:
+            self._complete(reply, calls, finish, usage, model, request_id)
+
+    # --- writers -----------------------------------------------------------------------
+
+    def _json(self, status: int, payload: Any, headers: Mapping[str, str]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, error: HttpError, request_id: str) -> None:
+        headers = {"x-request-id": request_id}
+        if error.retry_after is not None:
+            headers["Retry-After"] = error.retry_after
+        payload = {"error": {"message": error.message, "type": error.type, "code": error.code}}
+        self._json(error.status, payload, headers)
+
+    def _complete(
+        self,
+        reply: Reply,
+        calls: list[ToolCall],
+        finish: str,
+        usage: dict[str, Any],
+        model: str,
+        request_id: str,
+    ) -> None:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        if reply.reasoning:
+            message["reasoning_content"] = reply.reasoning
+        if calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in calls
+            ]
+        payload: dict[str, Any] = {
+            "id": f"chatcmpl-{request_id}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish or None}],
+        }
+        if reply.send_usage:
+            payload["usage"] = usage
+        self._json(200, payload, {"x-request-id": request_id})
+
+    def _stream(
+        self,
+        reply: Reply,
+        calls: list[ToolCall],
+        finish: str,
+        usage: dict[str, Any] | None,
+        model: str,
+        request_id: str,
+    ) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("x-request-id", request_id)
+        self.end_headers()
+
+        def send(data: str) -> None:
+            event = f"data: {data}\n\n".encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            self.wfile.flush()
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> None:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+            send(
+                json.dumps(
+                    {
+                        "id": f"chatcmpl-{request_id}",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": model,
+                        "choices": [choice],
+                    }
+                )
+            )
+
+        pieces = max(reply.pieces, 1)
+        chunk({"role": "assistant", "content": ""})
+        for piece in _split(reply.reasoning, pieces):
+            chunk({"content": None, "reasoning_content": piece})
+        for piece in _split(reply.text, pieces):
+            chunk({"content": piece})
+        for k, call in enumerate(calls):
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": k,
+                            "id": call.id,
+                            "type": "function",
+                            "function": {"name": call.name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
+            if not reply.interleave:
+                for piece in _split(call.arguments, pieces):
+                    chunk({"tool_calls": [{"index": k, "function": {"arguments": piece}}]})
+        if reply.interleave:
+            split = [_split(call.arguments, pieces) for call in calls]
+            for round_no in range(max((len(s) for s in split), default=0)):
+                for k, parts in enumerate(split):
+                    if round_no < len(parts):
+                        delta = {"index": k, "function": {"arguments": parts[round_no]}}
+                        chunk({"tool_calls": [delta]})
+        if reply.cut_off:
+            self.close_connection = True  # no terminating chunk: an incomplete body
+            return
+        if reply.stream_error is not None:
+            send(json.dumps({"error": {"message": reply.stream_error, "type": "server_error"}}))
+        else:
+            if finish:
+                chunk({}, finish)
+            if usage is not None and reply.send_usage:
+                send(
+                    json.dumps(
+                        {
+                            "id": f"chatcmpl-{request_id}",
+                            "object": "chat.completion.chunk",
+                            "created": 0,
+                            "model": model,
+                            "choices": [],
+                            "usage": usage,
+                        }
+                    )
+                )
+            send("[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+def _split(text: str, pieces: int) -> list[str]:
+    """``text`` in ``pieces`` nearly equal parts (fewer for short text; none for "")."""
+    if not text:
+        return []
+    size = -(-len(text) // pieces)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _usage(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    prompt = len(json.dumps(body.get("messages"), ensure_ascii=False).split())
+    reasoning = len(reply.reasoning.split())
+    output = (
+        reasoning
+        + len(reply.text.split())
+        + sum(len(call.arguments.split()) + 1 for call in reply.tool_calls)
+    )
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": output,
+        "total_tokens": prompt + output,
+    }
+    if reasoning:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return usage
