@@ -75,7 +75,7 @@ def _live_model(config: pytest.Config, path: Path) -> Any:
         return live
     live = _env_live_model(config)
     if live is None:
-        raise pytest.UsageError(f"no live model to record {path}: {_HOW_TO_RECORD}")
+        pytest.fail(f"no live model to record {path}: {_HOW_TO_RECORD}", pytrace=False)
     return live
 
 
@@ -382,6 +382,8 @@ def dsh_snapshot(request: pytest.FixtureRequest) -> Any:
 
         snapshot = request.getfixturevalue("snapshot")
     except (ImportError, pytest.FixtureLookupError):
+        snapshot = None
+    if snapshot is None:
         pytest.fail(
             "dsh_snapshot needs syrupy: pip install 'pytest-dsh-replay[snapshot]'",
             pytrace=False,

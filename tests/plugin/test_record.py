@@ -1,0 +1,364 @@
+"""--dsh-record: recordings are written only for passing tests, atomically, redacted."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from scenario_files import make_scenario
+
+# A fake live model: answers "live: <last user text>", or delegates to children when
+# the prompt says "spawn N". It leaks a secret when asked to.
+CONFTEST = """
+import pytest
+
+SECRET_IN_REPLY = "sk-liveleak" + "0123456789abcdefghij"
+
+class FakeLive:
+    def stream(self, request, **kwargs):
+        text = request["messages"][-1]["content"]
+        reply = SECRET_IN_REPLY if "leak" in text else "live: " + text
+        yield {"type": "block-start", "index": 0, "blockType": "text"}
+        for i in range(0, len(reply), 4):
+            yield {"type": "text-delta", "index": 0, "text": reply[i:i + 4]}
+        yield {"type": "block-end", "index": 0, "block": {"type": "text", "text": reply}}
+        yield {"type": "finish", "reason": {"kind": "stop"}}
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return FakeLive()
+"""
+
+AGENT = """
+import uuid
+
+def ask(model, text, session_id, parent=None):
+    chunks = model.stream(
+        {"messages": [{"role": "user", "content": text}]},
+        session_id=session_id, parent_session_id=parent,
+    )
+    return "".join(c["text"] for c in chunks if c["type"] == "text-delta")
+
+def run(model, prompt, children=0):
+    parent = "parent-" + uuid.uuid4().hex
+    answers = [ask(model, prompt, parent)]
+    for n in range(children):
+        answers.append(ask(model, f"child {n}", "child-" + uuid.uuid4().hex, parent))
+    return answers
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(agent=AGENT)
+    return pytester
+
+
+def digest(directory: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
+
+
+def test_record_then_replay_round_trip(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_rt="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("tree")
+        def test_tree(dsh_replay):
+            assert run(dsh_replay.model, "hello", children=2) == [
+                "live: hello", "live: child 0", "live: child 1"
+            ]
+        """
+    )
+    recorded = project.runpytest("--dsh-record")
+    recorded.assert_outcomes(passed=1)
+    recorded.stdout.fnmatch_lines(
+        [
+            "*scenarios: 0 replayed, 1 recorded, 0 missing*",
+            "recorded *tree: 3 sessions, 3 model calls",
+        ]
+    )
+    files = sorted(p.name for p in (project.path / "recordings" / "tree").iterdir())
+    assert files == ["session.1.jsonl", "session.2.jsonl", "session.jsonl"]
+    # Keyless replay of what was just recorded; the live model is never asked.
+    project.makeconftest("")
+    replayed = project.runpytest()
+    replayed.assert_outcomes(passed=1)
+    replayed.stdout.fnmatch_lines(["*scenarios: 1 replayed, 0 recorded, 0 missing*"])
+
+
+def test_a_failing_test_leaves_the_previous_recording_byte_for_byte(
+    project: pytest.Pytester,
+) -> None:
+    old = make_scenario(project.path / "recordings" / "keep", primary=["old"], child1=["c"])
+    before = digest(old)
+    project.makepyfile(
+        test_fail="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("keep")
+        def test_fails_after_calls(dsh_replay):
+            run(dsh_replay.model, "new answer")
+            assert False, "the agent misbehaved"
+        """
+    )
+    result = project.runpytest("--dsh-record")
+    result.assert_outcomes(failed=1)
+    assert digest(old) == before
+    assert not [p for p in old.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_an_interrupted_recording_leaves_the_previous_recording(project: pytest.Pytester) -> None:
+    old = make_scenario(project.path / "recordings" / "keep", primary=["old"])
+    before = digest(old)
+    project.makepyfile(
+        test_interrupt="""
+        import pytest
+        from agent import ask
+
+        @pytest.mark.dsh_scenario("keep")
+        def test_interrupted(dsh_replay):
+            stream = dsh_replay.model.stream(
+                {"messages": [{"role": "user", "content": "x"}]}, session_id="s"
+            )
+            next(stream)
+            raise KeyboardInterrupt
+        """
+    )
+    result = project.runpytest_subprocess("--dsh-record")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert digest(old) == before
+
+
+def test_an_erroring_teardown_writes_nothing(project: pytest.Pytester) -> None:
+    old = make_scenario(project.path / "recordings" / "keep", primary=["old"])
+    before = digest(old)
+    project.makepyfile(
+        test_teardown="""
+        import pytest
+        from agent import run
+
+        @pytest.fixture
+        def broken_teardown():
+            yield
+            raise RuntimeError("teardown failed")
+
+        @pytest.mark.dsh_scenario("keep")
+        def test_body_passes(broken_teardown, dsh_replay):
+            run(dsh_replay.model, "new")
+        """
+    )
+    result = project.runpytest("--dsh-record")
+    result.assert_outcomes(passed=1, errors=1)
+    assert digest(old) == before
+
+
+def test_re_recording_with_fewer_children_removes_stale_files(project: pytest.Pytester) -> None:
+    old = make_scenario(
+        project.path / "recordings" / "shrink",
+        primary=["p"],
+        child1=["a"],
+        child2=["b"],
+        child3=["c"],
+    )
+    assert len(list(old.iterdir())) == 4
+    project.makepyfile(
+        test_shrink="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("shrink")
+        def test_one_child(dsh_replay):
+            run(dsh_replay.model, "p", children=1)
+        """
+    )
+    project.runpytest("--dsh-record").assert_outcomes(passed=1)
+    assert sorted(p.name for p in old.iterdir()) == ["session.1.jsonl", "session.jsonl"]
+    project.makeconftest("")
+    project.runpytest().assert_outcomes(passed=1)
+
+
+def test_secrets_in_responses_and_requests_are_never_written(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DSH_RECORD_API_KEY", "configured-key-value-123")
+    project.makeconftest(
+        CONFTEST
+        + """
+def pytest_dsh_replay_redact(event):
+    data = event.get("data")
+    if isinstance(data, dict) and data.get("customer") == "ACME Corp":
+        data["customer"] = "<customer>"
+"""
+    )
+    project.makepyfile(
+        test_secret="""
+        import pytest
+        from agent import ask
+
+        @pytest.mark.dsh_scenario("secret")
+        def test_leaky(dsh_replay):
+            s = dsh_replay.sessions.create("primary")
+            s.append("note", {"auth": "Bearer abcdefghijklmnop1234", "customer": "ACME Corp",
+                              "key": "configured-key-value-123", "aws": "AKIAABCDEFGHIJKLMNOP",
+                              "gh": "ghp_" + "a" * 36})
+            answer = ask(dsh_replay.model, "please leak", "primary")
+            assert answer.startswith("sk-liveleak")
+        """
+    )
+    project.runpytest("--dsh-record").assert_outcomes(passed=1)
+    written = (project.path / "recordings" / "secret" / "session.jsonl").read_text()
+    for secret in (
+        "sk-liveleak",
+        "0123456789abcdefghij",
+        "abcdefghijklmnop1234",
+        "configured-key-value-123",
+        "AKIAABCDEFGHIJKLMNOP",
+        "ghp_aaaa",
+        "ACME",
+    ):
+        assert secret not in written, secret
+    assert "[REDACTED]" in written
+    assert "<customer>" in written
+
+
+def test_record_missing_only_records_what_is_missing(project: pytest.Pytester) -> None:
+    existing = make_scenario(project.path / "recordings" / "have", primary=["live: have"])
+    before = digest(existing)
+    project.makepyfile(
+        test_missing="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("have")
+        def test_have(dsh_replay):
+            assert dsh_replay.mode == "replay"
+            run(dsh_replay.model, "have")
+
+        @pytest.mark.dsh_scenario("new")
+        def test_new(dsh_replay):
+            assert dsh_replay.mode == "record"
+            run(dsh_replay.model, "new")
+        """
+    )
+    result = project.runpytest("--dsh-record=missing")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*1 replayed, 1 recorded, 0 missing*"])
+    assert digest(existing) == before
+    assert (project.path / "recordings" / "new" / "session.jsonl").exists()
+
+
+def test_keyword_subsets_never_delete_recordings(project: pytest.Pytester) -> None:
+    keep = make_scenario(project.path / "recordings" / "other", primary=["o"])
+    before = digest(keep)
+    project.makepyfile(
+        test_subset="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("mine")
+        def test_mine(dsh_replay):
+            run(dsh_replay.model, "m")
+
+        @pytest.mark.dsh_scenario("other")
+        def test_other(dsh_replay):
+            run(dsh_replay.model, "o")
+        """
+    )
+    project.runpytest("--dsh-record", "-k", "mine").assert_outcomes(passed=1, deselected=1)
+    assert digest(keep) == before
+
+
+def test_two_tests_recording_one_scenario_is_an_error(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_dup="""
+        import pytest
+
+        @pytest.mark.dsh_scenario("same")
+        def test_a(dsh_replay):
+            pass
+
+        @pytest.mark.dsh_scenario("same")
+        def test_b(dsh_replay):
+            pass
+
+        @pytest.mark.dsh_scenario("same", record=False)
+        def test_replay_only(dsh_replay):
+            pass
+        """
+    )
+    result = project.runpytest("--dsh-record")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*test_dup.py::test_a and test_dup.py::test_b would both record*"])
+
+
+def test_xdist_workers_record_in_parallel(project: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    project.makepyfile(
+        test_par="""
+        import pytest
+        from agent import run
+
+        CASES = [pytest.param(n, marks=pytest.mark.dsh_scenario(f"p{n}")) for n in range(6)]
+
+        @pytest.mark.parametrize("n", CASES)
+        def test_record(dsh_replay, n):
+            assert run(dsh_replay.model, f"q{n}", children=n % 2) [0] == f"live: q{n}"
+        """
+    )
+    result = project.runpytest("-n", "2", "--dsh-record")
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["*0 replayed, 6 recorded, 0 missing*"])
+    for n in range(6):
+        assert (project.path / "recordings" / f"p{n}" / "session.jsonl").exists()
+    project.makeconftest("")
+    project.runpytest("-n", "2").assert_outcomes(passed=6)
+
+
+def test_record_without_a_live_model_stops_at_start_up(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(dsh_replay): pass")
+    for name in ("DSH_RECORD_BASE_URL", "DSH_RECORD_API_KEY", "DSH_RECORD_MODEL"):
+        pytester._monkeypatch.delenv(name, raising=False)
+    result = pytester.runpytest("--dsh-record")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--dsh-record needs a live model: set DSH_RECORD_BASE_URL, DSH_RECORD_API_KEY*"]
+    )
+
+
+def test_first_live_model_hook_answer_wins(project: pytest.Pytester) -> None:
+    project.makeconftest(
+        CONFTEST
+        + """
+class Special(FakeLive):
+    def stream(self, request, **kwargs):
+        yield from super().stream({"messages": [{"content": "special"}]})
+
+class SpecialScenarios:
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_dsh_replay_live_model(self, config, scenario_path):
+        return Special() if scenario_path.name == "special" else None
+
+def pytest_configure(config):
+    config.pluginmanager.register(SpecialScenarios())
+"""
+    )
+    project.makepyfile(
+        test_hooks="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("special")
+        def test_special(dsh_replay):
+            assert run(dsh_replay.model, "x") == ["live: special"]
+
+        @pytest.mark.dsh_scenario("plain")
+        def test_plain(dsh_replay):
+            assert run(dsh_replay.model, "x") == ["live: x"]
+        """
+    )
+    project.runpytest("--dsh-record").assert_outcomes(passed=2)

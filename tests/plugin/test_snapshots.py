@@ -1,0 +1,166 @@
+"""CI snapshot checks: the replayed-log check, transcripts through syrupy, unused lists."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent.parent
+EXAMPLES = TESTS.parent / "example_snapshots"
+
+AGENT_TEST = """
+import pytest
+from example_agent import ExampleAgent, FACTS
+
+PROMPT = '[[tool lookup {"key": "capital_of_france"}]][[tool add {"a": 2, "b": 3}]]'
+
+@pytest.mark.dsh_scenario("tool-call"{marker})
+def test_tool_call(dsh_replay):
+    {change}
+    agent = ExampleAgent(dsh_replay.model, dsh_replay.sessions)
+    agent.run(PROMPT)
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
+    shutil.copy(TESTS / "example_agent.py", pytester.path / "example_agent.py")
+    shutil.copytree(EXAMPLES / "tool-call", pytester.path / "recordings" / "tool-call")
+    return pytester
+
+
+def agent_test(change: str = "pass", marker: str = "") -> str:
+    return AGENT_TEST.replace("{change}", change).replace("{marker}", marker)
+
+
+def test_unchanged_behaviour_passes_the_replayed_log_check(project: pytest.Pytester) -> None:
+    project.makepyfile(test_agent=agent_test())
+    project.runpytest().assert_outcomes(passed=1)
+
+
+def test_a_behaviour_change_fails_with_an_event_level_report(project: pytest.Pytester) -> None:
+    project.makepyfile(test_agent=agent_test('FACTS["capital_of_france"] = "Lyon"'))
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "the replayed session log differs from the recording" in text
+    match = re.search(r"session\.jsonl: event #(\d+) \(tool/result\): event differs", text)
+    assert match, text
+    result.stdout.fnmatch_lines(
+        [
+            "*at $.data.message.content[[]0[]].content[[]0[]].text",
+            '*recorded: "Paris"',
+            '*replayed: "Lyon"',
+            "*re-record: pytest --dsh-record test_agent.py::test_tool_call*",
+        ]
+    )
+
+
+def test_the_check_can_be_turned_off_per_test_and_per_project(project: pytest.Pytester) -> None:
+    change = 'FACTS["capital_of_france"] = "Lyon"'
+    project.makepyfile(test_agent=agent_test(change, marker=", compare_logs=False"))
+    project.runpytest().assert_outcomes(passed=1)
+    project.makepyfile(test_agent=agent_test(change))
+    project.makeini("[pytest]\ndsh_snapshot_dir = recordings\ndsh_compare_logs = false\n")
+    project.runpytest().assert_outcomes(passed=1)
+
+
+TRANSCRIPT_TESTS = """
+import pytest
+from example_agent import ExampleAgent
+
+PROMPT = '[[tool lookup {{"key": "capital_of_france"}}]][[tool add {{"a": 2, "b": 3}}]]'
+
+@pytest.mark.dsh_scenario("tool-call"{extra})
+def test_first(dsh_replay, dsh_snapshot):
+    ExampleAgent(dsh_replay.model, dsh_replay.sessions).run(PROMPT)
+    assert dsh_replay.transcript() == dsh_snapshot
+
+@pytest.mark.dsh_scenario("tool-call")
+def test_second(dsh_replay, dsh_snapshot):
+    ExampleAgent(dsh_replay.model, dsh_replay.sessions).run(PROMPT)
+    assert dsh_replay.transcript() == dsh_snapshot
+"""
+
+
+def test_snapshot_update_creates_updates_and_keeps_other_transcripts(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(test_tr=TRANSCRIPT_TESTS.format(extra=""))
+    snapshots = project.path / "__snapshots__" / "test_tr"
+    missing = project.runpytest()
+    missing.assert_outcomes(failed=2)
+    created = project.runpytest("--snapshot-update")
+    created.assert_outcomes(passed=2)
+    assert sorted(p.name for p in snapshots.iterdir()) == ["test_first.md", "test_second.md"]
+    first = (snapshots / "test_first.md").read_text()
+    assert first.startswith("# Session {{id-1}} (primary)\n")
+    assert "**Tool call** `lookup`" in first
+    project.runpytest().assert_outcomes(passed=2)
+
+    # A change in behaviour shows as a syrupy diff; --snapshot-update takes it.
+    project.makepyfile(
+        test_tr=TRANSCRIPT_TESTS.format(extra=", compare_logs=False").replace(
+            "def test_first(dsh_replay, dsh_snapshot):\n",
+            "def test_first(dsh_replay, dsh_snapshot):\n"
+            '    import example_agent; example_agent.FACTS["capital_of_france"] = "Lyon"\n',
+        )
+    )
+    changed = project.runpytest("-k", "test_first")
+    changed.assert_outcomes(failed=1, deselected=1)
+    changed.stdout.fnmatch_lines(["*Lyon*"])
+    updated = project.runpytest("-k", "test_first", "--snapshot-update")
+    updated.assert_outcomes(passed=1, deselected=1)
+    assert "Lyon" in (snapshots / "test_first.md").read_text()
+    # The -k run never deleted the other test's transcript.
+    assert (snapshots / "test_second.md").exists()
+
+
+def test_dsh_snapshot_without_syrupy_says_what_to_install(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        """
+        def test_t(dsh_snapshot):
+            pass
+        """
+    )
+    result = project.runpytest("-p", "no:syrupy")
+    result.stdout.fnmatch_lines(
+        ["dsh_snapshot needs syrupy: pip install 'pytest-dsh-replay[[]snapshot[]]'"]
+    )
+
+
+def test_the_unused_list_is_the_same_with_and_without_xdist(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
+    for name in ("spawn", "fork", "retry", "tool-call"):
+        shutil.copytree(EXAMPLES / name, pytester.path / "recordings" / name)
+    shutil.copy(TESTS / "example_agent.py", pytester.path / "example_agent.py")
+    pytester.makepyfile(
+        """
+        import pytest
+
+        def test_unrelated():
+            pass
+
+        @pytest.mark.dsh_scenario("spawn", compare_logs=False)
+        def test_spawn(dsh_replay):
+            dsh_replay.model.assert_consumed = lambda: None  # only its use counts here
+
+        @pytest.mark.dsh_scenario("retry", compare_logs=False)
+        def test_retry(dsh_replay):
+            dsh_replay.model.assert_consumed = lambda: None
+        """
+    )
+
+    def unused(*args: str) -> list[str]:
+        result = pytester.runpytest(*args)
+        result.assert_outcomes(passed=3)
+        return sorted(re.findall(r"^  (\S+)$", result.stdout.str(), re.M))
+
+    serial = unused("-p", "no:randomly")
+    assert [Path(p).name for p in serial] == ["fork", "tool-call"]
+    assert unused("-n", "2") == serial
