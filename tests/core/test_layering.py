@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 import pytest_dsh_replay
 
@@ -44,10 +47,16 @@ def test_core_imports_neither_pytest_nor_syrupy() -> None:
 
 
 def test_all_lists_exactly_the_public_names() -> None:
-    public = {n for n in dir(pytest_dsh_replay) if not n.startswith("_")}
-    modules = {n for n in public if type(getattr(pytest_dsh_replay, n)).__name__ == "module"}
-    assert set(pytest_dsh_replay.__all__) == public - modules
     assert sorted(pytest_dsh_replay.__all__) == pytest_dsh_replay.__all__
+    for name in pytest_dsh_replay.__all__:
+        obj = getattr(pytest_dsh_replay, name)
+        module = importlib.import_module(obj.__module__) if hasattr(obj, "__module__") else None
+        if module is not None and name in getattr(module, "__all__", ()):
+            continue
+        aliases = {"Event", "ReplayEntry", "StreamChunk"}  # type aliases have no home module
+        assert name in aliases, f"{name}: not public in its module"
+    with pytest.raises(AttributeError):
+        pytest_dsh_replay.no_such_name  # noqa: B018
 
 
 def test_every_public_name_is_documented() -> None:
@@ -55,3 +64,14 @@ def test_every_public_name_is_documented() -> None:
         obj = getattr(pytest_dsh_replay, name)
         if (callable(obj) and not name[0].isupper()) or isinstance(obj, type):
             assert obj.__doc__, name
+
+
+def test_importing_the_package_or_plugin_loads_no_core_module() -> None:
+    code = (
+        "import sys, pytest_dsh_replay, pytest_dsh_replay.plugin\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pytest_dsh_replay.')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "['pytest_dsh_replay.plugin']"
