@@ -12,6 +12,8 @@ def test_help_lists_the_group_and_every_option(pytester: pytest.Pytester) -> Non
             "dsh-replay (replay and record dsh agent sessions):",
             "*--dsh-record=[[]all|missing[]]*",
             "*record scenarios against the live model*",
+            "*--dsh-fail-unused*fail the run when a complete run*",
+            "*dsh_compare_logs (bool):*",
             "*dsh_snapshot_dir (string):*",
         ]
     )
