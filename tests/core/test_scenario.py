@@ -234,3 +234,35 @@ def test_compressed_logs_in_a_scenario(fork_scenario: Path) -> None:
         load_scenario(fork_scenario)
     log.unlink()
     assert words(load_scenario(fork_scenario).scripts[1]) == ["SPAWN"]
+
+
+class _Log:
+    def __init__(self, sid: str, parent: str | None = None, created: int = 0):
+        from pytest_dsh_replay.events import SessionHeader
+
+        self.header = SessionHeader(id=sid, parent_session=parent, created_at=created)
+        self.events: list[dict[str, Any]] = []
+
+
+def test_write_scenario_needs_exactly_one_primary(tmp_path: Path) -> None:
+    from pytest_dsh_replay import RecordingError, write_scenario
+
+    with pytest.raises(RecordingError, match="exactly one primary session.*found 0"):
+        write_scenario(tmp_path / "x", [_Log("c", parent="p")])
+    with pytest.raises(RecordingError, match="found 2: 'a', 'b'"):
+        write_scenario(tmp_path / "x", [_Log("a"), _Log("b")])
+    assert not (tmp_path / "x").exists()
+
+
+def test_write_scenario_orders_children_and_replaces_the_directory(tmp_path: Path) -> None:
+    from pytest_dsh_replay import write_scenario
+
+    target = tmp_path / "s"
+    target.mkdir()
+    (target / "session.5.jsonl").write_text("stale")
+    (target / "notes.txt").write_text("not ours")
+    files = write_scenario(target, [_Log("late", "p", 9), _Log("p"), _Log("early", "p", 1)])
+    assert [f.name for f in files] == ["session.jsonl", "session.1.jsonl", "session.2.jsonl"]
+    assert sorted(p.name for p in target.iterdir()) == [f.name for f in sorted(files)]
+    assert [s.recorded_id for s in load_scenario(target).scripts] == ["p", "early", "late"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

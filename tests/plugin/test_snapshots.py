@@ -164,3 +164,28 @@ def test_the_unused_list_is_the_same_with_and_without_xdist(pytester: pytest.Pyt
     serial = unused("-p", "no:randomly")
     assert [Path(p).name for p in serial] == ["fork", "tool-call"]
     assert unused("-n", "2") == serial
+
+
+def test_raw_event_snapshots_with_the_log_extension(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_raw="""
+        import pytest
+        from example_agent import ExampleAgent
+        from pytest_dsh_replay.syrupy_ext import DshLogExtension
+
+        PROMPT = '[[tool lookup {"key": "capital_of_france"}]][[tool add {"a": 2, "b": 3}]]'
+
+        @pytest.mark.dsh_scenario("tool-call")
+        def test_raw(dsh_replay, snapshot):
+            ExampleAgent(dsh_replay.model, dsh_replay.sessions).run(PROMPT)
+            assert dsh_replay == snapshot(extension_class=DshLogExtension)
+        """
+    )
+    project.runpytest("--snapshot-update").assert_outcomes(passed=1)
+    stored = (project.path / "__snapshots__" / "test_raw" / "test_raw.jsonl").read_text()
+    lines = stored.splitlines()
+    assert lines[0].startswith('{"type":"session","version":0,"id":"{{id-1}}"')
+    assert '"seq"' not in stored
+    assert '"time"' not in stored
+    assert any('"type":"tool/result"' in line for line in lines)
+    project.runpytest().assert_outcomes(passed=1)

@@ -1,0 +1,36 @@
+"""Every example scenario round-trips: recorded through the built-in adapter, replayed.
+
+The project's examples, their agent, the scripted loopback server and this repo's
+conftest run in a scratch project: ``--dsh-record --snapshot-update`` records every
+scenario and transcript from scratch, then a plain run replays them keyless, sync and
+async, with the replayed-log check and the transcripts.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent.parent
+
+
+def test_every_example_records_then_replays(pytester: pytest.Pytester) -> None:
+    for name in ("example_agent.py", "openai_server.py", "test_examples.py", "conftest.py"):
+        shutil.copy(TESTS / name, pytester.path / name)
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\nasyncio_mode = strict\n")
+    pytester._monkeypatch.delenv("DSH_RECORD_BASE_URL", raising=False)
+
+    recorded = pytester.runpytest("--dsh-record", "--snapshot-update", "-p", "no:randomly")
+    recorded.assert_outcomes(passed=13)
+    recorded.stdout.fnmatch_lines(["*scenarios: 7 replayed, 6 recorded, 0 missing*"])
+    names = sorted(p.name for p in (pytester.path / "recordings").iterdir())
+    assert names == ["fork", "mixed", "multi-spawn", "retry", "spawn", "tool-call"]
+    transcripts = pytester.path / "__snapshots__" / "test_examples"
+    assert len(list(transcripts.glob("*.md"))) == 6
+
+    replayed = pytester.runpytest()
+    replayed.assert_outcomes(passed=13)
+    replayed.stdout.fnmatch_lines(["*scenarios: 13 replayed, 0 recorded, 0 missing, 0 unused*"])
+    assert pytester.run("dsh-replay", "check", "recordings").ret == 0
