@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from .sqlite import SqliteBackend, load_store_scenario
     from .store import (
         JsonlBackend,
+        MemoryBackend,
         Session,
         SessionBackend,
         SessionStore,
@@ -64,6 +65,7 @@ __all__ = [
     "HangEntry",
     "JsonlBackend",
     "LogMismatchError",
+    "MemoryBackend",
     "OverrideError",
     "PlaceholderError",
     "RecordingError",
@@ -113,6 +115,7 @@ _MODULE_OF: dict[str, str] = {
     "HangEntry": "script",
     "JsonlBackend": "store",
     "LogMismatchError": "errors",
+    "MemoryBackend": "store",
     "OverrideError": "errors",
     "PlaceholderError": "errors",
     "RecordingError": "errors",

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import orjson
 
 from .errors import SessionLogError
-from .events import Event, JSONObject, StreamChunk, is_safe_integer
+from .events import MAX_SAFE_INTEGER, Event, JSONObject, StreamChunk, is_safe_integer
 
 __all__ = [
     "MIN_RUN",
@@ -129,6 +129,91 @@ def validate_packed_row(value: JSONObject) -> PackedRow:
         SessionLogError: ``malformed <tag> storage row: <reason>`` with the reference's
             reason for the first rule broken (no path or line; callers add them).
     """
+    fields = fast_row_fields(value)
+    if fields is None:
+        return _validate_exact(value)
+    _, index, payload, cid, name, has_name, turn, step, dt = fields
+    return PackedRow(
+        tag=value["type"],
+        seq0=value["seq0"],
+        time0=value["time0"],
+        turn=turn,
+        step=step,
+        index=index,
+        dt=dt,
+        payload=payload,
+        id=cid,
+        name=name,
+        has_name=has_name,
+    )
+
+
+_INT_ONLY: Final = frozenset({int})
+_NUMBER_TYPES: Final = frozenset({int, float})
+
+RowFields: TypeAlias = tuple[str, Any, list[str], Any, Any, bool, Any, Any, list[int]]
+"""``(chunk_type, index, payload, id, name, has_name, turn, step, dt)`` of a valid row."""
+
+
+def fast_row_fields(value: JSONObject) -> RowFields | None:
+    """Validate the common case of a packed row with whole-list operations that run in C.
+
+    Returns the row's fields when every rule of SPEC 4.2 certainly holds: exact ``int``
+    envelope numbers and gaps, string members, and ``|time0| + sum(|dt|)`` within the
+    safe range (which bounds every partial sum). Returns ``None`` whenever that is not
+    certain; :func:`validate_packed_row` then applies the reference's checks one by one
+    and raises the reference's error for a bad row. Used by readers that do not need a
+    :class:`PackedRow` object.
+    """
+    if value.keys() != _ENVELOPE_KEYS:
+        return None
+    seq0, time0, data = value["seq0"], value["time0"], value["data"]
+    if seq0.__class__ is not int or time0.__class__ is not int or data.__class__ is not dict:
+        return None
+    keys = data.keys()
+    if value["type"] == "tool-call-chunks":
+        if keys != _TOOL_DATA_KEYS and keys != _TOOL_DATA_KEYS_NAMED:
+            return None
+        cid = data["id"]
+        has_name = "name" in data
+        name = data["name"] if has_name else None
+        if cid.__class__ is not str or (has_name and name.__class__ is not str):
+            return None
+        payload = data["args"]
+        chunk_type = "tool-call-delta"
+    else:
+        if keys != _TEXT_DATA_KEYS:
+            return None
+        cid = name = None
+        has_name = False
+        payload = data["texts"]
+        chunk_type = PACKED_TAGS[value["type"]]
+    turn, step, index = data["turn"], data["step"], data["index"]
+    if (
+        turn.__class__ not in _NUMBER_TYPES
+        or step.__class__ not in _NUMBER_TYPES
+        or index.__class__ not in _NUMBER_TYPES
+        or payload.__class__ is not list
+        or not payload
+    ):
+        return None
+    try:
+        "".join(payload)  # raises TypeError unless every member is a string
+    except TypeError:
+        return None
+    dt = data["dt"]
+    n = len(payload)
+    if dt.__class__ is not list or len(dt) != n - 1 or ({*map(type, dt)} | _INT_ONLY) != _INT_ONLY:
+        return None
+    if seq0 < 0 or seq0 > MAX_SAFE_INTEGER - n + 1:
+        return None
+    if abs(time0) + sum(map(abs, dt)) > MAX_SAFE_INTEGER:
+        return None
+    return chunk_type, index, payload, cid, name, has_name, turn, step, dt
+
+
+def _validate_exact(value: JSONObject) -> PackedRow:
+    """The reference checks in the reference order (SPEC 4.2 steps 3-10)."""
     tag = value["type"]
     if value.keys() != _ENVELOPE_KEYS:
         raise _malformed(tag, "envelope must be exactly {type, seq0, time0, data}")

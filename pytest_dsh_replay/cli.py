@@ -124,7 +124,10 @@ def _preview(entry: ReplayEntry, width: int = 60) -> str:
 
 def _print_scripts(scripts: Sequence[SessionScript], out: TextIO) -> None:
     for script in scripts:
-        role = "primary" if script.primary else f"child of {script.parent_session or '?'}"
+        parent = script.parent_session
+        role = "primary" if parent is None else f"child of {parent}"
+        if len(scripts) == 1 and parent is not None:
+            role += ", shown unsliced"
         seed = f", seedLength {script.seed_length}" if script.seed_length else ""
         out.write(
             f"{script.file}: session {script.recorded_id or '(no id)'} ({role}{seed}), "

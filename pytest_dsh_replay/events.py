@@ -112,7 +112,9 @@ class SessionHeader:
 
     Replay needs only ``id``, ``created_at`` and ``seed_length``; a missing or mistyped
     value defaults to ``""``, ``0`` and ``0`` (SPEC 1.3, R ``parseSessionHeader``). The
-    other fields are ``None`` when absent or mistyped.
+    other fields are ``None`` when absent or mistyped. Numbers count only when they are
+    safe integers (``|n| <= 2**53 - 1``, integral floats included): a ``createdAt`` of
+    ``1e300`` or ``1.5`` is mistyped here.
 
     Attributes:
         id: The session id (``""`` when absent or not a string).
@@ -162,12 +164,7 @@ class SessionHeader:
             return v if isinstance(v, str) else None
 
         def number(key: str) -> int | None:
-            v = value.get(key)
-            if isinstance(v, bool) or not isinstance(v, int | float):
-                return None
-            if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()):
-                return None
-            return int(v)
+            return as_safe_integer(value.get(key))
 
         return cls(
             id=text("id") or "",

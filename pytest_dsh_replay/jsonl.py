@@ -9,15 +9,20 @@ synthesized, and packed chunk rows are expanded. Strings holding U+2028, U+2029 
 
 Files named ``*.jsonl.zst`` / ``*.jsonl.zstd`` (or any file starting with the zstd frame
 magic) are a sequence of zstd frames and are read through the ``zstandard`` package.
+
+Limits (refused with a :class:`~pytest_dsh_replay.errors.SessionLogError` naming the file
+and line, before the input can exhaust memory): one record may be at most
+:data:`MAX_LINE_BYTES` long, checked before it is parsed (plain files are read line by
+line, never whole), and may nest at most :data:`MAX_NESTING` arrays and objects deep.
 """
 
 from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import Any, Final
+from collections.abc import Generator, Iterable, Iterator
+from functools import partial
+from typing import IO, Any, Final, cast
 
 import orjson
 
@@ -32,10 +37,13 @@ from .errors import SessionLogError
 from .events import Event, JSONObject, SessionHeader
 
 __all__ = [
+    "MAX_LINE_BYTES",
+    "MAX_NESTING",
     "ZSTD_SUFFIXES",
     "dump_session_log",
     "iter_log_lines",
     "iter_records",
+    "open_log",
     "parse_session_header",
     "parse_session_log",
     "project_record",
@@ -45,6 +53,22 @@ __all__ = [
 
 ZSTD_SUFFIXES: Final[tuple[str, ...]] = (".zst", ".zstd")
 """File name suffixes of zstd-compressed logs (``session.jsonl.zst``, ``.jsonl.zstd``)."""
+
+MAX_LINE_BYTES: Final[int] = 64 * 1024 * 1024
+"""The longest record (one line, without its newline) a log may hold: 64 MiB.
+
+A longer line is refused before it is parsed, and a plain file is never read further
+than that into the line, so a damaged or hostile file (a multi-gigabyte line without a
+newline) cannot exhaust memory.
+"""
+
+MAX_NESTING: Final[int] = 1024
+"""The deepest nesting of arrays and objects a record may have: 1024 levels.
+
+This is the JSON parser's own limit; a deeper record is refused, naming its line. (A
+stream chunk that replay serves must also fit the serializer's limit of 254 levels, so
+a chunk nested deeper than that is refused by the script builder, naming its line.)
+"""
 
 _ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 _BOM: Final = b"\xef\xbb\xbf"
@@ -58,55 +82,114 @@ def _as_bytes(text: str | bytes) -> bytes:
 
 
 def _json_problem(err: orjson.JSONDecodeError) -> str:
+    if err.msg.startswith("depth limit exceeded"):
+        return (
+            f"it nests arrays and objects deeper than {MAX_NESTING} levels, the limit "
+            f"(column {err.colno})"
+        )
     return f"{err.msg} at column {err.colno}"
+
+
+def too_long(source: str | None, lineno: int) -> SessionLogError:
+    """The error for a line longer than :data:`MAX_LINE_BYTES`."""
+    return SessionLogError(
+        f"line is longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB ({MAX_LINE_BYTES} "
+        "bytes), the limit for one record; it was refused before parsing (is this a "
+        "session log?)",
+        path=source,
+        line=lineno,
+    )
+
+
+def raw_lines(data: bytes | bytearray | memoryview | Iterable[bytes]) -> Iterator[bytes]:
+    r"""The raw lines of a log, each ending in ``\n`` except perhaps the last.
+
+    Bytes and binary file objects are read at most :data:`MAX_LINE_BYTES` + 1 bytes at
+    a time, so an overlong line is never read whole (:func:`line_too_long` spots it).
+
+    Args:
+        data: The log as bytes, a binary file object, or an iterable of raw lines.
+    """
+    if isinstance(data, bytes | bytearray | memoryview):
+        data = io.BytesIO(data)
+    readline = getattr(data, "readline", None)
+    if readline is not None:
+        return iter(partial(readline, MAX_LINE_BYTES + 1), b"")
+    return iter(data)
+
+
+def line_too_long(raw: bytes) -> bool:
+    """Whether a raw line holds more than :data:`MAX_LINE_BYTES` before its newline."""
+    return len(raw) > MAX_LINE_BYTES and len(raw.rstrip(b"\n")) > MAX_LINE_BYTES
+
+
+def bad_line(
+    raw: bytes, err: orjson.JSONDecodeError, source: str | None, lineno: int
+) -> SessionLogError | None:
+    """The error for a line that does not parse; ``None`` when it is blank (skipped)."""
+    line = raw[3:] if lineno == 1 and raw.startswith(_BOM) else raw
+    if not line.strip() or not line.decode("utf-8", "replace").strip():
+        return None  # blank or whitespace-only: skipped, as the reference does
+    if not raw.endswith(b"\n"):
+        return SessionLogError(
+            "truncated last line: the file ends inside a record "
+            f"({_json_problem(err)}); expected a complete JSON object ending in "
+            "a newline (was the recording interrupted?)",
+            path=source,
+            line=lineno,
+        )
+    return SessionLogError(
+        f"invalid JSON ({_json_problem(err)}); expected one JSON object per line",
+        path=source,
+        line=lineno,
+    )
+
+
+def read_failed(err: OSError, source: str | None, lineno: int | None = None) -> SessionLogError:
+    """The error for a log file that cannot be read."""
+    return SessionLogError(
+        f"cannot read session log: {err.strerror or err}", path=source, line=lineno
+    )
 
 
 def iter_log_lines(
     data: bytes | Iterable[bytes], *, source: str | None = None
-) -> Iterator[tuple[int, Any]]:
+) -> Generator[tuple[int, Any], None, None]:
     r"""Yield ``(line_number, value)`` for every non-blank line of a log, header included.
 
     Args:
-        data: The whole log as bytes, or an iterable of raw lines each ending in
-            ``\\n`` (a binary file object works).
+        data: The whole log as bytes, a binary file object (read line by line), or an
+            iterable of raw lines each ending in ``\n``.
         source: The file name used in error messages.
 
     Yields:
         The 1-based physical line number (blank lines counted) and the parsed JSON
-        value. Nothing is checked beyond JSON syntax.
+        value. Nothing is checked beyond JSON syntax and the limits.
 
     Raises:
-        SessionLogError: A line is not valid JSON (a final line without ``\\n`` is
-            reported as a truncated last line).
+        SessionLogError: A line is not valid JSON (a final line without ``\n`` is
+            reported as a truncated last line), is longer than :data:`MAX_LINE_BYTES`,
+            nests deeper than :data:`MAX_NESTING`, or the file cannot be read.
     """
-    lines: Iterable[bytes] = io.BytesIO(data) if isinstance(data, bytes | bytearray) else data
     loads = orjson.loads
     lineno = 0
-    for raw in lines:
-        lineno += 1
-        line = raw
-        if lineno == 1 and line.startswith(_BOM):
-            line = line[3:]
-        try:
-            yield lineno, loads(line)
-            continue
-        except orjson.JSONDecodeError as err:
-            problem = err
-        if not line.strip() or not line.decode("utf-8", "replace").strip():
-            continue  # blank or whitespace-only: skipped, as the reference does
-        if not raw.endswith(b"\n"):
-            raise SessionLogError(
-                "truncated last line: the file ends inside a record "
-                f"({_json_problem(problem)}); expected a complete JSON object ending in a "
-                "newline (was the recording interrupted?)",
-                path=source,
-                line=lineno,
-            ) from None
-        raise SessionLogError(
-            f"invalid JSON ({_json_problem(problem)}); expected one JSON object per line",
-            path=source,
-            line=lineno,
-        ) from None
+    try:
+        for raw in raw_lines(data):
+            lineno += 1
+            if len(raw) > MAX_LINE_BYTES and line_too_long(raw):
+                raise too_long(source, lineno)
+            try:
+                if lineno == 1 and raw.startswith(_BOM):
+                    yield lineno, loads(raw[3:])
+                else:
+                    yield lineno, loads(raw)
+                continue
+            except orjson.JSONDecodeError as err:
+                error = bad_line(raw, err, source, lineno)
+            if error is not None:
+                raise error from None
+    except OSError as err:  # reading the file failed (not the consumer: it runs outside)
+        raise read_failed(err, source, lineno + 1) from None
 
 
 def header_from(value: Any, lineno: int, source: str | None) -> SessionHeader:
@@ -134,6 +217,15 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
+def not_an_event(value: Any, source: str | None, lineno: int) -> SessionLogError:
+    """The error for a body line that is not a JSON object."""
+    return SessionLogError(
+        f"each line after the header must be a JSON object (an event), got {_describe(value)}",
+        path=source,
+        line=lineno,
+    )
+
+
 def _empty(source: str | None) -> SessionLogError:
     return SessionLogError(
         "empty session log: expected a session header line (a JSON object) first",
@@ -155,24 +247,10 @@ def parse_session_header(text: str | bytes, *, source: str | None = None) -> Ses
     Raises:
         SessionLogError: The log is empty, or its first line is not a JSON object.
     """
-    data = _as_bytes(text)
-    # Only the header line is parsed, however long the log.
-    for lineno, value in iter_log_lines(_first_lines(data), source=source):
+    # Only the header line is read and parsed, however long the log.
+    for lineno, value in iter_log_lines(_as_bytes(text), source=source):
         return header_from(value, lineno, source)
     raise _empty(source)
-
-
-def _first_lines(data: bytes) -> Iterator[bytes]:
-    """Yield the lines of ``data`` lazily, so header-only reads stop early."""
-    start = 0
-    n = len(data)
-    while start < n:
-        end = data.find(b"\n", start)
-        if end < 0:
-            yield data[start:]
-            return
-        yield data[start : end + 1]
-        start = end + 1
 
 
 def iter_records(
@@ -196,12 +274,7 @@ def iter_records(
     next_seq = 0
     for lineno, value in lines:
         if value.__class__ is not dict:
-            raise SessionLogError(
-                f"each line after the header must be a JSON object (an event), got "
-                f"{_describe(value)}",
-                path=source,
-                line=lineno,
-            )
+            raise not_an_event(value, source, lineno)
         tag = value.get("type")
         if tag.__class__ is str and tag in PACKED_TAGS:
             if "seq0" not in value:
@@ -272,16 +345,50 @@ def read_log_bytes(path: str | os.PathLike[str]) -> bytes:
         SessionLogError: The file cannot be read, zstd support is missing, or the zstd
             container is damaged (a torn or corrupt frame), naming the file and offset.
     """
-    p = Path(path)
+    with open_log(path) as f:
+        try:
+            return f.read()
+        except OSError as err:
+            raise read_failed(err, str(path)) from None
+
+
+_READ_BUFFER: Final = 1 << 16
+
+
+def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
+    """Open a log file for reading its plain text, line by line (SPEC 1.1, 1.6).
+
+    A plain log is streamed from disk, so only the line being parsed is in memory; a
+    zstd log (by name or by its frame magic) is decompressed whole first (its frames
+    must all be checked anyway). Use the result in a ``with`` block and pass it to
+    :func:`iter_log_lines`.
+
+    Args:
+        path: A ``.jsonl``, ``.jsonl.zst`` or ``.jsonl.zstd`` file.
+
+    Returns:
+        A binary file object positioned at the start of the log text.
+
+    Raises:
+        SessionLogError: The file cannot be opened, zstd support is missing, or the zstd
+            container is damaged.
+    """
+    name = os.fspath(path)
     try:
-        data = p.read_bytes()
+        f = cast(io.BufferedReader, open(name, "rb", buffering=_READ_BUFFER))  # noqa: SIM115
     except OSError as err:
-        raise SessionLogError(
-            f"cannot read session log: {err.strerror or err}", path=str(p)
-        ) from None
-    if p.name.endswith(ZSTD_SUFFIXES) or data.startswith(_ZSTD_MAGIC):
-        return _decompress_frames(data, str(p))
-    return data
+        raise read_failed(err, name) from None
+    try:
+        if name.endswith(ZSTD_SUFFIXES) or f.peek(4)[:4] == _ZSTD_MAGIC:
+            with f:
+                return io.BytesIO(_decompress_frames(f.read(), name))
+    except OSError as err:
+        f.close()
+        raise read_failed(err, name) from None
+    except BaseException:
+        f.close()
+        raise
+    return f
 
 
 def _decompress_frames(data: bytes, source: str) -> bytes:
@@ -329,13 +436,13 @@ def read_session_log(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[
             :func:`parse_session_log`, naming the file.
     """
     source = str(path)
-    data = read_log_bytes(path)
-    lines = iter_log_lines(data, source=source)
-    first = next(lines, None)
-    if first is None:
-        raise _empty(source)
-    header = header_from(first[1], first[0], source)
-    return header, _expand(iter_records(lines, source=source))
+    with open_log(path) as f:
+        lines = iter_log_lines(f, source=source)
+        first = next(lines, None)
+        if first is None:
+            raise _empty(source)
+        header = header_from(first[1], first[0], source)
+        return header, _expand(iter_records(lines, source=source))
 
 
 def project_record(record: JSONObject) -> JSONObject:
@@ -367,14 +474,27 @@ def dump_session_log(
     Returns:
         UTF-8 bytes: one compact JSON record per line (keys in insertion order,
         non-ASCII kept raw), every line ending in ``\\n``.
+
+    Raises:
+        SessionLogError: The header or an event is not serializable JSON (a value that
+            is not a JSON type, an integer beyond 64 bits, a string with a lone
+            surrogate, or nesting deeper than 254 levels).
     """
     head = header.to_json() if isinstance(header, SessionHeader) else header
     records: Iterable[JSONObject] = pack_chunk_runs(events) if pack_chunks else events
     dumps = orjson.dumps
-    parts = [dumps(head)]
-    if envelope:
-        parts.extend(dumps(r) for r in records)
-    else:
-        parts.extend(dumps(project_record(r)) for r in records)
+    parts: list[bytes] = []
+    try:
+        parts.append(dumps(head))
+        for record in records:
+            if not envelope and isinstance(record, dict):
+                record = project_record(record)
+            parts.append(dumps(record))
+    except orjson.JSONEncodeError as err:
+        what = f"record {len(parts)}" if parts else "the header"
+        raise SessionLogError(
+            f"cannot write session log: {what} (line {len(parts) + 1}) is not serializable "
+            f"as JSON ({err})"
+        ) from None
     parts.append(b"")
     return b"\n".join(parts)

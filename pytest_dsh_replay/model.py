@@ -35,7 +35,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeAlias
@@ -52,7 +52,7 @@ from .errors import (
 from .events import StreamChunk
 from .placeholders import MARKER, resolve_placeholders
 from .scenario import Scenario, SessionScript, load_scenario
-from .script import HangEntry, ReplayEntry, ThrowEntry, message_text
+from .script import HangEntry, ReplayEntry, ThrowEntry, last_user_text
 
 __all__ = ["ReplayBinding", "ReplayModel", "last_user_text"]
 
@@ -139,25 +139,6 @@ class _Call:
 
 def _who(key: SessionKey) -> str:
     return "the anonymous session (calls without session_id)" if key is None else f"session {key!r}"
-
-
-def last_user_text(messages: object) -> str | None:
-    """The text of the last ``role: "user"`` message of a request's messages.
-
-    Args:
-        messages: The request's ``messages``: a sequence of message mappings (dsh and
-            OpenAI-style shapes both work).
-
-    Returns:
-        Its ``content`` when that is a string, else the concatenated ``text`` of its
-        ``type: "text"`` blocks; ``None`` when there is no user message.
-    """
-    if isinstance(messages, str) or not isinstance(messages, Sequence):
-        return None
-    for message in reversed(messages):
-        if isinstance(message, Mapping) and message.get("role") == "user":
-            return message_text(message)
-    return None
 
 
 def _settle(future: asyncio.Future[None]) -> None:
@@ -560,15 +541,26 @@ class ReplayModel:
 
     def _write_ready(self, call: _Call, name: str) -> None:
         base = os.path.realpath(self._workdir if self._workdir is not None else os.getcwd())
+        if "\x00" in name:
+            raise ScriptError(
+                f"{self._where(call)}: the hang entry's readyFile {name!r} contains a NUL byte"
+            )
         target = os.path.realpath(os.path.join(base, name))
-        if os.path.commonpath([base, target]) != base:
+        if target == base or os.path.commonpath([base, target]) != base:
+            where = "which is" if target == base else "outside"
             raise ScriptError(
                 f"{self._where(call)}: the hang entry's readyFile {name!r} resolves to "
-                f"{target}, outside the working directory {base}; use a path inside it"
+                f"{target}, {where} the working directory {base}; use a file name inside it"
             )
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "wb"):
-            pass
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb"):
+                pass
+        except OSError as err:
+            raise ScriptError(
+                f"{self._where(call)}: cannot write the hang entry's readyFile {target}: "
+                f"{err.strerror or err}"
+            ) from None
 
     def _replay(self, call: _Call) -> Iterator[StreamChunk]:
         if call.error is not None:

@@ -171,17 +171,22 @@ class Normalizer:
     sides of a comparison to two separate normalizers.
 
     Args:
-        session_ids: Ids that are not UUIDs but must be treated as ids (session ids the
-            store minted, such as ``session-3``).
+        session_ids: Ids that are not UUIDs but must be treated as ids (``session-3``,
+            ``main``). A string equal to such an id is always replaced; inside longer text
+            an id is replaced only when it has at least 8 characters and stands alone
+            (not part of a longer word), so short ids never rewrite ordinary prose.
         cwds: Working directories to replace with ``{{cwd}}``.
     """
 
     def __init__(self, *, session_ids: Iterable[str] = (), cwds: Iterable[str] = ()):
         self._ids: dict[str, str] = {}
-        extra = sorted(
-            {s for s in session_ids if s and not _UUID.fullmatch(s)}, key=len, reverse=True
-        )
-        parts = [_UUID.pattern, *(re.escape(s) for s in extra)]
+        extra = {s for s in session_ids if s and not _UUID.fullmatch(s)}
+        self._exact = frozenset(extra)
+        embedded = sorted((s for s in extra if len(s) >= 8), key=len, reverse=True)
+        parts = [_UUID.pattern]
+        if embedded:
+            alternatives = "|".join(re.escape(s) for s in embedded)
+            parts.append(rf"(?<![\w-])(?:{alternatives})(?![\w-])")
         self._id_rx = re.compile("|".join(f"(?:{p})" for p in parts))
         paths = sorted({c.rstrip("/") for c in cwds if c and c.rstrip("/")}, key=len, reverse=True)
         self._cwd_rx = (
@@ -190,15 +195,20 @@ class Normalizer:
             else None
         )
 
-    def _id(self, match: re.Match[str]) -> str:
-        key = match.group(0).lower() if _UUID.fullmatch(match.group(0)) else match.group(0)
+    def _placeholder(self, key: str) -> str:
         placeholder = self._ids.get(key)
         if placeholder is None:
             placeholder = self._ids[key] = f"{{{{id-{len(self._ids) + 1}}}}}"
         return placeholder
 
+    def _id(self, match: re.Match[str]) -> str:
+        found = match.group(0)
+        return self._placeholder(found.lower() if _UUID.fullmatch(found) else found)
+
     def text(self, value: str) -> str:
         """Normalize one string: the cwd first, then ids by first appearance."""
+        if value in self._exact:
+            return self._placeholder(value)
         if self._cwd_rx is not None:
             value = self._cwd_rx.sub("{{cwd}}", value)
         return self._id_rx.sub(self._id, value)

@@ -105,9 +105,13 @@ class _State:
     compare_logs: bool = True
     fail_unused: bool = False
     recordings: list[tuple[str, int, int]] = field(default_factory=list)
+    kept: int = 0
     unused: list[Path] | None = None
     session: pytest.Session | None = None
     env_model: Any = None
+    workbase: Path | None = None
+    runs: int = 0
+    redaction: tuple[Any, Any] | None = None
 
     def merge(self, report: dict[str, Any]) -> None:
         """Add a worker's report (``pytest-xdist``) to this state."""
@@ -117,6 +121,7 @@ class _State:
         self.missing += report["missing"]
         self.subset = self.subset or report["subset"]
         self.recordings.extend(tuple(r) for r in report["recordings"])
+        self.kept += report["kept"]
 
     def report(self) -> dict[str, Any]:
         """What a worker sends to the controller: plain, serializable values."""
@@ -127,6 +132,7 @@ class _State:
             "missing": self.missing,
             "subset": self.subset,
             "recordings": [list(r) for r in self.recordings],
+            "kept": self.kept,
         }
 
 
@@ -276,15 +282,12 @@ def _scenario_path(item: pytest.Item, state: _State) -> Path:
     if marker is not None and not marker.args:
         marker = None
     if marker is None:
-        name = _test_name(item)
-        if state.ini_root is not None:
-            # One root for every module: keep tests of different modules apart.
-            rel = (
-                item.path.relative_to(item.config.rootpath)
-                if item.path.is_relative_to(item.config.rootpath)
-                else Path(item.path.name)
-            )
-            name = "::".join([*rel.with_suffix("").parts, name])
+        # Named after the module and the test, so tests of different modules that
+        # share a root (one dsh_snapshot_dir, or modules side by side) never collide.
+        rel = Path(item.path.name)
+        if state.ini_root is not None and item.path.is_relative_to(item.config.rootpath):
+            rel = item.path.relative_to(item.config.rootpath)
+        name = "::".join([*rel.with_suffix("").parts, _test_name(item)])
         return root / scenario_name(name)
     if len(marker.args) != 1 or not isinstance(marker.args[0], str | os.PathLike):
         raise pytest.UsageError(
@@ -336,8 +339,13 @@ def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     path = _scenario_path(item, state)
     state.used.add(str(path.resolve()))
     state.roots.add(str(_snapshot_root(item, state).resolve()))
-    workdir = tmp_path_factory.mktemp("dsh-replay", numbered=True)
-    redactor, redact_hook = _redaction(config)
+    if state.workbase is None:
+        state.workbase = tmp_path_factory.mktemp("dsh-replay")
+    state.runs += 1
+    workdir = state.workbase / str(state.runs)  # created on first use, if ever
+    if state.redaction is None:
+        state.redaction = _redaction(config)
+    redactor, redact_hook = state.redaction
     run = _Run(replay=None)
     if _records(item, state, path):
         run.replay = DshReplay.record(
@@ -401,13 +409,17 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     if run is not None and run.replay is not None and run.replay.mode == "replay":
         from .errors import DshReplayError
 
+        problem: str | None = None
         try:
             run.replay.finish()
         except DshReplayError as err:
-            hint = (
-                f"\n(if the new behaviour is right, re-record: pytest --dsh-record {item.nodeid})"
+            problem = str(err)
+        if problem is not None:  # failed outside the except block: no chained traceback
+            pytest.fail(
+                f"{problem}\n(if the new behaviour is right, re-record: "
+                f"pytest --dsh-record=all {item.nodeid})",
+                pytrace=False,
             )
-            pytest.fail(f"{err}{hint}", pytrace=False)
     return result
 
 
@@ -425,23 +437,26 @@ def pytest_runtest_makereport(
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
     """Write a recording after the test and every fixture teardown succeeded."""
-    result = yield
     run = item.stash.get(_RUN, None)
-    if (
-        run is not None
-        and run.replay is not None
-        and run.replay.mode == "record"
-        and item.stash.get(_PASSED, False)
-    ):
+    recording = run is not None and run.replay is not None and run.replay.mode == "record"
+    try:
+        result = yield
+    except BaseException:
+        if recording:
+            _state(item.config).kept += 1
+        raise
+    if recording and run is not None and run.replay is not None:
+        if not item.stash.get(_PASSED, False):
+            _state(item.config).kept += 1
+            return result
         files = run.replay.finish()
-        state = _state(item.config)
         calls = sum(
             1
             for s in run.replay.sessions.sessions()
             for e in s.events[s.seed_length :]  # a fork's inherited calls are not its own
             if e["type"] == "assistant/chunk" and e["data"]["chunk"].get("type") == "finish"
         )
-        state.recordings.append((str(run.replay.path), len(files), calls))
+        _state(item.config).recordings.append((str(run.replay.path), len(files), calls))
     return result
 
 
@@ -514,8 +529,8 @@ def pytest_terminal_summary(
 ) -> None:
     """Report scenarios replayed, recorded, missing and (on a complete run) unused."""
     state = _state(config)
-    if not (state.used or state.ini_root is not None or state.recordings):
-        return
+    if not (state.used or state.recordings or state.missing or state.unused or state.kept):
+        return  # no test of this run used dsh-replay, and nothing is unused
     parts = [
         f"{state.replayed} replayed",
         f"{len(state.recordings)} recorded",
@@ -523,6 +538,8 @@ def pytest_terminal_summary(
     ]
     if state.unused is not None:
         parts.append(f"{len(state.unused)} unused")
+    if state.kept:
+        parts.append(f"{state.kept} not re-recorded (the test did not pass; old recording kept)")
     terminalreporter.write_sep("-", "dsh-replay")
     terminalreporter.write_line("scenarios: " + ", ".join(parts))
     for path, logs, calls in sorted(state.recordings):

@@ -15,11 +15,14 @@ The built-in live model, an OpenAI-compatible chat-completions adapter, lives in
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import ExitStack
 from typing import Any, Protocol
 
 from .errors import RecordingError
 from .events import StreamChunk
+from .script import last_user_text
 
 __all__ = ["LiveModel", "RecordingModel", "failure_finish"]
 
@@ -92,6 +95,13 @@ class _Call:
         elif isinstance(error, Exception):
             self.log(failure_finish(error))
 
+    def batch(self) -> ExitStack:
+        """Group this call's appends into one write (closed when the stream ends)."""
+        stack = ExitStack()
+        if self.session is not None:
+            stack.enter_context(self.session.batch())
+        return stack
+
     def check_complete(self) -> None:
         if not self.finished:
             raise RecordingError(
@@ -110,10 +120,11 @@ class RecordingModel:
         store: The :class:`~pytest_dsh_replay.store.SessionStore` holding the callers'
             sessions.
         create_sessions: Whether a call from a session the store does not have creates
-            it (with ``parentSession`` from ``parent_session_id``). ``True`` in record
-            mode, so code that never touches the store still leaves a recording;
-            ``False`` in replay mode, where only sessions the code under test created
-            are logged and compared.
+            it (a child when ``parent_session_id`` is given: ``parentSession``,
+            ``origin: "subagent"``, the parent's ``delegationDepth`` + 1), starting with
+            a ``user/message`` holding the request's last user message. So code that
+            never touches the store still leaves a replayable recording whose children
+            bind by their task. The ids of such sessions are kept in :attr:`created`.
 
     Each call's chunks are logged with the caller's ``turn`` and ``step`` keyword
     arguments; without them every call of a session gets the next turn and step 1. All
@@ -128,23 +139,49 @@ class RecordingModel:
         self._lock = threading.Lock()
         self._turns: dict[str, int] = {}
         self._anonymous: str | None = None
+        self.created: set[str] = set()
 
-    def _session(self, session_id: str | None, parent_session_id: str | None) -> Any:
+    def _session(
+        self, request: Mapping[str, Any], session_id: str | None, parent_session_id: str | None
+    ) -> Any:
         with self._lock:
             if session_id is None:
                 if not self.create_sessions:
                     return None
-                if self._anonymous is None:
-                    self._anonymous = self.store.create().id
-                session_id = self._anonymous
+                if self._anonymous is not None:
+                    return self.store.get(self._anonymous)
+                session = self._create(request, None, parent_session_id)
+                self._anonymous = session.id
+                return session
             session = self.store.get(session_id)
             if session is None and self.create_sessions:
-                meta = {"parentSession": parent_session_id} if parent_session_id else None
-                session = self.store.create(session_id, meta=meta)
+                session = self._create(request, session_id, parent_session_id)
             return session
 
-    def _call(self, kwargs: dict[str, Any]) -> _Call:
-        session = self._session(kwargs.get("session_id"), kwargs.get("parent_session_id"))
+    def _create(
+        self, request: Mapping[str, Any], session_id: str | None, parent: str | None
+    ) -> Any:
+        """Create a session the caller never created; its first event is the user's ask."""
+        meta: dict[str, Any] | None = None
+        if parent is not None:
+            parent_session = self.store.get(parent)
+            depth = 0 if parent_session is None else parent_session.header.delegation_depth or 0
+            meta = {"parentSession": parent, "origin": "subagent", "delegationDepth": depth + 1}
+        session = self.store.create(session_id, meta=meta)
+        self.created.add(session.id)
+        text = last_user_text(request.get("messages"))
+        if text is not None:
+            message = {
+                "content": [{"type": "text", "text": text}],
+                "source": {"kind": "user"},
+                "role": "user",
+                "id": str(uuid.uuid4()),
+            }
+            session.append("user/message", message, surfaceOp="append")
+        return session
+
+    def _call(self, request: Mapping[str, Any], kwargs: dict[str, Any]) -> _Call:
+        session = self._session(request, kwargs.get("session_id"), kwargs.get("parent_session_id"))
         turn, step = kwargs.get("turn"), kwargs.get("step")
         if session is not None and turn is None:
             with self._lock:
@@ -164,13 +201,14 @@ class RecordingModel:
             Exception: Whatever the wrapped model raises, after the call was logged
                 with an error ``finish``.
         """
-        call = self._call(kwargs)
+        call = self._call(request, kwargs)
         upstream = iter(self.model.stream(request, **kwargs))
         return self._relay(call, upstream)
 
     def _relay(self, call: _Call, upstream: Iterator[StreamChunk]) -> Iterator[StreamChunk]:
         error: BaseException | None = None
         completed = False
+        batch = call.batch()
         try:
             for chunk in upstream:
                 call.log(chunk)
@@ -187,11 +225,12 @@ class RecordingModel:
         finally:
             if not completed:
                 call.end(error)
+            batch.close()
         call.check_complete()
 
     def astream(self, request: Mapping[str, Any], **kwargs: Any) -> AsyncIterator[StreamChunk]:
         """The async form of :meth:`stream`: the same logging, the same errors."""
-        call = self._call(kwargs)
+        call = self._call(request, kwargs)
         astream = getattr(self.model, "astream", None)
         if astream is None:
             return self._arelay_sync(call, iter(self.model.stream(request, **kwargs)))
@@ -202,6 +241,7 @@ class RecordingModel:
     ) -> AsyncIterator[StreamChunk]:
         error: BaseException | None = None
         completed = False
+        batch = call.batch()
         try:
             async for chunk in upstream:
                 call.log(chunk)
@@ -218,6 +258,7 @@ class RecordingModel:
         finally:
             if not completed:
                 call.end(error)
+            batch.close()
         call.check_complete()
 
     async def _arelay_sync(

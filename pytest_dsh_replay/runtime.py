@@ -23,20 +23,23 @@ from typing import Any, Final, Literal
 from .errors import DshReplayError, LogMismatchError, RecordingError, ScenarioError
 from .events import Event, SessionHeader
 from .jsonl import read_session_log
+from .model import ReplayModel
 from .normalize import Normalizer, Redactor, compare_logs, describe_difference, tokenize_cwd
+from .recorder import RecordingModel
 from .scenario import (
     Scenario,
     SessionScript,
     iter_scenario_dirs,
     load_scenario,
-    locale_sort_key,
     order_sessions,
     write_scenario,
 )
+from .store import JsonlBackend, MemoryBackend, SessionStore
 
 __all__ = [
     "MAX_SCENARIO_NAME",
     "DshReplay",
+    "LoggedReplayModel",
     "Mode",
     "find_scenario_dirs",
     "resolve_scenario",
@@ -87,10 +90,13 @@ def resolve_scenario(root: Path, name_or_path: str | os.PathLike[str]) -> Path:
     Raises:
         ScenarioError: A relative name escapes ``root`` (``..``), or is empty.
     """
-    candidate = Path(name_or_path)
+    text = os.fspath(name_or_path)
+    if "\x00" in text:
+        raise ScenarioError(f"a scenario name cannot contain a NUL byte: {text!r}", path=str(root))
+    candidate = Path(text)
     if candidate.is_absolute():
         return candidate
-    if not str(name_or_path).strip():
+    if not text.strip():
         raise ScenarioError("a scenario name must not be empty", path=str(root))
     resolved = (root / candidate).resolve()
     base = root.resolve()
@@ -109,43 +115,46 @@ def find_scenario_dirs(root: Path) -> Iterator[Path]:
         yield from iter_scenario_dirs(root)
 
 
-class _LoggedReplayModel:
-    """Builds a :class:`ReplayModel` whose calls are logged into the caller's session."""
+class _ReplayView:
+    """The undecorated calls of a :class:`LoggedReplayModel`, for its recorder to wrap."""
 
-    @staticmethod
-    def create(scenario: Scenario, sessions: Any, *, pace_ms: int, workdir: Path) -> Any:
-        from .model import ReplayModel
-        from .recorder import RecordingModel
+    def __init__(self, model: LoggedReplayModel):
+        self._model = model
 
-        class LoggedReplayModel(ReplayModel):
-            """A :class:`ReplayModel` that also logs each call into the calling session.
+    def stream(self, request: Any, **kwargs: Any) -> Any:
+        return ReplayModel.stream(self._model, request, **kwargs)
 
-            Only sessions the code under test created in ``dsh_replay.sessions`` are
-            logged, exactly as the recorder logs them, so a run that behaves like the
-            recording writes the same logs.
-            """
+    def astream(self, request: Any, **kwargs: Any) -> Any:
+        return ReplayModel.astream(self._model, request, **kwargs)
 
-            def __init__(self) -> None:
-                super().__init__(scenario, pace_ms=pace_ms, workdir=workdir)
-                base = ReplayModel
-                outer = self
 
-                class _Inner:
-                    def stream(self, request: Any, **kwargs: Any) -> Any:
-                        return base.stream(outer, request, **kwargs)
+class LoggedReplayModel(ReplayModel):
+    """A :class:`ReplayModel` that also logs each call into the calling session.
 
-                    def astream(self, request: Any, **kwargs: Any) -> Any:
-                        return base.astream(outer, request, **kwargs)
+    Each call is logged into the calling session of ``sessions`` exactly as the recorder
+    logs it in record mode (a session the code under test did not create is created the
+    same way), so a replayed run that behaves like the recording writes the same logs.
 
-                self._log = RecordingModel(_Inner(), sessions, create_sessions=False)
+    Args:
+        scenario: The scenario to replay.
+        sessions: The :class:`~pytest_dsh_replay.store.SessionStore` to log into.
+        **options: Passed to :class:`ReplayModel` (``pace_ms``, ``workdir``, ...).
+    """
 
-            def stream(self, request: Any, **kwargs: Any) -> Any:
-                return self._log.stream(request, **kwargs)
+    def __init__(self, scenario: Scenario, sessions: Any, **options: Any):
+        super().__init__(scenario, **options)
+        self._log = RecordingModel(_ReplayView(self), sessions, create_sessions=True)
 
-            def astream(self, request: Any, **kwargs: Any) -> Any:
-                return self._log.astream(request, **kwargs)
+    @property
+    def created(self) -> set[str]:
+        """Ids of the sessions this model created (the code under test did not)."""
+        return self._log.created
 
-        return LoggedReplayModel()
+    def stream(self, request: Any, **kwargs: Any) -> Any:  # noqa: D102 - ReplayModel's
+        return self._log.stream(request, **kwargs)
+
+    def astream(self, request: Any, **kwargs: Any) -> Any:  # noqa: D102 - ReplayModel's
+        return self._log.astream(request, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -156,12 +165,12 @@ class _Log:
     events: list[Event]
 
 
-def _new_store(workdir: Path) -> Any:
-    from .store import JsonlBackend, SessionStore
-
-    root = workdir / "sessions"
-    root.mkdir(parents=True, exist_ok=True)
-    return SessionStore(JsonlBackend(root, compression="none"))
+def _new_store(workdir: Path | None) -> SessionStore:
+    """The test's own store: in memory for a replay, the harness's layout for a recording."""
+    if workdir is None:
+        return SessionStore(MemoryBackend())
+    # Nothing is created on disk before the first write.
+    return SessionStore(JsonlBackend(workdir / "sessions", compression="none", durable=False))
 
 
 @dataclass
@@ -177,7 +186,8 @@ class DshReplay:
             the calling session of :attr:`sessions`); record mode: a
             :class:`~pytest_dsh_replay.recorder.RecordingModel` around the live model.
         sessions: The :class:`~pytest_dsh_replay.store.SessionStore` the code under test
-            persists its sessions in (a temporary directory owned by this run).
+            persists its sessions in: in memory while replaying, in the harness's JSONL
+            layout under :attr:`workdir` while recording.
         workdir: The temporary directory owned by this run (sessions, ready files).
         compare_logs: Whether :meth:`finish` compares the replayed logs with the
             recording (replay mode).
@@ -224,12 +234,12 @@ class DshReplay:
         """
         p = Path(path)
         scenario = load_scenario(p)
-        sessions = _new_store(workdir)
+        sessions = _new_store(None)
         return cls(
             path=p,
             mode="replay",
             scenario=scenario,
-            model=_LoggedReplayModel.create(scenario, sessions, pace_ms=pace_ms, workdir=workdir),
+            model=LoggedReplayModel(scenario, sessions, pace_ms=pace_ms, workdir=workdir),
             sessions=sessions,
             workdir=workdir,
             compare_logs=compare_logs,
@@ -259,8 +269,6 @@ class DshReplay:
             redactor: Secret rules applied before writing.
             redact_hook: Extra redaction applied before writing.
         """
-        from .recorder import RecordingModel
-
         p = Path(path)
         previous: Scenario | None = None
         if p.exists():
@@ -283,21 +291,18 @@ class DshReplay:
     # --- views -------------------------------------------------------------------------
 
     def transcript(self) -> str:
-        """The sessions the code under test wrote, as a normalized Markdown transcript.
+        """The run's sessions as a normalized Markdown transcript.
 
-        Compare it with a snapshot: ``assert dsh_replay.transcript() == dsh_snapshot``.
-
-        Raises:
-            RecordingError: The code under test wrote no session to :attr:`sessions`.
+        Every session of :attr:`sessions`: the ones the code under test wrote, and the
+        ones the model created for calls from sessions it did not know (their model calls
+        and the user's ask). Compare it with a snapshot:
+        ``assert dsh_replay.transcript() == dsh_snapshot``.
         """
         from .transcript import render_transcript
 
-        sessions = self.sessions.sessions()
-        if not sessions:
-            raise RecordingError(
-                "no transcript: the code under test wrote no session to dsh_replay.sessions"
-            )
-        return render_transcript(self.written_logs())
+        return render_transcript(
+            [self._redacted(s.header, s.events) for s in self.sessions.sessions()]
+        )
 
     # --- checks ------------------------------------------------------------------------
 
@@ -342,8 +347,9 @@ class DshReplay:
         if self.mode != "replay" or self.scenario is None:
             return
         live = self.sessions.sessions()
-        if not live:
-            return
+        created: set[str] = getattr(self.model, "created", set())
+        if all(s.header.id in created for s in live):
+            return  # the code under test wrote no session of its own: nothing to check
         recorded = [s for s in self.scenario.scripts if s.path is not None]
         if len(recorded) != len(self.scenario.scripts):
             return  # a SQLite scenario: no per-session file to compare with
@@ -352,14 +358,8 @@ class DshReplay:
             key: by_file.get(b.file) for key, b in self.model.bindings.items() if key is not None
         }
         pairs: list[tuple[SessionScript, Any]] = []
-        free_live = sorted(
-            live,
-            key=lambda s: (
-                s.header.parent_session is not None,
-                s.header.created_at,
-                locale_sort_key(s.header.id),
-            ),
-        )
+        # Top-level first, then creation order (ids are random and times can tie).
+        free_live = sorted(live, key=lambda s: s.header.parent_session is not None)
         free_recorded = list(recorded)
         for session in list(free_live):
             script = bound.get(session.header.id)

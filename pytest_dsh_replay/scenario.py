@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from .chunk_rows import PackedRow
 from .errors import RecordingError, ScenarioError, SessionLogError
 from .events import Event, JSONObject, SessionHeader, is_safe_integer
-from .jsonl import dump_session_log, header_from, iter_log_lines, iter_records, read_log_bytes
+from .jsonl import dump_session_log, header_from, iter_log_lines, open_log, raw_lines
 from .script import (
     Override,
     ReplayEntry,
@@ -221,24 +220,22 @@ def load_session_script(
     """
     p = Path(path)
     source = str(p)
-    lines = iter_log_lines(read_log_bytes(p), source=source)
-    first = next(lines, None)
-    if first is None:
-        raise SessionLogError(
-            "empty session log: expected a session header line (a JSON object) first",
-            path=source,
-        )
-    header_line, header_value = first
-    header = header_from(header_value, header_line, source)
-    seed_length = _raw_seed_length(header, source, header_line)
-    derive = override is None or override.replace is None
-    builder = ScriptBuilder(skip=0 if primary else seed_length, source=source, derive=derive)
-    event, packed = builder.event, builder.packed
-    for lineno, record in iter_records(lines, source=source):
-        if isinstance(record, PackedRow):
-            packed(record, lineno)
-        else:
-            event(record, lineno)
+    with open_log(p) as f:
+        raw = raw_lines(f)
+        lines = iter_log_lines(raw, source=source)
+        first = next(lines, None)
+        if first is None:
+            raise SessionLogError(
+                "empty session log: expected a session header line (a JSON object) first",
+                path=source,
+            )
+        header_line, header_value = first
+        header = header_from(header_value, header_line, source)
+        seed_length = _raw_seed_length(header, source, header_line)
+        derive = override is None or override.replace is None
+        builder = ScriptBuilder(skip=0 if primary else seed_length, source=source, derive=derive)
+        lines.close()  # the header is read: the rest goes through the builder's fast path
+        builder.feed_raw(raw, header_line)
     entries = builder.finish()
     if not primary and seed_length > builder.event_count:
         raise SessionLogError(

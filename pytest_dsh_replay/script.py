@@ -15,15 +15,28 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal, TypeAlias
 
 import orjson
 
-from .chunk_rows import PackedRow
-from .errors import OverrideError, ScriptError
+from .chunk_rows import (
+    PACKED_TAGS,
+    PackedRow,
+    fast_row_fields,
+    validate_packed_row,
+)
+from .errors import OverrideError, ScriptError, SessionLogError
 from .events import CHUNK_TYPES, Event, JSONObject, StreamChunk, is_safe_integer
+from .jsonl import (
+    MAX_LINE_BYTES,
+    bad_line,
+    line_too_long,
+    not_an_event,
+    read_failed,
+    too_long,
+)
 
 __all__ = [
     "ChunksEntry",
@@ -34,6 +47,7 @@ __all__ = [
     "apply_override",
     "derive_replay_script",
     "entry_from_json",
+    "last_user_text",
     "load_override",
     "message_text",
     "parse_override",
@@ -42,16 +56,26 @@ __all__ = [
 
 # --- entries -----------------------------------------------------------------------------
 
-# A compact item is either a chunk object, or a packed run stored as a list:
-#   [chunk_type, index, payload]                 text-delta / reasoning-delta
-#   [chunk_type, index, payload, id]             tool-call-delta without name
-#   [chunk_type, index, payload, id, name]       tool-call-delta with name
+MAX_CHUNK_NESTING: Final = 253
+"""The deepest nesting of arrays and objects inside one stream chunk.
+
+Entries keep their chunks serialized; the serializer stops at 255 levels, and a call's
+chunk list adds one. A log line holding a deeper chunk is refused when the script is
+derived, naming the line.
+"""
+
+# A compact item (an element of an entry's serialized chunk list) is one of:
+#   {chunk}                                      one chunk object
+#   [chunk_type, index, payload]                 text-delta / reasoning-delta members
+#   [chunk_type, index, payload, id]             tool-call-delta members without name
+#   [chunk_type, index, payload, id, name]       tool-call-delta members with name
 _Item: TypeAlias = Any
 
 
 def _materialize(items: list[_Item]) -> list[StreamChunk]:
     out: list[StreamChunk] = []
     append = out.append
+    extend = out.extend
     for item in items:
         if item.__class__ is dict:
             append(item)
@@ -60,17 +84,17 @@ def _materialize(items: list[_Item]) -> list[StreamChunk]:
         if kind == "tool-call-delta":
             if len(item) == 5:
                 cid, name = item[3], item[4]
-                out.extend(
+                extend(
                     {"type": kind, "index": index, "id": cid, "name": name, "argumentsDelta": a}
                     for a in payload
                 )
             else:
                 cid = item[3]
-                out.extend(
+                extend(
                     {"type": kind, "index": index, "id": cid, "argumentsDelta": a} for a in payload
                 )
         else:
-            out.extend({"type": kind, "index": index, "text": t} for t in payload)
+            extend({"type": kind, "index": index, "text": t} for t in payload)
     return out
 
 
@@ -224,8 +248,7 @@ ReplayEntry: TypeAlias = ChunksEntry | ThrowEntry | HangEntry
 # --- derivation (SPEC 7) -------------------------------------------------------------------
 
 
-def _js_str(value: Any) -> str:
-    """Format a value as a JavaScript template literal would (for call keys)."""
+def _js_scalar(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -234,15 +257,38 @@ def _js_str(value: Any) -> str:
         return str(int(value)) if abs(value) < 1e21 else repr(value)
     if isinstance(value, int | float | str):
         return str(value)
-    return "[object Object]" if isinstance(value, dict) else ",".join(map(_js_str, value))
+    return "[object Object]"
+
+
+def _js_str(value: Any) -> str:
+    """Format a value as a JavaScript template literal would (for call keys).
+
+    Arrays join their elements with ``,`` (``null`` elements are empty), nested arrays
+    too; the walk keeps its own stack, so any nesting depth works.
+    """
+    if not isinstance(value, list):
+        return _js_scalar(value)
+    stack: list[tuple[Iterator[Any], list[str]]] = [(iter(value), [])]
+    while True:
+        items, parts = stack[-1]
+        for item in items:
+            if isinstance(item, list):
+                stack.append((iter(item), []))
+                break
+            parts.append("" if item is None else _js_scalar(item))
+        else:
+            stack.pop()
+            text = ",".join(parts)
+            if not stack:
+                return text
+            stack[-1][1].append(text)
 
 
 _MISSING: Final = object()
 
 
-def _key(data: JSONObject) -> str:
-    turn = data.get("turn", _MISSING)
-    step = data.get("step", _MISSING)
+def _call_key(turn: Any, step: Any) -> str:
+    """The reference's call key, ``f"{turn}/{step}"`` as JavaScript formats it."""
     return (
         f"{'undefined' if turn is _MISSING else _js_str(turn)}/"
         f"{'undefined' if step is _MISSING else _js_str(step)}"
@@ -275,12 +321,33 @@ def message_text(message: object) -> str | None:
     return None
 
 
+def last_user_text(messages: object) -> str | None:
+    """The text of the last ``role: "user"`` message of a request's messages.
+
+    Args:
+        messages: The request's ``messages``: a sequence of message mappings (dsh and
+            OpenAI-style shapes both work).
+
+    Returns:
+        Its ``content`` when that is a string, else the concatenated ``text`` of its
+        ``type: "text"`` blocks; ``None`` when there is no user message.
+    """
+    if isinstance(messages, str) or not isinstance(messages, Sequence):
+        return None
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            return message_text(message)
+    return None
+
+
 class ScriptBuilder:
     """Incremental script derivation shared by every reader (SPEC 7).
 
     Feed it events in log order (or packed rows, which stand for their members) and
     call :meth:`finish`. ``skip`` logical events at the start are counted but not
-    derived: a fork child's inherited seed (SPEC 6.5).
+    derived: a fork child's inherited seed (SPEC 6.5). :meth:`feed` takes the parsed
+    body lines of a log directly, which is how :func:`~pytest_dsh_replay.load_scenario`
+    reads logs: one pass, packed rows never expanded.
 
     Not part of the public API; :func:`derive_replay_script` is.
     """
@@ -289,10 +356,12 @@ class ScriptBuilder:
         "_count",
         "_entries",
         "_items",
-        "_key",
+        "_lines",
         "_n_chunks",
         "_start_index",
         "_start_line",
+        "_step",
+        "_turn",
         "derive",
         "first_user_text",
         "skip",
@@ -306,9 +375,13 @@ class ScriptBuilder:
         self.first_user_text: str | None = None
         self._count = 0
         self._entries: list[ReplayEntry] = []
+        # The open call: its compact items, the line of each, its chunk count, and the
+        # (turn, step) it was opened with (the key is formatted only when needed).
         self._items: list[_Item] = []
+        self._lines: list[int | None] = []
         self._n_chunks = 0
-        self._key = ""
+        self._turn: Any = _MISSING
+        self._step: Any = _MISSING
         self._start_index = 0
         self._start_line: int | None = None
 
@@ -316,6 +389,28 @@ class ScriptBuilder:
     def event_count(self) -> int:
         """How many logical events were fed so far (seed included)."""
         return self._count
+
+    @property
+    def _key(self) -> str:
+        return _call_key(self._turn, self._step)
+
+    def _same_call(self, turn: Any, step: Any) -> bool:
+        """Whether (turn, step) has the open call's key (as the reference compares keys)."""
+        t0, s0 = self._turn, self._step
+        if (
+            turn.__class__ is int
+            and step.__class__ is int
+            and t0.__class__ is int
+            and s0.__class__ is int
+        ):
+            return bool(turn == t0 and step == s0)
+        return _call_key(turn, step) == _call_key(t0, s0)
+
+    def _open(self, turn: Any, step: Any, index: int, line: int | None) -> None:
+        self._turn = turn
+        self._step = step
+        self._start_index = index
+        self._start_line = line
 
     def _unterminated(self) -> ScriptError:
         n = len(self._entries) + 1
@@ -331,9 +426,34 @@ class ScriptBuilder:
         )
 
     def _close(self) -> None:
-        self._entries.append(ChunksEntry._from_items(self._items, self._n_chunks))
-        self._items = []
+        items = self._items
+        try:
+            blob = orjson.dumps(items)
+        except TypeError:
+            raise self._unstorable() from None
+        entry = ChunksEntry.__new__(ChunksEntry)
+        entry._blob = blob
+        entry._count = self._n_chunks
+        self._entries.append(entry)
+        items.clear()  # in place: feed_raw() holds these lists
+        self._lines.clear()
         self._n_chunks = 0
+
+    def _unstorable(self) -> ScriptError:
+        """The error for an open call whose chunks cannot be serialized (too deep)."""
+        for item, line in zip(self._items, self._lines, strict=True):
+            try:
+                orjson.dumps([item])  # as in the list of the call's items
+            except TypeError as err:
+                return ScriptError(
+                    f"the stream chunk of model call {self._key} on this line cannot be "
+                    f"stored ({err}): a chunk may nest at most {MAX_CHUNK_NESTING} levels "
+                    "of arrays and objects",
+                    path=self.source,
+                    line=line,
+                    call=self._key,
+                )
+        raise AssertionError("unreachable: the call's chunks serialized one by one")
 
     def event(self, event: Event, line: int | None = None) -> None:
         """Feed one logical event."""
@@ -342,33 +462,30 @@ class ScriptBuilder:
         if index < self.skip:
             return
         kind = event.get("type")
-        if not self.derive:
-            if kind == "user/message" and self.first_user_text is None:
-                self.first_user_text = message_text(event.get("data"))
-            return
-        if kind == "assistant/chunk":
+        if kind == "assistant/chunk" and self.derive:
             data = event.get("data")
             chunk = data.get("chunk") if isinstance(data, dict) else None
-            if not isinstance(data, dict) or not isinstance(chunk, dict):
+            if not isinstance(chunk, dict):
                 raise ScriptError(
                     "assistant/chunk event must carry data.chunk, a stream chunk object",
                     path=self.source,
                     line=line,
                     event_index=index,
                 )
-            key = _key(data)
+            assert isinstance(data, dict)
+            turn = data.get("turn", _MISSING)
+            step = data.get("step", _MISSING)
             if self._items:
-                if key != self._key:
+                if not self._same_call(turn, step):
                     raise self._unterminated()
             else:
-                self._key = key
-                self._start_index = index
-                self._start_line = line
+                self._open(turn, step, index, line)
             self._items.append(chunk)
+            self._lines.append(line)
             self._n_chunks += 1
             if chunk.get("type") == "finish":
                 self._close()
-        elif kind == "compaction/summary":
+        elif kind == "compaction/summary" and self.derive:
             if self._items:
                 raise self._unterminated()
             data = event.get("data")
@@ -380,28 +497,175 @@ class ScriptBuilder:
 
     def packed(self, row: PackedRow, line: int | None = None) -> None:
         """Feed a validated packed row: its members, without expanding them."""
-        n = len(row.payload)
+        self._members(
+            row.payload, row.turn, row.step, row.chunk_type, row.index, row.id, row.name,
+            row.has_name, line,
+        )  # fmt: skip
+
+    def _members(
+        self,
+        payload: list[str],
+        turn: Any,
+        step: Any,
+        chunk_type: str,
+        index: Any,
+        cid: str | None,
+        name: str | None,
+        has_name: bool,
+        line: int | None,
+    ) -> None:
+        n = len(payload)
         first = self._count
         self._count = first + n
-        start = max(self.skip - first, 0)
-        if start >= n or not self.derive:
+        start = self.skip - first
+        if start < 0:
+            start = 0
+        elif start >= n:
             return
-        key = _key({"turn": row.turn, "step": row.step})
+        if not self.derive:
+            return
         if self._items:
-            if key != self._key:
+            if not self._same_call(turn, step):
                 raise self._unterminated()
         else:
-            self._key = key
-            self._start_index = first + start
-            self._start_line = line
-        payload = row.payload[start:] if start else row.payload
-        item: list[Any] = [row.chunk_type, row.index, payload]
-        if row.id is not None:
-            item.append(row.id)
-            if row.has_name:
-                item.append(row.name)
+            self._open(turn, step, first + start, line)
+        if start:
+            payload = payload[start:]
+        if cid is None:
+            item: list[Any] = [chunk_type, index, payload]
+        elif has_name:
+            item = [chunk_type, index, payload, cid, name]
+        else:
+            item = [chunk_type, index, payload, cid]
         self._items.append(item)
+        self._lines.append(line)
         self._n_chunks += len(payload)
+
+    def feed(self, lines: Iterable[tuple[int, Any]]) -> None:
+        """Feed a log's body lines: ``(line number, parsed value)`` after the header.
+
+        Does what :func:`~pytest_dsh_replay.jsonl.iter_records` does (packed rows get a
+        missing ``seq0``/``time0`` filled in, then validated) and feeds each record.
+
+        Raises:
+            SessionLogError: A line is not a JSON object, or a packed row is malformed.
+            ScriptError: A call cannot be derived.
+        """
+        for lineno, value in lines:
+            self._record(value, lineno)
+
+    def feed_raw(self, lines: Iterator[bytes], lineno: int) -> None:
+        r"""Parse and feed a log's remaining raw lines, in one pass (the fast path).
+
+        The same as :func:`~pytest_dsh_replay.jsonl.iter_log_lines` followed by
+        :meth:`feed`, without a generator per line and without building a
+        :class:`~pytest_dsh_replay.chunk_rows.PackedRow` per packed row. Ordinary
+        events are not given a synthesized ``seq``/``time``: nothing here reads them.
+
+        Args:
+            lines: The raw lines after the header (:func:`~pytest_dsh_replay.jsonl.raw_lines`).
+            lineno: The physical line number of the line before the first of ``lines``.
+
+        Raises:
+            SessionLogError: A line is not valid JSON, too long, not a JSON object, or a
+                malformed packed row; or the file cannot be read.
+            ScriptError: A call cannot be derived.
+        """
+        # The loop inlines the common cases of event() and _members() (an assistant/chunk
+        # event or a packed row of the open or a new call, past the seed, while deriving);
+        # everything else goes through those methods, which hold the rules.
+        source = self.source
+        loads = orjson.loads
+        decode_error = orjson.JSONDecodeError
+        limit = MAX_LINE_BYTES
+        skip = self.skip
+        fast = self.derive
+        items = self._items
+        item_lines = self._lines
+        count = self._count  # kept in a local; self._count is set around every method call
+        try:
+            for raw in lines:
+                lineno += 1
+                if len(raw) > limit and line_too_long(raw):
+                    raise too_long(source, lineno)
+                try:
+                    value = loads(raw)
+                except decode_error as err:
+                    error = bad_line(raw, err, source, lineno)
+                    if error is None:
+                        continue
+                    raise error from None
+                if value.__class__ is not dict:
+                    raise not_an_event(value, source, lineno)
+                tag = value.get("type")
+                if tag == "assistant/chunk" and fast and count >= skip:
+                    data = value.get("data")
+                    if type(data) is dict and type(chunk := data.get("chunk")) is dict:
+                        turn = data.get("turn", _MISSING)
+                        step = data.get("step", _MISSING)
+                        if items:
+                            t0, s0 = self._turn, self._step
+                            if not (
+                                turn.__class__ is int
+                                and step.__class__ is int
+                                and t0.__class__ is int
+                                and s0.__class__ is int
+                                and turn == t0
+                                and step == s0
+                            ) and not self._same_call(turn, step):
+                                raise self._unterminated()
+                        else:
+                            self._open(turn, step, count, lineno)
+                        count += 1
+                        items.append(chunk)
+                        item_lines.append(lineno)
+                        self._n_chunks += 1
+                        if chunk.get("type") == "finish":
+                            self._close()
+                        continue
+                elif tag.__class__ is str and tag in PACKED_TAGS:
+                    if "seq0" not in value:
+                        value["seq0"] = count
+                    if "time0" not in value:
+                        value["time0"] = 0
+                    self._count = count
+                    fields = fast_row_fields(value)
+                    if fields is None:
+                        self._record(value, lineno)  # the reference's checks and errors
+                    else:
+                        chunk_type, index, payload, cid, name, has_name, turn, step, _ = fields
+                        self._members(
+                            payload, turn, step, chunk_type, index, cid, name, has_name, lineno
+                        )
+                    count = self._count
+                    continue
+                elif tag != "user/message" and tag != "compaction/summary":
+                    count += 1  # an event replay does not read
+                    continue
+                self._count = count
+                self.event(value, lineno)
+                count = self._count
+        except OSError as err:
+            raise read_failed(err, source, lineno + 1) from None
+        finally:
+            self._count = count
+
+    def _record(self, value: Any, lineno: int) -> None:
+        if value.__class__ is not dict:
+            raise not_an_event(value, self.source, lineno)
+        tag = value.get("type")
+        if tag.__class__ is str and tag in PACKED_TAGS:
+            if "seq0" not in value:
+                value["seq0"] = self._count
+            if "time0" not in value:
+                value["time0"] = 0
+            try:
+                row = validate_packed_row(value)
+            except SessionLogError as err:
+                raise err.at(path=self.source, line=lineno) from None
+            self.packed(row, lineno)
+        else:
+            self.event(value, lineno)
 
     def _summary_call(self, data: JSONObject, index: int, line: int | None) -> ChunksEntry:
         if "rawOutput" not in data:
@@ -432,7 +696,16 @@ class ScriptBuilder:
         if "usage" in data:
             chunks.append({"type": "usage", "usage": data["usage"]})
         chunks.append({"type": "finish", "reason": {"kind": "stop"}})
-        return ChunksEntry._from_items(chunks, len(chunks))
+        try:
+            return ChunksEntry._from_items(chunks, len(chunks))
+        except TypeError as err:
+            raise ScriptError(
+                f"compaction/summary rawOutput or usage cannot be stored ({err}): a chunk "
+                f"may nest at most {MAX_CHUNK_NESTING} levels of arrays and objects",
+                path=self.source,
+                line=line,
+                event_index=index,
+            ) from None
 
     def finish(self) -> list[ReplayEntry]:
         """Close the script; a trailing call without ``finish`` raises.
@@ -497,7 +770,8 @@ def _read_chunks(value: Any, where: str, loc: str) -> list[StreamChunk]:
     if not isinstance(value, list):
         raise _entry_error(where, loc, "chunks must be an array")
     for j, chunk in enumerate(value):
-        if not isinstance(chunk, dict) or chunk.get("type") not in CHUNK_TYPES:
+        kind = chunk.get("type") if isinstance(chunk, dict) else None
+        if not isinstance(kind, str) or kind not in CHUNK_TYPES:
             raise _entry_error(
                 where,
                 f"{loc}.chunks[{j}]",
@@ -506,6 +780,28 @@ def _read_chunks(value: Any, where: str, loc: str) -> list[StreamChunk]:
                 + ")",
             )
     return value
+
+
+def _json_text(value: Any, limit: int = 80) -> str:
+    """``value`` as JSON text for a message, shortened; never fails."""
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        text = f"<{type(value).__name__} nested too deep to show>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _stored(build: Callable[[], ReplayEntry], where: str, loc: str) -> ReplayEntry:
+    """Build an entry; chunks that cannot be stored (too deep) are an override error."""
+    try:
+        return build()
+    except ScriptError as err:
+        raise _entry_error(
+            where,
+            loc,
+            f"has chunks that cannot be stored: {err.reason}; a chunk may nest at most "
+            f"{MAX_CHUNK_NESTING} levels of arrays and objects",
+        ) from None
 
 
 def entry_from_json(value: Any, *, where: str = "<entry>", loc: str = "entry") -> ReplayEntry:
@@ -533,7 +829,7 @@ def entry_from_json(value: Any, *, where: str = "<entry>", loc: str = "entry") -
             raise _entry_error(
                 where, loc, "has invalid chunks-entry fields (expected kind, chunks)"
             )
-        return ChunksEntry(_read_chunks(value["chunks"], where, loc))
+        return _stored(lambda: ChunksEntry(_read_chunks(value["chunks"], where, loc)), where, loc)
     if kind == "throw":
         if keys != _THROW_KEYS:
             raise _entry_error(
@@ -544,7 +840,8 @@ def entry_from_json(value: Any, *, where: str = "<entry>", loc: str = "entry") -
             raise _entry_error(where, loc, "message must be a non-empty string")
         if not isinstance(code, str) or not code:
             raise _entry_error(where, loc, "code must be a non-empty string")
-        return ThrowEntry(_read_chunks(value["chunks"], where, loc), message, code)
+        chunks = _read_chunks(value["chunks"], where, loc)
+        return _stored(lambda: ThrowEntry(chunks, message, code), where, loc)
     if kind == "hang":
         if keys != {"kind"} and keys != {"kind", "readyFile"}:
             raise _entry_error(
@@ -557,8 +854,7 @@ def entry_from_json(value: Any, *, where: str = "<entry>", loc: str = "entry") -
     raise _entry_error(
         where,
         loc,
-        f"has unknown kind {orjson.dumps(kind).decode() if kind is not None else 'null'}"
-        ' (expected "chunks", "throw" or "hang")',
+        f'has unknown kind {_json_text(kind)} (expected "chunks", "throw" or "hang")',
     )
 
 

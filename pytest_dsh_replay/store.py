@@ -48,6 +48,7 @@ __all__ = [
     "END_SEED",
     "SURFACE_TYPES",
     "JsonlBackend",
+    "MemoryBackend",
     "Session",
     "SessionBackend",
     "SessionStore",
@@ -613,6 +614,68 @@ class SessionBackend(Protocol):
         """Release files and connections; later calls may fail."""
 
 
+class MemoryBackend:
+    """Sessions kept in memory only: nothing is written anywhere.
+
+    For throwaway stores whose logs are only read back in the same process: the
+    ``dsh_replay`` fixture uses one while replaying, where a test's session logs live as
+    long as the test. Satisfies :class:`SessionBackend`; a store over it behaves exactly
+    as over a file backend, except that nothing survives the process.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._logs: dict[str, tuple[SessionHeader, list[Event]]] = {}
+
+    def exists(self, session_id: str) -> bool:
+        """Whether a session with this id is stored."""
+        with self._lock:
+            return session_id in self._logs
+
+    def append(self, header: SessionHeader, events: Sequence[Event], *, create: bool) -> None:
+        """Store one batch.
+
+        The events are kept as given (the store hands them over and never changes them
+        afterwards); :meth:`read` returns copies.
+
+        Raises:
+            SessionStoreError: ``create`` for an existing session, or an append to a
+                session that was never created.
+        """
+        batch = list(events)
+        with self._lock:
+            stored = self._logs.get(header.id)
+            if create:
+                if stored is not None:
+                    raise SessionStoreError(f"session {_q(header.id)} already exists in memory")
+                self._logs[header.id] = (header, batch)
+            elif stored is None:
+                raise SessionStoreError(f"session {_q(header.id)} was never written")
+            else:
+                stored[1].extend(batch)
+
+    def read(self, session_id: str) -> StoredLog | None:
+        """A copy of a stored session, or ``None``."""
+        with self._lock:
+            stored = self._logs.get(session_id)
+            if stored is None:
+                return None
+            events: list[Event] = orjson.loads(orjson.dumps(stored[1]))
+            return StoredLog(stored[0], events, f"<memory>#{session_id}")
+
+    def session_ids(self) -> list[str]:
+        """The stored ids, in the order they were first written."""
+        with self._lock:
+            return list(self._logs)
+
+    def describe(self) -> str:
+        """``in-memory store``."""
+        return "in-memory store"
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
 # --- the JSONL layout (SPEC 1.1) --------------------------------------------------------
 
 _SAFE: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
@@ -877,6 +940,9 @@ class JsonlBackend:
             One root holds one encoding: a log of the other kind is refused.
         pack_chunks: Pack delta runs of 3 or more per batch (SPEC 4.3), as the harness
             does by default.
+        durable: Flush every write to the disk (``fsync``) before it returns. ``False``
+            skips that, for throwaway stores such as a test's temporary directory; writes
+            stay atomic either way.
 
     Raises:
         SessionStoreError: An unknown compression, or zstd without ``zstandard``.
@@ -888,6 +954,7 @@ class JsonlBackend:
         *,
         compression: Literal["none", "zstd"] = "none",
         pack_chunks: bool = True,
+        durable: bool = True,
     ):
         if compression not in _LOG_NAMES:
             raise SessionStoreError(
@@ -896,6 +963,7 @@ class JsonlBackend:
         self.root = Path(root)
         self.compression: Literal["none", "zstd"] = compression
         self.pack_chunks = pack_chunks
+        self.durable = durable
         self._zstd = _zstd_module("JSONL compression 'zstd'") if compression == "zstd" else None
         self._lock = threading.Lock()
         self._paths: dict[str, Path] = {}
@@ -1027,7 +1095,8 @@ class JsonlBackend:
             with open(path, "ab") as f:
                 f.write(blob)
                 f.flush()
-                os.fsync(f.fileno())
+                if self.durable:
+                    os.fsync(f.fileno())
         except OSError as err:
             raise SessionStoreError(f"cannot append to session log {path}: {err}") from None
 
@@ -1044,7 +1113,8 @@ class JsonlBackend:
             with open(tmp, "xb") as f:
                 f.write(blob)
                 f.flush()
-                os.fsync(f.fileno())
+                if self.durable:
+                    os.fsync(f.fileno())
             try:
                 os.link(tmp, final)
             except FileExistsError:
@@ -1057,7 +1127,8 @@ class JsonlBackend:
                         f"session {_q(header.id)} already exists: {final}"
                     ) from None
                 os.replace(tmp, final)
-            _fsync_dir(final.parent)
+            if self.durable:
+                _fsync_dir(final.parent)
         except OSError as err:
             raise SessionStoreError(f"cannot write session log {final}: {err}") from None
         finally:
@@ -1113,7 +1184,8 @@ class JsonlBackend:
                     with open(path, "ab") as f:
                         f.write(self._frame(self._batch(recovered)))
                         f.flush()
-                        os.fsync(f.fileno())
+                        if self.durable:
+                            os.fsync(f.fileno())
             except OSError as err:
                 raise SessionStoreError(
                     f"cannot repair the torn tail of session log {path}: {err}"

@@ -17,20 +17,18 @@ import orjson
 
 from .events import Event
 from .normalize import Normalizer
-from .scenario import SessionLike, locale_sort_key
+from .scenario import SessionLike
 
 __all__ = ["render_transcript", "sessions_as_jsonl"]
 
 
 def _order(sessions: Iterable[SessionLike]) -> list[SessionLike]:
-    return sorted(
-        sessions,
-        key=lambda s: (
-            s.header.parent_session is not None,
-            s.header.created_at,
-            locale_sort_key(s.header.id),
-        ),
-    )
+    """Top-level sessions first, otherwise the order given (creation order).
+
+    Creation times have millisecond resolution and ids are random, so neither can order
+    two children started in the same millisecond the same way on every run.
+    """
+    return sorted(sessions, key=lambda s: s.header.parent_session is not None)
 
 
 def _quote(text: str) -> str:
@@ -68,7 +66,8 @@ def render_transcript(sessions: Iterable[SessionLike], *, cwd: str | None = None
     """Render sessions as a Markdown transcript.
 
     Args:
-        sessions: The sessions of one scenario (each with ``.header`` and ``.events``).
+        sessions: The sessions of one scenario (each with ``.header`` and ``.events``),
+            in the order they were created (a store's ``sessions()`` order).
         cwd: A working directory to show as ``{{cwd}}`` (the sessions' own ``cwd``
             headers are always replaced).
 
@@ -91,6 +90,8 @@ def render_transcript(sessions: Iterable[SessionLike], *, cwd: str | None = None
     out: list[str] = []
     for s in ordered:
         out.extend(_render_session(s, children.get(s.header.id, []), norm))
+    if not out:
+        return "*No session was written.*\n"
     return "\n".join(out).rstrip("\n") + "\n"
 
 
@@ -107,10 +108,45 @@ def _render_session(
     if h.seed_length:
         lines += [f"*{h.seed_length} events inherited from the parent.*", ""]
     unlinked = list(children)
-    for event in session.events[h.seed_length :]:
+    own = session.events[h.seed_length :]
+    # Without assistant/message events (a session the model wrapper created), each
+    # model call is rendered from its chunks instead.
+    from_chunks = not any(e.get("type") == "assistant/message" for e in own)
+    call: list[dict[str, Any]] = []
+    for event in own:
+        if from_chunks and event.get("type") == "assistant/chunk":
+            data = event.get("data")
+            chunk = data.get("chunk") if isinstance(data, dict) else None
+            if isinstance(chunk, dict):
+                call.append(chunk)
+                if chunk.get("type") == "finish":
+                    lines += _render_call(call, unlinked, norm)
+                    call = []
+            continue
         lines += _render_event(event, unlinked, norm)
+    if call:
+        lines += _render_call(call, unlinked, norm)
     for child in unlinked:
         lines += [f"-> child session {norm.text(child.header.id)}", ""]
+    return lines
+
+
+def _render_call(
+    chunks: list[dict[str, Any]], unlinked: list[SessionLike], norm: Normalizer
+) -> list[str]:
+    """One model call rendered from its stream chunks."""
+    blocks = [c["block"] for c in chunks if c.get("type") == "block-end" and "block" in c]
+    message = {"message": {"content": blocks}}
+    lines = _render_event({"type": "assistant/message", "data": message}, unlinked, norm)
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") == "tool-call":
+            call = {"name": block.get("name"), "arguments": block.get("arguments", "")}
+            lines += _render_event({"type": "tool/call", "data": call}, unlinked, norm)
+    reason = chunks[-1].get("reason") if chunks[-1].get("type") == "finish" else None
+    if isinstance(reason, dict) and reason.get("kind") in ("error", "aborted"):
+        failure = reason.get("failure")
+        code = failure.get("code") if isinstance(failure, dict) else None
+        lines += [f"*Model call failed ({code or reason.get('kind')}).*", ""]
     return lines
 
 

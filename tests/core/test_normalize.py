@@ -35,6 +35,16 @@ def test_ids_map_by_first_appearance_and_times_vanish() -> None:
     assert event == {"type": "hook/result", "data": {"durationMs": 0, "createdAt": 0, "at": "x"}}
 
 
+def test_short_non_uuid_ids_never_rewrite_prose() -> None:
+    n = Normalizer(session_ids=["main", "a", "P", "session-12345"])
+    assert n.text("Explain the main idea of a paper") == "Explain the main idea of a paper"
+    assert n.text("main") == "{{id-1}}"
+    assert n.text("P") == "{{id-2}}"
+    assert n.text("child of session-12345, not session-123456") == (
+        "child of {{id-3}}, not session-123456"
+    )
+
+
 def test_equal_behaviour_with_other_ids_compares_equal() -> None:
     def log(sid: str, msg: str) -> tuple[SessionHeader, list[dict[str, Any]]]:
         header = SessionHeader(id=sid, created_at=123, cwd="/w/" + sid)

@@ -782,3 +782,42 @@ def test_backends_satisfy_the_protocol(tmp_path: Path) -> None:
     backend = SqliteBackend(tmp_path / "s.sqlite")
     assert isinstance(backend, SessionBackend)
     backend.close()
+
+
+def test_a_throwaway_store_skips_fsync_but_writes_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    durable = SessionStore(JsonlBackend(tmp_path / "a"), clock=lambda: 7)
+    durable.create("s").append("turn/start", {"turn": 1})
+
+    def no_fsync(fd: int) -> None:
+        raise AssertionError("fsync called on a non-durable store")
+
+    monkeypatch.setattr(os, "fsync", no_fsync)
+    quick = SessionStore(JsonlBackend(tmp_path / "b", durable=False), clock=lambda: 7)
+    quick.create("s").append("turn/start", {"turn": 1})
+    a = next((tmp_path / "a").rglob("session.jsonl")).read_bytes()
+    b = next((tmp_path / "b").rglob("session.jsonl")).read_bytes()
+    assert a == b
+
+
+def test_the_memory_backend_keeps_sessions_for_the_store_s_life() -> None:
+    from pytest_dsh_replay import MemoryBackend
+
+    backend = MemoryBackend()
+    store = SessionStore(backend, clock=lambda: 5)
+    parent = store.create("p", meta={"cwd": "/w"})
+    parent.append("turn/start", {"turn": 1})
+    parent.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    child = store.fork(parent, child_session_id="c")
+    assert (child.seed_length, child.events[-1]["type"]) == (2, "session/end-seed")
+    assert backend.session_ids() == ["p", "c"]
+    stored = backend.read("c")
+    assert stored is not None
+    assert stored.events == list(child.events)
+    stored.events.clear()  # a copy: the backend's log is untouched
+    assert backend.read("c").events == list(child.events)  # type: ignore[union-attr]
+    reopened = SessionStore(backend).load("p")
+    assert list(reopened.events) == list(parent.events)
+    with pytest.raises(SessionStoreError, match="already exists"):
+        store.create("p")

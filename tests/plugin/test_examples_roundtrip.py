@@ -22,7 +22,10 @@ def test_every_example_records_then_replays(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\nasyncio_mode = strict\n")
     pytester._monkeypatch.delenv("DSH_RECORD_BASE_URL", raising=False)
 
-    recorded = pytester.runpytest("--dsh-record", "--snapshot-update", "-p", "no:randomly")
+    # Subprocesses: the copied modules must not meet the ones this run imported.
+    recorded = pytester.runpytest_subprocess(
+        "--dsh-record", "--snapshot-update", "-p", "no:randomly"
+    )
     recorded.assert_outcomes(passed=13)
     recorded.stdout.fnmatch_lines(["*scenarios: 7 replayed, 6 recorded, 0 missing*"])
     names = sorted(p.name for p in (pytester.path / "recordings").iterdir())
@@ -30,7 +33,7 @@ def test_every_example_records_then_replays(pytester: pytest.Pytester) -> None:
     transcripts = pytester.path / "__snapshots__" / "test_examples"
     assert len(list(transcripts.glob("*.md"))) == 6
 
-    replayed = pytester.runpytest()
+    replayed = pytester.runpytest_subprocess()
     replayed.assert_outcomes(passed=13)
     replayed.stdout.fnmatch_lines(["*scenarios: 13 replayed, 0 recorded, 0 missing, 0 unused*"])
     assert pytester.run("dsh-replay", "check", "recordings").ret == 0

@@ -362,3 +362,64 @@ def pytest_configure(config):
         """
     )
     project.runpytest("--dsh-record").assert_outcomes(passed=2)
+
+
+def test_a_plain_agent_s_children_bind_by_task_in_any_order(project: pytest.Pytester) -> None:
+    # The agent never touches dsh_replay.sessions; the recorder keeps each child's task
+    # (its first user message), so a replay that starts the children in the other order
+    # still gives each child its own answers.
+    project.makepyfile(
+        test_plain="""
+        import uuid
+        import pytest
+        from agent import ask
+
+        def run(model, order):
+            parent = "p-" + uuid.uuid4().hex
+            ask(model, "plan", parent)
+            return {task: ask(model, task, "c-" + uuid.uuid4().hex, parent) for task in order}
+
+        @pytest.mark.dsh_scenario("plain")
+        def test_plain(dsh_replay):
+            order = ["alpha", "beta"]
+            if dsh_replay.mode == "replay":
+                order.reverse()
+            assert run(dsh_replay.model, order) == {"alpha": "live: alpha", "beta": "live: beta"}
+
+        @pytest.mark.dsh_scenario("plain", record=False)
+        def test_transcript(dsh_replay, dsh_snapshot):
+            run(dsh_replay.model, ["alpha", "beta"])
+            assert dsh_replay.transcript() == dsh_snapshot
+        """
+    )
+    project.runpytest("--dsh-record", "-k", "not transcript").assert_outcomes(
+        passed=1, deselected=1
+    )
+    project.makeconftest("")
+    project.runpytest("--snapshot-update").assert_outcomes(passed=2)
+    transcript = (project.path / "__snapshots__" / "test_plain" / "test_transcript.md").read_text()
+    assert "# Session {{id-2}} (child of {{id-1}}, spawn)\n\n**User**\n\n> alpha" in transcript
+    assert "> live: alpha" in transcript
+    project.runpytest().assert_outcomes(passed=2)
+
+
+def test_modules_side_by_side_never_share_a_default_scenario(pytester: pytest.Pytester) -> None:
+    for module in ("test_one", "test_two"):
+        pytester.makepyfile(**{module: "def test_same(dsh_replay):\n    pass\n"})
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*looked at: */dsh_snapshots/test_one.test_same",
+            "*looked at: */dsh_snapshots/test_two.test_same",
+        ],
+        consecutive=False,
+    )
+
+
+def test_no_summary_when_no_test_uses_the_plugin(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    assert "scenarios:" not in result.stdout.str()

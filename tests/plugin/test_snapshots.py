@@ -18,7 +18,7 @@ from example_agent import ExampleAgent, FACTS
 PROMPT = '[[tool lookup {"key": "capital_of_france"}]][[tool add {"a": 2, "b": 3}]]'
 
 @pytest.mark.dsh_scenario("tool-call"{marker})
-def test_tool_call(dsh_replay):
+def test_tool_call(dsh_replay, monkeypatch):
     {change}
     agent = ExampleAgent(dsh_replay.model, dsh_replay.sessions)
     agent.run(PROMPT)
@@ -43,7 +43,9 @@ def test_unchanged_behaviour_passes_the_replayed_log_check(project: pytest.Pytes
 
 
 def test_a_behaviour_change_fails_with_an_event_level_report(project: pytest.Pytester) -> None:
-    project.makepyfile(test_agent=agent_test('FACTS["capital_of_france"] = "Lyon"'))
+    project.makepyfile(
+        test_agent=agent_test('monkeypatch.setitem(FACTS, "capital_of_france", "Lyon")')
+    )
     result = project.runpytest()
     result.assert_outcomes(failed=1)
     text = result.stdout.str()
@@ -55,13 +57,13 @@ def test_a_behaviour_change_fails_with_an_event_level_report(project: pytest.Pyt
             "*at $.data.message.content[[]0[]].content[[]0[]].text",
             '*recorded: "Paris"',
             '*replayed: "Lyon"',
-            "*re-record: pytest --dsh-record test_agent.py::test_tool_call*",
+            "*re-record: pytest --dsh-record=all test_agent.py::test_tool_call*",
         ]
     )
 
 
 def test_the_check_can_be_turned_off_per_test_and_per_project(project: pytest.Pytester) -> None:
-    change = 'FACTS["capital_of_france"] = "Lyon"'
+    change = 'monkeypatch.setitem(FACTS, "capital_of_france", "Lyon")'
     project.makepyfile(test_agent=agent_test(change, marker=", compare_logs=False"))
     project.runpytest().assert_outcomes(passed=1)
     project.makepyfile(test_agent=agent_test(change))
@@ -106,8 +108,9 @@ def test_snapshot_update_creates_updates_and_keeps_other_transcripts(
     project.makepyfile(
         test_tr=TRANSCRIPT_TESTS.format(extra=", compare_logs=False").replace(
             "def test_first(dsh_replay, dsh_snapshot):\n",
-            "def test_first(dsh_replay, dsh_snapshot):\n"
-            '    import example_agent; example_agent.FACTS["capital_of_france"] = "Lyon"\n',
+            "def test_first(dsh_replay, dsh_snapshot, monkeypatch):\n"
+            "    import example_agent\n"
+            '    monkeypatch.setitem(example_agent.FACTS, "capital_of_france", "Lyon")\n',
         )
     )
     changed = project.runpytest("-k", "test_first")

@@ -1,0 +1,411 @@
+"""Property tests: random event streams never make the core raise anything but its own errors.
+
+- packed rows: ``pack_chunk_runs`` then ``decode_storage_record`` gives the events back,
+  and decoding arbitrary row-shaped values raises only ``SessionLogError``;
+- logs: ``dump_session_log`` then ``parse_session_log`` gives the events back (full and
+  projected forms);
+- scripts: ``derive_replay_script`` and ``load_scenario`` on arbitrary event orders either
+  succeed or raise a ``DshReplayError`` subclass, and the one-pass reader that
+  ``load_scenario`` uses derives exactly what ``parse_session_log`` +
+  ``derive_replay_script`` derive, with the typed row decoder and without it;
+- the typed row decoder accepts a line only when the reference checks accept it, with
+  the same values.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from pytest_dsh_replay import (
+    DshReplayError,
+    ScriptError,
+    SessionLogError,
+    decode_storage_record,
+    derive_replay_script,
+    dump_session_log,
+    load_scenario,
+    pack_chunk_runs,
+    parse_session_log,
+)
+from pytest_dsh_replay.chunk_rows import (
+    PACKED_TAGS,
+)
+from pytest_dsh_replay.scenario import load_session_script
+
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+# --- strategies ---------------------------------------------------------------------------
+
+texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+numbers = st.one_of(
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+json_values = st.recursive(
+    st.none() | st.booleans() | numbers | texts,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+    max_leaves=12,
+)
+small = st.sampled_from([0, 1, 2, 1.0, 1.5, -1])
+keys = st.sampled_from([1, 2]) | small
+
+
+def deltas() -> st.SearchStrategy[dict[str, Any]]:
+    text_delta = st.builds(
+        lambda kind, index, text: {"type": kind, "index": index, "text": text},
+        st.sampled_from(["text-delta", "reasoning-delta"]),
+        st.sampled_from([0, 1]),
+        texts,
+    )
+    tool_delta = st.builds(
+        lambda index, cid, name, args: (
+            {"type": "tool-call-delta", "index": index, "id": cid, "argumentsDelta": args}
+            if name is None
+            else {
+                "type": "tool-call-delta",
+                "index": index,
+                "id": cid,
+                "name": name,
+                "argumentsDelta": args,
+            }
+        ),
+        st.sampled_from([0, 2]),
+        st.sampled_from(["c1", "c2"]),
+        st.sampled_from([None, "read"]),
+        texts,
+    )
+    return text_delta | tool_delta
+
+
+def other_chunks() -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.builds(lambda i: {"type": "block-start", "index": i, "blockType": "text"}, small),
+        st.builds(lambda b: {"type": "block-end", "index": 0, "block": b}, json_values),
+        st.builds(lambda u: {"type": "usage", "usage": u}, json_values),
+        st.sampled_from(
+            [
+                {"type": "finish", "reason": {"kind": "stop"}},
+                {"type": "finish", "reason": {"kind": "error", "code": "X"}},
+            ]
+        ),
+        json_values,
+    )
+
+
+def chunk_events() -> st.SearchStrategy[dict[str, Any]]:
+    data = st.builds(
+        lambda turn, step, chunk: {"turn": turn, "step": step, "chunk": chunk},
+        keys,
+        keys,
+        deltas() | deltas() | other_chunks(),
+    )
+    return st.builds(lambda d: {"type": "assistant/chunk", "data": d}, data)
+
+
+def other_events() -> st.SearchStrategy[dict[str, Any]]:
+    summary = st.builds(
+        lambda flag, raw, usage: {
+            k: v
+            for k, v in (("llmStreamCall", flag), ("rawOutput", raw), ("usage", usage))
+            if v is not None
+        },
+        st.sampled_from([True, False, None, 1]),
+        st.none() | st.lists(json_values, max_size=3) | json_values,
+        st.none() | json_values,
+    )
+    return st.one_of(
+        st.builds(lambda d: {"type": "compaction/summary", "data": d}, summary),
+        st.builds(
+            lambda t: {
+                "type": "user/message",
+                "data": {"role": "user", "content": [{"type": "text", "text": t}]},
+            },
+            texts,
+        ),
+        st.builds(lambda t, d: {"type": t, "data": d}, texts, json_values),
+        st.builds(
+            lambda d: {"type": "assistant/chunk", "data": d},
+            json_values,
+        ),
+    )
+
+
+@st.composite
+def delta_runs(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A run of deltas of one block under one (turn, step): what the encoder packs."""
+    first = draw(deltas())
+    turn, step = draw(keys), draw(keys)
+    n = draw(st.integers(1, 6))
+    run = []
+    for _ in range(n):
+        chunk = dict(first)
+        chunk["text" if "text" in chunk else "argumentsDelta"] = draw(texts)
+        data = {"turn": turn, "step": step, "chunk": chunk}
+        run.append({"type": "assistant/chunk", "data": data})
+    return run
+
+
+segments = st.one_of(
+    delta_runs(),
+    delta_runs(),
+    chunk_events().map(lambda e: [e]),
+    other_events().map(lambda e: [e]),
+)
+
+
+def with_envelopes(events: list[dict[str, Any]], times: list[int]) -> list[dict[str, Any]]:
+    out = []
+    for i, (event, t) in enumerate(zip(events, times, strict=False)):
+        out.append({"type": event["type"], "seq": i, "time": t, "data": event["data"]})
+    return out
+
+
+event_lists = (
+    st.lists(segments, max_size=12)
+    .map(lambda segs: [e for seg in segs for e in seg])
+    .flatmap(
+        lambda evs: st.lists(
+            st.integers(-(2**40), 2**40) | st.sampled_from([0, 1, 27]),
+            min_size=len(evs),
+            max_size=len(evs),
+        ).map(lambda times: with_envelopes(evs, times))
+    )
+)
+
+
+HEADER = {"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegationDepth": 0}
+
+# --- packed rows ------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(event_lists)
+def test_pack_then_decode_gives_the_events_back(events: list[dict[str, Any]]) -> None:
+    records = pack_chunk_runs(events)
+    decoded = [e for r in records for e in decode_storage_record(r)]
+    assert decoded == events
+
+
+row_values = st.fixed_dictionaries(
+    {"type": st.sampled_from(sorted(PACKED_TAGS))},
+    optional={
+        "seq0": json_values | st.integers(-5, 2**53 + 5),
+        "time0": json_values | st.integers(-(2**53) - 5, 2**53 + 5),
+        "data": st.fixed_dictionaries(
+            {},
+            optional={
+                "turn": json_values,
+                "step": json_values,
+                "index": json_values,
+                "dt": st.lists(st.integers(-(2**53), 2**53) | json_values, max_size=4),
+                "texts": st.lists(texts | json_values, max_size=4),
+                "args": st.lists(texts | json_values, max_size=4),
+                "id": texts | json_values,
+                "name": texts | json_values,
+                "extra": json_values,
+            },
+        )
+        | json_values,
+        "extra": json_values,
+    },
+)
+
+
+@SETTINGS
+@given(row_values)
+def test_decoding_any_row_shaped_value_raises_only_session_log_errors(
+    value: dict[str, Any],
+) -> None:
+    value.setdefault("seq0", 0)
+    value.setdefault("time0", 0)
+    try:
+        events = decode_storage_record(value)
+    except SessionLogError as err:
+        message = str(err)
+    else:
+        assert all(e["type"] == "assistant/chunk" for e in events)
+        return
+    assert message.startswith(f"malformed {value['type']} storage row: ")
+
+
+# --- the typed row decoder against the reference checks -------------------------------------
+
+good_numbers = st.sampled_from([b"0", b"1", b"27", b"1780000000000"])
+odd_numbers = st.sampled_from(
+    [
+        b"0",
+        b"1",
+        b"-1",
+        b"-0",
+        b"1.0",
+        b"1.5",
+        b"1e2",
+        b"9007199254740991",
+        b"9007199254740992",
+        b"-9007199254740991",
+        b"4294967296",
+        b"4294967297",
+        b"18446744073709551616",
+        b"123456789012345678901234567890",
+        b"1e400",
+        b"true",
+        b"null",
+        b'"1"',
+    ]
+)
+number_literals = st.one_of(good_numbers, good_numbers, good_numbers, odd_numbers)
+string_literals = st.one_of(
+    st.sampled_from([b'"a"', b'"\\u00e9"', b'""', b'"\\ud83d\\ude80"']),
+    st.sampled_from([b'"a"', b"1", b"null", b'"\\ud800"', b"true"]),
+)
+
+
+good_strings = st.sampled_from([b'"a"', b'"\\u00e9"', b'""', b'"\\ud83d\\ude80"', b'" x"'])
+
+
+@st.composite
+def row_lines(draw: st.DrawFn) -> bytes:
+    """Packed row lines: half of them valid, the rest with some field made hostile."""
+    valid = draw(st.booleans())
+    num = good_numbers if valid else number_literals
+    text = good_strings if valid else string_literals
+    tag = draw(st.sampled_from(sorted(PACKED_TAGS)))
+    n = draw(st.integers(1, 5) if valid else st.integers(0, 5))
+    data: list[bytes] = []
+    for key in ("turn", "step", "index"):
+        if valid or draw(st.integers(0, 9)):
+            data.append(b'"%s":%s' % (key.encode(), draw(num)))
+    size = max(n - 1, 0) if valid or draw(st.integers(0, 5)) else draw(st.integers(0, n + 1))
+    gaps = draw(st.lists(num, min_size=size, max_size=size))
+    data.append(b'"dt":[' + b",".join(gaps) + b"]")
+    members = draw(st.lists(text, min_size=n, max_size=n))
+    if tag == "tool-call-chunks":
+        data.append(b'"id":' + draw(text))
+        if draw(st.booleans()):
+            data.append(b'"name":' + draw(text if valid else text | st.just(b"null")))
+        data.append(b'"args":[' + b",".join(members) + b"]")
+    else:
+        data.append(b'"texts":[' + b",".join(members) + b"]")
+    if not valid and not draw(st.integers(0, 9)):
+        data.append(b'"extra":1')
+    if draw(st.booleans()):
+        data = draw(st.permutations(data))
+    parts = [b'"type":"%s"' % tag.encode()]
+    for key in ("seq0", "time0"):
+        if draw(st.integers(0, 3)):
+            parts.append(b'"%s":%s' % (key.encode(), draw(num)))
+    parts.append(b'"data":{' + b",".join(data) + b"}")
+    if not valid and not draw(st.integers(0, 9)):
+        parts.append(b'"type":"%s"' % draw(st.sampled_from(sorted(PACKED_TAGS))).encode())
+    return b"{" + b",".join(parts) + b"}" + draw(st.sampled_from([b"\n", b"\r\n", b"", b" \n"]))
+
+
+# --- logs ------------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(event_lists, st.booleans())
+def test_dump_then_parse_gives_the_events_back(events: list[dict[str, Any]], pack: bool) -> None:
+    full = dump_session_log(HEADER, events, pack_chunks=pack)
+    assert parse_session_log(full) == events
+    projected = parse_session_log(
+        dump_session_log(HEADER, events, pack_chunks=pack, envelope=False)
+    )
+    assert [e["seq"] for e in projected] == list(range(len(events)))
+
+    def strip(e: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in e.items() if k not in ("seq", "time")}
+
+    assert [strip(e) for e in projected] == [strip(e) for e in events]
+
+
+# --- scripts ------------------------------------------------------------------------------------
+
+
+def outcome(fn: Any) -> tuple[str, Any]:
+    try:
+        return "ok", fn()
+    except DshReplayError as err:
+        return type(err).__name__, getattr(err, "reason", str(err))
+
+
+@SETTINGS
+@given(event_lists, st.booleans(), st.booleans(), st.integers(0, 50))
+def test_the_one_pass_reader_derives_what_parse_then_derive_derives(
+    events: list[dict[str, Any]], pack: bool, envelope: bool, seed: int
+) -> None:
+    text = dump_session_log(
+        {**HEADER, "seedLength": seed}, events, pack_chunks=pack, envelope=envelope
+    )
+    reference = outcome(
+        lambda: [e.to_json() for e in derive_replay_script(parse_session_log(text))]
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "session.jsonl"
+        path.write_bytes(text)
+        streamed = outcome(lambda: [e.to_json() for e in load_session_script(path).entries])
+        assert streamed == reference
+        # A child derives from its events at or after seedLength: the same as slicing.
+        if seed <= len(events):
+            sliced = outcome(
+                lambda: [e.to_json() for e in derive_replay_script(parse_session_log(text)[seed:])]
+            )
+            child = outcome(
+                lambda: [e.to_json() for e in load_session_script(path, primary=False).entries]
+            )
+            assert child == sliced
+        else:
+            assert outcome(lambda: load_session_script(path, primary=False))[0] == (
+                "SessionLogError"
+            )
+
+
+@SETTINGS
+@given(st.lists(st.one_of(chunk_events(), other_events()), max_size=30))
+def test_derive_on_any_event_order_raises_only_script_errors(events: list[dict[str, Any]]) -> None:
+    try:
+        entries = derive_replay_script(events)
+    except ScriptError:
+        return
+    for entry in entries:
+        assert entry.to_json()["kind"] == "chunks"
+
+
+@SETTINGS
+@given(
+    st.lists(event_lists, min_size=1, max_size=3),
+    st.lists(st.integers(0, 20), min_size=3, max_size=3),
+)
+def test_load_scenario_on_any_events_loads_or_raises_a_dsh_replay_error(
+    sessions: list[list[dict[str, Any]]], seeds: list[int]
+) -> None:
+    assume(sessions)
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        for n, events in enumerate(sessions):
+            header: dict[str, Any] = {**HEADER, "id": f"s{n}", "createdAt": seeds[n]}
+            if n:
+                header["parentSession"] = "s0"
+                header["seedLength"] = seeds[n]
+            name = "session.jsonl" if n == 0 else f"session.{n}.jsonl"
+            (d / name).write_bytes(dump_session_log(header, events, envelope=bool(n % 2)))
+        try:
+            scenario = load_scenario(d)
+        except DshReplayError as err:
+            error: DshReplayError | None = err
+        else:
+            assert len(scenario.scripts) == len(sessions)
+            assert scenario.to_json()["scripts"][0]["primary"] is True
+            return
+    assert isinstance(error, SessionLogError | ScriptError)
+    assert error.path is not None
