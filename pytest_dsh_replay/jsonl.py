@@ -41,6 +41,7 @@ __all__ = [
     "MAX_NESTING",
     "ZSTD_SUFFIXES",
     "dump_session_log",
+    "fsync_dir",
     "iter_log_lines",
     "iter_records",
     "open_log",
@@ -498,3 +499,21 @@ def dump_session_log(
         ) from None
     parts.append(b"")
     return b"\n".join(parts)
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Flush a directory's entries to disk, so a rename or link in it survives a crash.
+
+    Best effort: where directories cannot be opened or synced (some platforms and file
+    systems), nothing happens.
+    """
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -26,7 +26,14 @@ from typing import Any, Final, Protocol
 
 from .errors import RecordingError, ScenarioError, SessionLogError
 from .events import Event, JSONObject, SessionHeader, is_safe_integer
-from .jsonl import dump_session_log, header_from, iter_log_lines, open_log, raw_lines
+from .jsonl import (
+    dump_session_log,
+    fsync_dir,
+    header_from,
+    iter_log_lines,
+    open_log,
+    raw_lines,
+)
 from .script import (
     Override,
     ReplayEntry,
@@ -540,17 +547,4 @@ def _replace_dir(staging: Path, target: Path, token: str) -> None:
             os.replace(retired, target)
             raise
         shutil.rmtree(retired, ignore_errors=True)
-    _fsync_dir(target.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    fsync_dir(target.parent)

@@ -43,6 +43,7 @@ import orjson
 from .chunk_rows import PACKED_TAGS, decode_storage_record, pack_chunk_runs
 from .errors import DshReplayError, SessionForkError, SessionLogError, SessionStoreError
 from .events import Event, JSONObject, SessionHeader, is_safe_integer
+from .jsonl import fsync_dir
 
 __all__ = [
     "END_SEED",
@@ -1128,7 +1129,7 @@ class JsonlBackend:
                     ) from None
                 os.replace(tmp, final)
             if self.durable:
-                _fsync_dir(final.parent)
+                fsync_dir(final.parent)
         except OSError as err:
             raise SessionStoreError(f"cannot write session log {final}: {err}") from None
         finally:
@@ -1250,19 +1251,6 @@ class JsonlBackend:
 
     def close(self) -> None:
         """Nothing to release: every write opens and closes its file."""
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 # --- sessions ------------------------------------------------------------------------------

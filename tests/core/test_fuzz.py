@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import random
-import signal
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +23,7 @@ from typing import Any
 import orjson
 import pytest
 from corpus_support import corpus_scenarios, require_corpus
+from hang_guard import deadline
 
 from pytest_dsh_replay import (
     DshReplayError,
@@ -266,25 +265,6 @@ def cases(scenarios: list[Path], count: int, seed: int) -> Iterator[Case]:
         if rng.random() < 0.2 and damaged:  # now and then, a second mutation
             damaged = rng.choice(MUTATORS)(rng, damaged)
         yield Case(n, d, name, mutator.__name__, damaged)
-
-
-@contextlib.contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    """Raise TimeoutError in the block after ``seconds`` (main thread, POSIX only)."""
-    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expired(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"hang: still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _check_error(err: DshReplayError, files: dict[str, bytes], where: str) -> None:

@@ -12,19 +12,17 @@ not a timing assertion: targets are measured in ``benchmarks/``.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 import threading
 import tracemalloc
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from hang_guard import deadline
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -57,25 +55,6 @@ def chunk_line(chunk: Any, turn: int = 1, step: int = 1) -> bytes:
 
 
 FINISH = chunk_line({"type": "finish", "reason": {"kind": "stop"}})
-
-
-@contextlib.contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    """Fail (rather than hang) if the block runs longer than ``seconds``."""
-    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expired(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"hang guard: still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def scenario_dir(tmp_path: Path, body: bytes, name: str = "scn") -> Path:

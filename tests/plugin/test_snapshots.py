@@ -50,6 +50,7 @@ def test_a_behaviour_change_fails_with_an_event_level_report(project: pytest.Pyt
     result.assert_outcomes(failed=1)
     text = result.stdout.str()
     assert "the replayed session log differs from the recording" in text
+    assert "During handling of the above exception" not in text  # one clean message
     match = re.search(r"session\.jsonl: event #(\d+) \(tool/result\): event differs", text)
     assert match, text
     result.stdout.fnmatch_lines(
