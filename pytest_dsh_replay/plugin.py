@@ -348,13 +348,16 @@ def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     redactor, redact_hook = state.redaction
     run = _Run(replay=None)
     if _records(item, state, path):
-        run.replay = DshReplay.record(
-            path,
-            live=_live_model(config, path),
-            workdir=workdir,
-            redactor=redactor,
-            redact_hook=redact_hook,
-        )
+        try:
+            run.replay = DshReplay.record(
+                path,
+                live=_live_model(config, path),
+                workdir=workdir,
+                redactor=redactor,
+                redact_hook=redact_hook,
+            )
+        except DshReplayError as err:
+            run.problem = str(err)
     elif not path.exists():
         state.missing += 1
         run.problem = (

@@ -4,9 +4,9 @@ The pytest plugin is a thin layer over this module: it resolves the scenario pat
 the test, builds a :class:`DshReplay`, and calls :meth:`DshReplay.finish` after a passing
 test. Everything here is plain Python, so other runners (or a REPL) can use it too::
 
-    with DshReplay.open("tests/dsh_snapshots/spawn", workdir=tmp) as replay:
-        run_agent(replay.model, replay.sessions)
-        replay.finish()
+    replay = DshReplay.open("tests/dsh_snapshots/spawn", workdir=tmp)
+    run_agent(replay.model, replay.sessions)
+    replay.finish()  # raises when calls were left unused or the logs differ
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final, Literal
 
 from .errors import DshReplayError, LogMismatchError, RecordingError, ScenarioError
@@ -268,8 +267,17 @@ class DshReplay:
             workdir: A directory this run owns (sessions are stored under it).
             redactor: Secret rules applied before writing.
             redact_hook: Extra redaction applied before writing.
+
+        Raises:
+            RecordingError: ``path`` is an existing file, not a scenario directory.
         """
         p = Path(path)
+        if p.exists() and not p.is_dir():
+            raise RecordingError(
+                f"cannot record into {p}: it is a file (a single log or a SQLite store), and "
+                "a recording is written as a scenario directory; point the dsh_scenario "
+                "marker at a directory, or record with record=False on this test"
+            )
         previous: Scenario | None = None
         if p.exists():
             try:
@@ -436,14 +444,3 @@ class DshReplay:
         if self.compare_logs:
             self.check_logs()
         return []
-
-    def __enter__(self) -> DshReplay:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None

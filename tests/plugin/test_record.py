@@ -423,3 +423,22 @@ def test_no_summary_when_no_test_uses_the_plugin(pytester: pytest.Pytester) -> N
     result = pytester.runpytest()
     result.assert_outcomes(passed=1)
     assert "scenarios:" not in result.stdout.str()
+
+
+def test_recording_over_a_single_log_file_is_refused(project: pytest.Pytester) -> None:
+    log = make_scenario(project.path / "recordings" / "d", primary=["x"]) / "session.jsonl"
+    before = log.read_bytes()
+    project.makepyfile(
+        test_file=f"""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario({str(log)!r})
+        def test_file(dsh_replay):
+            run(dsh_replay.model, "x")
+        """
+    )
+    result = project.runpytest("--dsh-record")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*cannot record into*: it is a file*"])
+    assert log.read_bytes() == before

@@ -1,0 +1,46 @@
+"""DshReplay without pytest: what the fixture does, usable from any runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from example_agent import ExampleAgent
+
+from pytest_dsh_replay import LogMismatchError, ReplayConsumptionError
+from pytest_dsh_replay.runtime import DshReplay, resolve_scenario, scenario_name
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "example_snapshots"
+PROMPT = '[[tool lookup {"key": "capital_of_france"}]][[tool add {"a": 2, "b": 3}]]'
+
+
+def test_open_run_finish(tmp_path: Path) -> None:
+    replay = DshReplay.open(EXAMPLES / "tool-call", workdir=tmp_path)
+    assert ExampleAgent(replay.model, replay.sessions).run(PROMPT) == "tool results: Paris; 5"
+    replay.finish()
+    assert not any(tmp_path.iterdir())  # replaying writes nothing to disk
+
+
+def test_finish_reports_unused_calls(tmp_path: Path) -> None:
+    replay = DshReplay.open(EXAMPLES / "tool-call", workdir=tmp_path)
+    with pytest.raises(ReplayConsumptionError, match=r"2 call\(s\)\) was never bound"):
+        replay.finish()
+
+
+def test_finish_reports_a_different_behaviour(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import example_agent
+
+    replay = DshReplay.open(EXAMPLES / "tool-call", workdir=tmp_path)
+    monkeypatch.setitem(example_agent.FACTS, "capital_of_france", "Rome")
+    ExampleAgent(replay.model, replay.sessions).run(PROMPT)
+    with pytest.raises(LogMismatchError, match='recorded: "Paris"'):
+        replay.finish()
+
+
+def test_scenario_names_and_roots(tmp_path: Path) -> None:
+    assert scenario_name("test_a::test_b[x]") == "test_a.test_b[x]"
+    assert scenario_name("test_a::test_b[a/b]").startswith("test_a.test_b[a_b]-")
+    assert resolve_scenario(tmp_path, "a/b") == tmp_path / "a" / "b"
+    assert resolve_scenario(tmp_path, "/abs") == Path("/abs")
