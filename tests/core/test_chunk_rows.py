@@ -285,7 +285,7 @@ def event_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
     return events
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(event_streams(), st.one_of(st.none(), st.integers(3, 6)))
 def test_encode_then_decode_gives_back_the_same_events(
     events: list[dict[str, Any]], max_members: int | None
