@@ -9,6 +9,7 @@ async, with the replayed-log check and the transcripts.
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,4 +37,5 @@ def test_every_example_records_then_replays(pytester: pytest.Pytester) -> None:
     replayed = pytester.runpytest_subprocess()
     replayed.assert_outcomes(passed=13)
     replayed.stdout.fnmatch_lines(["*scenarios: 13 replayed, 0 recorded, 0 missing, 0 unused*"])
-    assert pytester.run("dsh-replay", "check", "recordings").ret == 0
+    # The project's command through this interpreter: a venv need not be activated.
+    assert pytester.run(sys.executable, "-m", "pytest_dsh_replay", "check", "recordings").ret == 0
