@@ -17,8 +17,8 @@ import time
 import uuid
 from typing import Any
 
-from pytest_dsh_replay.events import SessionHeader
-from pytest_dsh_replay.normalize import Normalizer, compare_logs, describe_difference
+from pytest_dsh_replay._events import SessionHeader
+from pytest_dsh_replay._normalize import Normalizer, compare_logs, describe_difference
 
 
 def build(n: int) -> list[dict[str, Any]]:

@@ -44,7 +44,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_dsh_replay.jsonl import dump_session_log
+from pytest_dsh_replay._jsonl import dump_session_log
 
 PARAMS = """
 import os

@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from pytest_dsh_replay.chunk_rows import pack_chunk_runs
+from pytest_dsh_replay._chunk_rows import pack_chunk_runs
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "data" / "large"

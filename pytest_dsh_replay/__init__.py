@@ -15,8 +15,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .chunk_rows import decode_storage_record, pack_chunk_runs
-    from .errors import (
+    from ._chunk_rows import decode_storage_record, pack_chunk_runs
+    from ._errors import (
         DshReplayError,
         LogMismatchError,
         OverrideError,
@@ -34,20 +34,20 @@ if TYPE_CHECKING:
         SessionLogError,
         SessionStoreError,
     )
-    from .events import Event, SessionHeader, StreamChunk
-    from .jsonl import dump_session_log, parse_session_header, parse_session_log, read_session_log
-    from .model import ReplayBinding, ReplayModel
-    from .recorder import RecordingModel
-    from .scenario import Scenario, SessionScript, load_scenario, write_scenario
-    from .script import (
+    from ._events import Event, SessionHeader, StreamChunk
+    from ._jsonl import dump_session_log, parse_session_header, parse_session_log, read_session_log
+    from ._model import ReplayBinding, ReplayModel
+    from ._recorder import RecordingModel
+    from ._scenario import Scenario, SessionScript, load_scenario, write_scenario
+    from ._script import (
         ChunksEntry,
         HangEntry,
         ReplayEntry,
         ThrowEntry,
         derive_replay_script,
     )
-    from .sqlite import SqliteBackend, load_store_scenario
-    from .store import (
+    from ._sqlite import SqliteBackend, load_store_scenario
+    from ._store import (
         JsonlBackend,
         MemoryBackend,
         Session,
@@ -109,53 +109,53 @@ __all__ = [
 ]
 
 _MODULE_OF: dict[str, str] = {
-    "ChunksEntry": "script",
-    "DshReplayError": "errors",
-    "Event": "events",
-    "HangEntry": "script",
-    "JsonlBackend": "store",
-    "LogMismatchError": "errors",
-    "MemoryBackend": "store",
-    "OverrideError": "errors",
-    "PlaceholderError": "errors",
-    "RecordingError": "errors",
-    "RecordingModel": "recorder",
-    "ReplayBinding": "model",
-    "ReplayBindingError": "errors",
-    "ReplayCancelledError": "errors",
-    "ReplayConsumptionError": "errors",
-    "ReplayEntry": "script",
-    "ReplayExhaustedError": "errors",
-    "ReplayModel": "model",
-    "ReplayedModelError": "errors",
-    "Scenario": "scenario",
-    "ScenarioError": "errors",
-    "SchemaVersionError": "errors",
-    "ScriptError": "errors",
-    "Session": "store",
-    "SessionBackend": "store",
-    "SessionForkError": "errors",
-    "SessionHeader": "events",
-    "SessionLogError": "errors",
-    "SessionScript": "scenario",
-    "SessionStore": "store",
-    "SessionStoreError": "errors",
-    "SqliteBackend": "sqlite",
-    "StoredLog": "store",
-    "StreamChunk": "events",
-    "ThrowEntry": "script",
-    "completed_turn_prefix": "store",
-    "decode_storage_record": "chunk_rows",
-    "derive_replay_script": "script",
-    "dump_session_log": "jsonl",
-    "interrupted_turn_closers": "store",
-    "load_scenario": "scenario",
-    "load_store_scenario": "sqlite",
-    "pack_chunk_runs": "chunk_rows",
-    "parse_session_header": "jsonl",
-    "parse_session_log": "jsonl",
-    "read_session_log": "jsonl",
-    "write_scenario": "scenario",
+    "ChunksEntry": "_script",
+    "DshReplayError": "_errors",
+    "Event": "_events",
+    "HangEntry": "_script",
+    "JsonlBackend": "_store",
+    "LogMismatchError": "_errors",
+    "MemoryBackend": "_store",
+    "OverrideError": "_errors",
+    "PlaceholderError": "_errors",
+    "RecordingError": "_errors",
+    "RecordingModel": "_recorder",
+    "ReplayBinding": "_model",
+    "ReplayBindingError": "_errors",
+    "ReplayCancelledError": "_errors",
+    "ReplayConsumptionError": "_errors",
+    "ReplayEntry": "_script",
+    "ReplayExhaustedError": "_errors",
+    "ReplayModel": "_model",
+    "ReplayedModelError": "_errors",
+    "Scenario": "_scenario",
+    "ScenarioError": "_errors",
+    "SchemaVersionError": "_errors",
+    "ScriptError": "_errors",
+    "Session": "_store",
+    "SessionBackend": "_store",
+    "SessionForkError": "_errors",
+    "SessionHeader": "_events",
+    "SessionLogError": "_errors",
+    "SessionScript": "_scenario",
+    "SessionStore": "_store",
+    "SessionStoreError": "_errors",
+    "SqliteBackend": "_sqlite",
+    "StoredLog": "_store",
+    "StreamChunk": "_events",
+    "ThrowEntry": "_script",
+    "completed_turn_prefix": "_store",
+    "decode_storage_record": "_chunk_rows",
+    "derive_replay_script": "_script",
+    "dump_session_log": "_jsonl",
+    "interrupted_turn_closers": "_store",
+    "load_scenario": "_scenario",
+    "load_store_scenario": "_sqlite",
+    "pack_chunk_runs": "_chunk_rows",
+    "parse_session_header": "_jsonl",
+    "parse_session_log": "_jsonl",
+    "read_session_log": "_jsonl",
+    "write_scenario": "_scenario",
 }
 
 

@@ -21,10 +21,10 @@ from typing import TextIO
 
 import orjson
 
-from .errors import DshReplayError
-from .jsonl import ZSTD_SUFFIXES, iter_log_lines, read_log_bytes
-from .normalize import Redactor, canonical_log
-from .scenario import (
+from ._errors import DshReplayError
+from ._jsonl import ZSTD_SUFFIXES, iter_log_lines, read_log_bytes
+from ._normalize import Redactor, canonical_log
+from ._scenario import (
     PRIMARY_LOG,
     Scenario,
     SessionScript,
@@ -32,7 +32,7 @@ from .scenario import (
     load_scenario,
     load_session_script,
 )
-from .script import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
+from ._script import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 
 __all__ = ["main"]
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from .runtime import DshReplay
+    from ._runtime import DshReplay
 
 
 @pytest.hookspec(firstresult=True)

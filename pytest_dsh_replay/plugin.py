@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 if TYPE_CHECKING:
-    from .runtime import DshReplay
+    from ._runtime import DshReplay
 
 RECORD_MODES: Final = ("all", "missing")
 """The values ``--dsh-record`` accepts (a bare ``--dsh-record`` means ``all``)."""
@@ -51,8 +51,8 @@ def _env_live_model(config: pytest.Config) -> Any:
     """The built-in adapter configured from ``DSH_RECORD_*`` (one per run), or ``None``."""
     state = _state(config)
     if state.env_model is None:
-        from .errors import RecordingError
-        from .live_openai import OpenAICompatibleModel
+        from ._errors import RecordingError
+        from ._live_openai import OpenAICompatibleModel
 
         try:
             state.env_model = OpenAICompatibleModel.from_env()
@@ -80,7 +80,7 @@ def _live_model(config: pytest.Config, path: Path) -> Any:
 
 
 def _redaction(config: pytest.Config) -> tuple[Any, Any]:
-    from .normalize import Redactor
+    from ._normalize import Redactor
 
     key = os.environ.get("DSH_RECORD_API_KEY", "")
     redactor = Redactor(literals=(key,) if key else ())
@@ -274,8 +274,8 @@ def _test_name(item: pytest.Item) -> str:
 
 
 def _scenario_path(item: pytest.Item, state: _State) -> Path:
-    from .errors import ScenarioError
-    from .runtime import resolve_scenario, scenario_name
+    from ._errors import ScenarioError
+    from ._runtime import resolve_scenario, scenario_name
 
     root = _snapshot_root(item, state)
     marker = item.get_closest_marker("dsh_scenario")
@@ -327,9 +327,9 @@ def _records(item: pytest.Item, state: _State, path: Path) -> bool:
 
 @pytest.fixture
 def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Replay this test's recorded dsh scenario: stream from .model, persist to .sessions."""
-    from .errors import DshReplayError
-    from .runtime import DshReplay
+    """Replay this test's recorded dsh scenario: stream from ._model, persist to .sessions."""
+    from ._errors import DshReplayError
+    from ._runtime import DshReplay
 
     item = request.node
     if not isinstance(item, pytest.Item):  # pragma: no cover - function scope guarantees it
@@ -410,7 +410,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         pytest.fail(run.problem, pytrace=False)
     result = yield
     if run is not None and run.replay is not None and run.replay.mode == "replay":
-        from .errors import DshReplayError
+        from ._errors import DshReplayError
 
         problem: str | None = None
         try:
@@ -512,7 +512,7 @@ def _is_complete_run(session: pytest.Session, state: _State) -> bool:
 
 
 def _unused(state: _State) -> list[Path]:
-    from .runtime import find_scenario_dirs
+    from ._runtime import find_scenario_dirs
 
     roots = set(state.roots)
     if state.ini_root is not None:

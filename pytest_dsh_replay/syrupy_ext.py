@@ -29,7 +29,7 @@ except ImportError as err:  # pragma: no cover - syrupy is a dependency; guard f
         "pip install 'pytest-dsh-replay[snapshot]'"
     ) from err
 
-from .transcript import render_transcript, sessions_as_jsonl
+from ._transcript import render_transcript, sessions_as_jsonl
 
 __all__ = ["DshLogExtension", "DshTranscriptExtension"]
 

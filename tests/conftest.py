@@ -24,7 +24,7 @@ def pytest_dsh_replay_live_model(config: pytest.Config, scenario_path: Path) -> 
         return None  # the built-in adapter, configured from the environment
     from openai_server import OpenAIServer
 
-    from pytest_dsh_replay.live_openai import OpenAICompatibleModel
+    from pytest_dsh_replay._live_openai import OpenAICompatibleModel
 
     server = config.stash.get(_SERVER, None)
     if server is None:

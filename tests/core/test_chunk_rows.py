@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_dsh_replay import SessionLogError, decode_storage_record, pack_chunk_runs
-from pytest_dsh_replay.chunk_rows import SQLITE_MAX_DATA_BYTES
-from pytest_dsh_replay.jsonl import parse_session_log
+from pytest_dsh_replay._chunk_rows import SQLITE_MAX_DATA_BYTES
+from pytest_dsh_replay._jsonl import parse_session_log
 
 TEXT_ROW: dict[str, Any] = {
     "type": "text-chunks",

@@ -21,7 +21,7 @@ from pytest_dsh_replay import (
     parse_session_header,
     parse_session_log,
 )
-from pytest_dsh_replay.scenario import load_session_script
+from pytest_dsh_replay._scenario import load_session_script
 
 SCENARIOS = corpus_scenarios()
 

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from pytest_dsh_replay import SessionLogError, parse_session_header, parse_session_log
-from pytest_dsh_replay.jsonl import dump_session_log, read_log_bytes, read_session_log
+from pytest_dsh_replay._jsonl import dump_session_log, read_log_bytes, read_session_log
 
 HEADER = b'{"type":"session","version":0,"id":"s-1","createdAt":5,"delegationDepth":0}\n'
 

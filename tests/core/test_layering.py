@@ -13,12 +13,12 @@ import pytest_dsh_replay
 
 CORE_MODULES = [
     "pytest_dsh_replay",
-    "pytest_dsh_replay.errors",
-    "pytest_dsh_replay.events",
-    "pytest_dsh_replay.chunk_rows",
-    "pytest_dsh_replay.jsonl",
-    "pytest_dsh_replay.script",
-    "pytest_dsh_replay.scenario",
+    "pytest_dsh_replay._errors",
+    "pytest_dsh_replay._events",
+    "pytest_dsh_replay._chunk_rows",
+    "pytest_dsh_replay._jsonl",
+    "pytest_dsh_replay._script",
+    "pytest_dsh_replay._scenario",
     "pytest_dsh_replay.cli",
 ]
 

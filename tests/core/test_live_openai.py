@@ -24,8 +24,8 @@ from openai_server import (
     replies,
 )
 
-from pytest_dsh_replay.errors import RecordingError
-from pytest_dsh_replay.live_openai import RECORD_ENV_VARS, OpenAICompatibleModel
+from pytest_dsh_replay._errors import RecordingError
+from pytest_dsh_replay._live_openai import RECORD_ENV_VARS, OpenAICompatibleModel
 
 KEY = "sk-live-test-0123456789abcdef"
 USER = {"messages": [{"role": "user", "content": "hi"}]}

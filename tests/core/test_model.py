@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dsh_replay.errors import (
+from pytest_dsh_replay._errors import (
     DshReplayError,
     PlaceholderError,
     ReplayBindingError,
@@ -25,9 +25,9 @@ from pytest_dsh_replay.errors import (
     ReplayExhaustedError,
     ScriptError,
 )
-from pytest_dsh_replay.model import ReplayBinding, ReplayModel, last_user_text
-from pytest_dsh_replay.scenario import Scenario, SessionScript
-from pytest_dsh_replay.script import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
+from pytest_dsh_replay._model import ReplayBinding, ReplayModel, last_user_text
+from pytest_dsh_replay._scenario import Scenario, SessionScript
+from pytest_dsh_replay._script import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 
 Chunk = dict[str, Any]
 REQUEST: dict[str, Any] = {"messages": [{"role": "user", "content": "hi"}]}
@@ -168,7 +168,7 @@ def test_every_chunk_is_a_fresh_object() -> None:
 
 
 def test_the_model_loads_a_scenario_path(tmp_path: Path) -> None:
-    from pytest_dsh_replay.jsonl import dump_session_log
+    from pytest_dsh_replay._jsonl import dump_session_log
 
     header = {"type": "session", "version": 0, "id": "s1", "createdAt": 1, "delegationDepth": 0}
     events = [

@@ -19,9 +19,9 @@ import pytest
 from corpus_support import corpus_params, corpus_scenarios, require_corpus, scenario
 
 from pytest_dsh_replay import load_scenario
-from pytest_dsh_replay.errors import ReplayCancelledError, ReplayedModelError
-from pytest_dsh_replay.model import ReplayModel
-from pytest_dsh_replay.scenario import load_session_script
+from pytest_dsh_replay._errors import ReplayCancelledError, ReplayedModelError
+from pytest_dsh_replay._model import ReplayModel
+from pytest_dsh_replay._scenario import load_session_script
 
 GOAL = "goal-0c0ffee0-1234"
 PLACEHOLDER = "{{fromRequest:goal-[0-9a-f-]+}}"

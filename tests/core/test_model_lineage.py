@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from pytest_dsh_replay import load_scenario
-from pytest_dsh_replay.jsonl import dump_session_log
-from pytest_dsh_replay.model import ReplayModel
-from pytest_dsh_replay.scenario import Scenario
+from pytest_dsh_replay._jsonl import dump_session_log
+from pytest_dsh_replay._model import ReplayModel
+from pytest_dsh_replay._scenario import Scenario
 
 PARENT = "aaaaaaaa-0000-4000-8000-000000000000"
 # task -> (recorded child id, createdAt): "three" was created first, "one" last.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_dsh_replay.events import SessionHeader
-from pytest_dsh_replay.normalize import (
+from pytest_dsh_replay._events import SessionHeader
+from pytest_dsh_replay._normalize import (
     REDACTED,
     LogDifference,
     Normalizer,

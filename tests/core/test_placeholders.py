@@ -12,8 +12,8 @@ from typing import Any, overload
 
 import pytest
 
-from pytest_dsh_replay.errors import PlaceholderError, ScriptError
-from pytest_dsh_replay.placeholders import (
+from pytest_dsh_replay._errors import PlaceholderError, ScriptError
+from pytest_dsh_replay._placeholders import (
     MARKER,
     PATTERN_TIMEOUT_S,
     JsPatternError,

@@ -32,10 +32,10 @@ from pytest_dsh_replay import (
     pack_chunk_runs,
     parse_session_log,
 )
-from pytest_dsh_replay.chunk_rows import (
+from pytest_dsh_replay._chunk_rows import (
     PACKED_TAGS,
 )
-from pytest_dsh_replay.scenario import load_session_script
+from pytest_dsh_replay._scenario import load_session_script
 
 SETTINGS = settings(
     max_examples=60,

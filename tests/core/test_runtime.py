@@ -8,7 +8,7 @@ import pytest
 from example_agent import ExampleAgent
 
 from pytest_dsh_replay import LogMismatchError, ReplayConsumptionError
-from pytest_dsh_replay.runtime import DshReplay, resolve_scenario, scenario_name
+from pytest_dsh_replay._runtime import DshReplay, resolve_scenario, scenario_name
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "example_snapshots"
 PROMPT = '[[tool lookup {"key": "capital_of_france"}]][[tool add {"a": 2, "b": 3}]]'

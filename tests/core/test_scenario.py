@@ -16,7 +16,7 @@ from pytest_dsh_replay import (
     SessionLogError,
     load_scenario,
 )
-from pytest_dsh_replay.scenario import locale_sort_key
+from pytest_dsh_replay._scenario import locale_sort_key
 
 STOP = {"type": "finish", "reason": {"kind": "stop"}}
 
@@ -238,7 +238,7 @@ def test_compressed_logs_in_a_scenario(fork_scenario: Path) -> None:
 
 class _Log:
     def __init__(self, sid: str, parent: str | None = None, created: int = 0):
-        from pytest_dsh_replay.events import SessionHeader
+        from pytest_dsh_replay._events import SessionHeader
 
         self.header = SessionHeader(id=sid, parent_session=parent, created_at=created)
         self.events: list[dict[str, Any]] = []

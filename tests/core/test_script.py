@@ -16,7 +16,7 @@ from pytest_dsh_replay import (
     ThrowEntry,
     derive_replay_script,
 )
-from pytest_dsh_replay.script import apply_override, entry_from_json, load_override
+from pytest_dsh_replay._script import apply_override, entry_from_json, load_override
 
 STOP = {"type": "finish", "reason": {"kind": "stop"}}
 ERROR = {"type": "finish", "reason": {"kind": "error", "failure": {"message": "m", "code": "X"}}}

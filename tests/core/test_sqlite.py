@@ -26,9 +26,9 @@ from pytest_dsh_replay import (
     SessionStoreError,
     load_scenario,
 )
-from pytest_dsh_replay.events import MAX_SAFE_INTEGER
-from pytest_dsh_replay.scenario import load_session_script, locale_sort_key, scenario_files
-from pytest_dsh_replay.sqlite import (
+from pytest_dsh_replay._events import MAX_SAFE_INTEGER
+from pytest_dsh_replay._scenario import load_session_script, locale_sort_key, scenario_files
+from pytest_dsh_replay._sqlite import (
     APPLICATION_ID,
     SCHEMA_VERSION,
     SqliteBackend,
@@ -38,7 +38,7 @@ from pytest_dsh_replay.sqlite import (
     load_store_scenario,
     normalize_sql,
 )
-from pytest_dsh_replay.store import SessionStore
+from pytest_dsh_replay._store import SessionStore
 
 
 def _stores(bad: bool) -> list[Path]:

@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_dsh_replay import SessionForkError, SessionLogError, SessionStoreError
-from pytest_dsh_replay.jsonl import parse_session_log
-from pytest_dsh_replay.store import (
+from pytest_dsh_replay._jsonl import parse_session_log
+from pytest_dsh_replay._store import (
     JsonlBackend,
     Session,
     SessionBackend,
@@ -776,7 +776,7 @@ def test_bad_headers(tmp_path: Path, raw: bytes, message: str) -> None:
 
 
 def test_backends_satisfy_the_protocol(tmp_path: Path) -> None:
-    from pytest_dsh_replay.sqlite import SqliteBackend
+    from pytest_dsh_replay._sqlite import SqliteBackend
 
     assert isinstance(JsonlBackend(tmp_path), SessionBackend)
     backend = SqliteBackend(tmp_path / "s.sqlite")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_dsh_replay.events import SessionHeader
-from pytest_dsh_replay.scenario import write_scenario
+from pytest_dsh_replay._events import SessionHeader
+from pytest_dsh_replay._scenario import write_scenario
 
 
 class Log:

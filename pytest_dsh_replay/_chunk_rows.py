@@ -21,8 +21,8 @@ from typing import Any, Final, TypeAlias
 
 import orjson
 
-from .errors import SessionLogError
-from .events import MAX_SAFE_INTEGER, Event, JSONObject, StreamChunk, is_safe_integer
+from ._errors import SessionLogError
+from ._events import MAX_SAFE_INTEGER, Event, JSONObject, StreamChunk, is_safe_integer
 
 __all__ = [
     "MIN_RUN",

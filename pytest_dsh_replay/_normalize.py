@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import orjson
 
-from .events import Event, JSONObject, SessionHeader
+from ._events import Event, JSONObject, SessionHeader
 
 __all__ = [
     "DEFAULT_SECRET_PATTERNS",
@@ -456,7 +456,7 @@ def canonical_log(data: bytes, *, source: str | None = None) -> bytes:
     Raises:
         SessionLogError: The log does not parse.
     """
-    from .jsonl import dump_session_log, parse_session_log
+    from ._jsonl import dump_session_log, parse_session_log
 
     events = parse_session_log(data, source=source)  # raises on an empty or broken log
     header_line = b""

@@ -29,8 +29,8 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from .errors import RecordingError
-from .events import StreamChunk
+from ._errors import RecordingError
+from ._events import StreamChunk
 
 if TYPE_CHECKING:
     from openai import OpenAI

@@ -20,9 +20,9 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import ExitStack
 from typing import Any, Protocol
 
-from .errors import RecordingError
-from .events import StreamChunk
-from .script import last_user_text
+from ._errors import RecordingError
+from ._events import StreamChunk
+from ._script import last_user_text
 
 __all__ = ["LiveModel", "RecordingModel", "failure_finish"]
 

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from .errors import DshReplayError, LogMismatchError, RecordingError, ScenarioError
-from .events import Event, SessionHeader
-from .jsonl import read_session_log
-from .model import ReplayModel
-from .normalize import Normalizer, Redactor, compare_logs, describe_difference, tokenize_cwd
-from .recorder import RecordingModel
-from .scenario import (
+from ._errors import DshReplayError, LogMismatchError, RecordingError, ScenarioError
+from ._events import Event, SessionHeader
+from ._jsonl import read_session_log
+from ._model import ReplayModel
+from ._normalize import Normalizer, Redactor, compare_logs, describe_difference, tokenize_cwd
+from ._recorder import RecordingModel
+from ._scenario import (
     Scenario,
     SessionScript,
     iter_scenario_dirs,
@@ -33,7 +33,7 @@ from .scenario import (
     order_sessions,
     write_scenario,
 )
-from .store import JsonlBackend, MemoryBackend, SessionStore
+from ._store import JsonlBackend, MemoryBackend, SessionStore
 
 __all__ = [
     "MAX_SCENARIO_NAME",
@@ -149,10 +149,10 @@ class LoggedReplayModel(ReplayModel):
         """Ids of the sessions this model created (the code under test did not)."""
         return self._log.created
 
-    def stream(self, request: Any, **kwargs: Any) -> Any:  # noqa: D102 - ReplayModel's
+    def stream(self, request: Any, **kwargs: Any) -> Any:
         return self._log.stream(request, **kwargs)
 
-    def astream(self, request: Any, **kwargs: Any) -> Any:  # noqa: D102 - ReplayModel's
+    def astream(self, request: Any, **kwargs: Any) -> Any:
         return self._log.astream(request, **kwargs)
 
 
@@ -306,7 +306,7 @@ class DshReplay:
         and the user's ask). Compare it with a snapshot:
         ``assert dsh_replay.transcript() == dsh_snapshot``.
         """
-        from .transcript import render_transcript
+        from ._transcript import render_transcript
 
         return render_transcript(
             [self._redacted(s.header, s.events) for s in self.sessions.sessions()]

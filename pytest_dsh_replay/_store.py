@@ -40,10 +40,10 @@ from typing import Any, Final, Literal, Protocol, overload, runtime_checkable
 
 import orjson
 
-from .chunk_rows import PACKED_TAGS, decode_storage_record, pack_chunk_runs
-from .errors import DshReplayError, SessionForkError, SessionLogError, SessionStoreError
-from .events import Event, JSONObject, SessionHeader, is_safe_integer
-from .jsonl import fsync_dir
+from ._chunk_rows import PACKED_TAGS, decode_storage_record, pack_chunk_runs
+from ._errors import DshReplayError, SessionForkError, SessionLogError, SessionStoreError
+from ._events import Event, JSONObject, SessionHeader, is_safe_integer
+from ._jsonl import fsync_dir
 
 __all__ = [
     "END_SEED",

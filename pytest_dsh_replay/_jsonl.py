@@ -26,15 +26,15 @@ from typing import IO, Any, Final, cast
 
 import orjson
 
-from .chunk_rows import (
+from ._chunk_rows import (
     PACKED_TAGS,
     PackedRow,
     expand_packed_row,
     pack_chunk_runs,
     validate_packed_row,
 )
-from .errors import SessionLogError
-from .events import Event, JSONObject, SessionHeader
+from ._errors import SessionLogError
+from ._events import Event, JSONObject, SessionHeader
 
 __all__ = [
     "MAX_LINE_BYTES",

@@ -21,15 +21,15 @@ from typing import Any, ClassVar, Final, Literal, TypeAlias
 
 import orjson
 
-from .chunk_rows import (
+from ._chunk_rows import (
     PACKED_TAGS,
     PackedRow,
     fast_row_fields,
     validate_packed_row,
 )
-from .errors import OverrideError, ScriptError, SessionLogError
-from .events import CHUNK_TYPES, Event, JSONObject, StreamChunk, is_safe_integer
-from .jsonl import (
+from ._errors import OverrideError, ScriptError, SessionLogError
+from ._events import CHUNK_TYPES, Event, JSONObject, StreamChunk, is_safe_integer
+from ._jsonl import (
     MAX_LINE_BYTES,
     bad_line,
     line_too_long,

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeAlias
 
-from .errors import (
+from ._errors import (
     PlaceholderError,
     ReplayBindingError,
     ReplayCancelledError,
@@ -49,10 +49,10 @@ from .errors import (
     ReplayExhaustedError,
     ScriptError,
 )
-from .events import StreamChunk
-from .placeholders import MARKER, resolve_placeholders
-from .scenario import Scenario, SessionScript, load_scenario
-from .script import HangEntry, ReplayEntry, ThrowEntry, last_user_text
+from ._events import StreamChunk
+from ._placeholders import MARKER, resolve_placeholders
+from ._scenario import Scenario, SessionScript, load_scenario
+from ._script import HangEntry, ReplayEntry, ThrowEntry, last_user_text
 
 __all__ = ["ReplayBinding", "ReplayModel", "last_user_text"]
 

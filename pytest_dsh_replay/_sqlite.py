@@ -38,7 +38,7 @@ from typing import Any, Final
 
 import orjson
 
-from .chunk_rows import (
+from ._chunk_rows import (
     PACKED_TAGS,
     SQLITE_MAX_DATA_BYTES,
     SQLITE_MAX_MEMBERS,
@@ -47,11 +47,11 @@ from .chunk_rows import (
     pack_chunk_runs,
     validate_packed_row,
 )
-from .errors import ScenarioError, SchemaVersionError, SessionLogError, SessionStoreError
-from .events import MAX_SAFE_INTEGER, Event, JSONObject, SessionHeader
-from .scenario import Scenario, SessionScript, locale_sort_key
-from .script import ScriptBuilder
-from .store import StoredLog
+from ._errors import ScenarioError, SchemaVersionError, SessionLogError, SessionStoreError
+from ._events import MAX_SAFE_INTEGER, Event, JSONObject, SessionHeader
+from ._scenario import Scenario, SessionScript, locale_sort_key
+from ._script import ScriptBuilder
+from ._store import StoredLog
 
 __all__ = [
     "APPLICATION_ID",

@@ -56,7 +56,7 @@ from typing import Any, Final
 import orjson
 import regex  # type: ignore[import-untyped, unused-ignore]
 
-from .errors import PlaceholderError
+from ._errors import PlaceholderError
 
 __all__ = [
     "MARKER",

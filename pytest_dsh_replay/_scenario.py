@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from .errors import RecordingError, ScenarioError, SessionLogError
-from .events import Event, JSONObject, SessionHeader, is_safe_integer
-from .jsonl import (
+from ._errors import RecordingError, ScenarioError, SessionLogError
+from ._events import Event, JSONObject, SessionHeader, is_safe_integer
+from ._jsonl import (
     dump_session_log,
     fsync_dir,
     header_from,
@@ -34,7 +34,7 @@ from .jsonl import (
     open_log,
     raw_lines,
 )
-from .script import (
+from ._script import (
     Override,
     ReplayEntry,
     ScriptBuilder,
@@ -427,7 +427,7 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
         return _load_directory(p)
     if p.is_file():
         if _is_sqlite(p):
-            from .sqlite import load_store_scenario
+            from ._sqlite import load_store_scenario
 
             return load_store_scenario(p)
         return Scenario(path=p, scripts=(load_session_script(p, primary=True),))

@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from .events import Event
-from .normalize import Normalizer
-from .scenario import SessionLike
+from ._events import Event
+from ._normalize import Normalizer
+from ._scenario import SessionLike
 
 __all__ = ["render_transcript", "sessions_as_jsonl"]
 
