@@ -9,6 +9,7 @@ asks for the fixture, so loading the plugin costs next to nothing.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +113,7 @@ class _State:
     workbase: Path | None = None
     runs: int = 0
     redaction: tuple[Any, Any] | None = None
+    recorders: list[pytest.Item] = field(default_factory=list)
 
     def merge(self, report: dict[str, Any]) -> None:
         """Add a worker's report (``pytest-xdist``) to this state."""
@@ -141,10 +143,9 @@ _STATE = pytest.StashKey[_State]()
 
 @dataclass
 class _Run:
-    """One test's run: the fixture value, or the problem that stops the test."""
+    """One test's run: the fixture value the test received."""
 
-    replay: DshReplay | None
-    problem: str | None = None
+    replay: DshReplay
 
 
 _RUN = pytest.StashKey[_Run]()
@@ -306,8 +307,40 @@ def _scenario_path(item: pytest.Item, state: _State) -> Path:
         raise pytest.UsageError(f"{item.nodeid}: {err}") from None
 
 
-def _record_command(item: pytest.Item) -> str:
-    return f"pytest --dsh-record=missing {item.nodeid}"
+def _replay_only(item: pytest.Item) -> bool:
+    """Whether the test's marker says ``record=False`` (another test records the scenario)."""
+    marker = item.get_closest_marker("dsh_scenario")
+    return marker is not None and marker.kwargs.get("record", True) is False
+
+
+def _recording_test(item: pytest.Item, path: Path) -> str | None:
+    """The node id of a collected test that records ``path``, or ``None``."""
+    state = _state(item.config)
+    target = path.resolve()
+    for other in state.recorders:
+        try:
+            if _scenario_path(other, state).resolve() == target:
+                return other.nodeid
+        except pytest.UsageError:
+            continue  # a broken marker fails that test on its own
+    return None
+
+
+def _record_command(item: pytest.Item, path: Path, mode: str) -> str:
+    """The command that (re-)records ``path``, node ids quoted for any shell.
+
+    A replay-only test (``record=False``) would only replay again under
+    ``--dsh-record``: the command names the test that records the scenario instead.
+    """
+    if not _replay_only(item):
+        return f"pytest --dsh-record={mode} {shlex.quote(item.nodeid)}"
+    recorder = _recording_test(item, path)
+    if recorder is not None:
+        return f"pytest --dsh-record={mode} {shlex.quote(recorder)}"
+    return (
+        f"{item.nodeid} only replays {path} (dsh_scenario(..., record=False)): run the "
+        f"test that records this scenario with --dsh-record={mode}"
+    )
 
 
 def _compare_logs(item: pytest.Item, state: _State) -> bool:
@@ -319,15 +352,19 @@ def _compare_logs(item: pytest.Item, state: _State) -> bool:
 
 def _records(item: pytest.Item, state: _State, path: Path) -> bool:
     """Whether this test records (rather than replays) under the current options."""
-    marker = item.get_closest_marker("dsh_scenario")
-    if marker is not None and marker.kwargs.get("record", True) is False:
-        return False  # a replay-only test: another test records this scenario
+    if _replay_only(item):
+        return False  # another test records this scenario
     return state.record == "all" or (state.record == "missing" and not path.exists())
 
 
 @pytest.fixture
 def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Replay this test's recorded dsh scenario: stream from ._model, persist to .sessions."""
+    """Replay this test's recorded dsh scenario: stream from .model, persist to .sessions.
+
+    A missing or broken recording fails the test here, at set-up, with the real message
+    (where it looked and the command that records it; the file and line that do not
+    load), also when the fixture is requested through another fixture.
+    """
     from ._errors import DshReplayError
     from ._runtime import DshReplay
 
@@ -346,10 +383,11 @@ def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     if state.redaction is None:
         state.redaction = _redaction(config)
     redactor, redact_hook = state.redaction
-    run = _Run(replay=None)
+    problem: str | None = None
+    replay: DshReplay | None = None
     if _records(item, state, path):
         try:
-            run.replay = DshReplay.record(
+            replay = DshReplay.record(
                 path,
                 live=_live_model(config, path),
                 workdir=workdir,
@@ -357,18 +395,18 @@ def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
                 redact_hook=redact_hook,
             )
         except DshReplayError as err:
-            run.problem = str(err)
+            problem = f"cannot record the dsh scenario for {item.nodeid}:\n  {err}"
     elif not path.exists():
         state.missing += 1
-        run.problem = (
+        problem = (
             f"no recorded dsh scenario for {item.nodeid}\n"
             f"  looked at: {path}\n"
-            f"  record it: {_record_command(item)}\n"
+            f"  record it: {_record_command(item, path, 'missing')}\n"
             "  (recording calls the live model; see pytest --help, group dsh-replay)"
         )
     else:
         try:
-            run.replay = DshReplay.open(
+            replay = DshReplay.open(
                 path,
                 workdir=workdir,
                 compare_logs=_compare_logs(item, state),
@@ -376,13 +414,14 @@ def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
                 redact_hook=redact_hook,
             )
         except DshReplayError as err:
-            run.problem = f"the dsh scenario for {item.nodeid} does not load:\n  {err}"
+            problem = f"the dsh scenario for {item.nodeid} does not load:\n  {err}"
         else:
             state.replayed += 1
-    item.stash[_RUN] = run
-    if run.replay is not None:
-        config.hook.pytest_dsh_replay_configure(config=config, replay=run.replay)
-    return run.replay
+    if replay is None:  # failed outside the except blocks: no chained traceback
+        pytest.fail(problem or f"no dsh scenario for {item.nodeid}", pytrace=False)
+    item.stash[_RUN] = _Run(replay=replay)
+    config.hook.pytest_dsh_replay_configure(config=config, replay=replay)
+    return replay
 
 
 @pytest.fixture
@@ -404,12 +443,10 @@ def dsh_snapshot(request: pytest.FixtureRequest) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
-    """Stop a test whose scenario is missing; check a passing replayed test afterwards."""
-    run = item.stash.get(_RUN, None)
-    if run is not None and run.problem is not None:
-        pytest.fail(run.problem, pytrace=False)
+    """Check a passing replayed test afterwards: calls consumed, logs as recorded."""
     result = yield
-    if run is not None and run.replay is not None and run.replay.mode == "replay":
+    run = item.stash.get(_RUN, None)
+    if run is not None and run.replay.mode == "replay":
         from ._errors import DshReplayError
 
         problem: str | None = None
@@ -418,9 +455,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         except DshReplayError as err:
             problem = str(err)
         if problem is not None:  # failed outside the except block: no chained traceback
+            command = _record_command(item, run.replay.path, "all")
             pytest.fail(
-                f"{problem}\n(if the new behaviour is right, re-record: "
-                f"pytest --dsh-record=all {item.nodeid})",
+                f"{problem}\n(if the new behaviour is right, re-record: {command})",
                 pytrace=False,
             )
     return result
@@ -441,14 +478,14 @@ def pytest_runtest_makereport(
 def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
     """Write a recording after the test and every fixture teardown succeeded."""
     run = item.stash.get(_RUN, None)
-    recording = run is not None and run.replay is not None and run.replay.mode == "record"
+    recording = run is not None and run.replay.mode == "record"
     try:
         result = yield
     except BaseException:
         if recording:
             _state(item.config).kept += 1
         raise
-    if recording and run is not None and run.replay is not None:
+    if recording and run is not None:
         if not item.stash.get(_PASSED, False):
             _state(item.config).kept += 1
             return result
@@ -463,12 +500,22 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
     return result
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-) -> None:
-    """In record mode, refuse two selected tests that would record the same scenario."""
+) -> Generator[None, None, None]:
+    """Note the tests that record; in record mode, refuse two that record one scenario.
+
+    The tests that record are noted before any deselection (``-k``, ``-m``), so the
+    re-record hint of a replay-only test can name the test that records its scenario.
+    """
     state = _state(config)
+    state.recorders = [
+        item
+        for item in items
+        if "dsh_replay" in getattr(item, "fixturenames", ()) and not _replay_only(item)
+    ]
+    yield
     if state.record is None:
         return
     seen: dict[str, str] = {}

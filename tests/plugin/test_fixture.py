@@ -57,7 +57,7 @@ def test_missing_scenario_fails_with_the_path_and_the_record_command(
         """
     )
     result = project.runpytest()
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(errors=1)  # at set-up, with the real message
     result.stdout.fnmatch_lines(
         [
             "*no recorded dsh scenario for test_missing.py::test_new_agent",
@@ -111,7 +111,7 @@ def test_a_scenario_that_does_not_load_fails_with_the_core_message(
         """
     )
     result = project.runpytest()
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*does not load*", "*session.jsonl:2: invalid JSON*"])
 
 
@@ -132,7 +132,7 @@ def test_parametrized_and_odd_names_stay_inside_the_root_and_apart(
         """
     )
     result = project.runpytest()
-    result.assert_outcomes(failed=7)
+    result.assert_outcomes(errors=7)
     # (Under CI pytest repeats each message in its short summary: count distinct paths.)
     looked = sorted(set(re.findall(r"looked at: (\S+)", result.stdout.str())))
     assert len(looked) == 7
@@ -265,3 +265,90 @@ def test_configure_hook_sees_every_fixture_value(project: pytest.Pytester) -> No
         """
     )
     project.runpytest().assert_outcomes(passed=1)
+
+
+def test_errors_surface_at_set_up_also_through_another_fixture(
+    project: pytest.Pytester,
+) -> None:
+    broken = project.path / "recordings" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "session.jsonl").write_text('{"type":"session"}\n{"type": oops}\n')
+    project.makepyfile(
+        test_indirect="""
+        import pytest
+
+        @pytest.fixture
+        def agent_model(dsh_replay):
+            return dsh_replay.model
+
+        @pytest.mark.dsh_scenario("nowhere")
+        def test_missing(agent_model):
+            pass
+
+        @pytest.mark.dsh_scenario("broken")
+        def test_broken(agent_model):
+            pass
+        """
+    )
+    result = project.runpytest()
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*no recorded dsh scenario for test_indirect.py::test_missing",
+            "*record it: pytest --dsh-record=missing test_indirect.py::test_missing",
+            "*does not load*",
+            "*session.jsonl:2: invalid JSON*",
+        ],
+        consecutive=False,
+    )
+    text = result.stdout.str()
+    assert "NoneType" not in text
+    assert "AttributeError" not in text
+
+
+HINT_TESTS = """
+import pytest
+from agent import run
+
+@pytest.mark.parametrize("n", [1])
+@pytest.mark.dsh_scenario("shared")
+def test_records(dsh_replay, n):
+    run(dsh_replay.model)
+
+@pytest.mark.dsh_scenario("shared", record=False)
+def test_replays_too_little(dsh_replay):
+    pass
+
+@pytest.mark.parametrize("n", ["a b"])
+@pytest.mark.dsh_scenario("fresh")
+def test_records_fresh(dsh_replay, n):
+    run(dsh_replay.model)
+
+@pytest.mark.dsh_scenario("fresh", record=False)
+def test_replays_fresh(dsh_replay):
+    run(dsh_replay.model)
+"""
+
+
+def test_hints_of_a_replay_only_test_name_the_test_that_records(
+    project: pytest.Pytester,
+) -> None:
+    make_scenario(project.path / "recordings" / "shared", primary=["hi"])
+    project.makepyfile(test_hint=HINT_TESTS)
+    result = project.runpytest("-k", "replays")
+    result.assert_outcomes(failed=1, errors=1, deselected=2)
+    result.stdout.fnmatch_lines(
+        [
+            # Node ids are quoted: zsh reads [...] as a glob.
+            "*record it: pytest --dsh-record=missing 'test_hint.py::test_records_fresh[[]a b[]]'",
+            "*re-record: pytest --dsh-record=all 'test_hint.py::test_records[[]1[]]')",
+        ],
+        consecutive=False,
+    )
+    # When the recording test is not collected, the hint says what to do instead.
+    alone = project.runpytest("test_hint.py::test_replays_too_little")
+    alone.assert_outcomes(failed=1)
+    alone.stdout.fnmatch_lines(
+        ["*test_hint.py::test_replays_too_little only replays *shared (dsh_scenario(*"]
+    )
+    assert "--dsh-record=all test_hint.py::test_replays_too_little" not in alone.stdout.str()

@@ -34,7 +34,7 @@ def first_test_code() -> str:
 def test_readme_first_test_records_then_replays(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_capital=first_test_code())
     missing = pytester.runpytest()
-    missing.assert_outcomes(failed=1)
+    missing.assert_outcomes(errors=1)
     missing.stdout.fnmatch_lines(
         ["*record it: pytest --dsh-record=missing test_capital.py::test_capital"]
     )

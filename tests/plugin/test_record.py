@@ -407,7 +407,7 @@ def test_modules_side_by_side_never_share_a_default_scenario(pytester: pytest.Py
     for module in ("test_one", "test_two"):
         pytester.makepyfile(**{module: "def test_same(dsh_replay):\n    pass\n"})
     result = pytester.runpytest()
-    result.assert_outcomes(failed=2)
+    result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(
         [
             "*looked at: */dsh_snapshots/test_one.test_same",
@@ -439,6 +439,6 @@ def test_recording_over_a_single_log_file_is_refused(project: pytest.Pytester) -
         """
     )
     result = project.runpytest("--dsh-record")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*cannot record into*: it is a file*"])
     assert log.read_bytes() == before
