@@ -5,8 +5,11 @@
 - :class:`DshLogExtension` stores the normalized raw events instead (``.jsonl``), for
   those who prefer to review events.
 
-Both accept a transcript/str, a ``dsh_replay`` fixture value, a session store, or a
-list of sessions, and normalize ids, times and the working directory::
+:class:`DshTranscriptExtension` accepts a transcript string, the ``dsh_replay`` fixture
+value, a session store (``dsh_replay.sessions``) or a list of sessions;
+:class:`DshLogExtension` accepts the same but a string (a transcript is Markdown, not
+events). Anything else raises :class:`TypeError` saying what is accepted. Ids, times
+and the working directory are normalized::
 
     from pytest_dsh_replay.syrupy_ext import DshTranscriptExtension
 
@@ -34,17 +37,30 @@ from ._transcript import render_transcript, sessions_as_jsonl
 __all__ = ["DshLogExtension", "DshTranscriptExtension"]
 
 
-def _sessions(data: Any) -> list[Any]:
-    """The sessions held by a fixture value, a store, or a list of sessions."""
-    store = getattr(data, "sessions", data)
-    found = store.sessions() if callable(getattr(store, "sessions", None)) else store
-    try:
-        return list(found)
-    except TypeError:
-        raise TypeError(
-            f"cannot snapshot a {type(data).__name__}: pass a transcript string, the "
-            "dsh_replay fixture value, a SessionStore or a list of sessions"
-        ) from None
+_ACCEPTED = (
+    "the dsh_replay fixture value, a SessionStore (dsh_replay.sessions) or a list of sessions"
+)
+
+
+def _is_session(value: Any) -> bool:
+    return hasattr(value, "header") and hasattr(value, "events")
+
+
+def _sessions(data: Any, accepted: str) -> list[Any]:
+    """The sessions held by a fixture value, a store, or a list of sessions.
+
+    Raises:
+        TypeError: ``data`` is none of these; the message says what is ``accepted``.
+    """
+    method = getattr(data, "sessions", None)
+    if callable(method):  # a SessionStore
+        return list(method())
+    store = getattr(method, "sessions", None)
+    if callable(store):  # the dsh_replay fixture value: its store
+        return list(store())
+    if isinstance(data, list | tuple) and all(_is_session(s) for s in data):
+        return list(data)
+    raise TypeError(f"cannot snapshot a {type(data).__name__}: {accepted}")
 
 
 class DshTranscriptExtension(SingleFileSnapshotExtension):
@@ -60,7 +76,8 @@ class DshTranscriptExtension(SingleFileSnapshotExtension):
         transcript = getattr(data, "transcript", None)
         if callable(transcript):  # the dsh_replay fixture value: redacted, cwd tokenized
             return str(transcript())
-        return render_transcript(_sessions(data))
+        accepted = f"DshTranscriptExtension (.md) accepts a transcript string, {_ACCEPTED}"
+        return render_transcript(_sessions(data, accepted))
 
 
 class DshLogExtension(SingleFileSnapshotExtension):
@@ -71,6 +88,10 @@ class DshLogExtension(SingleFileSnapshotExtension):
 
     def serialize(self, data: Any, **kwargs: Any) -> str:
         """Render ``data`` (see the module docstring) as normalized events."""
-        if isinstance(data, str):
-            return data
-        return sessions_as_jsonl(_sessions(data))
+        if isinstance(data, str | bytes):
+            raise TypeError(
+                "DshLogExtension stores session events as .jsonl, not text: pass "
+                f"{_ACCEPTED}; for a Markdown transcript use dsh_snapshot or "
+                "DshTranscriptExtension"
+            )
+        return sessions_as_jsonl(_sessions(data, f"DshLogExtension (.jsonl) accepts {_ACCEPTED}"))

@@ -179,17 +179,35 @@ def test_raw_event_snapshots_with_the_log_extension(project: pytest.Pytester) ->
 
         PROMPT = '[[tool lookup {"key": "capital_of_france"}]][[tool add {"a": 2, "b": 3}]]'
 
+        VIEWS = {
+            "fixture": lambda r: r,
+            "store": lambda r: r.sessions,
+            "list": lambda r: r.sessions.sessions(),
+            "transcript": lambda r: r.transcript(),
+        }
+
+        @pytest.mark.parametrize("view", VIEWS)
         @pytest.mark.dsh_scenario("tool-call")
-        def test_raw(dsh_replay, snapshot):
+        def test_raw(dsh_replay, snapshot, view):
             ExampleAgent(dsh_replay.model, dsh_replay.sessions).run(PROMPT)
-            assert dsh_replay == snapshot(extension_class=DshLogExtension)
+            assert VIEWS[view](dsh_replay) == snapshot(extension_class=DshLogExtension)
         """
     )
-    project.runpytest("--snapshot-update").assert_outcomes(passed=1)
-    stored = (project.path / "__snapshots__" / "test_raw" / "test_raw.jsonl").read_text()
+    result = project.runpytest("--snapshot-update")
+    # A Markdown transcript is refused, not written into a .jsonl file.
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*TypeError: DshLogExtension stores session events*"])
+    snapshots = project.path / "__snapshots__" / "test_raw"
+    assert sorted(p.name for p in snapshots.iterdir()) == [
+        "test_raw[fixture].jsonl",
+        "test_raw[list].jsonl",
+        "test_raw[store].jsonl",
+    ]
+    stored = (snapshots / "test_raw[fixture].jsonl").read_text()
+    assert (snapshots / "test_raw[store].jsonl").read_text() == stored
     lines = stored.splitlines()
     assert lines[0].startswith('{"type":"session","version":0,"id":"{{id-1}}"')
     assert '"seq"' not in stored
     assert '"time"' not in stored
     assert any('"type":"tool/result"' in line for line in lines)
-    project.runpytest().assert_outcomes(passed=1)
+    project.runpytest().assert_outcomes(passed=3, failed=1)
