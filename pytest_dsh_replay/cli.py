@@ -177,11 +177,15 @@ def _log_files(target: Path) -> list[Path]:
     )
 
 
-def _log_problems(path: Path, redactor: Redactor) -> list[str]:
-    """Committed-form and secret problems of one log, one line each."""
+def _log_problems(path: Path, redactor: Redactor, *, strict_form: bool) -> list[str]:
+    """Secret problems of one log (and, when ``strict_form``, its form), one line each."""
     problems: list[str] = []
     data = read_log_bytes(path)
-    if not path.name.endswith(ZSTD_SUFFIXES) and canonical_log(data, source=str(path)) != data:
+    if (
+        strict_form
+        and not path.name.endswith(ZSTD_SUFFIXES)
+        and canonical_log(data, source=str(path)) != data
+    ):
         problems.append(
             f"{path}: not in the committed form (projected envelopes, packed chunk rows); "
             f"canonicalize it with: dsh-replay fmt {path}"
@@ -209,7 +213,7 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             continue
         for log in _log_files(target):
             try:
-                problems.extend(_log_problems(log, redactor))
+                problems.extend(_log_problems(log, redactor, strict_form=args.strict_form))
             except DshReplayError as error:
                 problems.append(str(error))
     for problem in problems:
@@ -281,11 +285,18 @@ def _parser() -> argparse.ArgumentParser:
         "check",
         help="validate scenarios (exit 1 with one line per problem)",
         description="Validate scenarios for CI: every scenario loads (naming, contiguous "
-        "children, logs, sidecars), every log is in the committed form, and no string "
-        "looks like a secret. A directory without session.jsonl is searched for "
-        "scenario directories.",
+        "children, logs, sidecars) and no string looks like a secret. Logs may be in "
+        "the full form (every event with seq/time, as the harness writes them) or the "
+        "committed form. A directory without session.jsonl is searched for scenario "
+        "directories.",
     )
     check.add_argument("paths", type=Path, nargs="+", metavar="PATH")
+    check.add_argument(
+        "--strict-form",
+        action="store_true",
+        help="also require every plain log to be in the committed form that recording "
+        "writes (projected envelopes, packed chunk rows; dsh-replay fmt rewrites them)",
+    )
     show = sub.add_parser(
         "show",
         help="summarize a scenario: sessions, seed lengths, calls, previews",

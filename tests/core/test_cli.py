@@ -97,10 +97,16 @@ def test_check_reports_each_problem_and_passes_good_scenarios(tmp_path: Path) ->
     assert err.endswith("1 problem(s) in 2 scenario(s)\n")
 
 
-def test_check_over_the_corpus_reports_each_problem_on_its_own_line() -> None:
+def test_check_accepts_the_harness_s_full_form_unless_asked_for_the_strict_form() -> None:
     require_corpus()
     root = scenario("subagent-mixed").parent
     code, _, err = run("check", str(root))
+    assert code == 1  # only the scenario that cannot replay
+    (line, total) = err.splitlines()
+    assert "plain-turn" in line
+    assert "replay.override.json" in line
+    assert total == "1 problem(s) in 121 scenario(s)"
+    code, _, err = run("check", "--strict-form", str(root))
     assert code == 1
     lines = err.splitlines()
     unreplayable = [line for line in lines if "replay.override.json" in line]
@@ -121,12 +127,13 @@ def test_fmt_canonicalizes_without_changing_what_replays(tmp_path: Path) -> None
     shutil.copytree(source, copy)
     before = run("scripts", str(copy), "--json")[1]
     assert run("fmt", "--check", str(copy))[0] == 1
+    assert run("check", "--strict-form", str(copy))[0] == 1
     code, out, _ = run("fmt", str(copy))
     assert code == 0
     assert "3 of 3 log(s) were rewritten" in out
     assert run("fmt", "--check", str(copy)) == (0, "0 of 3 log(s) need rewriting\n", "")
     assert run("scripts", str(copy), "--json")[1] == before
-    assert run("check", str(copy)) == (0, "ok: 1 scenario(s)\n", "")
+    assert run("check", "--strict-form", str(copy)) == (0, "ok: 1 scenario(s)\n", "")
     assert (copy / "session.2.jsonl").stat().st_size < (source / "session.2.jsonl").stat().st_size
 
 

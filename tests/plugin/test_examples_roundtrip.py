@@ -38,4 +38,7 @@ def test_every_example_records_then_replays(pytester: pytest.Pytester) -> None:
     replayed.assert_outcomes(passed=13)
     replayed.stdout.fnmatch_lines(["*scenarios: 13 replayed, 0 recorded, 0 missing, 0 unused*"])
     # The project's command through this interpreter: a venv need not be activated.
-    assert pytester.run(sys.executable, "-m", "pytest_dsh_replay", "check", "recordings").ret == 0
+    checked = pytester.run(
+        sys.executable, "-m", "pytest_dsh_replay", "check", "--strict-form", "recordings"
+    )
+    assert checked.ret == 0
