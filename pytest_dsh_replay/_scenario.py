@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
-import shutil
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from ._atomic import replace_path
 from ._errors import RecordingError, ScenarioError, SessionLogError
 from ._events import Event, JSONObject, SessionHeader, is_safe_integer
 from ._jsonl import (
     dump_session_log,
-    fsync_dir,
     header_from,
     iter_log_lines,
     open_log,
@@ -51,7 +49,9 @@ __all__ = [
     "load_scenario",
     "load_session_script",
     "locale_sort_key",
+    "nested_scenario",
     "order_sessions",
+    "refuse_nested",
     "scenario_files",
     "write_scenario",
 ]
@@ -494,10 +494,13 @@ def write_scenario(path: str | os.PathLike[str], sessions: Iterable[SessionLike]
     fixtures (SPEC 1.5): the header line, then every event with delta runs packed into
     chunk rows and the top-level ``seq``/``time`` envelope removed.
 
-    The directory is replaced as a whole: everything is written and flushed to a
-    sibling temporary directory first, which then takes the place of ``path``. If
-    anything fails before that, ``path`` is left exactly as it was; files of an older
-    recording (a child that no longer exists) do not survive a successful write.
+    The directory is replaced as a whole: everything is written and flushed to a hidden
+    sibling first, which then takes the place of ``path`` (on Linux in one step, so
+    ``path`` never stops existing). If anything fails, ``path`` is left exactly as it
+    was; files of an older recording (a child that no longer exists) do not survive a
+    successful write. After a crash mid-write, the next write (or
+    :func:`~pytest_dsh_replay._atomic.recover`) finds the old or the new recording and
+    removes the hidden leftovers.
 
     Args:
         path: The scenario directory to create or replace.
@@ -507,44 +510,69 @@ def write_scenario(path: str | os.PathLike[str], sessions: Iterable[SessionLike]
         The written log files, primary first.
 
     Raises:
-        RecordingError: Not exactly one primary session, or the directory cannot be
-            written or replaced (the message says which step failed).
+        RecordingError: Not exactly one primary session; ``path`` holds another
+            scenario below it or lies inside one (replacing it would delete the other);
+            or the directory cannot be written or replaced (the message names the
+            error).
     """
     target = Path(path)
     ordered = order_sessions(sessions)
+    refuse_nested(target)
     blobs = [dump_session_log(s.header, s.events, envelope=False) for s in ordered]
     names = [PRIMARY_LOG] + [f"session.{n}.jsonl" for n in range(1, len(ordered))]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_hex(6)
-    staging = target.with_name(f".{target.name}.tmp-{token}")
-    try:
-        staging.mkdir()
+
+    def fill(staging: Path) -> None:
         for name, blob in zip(names, blobs, strict=True):
-            with open(staging / name, "wb") as f:
+            with open(staging / name, "xb") as f:
                 f.write(blob)
                 f.flush()
                 os.fsync(f.fileno())
-        _replace_dir(staging, target, token)
+
+    try:
+        replace_path(target, fill)
     except OSError as err:
-        shutil.rmtree(staging, ignore_errors=True)
         raise RecordingError(f"cannot write scenario {target}: {err}") from err
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return [target / name for name in names]
 
 
-def _replace_dir(staging: Path, target: Path, token: str) -> None:
-    """Put ``staging`` in the place of ``target``; the old directory goes only after."""
-    if not target.exists():
-        os.replace(staging, target)
-    else:
-        retired = target.with_name(f".{target.name}.old-{token}")
-        os.replace(target, retired)
-        try:
-            os.replace(staging, target)
-        except BaseException:
-            os.replace(retired, target)
-            raise
-        shutil.rmtree(retired, ignore_errors=True)
-    fsync_dir(target.parent)
+def nested_scenario(path: str | os.PathLike[str]) -> Path | None:
+    """Another scenario directory below ``path`` or above it, if there is one.
+
+    A scenario directory is replaced as a whole when it is recorded, so a scenario kept
+    inside another would be deleted by the outer one's next recording.
+
+    Args:
+        path: A scenario directory (it need not exist yet).
+
+    Returns:
+        The first scenario directory found strictly below ``path`` (hidden directories
+        skipped), else the nearest ancestor of ``path`` that holds a primary log, else
+        ``None``.
+    """
+    target = Path(path)
+    if target.is_dir():
+        for found in iter_scenario_dirs(target):
+            if found != target:
+                return found
+    for ancestor in target.absolute().parents:
+        if any((ancestor / (PRIMARY_LOG + s)).is_file() for s in _LOG_SUFFIXES):
+            return ancestor
+    return None
+
+
+def refuse_nested(path: str | os.PathLike[str]) -> None:
+    """Refuse to record ``path`` when another scenario lies below or above it.
+
+    Raises:
+        RecordingError: Naming both scenarios and how to lay them out instead.
+    """
+    target = Path(path)
+    other = nested_scenario(target)
+    if other is None:
+        return
+    where = "inside it" if target.absolute() in other.absolute().parents else "around it"
+    raise RecordingError(
+        f"cannot record scenario {target}: scenario {other} is {where}, and recording "
+        "replaces the whole directory; give the scenarios sibling directories (for "
+        "example agents/main and agents/fork instead of agents and agents/fork)"
+    )

@@ -21,6 +21,7 @@ from typing import TextIO
 
 import orjson
 
+from ._atomic import LEFTOVER, Leftover, find_leftovers, write_file_atomic
 from ._errors import DshReplayError
 from ._jsonl import ZSTD_SUFFIXES, iter_log_lines, read_log_bytes
 from ._normalize import Redactor, canonical_log
@@ -199,8 +200,23 @@ def _log_problems(path: Path, redactor: Redactor, *, strict_form: bool) -> list[
     return problems
 
 
+def _leftover_problems(paths: Sequence[Path]) -> list[str]:
+    """One line per leftover of an interrupted write under (or beside) ``paths``."""
+    found: dict[Path, Leftover] = {}
+    for path in paths:
+        for leftover in find_leftovers(path.parent, path.name):
+            found.setdefault(leftover.path, leftover)
+        if not path.is_dir():
+            continue
+        for dirpath, dirnames, _ in os.walk(path):
+            for leftover in find_leftovers(dirpath):
+                found.setdefault(leftover.path, leftover)
+            dirnames[:] = sorted(n for n in dirnames if LEFTOVER.fullmatch(n) is None)
+    return [found[p].describe() for p in sorted(found)]
+
+
 def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    problems: list[str] = []
+    problems: list[str] = _leftover_problems(args.paths)
     targets = _check_targets(args.paths)
     redactor = Redactor()
     for target in targets:
@@ -248,9 +264,7 @@ def _cmd_fmt(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if args.check:
             err.write(f"{path}: would be rewritten\n")
         else:
-            tmp = path.with_name(f".{path.name}.fmt-tmp")
-            tmp.write_bytes(canonical)
-            os.replace(tmp, path)
+            write_file_atomic(path, canonical)
             out.write(f"rewrote {path}\n")
         changed += 1
     if args.check and changed:
@@ -354,3 +368,7 @@ def main(
         return 1
     except BrokenPipeError:  # pragma: no cover - `dsh-replay ... | head`
         return 0
+    except OSError as error:  # unreadable input, a read-only or full disk
+        where = f"{error.filename}: " if error.filename is not None else ""
+        err.write(f"dsh-replay: {where}{error.strerror or error}\n")
+        return 1

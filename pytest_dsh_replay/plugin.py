@@ -114,6 +114,8 @@ class _State:
     runs: int = 0
     redaction: tuple[Any, Any] | None = None
     recorders: list[pytest.Item] = field(default_factory=list)
+    recovered: set[str] = field(default_factory=set)
+    cleaned: int = 0
 
     def merge(self, report: dict[str, Any]) -> None:
         """Add a worker's report (``pytest-xdist``) to this state."""
@@ -124,6 +126,7 @@ class _State:
         self.subset = self.subset or report["subset"]
         self.recordings.extend(tuple(r) for r in report["recordings"])
         self.kept += report["kept"]
+        self.cleaned += report["cleaned"]
 
     def report(self) -> dict[str, Any]:
         """What a worker sends to the controller: plain, serializable values."""
@@ -135,6 +138,7 @@ class _State:
             "subset": self.subset,
             "recordings": [list(r) for r in self.recordings],
             "kept": self.kept,
+            "cleaned": self.cleaned,
         }
 
 
@@ -150,6 +154,7 @@ class _Run:
 
 _RUN = pytest.StashKey[_Run]()
 _PASSED = pytest.StashKey[bool]()
+_LAYOUT_PROBLEM = pytest.StashKey[str]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -357,6 +362,17 @@ def _records(item: pytest.Item, state: _State, path: Path) -> bool:
     return state.record == "all" or (state.record == "missing" and not path.exists())
 
 
+def _recover_interrupted_writes(state: _State, directory: Path) -> None:
+    """Once per run and directory: put back or clean up what a killed recording left."""
+    key = str(directory)
+    if key in state.recovered:
+        return
+    state.recovered.add(key)
+    from ._atomic import recover_directory
+
+    state.cleaned += len(recover_directory(directory))
+
+
 @pytest.fixture
 def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Replay this test's recorded dsh scenario: stream from .model, persist to .sessions.
@@ -374,6 +390,7 @@ def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     config = request.config
     state = _state(config)
     path = _scenario_path(item, state)
+    _recover_interrupted_writes(state, path.parent)
     state.used.add(str(path.resolve()))
     state.roots.add(str(_snapshot_root(item, state).resolve()))
     if state.workbase is None:
@@ -386,6 +403,10 @@ def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     problem: str | None = None
     replay: DshReplay | None = None
     if _records(item, state, path):
+    layout_problem = item.stash.get(_LAYOUT_PROBLEM, None)
+    if layout_problem is not None:
+        problem = layout_problem
+    elif _records(item, state, path):
         try:
             replay = DshReplay.record(
                 path,
@@ -508,6 +529,10 @@ def pytest_collection_modifyitems(
 
     The tests that record are noted before any deselection (``-k``, ``-m``), so the
     re-record hint of a replay-only test can name the test that records its scenario.
+
+    Also refused: recording a scenario that holds another one or lies inside one. Under
+    ``pytest-xdist`` a worker cannot stop the run, so there the tests concerned fail
+    with the same message instead, before anything is recorded.
     """
     state = _state(config)
     state.recorders = [
@@ -518,7 +543,24 @@ def pytest_collection_modifyitems(
     yield
     if state.record is None:
         return
-    seen: dict[str, str] = {}
+    problem = _recording_layout_problem(state, items)
+    if problem is None:
+        return
+    message, involved = problem
+    if not hasattr(config, "workerinput"):
+        raise pytest.UsageError(message)
+    for item in involved:
+        item.stash[_LAYOUT_PROBLEM] = message
+
+
+def _recording_layout_problem(
+    state: _State, items: list[pytest.Item]
+) -> tuple[str, list[pytest.Item]] | None:
+    """The first duplicate or nested scenario among the tests that record, if any."""
+    from ._errors import RecordingError
+    from ._scenario import refuse_nested
+
+    seen: dict[str, pytest.Item] = {}
     for item in items:
         if "dsh_replay" not in getattr(item, "fixturenames", ()):
             continue
@@ -526,12 +568,30 @@ def pytest_collection_modifyitems(
         if not _records(item, state, path):
             continue
         key = str(path.resolve())
-        if key in seen:
-            raise pytest.UsageError(
-                f"--dsh-record: {seen[key]} and {item.nodeid} would both record {path}; "
+        other = seen.get(key)
+        if other is not None:
+            return (
+                f"--dsh-record: {other.nodeid} and {item.nodeid} would both record {path}; "
                 "give one of them its own @pytest.mark.dsh_scenario name"
-            )
-        seen[key] = item.nodeid
+            ), [other, item]
+        seen[key] = item
+    for key, item in seen.items():
+        path = Path(key)
+        for ancestor in path.parents:
+            other = seen.get(str(ancestor))
+            if other is not None:
+                return (
+                    f"--dsh-record: {other.nodeid} and {item.nodeid} record nested scenarios "
+                    f"{ancestor} and {path}; recording replaces a whole directory, so give "
+                    "the scenarios sibling directories"
+                ), [other, item]
+        if path.exists() and not path.is_dir():
+            continue  # a single log or store: the fixture says it cannot be recorded into
+        try:
+            refuse_nested(path)
+        except RecordingError as err:
+            return f"{item.nodeid}: {err}", [item]
+    return None
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
@@ -590,6 +650,10 @@ def pytest_terminal_summary(
         parts.append(f"{len(state.unused)} unused")
     if state.kept:
         parts.append(f"{state.kept} not re-recorded (the test did not pass; old recording kept)")
+    if state.cleaned:
+        parts.append(
+            f"{_plural(state.cleaned, 'leftover')} of interrupted writes recovered or removed"
+        )
     terminalreporter.write_sep("-", "dsh-replay")
     terminalreporter.write_line("scenarios: " + ", ".join(parts))
     for path, logs, calls in sorted(state.recordings):

@@ -1,0 +1,123 @@
+"""Recordings survive crashes, nested layouts, name collisions and unwritable places."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from scenario_files import make_scenario
+
+LIVE = """
+import pytest
+
+class FakeLive:
+    calls = 0
+
+    def stream(self, request, **kwargs):
+        FakeLive.calls += 1
+        text = "live: " + request["messages"][-1]["content"]
+        yield {"type": "block-start", "index": 0, "blockType": "text"}
+        yield {"type": "text-delta", "index": 0, "text": text}
+        yield {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}}
+        yield {"type": "finish", "reason": {"kind": "stop"}}
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return FakeLive()
+"""
+
+ASK = """
+def ask(model, text, session_id="main"):
+    chunks = model.stream({"messages": [{"role": "user", "content": text}]}, session_id=session_id)
+    return "".join(c["text"] for c in chunks if c["type"] == "text-delta")
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
+    pytester.makeconftest(LIVE)
+    pytester.makepyfile(agent=ASK)
+    return pytester
+
+
+def test_the_next_run_puts_back_a_recording_a_killed_write_moved_aside(
+    project: pytest.Pytester,
+) -> None:
+    # What a kill between the two renames of the portable replacement leaves: the old
+    # recording under a hidden name, a complete new one beside it, no scenario.
+    root = project.path / "recordings"
+    make_scenario(root / "kept", primary=["live: q"])
+    os.rename(root / "kept", root / ".kept.old-0123456789ab")
+    make_scenario(root / ".kept.tmp-0123456789ab", primary=["half-written"])
+    make_scenario(root / ".other.tmp-00000000000a", primary=["partial"])
+    project.makeconftest("")
+    project.makepyfile(
+        test_replay="""
+        import pytest
+        from agent import ask
+
+        @pytest.mark.dsh_scenario("kept")
+        def test_kept(dsh_replay):
+            assert ask(dsh_replay.model, "q") == "live: q"
+        """
+    )
+    result = project.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*1 replayed*3 leftovers of interrupted writes recovered*"])
+    assert sorted(p.name for p in root.iterdir()) == ["kept"]
+
+
+def test_a_scenario_nested_in_another_is_refused_before_any_live_call(
+    project: pytest.Pytester,
+) -> None:
+    root = project.path / "recordings"
+    make_scenario(root / "agents" / "fork", primary=["live: fork"])
+    before = (root / "agents" / "fork" / "session.jsonl").read_bytes()
+    project.makepyfile(
+        test_nested="""
+        import pytest
+        from agent import ask
+
+        @pytest.mark.dsh_scenario("agents")
+        def test_outer(dsh_replay):
+            ask(dsh_replay.model, "outer")
+        """
+    )
+    result = project.runpytest("--dsh-record")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*test_nested.py::test_outer: cannot record scenario *agents: scenario *fork is inside*"]
+    )
+    assert (root / "agents" / "fork" / "session.jsonl").read_bytes() == before
+    assert not (root / "agents" / "session.jsonl").exists()
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_two_selected_scenarios_nested_in_each_other_are_refused(
+    project: pytest.Pytester, workers: list[str]
+) -> None:
+    if workers:
+        pytest.importorskip("xdist")
+    project.makepyfile(
+        test_nested="""
+        import pytest
+        from agent import ask
+
+        @pytest.mark.dsh_scenario("agents")
+        def test_outer(dsh_replay):
+            ask(dsh_replay.model, "outer")
+
+        @pytest.mark.dsh_scenario("agents/fork")
+        def test_inner(dsh_replay):
+            ask(dsh_replay.model, "inner")
+        """
+    )
+    result = project.runpytest("--dsh-record", *workers)
+    message = "*test_outer and *test_inner record nested scenarios*agents*agents/fork*"
+    if workers:  # a worker cannot stop the run: both tests fail before recording
+        result.assert_outcomes(failed=2)
+        result.stdout.fnmatch_lines([message])
+    else:
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([message])
+    assert not (project.path / "recordings").exists()
