@@ -402,7 +402,6 @@ def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     redactor, redact_hook = state.redaction
     problem: str | None = None
     replay: DshReplay | None = None
-    if _records(item, state, path):
     layout_problem = item.stash.get(_LAYOUT_PROBLEM, None)
     if layout_problem is not None:
         problem = layout_problem
