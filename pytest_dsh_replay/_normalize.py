@@ -17,9 +17,10 @@ Two jobs, both pure:
 from __future__ import annotations
 
 import difflib
+import os
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
@@ -34,7 +35,9 @@ __all__ = [
     "Redactor",
     "canonical_log",
     "compare_logs",
+    "delta_runs",
     "describe_difference",
+    "recording_redactor",
     "tokenize_cwd",
 ]
 
@@ -52,44 +55,129 @@ DEFAULT_SECRET_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
 """``(name, regex)`` pairs of the built-in secret shapes."""
 
 
-@dataclass(frozen=True)
 class Redactor:
-    """Replaces secrets in every string of a JSON value.
+    """Replaces secrets in every string (and object key) of a JSON value.
 
-    Attributes:
+    Args:
         literals: Exact secret values (for example the recording API key); each
             occurrence is replaced. Values shorter than 6 characters are ignored, since
             they would redact ordinary text.
         patterns: ``(name, regex)`` pairs; the built-in :data:`DEFAULT_SECRET_PATTERNS`
             are always included, extra ones add to them.
+
+    A redactor never shows its literals: its ``repr`` (what a failing assertion or
+    ``--showlocals`` prints) only counts them, and it has no fields a dataclass-aware
+    diff could print.
     """
 
-    literals: tuple[str, ...] = ()
-    patterns: tuple[tuple[str, str], ...] = ()
-    _compiled: tuple[tuple[str, re.Pattern[str]], ...] = field(init=False, repr=False)
+    __slots__ = ("_compiled", "_literals", "_patterns")
 
-    def __post_init__(self) -> None:
-        rules = [(name, re.compile(rx)) for name, rx in (*DEFAULT_SECRET_PATTERNS, *self.patterns)]
-        literals = sorted({s for s in self.literals if len(s) >= 6}, key=len, reverse=True)
-        if literals:
-            rules.insert(0, ("configured secret", re.compile("|".join(map(re.escape, literals)))))
-        object.__setattr__(self, "_compiled", tuple(rules))
+    def __init__(self, literals: Iterable[str] = (), patterns: Iterable[tuple[str, str]] = ()):
+        self._literals = tuple(sorted({s for s in literals if len(s) >= 6}, key=len, reverse=True))
+        self._patterns = tuple(patterns)
+        rules = [(name, re.compile(rx)) for name, rx in (*DEFAULT_SECRET_PATTERNS, *self._patterns)]
+        if self._literals:
+            rules.insert(
+                0, ("configured secret", re.compile("|".join(map(re.escape, self._literals))))
+            )
+        self._compiled: tuple[tuple[str, re.Pattern[str]], ...] = tuple(rules)
+
+    @property
+    def literals(self) -> tuple[str, ...]:
+        """The literal secrets (6 characters or more), longest first."""
+        return self._literals
+
+    @property
+    def patterns(self) -> tuple[tuple[str, str], ...]:
+        """The extra ``(name, regex)`` rules given (the built-in ones are always on)."""
+        return self._patterns
+
+    def __repr__(self) -> str:
+        return (
+            f"Redactor(<{len(self._literals)} literal secret(s) hidden>, "
+            f"{len(self._patterns)} extra pattern(s))"
+        )
+
+    def _spans(self, text: str) -> list[tuple[int, int]]:
+        """The merged ``[start, end)`` ranges of ``text`` that some rule calls secret."""
+        found = sorted(
+            m.span() for _, rx in self._compiled for m in rx.finditer(text) if m.end() > m.start()
+        )
+        merged: list[tuple[int, int]] = []
+        for start, end in found:
+            if merged and start < merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+            else:
+                merged.append((start, end))
+        return merged
 
     def redact_text(self, text: str) -> str:
-        """Return ``text`` with every secret replaced by :data:`REDACTED`."""
-        for _, rx in self._compiled:
-            text = rx.sub(REDACTED, text)
-        return text
+        """Return ``text`` with every secret replaced by :data:`REDACTED`.
+
+        Every rule looks at the original text; overlapping matches become one
+        :data:`REDACTED`.
+        """
+        return self.redact_pieces([text])[0]
+
+    def redact_pieces(self, pieces: Sequence[str]) -> list[str]:
+        """Redact a text that arrived in pieces (stream deltas), keeping the pieces.
+
+        The rules look at the pieces joined, so a secret split anywhere is found, even
+        where one piece alone already looks like a secret. Each secret becomes one
+        :data:`REDACTED` in the piece where it starts; its characters in later pieces are
+        dropped. Everything else stays in its own piece, so the number of pieces and
+        their boundaries outside secrets are kept.
+
+        Args:
+            pieces: The texts, in order.
+
+        Returns:
+            One redacted text per piece (``""`` for a piece that held only secret text).
+        """
+        joined = "".join(pieces)
+        spans = self._spans(joined)
+        if not spans:
+            return list(pieces)
+        out: list[str] = []
+        offset = 0
+        k = 0  # the first span that may still reach into the current piece
+        for piece in pieces:
+            start, end = offset, offset + len(piece)
+            parts: list[str] = []
+            pos = start
+            while k < len(spans) and spans[k][0] < end:
+                s0, s1 = spans[k]
+                if s0 >= pos:
+                    parts.append(joined[pos:s0])
+                    parts.append(REDACTED)
+                pos = max(pos, min(s1, end))
+                if s1 > end:
+                    break
+                k += 1
+            parts.append(joined[pos:end])
+            out.append("".join(parts))
+            offset = end
+        return out
 
     def redact(self, value: Any) -> Any:
-        """Return a copy of a JSON value with secrets replaced in every string value.
+        """Return a copy of a JSON value with secrets replaced in every string and key.
 
-        Object keys are kept as they are; non-string leaves are unchanged.
+        A key that holds a secret becomes ``[REDACTED]`` (``[REDACTED]#2``, ... when an
+        object has several); non-string leaves are unchanged.
         """
         if isinstance(value, str):
             return self.redact_text(value)
         if isinstance(value, dict):
-            return {k: self.redact(v) for k, v in value.items()}
+            out: dict[str, Any] = {}
+            for k, v in value.items():
+                key = self.redact_text(k) if isinstance(k, str) else k
+                if key != k:
+                    n = 1
+                    while key in out or key in value:
+                        n += 1
+                        key = f"{REDACTED}#{n}"
+                out[key] = self.redact(v)
+            return out
         if isinstance(value, list):
             return [self.redact(v) for v in value]
         return value
@@ -97,40 +185,23 @@ class Redactor:
     def redact_events(self, events: Iterable[Event]) -> list[Event]:
         """Redacted copies of a session's events, including secrets split across deltas.
 
-        A streamed secret can arrive in pieces (``"sk-ab"``, ``"cdef..."``), none of
-        which looks like a secret. The deltas of each block of each call are therefore
-        also checked joined together; when the joined text holds a secret, the whole
-        redacted text goes into the block's first delta and the others become empty, so
-        the chunk count stays the same and nothing of the secret survives.
+        A streamed secret can arrive in pieces (``"sk-ab"``, ``"cdef..."``), and a first
+        piece may already look like a secret on its own. The deltas of each run (one
+        block of one call) are therefore redacted together with
+        :meth:`redact_pieces`: the joined text is what the rules see, and each delta
+        keeps its place and its own text outside secrets. Every other string is
+        redacted on its own. The input events are not changed.
         """
-        out = [self.redact(event) for event in events]
-        groups: dict[tuple[Any, ...], list[tuple[dict[str, Any], str]]] = {}
-        calls: dict[tuple[Any, Any], int] = {}
-        for event in out:
-            data = event.get("data") if event.get("type") == "assistant/chunk" else None
-            chunk = data.get("chunk") if isinstance(data, dict) else None
-            if not isinstance(data, dict) or not isinstance(chunk, dict):
-                continue
-            call = (_hashable(data.get("turn")), _hashable(data.get("step")))
-            kind = chunk.get("type")
-            if kind == "finish":
-                calls[call] = calls.get(call, 0) + 1
-                continue
-            field_name = _DELTA_FIELDS.get(kind) if isinstance(kind, str) else None
-            if field_name is None or not isinstance(chunk.get(field_name), str):
-                continue
-            key = (*call, calls.get(call, 0), _hashable(chunk.get("index")), kind)
-            groups.setdefault(key, []).append((chunk, field_name))
-        for members in groups.values():
-            joined = "".join(chunk[name] for chunk, name in members)
-            redacted = self.redact_text(joined)
-            if redacted != joined:
-                for n, (chunk, name) in enumerate(members):
-                    chunk[name] = redacted if n == 0 else ""
+        source = list(events)
+        out = [self.redact(event) for event in source]
+        for run in delta_runs(source):
+            texts = [source[i]["data"]["chunk"][name] for i, name in run]
+            for (i, name), text in zip(run, self.redact_pieces(texts), strict=True):
+                out[i]["data"]["chunk"][name] = text
         return out
 
     def find(self, value: Any, path: str = "$") -> Iterable[tuple[str, str]]:
-        """Yield ``(json_path, rule_name)`` for every string in ``value`` holding a secret."""
+        """Yield ``(json_path, rule_name)`` for each string or key in ``value`` with a secret."""
         if isinstance(value, str):
             for name, rx in self._compiled:
                 if rx.search(value):
@@ -138,10 +209,73 @@ class Redactor:
                     return
         elif isinstance(value, dict):
             for k, v in value.items():
-                yield from self.find(v, f"{path}.{k}" if _IDENT.fullmatch(k) else f"{path}[{k!r}]")
+                sub = f"{path}.{k}" if _IDENT.fullmatch(k) else f"{path}[{k!r}]"
+                for name, rx in self._compiled:
+                    if rx.search(k):
+                        yield f"{path} (a key)", name
+                        sub = f"{path}[{REDACTED!r}]"
+                        break
+                yield from self.find(v, sub)
         elif isinstance(value, list):
             for i, v in enumerate(value):
                 yield from self.find(v, f"{path}[{i}]")
+
+
+def recording_redactor(environ: Mapping[str, str] | None = None) -> Redactor:
+    """The redactor recordings use: the built-in rules plus the recording API key.
+
+    Args:
+        environ: Where to read ``DSH_RECORD_API_KEY`` (default: ``os.environ``).
+
+    Returns:
+        A :class:`Redactor` whose literal is the key, when it is set.
+    """
+    env = os.environ if environ is None else environ
+    key = env.get("DSH_RECORD_API_KEY", "")
+    return Redactor(literals=(key,) if key else ())
+
+
+def delta_runs(events: Sequence[Event]) -> list[list[tuple[int, str]]]:
+    """Group the stream deltas of a session's events into runs, one per block of a call.
+
+    A run is the ``text-delta``, ``reasoning-delta`` or ``tool-call-delta`` chunks of
+    one block (same ``turn``, ``step``, call, ``index`` and type) in order; a
+    ``block-start`` or ``block-end`` of that index, or the call's ``finish``, ends it.
+
+    Args:
+        events: A session's events (expanded, not packed rows).
+
+    Returns:
+        Runs of ``(event index, delta field name)`` pairs, in order of their first delta.
+    """
+    runs: list[list[tuple[int, str]]] = []
+    open_runs: dict[tuple[Any, ...], list[tuple[int, str]]] = {}
+    calls: dict[tuple[Any, Any], int] = {}
+    for i, event in enumerate(events):
+        data = event.get("data") if event.get("type") == "assistant/chunk" else None
+        chunk = data.get("chunk") if isinstance(data, dict) else None
+        if not isinstance(data, dict) or not isinstance(chunk, dict):
+            continue
+        call = (_hashable(data.get("turn")), _hashable(data.get("step")))
+        kind = chunk.get("type")
+        if kind == "finish":
+            calls[call] = calls.get(call, 0) + 1
+            continue
+        where = (*call, calls.get(call, 0), _hashable(chunk.get("index")))
+        if kind in ("block-start", "block-end"):
+            for delta_kind in _DELTA_FIELDS:
+                open_runs.pop((*where, delta_kind), None)
+            continue
+        field_name = _DELTA_FIELDS.get(kind) if isinstance(kind, str) else None
+        if field_name is None or not isinstance(chunk.get(field_name), str):
+            continue
+        key = (*where, kind)
+        run = open_runs.get(key)
+        if run is None:
+            run = open_runs[key] = []
+            runs.append(run)
+        run.append((i, field_name))
+    return runs
 
 
 _IDENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -15,7 +15,7 @@ import hashlib
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -33,7 +33,7 @@ from ._scenario import (
     order_sessions,
     write_scenario,
 )
-from ._store import JsonlBackend, MemoryBackend, SessionStore
+from ._store import MemoryBackend, SessionStore
 
 __all__ = [
     "MAX_SCENARIO_NAME",
@@ -164,12 +164,9 @@ class _Log:
     events: list[Event]
 
 
-def _new_store(workdir: Path | None) -> SessionStore:
-    """The test's own store: in memory for a replay, the harness's layout for a recording."""
-    if workdir is None:
-        return SessionStore(MemoryBackend())
-    # Nothing is created on disk before the first write.
-    return SessionStore(JsonlBackend(workdir / "sessions", compression="none", durable=False))
+def _new_store() -> SessionStore:
+    """The test's own store, in memory: nothing unredacted ever reaches the disk."""
+    return SessionStore(MemoryBackend())
 
 
 @dataclass
@@ -185,14 +182,16 @@ class DshReplay:
             the calling session of :attr:`sessions`); record mode: a
             :class:`~pytest_dsh_replay.recorder.RecordingModel` around the live model.
         sessions: The :class:`~pytest_dsh_replay.store.SessionStore` the code under test
-            persists its sessions in: in memory while replaying, in the harness's JSONL
-            layout under :attr:`workdir` while recording.
-        workdir: The temporary directory owned by this run (sessions, ready files).
+            persists its sessions in, in memory (a recording is written, redacted, only
+            when the test passed).
+        workdir: The temporary directory owned by this run (ready files).
         compare_logs: Whether :meth:`finish` compares the replayed logs with the
             recording (replay mode).
         redactor: The secret rules applied before anything is written (and to the
             replayed side before comparing).
         redact_hook: Extra redaction, called with each event copy (changes it in place).
+        redact_header_hook: Extra redaction, called with each session header's JSON
+            object (``{"type": "session", "id", ...}``; changes it in place).
     """
 
     path: Path
@@ -204,6 +203,7 @@ class DshReplay:
     compare_logs: bool = True
     redactor: Redactor = field(default_factory=Redactor)
     redact_hook: Callable[[Event], object] | None = None
+    redact_header_hook: Callable[[dict[str, Any]], object] | None = None
 
     @classmethod
     def open(
@@ -215,6 +215,7 @@ class DshReplay:
         compare_logs: bool = True,
         redactor: Redactor | None = None,
         redact_hook: Callable[[Event], object] | None = None,
+        redact_header_hook: Callable[[dict[str, Any]], object] | None = None,
     ) -> DshReplay:
         """Load a recorded scenario for replay.
 
@@ -226,6 +227,7 @@ class DshReplay:
             compare_logs: Compare the logs the code under test writes with the recording.
             redactor: Secret rules (see :attr:`redactor`).
             redact_hook: Extra redaction (see :attr:`redact_hook`).
+            redact_header_hook: Extra header redaction (see :attr:`redact_header_hook`).
 
         Raises:
             DshReplayError: The scenario does not exist or does not load (the core's
@@ -233,7 +235,7 @@ class DshReplay:
         """
         p = Path(path)
         scenario = load_scenario(p)
-        sessions = _new_store(None)
+        sessions = _new_store()
         return cls(
             path=p,
             mode="replay",
@@ -244,6 +246,7 @@ class DshReplay:
             compare_logs=compare_logs,
             redactor=redactor or Redactor(),
             redact_hook=redact_hook,
+            redact_header_hook=redact_header_hook,
         )
 
     @classmethod
@@ -255,6 +258,7 @@ class DshReplay:
         workdir: Path,
         redactor: Redactor | None = None,
         redact_hook: Callable[[Event], object] | None = None,
+        redact_header_hook: Callable[[dict[str, Any]], object] | None = None,
     ) -> DshReplay:
         """Prepare to record a scenario from a live model.
 
@@ -267,6 +271,7 @@ class DshReplay:
             workdir: A directory this run owns (sessions are stored under it).
             redactor: Secret rules applied before writing.
             redact_hook: Extra redaction applied before writing.
+            redact_header_hook: Extra header redaction applied before writing.
 
         Raises:
             RecordingError: ``path`` is an existing file, not a scenario directory.
@@ -284,7 +289,7 @@ class DshReplay:
                 previous = load_scenario(p)
             except DshReplayError:
                 previous = None  # a broken old recording is about to be replaced
-        sessions = _new_store(workdir)
+        sessions = _new_store()
         return cls(
             path=p,
             mode="record",
@@ -294,6 +299,7 @@ class DshReplay:
             workdir=workdir,
             redactor=redactor or Redactor(),
             redact_hook=redact_hook,
+            redact_header_hook=redact_header_hook,
         )
 
     # --- views -------------------------------------------------------------------------
@@ -308,9 +314,18 @@ class DshReplay:
         """
         from ._transcript import render_transcript
 
-        return render_transcript(
-            [self._redacted(s.header, s.events) for s in self.sessions.sessions()]
-        )
+        return render_transcript(self.redacted_sessions(), redactor=self.redactor)
+
+    def redacted_sessions(self) -> list[_Log]:
+        """Every session of :attr:`sessions` as a recording would write it.
+
+        Secrets are redacted (:attr:`redactor` and the redact hooks) and the working
+        directory is ``{{cwd}}``.
+
+        Returns:
+            Objects with ``.header`` and ``.events``, in the store's creation order.
+        """
+        return [self._redacted(s.header, s.events) for s in self.sessions.sessions()]
 
     # --- checks ------------------------------------------------------------------------
 
@@ -325,15 +340,17 @@ class DshReplay:
             self.model.assert_consumed()
 
     def _redacted(self, header: SessionHeader, events: Sequence[Event]) -> _Log:
+        """A session as it is written or shown: secrets redacted, cwd tokenized, hooks run."""
         out: list[Event] = []
         for event in self.redactor.redact_events(events):
             copy: Event = tokenize_cwd(event, header.cwd)
             if self.redact_hook is not None:
                 self.redact_hook(copy)
             out.append(copy)
-        if header.cwd:
-            header = replace(header, cwd="{{cwd}}")
-        return _Log(header, out)
+        raw = tokenize_cwd(self.redactor.redact(header.to_json()), header.cwd)
+        if self.redact_header_hook is not None:
+            self.redact_header_hook(raw)
+        return _Log(SessionHeader.from_json(raw), out)
 
     def written_logs(self) -> list[_Log]:
         """The sessions the code under test wrote, redacted, in scenario order."""
@@ -397,7 +414,7 @@ class DshReplay:
             diff = compare_logs(
                 script.file,
                 (header, self.redactor.redact_events(events)),
-                (session.header, mine.events),
+                (mine.header, mine.events),
                 expected_normalizer=expected_norm,
                 actual_normalizer=actual_norm,
             )

@@ -11,15 +11,33 @@ render the same text.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from ._events import Event
-from ._normalize import Normalizer
+from ._events import Event, SessionHeader
+from ._normalize import Normalizer, Redactor, recording_redactor
 from ._scenario import SessionLike
 
 __all__ = ["render_transcript", "sessions_as_jsonl"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Shown:
+    header: SessionHeader
+    events: list[Event]
+
+
+def _redacted(sessions: Iterable[SessionLike], redactor: Redactor | None) -> list[SessionLike]:
+    """Copies of the sessions with secrets redacted in headers, events and keys."""
+    rules = recording_redactor() if redactor is None else redactor
+    return [
+        _Shown(
+            SessionHeader.from_json(rules.redact(s.header.to_json())), rules.redact_events(s.events)
+        )
+        for s in sessions
+    ]
 
 
 def _order(sessions: Iterable[SessionLike]) -> list[SessionLike]:
@@ -62,7 +80,9 @@ def _first_own_user_text(session: SessionLike) -> str | None:
     return None
 
 
-def render_transcript(sessions: Iterable[SessionLike], *, cwd: str | None = None) -> str:
+def render_transcript(
+    sessions: Iterable[SessionLike], *, cwd: str | None = None, redactor: Redactor | None = None
+) -> str:
     """Render sessions as a Markdown transcript.
 
     Args:
@@ -70,6 +90,8 @@ def render_transcript(sessions: Iterable[SessionLike], *, cwd: str | None = None
             in the order they were created (a store's ``sessions()`` order).
         cwd: A working directory to show as ``{{cwd}}`` (the sessions' own ``cwd``
             headers are always replaced).
+        redactor: The secret rules applied before rendering (default: the built-in
+            rules and the value of ``DSH_RECORD_API_KEY``).
 
     Returns:
         Markdown text ending in a newline: ``# Session <id> (primary)``, then
@@ -78,7 +100,7 @@ def render_transcript(sessions: Iterable[SessionLike], *, cwd: str | None = None
         call that started a child links to it (``-> child session <id>``). A fork
         child's inherited events are summarized, not repeated.
     """
-    ordered = _order(sessions)
+    ordered = _order(_redacted(sessions, redactor))
     cwds = [s.header.cwd for s in ordered if s.header.cwd] + ([cwd] if cwd else [])
     norm = Normalizer(session_ids=[s.header.id for s in ordered], cwds=cwds)
     for s in ordered:  # number sessions first, so their placeholders are stable
@@ -195,14 +217,15 @@ def _render_event(event: Event, unlinked: list[SessionLike], norm: Normalizer) -
     return []
 
 
-def sessions_as_jsonl(sessions: Iterable[SessionLike]) -> str:
+def sessions_as_jsonl(sessions: Iterable[SessionLike], *, redactor: Redactor | None = None) -> str:
     """Sessions as normalized JSON lines: each header, then its events (ids, times, cwd).
 
     The format of the raw-event snapshot: one compact JSON value per line, a blank line
     between sessions, the primary first. Envelopes (``seq``, ``time``) are dropped, so
-    packing and timing never show.
+    packing and timing never show. Secrets are redacted first (``redactor``; default:
+    the built-in rules and the value of ``DSH_RECORD_API_KEY``).
     """
-    ordered = _order(sessions)
+    ordered = _order(_redacted(sessions, redactor))
     norm = Normalizer(
         session_ids=[s.header.id for s in ordered],
         cwds=[s.header.cwd for s in ordered if s.header.cwd],

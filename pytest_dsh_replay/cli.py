@@ -215,6 +215,24 @@ def _leftover_problems(paths: Sequence[Path]) -> list[str]:
     return [found[p].describe() for p in sorted(found)]
 
 
+def _store_secrets(path: Path, redactor: Redactor) -> list[str]:
+    """One line per string in a SQLite store's headers or events that looks secret."""
+    from ._sqlite import iter_store_sessions
+
+    problems: list[str] = []
+    for header, events in iter_store_sessions(path):
+        where = f"{path}#{header.id}"
+        for json_path, rule in redactor.find(header.to_json()):
+            problems.append(f"{where}: header {json_path} looks like a secret ({rule})")
+        for event in events:
+            for json_path, rule in redactor.find(event):
+                problems.append(
+                    f"{where}: event seq {event.get('seq')} {json_path} looks like a secret "
+                    f"({rule})"
+                )
+    return problems
+
+
 def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     problems: list[str] = _leftover_problems(args.paths)
     targets = _check_targets(args.paths)
@@ -226,6 +244,7 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             problems.append(str(error))
             continue
         if _is_sqlite_file(target):
+            problems.extend(_store_secrets(target, redactor))
             continue
         for log in _log_files(target):
             try:

@@ -36,17 +36,29 @@ def pytest_dsh_replay_live_model(config: pytest.Config, scenario_path: Path) -> 
 
 
 @pytest.hookspec
-def pytest_dsh_replay_redact(event: dict[str, Any]) -> None:
-    """Redact an event before it is written to a recording.
+def pytest_dsh_replay_redact(event: dict[str, Any] | None, header: dict[str, Any] | None) -> None:
+    """Redact an event or a session header before it is written or shown.
 
-    Called for every event of every recorded session, after the built-in rules have
-    replaced API keys and bearer tokens. ``event`` is a copy owned by the plugin:
-    change it in place (for example replace a customer name inside ``event["data"]``).
-    Every implementation runs; they add to the built-in rules and cannot turn them off.
-    The return value is ignored.
+    Called for every event of every session a recording writes (and that a transcript
+    or the replayed-log check shows), after the built-in rules have replaced API keys,
+    bearer tokens and the recording API key, and the working directory became
+    ``{{cwd}}``. Change the value in place (for example replace a customer name
+    inside ``event["data"]`` or ``header["meta"]``). Every implementation runs; they add
+    to the built-in rules and cannot turn them off. The return value is ignored.
+
+    Exactly one of the two arguments is given:
+
+    - ``event``: one session event, ``{"type", "seq", "time", "data", ...}`` (``header``
+      is ``None``);
+    - ``header``: a session's header line, ``{"type": "session", "id", "createdAt",
+      ...}`` with every extra field (``meta``, ``agentPreset``, ...) (``event`` is
+      ``None``). Only implementations that declare a ``header`` argument are called for
+      headers, so an implementation written as ``pytest_dsh_replay_redact(event)``
+      keeps working unchanged.
 
     Args:
-        event: One session event, ``{"type", "seq", "time", "data", ...}``.
+        event: A copy of one session event owned by the plugin, or ``None``.
+        header: A copy of one session header owned by the plugin, or ``None``.
     """
 
 

@@ -80,16 +80,23 @@ def _live_model(config: pytest.Config, path: Path) -> Any:
     return live
 
 
-def _redaction(config: pytest.Config) -> tuple[Any, Any]:
-    from ._normalize import Redactor
+def _redaction(config: pytest.Config) -> tuple[Any, Any, Any]:
+    """The built-in redactor, and the redact hook for events and for headers."""
+    from ._normalize import recording_redactor
 
-    key = os.environ.get("DSH_RECORD_API_KEY", "")
-    redactor = Redactor(literals=(key,) if key else ())
+    hook = config.hook.pytest_dsh_replay_redact
+    # Implementations written before headers were redacted take only ``event``: they
+    # are left out of header calls.
+    event_only = [impl.plugin for impl in hook.get_hookimpls() if "header" not in impl.argnames]
+    header_hook = config.pluginmanager.subset_hook_caller("pytest_dsh_replay_redact", event_only)
 
-    def hook(event: dict[str, Any]) -> None:
-        config.hook.pytest_dsh_replay_redact(event=event)
+    def redact_event(event: dict[str, Any]) -> None:
+        hook(event=event, header=None)
 
-    return redactor, hook
+    def redact_header(header: dict[str, Any]) -> None:
+        header_hook(event=None, header=header)
+
+    return recording_redactor(), redact_event, redact_header
 
 
 @dataclass
@@ -112,7 +119,7 @@ class _State:
     env_model: Any = None
     workbase: Path | None = None
     runs: int = 0
-    redaction: tuple[Any, Any] | None = None
+    redaction: tuple[Any, Any, Any] | None = None
     recorders: list[pytest.Item] = field(default_factory=list)
     recovered: set[str] = field(default_factory=set)
     cleaned: int = 0
@@ -399,7 +406,7 @@ def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     workdir = state.workbase / str(state.runs)  # created on first use, if ever
     if state.redaction is None:
         state.redaction = _redaction(config)
-    redactor, redact_hook = state.redaction
+    redactor, redact_hook, redact_header_hook = state.redaction
     problem: str | None = None
     replay: DshReplay | None = None
     layout_problem = item.stash.get(_LAYOUT_PROBLEM, None)
@@ -413,6 +420,7 @@ def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
                 workdir=workdir,
                 redactor=redactor,
                 redact_hook=redact_hook,
+                redact_header_hook=redact_header_hook,
             )
         except DshReplayError as err:
             problem = f"cannot record the dsh scenario for {item.nodeid}:\n  {err}"
@@ -432,6 +440,7 @@ def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
                 compare_logs=_compare_logs(item, state),
                 redactor=redactor,
                 redact_hook=redact_hook,
+                redact_header_hook=redact_header_hook,
             )
         except DshReplayError as err:
             problem = f"the dsh scenario for {item.nodeid} does not load:\n  {err}"

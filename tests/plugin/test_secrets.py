@@ -1,0 +1,140 @@
+"""Nothing secret reaches a file the plugin writes, nor the terminal of a failing test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+# Planted secrets, built from pieces so that no source file holds them whole.
+STREAMED_KEY = "sk-proj-" + "Ab3" * 10  # a key shape from its 19th character on
+ENV_KEY = "configured-" + "key-value-123"  # DSH_RECORD_API_KEY: no known shape
+HEADER_KEY = "ghp_" + "h" * 36
+CUSTOMER = "ACME " + "Corp"
+PLANTED = {
+    "streamed key": STREAMED_KEY,
+    "streamed key tail": STREAMED_KEY[20:],
+    "env key": ENV_KEY,
+    "header key": HEADER_KEY,
+    "customer": CUSTOMER,
+}
+
+CONFTEST = """
+import os
+
+KEY = "sk-proj-" + "Ab3" * 10
+
+class FakeLive:
+    def stream(self, request, **kwargs):
+        env_key = os.environ["DSH_RECORD_API_KEY"]
+        # The first text piece already looks like a key on its own; the rest of it
+        # follows in the next piece. The env key is split across reasoning deltas.
+        yield {"type": "block-start", "index": 0, "blockType": "reasoning"}
+        yield {"type": "reasoning-delta", "index": 0, "text": "using " + env_key[:9]}
+        yield {"type": "reasoning-delta", "index": 0, "text": env_key[9:] + " now"}
+        yield {"type": "block-end", "index": 0,
+               "block": {"type": "reasoning", "text": "using " + env_key + " now"}}
+        yield {"type": "block-start", "index": 1, "blockType": "text"}
+        yield {"type": "text-delta", "index": 1, "text": "here: " + KEY[:22]}
+        yield {"type": "text-delta", "index": 1, "text": KEY[22:]}
+        yield {"type": "text-delta", "index": 1, "text": " done"}
+        yield {"type": "block-end", "index": 1,
+               "block": {"type": "text", "text": "here: " + KEY + " done"}}
+        yield {"type": "finish", "reason": {"kind": "stop"}}
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return FakeLive()
+
+def pytest_dsh_replay_redact(event):  # written before headers were redacted
+    data = event.get("data")
+    if isinstance(data, dict) and "customer" in data:
+        data["customer"] = "<customer>"
+
+class HeaderRedaction:
+    def pytest_dsh_replay_redact(self, event, header):
+        if header is not None and header.get("owner"):
+            header["owner"] = "<customer>"
+
+def pytest_configure(config):
+    config.pluginmanager.register(HeaderRedaction())
+"""
+
+TESTS = """
+import pytest
+from pytest_dsh_replay.syrupy_ext import DshLogExtension
+
+HEADER_KEY = "ghp_" + "h" * 36
+KEY = "sk-proj-" + "Ab3" * 10
+CUSTOMER = "ACME " + "Corp"
+
+def run(dsh_replay):
+    session = dsh_replay.sessions.create(
+        "main", meta={"agentPreset": HEADER_KEY, "owner": CUSTOMER}
+    )
+    session.append("note", {"customer": CUSTOMER, KEY: "a key as an object key"})
+    chunks = dsh_replay.model.stream(
+        {"messages": [{"role": "user", "content": "go"}]}, session_id="main"
+    )
+    return "".join(c.get("text", "") for c in chunks)
+
+@pytest.mark.dsh_scenario("leaky")
+def test_records(dsh_replay, dsh_snapshot, snapshot):
+    assert KEY in run(dsh_replay)  # the code under test gets what the model sent
+    assert dsh_replay.transcript() == dsh_snapshot
+    assert dsh_replay == snapshot(extension_class=DshLogExtension)
+
+@pytest.mark.dsh_scenario("other")
+def test_fails_showing_the_fixture(dsh_replay):
+    run(dsh_replay)
+    assert dsh_replay.mode == "something else", dsh_replay
+"""
+
+
+def files_under(*roots: Path) -> list[Path]:
+    return [p for root in roots if root.exists() for p in root.rglob("*") if p.is_file()]
+
+
+def leaks(text: str) -> list[str]:
+    return [name for name, secret in PLANTED.items() if secret in text]
+
+
+def test_no_planted_secret_in_any_written_file_or_in_the_terminal(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DSH_RECORD_API_KEY", ENV_KEY)
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_leaky=TESTS)
+    result = pytester.runpytest("--dsh-record", "--snapshot-update", "-l", "-vv")
+    result.assert_outcomes(passed=1, failed=1)
+    terminal = result.stdout.str() + result.stderr.str()
+    assert "DshReplay(" in terminal  # the failing test did show the fixture
+    assert leaks(terminal) == []
+
+    written = files_under(pytester.path, pytester.path.parent / "basetemp")
+    names = {p.name for p in written}
+    assert {"session.jsonl", "test_records.md", "test_records.jsonl"} <= names
+    for path in written:
+        assert leaks(path.read_bytes().decode("utf-8", "replace")) == [], path
+    recording = (pytester.path / "recordings" / "leaky" / "session.jsonl").read_text()
+    assert "[REDACTED]" in recording
+    assert '"customer":"<customer>"' in recording  # the event-only hook ran
+    assert '"owner":"<customer>"' in recording  # the header hook ran
+
+    # Replaying the redacted recording serves the redacted text, with the boundaries
+    # the live stream had: three text deltas, the key where it started.
+    pytester.makepyfile(
+        test_replayed="""
+        import pytest
+
+        @pytest.mark.dsh_scenario("leaky")
+        def test_replay(dsh_replay):
+            chunks = list(dsh_replay.model.stream(
+                {"messages": [{"role": "user", "content": "go"}]}, session_id="main"
+            ))
+            texts = [c["text"] for c in chunks if c["type"] == "text-delta"]
+            assert texts == ["here: [REDACTED]", "", " done"]
+        """
+    )
+    replayed = pytester.runpytest("test_replayed.py", "-p", "no:randomly")
+    replayed.assert_outcomes(passed=1)
