@@ -15,12 +15,16 @@ Binding (SPEC 9, and beyond it):
   session.
 - A new live session takes the next recorded script in scenario order (the primary
   first, then the children by ``createdAt``, id): first-call order, as the reference.
-- Beyond the reference, a call that names ``parent_session_id`` binds to an unbound
-  recorded child of the recorded session its live parent replays, preferring the child
-  whose first own user message equals the last user message of the live request, else
-  the earliest. Concurrent children therefore bind the same way every run, whatever
-  order or thread they start from. When the live parent is unknown, or its recording
-  has no children at all, the call falls back to first-call order.
+- Beyond the reference, a call that names ``parent_session_id`` binds to the unbound
+  recorded child whose first own user message is the live request's first user message
+  (see :mod:`pytest_dsh_replay._matching`: recorded session ids in it match any id),
+  among the children of the recorded session its live parent replays (all unbound
+  children when that is unknown). Concurrent children therefore bind the same way every
+  run, whatever order or thread they start from; children with identical first
+  messages bind in arrival order. When no recorded child matches, the call fails naming
+  the live message and each candidate's. ``by_content=True`` (the HTTP endpoint's
+  content routing) binds a session without a parent the same way once the primary is
+  bound.
 - Binding and the cursor move when :meth:`ReplayModel.stream` or
   :meth:`ReplayModel.astream` is *called*, whether or not the stream is ever read.
   Errors surface when the stream is read (at its first item), as in the reference.
@@ -50,6 +54,7 @@ from ._errors import (
     ScriptError,
 )
 from ._events import StreamChunk
+from ._matching import FirstMessage, opening_texts, seed_messages, trim
 from ._placeholders import MARKER, resolve_placeholders
 from ._scenario import Scenario, SessionScript, load_scenario
 from ._script import HangEntry, ReplayEntry, ThrowEntry, last_user_text
@@ -141,6 +146,11 @@ def _who(key: SessionKey) -> str:
     return "the anonymous session (calls without session_id)" if key is None else f"session {key!r}"
 
 
+def _who_first(key: SessionKey, first: str | None) -> str:
+    who = _who(key)
+    return who if first is None else f"{who} (first user message {trim(first)})"
+
+
 def _settle(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
@@ -209,6 +219,8 @@ class ReplayModel:
         self._flags = tuple(
             tuple(_has_placeholders(entry) for entry in script.entries) for script in self._scripts
         )
+        self._openers: list[FirstMessage | None] | None = None  # compiled on first use
+        self._first: dict[SessionKey, str | None] = {}  # live key -> its first message
         self._children: dict[str, list[int]] = {}
         for i, script in enumerate(self._scripts):
             if not script.primary and script.parent_session:
@@ -259,6 +271,8 @@ class ReplayModel:
         session_id: str | None = None,
         parent_session_id: str | None = None,
         cancel: threading.Event | None = None,
+        seed_length: int | None = None,
+        by_content: bool = False,
         **kwargs: Any,
     ) -> Iterator[StreamChunk]:
         """Make one model call and return its recorded stream.
@@ -276,6 +290,12 @@ class ReplayModel:
                 subagent's calls; used only when this session binds (its first call).
             cancel: An event that cancels this call when set: checked before each
                 chunk and ending a ``hang``.
+            seed_length: How many events a fork child inherited (``0``: not a fork;
+                ``None``: unknown, judged from whether the request has messages before
+                its trailing user messages). Prefers recorded children of the same
+                kind when several match.
+            by_content: Bind a new session without ``parent_session_id`` by its first
+                user message once the primary is bound (instead of first-call order).
             **kwargs: Accepted and ignored (``turn=``, ``step=``, model options).
 
         Returns:
@@ -301,7 +321,9 @@ class ReplayModel:
             raise TypeError(
                 f"stream(cancel=...) takes a threading.Event, got {type(cancel).__name__}"
             )
-        return self._replay(self._call(request, session_id, parent_session_id, cancel))
+        return self._replay(
+            self._call(request, session_id, parent_session_id, cancel, seed_length, by_content)
+        )
 
     def astream(
         self,
@@ -310,6 +332,8 @@ class ReplayModel:
         session_id: str | None = None,
         parent_session_id: str | None = None,
         cancel: asyncio.Event | None = None,
+        seed_length: int | None = None,
+        by_content: bool = False,
         **kwargs: Any,
     ) -> AsyncIterator[StreamChunk]:
         """Make one model call and return its recorded stream as an async iterator.
@@ -324,6 +348,8 @@ class ReplayModel:
             session_id: As for :meth:`stream`.
             parent_session_id: As for :meth:`stream`.
             cancel: An :class:`asyncio.Event` that cancels this call when set.
+            seed_length: As for :meth:`stream`.
+            by_content: As for :meth:`stream`.
             **kwargs: Accepted and ignored.
 
         Returns:
@@ -338,7 +364,70 @@ class ReplayModel:
                 "astream(cancel=...) takes an asyncio.Event (or cancel the task, or call "
                 f"model.cancel(session_id)), got {type(cancel).__name__}"
             )
-        return self._areplay(self._call(request, session_id, parent_session_id, cancel))
+        return self._areplay(
+            self._call(request, session_id, parent_session_id, cancel, seed_length, by_content)
+        )
+
+    def bind(
+        self,
+        request: Mapping[str, Any],
+        *,
+        session_id: str | None,
+        parent_session_id: str | None = None,
+        seed_length: int | None = None,
+        by_content: bool = False,
+    ) -> ReplayBinding:
+        """Bind a live session now, without making a call (a bound session stays as it is).
+
+        The HTTP endpoint binds first to learn a session's recorded parent (see
+        :meth:`live_parent`); the call that follows uses this binding.
+
+        Args:
+            request: The session's first request (its messages choose the recording).
+            session_id: The live session.
+            parent_session_id: As for :meth:`stream`.
+            seed_length: As for :meth:`stream`.
+            by_content: As for :meth:`stream`.
+
+        Returns:
+            The session's binding.
+
+        Raises:
+            ReplayBindingError: No recorded session is left for it, or none matches its
+                first user message.
+        """
+        messages = request.get("messages") if isinstance(request, Mapping) else None
+        with self._lock:
+            bound = self._bound.get(session_id)
+            if bound is None:
+                found = self._bind(session_id, parent_session_id, messages, seed_length, by_content)
+                if isinstance(found, str):
+                    number = self._unrecorded.get(session_id, 0) + 1
+                    self._unrecorded[session_id] = number
+                    raise self._binding_error(session_id, number, found)
+                bound = found
+            return ReplayBinding(
+                recorded_id=bound.script.recorded_id,
+                file=bound.script.file,
+                cursor=bound.cursor,
+                length=len(bound.entries),
+            )
+
+    def live_parent(self, session_id: str | None) -> str | None:
+        """The live session bound to the recorded parent of ``session_id``'s recording.
+
+        Returns:
+            Its id, or ``None`` when ``session_id`` is not bound, its recording has no
+            parent, or no live session replays that parent (or it is anonymous).
+        """
+        with self._lock:
+            bound = self._bound.get(session_id)
+            if bound is None or not bound.script.parent_session:
+                return None
+            for key, other in self._bound.items():
+                if other.script.recorded_id == bound.script.parent_session:
+                    return key
+        return None
 
     def cancel(self, session_id: str | None = None) -> None:
         """Cancel every call of a live session made so far that has not finished.
@@ -401,6 +490,8 @@ class ReplayModel:
         key: SessionKey,
         parent: SessionKey,
         flag: threading.Event | asyncio.Event | None,
+        seed_length: int | None = None,
+        by_content: bool = False,
     ) -> _Call:
         if request.__class__ is not dict and not isinstance(request, Mapping):
             raise TypeError(
@@ -411,12 +502,14 @@ class ReplayModel:
         with self._lock:
             bound = self._bound.get(key)
             if bound is None:
-                found = self._bind(key, parent, messages)
+                found = self._bind(key, parent, messages, seed_length, by_content)
                 if isinstance(found, str):
                     number = self._unrecorded.get(key, 0) + 1
                     self._unrecorded[key] = number
                     return _Call(error=self._binding_error(key, number, found))
                 bound = found
+            # The one place where a call of a bound session is admitted: a gate that keeps
+            # the recorded order of calls across sessions would wait here.
             index = bound.cursor
             bound.cursor = index + 1
         entries = bound.entries
@@ -431,30 +524,39 @@ class ReplayModel:
             flag=flag,
         )
 
-    def _bind(self, key: SessionKey, parent: SessionKey, messages: object) -> _Bound | str:
+    def _bind(
+        self,
+        key: SessionKey,
+        parent: SessionKey,
+        messages: object,
+        seed_length: int | None,
+        by_content: bool,
+    ) -> _Bound | str:
         """Bind ``key`` (the lock is held); return the binding or why there is none."""
-        if parent is not None:
-            live_parent = self._bound.get(parent)
+        openings = opening_texts(messages)
+        self._first[key] = openings[-1] if openings else None
+        if parent is not None or by_content:
+            live_parent = None if parent is None else self._bound.get(parent)
+            if live_parent is None and not self._taken[0]:
+                return self._take(key, 0)  # a new conversation: the primary first
+            where = "the scenario"
+            kids: list[int] | None = None
             if live_parent is not None:
                 recorded = live_parent.script.recorded_id
                 kids = self._children.get(recorded) if recorded else None
                 if kids:
-                    free = [i for i in kids if not self._taken[i]]
-                    if not free:
-                        files = ", ".join(self._scripts[i].file for i in kids)
-                        return (
-                            f"it is a child of live session {parent!r}, which replays "
-                            f"recorded session {recorded!r} ({live_parent.script.file}), and "
-                            f"every recorded child of that session ({files}) is already bound"
-                        )
-                    text = last_user_text(messages)
-                    chosen = free[0]
-                    if text is not None:
-                        for i in free:
-                            if self._scripts[i].first_user_text == text:
-                                chosen = i
-                                break
-                    return self._take(key, chosen)
+                    where = (
+                        f"the recorded children of session {recorded!r} "
+                        f"({live_parent.script.file}), which live session {parent!r} replays"
+                    )
+            if not kids:
+                kids = [i for i, script in enumerate(self._scripts) if not script.primary]
+            free = [i for i in kids if not self._taken[i]]
+            if not free:
+                files = ", ".join(self._scripts[i].file for i in kids) or "none"
+                return f"every one of {where} ({files}) is already bound"
+            seeded = bool(seed_messages(messages)) if seed_length is None else seed_length > 0
+            return self._match(key, free, openings, seeded, where)
         while self._next < len(self._scripts) and self._taken[self._next]:
             self._next += 1
         if self._next >= len(self._scripts):
@@ -463,6 +565,38 @@ class ReplayModel:
                 "already bound"
             )
         return self._take(key, self._next)
+
+    def _opener(self, index: int) -> FirstMessage | None:
+        if self._openers is None:
+            ids = [s.recorded_id for s in self._scripts if s.recorded_id]
+            self._openers = [
+                None if s.first_user_text is None else FirstMessage(s.first_user_text, ids)
+                for s in self._scripts
+            ]
+        return self._openers[index]
+
+    def _match(
+        self, key: SessionKey, free: list[int], openings: list[str], seeded: bool, where: str
+    ) -> _Bound | str:
+        """Take the free recorded child whose first user message the request opens with."""
+        matching = []
+        for i in free:
+            opener = self._opener(i)
+            if opener is not None and opener.matches(openings):
+                matching.append(i)
+        if matching:
+            same = [i for i in matching if (self._scripts[i].seed_length > 0) == seeded]
+            return self._take(key, (same or matching)[0])
+        unknown = [i for i in free if self._scripts[i].first_user_text is None]
+        if unknown or not openings:  # nothing to compare: recorded (or live) has no message
+            return self._take(key, (unknown or free)[0])
+        listed = "; ".join(
+            f"{self._scripts[i].file}: {trim(self._scripts[i].first_user_text)}" for i in free
+        )
+        return (
+            f"its first user message {trim(openings[-1])} matches no unbound recorded child "
+            f"in {where} (unbound: {listed})"
+        )
 
     def _take(self, key: SessionKey, index: int) -> _Bound:
         self._taken[index] = True
@@ -477,7 +611,8 @@ class ReplayModel:
         )
         more = " ..." if len(self._bound) > 8 else ""
         return ReplayBindingError(
-            f"{_who(key)} made model call #{number}, but no recorded session is left for it: "
+            f"{_who_first(key, self._first.get(key))} made model call #{number}, but no "
+            "recorded session is left for it: "
             f"{reason} (scenario {self._scenario.path}; bound: {bound or 'none'}{more}). The "
             f"code under test started more sessions than were recorded; {_RERECORD}"
         )
@@ -486,7 +621,8 @@ class ReplayModel:
         script = bound.script
         length = len(bound.entries)
         return ReplayExhaustedError(
-            f"{_who(bound.key)} asked for call #{number}, but its recording ({script.file}, "
+            f"{_who_first(bound.key, self._first.get(bound.key))} asked for call #{number}, "
+            f"but its recording ({script.file}, "
             f"recorded session {script.recorded_id!r}) has {length} call(s); the code under "
             f"test made more model calls than were recorded; {_RERECORD}",
             session_id=bound.key,

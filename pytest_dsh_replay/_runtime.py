@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ._errors import DshReplayError, LogMismatchError, RecordingError, ScenarioError
 from ._events import Event, SessionHeader
@@ -35,7 +35,13 @@ from ._scenario import (
 )
 from ._store import MemoryBackend, SessionStore
 
+if TYPE_CHECKING:
+    from ._endpoint import Endpoint
+    from ._server import EndpointServer
+    from ._transport import _Pool
+
 __all__ = [
+    "DUMMY_API_KEY",
     "MAX_SCENARIO_NAME",
     "DshReplay",
     "LoggedReplayModel",
@@ -50,6 +56,11 @@ Mode = Literal["replay", "record"]
 
 MAX_SCENARIO_NAME: Final = 100
 """The longest scenario directory name derived from a test name, in characters."""
+
+DUMMY_API_KEY: Final = "dsh-replay-dummy-key"
+"""The API key :attr:`DshReplay.env` and the ready clients give (the endpoint ignores it)."""
+
+_IN_PROCESS_URL: Final = "http://dsh-replay.invalid"
 
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._\[\]-]")
 
@@ -164,6 +175,15 @@ class _Log:
     events: list[Event]
 
 
+def _sdk(name: str) -> Any:
+    try:
+        return __import__(name)
+    except ImportError:
+        raise DshReplayError(
+            f"this client needs the {name!r} package: pip install {name}"
+        ) from None
+
+
 def _new_store() -> SessionStore:
     """The test's own store, in memory: nothing unredacted ever reaches the disk."""
     return SessionStore(MemoryBackend())
@@ -204,6 +224,9 @@ class DshReplay:
     redactor: Redactor = field(default_factory=Redactor)
     redact_hook: Callable[[Event], object] | None = None
     redact_header_hook: Callable[[dict[str, Any]], object] | None = None
+    _endpoint: Endpoint | None = field(default=None, init=False, repr=False)
+    _server: EndpointServer | None = field(default=None, init=False, repr=False)
+    _pool: _Pool | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def open(
@@ -301,6 +324,132 @@ class DshReplay:
             redact_hook=redact_hook,
             redact_header_hook=redact_header_hook,
         )
+
+    # --- the model endpoint: real clients --------------------------------------------
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """The HTTP model endpoint of this run (created on first use).
+
+        It serves :attr:`model` over the OpenAI and Anthropic wires; replay errors it met
+        are in ``endpoint.errors`` (:meth:`close` raises the first).
+        """
+        if self._endpoint is None:
+            from ._endpoint import Endpoint
+
+            self._endpoint = Endpoint(self.model, replay=self.mode == "replay")
+        return self._endpoint
+
+    @property
+    def base_url(self) -> str:
+        """The endpoint's root URL, ``http://127.0.0.1:<port>`` (clients add ``/v1``).
+
+        The server starts on first use, listens on 127.0.0.1 only, and stops at
+        :meth:`close` (the fixture's teardown).
+        """
+        if self._server is None:
+            from ._server import EndpointServer
+
+            self._server = EndpointServer(self.endpoint)
+        return self._server.base_url
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment variables that point an agent process at :attr:`base_url`.
+
+        ``OPENAI_BASE_URL`` (with ``/v1``), ``ANTHROPIC_BASE_URL`` and
+        ``DEEPSEEK_BASE_URL`` (the root), their ``*_API_KEY`` with a dummy key, and
+        ``NO_PROXY`` for the loopback address. Merge them into the process's
+        environment: ``subprocess.run(cmd, env={**os.environ, **dsh_replay.env})``.
+        """
+        root = self.base_url
+        return {
+            "OPENAI_BASE_URL": f"{root}/v1",
+            "OPENAI_API_KEY": DUMMY_API_KEY,
+            "ANTHROPIC_BASE_URL": root,
+            "ANTHROPIC_API_KEY": DUMMY_API_KEY,
+            "DEEPSEEK_BASE_URL": root,
+            "DEEPSEEK_API_KEY": DUMMY_API_KEY,
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }
+
+    def _sync_http(self) -> Any:
+        from ._transport import httpx_module, sync_transport
+
+        return httpx_module().Client(transport=sync_transport(self.endpoint))
+
+    def _async_http(self) -> Any:
+        from ._transport import async_transport, httpx_module, worker_pool
+
+        if self._pool is None:
+            self._pool = worker_pool()
+        return httpx_module().AsyncClient(transport=async_transport(self.endpoint, self._pool))
+
+    def openai_client(self, **options: Any) -> Any:
+        """An ``openai.OpenAI`` client that talks to the endpoint in process (no socket).
+
+        Args:
+            **options: Passed to ``openai.OpenAI`` (``max_retries``, ``timeout``, ...).
+
+        Raises:
+            DshReplayError: The ``openai`` package is not installed.
+        """
+        openai = _sdk("openai")
+        options.setdefault("api_key", DUMMY_API_KEY)
+        return openai.OpenAI(
+            base_url=f"{_IN_PROCESS_URL}/v1", http_client=self._sync_http(), **options
+        )
+
+    def async_openai_client(self, **options: Any) -> Any:
+        """An ``openai.AsyncOpenAI`` client on the endpoint, like :meth:`openai_client`."""
+        openai = _sdk("openai")
+        options.setdefault("api_key", DUMMY_API_KEY)
+        return openai.AsyncOpenAI(
+            base_url=f"{_IN_PROCESS_URL}/v1", http_client=self._async_http(), **options
+        )
+
+    def anthropic_client(self, **options: Any) -> Any:
+        """An ``anthropic.Anthropic`` client that talks to the endpoint in process (no socket).
+
+        Args:
+            **options: Passed to ``anthropic.Anthropic``.
+
+        Raises:
+            DshReplayError: The ``anthropic`` package is not installed.
+        """
+        anthropic = _sdk("anthropic")
+        options.setdefault("api_key", DUMMY_API_KEY)
+        return anthropic.Anthropic(
+            base_url=_IN_PROCESS_URL, http_client=self._sync_http(), **options
+        )
+
+    def async_anthropic_client(self, **options: Any) -> Any:
+        """An ``anthropic.AsyncAnthropic`` client on the endpoint (as :meth:`anthropic_client`)."""
+        anthropic = _sdk("anthropic")
+        options.setdefault("api_key", DUMMY_API_KEY)
+        return anthropic.AsyncAnthropic(
+            base_url=_IN_PROCESS_URL, http_client=self._async_http(), **options
+        )
+
+    def close(self) -> None:
+        """Stop the endpoint (hanging calls end, the server stops); safe to call twice.
+
+        Raises:
+            DshReplayError: The first replay error an HTTP call met (binding, exhausted,
+                placeholder, script): the call was answered with a 500, and this makes the
+                test fail with the typed error.
+        """
+        endpoint = self._endpoint
+        if self._server is not None:
+            self._server.stop()
+        if endpoint is not None:
+            endpoint.close()
+        if self._pool is not None:
+            self._pool.shutdown()
+        if endpoint is not None and endpoint.errors:
+            errors, endpoint.errors = endpoint.errors, []
+            raise errors[0]
 
     # --- views -------------------------------------------------------------------------
 
@@ -446,8 +595,9 @@ class DshReplay:
     def finish(self) -> list[Path]:
         """Run the end-of-test work of a passing test.
 
-        Replay mode: :meth:`assert_consumed`, then :meth:`check_logs` (when
-        :attr:`compare_logs`). Record mode: :meth:`save`.
+        Replay mode: the first replay error an HTTP call met (if any), then
+        :meth:`assert_consumed`, then :meth:`check_logs` (when :attr:`compare_logs`).
+        Record mode: :meth:`save`.
 
         Returns:
             The files written (record mode), else ``[]``.
@@ -457,6 +607,9 @@ class DshReplay:
         """
         if self.mode == "record":
             return self.save()
+        if self._endpoint is not None and self._endpoint.errors:
+            errors, self._endpoint.errors = self._endpoint.errors, []
+            raise errors[0]  # the root cause: unused calls would only be its echo
         self.assert_consumed()
         if self.compare_logs:
             self.check_logs()

@@ -381,12 +381,15 @@ def _recover_interrupted_writes(state: _State, directory: Path) -> None:
 
 
 @pytest.fixture
-def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def dsh_replay(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Generator[Any, None, None]:
     """Replay this test's recorded dsh scenario: stream from .model, persist to .sessions.
 
     A missing or broken recording fails the test here, at set-up, with the real message
     (where it looked and the command that records it; the file and line that do not
-    load), also when the fixture is requested through another fixture.
+    load), also when the fixture is requested through another fixture. At teardown the
+    model endpoint stops; a replay error an HTTP call met fails the test there.
     """
     from ._errors import DshReplayError
     from ._runtime import DshReplay
@@ -450,7 +453,26 @@ def dsh_replay(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         pytest.fail(problem or f"no dsh scenario for {item.nodeid}", pytrace=False)
     item.stash[_RUN] = _Run(replay=replay)
     config.hook.pytest_dsh_replay_configure(config=config, replay=replay)
-    return replay
+    try:
+        yield replay
+    finally:
+        _close_endpoint(replay)
+
+
+def _close_endpoint(replay: DshReplay) -> None:
+    """Stop the model endpoint; a replay error an HTTP call met fails the test here."""
+    from ._errors import DshReplayError
+
+    problem: str | None = None
+    try:
+        replay.close()
+    except DshReplayError as err:
+        problem = f"{type(err).__name__}: {err}"
+    if problem is not None:
+        pytest.fail(
+            f"a model call over HTTP failed (the client got a 500 with this message):\n{problem}",
+            pytrace=False,
+        )
 
 
 @pytest.fixture

@@ -228,11 +228,53 @@ def test_a_child_binds_to_the_recorded_child_with_its_first_user_text() -> None:
     ]
 
 
-def test_without_a_text_match_a_child_takes_the_earliest_free_child() -> None:
+def test_an_extra_child_does_not_steal_a_recording() -> None:
     model = ReplayModel(lineage_scenario())
     list(model.stream(REQUEST, session_id="p"))
-    assert texts(model.stream(ask("unrelated"), session_id="x", parent_session_id="p")) == ["alpha"]
-    assert texts(model.stream(REQUEST, session_id="y", parent_session_id="p")) == ["beta"]
+    with pytest.raises(ReplayBindingError) as info:
+        list(model.stream(ask("unrelated"), session_id="x", parent_session_id="p"))
+    message = str(info.value)
+    assert message.startswith("session 'x' (first user message 'unrelated') made model call #1")
+    assert "its first user message 'unrelated' matches no unbound recorded child" in message
+    assert "session.1.jsonl: 'task alpha'; session.2.jsonl: 'task beta'" in message
+    assert "x" not in model.bindings
+    # The real children still bind to their own recordings.
+    assert texts(model.stream(ask("task alpha"), session_id="a", parent_session_id="p")) == [
+        "alpha"
+    ]
+    assert texts(model.stream(ask("task beta"), session_id="b", parent_session_id="p")) == ["beta"]
+
+
+def test_a_child_without_any_user_message_takes_the_earliest_free_child() -> None:
+    model = ReplayModel(lineage_scenario())
+    list(model.stream(REQUEST, session_id="p"))
+    empty: dict[str, Any] = {"messages": []}
+    assert texts(model.stream(empty, session_id="y", parent_session_id="p")) == ["alpha"]
+
+
+def test_recorded_ids_in_a_first_message_match_any_live_id() -> None:
+    text = 'task alpha. Your parent agent id is "P-rec". Report to "P-rec".'
+    scripts = []
+    for s in lineage_scenario().scripts:
+        if s.recorded_id == "P":
+            s = dataclasses.replace(s, recorded_id="P-rec")
+        elif s.parent_session == "P":
+            s = dataclasses.replace(s, parent_session="P-rec")
+        if s.recorded_id == "A":
+            s = dataclasses.replace(s, first_user_text=text)
+        scripts.append(s)
+    model = ReplayModel(dataclasses.replace(lineage_scenario(), scripts=tuple(scripts)))
+    list(model.stream(REQUEST, session_id="live-parent"))
+    same = 'task alpha. Your parent agent id is "live-parent". Report to "live-parent".'
+    blocks = [
+        {"role": "user", "content": [{"type": "text", "text": t} for t in (same, "runtime ctx")]}
+    ]
+    stream = model.stream({"messages": blocks}, session_id="a", parent_session_id="live-parent")
+    assert texts(stream) == ["alpha"]
+    # One value per id in a message: two different ids do not match.
+    other = 'task alpha. Your parent agent id is "live-parent". Report to "someone".'
+    with pytest.raises(ReplayBindingError, match="matches no unbound recorded child"):
+        list(model.stream(ask(other), session_id="b2", parent_session_id="live-parent"))
 
 
 def test_lineage_skips_children_of_other_recorded_sessions() -> None:
@@ -244,11 +286,11 @@ def test_lineage_skips_children_of_other_recorded_sessions() -> None:
     with pytest.raises(ReplayBindingError) as info:
         list(model.stream(ask("task alpha"), session_id="c", parent_session_id="p"))
     message = str(info.value)
-    assert "session 'c' made model call #1" in message
+    assert "session 'c' (first user message 'task alpha') made model call #1" in message
     assert (
-        "child of live session 'p', which replays recorded session 'P' (session.jsonl)" in message
+        "every one of the recorded children of session 'P' (session.jsonl), which live "
+        "session 'p' replays (session.1.jsonl, session.2.jsonl) is already bound" in message
     )
-    assert "every recorded child of that session (session.1.jsonl, session.2.jsonl)" in message
     assert "re-record with --dsh-record" in message
     assert "c" not in model.bindings
     # A session without a parent still takes the remaining script in first-call order.
@@ -288,7 +330,8 @@ def test_an_unrecorded_session_fails_every_call_and_is_never_stored() -> None:
     with pytest.raises(ReplayBindingError) as info:
         next(stream)
     message = str(info.value)
-    assert message.startswith("session 'extra' made model call #1, but no recorded session is")
+    assert message.startswith("session 'extra' (first user message ")
+    assert "made model call #1, but no recorded session is" in message
     assert "the scenario recorded 2 session(s) and every one is already bound" in message
     assert "session.jsonl -> 'p', session.1.jsonl -> 'c'" in message
     assert "mem-scenario" in message
@@ -307,7 +350,8 @@ def test_a_call_past_the_end_is_exhausted_and_never_wraps_around() -> None:
         list(model.stream(REQUEST, session_id="X"))
     err = info.value
     assert str(err) == (
-        "session 'X' asked for call #4, but its recording (session.jsonl, recorded session "
+        "session 'X' (first user message 'hi') asked for call #4, but its recording "
+        "(session.jsonl, recorded session "
         "'session') has 3 call(s); the code under test made more model calls than were "
         "recorded; re-record with --dsh-record"
     )

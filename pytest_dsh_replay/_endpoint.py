@@ -1,0 +1,582 @@
+"""The model endpoint: OpenAI and Anthropic HTTP requests in, a model's stream out.
+
+:class:`Endpoint` handles one request independently of the transport:
+``handle(method, path, headers, body)`` returns an :class:`EndpointResponse` whose body
+is an iterator of bytes. The socket server (:mod:`pytest_dsh_replay._server`) and the
+in-process ``httpx`` transports (:mod:`pytest_dsh_replay._transport`) are thin adapters
+over it.
+
+Routes: ``POST /v1/chat/completions`` (and ``/chat/completions``) answer in the OpenAI
+chat-completions wire, ``POST /v1/messages`` (and ``/messages``) in the Anthropic
+Messages wire; ``"stream": true`` gives SSE, otherwise one JSON object.
+
+Each request goes to the model the test uses (``dsh_replay.model``) as one call: the
+parsed JSON body, unchanged, is the ``request``, with ``session_id`` and
+``parent_session_id`` from :mod:`pytest_dsh_replay._routing`. So HTTP calls bind, replay
+and are logged exactly like in-process calls. What the call's chunks become:
+
+- content chunks stream as the wire's events; the ``finish`` ends the stream;
+- an error ``finish`` (or a ``throw`` entry) before any content becomes the HTTP error
+  the provider sends for that failure (``status`` when recorded, else by code: 401
+  ``AUTH``, 402 ``QUOTA``, 429 ``RATE_LIMIT`` with ``retry-after``, 400
+  ``CONTEXT_WINDOW_EXCEEDED`` / ``INVALID_REQUEST``, 529/503 ``OVERLOADED``, 500
+  otherwise); after content it is an in-stream error event. ``EMPTY_RESPONSE`` is an
+  empty answer, ``STREAM_CLOSED`` a stream cut before its end, and ``TRANSPORT``,
+  ``NETWORK``, ``TIMEOUT``, ``ABORTED`` a dropped connection;
+- a ``hang`` entry keeps the response open until the client goes away, its read
+  timeout passes, or the endpoint closes (the test ends);
+- a replay error (binding, exhausted, placeholder, script) answers 500 with the message
+  (and ``x-should-retry: false``, so SDKs do not retry it) and is kept in
+  :attr:`Endpoint.errors`, so the test fails with the typed error at teardown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final
+
+import orjson
+
+from ._errors import DshReplayError, ReplayCancelledError, ReplayedModelError
+from ._events import StreamChunk
+from ._routing import Route, Router
+from ._wire_anthropic import AnthropicEncoder, anthropic_message
+from ._wire_openai import CONTEXT_OVERFLOW, OpenAIEncoder, openai_completion
+
+__all__ = ["Endpoint", "EndpointResponse", "http_error"]
+
+OPENAI: Final = "openai"
+ANTHROPIC: Final = "anthropic"
+_ROUTES: Final = {
+    "/v1/chat/completions": OPENAI,
+    "/chat/completions": OPENAI,
+    "/v1/messages": ANTHROPIC,
+    "/messages": ANTHROPIC,
+}
+_CONTENT: Final = frozenset({"text-delta", "reasoning-delta", "tool-call-delta"})
+_DROP_CODES: Final = frozenset({"TRANSPORT", "NETWORK", "TIMEOUT", "ABORTED"})
+_STATUS_BY_CODE: Final = {
+    "AUTH": 401,
+    "MISSING_CREDENTIAL": 401,
+    "QUOTA": 402,
+    "RATE_LIMIT": 429,
+    "CONTEXT_WINDOW_EXCEEDED": 400,
+    "INVALID_REQUEST": 400,
+    "CONTENT_FILTER": 400,
+    "SERVER": 500,
+}
+_ANTHROPIC_TYPES: Final = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+_OPENAI_TYPES: Final = {
+    400: ("invalid_request_error", None),
+    401: ("authentication_error", "invalid_api_key"),
+    402: ("insufficient_quota", "insufficient_quota"),
+    403: ("permission_error", None),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+}
+_JSON: Final = ("content-type", "application/json")
+_STEP_S: Final = 0.05  # how often a waiting call looks at its client and deadline
+_SSE: Final = [
+    ("content-type", "text/event-stream"),
+    ("cache-control", "no-cache"),
+]
+
+
+class EndpointResponse:
+    """One response: status, headers and a body of bytes pieces.
+
+    Attributes:
+        status: The HTTP status.
+        headers: ``(name, value)`` pairs, lower-case names.
+        body: The body, produced as it is read (a stream ends when the call does).
+        drop: Whether the connection is to be dropped without a response (a recorded
+            transport failure); when the body raises :class:`DroppedConnection` the
+            connection is dropped mid-stream.
+    """
+
+    __slots__ = ("_cancel", "body", "drop", "headers", "status")
+
+    def __init__(
+        self,
+        status: int,
+        headers: list[tuple[str, str]],
+        body: Iterator[bytes],
+        *,
+        drop: bool = False,
+        cancel: threading.Event | None = None,
+    ):
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.drop = drop
+        self._cancel = cancel
+
+    def close(self) -> None:
+        """Stop producing the body (the client went away); ends the model call.
+
+        Safe from any thread: a body being read elsewhere is cancelled and ends there.
+        """
+        if self._cancel is not None:
+            self._cancel.set()
+        close = getattr(self.body, "close", None)
+        if close is not None:
+            with contextlib.suppress(ValueError):  # read in another thread: cancel ends it
+                close()
+
+
+class DroppedConnection(Exception):
+    """Raised by a response body: drop the connection here (a recorded transport failure)."""
+
+
+class TimedOut(Exception):
+    """Raised by a response body: the client's read timeout passed while the call hung."""
+
+
+class CallCancel(threading.Event):
+    """Cancels one replayed call: when the client goes away, a read timeout, or closing.
+
+    The replay model waits on it while a ``hang`` entry blocks; each wait step also
+    asks ``probe`` whether the client is still there and checks the read deadline.
+
+    Args:
+        probe: Returns ``True`` once the client has gone away (or ``None``).
+        timeout: The client's read timeout in seconds (or ``None``): the longest wait
+            between two pieces of the body.
+    """
+
+    def __init__(self, probe: Callable[[], bool] | None, timeout: float | None):
+        super().__init__()
+        self._probe = probe
+        self._timeout = timeout
+        self._deadline = math.inf
+        self.timed_out = False
+        self.touch()
+
+    def touch(self) -> None:
+        """Restart the read deadline (a piece of the body went out)."""
+        if self._timeout is not None:
+            self._deadline = time.monotonic() + self._timeout
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait like :meth:`threading.Event.wait`, also watching the client and deadline."""
+        left = math.inf if timeout is None else timeout
+        while True:
+            if self.is_set():
+                return True
+            if self._probe is not None and self._probe():
+                self.set()
+                return True
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                self.timed_out = True
+                self.set()
+                return True
+            if left <= 0:
+                return False
+            step = min(remaining, left, _STEP_S)
+            if super().wait(step):
+                return True
+            left -= step
+
+
+def _json(status: int, body: Any, extra: list[tuple[str, str]] | None = None) -> EndpointResponse:
+    return EndpointResponse(status, [_JSON, *(extra or [])], iter((orjson.dumps(body),)))
+
+
+def _seconds(ms: int) -> str:
+    return str(ms // 1000) if ms % 1000 == 0 else f"{ms / 1000:g}"
+
+
+def http_error(wire: str, failure: Mapping[str, Any]) -> EndpointResponse:
+    """The HTTP error response a provider sends for a recorded failure.
+
+    Args:
+        wire: ``"openai"`` or ``"anthropic"``.
+        failure: ``{"message", "code", "status"?, "providerRetryAfterMs"?, "requestId"?}``.
+
+    Returns:
+        The status recorded in ``failure`` (400-599), else one chosen by code; the
+        wire's error body; ``retry-after`` for a recorded retry delay; the request id.
+    """
+    code = str(failure.get("code", "UNKNOWN"))
+    message = str(failure.get("message", "")) or code
+    status = failure.get("status")
+    if not (isinstance(status, int) and 400 <= status <= 599):
+        if code == "OVERLOADED":
+            status = 529 if wire == ANTHROPIC else 503
+        elif code.startswith("HTTP_") and code[5:].isdigit() and 400 <= int(code[5:]) <= 599:
+            status = int(code[5:])
+        else:
+            status = _STATUS_BY_CODE.get(code, 500)
+    if code == "CONTEXT_WINDOW_EXCEEDED" and not CONTEXT_OVERFLOW.search(message):
+        message = f"{message} (prompt is too long for the model's context window)"
+    headers: list[tuple[str, str]] = [_JSON]
+    retry = failure.get("providerRetryAfterMs")
+    if isinstance(retry, int) and not isinstance(retry, bool) and retry > 0:
+        headers.append(("retry-after", _seconds(retry)))
+        headers.append(("retry-after-ms", str(retry)))
+    request_id = failure.get("requestId")
+    if isinstance(request_id, str) and request_id:
+        headers.append(("x-request-id", request_id))
+        headers.append(("request-id", request_id))
+    if wire == ANTHROPIC:
+        kind = _ANTHROPIC_TYPES.get(
+            status, "api_error" if status >= 500 else "invalid_request_error"
+        )
+        if code == "OVERLOADED":
+            kind = "overloaded_error"
+        body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
+    else:
+        kind, wire_code = _OPENAI_TYPES.get(status, ("server_error", None))
+        if code == "CONTEXT_WINDOW_EXCEEDED":
+            kind, wire_code = "invalid_request_error", "context_length_exceeded"
+        body = {"error": {"message": message, "type": kind, "param": None, "code": wire_code}}
+    return EndpointResponse(status, headers, iter((orjson.dumps(body),)))
+
+
+def _marks(chunks: list[StreamChunk]) -> list[str]:
+    """An answer's text and tool call ids (how the next request quotes it)."""
+    text = "".join(c.get("text", "") for c in chunks if c.get("type") == "text-delta")
+    ids = {c["id"] for c in chunks if c.get("type") == "tool-call-delta" and c.get("id")}
+    return [text, *sorted(ids)]
+
+
+def _failure_of(chunk: Mapping[str, Any]) -> dict[str, Any] | None:
+    reason = chunk.get("reason")
+    if isinstance(reason, Mapping) and reason.get("kind") in ("error", "aborted"):
+        failure = reason.get("failure")
+        if isinstance(failure, Mapping):
+            return dict(failure)
+        return {"message": "the recorded call failed", "code": "UNKNOWN"}
+    return None
+
+
+class Endpoint:
+    """Serves model calls over the OpenAI and Anthropic HTTP wires (one per test).
+
+    Args:
+        model: The model calls go to: anything with ``stream(request, **kwargs)``. When
+            it has ``bind`` and ``live_parent`` (a replay model), a new session binds
+            before its call, so a child found by content is logged under the live
+            session its recording's parent is bound to.
+        replay: Whether ``model`` replays (replay-only keywords ``cancel``,
+            ``seed_length`` and ``by_content`` are passed to it).
+    """
+
+    def __init__(self, model: Any, *, replay: bool = True):
+        self.model = model
+        self.replay = replay
+        self.router = Router()
+        self.errors: list[DshReplayError] = []
+        self._lock = threading.Lock()
+        self._cancels: set[CallCancel] = set()
+        self._closed = False
+        self._count = 0
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Cancel every call still in progress (hangs end); later requests get 503."""
+        with self._lock:
+            self._closed = True
+            cancels = list(self._cancels)
+        for cancel in cancels:
+            cancel.set()
+
+    def _keep(self, error: DshReplayError) -> None:
+        with self._lock:
+            self.errors.append(error)
+
+    # --- requests ------------------------------------------------------------------------
+
+    def handle(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        *,
+        probe: Callable[[], bool] | None = None,
+        timeout: float | None = None,
+    ) -> EndpointResponse:
+        """Answer one HTTP request.
+
+        Args:
+            method: The HTTP method.
+            path: The request path (a query string is ignored).
+            headers: The request headers, lower-case names.
+            body: The request body.
+            probe: Returns ``True`` once the client has gone away (ends a ``hang``).
+            timeout: The client's read timeout in seconds, if it has one.
+
+        Returns:
+            The response; its body streams while the caller reads it.
+        """
+        wire = _ROUTES.get(path.split("?", 1)[0].rstrip("/") or "/")
+        if wire is None:
+            return _json(
+                404, {"error": {"message": f"no route {method} {path}", "type": "not_found"}}
+            )
+        if method.upper() != "POST":
+            return _json(
+                405, {"error": {"message": f"{path} takes POST", "type": "invalid_request"}}
+            )
+        if self._closed:
+            return _json(503, {"error": {"message": "the test has ended", "type": "unavailable"}})
+        try:
+            request = orjson.loads(body or b"null")
+        except orjson.JSONDecodeError as err:
+            return _json(
+                400,
+                {
+                    "error": {
+                        "message": f"the body is not JSON: {err}",
+                        "type": "invalid_request_error",
+                    }
+                },
+            )
+        if not isinstance(request, dict):
+            return _json(
+                400,
+                {
+                    "error": {
+                        "message": "the body must be a JSON object",
+                        "type": "invalid_request_error",
+                    }
+                },
+            )
+        try:
+            route = self.router.route(headers, request)
+            parent = self._parent(route, request)
+        except DshReplayError as error:
+            return self._replay_error(error)
+        with self._lock:
+            self._count += 1
+            number = self._count
+        cancel = CallCancel(probe, timeout)
+        kwargs: dict[str, Any] = {"session_id": route.session_id, "parent_session_id": parent}
+        if self.replay:
+            kwargs.update(cancel=cancel, seed_length=route.seed_length, by_content=True)
+        model_name = str(request.get("model") or "dsh-replay")
+        call_id = f"{'msg' if wire == ANTHROPIC else 'chatcmpl'}-dsh-replay-{number}"
+        chunks = iter(self.model.stream(request, **kwargs))
+        if request.get("stream") is not True:
+            response = self._whole(wire, route, chunks, model_name, call_id)
+        else:
+            response = self._streamed(wire, route, chunks, request, model_name, call_id, cancel)
+        if response.drop or response.status != 200:
+            self.router.answered(route.session_id, failed=True)
+        return response
+
+    def _parent(self, route: Route, request: Mapping[str, Any]) -> str | None:
+        parent = route.parent_session_id
+        if not self.replay:
+            return parent or route.parent_guess
+        bind = getattr(self.model, "bind", None)
+        if bind is None or not route.new:
+            return parent
+        bind(
+            request,
+            session_id=route.session_id,
+            parent_session_id=parent,
+            seed_length=route.seed_length,
+            by_content=True,
+        )
+        return parent or self.model.live_parent(route.session_id)
+
+    def _replay_error(self, error: DshReplayError) -> EndpointResponse:
+        self._keep(error)
+        body = {
+            "type": "error",
+            "error": {"type": "dsh_replay_error", "message": f"{type(error).__name__}: {error}"},
+        }
+        return _json(500, body, [("x-should-retry", "false")])
+
+    def _whole(
+        self,
+        wire: str,
+        route: Route,
+        chunks: Iterator[StreamChunk],
+        model_name: str,
+        call_id: str,
+    ) -> EndpointResponse:
+        try:
+            collected = list(chunks)
+        except ReplayedModelError as error:
+            return http_error(wire, {"message": error.message, "code": error.code})
+        except ReplayCancelledError:
+            return EndpointResponse(0, [], iter(()), drop=True)
+        except DshReplayError as error:
+            return self._replay_error(error)
+        finish = next((c for c in reversed(collected) if c.get("type") == "finish"), None)
+        failure = None if finish is None else _failure_of(finish)
+        if failure is not None:
+            code = failure.get("code")
+            if code in _DROP_CODES:
+                return EndpointResponse(0, [], iter(()), drop=True)
+            if code not in ("EMPTY_RESPONSE", "CONTENT_FILTER", "STREAM_CLOSED"):
+                return http_error(wire, failure)
+        self._answered(route, finish, _marks(collected))
+        if wire == ANTHROPIC:
+            body = anthropic_message(collected, model=model_name, message_id=call_id)
+        else:
+            body = openai_completion(collected, model=model_name, completion_id=call_id)
+        return _json(200, body)
+
+    def _answered(self, route: Route, finish: Mapping[str, Any] | None, served: list[str]) -> None:
+        reason = finish.get("reason") if finish is not None else None
+        kind = reason.get("kind") if isinstance(reason, Mapping) else None
+        self.router.answered(
+            route.session_id,
+            wants_tools=kind == "tool-calls",
+            failed=kind not in ("stop", "tool-calls", "max-tokens"),
+            served=tuple(served),
+        )
+
+    def _streamed(
+        self,
+        wire: str,
+        route: Route,
+        chunks: Iterator[StreamChunk],
+        request: Mapping[str, Any],
+        model_name: str,
+        call_id: str,
+        cancel: CallCancel,
+    ) -> EndpointResponse:
+        head: list[StreamChunk] = []
+        try:
+            for chunk in chunks:
+                head.append(chunk)
+                kind = chunk.get("type")
+                if kind in _CONTENT:
+                    break
+                if kind == "finish":
+                    failure = _failure_of(chunk)
+                    if failure is not None and failure.get("code") not in (
+                        "EMPTY_RESPONSE",
+                        "CONTENT_FILTER",
+                        "STREAM_CLOSED",
+                    ):
+                        for _ in chunks:  # let the call end (and be logged) as recorded
+                            pass
+                        if failure.get("code") in _DROP_CODES:
+                            return EndpointResponse(0, [], iter(()), drop=True)
+                        return http_error(wire, failure)
+                    break
+        except ReplayedModelError as error:
+            failure = {"message": error.message, "code": error.code}
+            if failure["code"] in _DROP_CODES:
+                return EndpointResponse(0, [], iter(()), drop=True)
+            return http_error(wire, failure)
+        except ReplayCancelledError:
+            return EndpointResponse(0, [], iter(()), drop=True)
+        except DshReplayError as error:
+            return self._replay_error(error)
+        encoder: OpenAIEncoder | AnthropicEncoder
+        if wire == ANTHROPIC:
+            encoder = AnthropicEncoder(model=model_name, message_id=call_id)
+        else:
+            options = request.get("stream_options")
+            usage = isinstance(options, Mapping) and options.get("include_usage") is True
+            encoder = OpenAIEncoder(model=model_name, completion_id=call_id, include_usage=usage)
+        body = self._body(wire, route, encoder, head, chunks, cancel)
+        return EndpointResponse(200, list(_SSE), body, cancel=cancel)
+
+    def _body(
+        self,
+        wire: str,
+        route: Route,
+        encoder: OpenAIEncoder | AnthropicEncoder,
+        head: list[StreamChunk],
+        chunks: Iterator[StreamChunk],
+        cancel: CallCancel,
+    ) -> Iterator[bytes]:
+        with self._lock:
+            self._cancels.add(cancel)
+        close = getattr(chunks, "close", None)
+        try:
+            pending = encoder.start()
+            for chunk in head:
+                out, done = self._encode(wire, route, encoder, chunk)
+                pending += out
+                if done:
+                    yield pending
+                    return
+            yield pending
+            cancel.touch()
+            for chunk in chunks:
+                out, done = self._encode(wire, route, encoder, chunk)
+                if out:
+                    yield out
+                    cancel.touch()
+                if done:
+                    for _ in chunks:
+                        pass
+                    return
+        except ReplayedModelError as error:
+            self.router.answered(route.session_id, failed=True)
+            yield from self._late_failure(
+                wire, encoder, {"message": error.message, "code": error.code}
+            )
+        except ReplayCancelledError:
+            if cancel.timed_out:
+                raise TimedOut("the call hung past the client's read timeout") from None
+            raise DroppedConnection("the call was cancelled") from None
+        except DshReplayError as error:
+            self._keep(error)
+            yield encoder.error_event(f"{type(error).__name__}: {error}", "api_error")
+        finally:
+            with self._lock:
+                self._cancels.discard(cancel)
+            if close is not None:
+                close()
+
+    def _encode(
+        self,
+        wire: str,
+        route: Route,
+        encoder: OpenAIEncoder | AnthropicEncoder,
+        chunk: StreamChunk,
+    ) -> tuple[bytes, bool]:
+        if chunk.get("type") != "finish":
+            return encoder.feed(chunk), False
+        failure = _failure_of(chunk)
+        if failure is None or failure.get("code") in ("EMPTY_RESPONSE", "CONTENT_FILTER"):
+            self._answered(route, chunk, encoder.marks())
+            reason = chunk.get("reason")
+            return encoder.finish(reason if isinstance(reason, Mapping) else {}), True
+        self.router.answered(route.session_id, failed=True)
+        if failure.get("code") == "STREAM_CLOSED":
+            return b"", True
+        return b"".join(self._late_failure(wire, encoder, failure)), True
+
+    @staticmethod
+    def _late_failure(
+        wire: str, encoder: OpenAIEncoder | AnthropicEncoder, failure: Mapping[str, Any]
+    ) -> Iterator[bytes]:
+        code = str(failure.get("code", "UNKNOWN"))
+        if code in _DROP_CODES:
+            raise DroppedConnection(f"the recorded call failed with {code}")
+        message = str(failure.get("message", "")) or code
+        if wire == ANTHROPIC:
+            kind = {
+                "RATE_LIMIT": "rate_limit_error",
+                "AUTH": "authentication_error",
+                "OVERLOADED": "overloaded_error",
+                "INVALID_REQUEST": "invalid_request_error",
+            }.get(code, "api_error")
+            yield encoder.error_event(message, kind)
+        else:
+            yield encoder.error_event(message, code)
