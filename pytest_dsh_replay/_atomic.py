@@ -40,6 +40,7 @@ from ._jsonl import fsync_dir
 __all__ = [
     "LEFTOVER",
     "Leftover",
+    "check_writable",
     "exchange_supported",
     "find_leftovers",
     "recover",
@@ -306,6 +307,28 @@ def replace_path(
             if os.path.lexists(staging):
                 _remove(staging)
             raise
+
+
+def check_writable(target: str | os.PathLike[str]) -> None:
+    """Check that ``target`` could be created or replaced, without changing anything.
+
+    A hidden sibling is created and removed in the nearest existing ancestor
+    directory, the way a replacement starts; no missing parent is created.
+
+    Raises:
+        OSError: A parent is not a directory, or the directory is read-only (the
+            error's ``filename`` says which).
+    """
+    dest = Path(target)
+    base, first = dest.parent, dest.name
+    while not os.path.lexists(base) and base.parent != base:
+        base, first = base.parent, base.name
+    probe = base / f".{first}.tmp-{secrets.token_hex(6)}"
+    try:
+        os.mkdir(probe)
+    except OSError as err:
+        raise OSError(err.errno, err.strerror, str(base)) from None
+    os.rmdir(probe)
 
 
 def write_file_atomic(target: str | os.PathLike[str], data: bytes) -> None:

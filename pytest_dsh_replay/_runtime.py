@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from ._atomic import check_writable
 from ._errors import DshReplayError, LogMismatchError, RecordingError, ScenarioError
 from ._events import Event, SessionHeader
 from ._jsonl import read_session_log
@@ -31,6 +32,7 @@ from ._scenario import (
     iter_scenario_dirs,
     load_scenario,
     order_sessions,
+    refuse_nested,
     write_scenario,
 )
 from ._store import MemoryBackend, SessionStore
@@ -74,13 +76,18 @@ def scenario_name(test_name: str) -> str:
 
     Returns:
         A single path segment made of ``A-Z a-z 0-9 . _ - [ ]`` that never starts with
-        ``.`` and is at most :data:`MAX_SCENARIO_NAME` characters. Names that had to be
-        changed (``/``, ``..``, spaces, non-ASCII) or shortened get a hash of the
-        original appended, so two different tests never map to one name.
+        ``.`` and is at most :data:`MAX_SCENARIO_NAME` characters. ``::`` becomes ``.``.
+        A name that had to be changed in any other way (a ``.`` of its own, ``/``,
+        ``..``, spaces, non-ASCII) or shortened gets a hash of the original appended,
+        so the mapping is injective: two different test names never share a directory.
+        (Names that differ only in letter case are distinct here but share a directory
+        on case-insensitive file systems; the plugin refuses such pairs.)
     """
     readable = test_name.replace("::", ".")
     safe = _UNSAFE.sub("_", readable).lstrip(".") or "_"
-    if safe != readable or len(safe) > MAX_SCENARIO_NAME:
+    # A "." of the name's own would read back as "::": only "::" may become ".".
+    ambiguous = "." in test_name.replace("::", "")
+    if ambiguous or safe != readable or len(safe) > MAX_SCENARIO_NAME:
         digest = hashlib.sha256(test_name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
         safe = f"{safe[: MAX_SCENARIO_NAME - len(digest) - 1]}-{digest}"
     return safe
@@ -297,7 +304,10 @@ class DshReplay:
             redact_header_hook: Extra header redaction applied before writing.
 
         Raises:
-            RecordingError: ``path`` is an existing file, not a scenario directory.
+            RecordingError: ``path`` is an existing file, not a scenario directory; it
+                holds another scenario or lies inside one; or it cannot be written (a
+                read-only directory, a parent that is a file), checked here, before the
+                live model is ever called.
         """
         p = Path(path)
         if p.exists() and not p.is_dir():
@@ -306,6 +316,15 @@ class DshReplay:
                 "a recording is written as a scenario directory; point the dsh_scenario "
                 "marker at a directory, or record with record=False on this test"
             )
+        refuse_nested(p)
+        try:
+            check_writable(p)
+        except OSError as err:
+            raise RecordingError(
+                f"cannot record into {p}: {err.filename or p}: {err.strerror or err}; "
+                "nothing was recorded (the live model was not called) and the previous "
+                "recording, if any, is kept"
+            ) from None
         previous: Scenario | None = None
         if p.exists():
             try:

@@ -447,7 +447,14 @@ def _check_identity(conn: sqlite3.Connection, path: str) -> bool:
     """
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-    objects = _user_objects(conn)
+    try:
+        objects = _user_objects(conn)
+    except UnicodeDecodeError:
+        raise SessionLogError(
+            "damaged SQLite session store: its schema text is not valid UTF-8; expected a "
+            f"dsh SQLite store (schema {SCHEMA_VERSION})",
+            path=path,
+        ) from None
     if version == 0:
         if app_id == 0 and not objects:
             return True
@@ -662,7 +669,7 @@ class SqliteBackend:
         with self._lock:
             try:
                 return self._conn.execute(sql, params).fetchall()
-            except sqlite3.Error as err:
+            except (sqlite3.Error, UnicodeDecodeError) as err:  # a damaged file
                 raise SessionLogError(f"cannot read the store ({err})", path=self._source) from None
 
     def exists(self, session_id: str) -> bool:

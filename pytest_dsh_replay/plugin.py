@@ -123,6 +123,7 @@ class _State:
     recorders: list[pytest.Item] = field(default_factory=list)
     recovered: set[str] = field(default_factory=set)
     cleaned: int = 0
+    unwritten: int = 0
 
     def merge(self, report: dict[str, Any]) -> None:
         """Add a worker's report (``pytest-xdist``) to this state."""
@@ -134,6 +135,7 @@ class _State:
         self.recordings.extend(tuple(r) for r in report["recordings"])
         self.kept += report["kept"]
         self.cleaned += report["cleaned"]
+        self.unwritten += report["unwritten"]
 
     def report(self) -> dict[str, Any]:
         """What a worker sends to the controller: plain, serializable values."""
@@ -146,6 +148,7 @@ class _State:
             "recordings": [list(r) for r in self.recordings],
             "kept": self.kept,
             "cleaned": self.cleaned,
+            "unwritten": self.unwritten,
         }
 
 
@@ -540,7 +543,20 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
         if not item.stash.get(_PASSED, False):
             _state(item.config).kept += 1
             return result
-        files = run.replay.finish()
+        from ._errors import DshReplayError
+
+        problem: str | None = None
+        try:
+            files = run.replay.finish()
+        except DshReplayError as err:
+            problem = str(err)
+        if problem is not None:  # failed outside the except block: no chained traceback
+            _state(item.config).unwritten += 1
+            pytest.fail(
+                f"the recording of {item.nodeid} was not written: {problem}; the previous "
+                "recording, if any, is kept",
+                pytrace=False,
+            )
         calls = sum(
             1
             for s in run.replay.sessions.sessions()
@@ -570,6 +586,7 @@ def pytest_collection_modifyitems(
         for item in items
         if "dsh_replay" in getattr(item, "fixturenames", ()) and not _replay_only(item)
     ]
+    _refuse_case_collisions(state, items)
     yield
     if state.record is None:
         return
@@ -581,6 +598,38 @@ def pytest_collection_modifyitems(
         raise pytest.UsageError(message)
     for item in involved:
         item.stash[_LAYOUT_PROBLEM] = message
+
+
+def _refuse_case_collisions(state: _State, items: list[pytest.Item]) -> None:
+    """Fail (at set-up) tests whose derived scenario names differ only in letter case.
+
+    Derived names are injective, but a case-insensitive file system (macOS, Windows)
+    would give two such tests one directory, and one would replay the other's recording.
+    """
+    seen: dict[str, tuple[pytest.Item, Path]] = {}
+    for item in items:
+        if "dsh_replay" not in getattr(item, "fixturenames", ()):
+            continue
+        marker = item.get_closest_marker("dsh_scenario")
+        if marker is not None and marker.args:
+            continue  # an explicit name: sharing it is the user's choice
+        try:
+            path = _scenario_path(item, state)
+        except pytest.UsageError:
+            continue
+        key = str(path).casefold()
+        found = seen.get(key)
+        if found is None:
+            seen[key] = (item, path)
+            continue
+        other, other_path = found
+        message = (
+            f"{other.nodeid} and {item.nodeid} derive scenario names that differ only in "
+            f"letter case ({other_path.name}, {path.name}): on a case-insensitive file "
+            "system (macOS, Windows) they would share one recording; give one of them a "
+            "@pytest.mark.dsh_scenario name or another parametrize id"
+        )
+        other.stash[_LAYOUT_PROBLEM] = item.stash[_LAYOUT_PROBLEM] = message
 
 
 def _recording_layout_problem(
@@ -680,6 +729,10 @@ def pytest_terminal_summary(
         parts.append(f"{len(state.unused)} unused")
     if state.kept:
         parts.append(f"{state.kept} not re-recorded (the test did not pass; old recording kept)")
+    if state.unwritten:
+        parts.append(
+            f"{state.unwritten} not written (the recording could not be saved; old recording kept)"
+        )
     if state.cleaned:
         parts.append(
             f"{_plural(state.cleaned, 'leftover')} of interrupted writes recovered or removed"

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 from example_agent import ExampleAgent
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from pytest_dsh_replay import LogMismatchError, ReplayConsumptionError
 from pytest_dsh_replay._runtime import DshReplay, resolve_scenario, scenario_name
@@ -44,3 +46,27 @@ def test_scenario_names_and_roots(tmp_path: Path) -> None:
     assert scenario_name("test_a::test_b[a/b]").startswith("test_a.test_b[a_b]-")
     assert resolve_scenario(tmp_path, "a/b") == tmp_path / "a" / "b"
     assert resolve_scenario(tmp_path, "/abs") == Path("/abs")
+
+
+def test_scenario_names_are_injective() -> None:
+    # "::" becomes "." in a derived name; a "." of the test's own must not collide.
+    assert scenario_name("test_m::test_x[a::b]") != scenario_name("test_m::test_x[a.b]")
+    assert scenario_name("test_m::test_x[0.5]").startswith("test_m.test_x[0.5]-")
+    assert scenario_name("TestA::test_b") == "TestA.test_b"
+
+
+_NAMES = st.lists(
+    st.one_of(st.text(alphabet="ab_[]-/ é", min_size=1, max_size=3), st.sampled_from(["::", "."])),
+    min_size=1,
+    max_size=6,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(_NAMES, min_size=2, max_size=2, unique=True), st.booleans())
+def test_distinct_test_names_never_share_a_scenario(names: list[str], swap: bool) -> None:
+    first, second = names
+    if swap:  # the pair most likely to collide: "::" and "." exchanged
+        second = first.replace("::", ".") if "::" in first else first.replace(".", "::")
+        assume(second != first)
+    assert scenario_name(first) != scenario_name(second)

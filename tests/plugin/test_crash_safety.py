@@ -121,3 +121,104 @@ def test_two_selected_scenarios_nested_in_each_other_are_refused(
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines([message])
     assert not (project.path / "recordings").exists()
+
+
+def test_test_ids_that_differ_by_dots_or_case_never_share_a_recording(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(
+        test_ids="""
+        import pytest
+
+        @pytest.mark.parametrize("x", ["a.b", "a::b", "ab", "AB"])
+        def test_x(dsh_replay, x):
+            pass
+        """
+    )
+    result = project.runpytest("-p", "no:randomly")
+    result.assert_outcomes(errors=4)
+    looked = [line.split("looked at: ")[1] for line in result.stdout.lines if "looked at: " in line]
+    assert len(looked) == len(set(looked)) == 2, looked  # [a.b] and [a::b] each their own
+    result.stdout.fnmatch_lines(
+        [
+            "*test_ids.py::test_x?ab? and test_ids.py::test_x?AB? derive scenario names that "
+            "differ only in letter case*"
+        ]
+    )
+
+
+def test_an_unwritable_snapshot_dir_fails_at_set_up_before_the_live_call(
+    pytester: pytest.Pytester,
+) -> None:
+    (pytester.path / "blocker").write_text("a file where the snapshot root should be")
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = blocker/recordings\n")
+    pytester.makeconftest(LIVE)
+    pytester.makepyfile(agent=ASK)
+    pytester.makepyfile(
+        test_unwritable="""
+        import pytest
+        from agent import ask
+        from conftest import FakeLive
+
+        @pytest.mark.dsh_scenario("s")
+        def test_s(dsh_replay):
+            ask(dsh_replay.model, "q")
+
+        def test_the_live_model_was_never_called():
+            assert FakeLive.calls == 0
+        """
+    )
+    result = pytester.runpytest("--dsh-record", "-p", "no:randomly")
+    result.assert_outcomes(errors=1, passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*cannot record the dsh scenario for test_unwritable.py::test_s:",
+            "*cannot record into */blocker/recordings/s: */blocker: Not a directory; nothing "
+            "was recorded (the live model was not called) and the previous recording, if any, "
+            "is kept",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_write_failing_at_teardown_is_one_line_and_counted(pytester: pytest.Pytester) -> None:
+    # A real write error: a file-size limit makes the recording's write fail (EFBIG),
+    # as a full disk would (ENOSPC), after the test passed.
+    pytest.importorskip("resource")
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
+    pytester.makeconftest(
+        LIVE.replace('"live: " + request', '"x" * 300_000 + request')
+        + """
+import resource, signal
+
+def pytest_configure(config):
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, resource.RLIM_INFINITY))
+"""
+    )
+    pytester.makepyfile(agent=ASK)
+    old = make_scenario(pytester.path / "recordings" / "big", primary=["old"])
+    before = (old / "session.jsonl").read_bytes()
+    pytester.makepyfile(
+        test_big="""
+        import pytest
+        from agent import ask
+
+        @pytest.mark.dsh_scenario("big")
+        def test_big(dsh_replay):
+            ask(dsh_replay.model, "q")
+        """
+    )
+    result = pytester.runpytest_subprocess("--dsh-record", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "the recording of test_big.py::test_big was not written: cannot write scenario "
+            "*big: [[]Errno 27[]] File too large*; the previous recording, if any, is kept",
+            "scenarios: 0 replayed, 0 recorded, 0 missing, *1 not written (the recording "
+            "could not be saved; old recording kept)",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+    assert (old / "session.jsonl").read_bytes() == before
+    assert sorted(p.name for p in old.parent.iterdir()) == ["big"]
