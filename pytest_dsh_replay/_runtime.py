@@ -46,7 +46,6 @@ __all__ = [
     "DUMMY_API_KEY",
     "MAX_SCENARIO_NAME",
     "DshReplay",
-    "LoggedReplayModel",
     "Mode",
     "find_scenario_dirs",
     "resolve_scenario",
@@ -132,48 +131,6 @@ def find_scenario_dirs(root: Path) -> Iterator[Path]:
         yield from iter_scenario_dirs(root)
 
 
-class _ReplayView:
-    """The undecorated calls of a :class:`LoggedReplayModel`, for its recorder to wrap."""
-
-    def __init__(self, model: LoggedReplayModel):
-        self._model = model
-
-    def stream(self, request: Any, **kwargs: Any) -> Any:
-        return ReplayModel.stream(self._model, request, **kwargs)
-
-    def astream(self, request: Any, **kwargs: Any) -> Any:
-        return ReplayModel.astream(self._model, request, **kwargs)
-
-
-class LoggedReplayModel(ReplayModel):
-    """A :class:`ReplayModel` that also logs each call into the calling session.
-
-    Each call is logged into the calling session of ``sessions`` exactly as the recorder
-    logs it in record mode (a session the code under test did not create is created the
-    same way), so a replayed run that behaves like the recording writes the same logs.
-
-    Args:
-        scenario: The scenario to replay.
-        sessions: The :class:`~pytest_dsh_replay.store.SessionStore` to log into.
-        **options: Passed to :class:`ReplayModel` (``pace_ms``, ``workdir``, ...).
-    """
-
-    def __init__(self, scenario: Scenario, sessions: Any, **options: Any):
-        super().__init__(scenario, **options)
-        self._log = RecordingModel(_ReplayView(self), sessions, create_sessions=True)
-
-    @property
-    def created(self) -> set[str]:
-        """Ids of the sessions this model created (the code under test did not)."""
-        return self._log.created
-
-    def stream(self, request: Any, **kwargs: Any) -> Any:
-        return self._log.stream(request, **kwargs)
-
-    def astream(self, request: Any, **kwargs: Any) -> Any:
-        return self._log.astream(request, **kwargs)
-
-
 @dataclass(frozen=True)
 class _Log:
     """A header and events: what :func:`~pytest_dsh_replay.scenario.write_scenario` writes."""
@@ -204,10 +161,12 @@ class DshReplay:
         path: The scenario directory (or log / store) this test replays or records.
         mode: ``"replay"`` or ``"record"``.
         scenario: The loaded scenario; in record mode the previous recording, if any.
-        model: What the code under test streams from. Replay mode: a
-            :class:`~pytest_dsh_replay.model.ReplayModel` (that also logs each call into
-            the calling session of :attr:`sessions`); record mode: a
-            :class:`~pytest_dsh_replay.recorder.RecordingModel` around the live model.
+        model: What the code under test streams from: a
+            :class:`~pytest_dsh_replay.RecordingModel` that logs each call's
+            conversation into the calling session of :attr:`sessions`, around a
+            :class:`~pytest_dsh_replay.ReplayModel` (replay mode) or the live model
+            (record mode). Replay attributes (``bindings``, ``assert_consumed``,
+            ``cancel``) are the replay model's.
         sessions: The :class:`~pytest_dsh_replay.store.SessionStore` the code under test
             persists its sessions in, in memory (a recording is written, redacted, only
             when the test passed).
@@ -270,7 +229,13 @@ class DshReplay:
             path=p,
             mode="replay",
             scenario=scenario,
-            model=LoggedReplayModel(scenario, sessions, pace_ms=pace_ms, workdir=workdir),
+            # The replay model answers; the recorder logs each call into the calling
+            # session exactly as recording does, so the two runs' logs can be compared.
+            model=RecordingModel(
+                ReplayModel(scenario, pace_ms=pace_ms, workdir=workdir),
+                sessions,
+                create_sessions=True,
+            ),
             sessions=sessions,
             workdir=workdir,
             compare_logs=compare_logs,
@@ -476,8 +441,9 @@ class DshReplay:
         """The run's sessions as a normalized Markdown transcript.
 
         Every session of :attr:`sessions`: the ones the code under test wrote, and the
-        ones the model created for calls from sessions it did not know (their model calls
-        and the user's ask). Compare it with a snapshot:
+        ones the model created for calls from sessions it did not know (each with its
+        turns: the messages, the model's answers, tool calls and results). Compare it
+        with a snapshot:
         ``assert dsh_replay.transcript() == dsh_snapshot``.
         """
         from ._transcript import render_transcript
@@ -527,11 +493,15 @@ class DshReplay:
         ]
 
     def check_logs(self) -> None:
-        """Compare the logs the code under test wrote with the recording (replay mode).
+        """Compare the logs of this replayed run with the recording (replay mode).
 
-        Does nothing when the code under test wrote no session. Sessions are paired with
-        recorded logs by the model's bindings (then by order), normalized (SPEC 11) and
-        compared event by event.
+        Every session of :attr:`sessions` is compared: the ones the code under test
+        wrote and the ones the model created for its calls, since the model logs each
+        call's conversation (system prompt and tools, the new messages, the chunks) the
+        same way in both modes. Sessions are paired with recorded logs by the model's
+        bindings (then by order), normalized (ids, times, the working directory) and
+        compared event by event. Does nothing when the run wrote no session, or for a
+        SQLite scenario (no per-session file).
 
         Raises:
             LogMismatchError: The first difference, with an event-level report and the
@@ -539,10 +509,12 @@ class DshReplay:
         """
         if self.mode != "replay" or self.scenario is None:
             return
+        close = getattr(self.model, "close_open_calls", None)
+        if close is not None:
+            close()
         live = self.sessions.sessions()
-        created: set[str] = getattr(self.model, "created", set())
-        if all(s.header.id in created for s in live):
-            return  # the code under test wrote no session of its own: nothing to check
+        if not live:
+            return  # no model call and no session: nothing to compare
         recorded = [s for s in self.scenario.scripts if s.path is not None]
         if len(recorded) != len(self.scenario.scripts):
             return  # a SQLite scenario: no per-session file to compare with
@@ -562,8 +534,8 @@ class DshReplay:
                 free_recorded.remove(script)
         if len(free_live) != len(free_recorded):
             raise LogMismatchError(
-                f"the code under test wrote {len(live)} session log(s), the recording "
-                f"{self.path} has {len(recorded)}"
+                f"this run wrote {len(live)} session log(s), the recording {self.path} has "
+                f"{len(recorded)}"
             )
         pairs.extend(zip(free_recorded, free_live, strict=True))
         pairs.sort(key=lambda pair: recorded.index(pair[0]))
@@ -603,6 +575,9 @@ class DshReplay:
             RecordingError: The test wrote no session, or not exactly one primary, or the
                 directory cannot be written.
         """
+        close = getattr(self.model, "close_open_calls", None)
+        if close is not None:
+            close()
         sessions = self.sessions.sessions()
         if not sessions:
             raise RecordingError(

@@ -501,11 +501,17 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     result = yield
     run = item.stash.get(_RUN, None)
     if run is not None and run.replay.mode == "replay":
-        from ._errors import DshReplayError
+        from ._errors import DshReplayError, LogMismatchError
 
         problem: str | None = None
         try:
             run.replay.finish()
+        except LogMismatchError as err:
+            problem = (
+                f"{err}\n(a recording made by other code, such as the dsh harness's own, "
+                "replays without this check: @pytest.mark.dsh_scenario(..., "
+                "compare_logs=False))"
+            )
         except DshReplayError as err:
             problem = str(err)
         if problem is not None:  # failed outside the except block: no chained traceback

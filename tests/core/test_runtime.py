@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from example_agent import ExampleAgent
@@ -70,3 +73,54 @@ def test_distinct_test_names_never_share_a_scenario(names: list[str], swap: bool
         second = first.replace("::", ".") if "::" in first else first.replace(".", "::")
         assume(second != first)
     assert scenario_name(first) != scenario_name(second)
+
+
+class ScriptedLive:
+    """Streams ``text`` in pieces for every call, sync and async."""
+
+    def stream(self, request: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        yield {"type": "block-start", "index": 0, "blockType": "text"}
+        for piece in ("one ", "two ", "three"):
+            yield {"type": "text-delta", "index": 0, "text": piece}
+        yield {"type": "block-end", "index": 0, "block": {"type": "text", "text": "one two three"}}
+        yield {"type": "finish", "reason": {"kind": "stop"}}
+
+    async def astream(self, request: Any, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
+        for chunk in self.stream(request, **kwargs):
+            yield chunk
+
+
+REQUEST = {"messages": [{"role": "user", "content": "count"}]}
+
+
+async def stops_early_async(model: Any) -> list[str]:
+    seen = []
+    async for chunk in model.astream(REQUEST, session_id="s"):
+        seen.append(chunk["type"])
+        if chunk["type"] == "text-delta":
+            break  # no aclose(): the stream stays open until it is collected
+    seen += [c["type"] async for c in model.astream(REQUEST, session_id="s")]
+    return seen
+
+
+def stops_early_sync(model: Any) -> list[str]:
+    stream = model.stream(REQUEST, session_id="s")
+    seen = [next(stream)["type"], next(stream)["type"]]
+    seen += [c["type"] for c in model.stream(REQUEST, session_id="s")]  # `stream` still open
+    return seen
+
+
+@pytest.mark.parametrize(
+    "agent", [lambda m: asyncio.run(stops_early_async(m)), stops_early_sync], ids=["async", "sync"]
+)
+def test_a_recording_with_an_early_exit_replays(
+    tmp_path: Path, agent: Callable[[Any], list[str]]
+) -> None:
+    recording = DshReplay.record(tmp_path / "early", live=ScriptedLive(), workdir=tmp_path / "r")
+    seen = agent(recording.model)
+    recording.finish()
+    replay = DshReplay.open(tmp_path / "early", workdir=tmp_path / "p")
+    assert agent(replay.model) == seen
+    replay.finish()  # every call consumed, the logs equal the recording's
+    first, _ = replay.scenario.scripts[0].entries if replay.scenario else ((), ())
+    assert first.chunks[-1]["reason"]["kind"] == "aborted"

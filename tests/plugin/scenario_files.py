@@ -1,49 +1,57 @@
-"""Small scenario directories for plugin tests, written with the project's own writer."""
+"""Small scenario directories for plugin tests, recorded by the project's own recorder.
+
+A scripted model answers each call with the next text of its session, and the recorder
+logs the calls as recording does, so the scenarios are what ``--dsh-record`` would write
+for an agent that sends the same requests (by default ``{"messages": []}``).
+"""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pytest_dsh_replay._events import SessionHeader
-from pytest_dsh_replay._scenario import write_scenario
+from pytest_dsh_replay import MemoryBackend, RecordingModel, SessionStore, write_scenario
 
 
-class Log:
-    def __init__(self, header: SessionHeader, events: list[dict[str, Any]]):
-        self.header = header
-        self.events = events
-
-
-def call_events(turn: int, text: str, start: int) -> list[dict[str, Any]]:
-    chunks = [
+def text_call(text: str) -> list[dict[str, Any]]:
+    """One finished call streaming ``text``."""
+    return [
         {"type": "block-start", "index": 0, "blockType": "text"},
         {"type": "text-delta", "index": 0, "text": text},
         {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}},
         {"type": "finish", "reason": {"kind": "stop"}},
     ]
-    return [
-        {
-            "type": "assistant/chunk",
-            "seq": start + i,
-            "time": 0,
-            "data": {"turn": turn, "step": 1, "chunk": c},
-        }
-        for i, c in enumerate(chunks)
-    ]
 
 
-def make_scenario(directory: Path, **sessions: list[str]) -> Path:
-    """Write a scenario: ``primary=[texts]`` plus children ``child1=[...]``, each text a call."""
-    logs = []
-    for n, (name, texts) in enumerate(sessions.items()):
-        sid = "p" if name == "primary" else name
-        header = SessionHeader(
-            id=sid, created_at=n, parent_session=None if name == "primary" else "p"
-        )
-        events: list[dict[str, Any]] = []
-        for turn, text in enumerate(texts, start=1):
-            events.extend(call_events(turn, text, len(events)))
-        logs.append(Log(header, events))
-    write_scenario(directory, logs)
+class _Scripted:
+    def __init__(self, sessions: dict[str, list[str]]):
+        self.texts = {sid: list(texts) for sid, texts in sessions.items()}
+
+    def stream(self, request: Any, *, session_id: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        yield from text_call(self.texts[session_id].pop(0))
+
+
+def make_scenario(directory: Path, *, ask: str | None = None, **sessions: list[str]) -> Path:
+    """Record a scenario: ``primary=[texts]`` plus children ``child1=[...]``, a call per text.
+
+    ``ask`` is the primary's user message in every call (default: no message). The
+    primary's id is ``p``, a child's its keyword; children are created in keyword order.
+    """
+    clock = itertools.count(1)
+    store = SessionStore(MemoryBackend(), clock=lambda: next(clock))
+    ids = {name: "p" if name == "primary" else name for name in sessions}
+    model = RecordingModel(_Scripted({ids[n]: texts for n, texts in sessions.items()}), store)
+    for name, texts in sessions.items():
+        messages = [{"role": "user", "content": ask}] if ask and name == "primary" else []
+        parent = None if name == "primary" else "p"
+        if parent is not None and store.get(parent) is None:
+            store.create(parent)
+        for _ in texts:
+            list(
+                model.stream({"messages": messages}, session_id=ids[name], parent_session_id=parent)
+            )
+    model.close_open_calls()
+    write_scenario(directory, store.sessions())
     return directory

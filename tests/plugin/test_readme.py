@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -24,10 +25,10 @@ def pytest_dsh_replay_live_model(config, scenario_path):
 """
 
 
-def first_test_code() -> str:
-    section = README.read_text(encoding="utf-8").split("## Your first test", 1)[1]
+def first_test_code(heading: str = "## Your first test") -> str:
+    section = README.read_text(encoding="utf-8").split(heading, 1)[1]
     match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match, "the README lost its first test"
+    assert match, f"the README lost the example under {heading}"
     return match.group(1)
 
 
@@ -41,5 +42,33 @@ def test_readme_first_test_records_then_replays(pytester: pytest.Pytester) -> No
     pytester.makeconftest(FAKE_LIVE)
     pytester.runpytest("--dsh-record=missing").assert_outcomes(passed=1)
     assert (pytester.path / "dsh_snapshots" / "capital" / "session.jsonl").exists()
+    pytester.makeconftest("")
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+RECALLING_LIVE = """
+class Live:
+    def stream(self, request, **kwargs):
+        said = [m["content"] for m in request["messages"] if m["role"] == "user"]
+        reply = "Noted." if len(said) == 1 else f"It was {said[0].split()[-1].rstrip('.')}."
+        yield {"type": "block-start", "index": 0, "blockType": "text"}
+        yield {"type": "text-delta", "index": 0, "text": reply}
+        yield {"type": "block-end", "index": 0, "block": {"type": "text", "text": reply}}
+        yield {"type": "finish", "reason": {"kind": "stop"}}
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return Live()
+"""
+
+
+def test_readme_fork_example_records_a_fork_child_then_replays(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_fork=first_test_code("### Forking from the fixture"))
+    pytester.makeconftest(RECALLING_LIVE)
+    pytester.runpytest("--dsh-record").assert_outcomes(passed=1)
+    scenario = pytester.path / "dsh_snapshots" / "fork-recall"
+    assert sorted(p.name for p in scenario.iterdir()) == ["session.1.jsonl", "session.jsonl"]
+    child_header = json.loads((scenario / "session.1.jsonl").read_text().splitlines()[0])
+    assert child_header["parentSession"] == "main"
+    assert child_header["seedLength"] > 0
     pytester.makeconftest("")
     pytester.runpytest().assert_outcomes(passed=1)

@@ -227,7 +227,9 @@ def pytest_dsh_replay_redact(event):
 
 
 def test_record_missing_only_records_what_is_missing(project: pytest.Pytester) -> None:
-    existing = make_scenario(project.path / "recordings" / "have", primary=["live: have"])
+    existing = make_scenario(
+        project.path / "recordings" / "have", ask="have", primary=["live: have"]
+    )
     before = digest(existing)
     project.makepyfile(
         test_missing="""
@@ -398,7 +400,9 @@ def test_a_plain_agent_s_children_bind_by_task_in_any_order(project: pytest.Pyte
     project.makeconftest("")
     project.runpytest("--snapshot-update").assert_outcomes(passed=2)
     transcript = (project.path / "__snapshots__" / "test_plain" / "test_transcript.md").read_text()
-    assert "# Session {{id-2}} (child of {{id-1}}, spawn)\n\n**User**\n\n> alpha" in transcript
+    assert "# Session {{id-2}} (child of {{id-1}}, spawn)\n\n## Turn 1\n\n**User**\n\n> alpha" in (
+        transcript
+    )
     assert "> live: alpha" in transcript
     project.runpytest().assert_outcomes(passed=2)
 
