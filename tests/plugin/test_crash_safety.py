@@ -46,7 +46,7 @@ def test_the_next_run_puts_back_a_recording_a_killed_write_moved_aside(
     # What a kill between the two renames of the portable replacement leaves: the old
     # recording under a hidden name, a complete new one beside it, no scenario.
     root = project.path / "recordings"
-    make_scenario(root / "kept", primary=["live: q"])
+    make_scenario(root / "kept", ask="q", primary=["live: q"])
     os.rename(root / "kept", root / ".kept.old-0123456789ab")
     make_scenario(root / ".kept.tmp-0123456789ab", primary=["half-written"])
     make_scenario(root / ".other.tmp-00000000000a", primary=["partial"])

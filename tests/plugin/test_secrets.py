@@ -127,7 +127,9 @@ def test_no_planted_secret_in_any_written_file_or_in_the_terminal(
         test_replayed="""
         import pytest
 
-        @pytest.mark.dsh_scenario("leaky")
+        # Only the chunks matter here: this run creates no session with the
+        # recording's header fields, so the logs are not compared.
+        @pytest.mark.dsh_scenario("leaky", compare_logs=False)
         def test_replay(dsh_replay):
             chunks = list(dsh_replay.model.stream(
                 {"messages": [{"role": "user", "content": "go"}]}, session_id="main"
