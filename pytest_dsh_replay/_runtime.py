@@ -24,9 +24,17 @@ from ._errors import DshReplayError, LogMismatchError, RecordingError, ScenarioE
 from ._events import Event, SessionHeader
 from ._jsonl import read_session_log
 from ._model import ReplayModel
-from ._normalize import Normalizer, Redactor, compare_logs, describe_difference, tokenize_cwd
+from ._normalize import (
+    Normalizer,
+    Redactor,
+    canonical_log,
+    compare_logs,
+    describe_difference,
+    tokenize_cwd,
+)
 from ._recorder import RecordingModel
 from ._scenario import (
+    PRIMARY_LOG,
     Scenario,
     SessionScript,
     iter_scenario_dirs,
@@ -178,6 +186,8 @@ class DshReplay:
         redact_hook: Extra redaction, called with each event copy (changes it in place).
         redact_header_hook: Extra redaction, called with each session header's JSON
             object (``{"type": "session", "id", ...}``; changes it in place).
+        unchanged: Set by :meth:`save`: the recording equals the previous one
+            (normalized), whose files were left untouched.
     """
 
     path: Path
@@ -190,6 +200,7 @@ class DshReplay:
     redactor: Redactor = field(default_factory=Redactor)
     redact_hook: Callable[[Event], object] | None = None
     redact_header_hook: Callable[[dict[str, Any]], object] | None = None
+    unchanged: bool = field(default=False, init=False)
     _endpoint: Endpoint | None = field(default=None, init=False, repr=False)
     _server: EndpointServer | None = field(default=None, init=False, repr=False)
     _pool: _Pool | None = field(default=None, init=False, repr=False)
@@ -568,8 +579,14 @@ class DshReplay:
     def save(self) -> list[Path]:
         """Write the recorded sessions as the scenario, atomically (record mode).
 
+        A re-record of unchanged behaviour is stable: when the new logs equal the
+        previous recording's after normalization (ids, times, the working directory, as
+        the replayed-log check compares them), the directory holds nothing else and its
+        logs are in the committed form, nothing is written and :attr:`unchanged` is set,
+        so the files keep their bytes, ids and times.
+
         Returns:
-            The written log files.
+            The written log files (the previous ones when :attr:`unchanged`).
 
         Raises:
             RecordingError: The test wrote no session, or not exactly one primary, or the
@@ -584,7 +601,47 @@ class DshReplay:
                 f"nothing to record for {self.path}: the test made no model call through "
                 "dsh_replay.model and created no session in dsh_replay.sessions"
             )
-        return write_scenario(self.path, self.written_logs())
+        logs = self.written_logs()
+        kept = self._previous_files_if_equal(logs)
+        if kept is not None:
+            self.unchanged = True
+            return kept
+        return write_scenario(self.path, logs)
+
+    def _previous_files_if_equal(self, logs: Sequence[_Log]) -> list[Path] | None:
+        """The previous recording's logs when they hold exactly ``logs``, else ``None``."""
+        if self.scenario is None or not self.path.is_dir():
+            return None
+        names = [PRIMARY_LOG] + [f"session.{n}.jsonl" for n in range(1, len(logs))]
+        try:
+            if sorted(os.listdir(self.path)) != sorted(names):
+                return None  # other files (sidecars) would not survive a write either
+            old = []
+            for name in names:
+                data = (self.path / name).read_bytes()
+                if canonical_log(data, source=str(self.path / name)) != data:
+                    return None  # a write would change its form
+                old.append(read_session_log(self.path / name))
+        except (OSError, DshReplayError):
+            return None
+        expected = Normalizer(
+            session_ids=[h.id for h, _ in old], cwds=[h.cwd for h, _ in old if h.cwd]
+        )
+        actual = Normalizer(
+            session_ids=[log.header.id for log in logs],
+            cwds=[log.header.cwd for log in logs if log.header.cwd],
+        )
+        for name, previous, log in zip(names, old, logs, strict=True):
+            diff = compare_logs(
+                name,
+                previous,
+                (log.header, log.events),
+                expected_normalizer=expected,
+                actual_normalizer=actual,
+            )
+            if diff is not None:
+                return None
+        return [self.path / name for name in names]
 
     def finish(self) -> list[Path]:
         """Run the end-of-test work of a passing test.

@@ -112,7 +112,7 @@ class _State:
     subset: bool = False
     compare_logs: bool = True
     fail_unused: bool = False
-    recordings: list[tuple[str, int, int]] = field(default_factory=list)
+    recordings: list[tuple[str, int, int, bool]] = field(default_factory=list)
     kept: int = 0
     unused: list[Path] | None = None
     session: pytest.Session | None = None
@@ -569,7 +569,9 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
             for e in s.events[s.seed_length :]  # a fork's inherited calls are not its own
             if e["type"] == "assistant/chunk" and e["data"]["chunk"].get("type") == "finish"
         )
-        _state(item.config).recordings.append((str(run.replay.path), len(files), calls))
+        _state(item.config).recordings.append(
+            (str(run.replay.path), len(files), calls, run.replay.unchanged)
+        )
     return result
 
 
@@ -745,9 +747,10 @@ def pytest_terminal_summary(
         )
     terminalreporter.write_sep("-", "dsh-replay")
     terminalreporter.write_line("scenarios: " + ", ".join(parts))
-    for path, logs, calls in sorted(state.recordings):
+    for path, logs, calls, unchanged in sorted(state.recordings):
+        kept = ", unchanged (files kept as they were)" if unchanged else ""
         terminalreporter.write_line(
-            f"recorded {path}: {_plural(logs, 'session')}, {_plural(calls, 'model call')}"
+            f"recorded {path}: {_plural(logs, 'session')}, {_plural(calls, 'model call')}{kept}"
         )
     if state.unused:
         verdict = "failing the run (--dsh-fail-unused)" if state.fail_unused else "no test uses"

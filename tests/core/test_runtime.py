@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -124,3 +125,40 @@ def test_a_recording_with_an_early_exit_replays(
     replay.finish()  # every call consumed, the logs equal the recording's
     first, _ = replay.scenario.scripts[0].entries if replay.scenario else ((), ())
     assert first.chunks[-1]["reason"]["kind"] == "aborted"
+
+
+def record_tree(target: Path, workdir: Path, question: str = "count") -> DshReplay:
+    """Record a primary and a child with fresh random session ids."""
+    recording = DshReplay.record(target, live=ScriptedLive(), workdir=workdir)
+    parent, child = str(uuid.uuid4()), str(uuid.uuid4())
+    ask = {"messages": [{"role": "user", "content": question}]}
+    list(recording.model.stream(ask, session_id=parent))
+    list(recording.model.stream(REQUEST, session_id=child, parent_session_id=parent))
+    recording.finish()
+    return recording
+
+
+def test_re_recording_unchanged_behaviour_leaves_the_files_untouched(tmp_path: Path) -> None:
+    target = tmp_path / "stable"
+    assert not record_tree(target, tmp_path / "1").unchanged
+
+    def state() -> dict[str, tuple[bytes, int, int]]:
+        return {
+            p.name: (p.read_bytes(), p.stat().st_mtime_ns, p.stat().st_ino)
+            for p in sorted(target.iterdir())
+        }
+
+    before = state()
+    assert sorted(before) == ["session.1.jsonl", "session.jsonl"]
+    again = record_tree(target, tmp_path / "2")
+    assert again.unchanged
+    assert state() == before  # same bytes (old ids and times), not even rewritten
+
+    changed = record_tree(target, tmp_path / "3", question="count again")
+    assert not changed.unchanged
+    assert b"count again" in (target / "session.jsonl").read_bytes()
+
+    # A file a write would remove (an override sidecar) makes it a plain re-record.
+    (target / "replay.override.json").write_text("{}")
+    assert not record_tree(target, tmp_path / "4", question="count again").unchanged
+    assert not (target / "replay.override.json").exists()

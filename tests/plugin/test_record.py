@@ -446,3 +446,25 @@ def test_recording_over_a_single_log_file_is_refused(project: pytest.Pytester) -
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*cannot record into*: it is a file*"])
     assert log.read_bytes() == before
+
+
+def test_re_recording_unchanged_behaviour_keeps_the_files(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_stable="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("stable")
+        def test_stable(dsh_replay):
+            run(dsh_replay.model, "same question")
+        """
+    )
+    project.runpytest("--dsh-record").assert_outcomes(passed=1)
+    scenario = project.path / "recordings" / "stable"
+    before = digest(scenario)
+    again = project.runpytest("--dsh-record")  # new session ids and times, same behaviour
+    again.assert_outcomes(passed=1)
+    again.stdout.fnmatch_lines(
+        ["recorded *stable: 1 session, 1 model call, unchanged (files kept as they were)"]
+    )
+    assert digest(scenario) == before
