@@ -44,6 +44,7 @@ from ._scenario import (
     write_scenario,
 )
 from ._store import MemoryBackend, SessionStore
+from ._text import TextSafeModel, text_safe
 
 if TYPE_CHECKING:
     from ._endpoint import Endpoint
@@ -137,6 +138,26 @@ def find_scenario_dirs(root: Path) -> Iterator[Path]:
     """Yield every scenario directory under ``root`` (none when ``root`` is missing)."""
     if root.is_dir():
         yield from iter_scenario_dirs(root)
+
+
+class _TextSafeRecordingModel(RecordingModel):
+    """A :class:`RecordingModel` whose requests and chunks hold only valid Unicode.
+
+    Lone surrogates in a request become U+FFFD before the request is logged or sent.
+    With ``live=True`` the answering model is wrapped in a
+    :class:`~pytest_dsh_replay._text.TextSafeModel`, so a surrogate pair split across
+    two deltas reaches the code under test (and the recording) joined; a replay model
+    serves recorded text, which is valid already.
+    """
+
+    def __init__(self, model: Any, store: Any, *, live: bool):
+        super().__init__(TextSafeModel(model) if live else model, store, create_sessions=True)
+
+    def stream(self, request: Any, **kwargs: Any) -> Any:
+        return super().stream(text_safe(request), **kwargs)
+
+    def astream(self, request: Any, **kwargs: Any) -> Any:
+        return super().astream(text_safe(request), **kwargs)
 
 
 @dataclass(frozen=True)
@@ -242,10 +263,8 @@ class DshReplay:
             scenario=scenario,
             # The replay model answers; the recorder logs each call into the calling
             # session exactly as recording does, so the two runs' logs can be compared.
-            model=RecordingModel(
-                ReplayModel(scenario, pace_ms=pace_ms, workdir=workdir),
-                sessions,
-                create_sessions=True,
+            model=_TextSafeRecordingModel(
+                ReplayModel(scenario, pace_ms=pace_ms, workdir=workdir), sessions, live=False
             ),
             sessions=sessions,
             workdir=workdir,
@@ -312,7 +331,7 @@ class DshReplay:
             path=p,
             mode="record",
             scenario=previous,
-            model=RecordingModel(live, sessions, create_sessions=True),
+            model=_TextSafeRecordingModel(live, sessions, live=True),
             sessions=sessions,
             workdir=workdir,
             redactor=redactor or Redactor(),

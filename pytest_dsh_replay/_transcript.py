@@ -19,6 +19,7 @@ import orjson
 from ._events import Event, SessionHeader
 from ._normalize import Normalizer, Redactor, recording_redactor
 from ._scenario import SessionLike
+from ._text import visible
 
 __all__ = ["render_transcript", "sessions_as_jsonl"]
 
@@ -83,7 +84,7 @@ def _first_own_user_text(session: SessionLike) -> str | None:
 def render_transcript(
     sessions: Iterable[SessionLike], *, cwd: str | None = None, redactor: Redactor | None = None
 ) -> str:
-    """Render sessions as a Markdown transcript.
+    r"""Render sessions as a Markdown transcript.
 
     Args:
         sessions: The sessions of one scenario (each with ``.header`` and ``.events``),
@@ -98,7 +99,9 @@ def render_transcript(
         ``## Turn <n>`` sections with ``**User**``, ``**Assistant**`` (reasoning as
         ``*thinking*``), ``**Tool call** `name` `` and ``**Tool result**`` entries; a tool
         call that started a child links to it (``-> child session <id>``). A fork
-        child's inherited events are summarized, not repeated.
+        child's inherited events are summarized, not repeated. Control characters other
+        than newline and tab, U+2028/U+2029 and lone surrogates are shown as visible
+        symbols (``\r`` as ``␍``), so the text survives a text file unchanged.
     """
     ordered = _order(_redacted(sessions, redactor))
     cwds = [s.header.cwd for s in ordered if s.header.cwd] + ([cwd] if cwd else [])
@@ -114,7 +117,8 @@ def render_transcript(
         out.extend(_render_session(s, children.get(s.header.id, []), norm))
     if not out:
         return "*No session was written.*\n"
-    return "\n".join(out).rstrip("\n") + "\n"
+    # Shown, not obeyed: a text file drops \r, a terminal obeys ESC (see _text.visible).
+    return visible("\n".join(out).rstrip("\n") + "\n")
 
 
 def _render_session(

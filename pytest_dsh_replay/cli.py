@@ -34,6 +34,7 @@ from ._scenario import (
     load_session_script,
 )
 from ._script import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
+from ._text import visible
 
 __all__ = ["main"]
 
@@ -114,7 +115,7 @@ def _preview(entry: ReplayEntry, width: int = 60) -> str:
                 tools.append(str(block.get("name")))
             elif isinstance(block, dict) and block.get("type") == "text" and not text:
                 text.append(str(block.get("text", "")))
-    joined = " ".join("".join(text).split())
+    joined = visible(" ".join("".join(text).split()))  # no ESC reaches the terminal
     if len(joined) > width:
         joined = joined[: width - 1] + "…"
     parts = [f'"{joined}"'] if joined else []
