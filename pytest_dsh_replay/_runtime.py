@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ._atomic import check_writable
+from ._atomic import check_writable, recover
 from ._errors import DshReplayError, LogMismatchError, RecordingError, ScenarioError
 from ._events import Event, SessionHeader
 from ._jsonl import read_session_log
@@ -240,6 +240,9 @@ class DshReplay:
     ) -> DshReplay:
         """Load a recorded scenario for replay.
 
+        When ``path`` is missing because a recording was killed while replacing it, the
+        previous recording it moved aside is put back first.
+
         Args:
             path: The scenario (directory, log file or SQLite store).
             workdir: A directory this run owns; sessions are stored under it and relative
@@ -255,6 +258,8 @@ class DshReplay:
                 message: file, line and what was expected).
         """
         p = Path(path)
+        if not p.exists():
+            recover(p)  # a killed recording may have moved the old one aside
         scenario = load_scenario(p)
         sessions = _new_store()
         return cls(

@@ -17,6 +17,7 @@ import pytest
 from pytest_dsh_replay import _atomic
 from pytest_dsh_replay._errors import RecordingError
 from pytest_dsh_replay._events import SessionHeader
+from pytest_dsh_replay._runtime import DshReplay
 from pytest_dsh_replay._scenario import load_scenario, write_scenario
 from pytest_dsh_replay.cli import main
 
@@ -172,7 +173,7 @@ def test_the_target_never_disappears_while_it_is_replaced(tmp_path: Path) -> Non
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        for n in range(150):
+        for n in range(40):
             write_scenario(target, logs(f"v{n}", "child") if n % 2 else logs(f"v{n}"))
     finally:
         stop.set()
@@ -370,3 +371,13 @@ def test_fmt_rewrites_through_the_atomic_writer(tmp_path: Path) -> None:
     assert (code, out.splitlines()[0]) == (0, f"rewrote {log}")
     assert run_cli("fmt", "--check", str(d))[0] == 0
     assert hidden(d) == []
+
+
+def test_replay_without_the_plugin_puts_back_a_recording_moved_aside(tmp_path: Path) -> None:
+    target = tmp_path / "scenario"
+    write_scenario(target, logs("old"))
+    os.rename(target, tmp_path / ".scenario.old-0123456789ab")
+    replay = DshReplay.open(target, workdir=tmp_path / "work")
+    assert replay.scenario is not None
+    assert len(replay.scenario.scripts) == 1
+    assert hidden(tmp_path) == []
