@@ -23,8 +23,9 @@ import orjson
 
 from ._atomic import LEFTOVER, Leftover, find_leftovers, write_file_atomic
 from ._errors import DshReplayError
-from ._jsonl import ZSTD_SUFFIXES, iter_log_lines, read_log_bytes
-from ._normalize import Redactor, canonical_log
+from ._events import Event
+from ._jsonl import ZSTD_SUFFIXES, iter_log_lines, parse_session_log, read_log_bytes
+from ._normalize import Redactor, canonical_log, delta_runs
 from ._scenario import (
     PRIMARY_LOG,
     Scenario,
@@ -198,6 +199,7 @@ def _log_problems(path: Path, redactor: Redactor, *, strict_form: bool) -> list[
                 f"{path}:{lineno}: {json_path} looks like a secret ({rule}); remove it and "
                 "re-record, or redact it with the pytest_dsh_replay_redact hook"
             )
+    problems.extend(_split_secrets(str(path), parse_session_log(data, source=str(path)), redactor))
     return problems
 
 
@@ -216,6 +218,22 @@ def _leftover_problems(paths: Sequence[Path]) -> list[str]:
     return [found[p].describe() for p in sorted(found)]
 
 
+def _split_secrets(where: str, events: Sequence[Event], redactor: Redactor) -> list[str]:
+    """One line per streamed text whose deltas hold a secret only when joined."""
+    problems: list[str] = []
+    for run in delta_runs(events):
+        pieces = [events[i]["data"]["chunk"][name] for i, name in run]
+        if any(True for piece in pieces for _ in redactor.find(piece)):
+            continue  # a piece holds the secret: reported with its own line
+        for _, rule in redactor.find("".join(pieces)):
+            first, last = events[run[0][0]].get("seq"), events[run[-1][0]].get("seq")
+            problems.append(
+                f"{where}: the deltas of events seq {first}-{last} join into a secret ({rule}); "
+                "remove it and re-record"
+            )
+    return problems
+
+
 def _store_secrets(path: Path, redactor: Redactor) -> list[str]:
     """One line per string in a SQLite store's headers or events that looks secret."""
     from ._sqlite import iter_store_sessions
@@ -231,6 +249,7 @@ def _store_secrets(path: Path, redactor: Redactor) -> list[str]:
                     f"{where}: event seq {event.get('seq')} {json_path} looks like a secret "
                     f"({rule})"
                 )
+        problems.extend(_split_secrets(where, events, redactor))
     return problems
 
 

@@ -158,3 +158,17 @@ def test_check_scans_sqlite_stores_for_secrets(tmp_path: Path) -> None:
     assert any("event seq 0 $.data.token looks like a secret" in line for line in lines)
     assert KEY not in err.getvalue()
     assert HEADER_KEY not in err.getvalue()
+
+
+def test_check_finds_a_secret_split_across_deltas(tmp_path: Path) -> None:
+    from pytest_dsh_replay._scenario import write_scenario
+
+    events = deltas(["key: sk-pro", "j-" + "Ab3" * 10, " ok"])
+    events.append(chunk_event({"type": "finish", "reason": {"kind": "stop"}}, 3))
+    write_scenario(tmp_path / "s", [Log(SessionHeader(id="p"), events)])
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["check", str(tmp_path / "s")], stdout=out, stderr=err) == 1
+    assert err.getvalue().splitlines()[0] == (
+        f"{tmp_path / 's' / 'session.jsonl'}: the deltas of events seq 0-2 join into a secret "
+        "(api key (sk-...)); remove it and re-record"
+    )
