@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -70,7 +70,7 @@ class Redactor:
     diff could print.
     """
 
-    __slots__ = ("_compiled", "_literals", "_patterns")
+    __slots__ = ("_any", "_compiled", "_literals", "_patterns")
 
     def __init__(self, literals: Iterable[str] = (), patterns: Iterable[tuple[str, str]] = ()):
         self._literals = tuple(sorted({s for s in literals if len(s) >= 6}, key=len, reverse=True))
@@ -81,6 +81,7 @@ class Redactor:
                 0, ("configured secret", re.compile("|".join(map(re.escape, self._literals))))
             )
         self._compiled: tuple[tuple[str, re.Pattern[str]], ...] = tuple(rules)
+        self._any = _first_match(self._compiled)
 
     @property
     def literals(self) -> tuple[str, ...]:
@@ -100,6 +101,8 @@ class Redactor:
 
     def _spans(self, text: str) -> list[tuple[int, int]]:
         """The merged ``[start, end)`` ranges of ``text`` that some rule calls secret."""
+        if not self._any(text):
+            return []  # the common case, one scan
         found = sorted(
             m.span() for _, rx in self._compiled for m in rx.finditer(text) if m.end() > m.start()
         )
@@ -219,6 +222,26 @@ class Redactor:
         elif isinstance(value, list):
             for i, v in enumerate(value):
                 yield from self.find(v, f"{path}[{i}]")
+
+
+def _first_match(rules: Sequence[tuple[str, re.Pattern[str]]]) -> Callable[[str], bool]:
+    """A test for "some rule matches": one combined scan when the rules allow it."""
+    parts = []
+    for _, rx in rules:
+        flags = "".join(
+            f for f, bit in (("i", re.I), ("m", re.M), ("s", re.S), ("x", re.X)) if rx.flags & bit
+        )
+        body = rx.pattern
+        if flags:  # global flags become scoped ones inside the alternation
+            body = re.sub(r"^\(\?[aiLmsux]+\)", "", body)
+            parts.append(f"(?{flags}:{body})")
+        else:
+            parts.append(f"(?:{body})")
+    try:
+        combined = re.compile("|".join(parts))
+    except re.error:  # an extra pattern that cannot be combined: one scan per rule
+        return lambda text: any(rx.search(text) for _, rx in rules)
+    return lambda text: combined.search(text) is not None
 
 
 def recording_redactor(environ: Mapping[str, str] | None = None) -> Redactor:

@@ -172,3 +172,12 @@ def test_check_finds_a_secret_split_across_deltas(tmp_path: Path) -> None:
         f"{tmp_path / 's' / 'session.jsonl'}: the deltas of events seq 0-2 join into a secret "
         "(api key (sk-...)); remove it and re-record"
     )
+
+
+def test_extra_patterns_with_flags_or_named_groups_still_match() -> None:
+    flagged = Redactor(patterns=(("mine", r"(?i)secret-[a-z]+"),))
+    assert flagged.redact_text("a SECRET-abc b") == f"a {REDACTED} b"
+    assert flagged.redact_text("no secrets here") == "no secrets here"
+    # Two patterns naming the same group cannot share one combined scan.
+    named = Redactor(patterns=(("a", r"(?P<k>tok-[0-9]{6})"), ("b", r"(?P<k>pw-[0-9]{6})")))
+    assert named.redact_text("tok-123456 pw-654321 x") == f"{REDACTED} {REDACTED} x"
