@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dsh_replay import load_scenario
+from pytest_dsh_replay._entries import HangEntry, ReplayEntry, ThrowEntry
 from pytest_dsh_replay._errors import DshReplayError, ReplayedModelError
 from pytest_dsh_replay._jsonl import dump_session_log
 from pytest_dsh_replay._model import ReplayModel
 from pytest_dsh_replay._scenario import Scenario, iter_scenario_dirs
-from pytest_dsh_replay._script import HangEntry, ReplayEntry, ThrowEntry
 
 REQUEST: dict[str, Any] = {"messages": [{"role": "user", "content": "benchmark"}]}
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._chunk_rows import decode_storage_record, pack_chunk_runs
+    from ._entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
     from ._errors import (
         DshReplayError,
         LogMismatchError,
@@ -36,27 +37,15 @@ if TYPE_CHECKING:
     )
     from ._events import Event, SessionHeader, StreamChunk
     from ._jsonl import dump_session_log, parse_session_header, parse_session_log, read_session_log
+    from ._jsonl_backend import JsonlBackend
+    from ._loading import load_scenario
+    from ._log_rules import completed_turn_prefix, interrupted_turn_closers
     from ._model import ReplayBinding, ReplayModel
     from ._recorder import RecordingModel
-    from ._scenario import Scenario, SessionScript, load_scenario, write_scenario
-    from ._script import (
-        ChunksEntry,
-        HangEntry,
-        ReplayEntry,
-        ThrowEntry,
-        derive_replay_script,
-    )
-    from ._sqlite import SqliteBackend, load_store_scenario
-    from ._store import (
-        JsonlBackend,
-        MemoryBackend,
-        Session,
-        SessionBackend,
-        SessionStore,
-        StoredLog,
-        completed_turn_prefix,
-        interrupted_turn_closers,
-    )
+    from ._scenario import Scenario, SessionScript, write_scenario
+    from ._script import derive_replay_script
+    from ._sqlite import SqliteBackend
+    from ._store import MemoryBackend, Session, SessionBackend, SessionStore, StoredLog
 
 __all__ = [
     "ChunksEntry",
@@ -100,7 +89,6 @@ __all__ = [
     "dump_session_log",
     "interrupted_turn_closers",
     "load_scenario",
-    "load_store_scenario",
     "pack_chunk_runs",
     "parse_session_header",
     "parse_session_log",
@@ -109,11 +97,11 @@ __all__ = [
 ]
 
 _MODULE_OF: dict[str, str] = {
-    "ChunksEntry": "_script",
+    "ChunksEntry": "_entries",
     "DshReplayError": "_errors",
     "Event": "_events",
-    "HangEntry": "_script",
-    "JsonlBackend": "_store",
+    "HangEntry": "_entries",
+    "JsonlBackend": "_jsonl_backend",
     "LogMismatchError": "_errors",
     "MemoryBackend": "_store",
     "OverrideError": "_errors",
@@ -124,7 +112,7 @@ _MODULE_OF: dict[str, str] = {
     "ReplayBindingError": "_errors",
     "ReplayCancelledError": "_errors",
     "ReplayConsumptionError": "_errors",
-    "ReplayEntry": "_script",
+    "ReplayEntry": "_entries",
     "ReplayExhaustedError": "_errors",
     "ReplayModel": "_model",
     "ReplayedModelError": "_errors",
@@ -143,14 +131,13 @@ _MODULE_OF: dict[str, str] = {
     "SqliteBackend": "_sqlite",
     "StoredLog": "_store",
     "StreamChunk": "_events",
-    "ThrowEntry": "_script",
-    "completed_turn_prefix": "_store",
+    "ThrowEntry": "_entries",
+    "completed_turn_prefix": "_log_rules",
     "decode_storage_record": "_chunk_rows",
     "derive_replay_script": "_script",
     "dump_session_log": "_jsonl",
-    "interrupted_turn_closers": "_store",
-    "load_scenario": "_scenario",
-    "load_store_scenario": "_sqlite",
+    "interrupted_turn_closers": "_log_rules",
+    "load_scenario": "_loading",
     "pack_chunk_runs": "_chunk_rows",
     "parse_session_header": "_jsonl",
     "parse_session_log": "_jsonl",

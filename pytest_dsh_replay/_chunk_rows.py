@@ -32,6 +32,7 @@ __all__ = [
     "PackedRow",
     "decode_storage_record",
     "expand_packed_row",
+    "expand_records",
     "pack_chunk_runs",
     "validate_packed_row",
 ]
@@ -290,6 +291,17 @@ def expand_packed_row(row: PackedRow) -> list[Event]:
                 "data": {"turn": turn, "step": step, "chunk": row.chunk(k)},
             }
         )
+    return events
+
+
+def expand_records(records: Iterable[Event | PackedRow]) -> list[Event]:
+    """The logical events of a log's records: packed rows expanded, events as they are."""
+    events: list[Event] = []
+    for record in records:
+        if isinstance(record, PackedRow):
+            events.extend(expand_packed_row(record))
+        else:
+            events.append(record)
     return events
 
 

@@ -9,19 +9,30 @@ a real dataclass.
 
 from __future__ import annotations
 
+import json
 import math
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 __all__ = [
     "CHUNK_TYPES",
+    "END_SEED",
     "MAX_SAFE_INTEGER",
+    "NEWEST_FORMAT",
+    "SEEDED_FORMAT",
+    "ChunkRun",
     "Event",
+    "HeaderMode",
     "JSONObject",
     "JSONValue",
     "SessionHeader",
     "StreamChunk",
     "as_safe_integer",
+    "describe_json",
+    "header_problem",
+    "header_version",
     "is_safe_integer",
 ]
 
@@ -46,6 +57,17 @@ For example ``{"type": "text-delta", "index": 0, "text": "hi"}`` or
 ``{"type": "finish", "reason": {"kind": "stop"}}``.
 """
 
+ChunkRun: TypeAlias = Any
+"""A stored form of one or more consecutive stream chunks of one model call.
+
+Either one chunk object (a ``dict``), or a run of deltas of one block as a list:
+``[chunk_type, index, members]`` for ``text-delta`` / ``reasoning-delta`` runs (each
+member is a chunk's ``text``), ``[chunk_type, index, members, id]`` and
+``[chunk_type, index, members, id, name]`` for ``tool-call-delta`` runs (each member is a
+chunk's ``argumentsDelta``; a named run puts ``name`` on every member chunk). Packed chunk
+rows (formats 0 and 1) and embedded stream records (formats 2 to 4) both read into runs.
+"""
+
 CHUNK_TYPES: Final[frozenset[str]] = frozenset(
     {
         "block-start",
@@ -58,6 +80,11 @@ CHUNK_TYPES: Final[frozenset[str]] = frozenset(
     }
 )
 """The seven ``StreamChunk`` types (SPEC 3)."""
+
+END_SEED: Final = "session/end-seed"
+"""The event that closes a seed: ``data: {}`` (a fork child's seed in formats 0 and 1, a
+resume marker from format 2 on) or ``data: {"inherited": true}`` (formats 2 to 4: the end
+of a fork child's inherited prefix)."""
 
 MAX_SAFE_INTEGER: Final[int] = 2**53 - 1
 """The largest integer a JavaScript number holds exactly (``Number.MAX_SAFE_INTEGER``)."""
@@ -91,50 +118,256 @@ def as_safe_integer(value: object) -> int | None:
     return int(value)
 
 
-_KNOWN_HEADER_KEYS: Final[tuple[str, ...]] = (
-    "type",
-    "version",
-    "id",
-    "createdAt",
-    "cwd",
-    "parentSession",
-    "seedLength",
-    "origin",
-    "delegationDepth",
-    "agentPreset",
-    "owner",
+_KNOWN_HEADER_KEYS: Final[frozenset[str]] = frozenset(
+    {
+        "type",
+        "version",
+        "id",
+        "createdAt",
+        "cwd",
+        "parentSession",
+        "seedLength",
+        "isSeeded",
+        "origin",
+        "delegationDepth",
+        "agentPreset",
+        "owner",
+    }
 )
+
+SEEDED_FORMAT: Final[int] = 2
+"""The first log format version whose fork children mark their seed in the log.
+
+From version 2 on (the runtime writes version 4), a header says ``isSeeded`` and the
+inherited prefix ends at the last ``session/end-seed`` event with ``inherited: true``;
+versions 0 and 1 put the prefix's length in the header's ``seedLength``.
+"""
+
+NEWEST_FORMAT: Final[int] = 4
+"""The newest session log format version this package reads (the runtime writes 4)."""
+
+_V4_HEADER_KEYS: Final = frozenset(
+    {
+        "type",
+        "version",
+        "id",
+        "createdAt",
+        "cwd",
+        "parentSession",
+        "isSeeded",
+        "origin",
+        "delegationDepth",
+        "agentPreset",
+    }
+)
+_STORE_HEADER_KEYS: Final = _KNOWN_HEADER_KEYS - {"isSeeded"}
+_RETIRED_KEYS: Final = ("sandboxMode", "approvalPolicy")
+
+HeaderMode: TypeAlias = Literal["lenient", "replay", "store"]
+"""How strictly :func:`header_problem` reads a header.
+
+- ``"lenient"``: nothing is refused; mistyped fields take their defaults (how the
+  reference replay parser reads a header).
+- ``"replay"``: as lenient for a version 0/1 header, except that a ``seedLength`` that
+  is present must be a non-negative integer; a version 2-4 header must follow that
+  format's rules exactly; a newer (or negative) version is refused.
+- ``"store"``: the session store's own rules for the version 0 logs it writes: every
+  field typed as the harness writes it, no unknown field.
+"""
+
+
+def describe_json(value: object) -> str:
+    """How a message names the kind of a parsed JSON value (``a string``, ``null``, ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _shown(value: object) -> str:
+    """A value as messages show it: strings JSON-quoted, the rest as Python writes them."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return repr(value)
+
+
+def _count(value: object) -> bool:
+    """A non-negative safe integer, and not ``-0.0``."""
+    return (
+        is_safe_integer(value)
+        and value >= 0  # type: ignore[operator]
+        and not (isinstance(value, float) and math.copysign(1.0, value) < 0)
+    )
+
+
+def header_version(value: Mapping[str, Any]) -> int:
+    """The log format version a parsed header declares: ``0`` when absent or not a number."""
+    version = as_safe_integer(value.get("version"))
+    return 0 if version is None else version
+
+
+def header_problem(value: object, mode: HeaderMode) -> str | None:
+    """Check a parsed header line; the first rule it breaks, in words, or ``None``.
+
+    The one header validator: every reader (replay, the session store's JSONL and SQLite
+    backends, :meth:`SessionStore.create`'s meta) checks headers here, at its own
+    strictness (:data:`HeaderMode`).
+
+    Args:
+        value: The parsed first line of a log (or a header built from stored fields).
+        mode: ``"lenient"``, ``"replay"`` or ``"store"``.
+
+    Returns:
+        ``None`` when the header is acceptable; otherwise a sentence naming the field,
+        what it holds and what was expected (callers add the file and line).
+    """
+    if not isinstance(value, dict):
+        return (
+            "the first line must be the session header, a JSON object like "
+            f'{{"type":"session","id":...}}, got {describe_json(value)}'
+        )
+    if mode == "lenient":
+        return None
+    version = header_version(value)
+    if mode == "replay":
+        if version < 0 or version > NEWEST_FORMAT:
+            return (
+                f"session log format v{version} is not one this build reads (v0 to "
+                f"v{NEWEST_FORMAT}); a newer harness wrote it: upgrade pytest-dsh-replay"
+            )
+        if version >= SEEDED_FORMAT:
+            return _seeded_format_problem(value, version)
+        if "seedLength" in value and not _count(value["seedLength"]):
+            return (
+                "header seedLength must be a non-negative integer (the number of events "
+                f"inherited from the fork parent), got {value['seedLength']!r}"
+            )
+        return None
+    return _store_problem(value, version)
+
+
+def _seeded_format_problem(value: dict[str, Any], version: int) -> str | None:
+    """A version 2-4 header's rules (what the dsh runtime writes and accepts)."""
+    where = f"session log format v{version} header"
+    for key in _RETIRED_KEYS:
+        if key in value:
+            return f"{where}: session header uses retired policy baseline fields ({key})"
+    for key in value:
+        if key not in _V4_HEADER_KEYS:
+            hint = (
+                " (a v0 field: from v2 on a fork child says isSeeded and ends its seed "
+                "with an inherited session/end-seed event)"
+                if key == "seedLength"
+                else ""
+            )
+            return f"{where} has the unknown field {key!r}{hint}"
+    if value.get("type") != "session":
+        return f'{where}: type must be "session", got {value.get("type")!r}'
+    if not isinstance(value.get("id"), str) or not value["id"]:
+        return f"{where}: id must be a non-empty string, got {value.get('id')!r}"
+    if not _count(value.get("createdAt")):
+        return (
+            f"{where}: createdAt must be a non-negative integer (Unix ms), "
+            f"got {value.get('createdAt')!r}"
+        )
+    if not isinstance(value.get("isSeeded"), bool):
+        return f"{where}: isSeeded must be true or false, got {value.get('isSeeded')!r}"
+    if not _count(value.get("delegationDepth")):
+        return (
+            f"{where}: delegationDepth must be a non-negative integer, "
+            f"got {value.get('delegationDepth')!r}"
+        )
+    for key in ("cwd", "parentSession", "agentPreset"):
+        if key in value and not isinstance(value[key], str):
+            return f"{where}: {key} must be a string, got {value[key]!r}"
+    if "origin" in value and value["origin"] != "subagent":
+        return f'{where}: origin must be "subagent", got {value["origin"]!r}'
+    return None
+
+
+def _store_problem(value: dict[str, Any], version: int) -> str | None:
+    """The session store's rules for the version 0 logs it writes and reopens."""
+    if version != 0 or ("version" in value and not is_safe_integer(value["version"])):
+        return (
+            f"session uses log format v{version}, but this store reads and writes only v0 "
+            "(no upgrade or downgrade path exists)"
+        )
+    for key in _RETIRED_KEYS:
+        if key in value:
+            return "session header uses retired policy baseline fields"
+    unknown = sorted(k for k in value if k not in _STORE_HEADER_KEYS)
+    if unknown:
+        return f"unknown session header field(s) {', '.join(map(repr, unknown))}"
+    if value.get("type") != "session":
+        return f'type must be "session", got {value.get("type")!r}'
+    if not isinstance(value.get("id"), str):
+        return f"id must be a string, got {value.get('id')!r}"
+    for key in ("createdAt", "delegationDepth"):
+        if not _count(value.get(key)):
+            return f"{key} must be a non-negative safe integer, got {value.get(key)!r}"
+    if "seedLength" in value and not _count(value["seedLength"]):
+        return f"seedLength must be a non-negative safe integer, got {value['seedLength']!r}"
+    if "cwd" in value:
+        cwd = value["cwd"]
+        if not isinstance(cwd, str):
+            return f"cwd must be a string, got {_shown(cwd)}"
+        if not (cwd.startswith("/") or os.path.isabs(cwd)):
+            return f"cwd must be an absolute path, got {_shown(cwd)}"
+    for key in ("parentSession", "agentPreset"):
+        if key in value and not isinstance(value[key], str):
+            return f"{key} must be a string, got {value[key]!r}"
+    if "origin" in value and value["origin"] != "subagent":
+        return f'origin must be "subagent", got {value["origin"]!r}'
+    if "owner" in value and (not isinstance(value["owner"], str) or not value["owner"]):
+        return f"owner must be a non-empty string, got {value['owner']!r}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
 class SessionHeader:
-    """The first line of a session log (SPEC 1.3), read leniently as replay reads it.
+    """The first line of a session log, read leniently as replay reads it.
 
-    Replay needs only ``id``, ``created_at`` and ``seed_length``; a missing or mistyped
-    value defaults to ``""``, ``0`` and ``0`` (SPEC 1.3, R ``parseSessionHeader``). The
-    other fields are ``None`` when absent or mistyped. Numbers count only when they are
-    safe integers (``|n| <= 2**53 - 1``, integral floats included): a ``createdAt`` of
-    ``1e300`` or ``1.5`` is mistyped here.
+    Replay needs only ``id``, ``created_at`` and the seed; a missing or mistyped value
+    defaults to ``""``, ``0`` and ``0``. The other fields are ``None`` when absent or
+    mistyped. Numbers count only when they are safe integers (``|n| <= 2**53 - 1``,
+    integral floats included): a ``createdAt`` of ``1e300`` or ``1.5`` is mistyped here.
+    :func:`header_problem` is where headers are validated.
 
     Attributes:
         id: The session id (``""`` when absent or not a string).
         created_at: Creation time in Unix milliseconds (``0`` when absent or not a number).
-        seed_length: Number of leading events inherited from a fork parent (``0`` when
-            absent or not a number). On the wire: ``seedLength``.
+        seed_length: Leading events inherited from a fork parent, as the header says
+            (``seedLength`` on the wire, formats 0 and 1; ``0`` when absent or not a
+            number). From format 2 on the header has no count: the log's last
+            inherited ``session/end-seed`` event marks the end of the seed.
+        seeded: Whether the header declares an inherited seed at all: a ``seedLength``
+            is present (formats 0 and 1) or ``isSeeded`` is ``true`` (formats 2 to 4).
+            A seeded header with ``seed_length == 0`` is a fork of an empty prefix
+            (formats 0/1) or a count the log holds (formats 2-4).
         parent_session: Id of the session this one was forked or spawned from.
         cwd: The session's working directory.
-        version: The log format version (``0`` for every log this package knows).
+        version: The log format version (``None`` when absent or not a number, which
+            reads as 0).
         origin: ``"subagent"`` for subagent children.
         delegation_depth: Recursion depth of delegation (child = parent + 1).
         agent_preset: Id of the agent preset the session was composed from.
         owner: Identity partition key.
         extra: Every other header key, as found (``type`` excluded).
-        raw: The header object exactly as parsed, ``{}`` when it was not an object.
     """
 
     id: str = ""
     created_at: int = 0
     seed_length: int = 0
+    seeded: bool = False
     parent_session: str | None = None
     cwd: str | None = None
     version: int | None = None
@@ -143,18 +376,23 @@ class SessionHeader:
     agent_preset: str | None = None
     owner: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def format(self) -> int:
+        """The log format version this header's log is read as (absent: 0)."""
+        return 0 if self.version is None else self.version
 
     @classmethod
     def from_json(cls, value: object) -> SessionHeader:
-        """Build a header from a parsed header line, leniently (SPEC 1.3).
+        """Build a header from a parsed header line, leniently.
 
         Args:
             value: The parsed first line. Anything that is not an object gives the
                 all-defaults header.
 
         Returns:
-            The header; mistyped fields take their defaults.
+            The header; mistyped fields take their defaults. Validate first with
+            :func:`header_problem` where a reader must refuse bad headers.
         """
         if not isinstance(value, dict):
             return cls()
@@ -166,29 +404,35 @@ class SessionHeader:
         def number(key: str) -> int | None:
             return as_safe_integer(value.get(key))
 
+        version = number("version")
+        if version is not None and version >= SEEDED_FORMAT:
+            seeded = value.get("isSeeded") is True
+        else:
+            seeded = "seedLength" in value
         return cls(
             id=text("id") or "",
             created_at=number("createdAt") or 0,
             seed_length=number("seedLength") or 0,
+            seeded=seeded,
             parent_session=text("parentSession"),
             cwd=text("cwd"),
-            version=number("version"),
+            version=version,
             origin=text("origin"),
             delegation_depth=number("delegationDepth"),
             agent_preset=text("agentPreset"),
             owner=text("owner"),
             extra={k: v for k, v in value.items() if k not in _KNOWN_HEADER_KEYS},
-            raw=value,
         )
 
     def to_json(self) -> JSONObject:
-        """Return the header line object in the reference field order (SPEC 1.3).
+        """Return the header line object in the field order its format writes.
 
-        Order: ``type, version, id, createdAt, cwd?, parentSession?, seedLength?,
-        origin?, delegationDepth, agentPreset?, owner?``, then ``extra`` keys. Absent
-        optional fields are omitted; ``seedLength`` is written only when it is not 0
-        unless the parsed header carried it; ``delegationDepth`` defaults to 0 as the
-        JSONL writer does.
+        Formats 0 and 1: ``type, version, id, createdAt, cwd?, parentSession?,
+        seedLength?, origin?, delegationDepth, agentPreset?, owner?``, then ``extra``;
+        ``seedLength`` is written when :attr:`seeded` (or not 0). Formats 2 to 4: ``type, version,
+        id, createdAt, cwd?, parentSession?, isSeeded, origin?, delegationDepth,
+        agentPreset?``. Absent optional fields are omitted; ``delegationDepth`` defaults
+        to 0 as the writers do.
         """
         out: JSONObject = {
             "type": "session",
@@ -200,14 +444,18 @@ class SessionHeader:
             out["cwd"] = self.cwd
         if self.parent_session is not None:
             out["parentSession"] = self.parent_session
-        if self.seed_length or "seedLength" in self.raw:
+        modern = self.format >= SEEDED_FORMAT
+        if modern:
+            out["isSeeded"] = self.seeded
+        elif self.seeded or self.seed_length:
             out["seedLength"] = self.seed_length
         if self.origin is not None:
             out["origin"] = self.origin
         out["delegationDepth"] = 0 if self.delegation_depth is None else self.delegation_depth
         if self.agent_preset is not None:
             out["agentPreset"] = self.agent_preset
-        if self.owner is not None:
-            out["owner"] = self.owner
-        out.update(self.extra)
+        if not modern:
+            if self.owner is not None:
+                out["owner"] = self.owner
+            out.update(self.extra)
         return out

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from collections.abc import Generator, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import IO, Any, Final, cast
 
@@ -29,27 +32,42 @@ import orjson
 from ._chunk_rows import (
     PACKED_TAGS,
     PackedRow,
-    expand_packed_row,
+    expand_records,
     pack_chunk_runs,
     validate_packed_row,
 )
 from ._errors import SessionLogError
-from ._events import Event, JSONObject, SessionHeader
+from ._events import (
+    SEEDED_FORMAT,
+    Event,
+    HeaderMode,
+    JSONObject,
+    SessionHeader,
+    describe_json,
+    header_problem,
+    header_version,
+)
 
 __all__ = [
     "MAX_LINE_BYTES",
     "MAX_NESTING",
     "ZSTD_SUFFIXES",
+    "LogName",
+    "check_log_name",
     "dump_session_log",
     "fsync_dir",
     "iter_log_lines",
     "iter_records",
     "open_log",
+    "open_session_log",
+    "parse_log_name",
     "parse_session_header",
     "parse_session_log",
     "project_record",
+    "read_header",
     "read_log_bytes",
     "read_session_log",
+    "zstd_frames",
 ]
 
 ZSTD_SUFFIXES: Final[tuple[str, ...]] = (".zst", ".zstd")
@@ -193,35 +211,24 @@ def iter_log_lines(
         raise read_failed(err, source, lineno + 1) from None
 
 
-def header_from(value: Any, lineno: int, source: str | None) -> SessionHeader:
-    if not isinstance(value, dict):
-        raise SessionLogError(
-            "the first line must be the session header, a JSON object like "
-            '{"type":"session","id":...}, got ' + _describe(value),
-            path=source,
-            line=lineno,
-        )
+def read_header(
+    value: Any, lineno: int, source: str | None, *, mode: HeaderMode = "replay"
+) -> SessionHeader:
+    """Validate a parsed header line (:func:`~pytest_dsh_replay._events.header_problem`).
+
+    Raises:
+        SessionLogError: The header breaks a rule of ``mode``, naming the file and line.
+    """
+    problem = header_problem(value, mode)
+    if problem is not None:
+        raise SessionLogError(problem, path=source, line=lineno)
     return SessionHeader.from_json(value)
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    return type(value).__name__
 
 
 def not_an_event(value: Any, source: str | None, lineno: int) -> SessionLogError:
     """The error for a body line that is not a JSON object."""
     return SessionLogError(
-        f"each line after the header must be a JSON object (an event), got {_describe(value)}",
+        f"each line after the header must be a JSON object (an event), got {describe_json(value)}",
         path=source,
         line=lineno,
     )
@@ -250,7 +257,7 @@ def parse_session_header(text: str | bytes, *, source: str | None = None) -> Ses
     """
     # Only the header line is read and parsed, however long the log.
     for lineno, value in iter_log_lines(_as_bytes(text), source=source):
-        return header_from(value, lineno, source)
+        return read_header(value, lineno, source, mode="lenient")
     raise _empty(source)
 
 
@@ -297,16 +304,6 @@ def iter_records(
             next_seq += 1
 
 
-def _expand(records: Iterator[tuple[int, Event | PackedRow]]) -> list[Event]:
-    events: list[Event] = []
-    for _, record in records:
-        if isinstance(record, PackedRow):
-            events.extend(expand_packed_row(record))
-        else:
-            events.append(record)
-    return events
-
-
 def parse_session_log(text: str | bytes, *, source: str | None = None) -> list[Event]:
     """Decode a session log into its events, leniently (SPEC 1.2, 1.5; R ``parseSessionLog``).
 
@@ -328,7 +325,7 @@ def parse_session_log(text: str | bytes, *, source: str | None = None) -> list[E
     lines = iter_log_lines(_as_bytes(text), source=source)
     if next(lines, None) is None:
         raise _empty(source)
-    return _expand(iter_records(lines, source=source))
+    return expand_records(r for _, r in iter_records(lines, source=source))
 
 
 def read_log_bytes(path: str | os.PathLike[str]) -> bytes:
@@ -392,7 +389,7 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
     return f
 
 
-def _decompress_frames(data: bytes, source: str) -> bytes:
+def _zstandard(source: str) -> Any:
     try:
         import zstandard
     except ImportError:
@@ -401,49 +398,164 @@ def _decompress_frames(data: bytes, source: str) -> bytes:
             "install it with: pip install 'pytest-dsh-replay[zstd]'",
             path=source,
         ) from None
-    if not data:
-        raise SessionLogError("empty zstd session log: expected at least one frame", path=source)
-    decompressor = zstandard.ZstdDecompressor()
-    out: list[bytes] = []
+    return zstandard
+
+
+def zstd_frames(data: bytes, source: str) -> tuple[list[tuple[int, bytes]], int | None, bytes]:
+    """Split a zstd log into its frames and decompress each (the one zstd reader).
+
+    A log written in batches is a sequence of zstd frames, one per batch. Each is
+    decoded by ``zstandard`` on its own, so a damaged frame is named by its offset.
+
+    Args:
+        data: The whole file.
+        source: The file name used in error messages.
+
+    Returns:
+        ``(frames, torn_at, partial)``: every complete frame as ``(byte offset,
+        plaintext)``; the offset of a last frame that ends early (a torn write), else
+        ``None``; and what that torn frame still decodes to.
+
+    Raises:
+        SessionLogError: ``zstandard`` is missing, or a frame has a bad magic number or
+            does not decode.
+    """
+    zstandard = _zstandard(source)
+    view = memoryview(data)
+    frames: list[tuple[int, bytes]] = []
     offset = 0
     while offset < len(data):
         if not data.startswith(_ZSTD_MAGIC, offset):
+            if len(data) - offset < len(_ZSTD_MAGIC) and _ZSTD_MAGIC.startswith(data[offset:]):
+                return frames, offset, b""
             raise SessionLogError(
                 f"corrupt zstd session log: invalid frame magic at byte {offset}", path=source
             )
-        obj = decompressor.decompressobj()
+        obj = zstandard.ZstdDecompressor().decompressobj()
         try:
-            out.append(obj.decompress(data[offset:]))
+            text = obj.decompress(view[offset:])
         except zstandard.ZstdError as err:
             raise SessionLogError(
-                f"corrupt zstd session log: frame at byte {offset} does not decode ({err})",
+                f"corrupt zstd session log: the frame at byte {offset} does not decode ({err})",
                 path=source,
             ) from None
         if not obj.eof:
-            raise SessionLogError(
-                f"torn zstd session log: the frame at byte {offset} is incomplete "
-                "(was the recording interrupted?)",
-                path=source,
-            )
+            return frames, offset, text
+        frames.append((offset, text))
         offset = len(data) - len(obj.unused_data)
-    return b"".join(out)
+    return frames, None, b""
 
 
-def read_session_log(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Event]]:
-    """Read a log file: its header and its events (plain or zstd; SPEC 1).
+def _decompress_frames(data: bytes, source: str) -> bytes:
+    if not data:
+        raise SessionLogError("empty zstd session log: expected at least one frame", path=source)
+    frames, torn_at, _ = zstd_frames(data, source)
+    if torn_at is not None:
+        raise SessionLogError(
+            f"torn zstd session log: the frame at byte {torn_at} is incomplete "
+            "(was the recording interrupted?)",
+            path=source,
+        )
+    return b"".join(text for _, text in frames)
+
+
+_LOG_NAME: Final = re.compile(
+    r"session(?:\.(?P<child>[1-9][0-9]*))?(?:\.v(?P<version>[1-9][0-9]*))?\.jsonl"
+    r"(?P<zstd>\.zst|\.zstd)?"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LogName:
+    """What a log file's name says.
+
+    Attributes:
+        child: The child number of a scenario's ``session.<n>.jsonl``; ``None`` for the
+            primary (``session.jsonl``) and for the runtime's session directories.
+        version: The format generation the name carries: ``session.v4.jsonl`` is 4;
+            ``None`` for a name without one (``session.jsonl``: format 0, or a newer
+            header that parses as its own format).
+        compressed: Whether the name ends in ``.zst`` or ``.zstd``.
+    """
+
+    child: int | None
+    version: int | None
+    compressed: bool
+
+
+def parse_log_name(name: str) -> LogName | None:
+    """Read a log file name: ``session[.<n>][.v<N>].jsonl[.zst|.zstd]``; ``None`` otherwise.
+
+    Numbers have no leading zeros; ``.v0`` is not a generation name (format 0 is plain
+    ``session.jsonl``).
+    """
+    m = _LOG_NAME.fullmatch(name)
+    if m is None:
+        return None
+    child, version = m.group("child"), m.group("version")
+    return LogName(
+        child=None if child is None else int(child),
+        version=None if version is None else int(version),
+        compressed=m.group("zstd") is not None,
+    )
+
+
+def check_log_name(header: SessionHeader, source: str, line: int) -> None:
+    """Refuse a log whose name's generation disagrees with its header's version.
 
     Raises:
-        SessionLogError: As :func:`read_log_bytes`, :func:`parse_session_header` and
-            :func:`parse_session_log`, naming the file.
+        SessionLogError: ``session.vN.jsonl`` holds a header of another version.
     """
-    source = str(path)
+    named = parse_log_name(os.path.basename(source))
+    if named is not None and named.version is not None and named.version != header.format:
+        raise SessionLogError(
+            f"the file name says log format v{named.version} but its header says "
+            f"v{header.format}; a log's name and header version must agree",
+            path=source,
+            line=line,
+        )
+
+
+@contextmanager
+def open_session_log(
+    path: str | os.PathLike[str], *, mode: HeaderMode = "replay"
+) -> Iterator[tuple[SessionHeader, int, Iterator[tuple[int, Any]]]]:
+    """Open a log file and read its header; the body follows as parsed lines.
+
+    Args:
+        path: A log (plain or zstd).
+        mode: How strictly the header is checked (:data:`HeaderMode`).
+
+    Yields:
+        ``(header, header_line, body)``: the validated header, its line number, and
+        the body's ``(line number, value)`` pairs from :func:`iter_log_lines`.
+
+    Raises:
+        SessionLogError: The file is unreadable or empty, its header breaks a rule of
+            ``mode``, or its name's generation disagrees with the header.
+    """
+    source = os.fspath(path)
     with open_log(path) as f:
         lines = iter_log_lines(f, source=source)
         first = next(lines, None)
         if first is None:
             raise _empty(source)
-        header = header_from(first[1], first[0], source)
-        return header, _expand(iter_records(lines, source=source))
+        header = read_header(first[1], first[0], source, mode=mode)
+        if mode != "lenient":
+            check_log_name(header, source, first[0])
+        yield header, first[0], lines
+
+
+def read_session_log(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Event]]:
+    """Read a log file: its header and its events (plain or zstd, any format 0 to 4).
+
+    Raises:
+        SessionLogError: As :func:`read_log_bytes`, :func:`parse_session_header` and
+            :func:`parse_session_log`, naming the file; a header another format
+            version's rules refuse.
+    """
+    with open_session_log(path) as (header, _, lines):
+        return header, expand_records(r for _, r in iter_records(lines, source=os.fspath(path)))
 
 
 def project_record(record: JSONObject) -> JSONObject:
@@ -465,8 +577,10 @@ def dump_session_log(
     r"""Serialize a session log (SPEC 1.2, 1.5, 4.3).
 
     Args:
-        header: The header, as a :class:`SessionHeader` (written in the reference field
-            order) or as the exact header object to write.
+        header: The header, as a :class:`SessionHeader` (written in its format's field
+            order) or as the exact header object to write. A format 2-4 header keeps
+            every event as it is (``seq``/``time`` kept, nothing packed): those formats
+            have no other form.
         events: The events in log order, each with ``seq`` and ``time``.
         pack_chunks: Pack delta runs of 3 or more into chunk rows, as the harness does.
         envelope: Keep ``seq``/``time`` (``seq0``/``time0``); ``False`` gives the
@@ -482,6 +596,9 @@ def dump_session_log(
             surrogate, or nesting deeper than 254 levels).
     """
     head = header.to_json() if isinstance(header, SessionHeader) else header
+    if header_version(head) >= SEEDED_FORMAT:
+        # Formats 2 to 4 have no packed rows and no committed form without seq/time.
+        pack_chunks, envelope = False, True
     records: Iterable[JSONObject] = pack_chunk_runs(events) if pack_chunks else events
     dumps = orjson.dumps
     parts: list[bytes] = []

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeAlias
 
+from ._entries import HangEntry, ReplayEntry, ThrowEntry
 from ._errors import (
     PlaceholderError,
     ReplayBindingError,
@@ -54,10 +55,11 @@ from ._errors import (
     ScriptError,
 )
 from ._events import StreamChunk
+from ._loading import load_scenario
 from ._matching import FirstMessage, opening_texts, seed_messages, trim
 from ._placeholders import MARKER, resolve_placeholders
-from ._scenario import Scenario, SessionScript, load_scenario
-from ._script import HangEntry, ReplayEntry, ThrowEntry, last_user_text
+from ._scenario import Scenario, SessionScript
+from ._script import last_user_text
 
 __all__ = ["ReplayBinding", "ReplayModel", "last_user_text"]
 

@@ -23,6 +23,7 @@ from ._atomic import check_writable, recover
 from ._errors import DshReplayError, LogMismatchError, RecordingError, ScenarioError
 from ._events import Event, SessionHeader
 from ._jsonl import read_session_log
+from ._loading import iter_scenario_dirs, load_scenario
 from ._model import ReplayModel
 from ._normalize import (
     Normalizer,
@@ -37,8 +38,6 @@ from ._scenario import (
     PRIMARY_LOG,
     Scenario,
     SessionScript,
-    iter_scenario_dirs,
-    load_scenario,
     order_sessions,
     refuse_nested,
     write_scenario,

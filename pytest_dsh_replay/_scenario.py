@@ -1,21 +1,17 @@
-"""Scenarios: a primary session and its children, as ordered replay scripts (SPEC 7, 8.1).
+"""Scenarios: a primary session and its children, as ordered replay scripts.
 
-A scenario directory holds the primary log ``session.jsonl`` and one log per child,
-``session.1.jsonl``, ``session.2.jsonl``, ... with no gaps (``.jsonl.zst`` /
-``.jsonl.zstd`` compressed logs are accepted too). ``replay.override.json`` patches or
-replaces the primary's script; beyond the reference, ``replay.<n>.override.json`` does
-the same for child ``n``.
-
-:func:`load_scenario` returns the scripts in replay order: the primary first, then the
-children by (``createdAt``, id). A child's script comes only from its events at or after
-its header ``seedLength`` (a fork child's inherited prefix is not its own work); the
-primary is never sliced (SPEC 6.5, 13.4).
+A :class:`Scenario` holds one :class:`SessionScript` per recorded session: the primary
+first, then the children by (``createdAt``, id). A child's script comes only from its
+own events (a fork child's inherited prefix is not its own work); the primary is never
+sliced. :func:`load_session_script` reads one log; where scenarios are loaded from
+(directories, stores, the runtime's sessions root) is
+:func:`~pytest_dsh_replay._loading.load_scenario`'s business. :func:`write_scenario`
+writes sessions as a scenario directory.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,45 +19,32 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from ._atomic import replace_path
-from ._errors import RecordingError, ScenarioError, SessionLogError
-from ._events import Event, JSONObject, SessionHeader, is_safe_integer
-from ._jsonl import (
-    dump_session_log,
-    header_from,
-    iter_log_lines,
-    open_log,
-    raw_lines,
-)
-from ._script import (
-    Override,
-    ReplayEntry,
-    ScriptBuilder,
-    apply_override,
-    load_override,
-)
+from ._entries import ReplayEntry
+from ._errors import RecordingError, SessionLogError
+from ._events import SEEDED_FORMAT, Event, JSONObject, SessionHeader
+from ._jsonl import dump_session_log, open_session_log, parse_log_name
+from ._override import Override, apply_override
+from ._script import ScriptBuilder
 
 __all__ = [
     "PRIMARY_LOG",
     "Scenario",
     "SessionLike",
     "SessionScript",
+    "child_order",
+    "holds_primary_log",
     "iter_scenario_dirs",
-    "load_scenario",
     "load_session_script",
     "locale_sort_key",
     "nested_scenario",
     "order_sessions",
     "refuse_nested",
-    "scenario_files",
+    "scenario_of",
     "write_scenario",
 ]
 
 PRIMARY_LOG: Final = "session.jsonl"
-_LOG_SUFFIXES: Final = ("", ".zst", ".zstd")
-_CHILD_LOG: Final = re.compile(r"session\.([1-9][0-9]*)\.jsonl(\.zst|\.zstd)?")
-_CHILD_OVERRIDE: Final = re.compile(r"replay\.([1-9][0-9]*)\.override\.json")
-_PRIMARY_OVERRIDE: Final = "replay.override.json"
-_SQLITE_MAGIC: Final = b"SQLite format 3\x00"
+"""The primary session's log in a scenario directory (children: ``session.<n>.jsonl``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,25 +161,16 @@ def locale_sort_key(text: str) -> tuple[tuple[tuple[int, str], ...], tuple[int, 
     return tuple(primary), tuple(tertiary)
 
 
+def child_order(created_at: int, session_id: str) -> tuple[int, Any]:
+    """The sort key of children in replay order: by ``createdAt``, then by id."""
+    return created_at, locale_sort_key(session_id)
+
+
 def _child_order(script: SessionScript) -> tuple[int, Any]:
-    return script.created_at, locale_sort_key(script.recorded_id)
+    return child_order(script.created_at, script.recorded_id)
 
 
 # --- reading one log -------------------------------------------------------------------
-
-
-def _raw_seed_length(header: SessionHeader, source: str, line: int) -> int:
-    if "seedLength" not in header.raw:
-        return 0
-    value = header.raw["seedLength"]
-    if not is_safe_integer(value) or value < 0:
-        raise SessionLogError(
-            f"header seedLength must be a non-negative integer (the number of events "
-            f"inherited from the fork parent), got {value!r}",
-            path=source,
-            line=line,
-        )
-    return int(value)
 
 
 def load_session_script(
@@ -206,45 +180,63 @@ def load_session_script(
     override: Override | None = None,
     file: str | None = None,
 ) -> SessionScript:
-    """Read one log file and derive its script (SPEC 7, 6.5).
+    """Read one log file and derive its script.
 
     Args:
-        path: A ``.jsonl`` / ``.jsonl.zst`` / ``.jsonl.zstd`` log.
-        primary: ``True`` derives from every event; ``False`` (a child) derives from the
-            events at or after the header's ``seedLength``.
-        override: A sidecar to apply (SPEC 8.2). A bare-array override replaces the
-            script and the log's calls are not derived at all.
+        path: A log of format 0 to 4, plain or zstd (``.jsonl``, ``.jsonl.zst``,
+            ``.jsonl.zstd``; generation names such as ``session.v4.jsonl`` too).
+        primary: ``True`` derives from every event; ``False`` (a child) derives only
+            from its own events: those at or after the header's ``seedLength``
+            (formats 0 and 1), or after its last inherited ``session/end-seed``
+            (formats 2 to 4).
+        override: A sidecar to apply. A bare-array override replaces the script and
+            the log's calls are not derived at all.
         file: The name to report as :attr:`SessionScript.file` (default: the file name).
 
     Returns:
         The session's script.
 
     Raises:
-        SessionLogError: The log is unreadable or malformed, or its ``seedLength`` is
-            not a non-negative integer or exceeds the log's event count.
+        SessionLogError: The log is unreadable or malformed; its header breaks its
+            format's rules (an unknown version, a format 2-4 header that does not
+            parse as one, a ``seedLength`` that is not a non-negative integer); its
+            seed does not fit the log.
         ScriptError: A call cannot be derived (names the file and line).
         OverrideError: The override's patches do not fit the derived script.
     """
     p = Path(path)
     source = str(p)
-    with open_log(p) as f:
-        raw = raw_lines(f)
-        lines = iter_log_lines(raw, source=source)
-        first = next(lines, None)
-        if first is None:
-            raise SessionLogError(
-                "empty session log: expected a session header line (a JSON object) first",
-                path=source,
-            )
-        header_line, header_value = first
-        header = header_from(header_value, header_line, source)
-        seed_length = _raw_seed_length(header, source, header_line)
-        derive = override is None or override.replace is None
-        builder = ScriptBuilder(skip=0 if primary else seed_length, source=source, derive=derive)
-        lines.close()  # the header is read: the rest goes through the builder's fast path
-        builder.feed_raw(raw, header_line)
+    derive = override is None or override.replace is None
+    with open_session_log(p) as (header, header_line, lines):
+        fmt = header.format
+        marked = fmt >= SEEDED_FORMAT
+        seed_length = header.seed_length if header.seeded and not marked else 0
+        builder = ScriptBuilder(
+            version=fmt,
+            skip=0 if primary else seed_length,
+            cut_at_marker=marked and not primary,
+            source=source,
+            derive=derive,
+        )
+        builder.feed(lines)
     entries = builder.finish()
-    if not primary and seed_length > builder.event_count:
+    if marked:
+        if header.seeded and not builder.markers:
+            raise SessionLogError(
+                f"format v{fmt} seeded session lacks an inherited end-seed marker: its "
+                'header says isSeeded but no session/end-seed event says "inherited": true',
+                path=source,
+                line=header_line,
+            )
+        if not header.seeded and builder.markers:
+            raise SessionLogError(
+                f"format v{fmt} unseeded session contains an inherited end-seed marker: "
+                "its header says isSeeded false",
+                path=source,
+                line=header_line,
+            )
+        seed_length = builder.boundary or 0
+    elif not primary and seed_length > builder.event_count:
         raise SessionLogError(
             f"header seedLength {seed_length} is larger than the log's "
             f"{builder.event_count} events; a fork child's seed is a prefix of its own log",
@@ -257,7 +249,7 @@ def load_session_script(
         file=file if file is not None else p.name,
         recorded_id=header.id,
         created_at=header.created_at,
-        seed_length=header.seed_length if seed_length else 0,
+        seed_length=seed_length,
         parent_session=header.parent_session,
         primary=primary,
         entries=tuple(entries),
@@ -268,185 +260,9 @@ def load_session_script(
     )
 
 
-# --- the scenario directory (SPEC 8.1) -------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Inventory:
-    primary: str
-    children: tuple[str, ...]
-    overrides: dict[int, str]
-
-
-def scenario_files(directory: str | os.PathLike[str]) -> tuple[str, list[str], dict[int, str]]:
-    """List a scenario directory's logs and sidecars by the naming rules of SPEC 8.1.
-
-    Args:
-        directory: The scenario directory.
-
-    Returns:
-        ``(primary, children, overrides)``: the primary log's name, the child logs'
-        names in number order (``session.1.jsonl`` first), and the override sidecars by
-        session number (0 is the primary).
-
-    Raises:
-        ScenarioError: ``session.jsonl`` is missing; a ``session.*.jsonl`` or
-            ``replay.*.override.json`` name breaks the rules; child numbers have a gap;
-            a log exists both plain and compressed; an override names a missing child.
-    """
-    d = Path(directory)
-    try:
-        names = sorted(os.listdir(d))
-    except OSError as err:
-        raise ScenarioError(
-            f"cannot list scenario directory: {err.strerror or err}", path=str(d)
-        ) from None
-    inv = _inventory(d, names)
-    return inv.primary, list(inv.children), inv.overrides
-
-
-def _is_log_name(name: str) -> bool:
-    return name.startswith("session.") and any(
-        name.endswith(".jsonl" + suffix) for suffix in _LOG_SUFFIXES
-    )
-
-
-def _inventory(d: Path, names: list[str]) -> _Inventory:
-    primaries: list[str] = []
-    children: dict[int, str] = {}
-    overrides: dict[int, str] = {}
-    for name in names:
-        if _is_log_name(name):
-            if name in {PRIMARY_LOG + s for s in _LOG_SUFFIXES}:
-                primaries.append(name)
-                continue
-            m = _CHILD_LOG.fullmatch(name)
-            if m is None:
-                raise ScenarioError(
-                    f"invalid child session log name {name!r}: child logs are named "
-                    "session.<n>.jsonl with n = 1, 2, ... (no leading zeros)",
-                    path=str(d / name),
-                )
-            n = int(m.group(1))
-            if n in children:
-                raise ScenarioError(
-                    f"child session {n} has two logs, {children[n]!r} and {name!r}; keep one",
-                    path=str(d),
-                )
-            children[n] = name
-        elif name.startswith("replay.") and name.endswith(".override.json"):
-            if name == _PRIMARY_OVERRIDE:
-                overrides[0] = name
-                continue
-            m = _CHILD_OVERRIDE.fullmatch(name)
-            if m is None:
-                raise ScenarioError(
-                    f"invalid override sidecar name {name!r}: expected replay.override.json "
-                    "(primary) or replay.<n>.override.json (child n)",
-                    path=str(d / name),
-                )
-            overrides[int(m.group(1))] = name
-    if not primaries:
-        raise ScenarioError(
-            f"missing {PRIMARY_LOG}: a scenario directory needs its primary session log",
-            path=str(d),
-        )
-    if len(primaries) > 1:
-        raise ScenarioError(
-            f"the primary session has several logs ({', '.join(primaries)}); keep one",
-            path=str(d),
-        )
-    ordered: list[str] = []
-    for k, n in enumerate(sorted(children), start=1):
-        if n != k:
-            raise ScenarioError(
-                f"child session logs must be contiguous: expected session.{k}.jsonl, "
-                f"found {children[n]}",
-                path=str(d / children[n]),
-            )
-        ordered.append(children[n])
-    for n, name in overrides.items():
-        if n > len(ordered):
-            raise ScenarioError(
-                f"override sidecar {name} has no child log session.{n}.jsonl to apply to",
-                path=str(d / name),
-            )
-    return _Inventory(primaries[0], tuple(ordered), overrides)
-
-
-def _load_directory(d: Path) -> Scenario:
-    inv = _inventory(d, sorted(os.listdir(d)))
-
-    def override_for(n: int) -> Override | None:
-        name = inv.overrides.get(n)
-        return None if name is None else load_override(d / name)
-
-    primary = load_session_script(d / inv.primary, primary=True, override=override_for(0))
-    children = [
-        load_session_script(d / name, primary=False, override=override_for(n))
-        for n, name in enumerate(inv.children, start=1)
-    ]
-    children.sort(key=_child_order)
-    return Scenario(path=d, scripts=(primary, *children))
-
-
-def _is_sqlite(p: Path) -> bool:
-    try:
-        with open(p, "rb") as f:
-            return f.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
-    except OSError:
-        return False
-
-
-def load_scenario(path: str | os.PathLike[str]) -> Scenario:
-    """Load a scenario: every recorded session's replay script, in replay order.
-
-    Args:
-        path: One of
-            - a scenario directory (``session.jsonl``, ``session.<n>.jsonl``, optional
-              ``replay.override.json`` and ``replay.<n>.override.json``; SPEC 8.1);
-            - a single log file (``.jsonl``, ``.jsonl.zst``, ``.jsonl.zstd``): one
-              primary script, unsliced;
-            - a dsh SQLite session store: every session in it; the primary is the one
-              without ``parentSession`` (SPEC 5).
-
-    Returns:
-        The scenario. ``scripts[0]`` is the primary; children follow by (``createdAt``,
-        id), each derived from its events at or after its ``seedLength``.
-
-    Raises:
-        ScenarioError: Nothing exists at ``path``, or the directory breaks the naming
-            rules (missing ``session.jsonl``, a gap, an unknown ``session.*.jsonl``).
-        SessionLogError: A log is malformed (file and line named).
-        ScriptError: A call cannot be derived (file, line and call key named).
-        OverrideError: A sidecar is invalid.
-        SchemaVersionError: A SQLite store has a foreign schema.
-    """
-    p = Path(path)
-    if p.is_dir():
-        return _load_directory(p)
-    if p.is_file():
-        if _is_sqlite(p):
-            from ._sqlite import load_store_scenario
-
-            return load_store_scenario(p)
-        return Scenario(path=p, scripts=(load_session_script(p, primary=True),))
-    raise ScenarioError(
-        "no scenario here: expected a scenario directory, a session log or a SQLite store",
-        path=str(p),
-    )
-
-
-def iter_scenario_dirs(root: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield every directory under ``root`` (itself included) that holds a ``session.jsonl``.
-
-    Directories are yielded in sorted path order; hidden directories are skipped.
-    """
-    base = Path(root)
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = sorted(n for n in dirnames if not n.startswith("."))
-        if any(n in filenames for n in (PRIMARY_LOG + s for s in _LOG_SUFFIXES)):
-            yield Path(dirpath)
+def scenario_of(path: Path, primary: SessionScript, children: Iterable[SessionScript]) -> Scenario:
+    """A scenario from its primary and its children, the children put in replay order."""
+    return Scenario(path=path, scripts=(primary, *sorted(children, key=_child_order)))
 
 
 # --- writing a scenario (SPEC 10.3, 10.4) -----------------------------------------------
@@ -482,7 +298,7 @@ def order_sessions(sessions: Iterable[SessionLike]) -> list[SessionLike]:
             f"parentSession); found {len(roots)}: {ids}"
         )
     children = [s for s in items if s is not roots[0]]
-    children.sort(key=lambda s: (s.header.created_at, locale_sort_key(s.header.id)))
+    children.sort(key=lambda s: child_order(s.header.created_at, s.header.id))
     return [roots[0], *children]
 
 
@@ -535,6 +351,31 @@ def write_scenario(path: str | os.PathLike[str], sessions: Iterable[SessionLike]
     return [target / name for name in names]
 
 
+def holds_primary_log(directory: Path) -> bool:
+    """Whether ``directory`` holds a scenario's primary log (``session.jsonl`` or a variant)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return False
+    return any(_is_primary_log(name) for name in names)
+
+
+def _is_primary_log(name: str) -> bool:
+    parsed = parse_log_name(name) if name.startswith("session.") else None
+    return parsed is not None and parsed.child is None
+
+
+def iter_scenario_dirs(root: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield every directory under ``root`` (itself included) that holds a primary log.
+
+    Directories are yielded in sorted path order; hidden directories are skipped.
+    """
+    for dirpath, dirnames, filenames in os.walk(Path(root)):
+        dirnames[:] = sorted(n for n in dirnames if not n.startswith("."))
+        if any(_is_primary_log(name) for name in filenames):
+            yield Path(dirpath)
+
+
 def nested_scenario(path: str | os.PathLike[str]) -> Path | None:
     """Another scenario directory below ``path`` or above it, if there is one.
 
@@ -555,7 +396,7 @@ def nested_scenario(path: str | os.PathLike[str]) -> Path | None:
             if found != target:
                 return found
     for ancestor in target.absolute().parents:
-        if any((ancestor / (PRIMARY_LOG + s)).is_file() for s in _LOG_SUFFIXES):
+        if holds_primary_log(ancestor):
             return ancestor
     return None
 

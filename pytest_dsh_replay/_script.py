@@ -1,251 +1,47 @@
-"""Replay scripts: one entry per recorded model call (SPEC 7, 8.2).
+"""Replay scripts: one entry per recorded model call, derived from a session's events.
 
-:func:`derive_replay_script` turns a session's events into its script: the chunks of
-each ``stream()`` call, split at ``finish`` (SPEC 7). The override sidecar
-(``replay.override.json``, SPEC 8.2) replaces or patches a derived script with entries
-that cannot be derived from a log: a ``throw`` (a provider error before or during a
-stream) or a ``hang`` (a stream that is cancelled).
+:func:`derive_replay_script` turns a session's events into its script, one entry per
+``stream()`` call:
 
-Entries store their chunks compactly, in serialized form, and hand out new chunk
-objects on every access: a consumer that mutates what it was given cannot change what a
-later replay yields, and a large script costs about what its log costs.
+- formats 0 and 1: a call is the run of ``assistant/chunk`` events (packed chunk rows
+  stand for their members) up to and including its ``finish`` chunk, so retries under
+  one (turn, step) are separate calls;
+- formats 2 to 4: each ``assistant/message`` and ``assistant/attempt`` event is one call,
+  its chunks the event's embedded ``data.stream``;
+- in every format, a ``compaction/summary`` (older name ``compact/summary``) with
+  ``llmStreamCall: true`` is a synthetic call at its position.
+
+:class:`ScriptBuilder` does the work for every reader: log files (through
+:func:`~pytest_dsh_replay._jsonl.iter_log_lines`), SQLite rows, and event lists.
 """
 
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Literal, TypeAlias
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final
 
 import orjson
 
-from ._chunk_rows import (
-    PACKED_TAGS,
-    PackedRow,
-    fast_row_fields,
-    validate_packed_row,
-)
-from ._errors import OverrideError, ScriptError, SessionLogError
-from ._events import CHUNK_TYPES, Event, JSONObject, StreamChunk, is_safe_integer
-from ._jsonl import (
-    MAX_LINE_BYTES,
-    bad_line,
-    line_too_long,
-    not_an_event,
-    read_failed,
-    too_long,
-)
+from ._chunk_rows import PACKED_TAGS, PackedRow, fast_row_fields, validate_packed_row
+from ._entries import MAX_CHUNK_NESTING, ChunksEntry, ReplayEntry
+from ._errors import DshReplayError, ScriptError, SessionLogError
+from ._events import END_SEED, ChunkRun, Event, JSONObject, StreamChunk
+from ._jsonl import not_an_event
+from ._stream import STREAM_EVENTS, stream_runs
 
 __all__ = [
-    "ChunksEntry",
-    "HangEntry",
-    "Override",
-    "ReplayEntry",
-    "ThrowEntry",
-    "apply_override",
+    "END_SEED",
+    "SUMMARY_EVENTS",
+    "ScriptBuilder",
     "derive_replay_script",
-    "entry_from_json",
     "last_user_text",
-    "load_override",
     "message_text",
-    "parse_override",
 ]
 
-
-# --- entries -----------------------------------------------------------------------------
-
-MAX_CHUNK_NESTING: Final = 253
-"""The deepest nesting of arrays and objects inside one stream chunk.
-
-Entries keep their chunks serialized; the serializer stops at 255 levels, and a call's
-chunk list adds one. A log line holding a deeper chunk is refused when the script is
-derived, naming the line.
-"""
-
-# A compact item (an element of an entry's serialized chunk list) is one of:
-#   {chunk}                                      one chunk object
-#   [chunk_type, index, payload]                 text-delta / reasoning-delta members
-#   [chunk_type, index, payload, id]             tool-call-delta members without name
-#   [chunk_type, index, payload, id, name]       tool-call-delta members with name
-_Item: TypeAlias = Any
-
-
-def _materialize(items: list[_Item]) -> list[StreamChunk]:
-    out: list[StreamChunk] = []
-    append = out.append
-    extend = out.extend
-    for item in items:
-        if item.__class__ is dict:
-            append(item)
-            continue
-        kind, index, payload = item[0], item[1], item[2]
-        if kind == "tool-call-delta":
-            if len(item) == 5:
-                cid, name = item[3], item[4]
-                extend(
-                    {"type": kind, "index": index, "id": cid, "name": name, "argumentsDelta": a}
-                    for a in payload
-                )
-            else:
-                cid = item[3]
-                extend(
-                    {"type": kind, "index": index, "id": cid, "argumentsDelta": a} for a in payload
-                )
-        else:
-            extend({"type": kind, "index": index, "text": t} for t in payload)
-    return out
-
-
-def _serialize_chunks(chunks: Iterable[StreamChunk], where: str) -> tuple[bytes, int]:
-    items = list(chunks)
-    try:
-        return orjson.dumps(items), len(items)
-    except TypeError as err:
-        raise ScriptError(f"{where}: chunks must be JSON values ({err})") from None
-
-
-class _ChunkHolder:
-    __slots__ = ("_blob", "_count")
-
-    _blob: bytes
-    _count: int
-
-    @property
-    def chunks(self) -> list[StreamChunk]:
-        """The call's stream chunks, as new objects on every access."""
-        return _materialize(orjson.loads(self._blob))
-
-    @property
-    def chunk_count(self) -> int:
-        """How many chunks the call streams (before a ``throw`` entry raises)."""
-        return self._count
-
-    @property
-    def has_placeholders(self) -> bool:
-        """Whether a ``{{fromRequest:...}}`` placeholder occurs anywhere in the entry."""
-        return b"{{fromRequest:" in self._blob
-
-
-class ChunksEntry(_ChunkHolder):
-    """A recorded call that streams its chunks and finishes.
-
-    Args:
-        chunks: The stream chunks in order (SPEC 3 shapes); the last is normally a
-            ``finish``. They are copied: later changes to the given objects do not
-            reach the entry.
-
-    Raises:
-        ScriptError: A chunk is not a JSON value.
-    """
-
-    __slots__ = ()
-    kind: Final = "chunks"
-
-    def __init__(self, chunks: Iterable[StreamChunk]):
-        self._blob, self._count = _serialize_chunks(chunks, "chunks entry")
-
-    @classmethod
-    def _from_items(cls, items: list[_Item], count: int) -> ChunksEntry:
-        entry = cls.__new__(cls)
-        entry._blob = orjson.dumps(items)
-        entry._count = count
-        return entry
-
-    def to_json(self) -> JSONObject:
-        """The wire form: ``{"kind": "chunks", "chunks": [...]}``."""
-        return {"kind": "chunks", "chunks": self.chunks}
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ChunksEntry):
-            return NotImplemented
-        return self._blob == other._blob or self.chunks == other.chunks
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"ChunksEntry(<{self._count} chunks>)"
-
-
-class ThrowEntry(_ChunkHolder):
-    """A call that streams ``chunks`` and then fails with ``message``/``code`` (SPEC 8.2).
-
-    Args:
-        chunks: The prefix chunks streamed before the failure (often empty).
-        message: The failure message (non-empty).
-        code: The failure code (non-empty), e.g. ``AUTH``, ``RATE_LIMIT``.
-
-    Raises:
-        ScriptError: ``message`` or ``code`` is empty, or a chunk is not a JSON value.
-    """
-
-    __slots__ = ("code", "message")
-    kind: Final = "throw"
-
-    def __init__(self, chunks: Iterable[StreamChunk], message: str, code: str):
-        if not isinstance(message, str) or not message:
-            raise ScriptError("throw entry: message must be a non-empty string")
-        if not isinstance(code, str) or not code:
-            raise ScriptError("throw entry: code must be a non-empty string")
-        self._blob, self._count = _serialize_chunks(chunks, "throw entry")
-        self.message = message
-        self.code = code
-
-    def to_json(self) -> JSONObject:
-        """The wire form: ``{"kind": "throw", "chunks": [...], "message", "code"}``."""
-        return {"kind": "throw", "chunks": self.chunks, "message": self.message, "code": self.code}
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ThrowEntry):
-            return NotImplemented
-        return (self.message, self.code, self.chunks) == (other.message, other.code, other.chunks)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"ThrowEntry(<{self._count} chunks>, message={self.message!r}, code={self.code!r})"
-
-
-@dataclass(frozen=True, slots=True)
-class HangEntry:
-    """A call that streams two fixed chunks and then blocks until cancelled (SPEC 8.2).
-
-    Attributes:
-        ready_file: A file written (empty) when the consumer asks for the third chunk, so
-            a test can wait for the stream to be in flight; relative paths resolve
-            against the scenario's working directory. ``None``: no file.
-    """
-
-    ready_file: str | None = None
-    kind: ClassVar[Literal["hang"]] = "hang"
-    PREFIX: ClassVar[tuple[StreamChunk, ...]] = (
-        {"type": "block-start", "index": 0, "blockType": "text"},
-        {"type": "text-delta", "index": 0, "text": "partial"},
-    )
-
-    @property
-    def chunks(self) -> list[StreamChunk]:
-        """The two chunks streamed before the hang, as new objects."""
-        return [dict(c) for c in self.PREFIX]
-
-    @property
-    def has_placeholders(self) -> bool:
-        """Whether ``ready_file`` holds a ``{{fromRequest:...}}`` placeholder."""
-        return self.ready_file is not None and "{{fromRequest:" in self.ready_file
-
-    def to_json(self) -> JSONObject:
-        """The wire form: ``{"kind": "hang"}`` or ``{"kind": "hang", "readyFile": ...}``."""
-        if self.ready_file is None:
-            return {"kind": "hang"}
-        return {"kind": "hang", "readyFile": self.ready_file}
-
-
-ReplayEntry: TypeAlias = ChunksEntry | ThrowEntry | HangEntry
-"""One recorded model call: a :class:`ChunksEntry`, :class:`ThrowEntry` or :class:`HangEntry`."""
-
-
-# --- derivation (SPEC 7) -------------------------------------------------------------------
+SUMMARY_EVENTS: Final = frozenset({"compaction/summary", "compact/summary"})
+"""Compaction summaries (``compact/summary`` is the older name); a call when they carry
+``llmStreamCall: true``."""
 
 
 def _js_scalar(value: Any) -> str:
@@ -340,44 +136,91 @@ def last_user_text(messages: object) -> str | None:
     return None
 
 
-class ScriptBuilder:
-    """Incremental script derivation shared by every reader (SPEC 7).
+_READ_EVENTS: Final = STREAM_EVENTS | SUMMARY_EVENTS | {"user/message", END_SEED}
+"""Event types other than ``assistant/chunk`` that derivation reads."""
 
-    Feed it events in log order (or packed rows, which stand for their members) and
-    call :meth:`finish`. ``skip`` logical events at the start are counted but not
-    derived: a fork child's inherited seed (SPEC 6.5). :meth:`feed` takes the parsed
-    body lines of a log directly, which is how :func:`~pytest_dsh_replay.load_scenario`
-    reads logs: one pass, packed rows never expanded.
+
+def _run_size(run: ChunkRun) -> int:
+    return 1 if run.__class__ is dict else len(run[2])
+
+
+class ScriptBuilder:
+    """Incremental script derivation shared by every reader.
+
+    Feed it a log's records in order and call :meth:`finish`:
+
+    - :meth:`feed` takes parsed body lines ``(line number, value)`` straight from
+      :func:`~pytest_dsh_replay._jsonl.iter_log_lines` (one pass; packed rows are
+      validated but never expanded);
+    - :meth:`record` takes one record at a time: an event or a
+      :class:`~pytest_dsh_replay._chunk_rows.PackedRow` (the SQLite reader);
+    - :meth:`event` takes one logical event (:func:`derive_replay_script`).
+
+    Args:
+        version: The log's format version: ``0``/``1`` read ``assistant/chunk`` events
+            and packed rows, ``2``-``4`` read embedded streams; ``None`` reads both
+            (events of unknown origin).
+        skip: Leading logical events that are counted but not derived: a format 0/1
+            fork child's inherited seed (its header's ``seedLength``).
+        cut_at_marker: Derive only what follows the last ``session/end-seed`` with
+            ``inherited: true`` (a format 2-4 fork child). Problems in the events
+            before it are the parent's, so they are raised only if no such marker
+            follows them.
+        source: The log's name for messages.
+        derive: ``False`` counts events and reads the first user message only (a
+            script an override replaces as a whole).
 
     Not part of the public API; :func:`derive_replay_script` is.
     """
 
     __slots__ = (
+        "_chunk_events",
         "_count",
         "_entries",
         "_items",
         "_lines",
         "_n_chunks",
+        "_pending",
         "_start_index",
         "_start_line",
         "_step",
+        "_stream_events",
         "_turn",
+        "boundary",
+        "cut_at_marker",
         "derive",
         "first_user_text",
+        "markers",
         "skip",
         "source",
     )
 
-    def __init__(self, *, skip: int = 0, source: str | None = None, derive: bool = True):
+    def __init__(
+        self,
+        *,
+        version: int | None = 0,
+        skip: int = 0,
+        cut_at_marker: bool = False,
+        source: str | None = None,
+        derive: bool = True,
+    ):
+        self._chunk_events = version is None or version < 2
+        self._stream_events = version is None or version >= 2
         self.skip = skip
+        self.cut_at_marker = cut_at_marker
         self.source = source
         self.derive = derive
         self.first_user_text: str | None = None
+        #: How many inherited ``session/end-seed`` markers were seen (formats 2-4).
+        self.markers = 0
+        #: The position of the last inherited marker: the inherited prefix's length.
+        self.boundary: int | None = None
         self._count = 0
         self._entries: list[ReplayEntry] = []
-        # The open call: its compact items, the line of each, its chunk count, and the
-        # (turn, step) it was opened with (the key is formatted only when needed).
-        self._items: list[_Item] = []
+        self._pending: DshReplayError | None = None
+        # The open call of formats 0/1: its chunk runs, the line of each, its chunk
+        # count, and the (turn, step) it was opened with.
+        self._items: list[ChunkRun] = []
         self._lines: list[int | None] = []
         self._n_chunks = 0
         self._turn: Any = _MISSING
@@ -412,30 +255,37 @@ class ScriptBuilder:
         self._start_index = index
         self._start_line = line
 
-    def _unterminated(self) -> ScriptError:
+    def _unterminated_at(self, key: str, index: int, line: int | None) -> ScriptError:
         n = len(self._entries) + 1
         return ScriptError(
-            f"model call {self._key} (call #{n} of this session) ended without a finish "
+            f"model call {key} (call #{n} of this session) ended without a finish "
             "chunk (a thrown or cancelled stream), so it cannot be replayed from the log; "
             'this scenario needs a replay.override.json sidecar: a "throw" or "hang" entry '
             f"for this call (patch at {n - 1})",
             path=self.source,
-            line=self._start_line,
-            call=self._key,
-            event_index=self._start_index,
+            line=line,
+            call=key,
+            event_index=index,
         )
+
+    def _unterminated(self) -> ScriptError:
+        return self._unterminated_at(self._key, self._start_index, self._start_line)
+
+    def _fail(self, error: DshReplayError) -> None:
+        """Raise ``error`` now, or (before a possible inherited marker) at :meth:`finish`."""
+        if not self.cut_at_marker:
+            raise error
+        if self._pending is None:
+            self._pending = error
 
     def _close(self) -> None:
         items = self._items
         try:
-            blob = orjson.dumps(items)
+            entry = ChunksEntry.from_runs(items, self._n_chunks)
         except TypeError:
             raise self._unstorable() from None
-        entry = ChunksEntry.__new__(ChunksEntry)
-        entry._blob = blob
-        entry._count = self._n_chunks
         self._entries.append(entry)
-        items.clear()  # in place: feed_raw() holds these lists
+        items.clear()  # in place: feed() holds these lists
         self._lines.clear()
         self._n_chunks = 0
 
@@ -455,14 +305,41 @@ class ScriptBuilder:
                 )
         raise AssertionError("unreachable: the call's chunks serialized one by one")
 
+    def _cut(self, index: int) -> None:
+        """An inherited ``session/end-seed`` at ``index``: all before it is the parent's."""
+        self.markers += 1
+        self.boundary = index
+        self._entries.clear()
+        self._items.clear()
+        self._lines.clear()
+        self._n_chunks = 0
+        self._pending = None
+        self.first_user_text = None
+
+    def record(self, record: Event | PackedRow, line: int | None = None) -> None:
+        """Feed one record: an event, or a validated packed row standing for its members."""
+        if isinstance(record, PackedRow):
+            self.packed(record, line)
+        else:
+            self.event(record, line)
+
     def event(self, event: Event, line: int | None = None) -> None:
-        """Feed one logical event."""
+        """Feed one logical event.
+
+        Raises:
+            SessionLogError: An embedded stream is malformed.
+            ScriptError: A call cannot be derived.
+        """
         index = self._count
         self._count = index + 1
         if index < self.skip:
             return
         kind = event.get("type")
-        if kind == "assistant/chunk" and self.derive:
+        if kind.__class__ is not str:
+            return
+        if kind == "assistant/chunk":
+            if not (self.derive and self._chunk_events):
+                return
             data = event.get("data")
             chunk = data.get("chunk") if isinstance(data, dict) else None
             if not isinstance(chunk, dict):
@@ -485,15 +362,61 @@ class ScriptBuilder:
             self._n_chunks += 1
             if chunk.get("type") == "finish":
                 self._close()
-        elif kind == "compaction/summary" and self.derive:
+        elif kind in STREAM_EVENTS:
+            if self.derive and self._stream_events:
+                self._stream_call(event, index, line)
+        elif kind in SUMMARY_EVENTS:
+            if not self.derive:
+                return
             if self._items:
                 raise self._unterminated()
             data = event.get("data")
             if data.__class__ is dict and data.get("llmStreamCall") is True:
                 assert isinstance(data, dict)
                 self._entries.append(self._summary_call(data, index, line))
-        elif kind == "user/message" and self.first_user_text is None:
-            self.first_user_text = message_text(event.get("data"))
+        elif kind == "user/message":
+            if self.first_user_text is None:
+                self.first_user_text = message_text(event.get("data"))
+        elif kind == END_SEED and self.cut_at_marker:
+            data = event.get("data")
+            if data.__class__ is dict and data.get("inherited") is True:
+                self._cut(index)
+
+    def _stream_call(self, event: Event, index: int, line: int | None) -> None:
+        """One ``assistant/message`` / ``assistant/attempt``: one call (formats 2-4)."""
+        data = event.get("data")
+        if data.__class__ is not dict or "stream" not in data:
+            return  # a message without an embedded stream carries no call
+        kind = event["type"]
+        key = _call_key(data.get("turn", _MISSING), data.get("step", _MISSING))
+        try:
+            runs = stream_runs(data["stream"], event_type=kind, source=self.source, line=line)
+        except SessionLogError as err:
+            self._fail(err)
+            return
+        if self._items:
+            raise self._unterminated()
+        if not runs and kind == "assistant/message":
+            return  # an empty settled stream (a migrated log lost its chunks): no call
+        last = runs[-1] if runs else None
+        if last.__class__ is not dict or last.get("type") != "finish":
+            self._fail(self._unterminated_at(key, index, line))
+            return
+        try:
+            entry = ChunksEntry.from_runs(runs, sum(map(_run_size, runs)))
+        except TypeError as err:
+            self._fail(
+                ScriptError(
+                    f"model call {key} cannot be stored ({err}): a chunk may nest at most "
+                    f"{MAX_CHUNK_NESTING} levels of arrays and objects",
+                    path=self.source,
+                    line=line,
+                    call=key,
+                    event_index=index,
+                )
+            )
+            return
+        self._entries.append(entry)
 
     def packed(self, row: PackedRow, line: int | None = None) -> None:
         """Feed a validated packed row: its members, without expanding them."""
@@ -522,7 +445,7 @@ class ScriptBuilder:
             start = 0
         elif start >= n:
             return
-        if not self.derive:
+        if not (self.derive and self._chunk_events):
             return
         if self._items:
             if not self._same_call(turn, step):
@@ -541,60 +464,44 @@ class ScriptBuilder:
         self._lines.append(line)
         self._n_chunks += len(payload)
 
+    def _packed_value(self, value: JSONObject, lineno: int) -> None:
+        """A packed row as parsed from a line: validated, then fed as its members."""
+        if "seq0" not in value:
+            value["seq0"] = self._count
+        if "time0" not in value:
+            value["time0"] = 0
+        fields = fast_row_fields(value)
+        if fields is None:
+            try:
+                row = validate_packed_row(value)  # the reference's checks and errors
+            except SessionLogError as err:
+                raise err.at(path=self.source, line=lineno) from None
+            self.packed(row, lineno)
+            return
+        chunk_type, index, payload, cid, name, has_name, turn, step, _ = fields
+        self._members(payload, turn, step, chunk_type, index, cid, name, has_name, lineno)
+
     def feed(self, lines: Iterable[tuple[int, Any]]) -> None:
         """Feed a log's body lines: ``(line number, parsed value)`` after the header.
 
-        Does what :func:`~pytest_dsh_replay.jsonl.iter_records` does (packed rows get a
-        missing ``seq0``/``time0`` filled in, then validated) and feeds each record.
+        The reader of every log file: packed rows get a missing ``seq0``/``time0``
+        filled in, are validated and fed as their members; everything else is an event.
+        The loop handles the common case (an ``assistant/chunk`` of the open or a new
+        call, past the seed) itself; :meth:`event` holds the rules.
 
         Raises:
-            SessionLogError: A line is not a JSON object, or a packed row is malformed.
+            SessionLogError: A line is not a JSON object, a packed row or an embedded
+                stream is malformed (and whatever ``lines`` raises while reading).
             ScriptError: A call cannot be derived.
         """
-        for lineno, value in lines:
-            self._record(value, lineno)
-
-    def feed_raw(self, lines: Iterator[bytes], lineno: int) -> None:
-        r"""Parse and feed a log's remaining raw lines, in one pass (the fast path).
-
-        The same as :func:`~pytest_dsh_replay.jsonl.iter_log_lines` followed by
-        :meth:`feed`, without a generator per line and without building a
-        :class:`~pytest_dsh_replay.chunk_rows.PackedRow` per packed row. Ordinary
-        events are not given a synthesized ``seq``/``time``: nothing here reads them.
-
-        Args:
-            lines: The raw lines after the header (:func:`~pytest_dsh_replay.jsonl.raw_lines`).
-            lineno: The physical line number of the line before the first of ``lines``.
-
-        Raises:
-            SessionLogError: A line is not valid JSON, too long, not a JSON object, or a
-                malformed packed row; or the file cannot be read.
-            ScriptError: A call cannot be derived.
-        """
-        # The loop inlines the common cases of event() and _members() (an assistant/chunk
-        # event or a packed row of the open or a new call, past the seed, while deriving);
-        # everything else goes through those methods, which hold the rules.
         source = self.source
-        loads = orjson.loads
-        decode_error = orjson.JSONDecodeError
-        limit = MAX_LINE_BYTES
         skip = self.skip
-        fast = self.derive
+        fast = self.derive and self._chunk_events
         items = self._items
         item_lines = self._lines
         count = self._count  # kept in a local; self._count is set around every method call
         try:
-            for raw in lines:
-                lineno += 1
-                if len(raw) > limit and line_too_long(raw):
-                    raise too_long(source, lineno)
-                try:
-                    value = loads(raw)
-                except decode_error as err:
-                    error = bad_line(raw, err, source, lineno)
-                    if error is None:
-                        continue
-                    raise error from None
+            for lineno, value in lines:
                 if value.__class__ is not dict:
                     raise not_an_event(value, source, lineno)
                 tag = value.get("type")
@@ -624,48 +531,18 @@ class ScriptBuilder:
                             self._close()
                         continue
                 elif tag.__class__ is str and tag in PACKED_TAGS:
-                    if "seq0" not in value:
-                        value["seq0"] = count
-                    if "time0" not in value:
-                        value["time0"] = 0
                     self._count = count
-                    fields = fast_row_fields(value)
-                    if fields is None:
-                        self._record(value, lineno)  # the reference's checks and errors
-                    else:
-                        chunk_type, index, payload, cid, name, has_name, turn, step, _ = fields
-                        self._members(
-                            payload, turn, step, chunk_type, index, cid, name, has_name, lineno
-                        )
+                    self._packed_value(value, lineno)
                     count = self._count
                     continue
-                elif tag != "user/message" and tag != "compaction/summary":
+                elif tag.__class__ is not str or tag not in _READ_EVENTS:
                     count += 1  # an event replay does not read
                     continue
                 self._count = count
                 self.event(value, lineno)
                 count = self._count
-        except OSError as err:
-            raise read_failed(err, source, lineno + 1) from None
         finally:
             self._count = count
-
-    def _record(self, value: Any, lineno: int) -> None:
-        if value.__class__ is not dict:
-            raise not_an_event(value, self.source, lineno)
-        tag = value.get("type")
-        if tag.__class__ is str and tag in PACKED_TAGS:
-            if "seq0" not in value:
-                value["seq0"] = self._count
-            if "time0" not in value:
-                value["time0"] = 0
-            try:
-                row = validate_packed_row(value)
-            except SessionLogError as err:
-                raise err.at(path=self.source, line=lineno) from None
-            self.packed(row, lineno)
-        else:
-            self.event(value, lineno)
 
     def _summary_call(self, data: JSONObject, index: int, line: int | None) -> ChunksEntry:
         if "rawOutput" not in data:
@@ -697,7 +574,7 @@ class ScriptBuilder:
             chunks.append({"type": "usage", "usage": data["usage"]})
         chunks.append({"type": "finish", "reason": {"kind": "stop"}})
         try:
-            return ChunksEntry._from_items(chunks, len(chunks))
+            return ChunksEntry.from_runs(chunks, len(chunks))
         except TypeError as err:
             raise ScriptError(
                 f"compaction/summary rawOutput or usage cannot be stored ({err}): a chunk "
@@ -708,26 +585,32 @@ class ScriptBuilder:
             ) from None
 
     def finish(self) -> list[ReplayEntry]:
-        """Close the script; a trailing call without ``finish`` raises.
+        """Close the script.
 
         Raises:
-            ScriptError: The last call has no ``finish`` chunk.
+            ScriptError: The last call has no ``finish`` chunk, or a call (after the
+                last inherited marker, for ``cut_at_marker``) could not be derived.
+            SessionLogError: An embedded stream after that marker is malformed.
         """
         if self._items:
             raise self._unterminated()
+        if self._pending is not None:
+            raise self._pending
         return self._entries
 
 
 def derive_replay_script(
     events: Iterable[Event], *, source: str | None = None
 ) -> list[ReplayEntry]:
-    """Derive a session's replay script from its events (SPEC 7).
+    """Derive a session's replay script from its events.
 
-    Each model call is the run of ``assistant/chunk`` chunks up to and including its
-    ``finish`` chunk; retries under the same (turn, step) are separate calls. A
-    ``compaction/summary`` with ``llmStreamCall: true`` is a synthetic call at its log
-    position (block-start/block-end per ``rawOutput`` block, the recorded ``usage``,
-    then a ``stop`` finish). Every other event is ignored.
+    A call is, by format: the run of ``assistant/chunk`` chunks up to and including its
+    ``finish`` chunk (formats 0 and 1; retries under the same (turn, step) are separate
+    calls), or one ``assistant/message`` / ``assistant/attempt`` event with its embedded
+    ``data.stream`` (formats 2 to 4). A ``compaction/summary`` (or ``compact/summary``)
+    with ``llmStreamCall: true`` is a synthetic call at its log position
+    (block-start/block-end per ``rawOutput`` block, the recorded ``usage``, then a
+    ``stop`` finish). Every other event is ignored.
 
     Args:
         events: Logical events in log order (as :func:`parse_session_log` returns them).
@@ -738,12 +621,14 @@ def derive_replay_script(
         One :class:`ChunksEntry` per call, in call order; ``[]`` when there is no call.
 
     Raises:
-        ScriptError: A call ends without ``finish`` (its (turn, step) changes, a
-            ``compaction/summary`` arrives, or the log ends while it is open), a marked
-            summary has no ``rawOutput``, or an ``assistant/chunk`` has no chunk object.
-            ``call`` names the call as ``turn/step`` and ``event_index`` where it began.
+        ScriptError: A call ends without ``finish`` (its (turn, step) changes, a summary
+            arrives, the log ends while it is open, or an embedded stream does not end
+            with one), a marked summary has no ``rawOutput``, or an ``assistant/chunk``
+            has no chunk object. ``call`` names the call as ``turn/step`` and
+            ``event_index`` where it began.
+        SessionLogError: An embedded stream is malformed.
     """
-    builder = ScriptBuilder(source=source)
+    builder = ScriptBuilder(version=None, source=source)
     for event in events:
         if event.__class__ is not dict:
             raise ScriptError(
@@ -753,218 +638,3 @@ def derive_replay_script(
             )
         builder.event(event)
     return builder.finish()
-
-
-# --- entries from JSON and the override sidecar (SPEC 8.2) -----------------------------
-
-
-def _entry_error(where: str, loc: str, detail: str) -> OverrideError:
-    return OverrideError(f"invalid override: {loc} {detail}", path=where)
-
-
-_THROW_KEYS: Final = frozenset({"kind", "chunks", "message", "code"})
-_CHUNKS_KEYS: Final = frozenset({"kind", "chunks"})
-
-
-def _read_chunks(value: Any, where: str, loc: str) -> list[StreamChunk]:
-    if not isinstance(value, list):
-        raise _entry_error(where, loc, "chunks must be an array")
-    for j, chunk in enumerate(value):
-        kind = chunk.get("type") if isinstance(chunk, dict) else None
-        if not isinstance(kind, str) or kind not in CHUNK_TYPES:
-            raise _entry_error(
-                where,
-                f"{loc}.chunks[{j}]",
-                "must have a known StreamChunk type (one of "
-                + ", ".join(sorted(CHUNK_TYPES))
-                + ")",
-            )
-    return value
-
-
-def _json_text(value: Any, limit: int = 80) -> str:
-    """``value`` as JSON text for a message, shortened; never fails."""
-    try:
-        text = orjson.dumps(value).decode()
-    except TypeError:
-        text = f"<{type(value).__name__} nested too deep to show>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _stored(build: Callable[[], ReplayEntry], where: str, loc: str) -> ReplayEntry:
-    """Build an entry; chunks that cannot be stored (too deep) are an override error."""
-    try:
-        return build()
-    except ScriptError as err:
-        raise _entry_error(
-            where,
-            loc,
-            f"has chunks that cannot be stored: {err.reason}; a chunk may nest at most "
-            f"{MAX_CHUNK_NESTING} levels of arrays and objects",
-        ) from None
-
-
-def entry_from_json(value: Any, *, where: str = "<entry>", loc: str = "entry") -> ReplayEntry:
-    """Validate and build one entry from its wire form (SPEC 8.2 table).
-
-    Args:
-        value: ``{"kind":"chunks","chunks":[...]}``,
-            ``{"kind":"throw","chunks":[...],"message":str,"code":str}`` or
-            ``{"kind":"hang"}`` / ``{"kind":"hang","readyFile":str}``.
-        where: The file name used in error messages.
-        loc: The location used in error messages (``entry 3``, ``patch 0.entry``).
-
-    Returns:
-        The entry. Only each chunk's ``type`` is checked, as the reference does.
-
-    Raises:
-        OverrideError: ``invalid override: <loc> <detail>`` as in the SPEC 8.2 table.
-    """
-    if not isinstance(value, dict):
-        raise _entry_error(where, loc, "must be an object")
-    kind = value.get("kind")
-    keys = value.keys()
-    if kind == "chunks":
-        if keys != _CHUNKS_KEYS:
-            raise _entry_error(
-                where, loc, "has invalid chunks-entry fields (expected kind, chunks)"
-            )
-        return _stored(lambda: ChunksEntry(_read_chunks(value["chunks"], where, loc)), where, loc)
-    if kind == "throw":
-        if keys != _THROW_KEYS:
-            raise _entry_error(
-                where, loc, "has invalid throw-entry fields (expected kind, chunks, message, code)"
-            )
-        message, code = value["message"], value["code"]
-        if not isinstance(message, str) or not message:
-            raise _entry_error(where, loc, "message must be a non-empty string")
-        if not isinstance(code, str) or not code:
-            raise _entry_error(where, loc, "code must be a non-empty string")
-        chunks = _read_chunks(value["chunks"], where, loc)
-        return _stored(lambda: ThrowEntry(chunks, message, code), where, loc)
-    if kind == "hang":
-        if keys != {"kind"} and keys != {"kind", "readyFile"}:
-            raise _entry_error(
-                where, loc, "has invalid hang-entry fields (expected kind and optional readyFile)"
-            )
-        ready = value.get("readyFile")
-        if "readyFile" in value and (not isinstance(ready, str) or not ready):
-            raise _entry_error(where, loc, "readyFile must be a non-empty string")
-        return HangEntry(ready_file=ready)
-    raise _entry_error(
-        where,
-        loc,
-        f'has unknown kind {_json_text(kind)} (expected "chunks", "throw" or "hang")',
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Override:
-    """A parsed override sidecar (SPEC 8.2).
-
-    Attributes:
-        path: The sidecar file (used in messages).
-        replace: The whole replacement script, for the bare-array form; else ``None``.
-        patches: ``(at, entry)`` pairs in file order, for the ``{patches}`` form.
-    """
-
-    path: str
-    replace: tuple[ReplayEntry, ...] | None = None
-    patches: tuple[tuple[int, ReplayEntry], ...] = ()
-
-
-def parse_override(value: Any, *, path: str) -> Override:
-    """Validate a parsed sidecar document (SPEC 8.2).
-
-    Args:
-        value: The parsed JSON: an array of entries, or ``{"patches": [{"at", "entry"}...]}``.
-        path: The sidecar file, for messages.
-
-    Raises:
-        OverrideError: The first validation failure of the SPEC 8.2 table.
-    """
-    if isinstance(value, list):
-        return Override(
-            path=path,
-            replace=tuple(
-                entry_from_json(v, where=path, loc=f"entry {i}") for i, v in enumerate(value)
-            ),
-        )
-    if (
-        not isinstance(value, dict)
-        or value.keys() != {"patches"}
-        or not isinstance(value["patches"], list)
-    ):
-        raise _entry_error(
-            path, "document", "must be a ReplayEntry[] or { patches: [{at, entry}...] }"
-        )
-    patches: list[tuple[int, ReplayEntry]] = []
-    for i, patch in enumerate(value["patches"]):
-        if not isinstance(patch, dict) or patch.keys() != {"at", "entry"}:
-            raise _entry_error(path, f"patch {i}", "must contain exactly at and entry")
-        at = patch["at"]
-        if not is_safe_integer(at) or at < 0:
-            raise _entry_error(path, f"patch {i}", "at must be a non-negative safe integer")
-        patches.append(
-            (int(at), entry_from_json(patch["entry"], where=path, loc=f"patch {i}.entry"))
-        )
-    return Override(path=path, patches=tuple(patches))
-
-
-def load_override(path: str | os.PathLike[str]) -> Override:
-    """Read and validate an override sidecar file (SPEC 8.2).
-
-    Raises:
-        OverrideError: The file cannot be read, is not valid JSON (with line and column),
-            or fails validation.
-    """
-    where = str(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as err:
-        raise OverrideError(
-            f"cannot read override sidecar: {err.strerror or err}", path=where
-        ) from None
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as err:
-        raise OverrideError(
-            f"invalid JSON ({err.msg} at column {err.colno}); expected a ReplayEntry[] "
-            "or { patches: [...] } document",
-            path=where,
-            line=err.lineno,
-        ) from None
-    return parse_override(value, path=where)
-
-
-def apply_override(derived: Sequence[ReplayEntry], override: Override) -> list[ReplayEntry]:
-    """Apply a sidecar to a derived script (SPEC 8.2 "Applying patches").
-
-    A bare array replaces the script. Patches apply in file order; ``at`` is checked
-    against the length before any patch, so ``at == len(derived)`` appends one entry and
-    nothing beyond it is allowed.
-
-    Raises:
-        OverrideError: A patch index is out of range or repeated.
-    """
-    if override.replace is not None:
-        return list(override.replace)
-    script = list(derived)
-    n = len(derived)
-    seen: set[int] = set()
-    for at, entry in override.patches:
-        if at > n:
-            raise OverrideError(
-                f"override patch index {at} out of range (derived script has {n} call(s); "
-                f"at == {n} appends one call)",
-                path=override.path,
-            )
-        if at in seen:
-            raise OverrideError(f"duplicate override patch index {at}", path=override.path)
-        seen.add(at)
-        if at == len(script):
-            script.append(entry)
-        else:
-            script[at] = entry
-    return script

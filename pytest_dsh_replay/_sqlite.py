@@ -32,7 +32,7 @@ import sqlite3
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -43,14 +43,13 @@ from ._chunk_rows import (
     SQLITE_MAX_DATA_BYTES,
     SQLITE_MAX_MEMBERS,
     PackedRow,
-    expand_packed_row,
+    expand_records,
     pack_chunk_runs,
     validate_packed_row,
 )
-from ._errors import ScenarioError, SchemaVersionError, SessionLogError, SessionStoreError
+from ._errors import SchemaVersionError, SessionLogError, SessionStoreError
 from ._events import MAX_SAFE_INTEGER, Event, JSONObject, SessionHeader
-from ._scenario import Scenario, SessionScript, locale_sort_key
-from ._script import ScriptBuilder
+from ._log_rules import store_header
 from ._store import StoredLog
 
 __all__ = [
@@ -61,8 +60,6 @@ __all__ = [
     "SqliteBackend",
     "decode_source_event_seqs",
     "encode_source_event_seqs",
-    "iter_store_sessions",
-    "load_store_scenario",
     "normalize_sql",
     "schema_objects",
 ]
@@ -378,52 +375,33 @@ def _scan_rows(
     return records, expected, None
 
 
-def _expand(records: Sequence[Event | PackedRow]) -> list[Event]:
-    events: list[Event] = []
-    for record in records:
-        if isinstance(record, PackedRow):
-            events.extend(expand_packed_row(record))
-        else:
-            events.append(record)
-    return events
-
-
 def _header_from_row(row: tuple[Any, ...], source: str) -> SessionHeader:
+    """A stored ``sessions`` row as a header, checked by the store's header rules."""
     sid, version, created_at, cwd, parent, seed_length, origin, depth, preset, owner = row[:10]
-
-    def bad(column: str, rule: str) -> SessionLogError:
-        return SessionLogError(f"session {sid!r}: stored {column} must be {rule}", path=source)
-
-    if not isinstance(sid, str) or not sid:
-        raise bad("session id", "a non-empty string")
-    if version != 0:
-        raise bad("session version", f"0 (this build reads only format v0), got {version!r}")
-    if not isinstance(created_at, int) or created_at < 0:
-        raise bad("session created_at", "a non-negative integer")
-    if cwd is not None and not (
-        isinstance(cwd, str) and (cwd.startswith("/") or os.path.isabs(cwd))
-    ):
-        raise bad("session cwd", f"absolute, got {cwd!r}")
-    if origin not in (None, "subagent"):
-        raise bad("session origin", f"subagent or null, got {origin!r}")
-    for column, value in (("seed_length", seed_length), ("delegation_depth", depth)):
-        if value is not None and (not isinstance(value, int) or value < 0):
-            raise bad(f"session {column}", f"a non-negative integer or null, got {value!r}")
-    if owner is not None and (not isinstance(owner, str) or not owner):
-        raise bad("session owner", "a non-empty string or null")
     obj: JSONObject = {"type": "session", "version": version, "id": sid, "createdAt": created_at}
     for key, value in (
         ("cwd", cwd),
         ("parentSession", parent),
         ("seedLength", seed_length),
         ("origin", origin),
-        ("delegationDepth", depth),
+        ("delegationDepth", 0 if depth is None else depth),
         ("agentPreset", preset),
         ("owner", owner),
     ):
         if value is not None:
             obj[key] = value
-    return SessionHeader.from_json(obj)
+    if not isinstance(sid, str) or not sid:
+        raise SessionLogError(
+            f"session {sid!r}: stored session id must be a non-empty string", path=source
+        )
+    try:
+        header = store_header(obj, f"{source}#{sid}")
+    except SessionLogError as err:
+        raise SessionLogError(f"session {sid!r}: stored {err.reason}", path=source) from None
+    if depth is None:
+        obj.pop("delegationDepth")
+        header = SessionHeader.from_json(obj)
+    return header
 
 
 # --- the backend ---------------------------------------------------------------------------
@@ -634,6 +612,12 @@ class SqliteBackend:
         """``SQLite store at <path>``."""
         return f"SQLite store at {self.path}"
 
+    def __enter__(self) -> SqliteBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Close the connection (WAL files are checkpointed and removed by SQLite)."""
         with self._lock:
@@ -686,18 +670,31 @@ class SqliteBackend:
             (session_id,),
         )
 
-    def _header(self, session_id: str) -> SessionHeader | None:
+    def header(self, session_id: str) -> SessionHeader | None:
+        """A stored session's header, or ``None`` when the store does not hold it.
+
+        Raises:
+            SessionLogError: A stored header value is invalid.
+        """
         rows = self._query(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
         return _header_from_row(rows[0], self._source) if rows else None
 
+    def records(self, session_id: str) -> list[Event | PackedRow]:
+        """A session's committed records (events and packed rows), a torn tail left out.
+
+        Raises:
+            SessionLogError: Committed rows are damaged (names the store and the seq).
+        """
+        return _scan_rows(self._rows(session_id), f"{self._source}#{session_id}")[0]
+
     def _records(
         self, session_id: str
-    ) -> tuple[SessionHeader, list[Event | PackedRow], int, int | None] | None:
-        header = self._header(session_id)
+    ) -> tuple[SessionHeader, list[Event | PackedRow], int | None] | None:
+        header = self.header(session_id)
         if header is None:
             return None
-        records, count, torn = _scan_rows(self._rows(session_id), f"{self._source}#{session_id}")
-        return header, records, count, torn
+        records, _, torn = _scan_rows(self._rows(session_id), f"{self._source}#{session_id}")
+        return header, records, torn
 
     def read(self, session_id: str) -> StoredLog | None:
         """Read a session's committed events; delete a torn tail unless read-only (SPEC 5).
@@ -709,16 +706,15 @@ class SqliteBackend:
             found = self._records(session_id)
             if found is None:
                 return None
-            header, records, _, torn = found
+            header, records, torn = found
             if torn is not None and not self.read_only:
                 self._transaction(
                     lambda c: c.execute(
                         "DELETE FROM events WHERE session_id = ? AND seq >= ?", (session_id, torn)
                     )
                 )
-        return StoredLog(
-            header, _expand(records), f"{self._source}#{session_id}", repaired=torn is not None
-        )
+        source = f"{self._source}#{session_id}"
+        return StoredLog(header, expand_records(records), source, repaired=torn is not None)
 
     def _transaction(self, body: Any) -> None:
         if self.read_only:
@@ -790,14 +786,13 @@ class SqliteBackend:
 
 
 def _session_row(header: SessionHeader) -> tuple[Any, ...]:
-    raw = header.raw
     return (
         header.id,
         0 if header.version is None else header.version,
         header.created_at,
         header.cwd,
         header.parent_session,
-        header.seed_length if "seedLength" in raw else None,
+        header.seed_length if header.seeded else None,
         header.origin,
         header.delegation_depth,
         header.agent_preset,
@@ -830,101 +825,3 @@ def _encode_record(session_id: str, record: JSONObject) -> tuple[Any, ...]:
         None if surface is None else orjson.dumps(surface).decode("utf-8"),
         1 if record.get("ignorable") is True else None,
     )
-
-
-# --- stores as scenarios (DESIGN 2) ---------------------------------------------------------
-
-
-def iter_store_sessions(
-    path: str | os.PathLike[str],
-) -> Iterator[tuple[SessionHeader, list[Event]]]:
-    """Yield ``(header, events)`` for every session of a store, read-only (SPEC 5).
-
-    The file is opened with ``immutable=1``; a torn tail is skipped.
-
-    Raises:
-        SchemaVersionError: The store has a foreign version, application id or schema.
-        SessionLogError: A stored value is invalid or committed rows are damaged.
-    """
-    backend = SqliteBackend(path, read_only=True)
-    try:
-        for sid in backend.session_ids():
-            found = backend._records(sid)
-            if found is not None:
-                yield found[0], _expand(found[1])
-    finally:
-        backend.close()
-
-
-def _script(
-    path: Path, header: SessionHeader, records: list[Event | PackedRow], primary: bool
-) -> SessionScript:
-    source = f"{path}#{header.id}"
-    seed_length = header.seed_length if "seedLength" in header.raw else 0
-    builder = ScriptBuilder(skip=0 if primary else seed_length, source=source)
-    for record in records:
-        if isinstance(record, PackedRow):
-            builder.packed(record, None)
-        else:
-            builder.event(record, None)
-    entries = builder.finish()
-    if not primary and seed_length > builder.event_count:
-        raise SessionLogError(
-            f"session {header.id!r}: seed_length {seed_length} is larger than its "
-            f"{builder.event_count} events; a fork child's seed is a prefix of its own log",
-            path=str(path),
-        )
-    return SessionScript(
-        file=f"{path.name}#{header.id}",
-        recorded_id=header.id,
-        created_at=header.created_at,
-        seed_length=seed_length,
-        parent_session=header.parent_session,
-        primary=primary,
-        entries=tuple(entries),
-        path=path,
-        header=header,
-        event_count=builder.event_count,
-        first_user_text=builder.first_user_text,
-    )
-
-
-def load_store_scenario(path: str | os.PathLike[str]) -> Scenario:
-    """Read a dsh SQLite store as a replay scenario (DESIGN 2, SPEC 5, 6.5).
-
-    Every session in the store becomes a script: the primary is the one session
-    without ``parentSession`` (never sliced); the children follow by (``createdAt``,
-    id) and are derived from their events at or after their ``seedLength``. Each
-    script's ``file`` is ``"<store file name>#<session id>"``. The store is opened
-    read-only with ``immutable=1``, so read-only directories work and no ``-wal`` or
-    ``-shm`` file appears.
-
-    Raises:
-        SchemaVersionError: The store has a foreign version, application id or schema.
-        ScenarioError: The store holds no session, or not exactly one primary.
-        SessionLogError: A stored value is invalid or committed rows are damaged.
-        ScriptError: A call cannot be derived (names ``<store>#<id>`` and the event).
-    """
-    p = Path(path)
-    backend = SqliteBackend(p, read_only=True)
-    try:
-        sessions = []
-        for sid in backend.session_ids():
-            found = backend._records(sid)
-            if found is not None:
-                sessions.append((found[0], found[1]))
-    finally:
-        backend.close()
-    roots = [(h, r) for h, r in sessions if h.parent_session is None]
-    if len(roots) != 1:
-        ids = ", ".join(repr(h.id) for h, _ in roots) or "none"
-        raise ScenarioError(
-            f"a store scenario needs exactly one primary session (one without "
-            f"parentSession); this store has {len(sessions)} session(s) and "
-            f"{len(roots)} primary: {ids}",
-            path=str(p),
-        )
-    primary = _script(p, roots[0][0], roots[0][1], True)
-    children = [_script(p, h, r, False) for h, r in sessions if h.parent_session is not None]
-    children.sort(key=lambda s: (s.created_at, locale_sort_key(s.recorded_id)))
-    return Scenario(path=p, scripts=(primary, *children))

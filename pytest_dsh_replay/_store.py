@@ -1,17 +1,15 @@
-"""The session store: create, append, fork and reload sessions over a backend (SPEC 1, 6).
+"""The session store: create, append, fork and reload sessions over a backend.
 
 Agents under test persist their sessions through a :class:`SessionStore`; record mode
 harvests them. The store keeps every live session in memory and writes each append
-through a backend:
+through a backend that satisfies :class:`SessionBackend`:
 
-- :class:`JsonlBackend` (this module): the dsh harness's on-disk JSONL layout (SPEC 1.1),
-  plain or zstd-compressed, with packed chunk rows (SPEC 4.3) and crash repair on load
-  (SPEC 1.7);
-- :class:`~pytest_dsh_replay.sqlite.SqliteBackend`: the harness's SQLite store, schema 18
-  (SPEC 5).
+- :class:`~pytest_dsh_replay._jsonl_backend.JsonlBackend`: the dsh harness's on-disk
+  JSONL layout, plain or zstd-compressed, with packed chunk rows and crash repair;
+- :class:`~pytest_dsh_replay._sqlite.SqliteBackend`: the harness's SQLite store;
+- :class:`MemoryBackend`: nothing written anywhere.
 
-Both satisfy :class:`SessionBackend`, so one store works over either. Every operation is
-thread-safe: agents under test append from several threads.
+Every operation is thread-safe: agents under test append from several threads.
 
 Example::
 
@@ -25,54 +23,35 @@ Example::
 
 from __future__ import annotations
 
-import copy
-import math
-import os
-import secrets
 import threading
 import time as _time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Final, Literal, Protocol, overload, runtime_checkable
+from typing import Any, Final, Protocol, overload, runtime_checkable
 
 import orjson
 
-from ._chunk_rows import PACKED_TAGS, decode_storage_record, pack_chunk_runs
+from ._chunk_rows import PACKED_TAGS
 from ._errors import DshReplayError, SessionForkError, SessionLogError, SessionStoreError
-from ._events import Event, JSONObject, SessionHeader, is_safe_integer
-from ._jsonl import fsync_dir
+from ._events import END_SEED, Event, JSONObject, SessionHeader, header_problem, is_safe_integer
+from ._log_rules import (
+    Surface,
+    interrupted_turn_closers,
+    json_copy,
+    quote,
+    validate_log,
+)
 
 __all__ = [
-    "END_SEED",
-    "SURFACE_TYPES",
-    "JsonlBackend",
     "MemoryBackend",
     "Session",
     "SessionBackend",
     "SessionStore",
     "StoredLog",
-    "completed_turn_prefix",
-    "decode_segment",
-    "encode_segment",
-    "interrupted_turn_closers",
-    "project_key",
-    "validate_log",
 ]
 
-END_SEED: Final = "session/end-seed"
-"""The event that closes a seed (SPEC 6.1): ``{"type": "session/end-seed", "data": {}}``."""
-
-SURFACE_TYPES: Final[frozenset[str]] = frozenset(
-    {"user/message", "assistant/message", "tool/result"}
-)
-"""Event types that join the model-visible surface and carry ``surfaceOp`` (SPEC 1.4)."""
-
-_ENVELOPE_KEYS: Final = frozenset(
-    {"type", "seq", "time", "data", "sourceEventSeqs", "surfaceOp", "ignorable"}
-)
 _META_KEYS: Final = (
     "cwd",
     "parentSession",
@@ -96,421 +75,16 @@ def _now_ms() -> int:
     return _time.time_ns() // 1_000_000
 
 
-def _q(text: str) -> str:
-    """Quote a value for a message as the reference does (JSON string form)."""
-    return orjson.dumps(text).decode("utf-8")
+# --- headers ------------------------------------------------------------------------------
 
 
-# --- lossless JSON and event envelopes (SPEC 1.4) -----------------------------------------
-
-
-def _json_copy(value: Any, where: str) -> Any:
-    """Return a deep copy of ``value`` if it is lossless JSON (SPEC 1.4 ``data`` rule).
-
-    Lossless means what survives ``JSON.stringify`` / ``JSON.parse`` unchanged: ``None``,
-    ``bool``, strings without lone surrogates, safe integers, finite floats other than
-    ``-0.0``, lists and string-keyed dicts of those.
+def _meta_fields(meta: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate ``create``'s ``meta`` by the store's header rules; the fields to stamp.
 
     Raises:
-        SessionStoreError: Naming the path of the first offending value.
+        SessionStoreError: ``meta`` is not a mapping, has an unknown field, or a field
+            breaks the header rules (the message names it).
     """
-    cls = value.__class__
-    if cls is str:
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise SessionStoreError(
-                f"{where} is not lossless JSON: a string holds a lone surrogate"
-            ) from None
-        return value
-    if value is None or cls is bool:
-        return value
-    if cls is int:
-        if not is_safe_integer(value):
-            raise SessionStoreError(
-                f"{where} is not lossless JSON: integer {value} is outside the safe range "
-                "+-(2**53 - 1) a JSON reader keeps exactly"
-            )
-        return value
-    if cls is float:
-        if not math.isfinite(value):
-            raise SessionStoreError(f"{where} is not lossless JSON: {value!r} has no JSON form")
-        if value == 0.0 and math.copysign(1.0, value) < 0:
-            raise SessionStoreError(f"{where} is not lossless JSON: -0.0 reads back as 0")
-        return value
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            if k.__class__ is not str:
-                raise SessionStoreError(
-                    f"{where} is not lossless JSON: object key {k!r} is not a string"
-                )
-            out[k] = _json_copy(v, f"{where}.{k}")
-        return out
-    if isinstance(value, list):
-        return [_json_copy(v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, str):  # subclasses (enums and the like): keep the plain value
-        return _json_copy(str.__str__(value), where)
-    if isinstance(value, int):
-        return _json_copy(int(value), where)
-    if isinstance(value, float):
-        return _json_copy(float(value), where)
-    raise SessionStoreError(
-        f"{where} is not lossless JSON: {type(value).__name__} values have no exact JSON "
-        "form (use dict, list, str, int, float, bool or None)"
-    )
-
-
-def _envelope_problem(event: Any, index: int) -> str | None:
-    """The first SPEC 1.4 envelope rule ``event`` breaks at position ``index``, or ``None``."""
-    if not isinstance(event, dict):
-        return "is not a JSON object"
-    extra = sorted(set(event) - _ENVELOPE_KEYS)
-    if extra:
-        return f"has an invalid event envelope: unknown field(s) {', '.join(extra)}"
-    kind = event.get("type")
-    if not isinstance(kind, str) or not kind:
-        return "has an invalid event envelope: type must be a non-empty string"
-    if kind in PACKED_TAGS:
-        return f"has type {kind!r}, a packed chunk row tag, not an event type"
-    seq: Any = event.get("seq")
-    if not is_safe_integer(seq) or seq < 0:
-        return "has an invalid event envelope: seq must be a non-negative safe integer"
-    if seq != index:
-        return f"has seq {seq} (expected {index}); a log must be contiguous from 0"
-    if not is_safe_integer(event.get("time")):
-        return "has an invalid event envelope: time must be a safe integer (Unix ms)"
-    if "data" not in event:
-        return "has an invalid event envelope: data is required"
-    if "ignorable" in event and event["ignorable"] is not True:
-        return "has an invalid event envelope: ignorable may only be true"
-    return None
-
-
-class _Surface:
-    """The model-visible surface: the seqs of current surface nodes (SPEC 1.4 rules).
-
-    ``append`` adds a node; ``{"op": "replace", "start", "end"}`` replaces the current
-    nodes ``start..end`` (inclusive, by position) with the new one, whose
-    ``sourceEventSeqs`` must cite every node it shadows.
-    """
-
-    __slots__ = ("nodes",)
-
-    def __init__(self) -> None:
-        self.nodes: list[int] = []
-
-    def plan(self, event: Event, events: Sequence[Event]) -> tuple[int, int] | None:
-        """Check ``event`` against the surface; return the node range it replaces.
-
-        Returns:
-            ``None`` for a non-surface event, ``(-1, -1)`` for an append, else the
-            ``(first, last)`` node positions a replace shadows.
-
-        Raises:
-            ValueError: The surface rule broken, in words.
-        """
-        kind = event["type"]
-        seq = event["seq"]
-        if kind not in SURFACE_TYPES:
-            for key in ("surfaceOp", "sourceEventSeqs"):
-                if key in event:
-                    raise ValueError(
-                        f"{kind} events are not surface events and cannot carry {key} (only "
-                        "user/message, assistant/message and tool/result do)"
-                    )
-            return None
-        if "surfaceOp" not in event:
-            raise ValueError(
-                f'{kind} is a surface event and needs surfaceOp: "append" or '
-                '{"op": "replace", "start": <seq>, "end": <seq>}'
-            )
-        op = event["surfaceOp"]
-        shadowed: list[int] = []
-        span = (-1, -1)
-        if op != "append":
-            if (
-                not isinstance(op, dict)
-                or op.keys() != {"op", "start", "end"}
-                or op["op"] != "replace"
-                or not all(is_safe_integer(op[k]) and op[k] >= 0 for k in ("start", "end"))
-            ):
-                raise ValueError(
-                    f'surfaceOp must be "append" or {{"op": "replace", "start": <seq>, '
-                    f'"end": <seq>}} with non-negative integer seqs, got {op!r}'
-                )
-            try:
-                first = self.nodes.index(op["start"])
-                last = self.nodes.index(op["end"])
-            except ValueError:
-                raise ValueError(
-                    f"surface replace {op['start']}..{op['end']} names a seq that is not a "
-                    f"current surface node (current nodes: {self.nodes})"
-                ) from None
-            if first > last:
-                raise ValueError(
-                    f"surface replace start seq {op['start']} comes after end seq {op['end']} "
-                    "on the surface"
-                )
-            shadowed = self.nodes[first : last + 1]
-            span = (first, last)
-        sources = event.get("sourceEventSeqs")
-        cited: set[int] = set()
-        if sources is not None or "sourceEventSeqs" in event:
-            if not isinstance(sources, list):
-                raise ValueError("sourceEventSeqs must be a list of earlier event seqs")
-            if not sources and kind != "assistant/message":
-                raise ValueError("sourceEventSeqs must not be empty except on assistant/message")
-            for s in sources:
-                if not is_safe_integer(s) or s < 0:
-                    raise ValueError(
-                        f"sourceEventSeqs must hold non-negative integer seqs, got {s!r}"
-                    )
-                if s >= seq:
-                    raise ValueError(
-                        f"sourceEventSeqs must cite earlier events: {s} >= this event's seq {seq}"
-                    )
-                cited.add(int(s))
-            if len(cited) != len(sources):
-                raise ValueError("sourceEventSeqs must not repeat a seq")
-        missing = [s for s in shadowed if s not in cited]
-        if missing:
-            raise ValueError(
-                "a surface replace must cite every node it shadows in sourceEventSeqs; "
-                f"missing {', '.join(map(str, missing))}"
-            )
-        if kind == "tool/result" and op != "append":
-            self._check_tool_rewrite(event, shadowed, events)
-        return span
-
-    @staticmethod
-    def _check_tool_rewrite(event: Event, shadowed: list[int], events: Sequence[Event]) -> None:
-        if len(shadowed) != 1 or events[shadowed[0]].get("type") != "tool/result":
-            raise ValueError("a tool/result replace must rewrite exactly one current tool/result")
-
-        def without_content(data: Any) -> Any:
-            try:
-                out = dict(data)
-                message = dict(out["message"])
-                first = dict(message["content"][0])
-                first["content"] = None
-                message["content"] = [first, *message["content"][1:]]
-                out["message"] = message
-                return out
-            except (TypeError, KeyError, IndexError):
-                return data
-
-        if without_content(events[shadowed[0]]["data"]) != without_content(event["data"]):
-            raise ValueError("a tool/result replace may change only the result's content")
-
-    def apply(self, seq: int, span: tuple[int, int] | None) -> None:
-        """Commit a checked event (``span`` from :meth:`plan`)."""
-        if span is None:
-            return
-        if span[0] < 0:
-            self.nodes.append(seq)
-        else:
-            self.nodes[span[0] : span[1] + 1] = [seq]
-
-
-def validate_log(events: Sequence[Any], *, what: str = "event") -> list[Event]:
-    """Check a whole log as the reference's ``Session`` constructor does (SPEC 1.4, 6.1).
-
-    Args:
-        events: The events from seq 0.
-        what: How to name an event in messages (``"seed event"``, ``"stored event"``).
-
-    Returns:
-        ``events`` as a list (the same objects).
-
-    Raises:
-        ValueError: ``<what> at index <i> ...`` for the first envelope, contiguity or
-            surface rule broken.
-    """
-    surface = _Surface()
-    out: list[Event] = []
-    for i, event in enumerate(events):
-        problem = _envelope_problem(event, i)
-        if problem is not None:
-            raise ValueError(f"{what} at index {i} {problem}")
-        try:
-            span = surface.plan(event, out)
-        except ValueError as err:
-            raise ValueError(f"invalid {what} at index {i}: {err}") from None
-        surface.apply(i, span)
-        out.append(event)
-    return out
-
-
-# --- crash repair (SPEC 1.7 step 6) --------------------------------------------------------
-
-_STARTED_TEXT: Final = (
-    "This tool call was recorded as started, but the session stopped before its result "
-    "was saved, so its outcome is unknown. Retry only if the operation is safe to repeat; "
-    "otherwise check its effects first."
-)
-_NOT_STARTED_TEXT: Final = (
-    "This tool call was requested but the session stopped before it started. Run it "
-    "again if it is still needed."
-)
-
-
-def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
-    """The events that close a turn a crash left open (SPEC 1.7 step 6, RP).
-
-    Scanning the log, a turn is open between ``turn/start`` and ``turn/end``, a step
-    between ``step/start`` and ``step/end``; a tool call is pending from the
-    ``assistant/message`` that requests it (a ``tool-call`` content block) until a
-    ``tool/result`` names its ``callId``; a ``tool/call`` event records that it started.
-
-    Args:
-        events: A committed log, seqs contiguous from 0.
-
-    Returns:
-        ``[]`` when no turn is open. Otherwise, in order: one error ``tool/result`` per
-        pending call (``error.code`` ``TOOL_OUTCOME_UNKNOWN`` citing the ``tool/call``
-        seq when the call started, else ``TOOL_NOT_STARTED``), a ``step/end`` when a step
-        is open, and ``turn/end`` with reason ``{"kind": "interrupted"}``. Their seqs
-        continue the log; each reuses the last event's ``time``.
-    """
-    open_turn: Any = None
-    open_step: Any = None
-    pending: dict[Any, dict[str, Any]] = {}
-    for event in events:
-        kind = event.get("type")
-        data = event.get("data")
-        data = data if isinstance(data, dict) else {}
-        if kind == "turn/start":
-            open_turn, open_step = data.get("turn"), None
-            pending.clear()
-        elif kind == "turn/end":
-            open_turn = open_step = None
-            pending.clear()
-        elif kind == "step/start":
-            open_step = data.get("step")
-        elif kind == "step/end":
-            open_step = None
-            pending.clear()
-        elif kind == "assistant/message":
-            message = data.get("message")
-            content = message.get("content") if isinstance(message, dict) else None
-            for block in content if isinstance(content, list) else ():
-                if isinstance(block, dict) and block.get("type") == "tool-call":
-                    pending[block.get("id")] = {"step": data.get("step")}
-        elif kind == "tool/call":
-            entry = pending.get(data.get("callId"))
-            if entry is not None:
-                entry["callSeq"] = event.get("seq")
-        elif kind == "tool/result":
-            message = data.get("message")
-            source = message.get("source") if isinstance(message, dict) else None
-            if isinstance(source, dict):
-                pending.pop(source.get("callId"), None)
-    if open_turn is None or not events:
-        return []
-    last = events[-1]
-    seq = int(last["seq"]) + 1
-    when = last["time"]
-    closers: list[Event] = []
-    for call_id, entry in pending.items():
-        started = "callSeq" in entry
-        message = {
-            "id": f"interrupted-tool-result-{call_id}-{seq}",
-            "role": "user",
-            "source": {"kind": "tool", "callId": call_id},
-            "content": [
-                {
-                    "type": "tool-result",
-                    "toolCallId": call_id,
-                    "isError": True,
-                    "content": [
-                        {"type": "text", "text": _STARTED_TEXT if started else _NOT_STARTED_TEXT}
-                    ],
-                }
-            ],
-        }
-        error = (
-            {"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}
-            if started
-            else {"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}
-        )
-        closer: Event = {
-            "type": "tool/result",
-            "seq": seq,
-            "time": when,
-            "data": {"turn": open_turn, "step": entry["step"], "message": message, "error": error},
-        }
-        if started:
-            closer["sourceEventSeqs"] = [entry["callSeq"]]
-        closer["surfaceOp"] = "append"
-        closers.append(closer)
-        seq += 1
-    if open_step is not None:
-        closers.append(
-            {
-                "type": "step/end",
-                "seq": seq,
-                "time": when,
-                "data": {"turn": open_turn, "step": open_step},
-            }
-        )
-        seq += 1
-    closers.append(
-        {
-            "type": "turn/end",
-            "seq": seq,
-            "time": when,
-            "data": {"turn": open_turn, "reason": {"kind": "interrupted"}},
-        }
-    )
-    return closers
-
-
-def completed_turn_prefix(session: Session | Sequence[Event]) -> list[Event] | None:
-    """The seed of a subagent fork child: the balanced completed-turn prefix (SPEC 6.3).
-
-    This is the log up to and including its last ``turn/end``: events after it (log-only
-    events between turns, the turn still running that delegates) are left out.
-
-    Args:
-        session: A :class:`Session` or its events.
-
-    Returns:
-        A deep copy of ``events[0 .. last turn/end]``, or ``None`` when no turn has
-        completed: the child then gets no seed at all (no ``seedLength``, no
-        ``session/end-seed``) and behaves like a spawn child. Stamp ``seedLength`` only
-        when the returned seed is not ``None``::
-
-            seed = completed_turn_prefix(parent)
-            meta = {"parentSession": parent.id, "origin": "subagent", "delegationDepth": 1}
-            if seed is not None:
-                meta["seedLength"] = len(seed)
-            child = store.create(seed=seed, meta=meta)
-    """
-    if isinstance(session, Session):
-        with session._lock:
-            events: Sequence[Event] = list(session._events)
-    else:
-        events = session
-    for i in range(len(events) - 1, -1, -1):
-        if events[i].get("type") == "turn/end":
-            return copy.deepcopy(list(events[: i + 1]))
-    return None
-
-
-# --- headers (SPEC 1.3) -------------------------------------------------------------------
-
-
-def _make_header(session_id: str, created_at: int, meta: Mapping[str, Any]) -> SessionHeader:
-    obj: JSONObject = {"type": "session", "version": 0, "id": session_id, "createdAt": created_at}
-    for key in _META_KEYS:
-        if key in meta and meta[key] is not None:
-            obj[key] = meta[key]
-    return SessionHeader.from_json(obj)
-
-
-def _check_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Validate ``create``'s ``meta`` against the header rules of SPEC 1.3."""
     if meta is None:
         return {}
     if not isinstance(meta, Mapping):
@@ -521,35 +95,25 @@ def _check_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
             f"unknown session meta field(s) {', '.join(map(repr, unknown))}; allowed: "
             + ", ".join(_META_KEYS)
         )
-    out = {k: v for k, v in meta.items() if v is not None}
+    fields = {k: v for k, v in meta.items() if v is not None}
+    problem = header_problem(
+        {"type": "session", "version": 0, "id": "", "createdAt": 0, "delegationDepth": 0} | fields,
+        "store",
+    )
+    if problem is not None:
+        raise SessionStoreError(f"session header {problem}")
+    for key in ("seedLength", "delegationDepth"):
+        if key in fields:
+            fields[key] = int(fields[key])
+    return fields
 
-    def count(key: str) -> None:
-        if key in out:
-            v = out[key]
-            if not is_safe_integer(v) or v < 0 or math.copysign(1.0, v) < 0:
-                raise SessionStoreError(
-                    f"session header {key} must be a non-negative safe integer, got {v!r}"
-                )
-            out[key] = int(v)
 
-    cwd = out.get("cwd")
-    if cwd is not None:
-        if not isinstance(cwd, str):
-            raise SessionStoreError(f"session header cwd must be a string, got {cwd!r}")
-        if not (os.path.isabs(cwd) or cwd.startswith("/")):
-            raise SessionStoreError(f"session header cwd must be an absolute path, got {_q(cwd)}")
-    for key in ("parentSession", "agentPreset"):
-        if key in out and not isinstance(out[key], str):
-            raise SessionStoreError(f"session header {key} must be a string, got {out[key]!r}")
-    count("seedLength")
-    count("delegationDepth")
-    if "origin" in out and out["origin"] != "subagent":
-        raise SessionStoreError(f'session header origin must be "subagent", got {out["origin"]!r}')
-    if "owner" in out and (not isinstance(out["owner"], str) or not out["owner"]):
-        raise SessionStoreError(
-            f"session header owner must be a non-empty string, got {out['owner']!r}"
-        )
-    return out
+def _make_header(session_id: str, created_at: int, fields: Mapping[str, Any]) -> SessionHeader:
+    obj: JSONObject = {"type": "session", "version": 0, "id": session_id, "createdAt": created_at}
+    for key in _META_KEYS:
+        if key in fields:
+            obj[key] = fields[key]
+    return SessionHeader.from_json(obj)
 
 
 # --- the backend protocol ------------------------------------------------------------------
@@ -648,10 +212,10 @@ class MemoryBackend:
             stored = self._logs.get(header.id)
             if create:
                 if stored is not None:
-                    raise SessionStoreError(f"session {_q(header.id)} already exists in memory")
+                    raise SessionStoreError(f"session {quote(header.id)} already exists in memory")
                 self._logs[header.id] = (header, batch)
             elif stored is None:
-                raise SessionStoreError(f"session {_q(header.id)} was never written")
+                raise SessionStoreError(f"session {quote(header.id)} was never written")
             else:
                 stored[1].extend(batch)
 
@@ -677,583 +241,50 @@ class MemoryBackend:
         """Nothing to release."""
 
 
-# --- the JSONL layout (SPEC 1.1) --------------------------------------------------------
-
-_SAFE: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
-_SEPARATORS: Final = frozenset("/\\:")
-_NO_CWD: Final = "_no-cwd"
-_ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
-_LOG_NAMES: Final[dict[str, str]] = {"none": "session.jsonl", "zstd": "session.jsonl.zstd"}
-
-
-def _code_units(text: str) -> Iterator[str]:
-    """Yield ``text`` one UTF-16 code unit at a time (astral characters as two)."""
-    for ch in text:
-        cp = ord(ch)
-        if cp > 0xFFFF:
-            cp -= 0x10000
-            yield chr(0xD800 + (cp >> 10))
-            yield chr(0xDC00 + (cp & 0x3FF))
-        else:
-            yield ch
-
-
-def _escape(unit: str) -> str:
-    return unit if unit in _SAFE else f"~{ord(unit):04X}"
-
-
-def project_key(cwd: str | None) -> str:
-    r"""The project directory name of a session's ``cwd`` (SPEC 1.1 ``projectKey``).
-
-    Runs of ``/``, ``\`` and ``:`` become one ``-``; ``[A-Za-z0-9._-]`` stay; every other
-    UTF-16 code unit (``~`` included) becomes ``~`` plus 4 uppercase hex digits; leading
-    ``-`` are stripped (``root`` when nothing is left); the slug is cut to 251 characters
-    and wrapped as ``--<slug>--``. No ``cwd`` gives ``_no-cwd``. The mapping is lossy.
-
-    Example: ``/home/me/my proj`` -> ``--home-me-my~0020proj--``.
-    """
-    if cwd is None:
-        return _NO_CWD
-    parts: list[str] = []
-    in_separator = False
-    for unit in _code_units(cwd):
-        if unit in _SEPARATORS:
-            if not in_separator:
-                parts.append("-")
-            in_separator = True
-            continue
-        in_separator = False
-        parts.append(_escape(unit))
-    slug = "".join(parts).lstrip("-") or "root"
-    return f"--{slug[:251]}--"
-
-
-def encode_segment(session_id: str) -> str:
-    """The session directory name of an id (SPEC 1.1 ``encodeSegment``); injective.
-
-    ``[A-Za-z0-9._-]`` stay, every other UTF-16 code unit becomes ``~XXXX``; ``.`` and
-    ``..`` become ``~002E`` and ``~002E~002E``.
-
-    Raises:
-        SessionStoreError: The id is empty.
-    """
-    if not session_id:
-        raise SessionStoreError("a session id must be a non-empty string")
-    if session_id in (".", ".."):
-        return "~002E" * len(session_id)
-    return "".join(_escape(u) for u in _code_units(session_id))
-
-
-def decode_segment(name: str) -> str | None:
-    """Invert :func:`encode_segment`; ``None`` when ``name`` is not an encoded id."""
-    units: list[int] = []
-    i = 0
-    while i < len(name):
-        ch = name[i]
-        if ch == "~":
-            digits = name[i + 1 : i + 5]
-            if len(digits) != 4 or not all(c in "0123456789ABCDEF" for c in digits):
-                return None
-            units.append(int(digits, 16))
-            i += 5
-        elif ch in _SAFE:
-            units.append(ord(ch))
-            i += 1
-        else:
-            return None
-    raw = b"".join(u.to_bytes(2, "little") for u in units)
-    text = raw.decode("utf-16-le", "surrogatepass")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
-    return text if encode_segment(text) == name else None
-
-
-def _zstd_module(what: str) -> Any:
-    try:
-        import zstandard
-    except ImportError:
-        raise SessionStoreError(
-            f"{what} needs the zstandard package, which is not installed; install it with: "
-            "pip install 'pytest-dsh-replay[zstd]'"
-        ) from None
-    return zstandard
-
-
-def _frame_end(data: bytes, start: int, source: str) -> int | None:
-    """Walk one zstd frame structurally (SPEC 1.7 zstd mode); its end, or ``None`` if torn.
-
-    Raises:
-        SessionLogError: Bad magic, a reserved header bit or a reserved block type.
-    """
-    n = len(data)
-    if data[start : start + 4] != _ZSTD_MAGIC:
-        if n - start < 4 and _ZSTD_MAGIC.startswith(data[start:]):
-            return None
-        raise SessionLogError(
-            f"corrupt Zstandard session log: invalid frame magic at byte {start}", path=source
-        )
-    pos = start + 4
-    if pos >= n:
-        return None
-    fhd = data[pos]
-    if fhd & 0x18:
-        raise SessionLogError(
-            f"corrupt Zstandard session log: reserved frame-header bit at byte {pos}", path=source
-        )
-    single_segment = bool(fhd & 0x20)
-    fcs_size = (0, 2, 4, 8)[fhd >> 6] or (1 if single_segment else 0)
-    pos += 1 + (0 if single_segment else 1) + (0, 1, 2, 4)[fhd & 3] + fcs_size
-    while True:
-        if pos + 3 > n:
-            return None
-        block = int.from_bytes(data[pos : pos + 3], "little")
-        last, btype, size = block & 1, (block >> 1) & 3, block >> 3
-        if btype == 3:
-            raise SessionLogError(
-                f"corrupt Zstandard session log: reserved block type at byte {pos}", path=source
-            )
-        pos += 3 + (1 if btype == 1 else size)
-        if pos > n:
-            return None
-        if last:
-            break
-    if fhd & 0x04:
-        pos += 4
-    return pos if pos <= n else None
-
-
-@dataclass(slots=True)
-class _Scan:
-    header: SessionHeader
-    events: list[Event]
-    committed: int  # bytes of plaintext that hold the header and the accepted records
-
-
-def _header_problem(head: Any) -> str | None:
-    """The JSONL loader's header checks (SPEC 1.3, 1.7 step 2), or ``None``."""
-    if not isinstance(head, dict):
-        return "corrupt session log: first line is not a session header"
-    version = head.get("version")
-    if is_safe_integer(version) and version != 0:
-        return (
-            f"session uses log format v{version}, but this build reads only v0 "
-            "(no upgrade or downgrade path exists)"
-        )
-    if "sandboxMode" in head or "approvalPolicy" in head:
-        return "session header uses retired policy baseline fields"
-
-    def count(key: str) -> bool:
-        v: Any = head.get(key)
-        return is_safe_integer(v) and v >= 0
-
-    ok = (
-        head.get("type") == "session"
-        and version == 0
-        and isinstance(head.get("id"), str)
-        and count("createdAt")
-        and count("delegationDepth")
-        and ("cwd" not in head or isinstance(head["cwd"], str))
-        and ("parentSession" not in head or isinstance(head["parentSession"], str))
-        and ("seedLength" not in head or count("seedLength"))
-        and ("origin" not in head or head["origin"] == "subagent")
-        and ("agentPreset" not in head or isinstance(head["agentPreset"], str))
-        and ("owner" not in head or (isinstance(head["owner"], str) and head["owner"] != ""))
-    )
-    return None if ok else "corrupt session log: first line is not a session header"
-
-
-def _scan_plain(data: bytes, source: str) -> _Scan:
-    """Read the committed prefix of a JSONL log as the harness loader does (SPEC 1.7).
-
-    Raises:
-        SessionLogError: The header is missing or invalid, or a damaged line lies before
-            a later ``turn/end`` (committed data is damaged).
-    """
-    nl = data.find(b"\n")
-    if nl < 0:
-        raise SessionLogError("empty or header-less session log", path=source)
-    try:
-        head = orjson.loads(data[:nl])
-    except orjson.JSONDecodeError:
-        raise SessionLogError(
-            "corrupt session log: header line is not valid JSON", path=source, line=1
-        ) from None
-    problem_text = _header_problem(head)
-    if problem_text is not None:
-        raise SessionLogError(problem_text, path=source, line=1)
-    events: list[Event] = []
-    committed = pos = nl + 1
-    body_line = 0
-    problem: SessionLogError | None = None
-    while True:
-        end = data.find(b"\n", pos)
-        if end < 0:
-            break  # bytes after the last LF: a torn tail
-        body_line += 1
-        line, pos = data[pos:end], end + 1
-        try:
-            decoded = decode_storage_record(orjson.loads(line))
-        except (orjson.JSONDecodeError, SessionLogError):
-            if problem is None:
-                problem = SessionLogError(
-                    f"corrupt session log: unparsable committed event at line {body_line} "
-                    "(a later turn/end shows the damage is inside committed data)",
-                    path=source,
-                    line=body_line + 1,
-                )
-            continue
-        if problem is not None:
-            if any(isinstance(e, dict) and e.get("type") == "turn/end" for e in decoded):
-                raise problem
-            continue
-        for i, e in enumerate(decoded):
-            seq = e.get("seq") if isinstance(e, dict) else None
-            if not (is_safe_integer(seq) and seq == len(events) + i):
-                problem = SessionLogError(
-                    f"corrupt session log: seq gap in committed region at line {body_line} "
-                    f"(expected {len(events) + i}, got {seq!r})",
-                    path=source,
-                    line=body_line + 1,
-                )
-                break
-        if problem is None:
-            events.extend(decoded)
-            committed = pos
-    return _Scan(SessionHeader.from_json(head), events, committed)
-
-
-class JsonlBackend:
-    """Sessions as JSONL files in the dsh harness's layout (SPEC 1.1, 1.2, 1.6, 1.7).
-
-    Each session lives at ``<root>/<project_key(cwd)>/<encode_segment(id)>/session.jsonl``
-    (or ``session.jsonl.zstd``). Nothing exists on disk before a session's first write;
-    that write (header plus first batch) goes to a temporary file that is then published
-    with a hard link, which never overwrites. Later batches are appended and fsynced,
-    delta runs of each batch packed into chunk rows. In zstd mode the header is one
-    frame and every batch one more (content checksums on).
-
-    Args:
-        root: The directory holding the project directories (created on first write).
-        compression: ``"none"`` (plain ``session.jsonl``, what snapshot runs use) or
-            ``"zstd"`` (needs the ``zstandard`` package: ``pytest-dsh-replay[zstd]``).
-            One root holds one encoding: a log of the other kind is refused.
-        pack_chunks: Pack delta runs of 3 or more per batch (SPEC 4.3), as the harness
-            does by default.
-        durable: Flush every write to the disk (``fsync``) before it returns. ``False``
-            skips that, for throwaway stores such as a test's temporary directory; writes
-            stay atomic either way.
-
-    Raises:
-        SessionStoreError: An unknown compression, or zstd without ``zstandard``.
-    """
-
-    def __init__(
-        self,
-        root: str | os.PathLike[str],
-        *,
-        compression: Literal["none", "zstd"] = "none",
-        pack_chunks: bool = True,
-        durable: bool = True,
-    ):
-        if compression not in _LOG_NAMES:
-            raise SessionStoreError(
-                f'unknown compression {compression!r}: expected "none" or "zstd"'
-            )
-        self.root = Path(root)
-        self.compression: Literal["none", "zstd"] = compression
-        self.pack_chunks = pack_chunks
-        self.durable = durable
-        self._zstd = _zstd_module("JSONL compression 'zstd'") if compression == "zstd" else None
-        self._lock = threading.Lock()
-        self._paths: dict[str, Path] = {}
-
-    # -- layout --------------------------------------------------------------------------
-
-    @property
-    def log_name(self) -> str:
-        """``session.jsonl`` or ``session.jsonl.zstd``."""
-        return _LOG_NAMES[self.compression]
-
-    def path_for(self, header: SessionHeader) -> Path:
-        """Where a session with this header is stored."""
-        return self.root / project_key(header.cwd) / encode_segment(header.id) / self.log_name
-
-    def _project_dirs(self) -> list[Path]:
-        try:
-            entries = sorted(self.root.iterdir())
-        except FileNotFoundError:
-            return []
-        except OSError as err:
-            raise SessionStoreError(f"cannot list JSONL store {self.root}: {err}") from None
-        dirs = []
-        for p in entries:
-            if p.name.startswith(".") or not p.is_dir():
-                continue
-            for q in p.iterdir():
-                if q.is_file() and q.name.endswith((".jsonl", ".jsonl.zstd")):
-                    raise SessionStoreError(
-                        f"JSONL store {self.root}: {q} uses the unsupported flat-file layout "
-                        "(a log directly in a project directory); expected "
-                        "<project>/<session>/session.jsonl"
-                    )
-            dirs.append(p)
-        return dirs
-
-    def _log_in(self, session_dir: Path) -> Path | None:
-        other = "zstd" if self.compression == "none" else "none"
-        foreign = session_dir / _LOG_NAMES[other]
-        if foreign.exists():
-            raise SessionStoreError(
-                f"{foreign} uses {_LOG_NAMES[other].removeprefix('session')}, but this backend is "
-                f'configured for compression "{self.compression}"; open the root with '
-                f'JsonlBackend(root, compression="{other}")'
-            )
-        path = session_dir / self.log_name
-        return path if path.exists() else None
-
-    def locate(self, session_id: str) -> Path | None:
-        """The log file of a stored session, or ``None`` (SPEC 1.1 ``findLog``).
-
-        Raises:
-            SessionStoreError: The id appears in several project directories, or its
-                log uses the other compression.
-        """
-        with self._lock:
-            cached = self._paths.get(session_id)
-        if cached is not None and cached.exists():
-            return cached
-        segment = encode_segment(session_id)
-        found = [
-            log
-            for project in self._project_dirs()
-            if (project / segment).is_dir() and (log := self._log_in(project / segment))
-        ]
-        if len(found) > 1:
-            raise SessionStoreError(
-                f"duplicate JSONL session id {_q(session_id)} appears in multiple project "
-                f"directories: {', '.join(str(p) for p in found)}"
-            )
-        if not found:
-            return None
-        with self._lock:
-            self._paths[session_id] = found[0]
-        return found[0]
-
-    # -- the protocol ----------------------------------------------------------------------
-
-    def describe(self) -> str:
-        """``JSONL store at <root>``."""
-        return f"JSONL store at {self.root}"
-
-    def exists(self, session_id: str) -> bool:
-        """Whether ``session_id`` has a log under the root."""
-        return self.locate(session_id) is not None
-
-    def session_ids(self) -> list[str]:
-        """Every stored session id, sorted."""
-        ids: list[str] = []
-        for project in self._project_dirs():
-            for d in sorted(project.iterdir()):
-                sid = decode_segment(d.name) if d.is_dir() else None
-                if sid is not None and self._log_in(d) is not None:
-                    ids.append(sid)
-        return sorted(ids)
-
-    def _encode(self, records: Iterable[JSONObject]) -> bytes:
-        return b"".join(orjson.dumps(r) + b"\n" for r in records)
-
-    def _frame(self, plaintext: bytes) -> bytes:
-        if self._zstd is None:
-            return plaintext
-        return bytes(self._zstd.ZstdCompressor(level=3, write_checksum=True).compress(plaintext))
-
-    def _batch(self, events: Sequence[Event]) -> bytes:
-        records = pack_chunk_runs(events) if self.pack_chunks else list(events)
-        return self._encode(records)
-
-    def append(self, header: SessionHeader, events: Sequence[Event], *, create: bool) -> None:
-        """Write a batch; the first write publishes header and batch atomically.
-
-        Raises:
-            SessionStoreError: The session exists already (``create``) or not at all,
-                or the file cannot be written (nothing is left half-published).
-        """
-        if create:
-            self._materialize(header, events)
-            return
-        path = self.locate(header.id)
-        if path is None:
-            raise SessionStoreError(
-                f"session {_q(header.id)} has no log in {self.describe()}; it was never "
-                "written or was removed"
-            )
-        if not events:
-            return
-        blob = self._frame(self._batch(events))
-        try:
-            with open(path, "ab") as f:
-                f.write(blob)
-                f.flush()
-                if self.durable:
-                    os.fsync(f.fileno())
-        except OSError as err:
-            raise SessionStoreError(f"cannot append to session log {path}: {err}") from None
-
-    def _materialize(self, header: SessionHeader, events: Sequence[Event]) -> None:
-        if self.exists(header.id):
-            raise SessionStoreError(f"session {_q(header.id)} already exists in {self.describe()}")
-        final = self.path_for(header)
-        head = orjson.dumps(header.to_json()) + b"\n"
-        body = self._batch(events) if events else b""
-        blob = self._frame(head) + (self._frame(body) if body else b"")
-        tmp = final.with_name(f"{final.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            final.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "xb") as f:
-                f.write(blob)
-                f.flush()
-                if self.durable:
-                    os.fsync(f.fileno())
-            try:
-                os.link(tmp, final)
-            except FileExistsError:
-                raise SessionStoreError(
-                    f"session {_q(header.id)} already exists: {final} was written meanwhile"
-                ) from None
-            except OSError:  # no hard links here: publish by an exclusive rename
-                if final.exists():
-                    raise SessionStoreError(
-                        f"session {_q(header.id)} already exists: {final}"
-                    ) from None
-                os.replace(tmp, final)
-            if self.durable:
-                fsync_dir(final.parent)
-        except OSError as err:
-            raise SessionStoreError(f"cannot write session log {final}: {err}") from None
-        finally:
-            tmp.unlink(missing_ok=True)
-        with self._lock:
-            self._paths[header.id] = final
-
-    def read(self, session_id: str) -> StoredLog | None:
-        """Read a session's committed prefix, repairing a torn tail on disk (SPEC 1.7).
-
-        A plain log is truncated to its last complete accepted record. In zstd mode a
-        torn last frame is cut off and the complete records it still held are appended
-        again as a new frame.
-
-        Raises:
-            SessionLogError: The header is missing, invalid, foreign, or names another
-                session or project; or committed data is damaged (file and line named).
-        """
-        path = self.locate(session_id)
-        if path is None:
-            return None
-        source = str(path)
-        try:
-            data = path.read_bytes()
-        except OSError as err:
-            raise SessionLogError(f"cannot read session log: {err}", path=source) from None
-        recovered: list[Event] = []
-        if self.compression == "zstd":
-            scan, cut, recovered = self._scan_zstd(data, source)
-        else:
-            scan = _scan_plain(data, source)
-            cut = scan.committed if scan.committed < len(data) else None
-        header = scan.header
-        if header.id != session_id:
-            raise SessionLogError(
-                f"corrupt session log: requested id {_q(session_id)} does not match header "
-                f"id {_q(header.id)}",
-                path=source,
-                line=1,
-            )
-        expected = project_key(header.cwd)
-        if path.parent.parent.name != expected:
-            raise SessionLogError(
-                f"corrupt session log: header id {_q(header.id)} and cwd identify "
-                f"{_q(str(self.root / expected / encode_segment(header.id)))}, not this file",
-                path=source,
-                line=1,
-            )
-        if cut is not None:
-            try:
-                os.truncate(path, cut)
-                if recovered:
-                    with open(path, "ab") as f:
-                        f.write(self._frame(self._batch(recovered)))
-                        f.flush()
-                        if self.durable:
-                            os.fsync(f.fileno())
-            except OSError as err:
-                raise SessionStoreError(
-                    f"cannot repair the torn tail of session log {path}: {err}"
-                ) from None
-        return StoredLog(header, scan.events, source, repaired=cut is not None)
-
-    def _scan_zstd(self, data: bytes, source: str) -> tuple[_Scan, int | None, list[Event]]:
-        zstandard = _zstd_module(f"reading {source}")
-        frames: list[bytes] = []
-        start = 0
-        torn_at: int | None = None
-        while start < len(data):
-            end = _frame_end(data, start, source)
-            if end is None:
-                torn_at = start
-                break
-            frames.append(data[start:end])
-            start = end
-        if not frames:
-            raise SessionLogError("empty or header-less Zstandard session log", path=source)
-        plain: list[bytes] = []
-        for i, frame in enumerate(frames):
-            try:
-                obj = zstandard.ZstdDecompressor().decompressobj()
-                text = obj.decompress(frame)
-                if not obj.eof:
-                    raise zstandard.ZstdError("frame did not end")
-            except zstandard.ZstdError as err:
-                raise SessionLogError(
-                    f"corrupt Zstandard session log: frame {i} does not decode ({err})",
-                    path=source,
-                ) from None
-            if i == 0 and (text.count(b"\n") != 1 or not text.endswith(b"\n")):
-                raise SessionLogError(
-                    "corrupt Zstandard session log: first frame is not exactly one header line",
-                    path=source,
-                )
-            if text and not text.endswith(b"\n"):
-                raise SessionLogError(
-                    "corrupt Zstandard session log: complete frame contains a torn JSONL record",
-                    path=source,
-                )
-            plain.append(text)
-        complete = b"".join(plain)
-        partial = b""
-        if torn_at is not None:
-            try:
-                obj = zstandard.ZstdDecompressor().decompressobj()
-                partial = obj.decompress(data[torn_at:])
-            except zstandard.ZstdError:
-                partial = b""
-            partial = partial[: partial.rfind(b"\n") + 1]
-        scan = _scan_plain(complete + partial, source)
-        if scan.committed < len(complete):
-            raise SessionLogError(
-                "corrupt Zstandard session log: a complete frame holds a damaged record",
-                path=source,
-            )
-        in_complete = len(_scan_plain(complete, source).events)
-        recovered = scan.events[in_complete:]
-        return scan, torn_at, recovered
-
-    def close(self) -> None:
-        """Nothing to release: every write opens and closes its file."""
-
-
 # --- sessions ------------------------------------------------------------------------------
+
+
+def _build_event(
+    kind: Any, data: Any, envelope: Mapping[str, Any], now: Callable[[], int]
+) -> Event:
+    """A new event from :meth:`Session.append`'s arguments, copied and checked."""
+    if not isinstance(kind, str) or not kind:
+        raise SessionStoreError(f"event type must be a non-empty string, got {kind!r}")
+    if kind in PACKED_TAGS:
+        raise SessionStoreError(
+            f"{quote(kind)} is a packed chunk row tag (a storage encoding), not an event "
+            "type; append assistant/chunk events and the backend packs them"
+        )
+    event: Event = {"type": kind, "seq": -1, "time": 0, "data": None}
+    unknown = sorted(set(envelope) - set(_ENVELOPE_ALIASES))
+    if unknown:
+        raise SessionStoreError(
+            f"{kind} has an invalid event envelope: unknown field(s) {', '.join(unknown)} "
+            "(allowed: surfaceOp, sourceEventSeqs, ignorable, time)"
+        )
+    fields = {_ENVELOPE_ALIASES[k]: v for k, v in envelope.items() if v is not None}
+    when = fields.pop("time", None)
+    if when is None:
+        when = now()
+    elif not is_safe_integer(when):
+        raise SessionStoreError(f"{kind}: time must be a safe integer (Unix ms), got {when!r}")
+    event["time"] = int(when)
+    event["data"] = json_copy(data, f"{kind} data")
+    if "sourceEventSeqs" in fields:
+        seqs = fields["sourceEventSeqs"]
+        if not isinstance(seqs, list | tuple):
+            raise SessionStoreError(
+                f"{kind}: sourceEventSeqs must be a list of earlier seqs, got {seqs!r}"
+            )
+        event["sourceEventSeqs"] = json_copy(list(seqs), f"{kind} sourceEventSeqs")
+    if "surfaceOp" in fields:
+        event["surfaceOp"] = json_copy(fields["surfaceOp"], f"{kind} surfaceOp")
+    ignorable = fields.get("ignorable", False)
+    if ignorable is True:
+        event["ignorable"] = True
+    elif ignorable is not False:
+        raise SessionStoreError(f"{kind}: ignorable may only be True, got {ignorable!r}")
+    return event
 
 
 class _EventsView(Sequence[Event]):
@@ -1332,13 +363,22 @@ class Session:
         self._header = header
         self._events = events
         self._lock = threading.RLock()
-        self._surface = _Surface()
+        self._surface = Surface()
         for i, event in enumerate(events):
             self._surface.apply(i, self._surface.plan(event, events))
         self._persisted = persisted
         self._written = len(events) if persisted else 0
         self._pending: list[Event] = []
         self._batch_depth = 0
+        if not persisted and events:
+            self._write(list(events))  # a seed and its marker are written at once
+        elif persisted:
+            closers = interrupted_turn_closers(events)
+            if closers:  # a turn a crash left open is closed, and that is persisted
+                self._write(closers)
+                for event in closers:
+                    events.append(event)
+                    self._surface.apply(event["seq"], self._surface.plan(event, events))
 
     @property
     def id(self) -> str:
@@ -1389,16 +429,17 @@ class Session:
             SessionStoreError: The event is invalid (the message says which rule), the
                 session is no longer live, or the write failed (nothing was appended).
         """
-        event = self._store._build_event(type, data, envelope)
+        event = _build_event(type, data, envelope, self._store.now)
         with self._lock:
-            self._store._check_live(self)
+            if self._store.get(self.id) is not self:
+                raise SessionStoreError(f"session {quote(self.id)} is not live in this store")
             seq = len(self._events)
             event["seq"] = seq
             try:
                 span = self._surface.plan(event, self._events)
             except ValueError as err:
                 raise SessionStoreError(
-                    f"session {_q(self.id)}: {type} at seq {seq}: {err}"
+                    f"session {quote(self.id)}: {type} at seq {seq}: {err}"
                 ) from None
             if self._batch_depth:
                 self._events.append(event)
@@ -1431,7 +472,16 @@ class Session:
             with self._lock:
                 self._batch_depth -= 1
                 if not self._batch_depth:
-                    self._flush()
+                    self.flush()
+
+    def flush(self) -> None:
+        """Write the events appended inside :meth:`batch` blocks that are not written yet.
+
+        Raises:
+            SessionStoreError: The write failed; those events are removed again.
+        """
+        with self._lock:
+            self._flush()
 
     def _flush(self) -> None:
         if not self._pending:
@@ -1441,20 +491,20 @@ class Session:
             self._write(pending)
         except BaseException:
             del self._events[self._written :]
-            self._surface = _Surface()
+            self._surface = Surface()
             for i, event in enumerate(self._events):
                 self._surface.apply(i, self._surface.plan(event, self._events))
             raise
 
     def _write(self, events: list[Event]) -> None:
-        backend = self._store._backend
+        backend = self._store.backend
         try:
             backend.append(self._header, events, create=not self._persisted)
         except DshReplayError:
             raise
         except (OSError, ValueError) as err:
             raise SessionStoreError(
-                f"session {_q(self.id)}: cannot persist {len(events)} event(s) to "
+                f"session {quote(self.id)}: cannot persist {len(events)} event(s) to "
                 f"{backend.describe()}: {err}"
             ) from err
         self._persisted = True
@@ -1501,62 +551,23 @@ class SessionStore:
             if self._closed:
                 return
             for session in list(self._live.values()):
-                with session._lock:
-                    session._flush()
+                session.flush()
             self._closed = True
             self._live.clear()
             self._backend.close()
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _now(self) -> int:
+    def now(self) -> int:
+        """The store clock's current time, Unix ms.
+
+        Raises:
+            SessionStoreError: The injected clock returned something else than an int.
+        """
         value = self._clock()
         if not is_safe_integer(value):
             raise SessionStoreError(f"the store clock must return Unix ms as an int, got {value!r}")
         return int(value)
-
-    def _check_live(self, session: Session) -> None:
-        if self._live.get(session.id) is not session:
-            raise SessionStoreError(f"session {_q(session.id)} is not live in this store")
-
-    def _build_event(self, kind: Any, data: Any, envelope: Mapping[str, Any]) -> Event:
-        if not isinstance(kind, str) or not kind:
-            raise SessionStoreError(f"event type must be a non-empty string, got {kind!r}")
-        if kind in PACKED_TAGS:
-            raise SessionStoreError(
-                f"{_q(kind)} is a packed chunk row tag (a storage encoding), not an event "
-                "type; append assistant/chunk events and the backend packs them"
-            )
-        event: Event = {"type": kind, "seq": -1, "time": 0, "data": None}
-        unknown = sorted(set(envelope) - set(_ENVELOPE_ALIASES))
-        if unknown:
-            raise SessionStoreError(
-                f"{kind} has an invalid event envelope: unknown field(s) {', '.join(unknown)} "
-                "(allowed: surfaceOp, sourceEventSeqs, ignorable, time)"
-            )
-        fields = {_ENVELOPE_ALIASES[k]: v for k, v in envelope.items() if v is not None}
-        when = fields.pop("time", None)
-        if when is None:
-            when = self._now()
-        elif not is_safe_integer(when):
-            raise SessionStoreError(f"{kind}: time must be a safe integer (Unix ms), got {when!r}")
-        event["time"] = int(when)
-        event["data"] = _json_copy(data, f"{kind} data")
-        if "sourceEventSeqs" in fields:
-            seqs = fields["sourceEventSeqs"]
-            if not isinstance(seqs, list | tuple):
-                raise SessionStoreError(
-                    f"{kind}: sourceEventSeqs must be a list of earlier seqs, got {seqs!r}"
-                )
-            event["sourceEventSeqs"] = _json_copy(list(seqs), f"{kind} sourceEventSeqs")
-        if "surfaceOp" in fields:
-            event["surfaceOp"] = _json_copy(fields["surfaceOp"], f"{kind} surfaceOp")
-        ignorable = fields.get("ignorable", False)
-        if ignorable is True:
-            event["ignorable"] = True
-        elif ignorable is not False:
-            raise SessionStoreError(f"{kind}: ignorable may only be True, got {ignorable!r}")
-        return event
 
     def _new_id(self) -> str:
         while True:
@@ -1567,7 +578,7 @@ class SessionStore:
     def _copy_seed(self, seed: Iterable[Event]) -> list[Event]:
         if isinstance(seed, str | bytes | Mapping) or not isinstance(seed, Iterable):
             raise SessionStoreError(f"seed must be a sequence of events, got {type(seed).__name__}")
-        events = [_json_copy(e, f"seed event at index {i}") for i, e in enumerate(seed)]
+        events = [json_copy(e, f"seed event at index {i}") for i, e in enumerate(seed)]
         try:
             return validate_log(events, what="seed event")
         except ValueError as err:
@@ -1603,7 +614,7 @@ class SessionStore:
             SessionStoreError: The id is taken (live or stored) or empty, a meta field
                 or seed event is invalid, or the seed cannot be written.
         """
-        fields = _check_meta(meta)
+        fields = _meta_fields(meta)
         events = self._copy_seed(seed) if seed is not None else None
         if "seedLength" in fields and fields["seedLength"] > len(events or ()):
             raise SessionStoreError(
@@ -1622,15 +633,13 @@ class SessionStore:
             else:
                 sid = session_id
                 if sid in self._live or self._backend.exists(sid):
-                    raise SessionStoreError(f"session {_q(sid)} already exists")
-            header = _make_header(sid, self._now(), fields)
+                    raise SessionStoreError(f"session {quote(sid)} already exists")
+            header = _make_header(sid, self.now(), fields)
             if events is not None and (not events or events[-1]["type"] != END_SEED):
                 events.append(
-                    {"type": END_SEED, "seq": len(events), "time": self._now(), "data": {}}
+                    {"type": END_SEED, "seq": len(events), "time": self.now(), "data": {}}
                 )
             session = Session(self, header, events or [], persisted=False)
-            if events is not None:
-                session._write(list(events))
             self._live[sid] = session
             return session
 
@@ -1667,17 +676,17 @@ class SessionStore:
                 child_session_id in self._live or self._backend.exists(child_session_id)
             ):
                 raise SessionForkError(
-                    "SESSION_ALREADY_EXISTS", f"session {_q(child_session_id)} already exists"
+                    "SESSION_ALREADY_EXISTS", f"session {quote(child_session_id)} already exists"
                 )
             if isinstance(source, Session):
                 live = self._live.get(source.id)
                 if live is None:
                     raise SessionForkError(
-                        "SESSION_NOT_FOUND", f"session {_q(source.id)} not found in this store"
+                        "SESSION_NOT_FOUND", f"session {quote(source.id)} not found in this store"
                     )
                 if live is not source:
                     raise SessionForkError(
-                        "SESSION_NOT_LIVE", f"session {_q(source.id)} is not live in this store"
+                        "SESSION_NOT_LIVE", f"session {quote(source.id)} is not live in this store"
                     )
             else:
                 found = self._live.get(source) if isinstance(source, str) else None
@@ -1687,8 +696,7 @@ class SessionStore:
                     )
                 live = found
             sid = live.id
-            with live._lock:
-                events = list(live._events)
+            events = list(live.events)
             if boundary is None and not events:
                 seed: list[Event] = []
             else:
@@ -1696,7 +704,7 @@ class SessionStore:
                 if not is_safe_integer(b) or b < 0:
                     raise SessionForkError(
                         "INVALID_BOUNDARY",
-                        f"fork boundary for session {_q(sid)} must be a non-negative safe "
+                        f"fork boundary for session {quote(sid)} must be a non-negative safe "
                         f"integer, got {b!r}",
                     )
                 b = int(b)
@@ -1704,12 +712,13 @@ class SessionStore:
                     last = len(events) - 1 if events else "none"
                     raise SessionForkError(
                         "INVALID_BOUNDARY",
-                        f"fork boundary {b} does not exist in session {_q(sid)} (last seq: {last})",
+                        f"fork boundary {b} does not exist in session {quote(sid)} "
+                        f"(last seq: {last})",
                     )
                 if events[b].get("seq") != b:
                     raise SessionForkError(
                         "INVALID_BOUNDARY",
-                        f"fork boundary {b} in session {_q(sid)} does not match a contiguous "
+                        f"fork boundary {b} in session {quote(sid)} does not match a contiguous "
                         "event seq",
                     )
                 for event in reversed(events[: b + 1]):
@@ -1722,7 +731,8 @@ class SessionStore:
                         )
                         raise SessionForkError(
                             "OPEN_TURN",
-                            f"fork boundary {b} in session {_q(sid)} ends inside open turn {turn}",
+                            f"fork boundary {b} in session {quote(sid)} ends inside open "
+                            f"turn {turn}",
                         )
                 seed = events[: b + 1]
             meta: dict[str, Any] = {"parentSession": sid, "seedLength": len(seed)}
@@ -1766,26 +776,20 @@ class SessionStore:
                 raise SessionStoreError("this session store is closed")
             if session_id in self._live:
                 raise SessionStoreError(
-                    f"session {_q(session_id)} is already live in this store; use get()"
+                    f"session {quote(session_id)} is already live in this store; use get()"
                 )
             stored = self._backend.read(session_id)
             if stored is None:
                 raise SessionStoreError(
-                    f"session {_q(session_id)} not found in {self._backend.describe()}"
+                    f"session {quote(session_id)} not found in {self._backend.describe()}"
                 )
             try:
                 events = validate_log(stored.events, what="stored event")
             except ValueError as err:
                 raise SessionLogError(
-                    f"stored session {_q(session_id)} failed validation: {err}",
+                    f"stored session {quote(session_id)} failed validation: {err}",
                     path=stored.source,
                 ) from None
             session = Session(self, stored.header, events, persisted=True)
-            closers = interrupted_turn_closers(events)
-            if closers:
-                session._write(closers)
-                events.extend(closers)
-                for event in closers:
-                    session._surface.apply(event["seq"], session._surface.plan(event, events))
             self._live[session_id] = session
             return session

@@ -22,19 +22,13 @@ from typing import TextIO
 import orjson
 
 from ._atomic import LEFTOVER, Leftover, find_leftovers, write_file_atomic
+from ._entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from ._errors import DshReplayError
 from ._events import Event
 from ._jsonl import ZSTD_SUFFIXES, iter_log_lines, parse_session_log, read_log_bytes
+from ._loading import iter_scenario_dirs, load_scenario
 from ._normalize import Redactor, canonical_log, delta_runs
-from ._scenario import (
-    PRIMARY_LOG,
-    Scenario,
-    SessionScript,
-    iter_scenario_dirs,
-    load_scenario,
-    load_session_script,
-)
-from ._script import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
+from ._scenario import PRIMARY_LOG, Scenario, SessionScript, load_session_script
 from ._text import visible
 
 __all__ = ["main"]

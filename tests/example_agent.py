@@ -18,7 +18,7 @@ import json
 import uuid
 from typing import Any
 
-from pytest_dsh_replay._store import completed_turn_prefix
+from pytest_dsh_replay import completed_turn_prefix
 
 SYSTEM = "You are a careful assistant. Use tools when they help; answer briefly."
 TOOLS = [

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dsh_replay import _atomic
+from pytest_dsh_replay import _atomic, load_scenario, write_scenario
 from pytest_dsh_replay._errors import RecordingError
 from pytest_dsh_replay._events import SessionHeader
 from pytest_dsh_replay._runtime import DshReplay
-from pytest_dsh_replay._scenario import load_scenario, write_scenario
 from pytest_dsh_replay.cli import main
 
 needs_exchange = pytest.mark.skipif(

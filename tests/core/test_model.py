@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pytest_dsh_replay._entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from pytest_dsh_replay._errors import (
     DshReplayError,
     PlaceholderError,
@@ -27,7 +28,6 @@ from pytest_dsh_replay._errors import (
 )
 from pytest_dsh_replay._model import ReplayBinding, ReplayModel, last_user_text
 from pytest_dsh_replay._scenario import Scenario, SessionScript
-from pytest_dsh_replay._script import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 
 Chunk = dict[str, Any]
 REQUEST: dict[str, Any] = {"messages": [{"role": "user", "content": "hi"}]}

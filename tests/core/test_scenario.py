@@ -139,13 +139,11 @@ def test_missing_primary_gap_and_bad_names(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="expected session.1.jsonl, found session.2.jsonl"):
         load_scenario(tmp_path)
     (tmp_path / "session.2.jsonl").rename(tmp_path / "session.01.jsonl")
-    with pytest.raises(
-        ScenarioError, match="invalid child session log name 'session.01.jsonl'"
-    ) as info:
+    with pytest.raises(ScenarioError, match="invalid session log name 'session.01.jsonl'") as info:
         load_scenario(tmp_path)
     assert info.value.path == str(tmp_path / "session.01.jsonl")
     (tmp_path / "session.01.jsonl").rename(tmp_path / "session.child.jsonl")
-    with pytest.raises(ScenarioError, match="invalid child session log name"):
+    with pytest.raises(ScenarioError, match="invalid session log name"):
         load_scenario(tmp_path)
 
 

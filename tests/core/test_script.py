@@ -16,7 +16,8 @@ from pytest_dsh_replay import (
     ThrowEntry,
     derive_replay_script,
 )
-from pytest_dsh_replay._script import apply_override, entry_from_json, load_override
+from pytest_dsh_replay._entries import entry_from_json
+from pytest_dsh_replay._override import apply_override, load_override
 
 STOP = {"type": "finish", "reason": {"kind": "stop"}}
 ERROR = {"type": "finish", "reason": {"kind": "error", "failure": {"message": "m", "code": "X"}}}

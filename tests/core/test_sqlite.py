@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,19 +27,27 @@ from pytest_dsh_replay import (
     SessionStoreError,
     load_scenario,
 )
-from pytest_dsh_replay._events import MAX_SAFE_INTEGER
-from pytest_dsh_replay._scenario import load_session_script, locale_sort_key, scenario_files
+from pytest_dsh_replay._chunk_rows import expand_records
+from pytest_dsh_replay._events import MAX_SAFE_INTEGER, SessionHeader
+from pytest_dsh_replay._loading import scenario_files
+from pytest_dsh_replay._scenario import load_session_script, locale_sort_key
 from pytest_dsh_replay._sqlite import (
     APPLICATION_ID,
     SCHEMA_VERSION,
     SqliteBackend,
     decode_source_event_seqs,
     encode_source_event_seqs,
-    iter_store_sessions,
-    load_store_scenario,
     normalize_sql,
 )
 from pytest_dsh_replay._store import SessionStore
+
+
+def iter_store_sessions(path: Path) -> Iterator[tuple[SessionHeader, list[dict[str, Any]]]]:
+    with SqliteBackend(path, read_only=True) as backend:
+        for sid in backend.session_ids():
+            header = backend.header(sid)
+            assert header is not None
+            yield header, expand_records(backend.records(sid))
 
 
 def _stores(bad: bool) -> list[Path]:
@@ -88,7 +97,13 @@ def test_store_decodes_as_the_harness_read_it(store: Path | None) -> None:
     before = _file_state(store.parent)
     expected = _expected(store)["sessions"]
     got = list(iter_store_sessions(store))
-    assert [h.raw for h, _ in got] == [{"type": "session", **s["header"]} for s in expected]
+    # delegationDepth is optional in a stored row; a header writes 0 for it.
+    assert [h.to_json() for h, _ in got] == [
+        {"type": "session", "delegationDepth": 0, **s["header"]} for s in expected
+    ]
+    assert [h.delegation_depth for h, _ in got] == [
+        s["header"].get("delegationDepth") for s in expected
+    ]
     for (header, events), want in zip(got, expected, strict=True):
         assert events == want["events"], header.id
         assert len(events) == want["eventCount"]
@@ -148,7 +163,7 @@ def test_bad_stores_are_refused(store: Path | None, tmp_path: Path) -> None:
     )
     for attempt in (
         lambda: load_scenario(store),
-        lambda: load_store_scenario(store),
+        lambda: load_scenario(store),
         lambda: SqliteBackend(store, read_only=True),
     ):
         with pytest.raises(SchemaVersionError) as info:

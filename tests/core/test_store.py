@@ -17,17 +17,14 @@ from hypothesis import strategies as st
 
 from pytest_dsh_replay import SessionForkError, SessionLogError, SessionStoreError
 from pytest_dsh_replay._jsonl import parse_session_log
-from pytest_dsh_replay._store import (
+from pytest_dsh_replay._jsonl_backend import (
     JsonlBackend,
-    Session,
-    SessionBackend,
-    SessionStore,
-    completed_turn_prefix,
     decode_segment,
     encode_segment,
-    interrupted_turn_closers,
     project_key,
 )
+from pytest_dsh_replay._log_rules import completed_turn_prefix, interrupted_turn_closers
+from pytest_dsh_replay._store import Session, SessionBackend, SessionStore
 
 T0 = 1_785_000_000_000
 
