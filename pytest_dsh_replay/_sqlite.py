@@ -32,7 +32,7 @@ import sqlite3
 import tempfile
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -678,6 +678,17 @@ class SqliteBackend:
         """
         rows = self._query(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
         return _header_from_row(rows[0], self._source) if rows else None
+
+    def logs(self) -> Iterator[tuple[SessionHeader, list[Event]]]:
+        """Every stored session's header and committed events, in the order written.
+
+        Raises:
+            SessionLogError: A stored value is invalid or committed rows are damaged.
+        """
+        for sid in self.session_ids():
+            header = self.header(sid)
+            if header is not None:
+                yield header, expand_records(self.records(sid))
 
     def records(self, session_id: str) -> list[Event | PackedRow]:
         """A session's committed records (events and packed rows), a torn tail left out.

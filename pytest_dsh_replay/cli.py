@@ -230,10 +230,12 @@ def _split_secrets(where: str, events: Sequence[Event], redactor: Redactor) -> l
 
 def _store_secrets(path: Path, redactor: Redactor) -> list[str]:
     """One line per string in a SQLite store's headers or events that looks secret."""
-    from ._sqlite import iter_store_sessions
+    from ._sqlite import SqliteBackend
 
     problems: list[str] = []
-    for header, events in iter_store_sessions(path):
+    with SqliteBackend(path, read_only=True) as store:
+        logs = list(store.logs())
+    for header, events in logs:
         where = f"{path}#{header.id}"
         for json_path, rule in redactor.find(header.to_json()):
             problems.append(f"{where}: header {json_path} looks like a secret ({rule})")

@@ -10,7 +10,7 @@ import pytest
 from hang_guard import deadline
 
 from pytest_dsh_replay import DshReplayError, SessionLogError, load_scenario
-from pytest_dsh_replay._sqlite import SqliteBackend, iter_store_sessions
+from pytest_dsh_replay._sqlite import SqliteBackend
 from pytest_dsh_replay._store import SessionStore
 from pytest_dsh_replay.cli import main
 
@@ -52,8 +52,11 @@ def test_invalid_utf8_in_the_schema_text_is_a_typed_error(tmp_path: Path) -> Non
     damaged.write_bytes(data)
     with pytest.raises(SessionLogError, match=r"damaged\.sqlite: damaged SQLite session store"):
         load_scenario(damaged)
-    with pytest.raises(SessionLogError, match=r"schema text is not valid UTF-8"):
-        list(iter_store_sessions(damaged))
+    with (
+        pytest.raises(SessionLogError, match=r"schema text is not valid UTF-8"),
+        SqliteBackend(damaged, read_only=True) as store,
+    ):
+        list(store.logs())
     with pytest.raises(SessionLogError, match=r"damaged\.sqlite"):
         SqliteBackend(damaged)
     for command in ("check", "show", "scripts"):

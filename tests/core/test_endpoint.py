@@ -16,10 +16,10 @@ import pytest
 from hang_guard import deadline
 
 from pytest_dsh_replay._endpoint import Endpoint
+from pytest_dsh_replay._entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from pytest_dsh_replay._errors import ReplayBindingError, ReplayExhaustedError
 from pytest_dsh_replay._model import ReplayModel
 from pytest_dsh_replay._scenario import Scenario, SessionScript
-from pytest_dsh_replay._script import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from pytest_dsh_replay._server import EndpointServer
 from pytest_dsh_replay._transport import httpx_module, sync_transport
 

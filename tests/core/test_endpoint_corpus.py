@@ -19,9 +19,9 @@ from corpus_support import corpus_params, corpus_scenarios, require_corpus
 
 from pytest_dsh_replay import load_scenario
 from pytest_dsh_replay._endpoint import Endpoint
+from pytest_dsh_replay._entries import HangEntry, ThrowEntry
 from pytest_dsh_replay._errors import DshReplayError, ReplayCancelledError
 from pytest_dsh_replay._model import ReplayModel
-from pytest_dsh_replay._script import HangEntry, ThrowEntry
 from pytest_dsh_replay._transport import httpx_module, sync_transport
 from pytest_dsh_replay._wire_anthropic import AnthropicDecoder, anthropic_failure
 from pytest_dsh_replay._wire_openai import OpenAIDecoder, openai_failure

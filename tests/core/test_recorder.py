@@ -14,9 +14,9 @@ from pytest_dsh_replay import (
     RecordingError,
     RecordingModel,
     SessionStore,
+    completed_turn_prefix,
     derive_replay_script,
 )
-from pytest_dsh_replay._store import completed_turn_prefix
 
 CALL = [
     {"type": "block-start", "index": 0, "blockType": "text"},

@@ -27,7 +27,6 @@ from pytest_dsh_replay import (
     SessionStoreError,
     load_scenario,
 )
-from pytest_dsh_replay._chunk_rows import expand_records
 from pytest_dsh_replay._events import MAX_SAFE_INTEGER, SessionHeader
 from pytest_dsh_replay._loading import scenario_files
 from pytest_dsh_replay._scenario import load_session_script, locale_sort_key
@@ -44,10 +43,7 @@ from pytest_dsh_replay._store import SessionStore
 
 def iter_store_sessions(path: Path) -> Iterator[tuple[SessionHeader, list[dict[str, Any]]]]:
     with SqliteBackend(path, read_only=True) as backend:
-        for sid in backend.session_ids():
-            header = backend.header(sid)
-            assert header is not None
-            yield header, expand_records(backend.records(sid))
+        yield from backend.logs()
 
 
 def _stores(bad: bool) -> list[Path]:
