@@ -42,9 +42,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from pytest_dsh_replay._jsonl import dump_session_log
+from pytest_dsh_replay import MemoryBackend, RecordingModel, SessionStore, write_scenario
 
 PARAMS = """
 import os
@@ -56,6 +58,8 @@ CASES = [
     for n in range(int(os.environ["DSH_BENCH_TESTS"]))
 ]
 """
+
+REQUEST = {"messages": [{"role": "user", "content": "hi"}]}
 
 MODULES = {
     "bare": """
@@ -69,8 +73,8 @@ def test_replay(n, dsh_replay):
     assert dsh_replay.scenario is not None
     dsh_replay.model.assert_consumed = lambda: None  # nothing is replayed here
 """,
-    "replay": """
-REQUEST = {"messages": [{"role": "user", "content": "hi"}]}
+    "replay": f"""
+REQUEST = {REQUEST!r}
 
 @pytest.mark.parametrize("n", CASES)
 def test_replay(n, dsh_replay):
@@ -80,14 +84,10 @@ def test_replay(n, dsh_replay):
 }
 
 
-def write_project(root: Path, tests: int) -> None:
-    (root / "pytest.ini").write_text("[pytest]\n")
-    for name, source in MODULES.items():
-        (root / f"test_{name}.py").write_text(PARAMS + source)
-    snapshots = root / "dsh_snapshots"
-    snapshots.mkdir()
-    header = {"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegationDepth": 0}
-    chunks = (
+class _Scripted:
+    """Streams the benchmark's one recorded call (12 chunks)."""
+
+    CHUNKS = (
         [{"type": "block-start", "index": 0, "blockType": "text"}]
         + [{"type": "text-delta", "index": 0, "text": f"w{i} "} for i in range(8)]
         + [
@@ -96,12 +96,26 @@ def write_project(root: Path, tests: int) -> None:
             {"type": "finish", "reason": {"kind": "stop"}},
         ]
     )
-    events = [
-        {"type": "assistant/chunk", "seq": i, "time": i, "data": {"turn": 1, "step": 1, "chunk": c}}
-        for i, c in enumerate(chunks)
-    ]
-    log = dump_session_log(header, events, envelope=False)
-    for n in range(tests):
+
+    def stream(self, request: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        yield from (dict(c) for c in self.CHUNKS)
+
+
+def write_project(root: Path, tests: int) -> None:
+    (root / "pytest.ini").write_text("[pytest]\n")
+    for name, source in MODULES.items():
+        (root / f"test_{name}.py").write_text(PARAMS + source)
+    snapshots = root / "dsh_snapshots"
+    snapshots.mkdir()
+    # Recorded as --dsh-record records the `replay` module's call, so the replayed-log
+    # check of that module compares and passes, as in a real suite.
+    store = SessionStore(MemoryBackend())
+    model = RecordingModel(_Scripted(), store)
+    list(model.stream(REQUEST))
+    model.close_open_calls()
+    write_scenario(snapshots / "s0000", store.sessions())
+    log = (snapshots / "s0000" / "session.jsonl").read_bytes()
+    for n in range(1, tests):
         d = snapshots / f"s{n:04d}"
         d.mkdir()
         (d / "session.jsonl").write_bytes(log)
