@@ -162,3 +162,23 @@ def test_re_recording_unchanged_behaviour_leaves_the_files_untouched(tmp_path: P
     (target / "replay.override.json").write_text("{}")
     assert not record_tree(target, tmp_path / "4", question="count again").unchanged
     assert not (target / "replay.override.json").exists()
+
+
+def test_a_secret_the_code_sends_replays_against_its_redacted_recording(tmp_path: Path) -> None:
+    secret = "sk-" + "x1y2" * 6
+    ask = {"messages": [{"role": "user", "content": f"use {secret} please"}]}
+    recording = DshReplay.record(tmp_path / "s", live=ScriptedLive(), workdir=tmp_path / "r")
+    list(recording.model.stream(ask, session_id="main"))
+    recording.finish()
+    assert secret not in (tmp_path / "s" / "session.jsonl").read_text()
+    replay = DshReplay.open(tmp_path / "s", workdir=tmp_path / "p")
+    list(replay.model.stream(ask, session_id="main"))
+    replay.finish()  # the secret and its [REDACTED] are the same message
+    drifted = DshReplay.open(tmp_path / "s", workdir=tmp_path / "d")
+    list(
+        drifted.model.stream({"messages": [{"role": "user", "content": secret}]}, session_id="main")
+    )
+    with pytest.raises(LogMismatchError) as failure:
+        drifted.finish()
+    assert secret not in str(failure.value)
+    assert '"[REDACTED]"' in str(failure.value)
