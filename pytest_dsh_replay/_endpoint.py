@@ -33,6 +33,7 @@ and are logged exactly like in-process calls. What the call's chunks become:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import threading
 import time
@@ -43,6 +44,7 @@ import orjson
 
 from ._errors import DshReplayError, ReplayCancelledError, ReplayedModelError
 from ._events import StreamChunk
+from ._proxy import Relay
 from ._routing import Route, Router
 from ._wire_anthropic import AnthropicEncoder, anthropic_message
 from ._wire_openai import CONTEXT_OVERFLOW, OpenAIEncoder, openai_completion
@@ -371,7 +373,15 @@ class Endpoint:
             kwargs.update(cancel=cancel, seed_length=route.seed_length, by_content=True)
         model_name = str(request.get("model") or "dsh-replay")
         call_id = f"{'msg' if wire == ANTHROPIC else 'chatcmpl'}-dsh-replay-{number}"
+        relay: Relay | None = None
+        if not self.replay:
+            relay = kwargs["relay"] = Relay(wire, body, headers)
         chunks = iter(self.model.stream(request, **kwargs))
+        if relay is not None:
+            relayed, head = self._relayed(route, relay, chunks)
+            if relayed is not None:
+                return relayed
+            chunks = itertools.chain(head, chunks)
         if request.get("stream") is not True:
             response = self._whole(wire, route, chunks, model_name, call_id)
         else:
@@ -379,6 +389,65 @@ class Endpoint:
         if response.drop or response.status != 200:
             self.router.answered(route.session_id, failed=True)
         return response
+
+    def _relayed(
+        self, route: Route, relay: Relay, chunks: Iterator[StreamChunk]
+    ) -> tuple[EndpointResponse | None, list[StreamChunk]]:
+        """A recording proxy's answer, byte for byte (``None``: the model did not relay).
+
+        Returns:
+            The response, or ``None`` and the chunks already read when the live model
+            answers in dsh chunks only (then they are encoded like replayed ones).
+        """
+        try:
+            first = next(chunks, None)
+        except Exception as error:
+            if not relay.started:
+                message = f"the live model failed: {type(error).__name__}: {error}"
+                return _json(502, {"error": {"message": message, "type": "bad_gateway"}}), []
+            raise
+        if not relay.started:
+            failure = None if first is None else _failure_of(first)
+            if failure is not None and failure.get("code") == "NETWORK":
+                for _ in chunks:  # the call ends (and is logged) as it failed
+                    pass
+                body = {"error": {"message": failure["message"], "type": "bad_gateway"}}
+                return _json(502, body, [("x-should-retry", "false")]), []
+            return None, [] if first is None else [first]
+        if relay.status >= 400:
+            self.router.answered(route.session_id, failed=True)
+        raw = self._relay_body(route, relay, first, chunks)
+        return EndpointResponse(relay.status, relay.response_headers, raw), []
+
+    def _relay_body(
+        self,
+        route: Route,
+        relay: Relay,
+        first: StreamChunk | None,
+        chunks: Iterator[StreamChunk],
+    ) -> Iterator[bytes]:
+        close = getattr(chunks, "close", None)
+        held = b""  # the answer's last bytes wait until the call is logged as finished
+        try:
+            for chunk in chunks if first is None else self._chained(first, chunks):
+                data = relay.take()
+                if chunk.get("type") == "finish" and relay.status < 400:
+                    self._answered(route, chunk, [])
+                if relay.ended:
+                    held += data
+                elif data:
+                    yield data
+            held += relay.take()
+            if held:
+                yield held
+        finally:
+            if close is not None:
+                close()
+
+    @staticmethod
+    def _chained(first: StreamChunk, chunks: Iterator[StreamChunk]) -> Iterator[StreamChunk]:
+        yield first
+        yield from chunks
 
     def _parent(self, route: Route, request: Mapping[str, Any]) -> str | None:
         parent = route.parent_session_id

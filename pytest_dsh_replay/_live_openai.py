@@ -20,21 +20,19 @@ Importing this module is cheap: ``openai`` is imported when a model is construct
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import threading
-import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from email.utils import parsedate_to_datetime
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from ._errors import RecordingError
 from ._events import StreamChunk
+from ._proxy import Relay, messages_url, proxy_stream
+from ._proxy import _is_network_error as _is_network_error
+from ._wire_openai import OpenAIDecoder, openai_failure
 
 if TYPE_CHECKING:
     from openai import OpenAI
-    from openai.types.chat import ChatCompletionChunk
 
 __all__ = ["RECORD_ENV_VARS", "OpenAICompatibleModel"]
 
@@ -44,19 +42,16 @@ RECORD_ENV_VARS: Final[tuple[str, str, str]] = (
     "DSH_RECORD_MODEL",
 )
 """The environment variables :meth:`OpenAICompatibleModel.from_env` reads, in order:
-the endpoint's base URL (``https://api.deepseek.com/v1``), the API key, the model name."""
+the endpoint's base URL (``https://api.deepseek.com/v1``), the API key, and (optional)
+a model name that replaces the one each request asks for."""
+
+ANTHROPIC_BASE_URL_VAR: Final = "DSH_RECORD_ANTHROPIC_BASE_URL"
+"""Where ``/v1/messages`` calls go while recording (default: ``DSH_RECORD_BASE_URL``)."""
+
+# dsh request keys this adapter converts; every other key is sent as it is.
+_CONVERTED: Final = frozenset({"messages", "system", "tools", "maxTokens", "model", "stream"})
 
 _INSTALL_HINT: Final = "pip install 'pytest-dsh-replay[record]'"
-
-# A 400 (or 413) whose message says this is a context-window overflow, not a bad parameter
-# such as an out-of-range max_tokens.
-_CONTEXT_OVERFLOW: Final = re.compile(
-    r"context[\s_-]*(length|window)|maximum context|maximum (allowed )?(number of )?tokens"
-    r"|too many (input )?tokens|prompt is too long|input is too long",
-    re.IGNORECASE,
-)
-
-_DSH_BLOCK_TYPES: Final = frozenset({"text", "reasoning", "tool-call", "tool-result", "image"})
 
 
 def _import_openai() -> Any:
@@ -83,17 +78,26 @@ class OpenAICompatibleModel:
             ``<base_url>/chat/completions``.
         api_key: The bearer token sent in the ``Authorization`` header. It is never
             part of ``repr()`` or of a failure message.
-        model: The model name sent as ``"model"`` (``"deepseek-chat"``).
+        model: When given, the model name sent as ``"model"`` instead of the one each
+            request asks for (``"deepseek-chat"``); ``None`` sends the request's own.
         timeout: The client timeout in seconds, for connecting and for each read; must
             be > 0. A call that times out ends in a ``NETWORK`` error finish.
         extra_body: Extra top-level JSON fields merged into every request body, for
             provider options the OpenAI API lacks (``{"thinking": {...}}``).
+        anthropic_base_url: Where the recording proxy sends ``/v1/messages`` calls
+            (default: ``base_url``, by the dsh runtime's rule: ``/v1/messages`` appended,
+            ``/messages`` when it already ends in ``/v1``).
+
+    A call that cannot reach the endpoint (connection refused, DNS, timeout) ends in a
+    ``NETWORK`` error finish and is also kept in :attr:`network_failures`, a message naming
+    the base URL and the error, so a recording made while the server was down fails its
+    test instead of being written.
 
     Raises:
         RecordingError: The ``openai`` package is not installed (the message names
             ``pip install 'pytest-dsh-replay[record]'``).
-        ValueError: ``base_url``, ``api_key`` or ``model`` is empty, or ``timeout`` is
-            not a positive number of seconds.
+        ValueError: ``base_url`` or ``api_key`` is empty, ``model`` is given but empty,
+            or ``timeout`` is not a positive number of seconds.
     """
 
     def __init__(
@@ -101,13 +105,16 @@ class OpenAICompatibleModel:
         *,
         base_url: str,
         api_key: str,
-        model: str,
+        model: str | None = None,
         timeout: float = 120.0,
         extra_body: Mapping[str, Any] | None = None,
+        anthropic_base_url: str | None = None,
     ):
-        for name, value in (("base_url", base_url), ("api_key", api_key), ("model", model)):
+        for name, value in (("base_url", base_url), ("api_key", api_key)):
             if not isinstance(value, str) or not value:
                 raise ValueError(f"OpenAICompatibleModel({name}=...) must be a non-empty string")
+        if model is not None and (not isinstance(model, str) or not model):
+            raise ValueError("OpenAICompatibleModel(model=...) must be a non-empty string or None")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(
                 f"OpenAICompatibleModel(timeout=...) takes seconds > 0, got {timeout!r}"
@@ -117,8 +124,11 @@ class OpenAICompatibleModel:
         self.model = model
         self.timeout = float(timeout)
         self.extra_body: dict[str, Any] = dict(extra_body or {})
+        self.anthropic_base_url = anthropic_base_url or base_url
+        self.network_failures: list[str] = []
         self._api_key = api_key
         self._client: OpenAI | None = None
+        self._proxy_client: Any = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -129,30 +139,46 @@ class OpenAICompatibleModel:
             environ: Where to read the variables; the process environment by default.
 
         Returns:
-            The model, or ``None`` when any of the three variables is unset or empty
-            (the caller reports that as a usage error naming :data:`RECORD_ENV_VARS`).
+            The model, or ``None`` when the base URL or the key is unset or empty (the
+            caller reports that as a usage error naming :data:`RECORD_ENV_VARS`).
+            ``DSH_RECORD_MODEL``, when set, replaces the model every request asks for;
+            :data:`ANTHROPIC_BASE_URL_VAR` sets where ``/v1/messages`` calls go.
 
         Raises:
-            RecordingError: All three are set but ``openai`` is not installed.
+            RecordingError: The variables are set but ``openai`` is not installed.
         """
         base_url, api_key, model = (environ.get(name, "") for name in RECORD_ENV_VARS)
-        if not (base_url and api_key and model):
+        if not (base_url and api_key):
             return None
-        return cls(base_url=base_url, api_key=api_key, model=model)
+        return cls(
+            base_url=base_url,
+            api_key=api_key,
+            model=model or None,
+            anthropic_base_url=environ.get(ANTHROPIC_BASE_URL_VAR) or None,
+        )
 
     def __repr__(self) -> str:
         return f"OpenAICompatibleModel(base_url={self.base_url!r}, model={self.model!r})"
 
     def close(self) -> None:
-        """Close the HTTP connections of the sync client (a later call opens new ones)."""
+        """Close the HTTP connections of the sync clients (a later call opens new ones)."""
         with self._lock:
             client, self._client = self._client, None
+            proxy, self._proxy_client = self._proxy_client, None
         if client is not None:
             client.close()
+        if proxy is not None:
+            proxy.close()
+
+    def _network_failure(self, message: str) -> None:
+        with self._lock:
+            self.network_failures.append(message)
 
     # --- calls -------------------------------------------------------------------------
 
-    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
+    def stream(
+        self, request: Mapping[str, Any], *, relay: Relay | None = None, **kwargs: Any
+    ) -> Iterator[StreamChunk]:
         """Make one streaming chat-completions call and yield it as dsh chunks.
 
         The request is converted now; the HTTP call starts when the iterator is first
@@ -175,8 +201,14 @@ class OpenAICompatibleModel:
                 - ``"tools"`` (optional): dsh tool schemas
                   ``{"name", "description"?, "inputSchema" | "parameters"}`` or OpenAI
                   ``{"type": "function", "function": {...}}`` entries.
-                - ``"max_tokens"`` / ``"maxTokens"`` (int) and ``"temperature"``
-                  (float), passed on when present. Other keys are ignored.
+                - ``"maxTokens"`` (int): sent as ``max_tokens``.
+                - ``"model"``: sent unless the model was given to the constructor.
+                - every other key (``tool_choice``, ``response_format``, ``seed``,
+                  ``stop``, ``top_p``, ``stream_options``, ...) is sent as it is;
+                  ``stream_options`` defaults to ``{"include_usage": true}``.
+            relay: Set by the model endpoint while recording: the HTTP call to forward
+                to the provider as it is (the recording proxy); its answer goes back
+                through ``relay`` byte for byte, and ``request`` is only read for logging.
             **kwargs: Accepted and ignored (``session_id``, ``parent_session_id``,
                 ``turn``, ``step``, ...).
 
@@ -200,7 +232,30 @@ class OpenAICompatibleModel:
             TypeError: ``request`` is not a mapping.
             ValueError: ``request`` does not have the shape above (nothing is sent).
         """
+        if relay is not None:
+            return self._proxy(relay)
         return self._run(self._params(request))
+
+    def _proxy(self, relay: Relay) -> Iterator[StreamChunk]:
+        with self._lock:
+            if self._proxy_client is None:
+                from ._transport import httpx_module
+
+                self._proxy_client = httpx_module().Client()
+            client = self._proxy_client
+        if relay.route == "anthropic":
+            url = messages_url(self.anthropic_base_url)
+        else:
+            url = f"{self.base_url.rstrip('/')}/chat/completions"
+        return proxy_stream(
+            relay,
+            client=client,
+            url=url,
+            api_key=self._api_key,
+            model=self.model,
+            timeout=self.timeout,
+            on_network_error=self._network_failure,
+        )
 
     def astream(self, request: Mapping[str, Any], **kwargs: Any) -> AsyncIterator[StreamChunk]:
         """Make one streaming call with ``openai.AsyncOpenAI``; the async form of :meth:`stream`.
@@ -238,7 +293,7 @@ class OpenAICompatibleModel:
             return self._client
 
     def _run(self, params: dict[str, Any]) -> Iterator[StreamChunk]:
-        mapper = _ChunkMapper()
+        mapper = _Mapper()
         try:
             stream = self._sync_client().chat.completions.create(**params)
         except Exception as error:
@@ -257,7 +312,7 @@ class OpenAICompatibleModel:
         yield from mapper.end()
 
     async def _arun(self, params: dict[str, Any]) -> AsyncIterator[StreamChunk]:
-        mapper = _ChunkMapper()
+        mapper = _Mapper()
         async with self._openai.AsyncOpenAI(**self._client_options()) as client:
             try:
                 stream = await client.chat.completions.create(**params)
@@ -283,26 +338,31 @@ class OpenAICompatibleModel:
             raise TypeError(
                 f"stream(request) takes a mapping with 'messages', got {type(request).__name__}"
             )
-        params: dict[str, Any] = {
-            "model": self.model,
-            "messages": _messages(request),
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+        model = self.model if self.model is not None else request.get("model")
+        if not isinstance(model, str) or not model:
+            raise ValueError(
+                "the request names no model: put 'model' in the request, or set "
+                "DSH_RECORD_MODEL (OpenAICompatibleModel(model=...)) to choose one"
+            )
+        params: dict[str, Any] = {"model": model, "messages": _messages(request), "stream": True}
         tools = request.get("tools")
         if tools:
             params["tools"] = _tools(tools)
-        max_tokens = request.get("max_tokens", request.get("maxTokens"))
-        if max_tokens is not None:
-            params["max_tokens"] = max_tokens
-        if request.get("temperature") is not None:
-            params["temperature"] = request["temperature"]
-        if self.extra_body:
-            params["extra_body"] = dict(self.extra_body)
+        extra = {k: v for k, v in request.items() if k not in _CONVERTED}
+        if "maxTokens" in request and "max_tokens" not in extra:
+            extra["max_tokens"] = request["maxTokens"]
+        extra.setdefault("stream_options", {"include_usage": True})
+        extra.update(self.extra_body)
+        params["extra_body"] = extra
         return params
 
     def _failure(self, error: Exception) -> dict[str, Any]:
         failure = _failure_of(error, self._openai)
+        if failure["code"] == "NETWORK":
+            failure["message"] = (
+                f"cannot reach the live model at {self.base_url}: {failure['message']}"
+            )
+            self._network_failure(failure["message"])
         if len(self._api_key) >= 8:  # a shorter "key" would garble ordinary words
             failure["message"] = failure["message"].replace(self._api_key, "[redacted]")
         return failure
@@ -446,200 +506,27 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
     return out
 
 
-# --- response mapping ------------------------------------------------------------------
-
-
-class _Block:
-    __slots__ = ("id", "index", "kind", "name", "named", "parts")
-
-    def __init__(self, index: int, kind: str, call_id: str = "", name: str = ""):
-        self.index = index
-        self.kind = kind
-        self.id = call_id
-        self.name = name
-        self.named = False  # the name went out on a tool-call-delta
-        self.parts: list[str] = []
-
-    def assembled(self) -> dict[str, Any]:
-        text = "".join(self.parts)
-        if self.kind == "tool-call":
-            return {"type": "tool-call", "id": self.id, "name": self.name, "arguments": text}
-        return {"type": self.kind, "text": text}
-
-
-class _ChunkMapper:
-    """Turns ``ChatCompletionChunk`` objects into dsh chunks; one per call."""
-
-    def __init__(self) -> None:
-        self._next_index = 0
-        self._open: dict[int, _Block] = {}  # dsh index -> open block
-        self._tools: dict[int, _Block] = {}  # OpenAI tool index -> its open block
-        self._tool_ids: dict[int, str] = {}  # OpenAI tool index -> id, once seen
-        self._produced = False
-        self._tool_calls = 0
-        self._finish_reason: str | None = None
-        self._usage: dict[str, int] | None = None
-
-    def feed(self, chunk: ChatCompletionChunk) -> list[StreamChunk]:
-        out: list[StreamChunk] = []
-        if chunk.usage is not None:
-            self._usage = _usage(chunk.usage)
-        for choice in chunk.choices:
-            if choice.index != 0:
-                continue
-            delta = choice.delta
-            reasoning = getattr(delta, "reasoning_content", None)
-            if not isinstance(reasoning, str):
-                reasoning = getattr(delta, "reasoning", None)  # some compatible servers
-            if isinstance(reasoning, str) and reasoning:
-                self._text(out, "reasoning", reasoning)
-            if delta.content:
-                self._text(out, "text", delta.content)
-            for call in delta.tool_calls or ():
-                self._tool_delta(out, call)
-            if choice.finish_reason:
-                self._finish_reason = choice.finish_reason
-        return out
-
-    def end(self) -> list[StreamChunk]:
-        out: list[StreamChunk] = []
-        self._close(out, lambda block: True)
-        if self._usage is not None:
-            out.append({"type": "usage", "usage": self._usage})
-        out.append({"type": "finish", "reason": self._reason()})
-        return out
-
-    @staticmethod
-    def failed(failure: dict[str, Any]) -> StreamChunk:
-        return {"type": "finish", "reason": {"kind": "error", "failure": failure}}
-
-    def _start(self, out: list[StreamChunk], kind: str) -> _Block:
-        block = _Block(self._next_index, kind)
-        self._next_index += 1
-        self._open[block.index] = block
-        out.append({"type": "block-start", "index": block.index, "blockType": kind})
-        return block
-
-    def _close(self, out: list[StreamChunk], which: Callable[[_Block], bool]) -> None:
-        for index in sorted(self._open):
-            block = self._open[index]
-            if which(block):
-                del self._open[index]
-                out.append({"type": "block-end", "index": index, "block": block.assembled()})
-        self._tools = {k: b for k, b in self._tools.items() if b.index in self._open}
-
-    def _text(self, out: list[StreamChunk], kind: str, text: str) -> None:
-        self._close(out, lambda block: block.kind != kind)
-        block = next(iter(self._open.values()), None) or self._start(out, kind)
-        block.parts.append(text)
-        self._produced = True
-        out.append({"type": f"{kind}-delta", "index": block.index, "text": text})
-
-    def _tool_delta(self, out: list[StreamChunk], call: Any) -> None:
-        self._close(out, lambda block: block.kind != "tool-call")
-        key = call.index if isinstance(call.index, int) else len(self._tool_ids)
-        function = call.function
-        name = function.name if function is not None and function.name else ""
-        arguments = function.arguments if function is not None and function.arguments else ""
-        block = self._tools.get(key)
-        first = block is None
-        if block is None:
-            block = self._start(out, "tool-call")
-            self._tools[key] = block
-            self._tool_calls += 1
-            block.id = call.id or self._tool_ids.get(key) or f"call_{key}"
-            self._tool_ids[key] = block.id
-        if name and not block.name:
-            block.name = name
-        if not (first or arguments or (block.name and not block.named)):
-            return
-        block.parts.append(arguments)
-        self._produced = True
-        chunk: StreamChunk = {"type": "tool-call-delta", "index": block.index, "id": block.id}
-        if block.name and not block.named:
-            chunk["name"] = block.name
-            block.named = True
-        chunk["argumentsDelta"] = arguments
-        out.append(chunk)
-
-    def _reason(self) -> dict[str, Any]:
-        reason = self._finish_reason
-        if reason == "length":
-            return {"kind": "max-tokens"}
-        if reason == "content_filter":
-            return _error(
-                "the provider's content filter stopped the completion (finish_reason "
-                "'content_filter')",
-                "CONTENT_FILTER",
-            )
-        if reason == "insufficient_system_resource":
-            return _error(
-                "the provider ran out of resources mid-completion (finish_reason "
-                "'insufficient_system_resource')",
-                "OVERLOADED",
-            )
-        if reason in (None, "stop", "tool_calls") and not self._produced:
-            return _error(
-                "the model returned a completed response with no text, reasoning or tool "
-                f"call (finish_reason {reason!r})",
-                "EMPTY_RESPONSE",
-            )
-        if reason == "tool_calls" or (reason == "stop" and self._tool_calls):
-            return {"kind": "tool-calls"}
-        if reason == "stop":
-            return {"kind": "stop"}
-        if reason is None:
-            return _error(
-                "the stream ended without a finish_reason (the response was cut short)",
-                "UNKNOWN",
-            )
-        return _error(f"the model stopped with an unknown finish_reason {reason!r}", "UNKNOWN")
-
-
-def _error(message: str, code: str) -> dict[str, Any]:
-    return {"kind": "error", "failure": {"message": message, "code": code}}
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _usage(usage: Any) -> dict[str, int]:
-    prompt = _int(usage.prompt_tokens) or 0
-    completion = _int(usage.completion_tokens) or 0
-    cached = _int(getattr(usage, "prompt_cache_hit_tokens", None))  # DeepSeek
-    if cached is None and usage.prompt_tokens_details is not None:
-        cached = _int(usage.prompt_tokens_details.cached_tokens)
-    reasoning = None
-    if usage.completion_tokens_details is not None:
-        reasoning = _int(usage.completion_tokens_details.reasoning_tokens)
-    out = {"inputTokens": max(prompt - (cached or 0), 0), "outputTokens": completion}
-    if cached is not None:
-        out["cacheReadTokens"] = cached
-    if reasoning is not None:
-        out["reasoningTokens"] = reasoning
-    return out
-
-
 # --- failures --------------------------------------------------------------------------
+
+
+class _Mapper(OpenAIDecoder):
+    """The decoder over the SDK's chunk objects."""
+
+    def feed(self, chunk: Any) -> list[StreamChunk]:
+        return super().feed(chunk if isinstance(chunk, Mapping) else chunk.to_dict())
 
 
 def _failure_of(error: Exception, openai: Any) -> dict[str, Any]:
     """The LlmFailure (SPEC 3) for an exception raised by the client."""
     if isinstance(error, openai.APIStatusError):
         status = int(error.status_code)
-        message = _status_message(error)
-        failure: dict[str, Any] = {"message": message, "code": _status_code(status, error)}
-        if 100 <= status <= 599:
-            failure["status"] = status
-        retry_after = _retry_after_ms(error.response.headers)
-        if retry_after is not None:
-            failure["providerRetryAfterMs"] = retry_after
+        headers = {k.lower(): v for k, v in error.response.headers.items()}
+        failure = openai_failure(status, error.body, headers, message=_status_message(error))
         request_id = getattr(error, "request_id", None)
         if isinstance(request_id, str) and request_id:
             failure["requestId"] = request_id
         return failure
-    if isinstance(error, openai.APIConnectionError) or _is_transport_error(error):
+    if isinstance(error, openai.APIConnectionError) or _is_network_error(error):
         cause = error.__cause__ or error.__context__
         detail = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
         message = str(error) or type(error).__name__
@@ -657,56 +544,3 @@ def _status_message(error: Any) -> str:
             return message
     text = str(error.message or "") or f"HTTP {error.status_code}"
     return text
-
-
-def _status_code(status: int, error: Any) -> str:
-    if status in (401, 403):
-        return "AUTH"
-    if status == 429:
-        return "RATE_LIMIT"
-    if status in (503, 529):
-        return "OVERLOADED"
-    if status in (400, 413):
-        body = error.body
-        code = body.get("code") if isinstance(body, Mapping) else None
-        if code == "context_length_exceeded" or _CONTEXT_OVERFLOW.search(_status_message(error)):
-            return "CONTEXT_WINDOW_EXCEEDED"
-    return "UNKNOWN"
-
-
-def _retry_after_ms(headers: Any) -> int | None:
-    """``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date), as whole ms > 0."""
-    raw_ms = headers.get("retry-after-ms")
-    seconds: float | None = None
-    if raw_ms is not None:
-        try:
-            seconds = float(raw_ms) / 1000
-        except ValueError:
-            seconds = None
-    raw = headers.get("retry-after")
-    if seconds is None and raw is not None:
-        try:
-            seconds = float(raw)
-        except ValueError:
-            try:
-                seconds = parsedate_to_datetime(raw).timestamp() - time.time()
-            except (TypeError, ValueError):
-                seconds = None
-    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
-        return None
-    return math.ceil(seconds * 1000)
-
-
-def _is_transport_error(error: BaseException) -> bool:
-    """An httpx transport error (connect, read, timeout, protocol) or an ``OSError``.
-
-    ``openai`` wraps these while sending; some versions let them through while a
-    response streams. Matched by class name because the HTTP library differs between
-    ``openai`` releases (``httpx`` / ``httpx2``).
-    """
-    if isinstance(error, OSError):
-        return True
-    return any(
-        cls.__name__ == "TransportError" and cls.__module__.split(".")[0].startswith("httpx")
-        for cls in type(error).__mro__
-    )

@@ -553,6 +553,8 @@ class ReplayModel:
                     )
             if not kids:
                 kids = [i for i, script in enumerate(self._scripts) if not script.primary]
+                if not kids:
+                    return "the scenario recorded no child session, and its primary is bound"
             free = [i for i in kids if not self._taken[i]]
             if not free:
                 files = ", ".join(self._scripts[i].file for i in kids) or "none"

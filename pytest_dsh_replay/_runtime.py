@@ -224,6 +224,8 @@ class DshReplay:
     _endpoint: Endpoint | None = field(default=None, init=False, repr=False)
     _server: EndpointServer | None = field(default=None, init=False, repr=False)
     _pool: _Pool | None = field(default=None, init=False, repr=False)
+    _live: Any = field(default=None, init=False, repr=False)
+    _live_mark: int = field(default=0, init=False, repr=False)
 
     @classmethod
     def open(
@@ -331,7 +333,7 @@ class DshReplay:
             except DshReplayError:
                 previous = None  # a broken old recording is about to be replaced
         sessions = _new_store()
-        return cls(
+        replay = cls(
             path=p,
             mode="record",
             scenario=previous,
@@ -341,6 +343,22 @@ class DshReplay:
             redactor=redactor or Redactor(),
             redact_hook=redact_hook,
             redact_header_hook=redact_header_hook,
+        )
+        replay._live = live
+        replay._live_mark = len(getattr(live, "network_failures", ()))
+        return replay
+
+    def _network_problem(self) -> RecordingError | None:
+        """The live model could not be reached during this recording (reported once)."""
+        failures = list(getattr(self._live, "network_failures", ()))
+        new = failures[self._live_mark :]
+        self._live_mark = len(failures)
+        if not new:
+            return None
+        more = f" (and {len(new) - 1} more failed call(s))" if len(new) > 1 else ""
+        return RecordingError(
+            f"recording {self.path} failed: {new[0]}{more}; nothing was written. Check "
+            "that the live model's server is running and DSH_RECORD_BASE_URL points at it"
         )
 
     # --- the model endpoint: real clients --------------------------------------------
@@ -457,6 +475,8 @@ class DshReplay:
             DshReplayError: The first replay error an HTTP call met (binding, exhausted,
                 placeholder, script): the call was answered with a 500, and this makes the
                 test fail with the typed error.
+            RecordingError: While recording, the live model could not be reached (the
+                message names its base URL and the network error).
         """
         endpoint = self._endpoint
         if self._server is not None:
@@ -468,6 +488,9 @@ class DshReplay:
         if endpoint is not None and endpoint.errors:
             errors, endpoint.errors = endpoint.errors, []
             raise errors[0]
+        problem = self._network_problem() if self.mode == "record" else None
+        if problem is not None:
+            raise problem
 
     # --- views -------------------------------------------------------------------------
 
@@ -702,6 +725,9 @@ class DshReplay:
             DshReplayError: A check failed or the recording could not be written.
         """
         if self.mode == "record":
+            problem = self._network_problem()
+            if problem is not None:
+                raise problem
             return self.save()
         if self._endpoint is not None and self._endpoint.errors:
             errors, self._endpoint.errors = self._endpoint.errors, []

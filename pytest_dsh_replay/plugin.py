@@ -464,18 +464,20 @@ def dsh_replay(
 
 def _close_endpoint(replay: DshReplay) -> None:
     """Stop the model endpoint; a replay error an HTTP call met fails the test here."""
-    from ._errors import DshReplayError
+    from ._errors import DshReplayError, RecordingError
 
     problem: str | None = None
     try:
         replay.close()
-    except DshReplayError as err:
+    except RecordingError as err:
         problem = f"{type(err).__name__}: {err}"
-    if problem is not None:
-        pytest.fail(
-            f"a model call over HTTP failed (the client got a 500 with this message):\n{problem}",
-            pytrace=False,
+    except DshReplayError as err:
+        problem = (
+            "a model call over HTTP failed (the client got a 500 with this message):\n"
+            f"{type(err).__name__}: {err}"
         )
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
 
 
 @pytest.fixture

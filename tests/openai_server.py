@@ -3,9 +3,10 @@
 ``OpenAIServer`` is a real HTTP server (``http.server.ThreadingHTTPServer``) bound to
 127.0.0.1 on an ephemeral port, serving ``POST /v1/chat/completions`` both as SSE
 (``"stream": true``: ``data: {chunk}`` events, then ``data: [DONE]``, chunked transfer
-encoding) and as one JSON object. It runs in a daemon thread, stops when its ``with``
-block ends, and stops by itself after ``idle_timeout`` seconds without a request, so a
-forgotten server never outlives its test for long.
+encoding) and as one JSON object, and ``POST /v1/messages`` (the Anthropic Messages wire:
+its events or one message object) from the same replies. It runs in a daemon thread,
+stops when its ``with`` block ends, and stops by itself after ``idle_timeout`` seconds
+without a request, so a forgotten server never outlives its test for long.
 
 Replies are deterministic: a *responder* ``(request_json) -> Reply`` decides each one.
 ``Reply`` describes reasoning (sent as DeepSeek's ``reasoning_content``), text, tool
@@ -184,6 +185,15 @@ class ScriptedResponder:
     def __call__(self, request: dict[str, Any]) -> Reply:
         messages = request.get("messages") or []
         last = messages[-1] if messages else {}
+        content = last.get("content")
+        if last.get("role") == "user" and isinstance(content, list):  # Anthropic tool results
+            results = [
+                _text_of(block.get("content"))
+                for block in content
+                if isinstance(block, dict) and block.get("type") == "tool_result"
+            ]
+            if results:
+                return Reply(text="tool results: " + "; ".join(results), pieces=self.pieces)
         if last.get("role") == "tool":
             results: list[str] = []
             for message in reversed(messages):
@@ -366,11 +376,13 @@ class _Handler(BaseHTTPRequestHandler):
         owner._begin(ReceivedRequest(self.command, self.path, headers, body, raw))
         request_id = "req-" + hashlib.sha256(raw).hexdigest()[:12]  # stable across runs
         try:
-            if self.command != "POST" or self.path.rstrip("/") != "/v1/chat/completions":
+            route = self.path.rstrip("/")
+            self.messages_route = route == "/v1/messages"
+            if self.command != "POST" or route not in ("/v1/chat/completions", "/v1/messages"):
                 self._error(HttpError(404, f"no route {self.command} {self.path}"), request_id)
-            elif owner.api_key is not None and headers.get("authorization") != (
-                f"Bearer {owner.api_key}"
-            ):
+            elif owner.api_key is not None and (
+                headers.get("x-api-key") if self.messages_route else headers.get("authorization")
+            ) != (owner.api_key if self.messages_route else f"Bearer {owner.api_key}"):
                 error = HttpError(401, "Incorrect API key provided.", code="invalid_api_key")
                 self._error(error, request_id)
             elif not isinstance(body, dict):
@@ -403,7 +415,9 @@ class _Handler(BaseHTTPRequestHandler):
             finish = "tool_calls" if calls else "stop"
         usage = dict(reply.usage) if reply.usage is not None else _usage(body, reply)
         model = str(body.get("model", ""))
-        if body.get("stream"):
+        if self.messages_route:
+            self._messages(reply, calls, finish, usage, model, request_id, bool(body.get("stream")))
+        elif body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             self._stream(reply, calls, finish, usage if include_usage else None, model, request_id)
         else:
@@ -425,8 +439,97 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {"x-request-id": request_id}
         if error.retry_after is not None:
             headers["Retry-After"] = error.retry_after
-        payload = {"error": {"message": error.message, "type": error.type, "code": error.code}}
+        payload: dict[str, Any] = {
+            "error": {"message": error.message, "type": error.type, "code": error.code}
+        }
+        if getattr(self, "messages_route", False):
+            kind = _ANTHROPIC_ERRORS.get(error.status, "api_error")
+            payload = {"type": "error", "error": {"type": kind, "message": error.message}}
         self._json(error.status, payload, headers)
+
+    def _messages(
+        self,
+        reply: Reply,
+        calls: list[ToolCall],
+        finish: str,
+        usage: dict[str, Any],
+        model: str,
+        request_id: str,
+        stream: bool,
+    ) -> None:
+        """An Anthropic Messages answer: one message object, or its SSE events."""
+        blocks: list[dict[str, Any]] = []
+        if reply.reasoning:
+            blocks.append({"type": "thinking", "thinking": reply.reasoning, "signature": "sig"})
+        if reply.text:
+            blocks.append({"type": "text", "text": reply.text})
+        for call in calls:
+            arguments = json.loads(call.arguments or "{}")
+            blocks.append(
+                {"type": "tool_use", "id": call.id, "name": call.name, "input": arguments}
+            )
+        stop = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}.get(
+            finish, "end_turn"
+        )
+        wire_usage = {
+            "input_tokens": usage.get("prompt_tokens", 0),
+            "output_tokens": usage.get("completion_tokens", 0),
+        }
+        if not stream:
+            payload = {
+                "id": f"msg-{request_id}",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": blocks,
+                "stop_reason": stop,
+                "stop_sequence": None,
+                "usage": wire_usage,
+            }
+            self._json(200, payload, {"x-request-id": request_id})
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("x-request-id", request_id)
+        self.end_headers()
+
+        def send(kind: str, data: dict[str, Any]) -> None:
+            event = f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            self.wfile.flush()
+
+        pieces = max(reply.pieces, 1)
+        start = {
+            "id": f"msg-{request_id}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": None,
+            "usage": {"input_tokens": wire_usage["input_tokens"], "output_tokens": 0},
+        }
+        send("message_start", {"message": start})
+        for index, block in enumerate(blocks):
+            if block["type"] == "tool_use":
+                opening = {**block, "input": {}}
+                send("content_block_start", {"index": index, "content_block": opening})
+                text = json.dumps(block["input"])
+                for piece in _split(text, pieces):
+                    delta = {"type": "input_json_delta", "partial_json": piece}
+                    send("content_block_delta", {"index": index, "delta": delta})
+            else:
+                key = "thinking" if block["type"] == "thinking" else "text"
+                opening = {"type": block["type"], key: ""}
+                send("content_block_start", {"index": index, "content_block": opening})
+                for piece in _split(block[key], pieces):
+                    delta = {"type": f"{key}_delta", key: piece}
+                    send("content_block_delta", {"index": index, "delta": delta})
+            send("content_block_stop", {"index": index})
+        send("message_delta", {"delta": {"stop_reason": stop}, "usage": wire_usage})
+        send("message_stop", {})
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def _complete(
         self,
@@ -548,6 +651,15 @@ class _Handler(BaseHTTPRequestHandler):
             send("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+
+_ANTHROPIC_ERRORS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    529: "overloaded_error",
+}
 
 
 def _split(text: str, pieces: int) -> list[str]:

@@ -374,6 +374,11 @@ def test_dead_port_is_a_network_error(mode: str) -> None:
     assert failure(chunks)["code"] == "NETWORK"
     assert set(failure(chunks)) == {"message", "code"}
     assert "Connect" in failure(chunks)["message"]
+    # Kept for the test failure: the base URL and the network error (issue 13.8).
+    (kept,) = model.network_failures
+    assert kept.startswith(f"cannot reach the live model at http://127.0.0.1:{port}/v1: ")
+    assert "Connect" in kept
+    assert kept == failure(chunks)["message"]
 
 
 def test_timeout_is_a_network_error(server: OpenAIServer, mode: str) -> None:
@@ -566,7 +571,6 @@ def test_tools_and_options_are_converted(received: Any) -> None:
         ],
         "maxTokens": 256,
         "temperature": 0.2,
-        "somethingElse": "ignored",
     }
     body = received(request)
     assert body["tools"] == [
@@ -578,8 +582,38 @@ def test_tools_and_options_are_converted(received: Any) -> None:
         openai_tool,
     ]  # fmt: skip
     assert (body["max_tokens"], body["temperature"]) == (256, 0.2)
-    assert "somethingElse" not in body
     assert received({**USER, "max_tokens": 9})["max_tokens"] == 9
+
+
+PASSED_THROUGH = {
+    "tool_choice": {"type": "function", "function": {"name": "g"}},
+    "parallel_tool_calls": False,
+    "response_format": {"type": "json_object"},
+    "seed": 7,
+    "top_p": 0.5,
+    "stop": ["END"],
+    "stream_options": {"include_usage": False},
+    "provider_option": {"x": 1},
+}
+
+
+def test_every_request_key_is_sent_as_it_is(received: Any) -> None:
+    body = received({**USER, **PASSED_THROUGH})
+    assert {k: body[k] for k in PASSED_THROUGH} == PASSED_THROUGH
+    assert body["model"] == "m1"  # the constructor's model replaces the request's
+
+
+def test_the_requests_model_is_sent_unless_one_is_forced(server: OpenAIServer) -> None:
+    server.responder = replies(Reply(text="ok"), Reply(text="ok"))
+    own = OpenAICompatibleModel(base_url=server.base_url, api_key=KEY)
+    try:
+        run(own, {**USER, "model": "asked-for"}, "sync")
+        assert server.requests[-1].body["model"] == "asked-for"
+        assert server.requests[-1].body["stream_options"] == {"include_usage": True}
+        with pytest.raises(ValueError, match="DSH_RECORD_MODEL"):
+            run(own, USER, "sync")
+    finally:
+        own.close()
 
 
 @pytest.mark.parametrize(
@@ -631,7 +665,7 @@ def test_from_env() -> None:
     assert RECORD_ENV_VARS == ("DSH_RECORD_BASE_URL", "DSH_RECORD_API_KEY", "DSH_RECORD_MODEL")
 
 
-@pytest.mark.parametrize("missing", RECORD_ENV_VARS)
+@pytest.mark.parametrize("missing", RECORD_ENV_VARS[:2])
 @pytest.mark.parametrize("how", ["unset", "empty"])
 def test_from_env_without_a_variable_is_none(missing: str, how: str) -> None:
     env = dict(zip(RECORD_ENV_VARS, ["http://127.0.0.1:9/v1", KEY, "m"], strict=True))
@@ -734,3 +768,10 @@ def test_server_stops_on_exit_and_binds_loopback_only() -> None:
         assert server.running
         assert server.base_url.startswith("http://127.0.0.1:")
     assert not server.running
+
+
+def test_from_env_without_a_model_sends_each_requests_own() -> None:
+    env = {"DSH_RECORD_BASE_URL": "http://127.0.0.1:9/v1", "DSH_RECORD_API_KEY": KEY}
+    model = OpenAICompatibleModel.from_env(env)
+    assert model is not None
+    assert model.model is None

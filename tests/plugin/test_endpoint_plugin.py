@@ -1,0 +1,166 @@
+"""The model endpoint through the fixture, as users run it (pytester)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from scenario_files import make_scenario
+
+TESTS = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    make_scenario(pytester.path / "snaps" / "one", primary=["Hello"])
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = snaps\n")
+    return pytester
+
+
+def test_a_replay_error_over_http_fails_the_test_with_the_typed_error(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(
+        """
+        import openai
+        import pytest
+
+        def ask(client, *texts):
+            messages = []
+            for text in texts:
+                messages.append({"role": "user", "content": text})
+                messages.append({"role": "assistant", "content": "Hello"})
+            return client.chat.completions.create(
+                model="m", messages=messages[:-1]
+            ).choices[0].message.content
+
+        @pytest.mark.dsh_scenario("one")
+        def test_swallowed(dsh_replay):
+            client = dsh_replay.openai_client()
+            assert ask(client, "hi") == "Hello"
+            try:
+                ask(client, "hi", "hi again")  # one call more than recorded
+            except openai.InternalServerError:
+                pass  # an agent that swallows errors still fails the test
+
+        @pytest.mark.dsh_scenario("one")
+        def test_raised(dsh_replay):
+            client = dsh_replay.openai_client()
+            ask(client, "hi")
+            ask(client, "hi", "hi again")
+        """
+    )
+    result = project.runpytest("-p", "no:randomly")
+    # test_raised fails in its body (the SDK's own error) and errors at teardown.
+    result.assert_outcomes(failed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_raised*",
+            "*a model call over HTTP failed (the client got a 500 with this message):*",
+            "*ReplayExhaustedError: session '*' (first user message 'hi') asked for call #2*",
+            "*_ test_swallowed _*",
+            "session '*' (first user message 'hi') asked for call #2, but its recording*",
+        ]
+    )
+
+
+def test_env_points_an_agent_process_at_the_endpoint(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        """
+        import os
+        import subprocess
+        import sys
+
+        import pytest
+
+        AGENT = '''
+        import os, openai
+        client = openai.OpenAI()
+        answer = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True)
+        print("".join(c.choices[0].delta.content or "" for c in answer if c.choices))
+        '''
+
+        @pytest.mark.dsh_scenario("one")
+        def test_process(dsh_replay):
+            env = {**os.environ, **dsh_replay.env}
+            assert env["OPENAI_BASE_URL"] == dsh_replay.base_url + "/v1"
+            assert dsh_replay.base_url.startswith("http://127.0.0.1:")
+            out = subprocess.run(
+                [sys.executable, "-c", AGENT.replace("\\n        ", "\\n")],
+                env=env, capture_output=True, text=True, timeout=60, check=True,
+            )
+            assert out.stdout.strip() == "Hello"
+        """
+    )
+    project.runpytest().assert_outcomes(passed=1)
+
+
+def test_sdk_agents_record_through_the_proxy_then_replay_without_a_server(
+    pytester: pytest.Pytester,
+) -> None:
+    for name in ("sdk_agent.py", "openai_server.py", "test_sdk_agents.py", "conftest.py"):
+        shutil.copy(TESTS / name, pytester.path / name)
+    pytester.makeini(
+        "[pytest]\ndsh_snapshot_dir = recordings\nasyncio_mode = strict\n"
+        "asyncio_default_fixture_loop_scope = function\n"
+    )
+    pytester._monkeypatch.delenv("DSH_RECORD_BASE_URL", raising=False)
+    recorded = pytester.runpytest_subprocess("--dsh-record", "-k", "not async")
+    recorded.assert_outcomes(passed=4)
+    names = sorted(p.name for p in (pytester.path / "recordings").iterdir())
+    assert names == [
+        "sdk-anthropic-content",
+        "sdk-anthropic-headers",
+        "sdk-openai-content",
+        "sdk-openai-headers",
+    ]
+    # Replayed with no server and no key, on two xdist workers.
+    replayed = pytester.runpytest_subprocess("-n", "2")
+    replayed.assert_outcomes(passed=8)
+    replayed.stdout.fnmatch_lines(["*scenarios: 8 replayed, 0 recorded, 0 missing, 0 unused*"])
+
+
+def test_recording_with_the_server_down_names_the_url_and_the_error(
+    pytester: pytest.Pytester,
+) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    pytester._monkeypatch.setenv("DSH_RECORD_BASE_URL", url)
+    pytester._monkeypatch.setenv("DSH_RECORD_API_KEY", "sk-test-0123456789abcdef")
+    pytester._monkeypatch.setenv("DSH_RECORD_MODEL", "m")
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = snaps\n")
+    pytester.makepyfile(
+        """
+        import openai
+
+        def test_in_process(dsh_replay):
+            request = {"messages": [{"role": "user", "content": "hi"}]}
+            chunks = list(dsh_replay.model.stream(request))
+            assert chunks[-1]["reason"]["failure"]["code"] == "NETWORK"  # ignored by the agent
+
+        def test_through_the_proxy(dsh_replay):
+            client = dsh_replay.openai_client(max_retries=0)
+            try:
+                client.chat.completions.create(model="m", messages=[])
+            except openai.APIStatusError as error:
+                assert error.status_code == 502
+                assert "cannot reach the live model at" in error.message
+        """
+    )
+    result = pytester.runpytest("--dsh-record", "-p", "no:randomly")
+    result.assert_outcomes(passed=2, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_in_process*",
+            f"RecordingError: recording * failed: cannot reach the live model at {url}: *Connect*",
+            "*ERROR at teardown of test_through_the_proxy*",
+            f"RecordingError: recording * failed: cannot reach the live model at {url}/chat/comp*",
+        ]
+    )
+    assert not (pytester.path / "snaps").exists()
