@@ -369,6 +369,8 @@ class Endpoint:
             number = self._count
         cancel = CallCancel(probe, timeout)
         kwargs: dict[str, Any] = {"session_id": route.session_id, "parent_session_id": parent}
+        if route.new and route.fork:
+            kwargs["fork"] = True  # it continues its parent's completed turns
         if self.replay:
             kwargs.update(cancel=cancel, seed_length=route.seed_length, by_content=True)
         model_name = str(request.get("model") or "dsh-replay")

@@ -45,6 +45,7 @@ from ._conversation import (
 )
 from ._errors import RecordingError
 from ._events import JSONObject, StreamChunk
+from ._store import completed_turn_prefix
 
 __all__ = ["LiveModel", "RecordingModel", "failure_finish"]
 
@@ -242,29 +243,39 @@ class RecordingModel:
     # --- sessions ------------------------------------------------------------------------
 
     def _session(
-        self, session_id: str | None, parent_session_id: str | None
+        self, session_id: str | None, parent_session_id: str | None, fork: bool = False
     ) -> Any:  # the lock is held
         if session_id is None:
             if self._anonymous is not None:
                 return self.store.get(self._anonymous)
             if not self.create_sessions:
                 return None
-            session = self._create(None, parent_session_id)
+            session = self._create(None, parent_session_id, fork)
             self._anonymous = session.id
             return session
         session = self.store.get(session_id)
         if session is None and self.create_sessions:
-            session = self._create(session_id, parent_session_id)
+            session = self._create(session_id, parent_session_id, fork)
         return session
 
-    def _create(self, session_id: str | None, parent: str | None) -> Any:
-        """Create a session the caller never created (a child of ``parent``, if given)."""
+    def _create(self, session_id: str | None, parent: str | None, fork: bool = False) -> Any:
+        """Create a session the caller never created (a child of ``parent``, if given).
+
+        With ``fork`` (the model endpoint found the request continuing the parent's
+        completed turns), the child is a fork: seeded with the parent's completed-turn
+        prefix, ``seedLength`` stamped.
+        """
         meta: dict[str, Any] | None = None
+        seed = None
         if parent is not None:
             parent_session = self.store.get(parent)
             depth = 0 if parent_session is None else parent_session.header.delegation_depth or 0
             meta = {"parentSession": parent, "origin": "subagent", "delegationDepth": depth + 1}
-        session = self.store.create(session_id, meta=meta)
+            if fork and parent_session is not None:
+                seed = completed_turn_prefix(parent_session)
+                if seed is not None:
+                    meta["seedLength"] = len(seed)
+        session = self.store.create(session_id, seed=seed, meta=meta)
         self.created.add(session.id)
         return session
 
@@ -280,7 +291,9 @@ class RecordingModel:
     def _begin(self, request: Any, kwargs: Mapping[str, Any]) -> _Call:
         view = read_request(request) if isinstance(request, Mapping) else RequestView(None, [])
         with self._lock:
-            session = self._session(kwargs.get("session_id"), kwargs.get("parent_session_id"))
+            session = self._session(
+                kwargs.get("session_id"), kwargs.get("parent_session_id"), bool(kwargs.get("fork"))
+            )
             if session is None:
                 return _Call(None, kwargs.get("turn"), kwargs.get("step"), False, view)
             log = self._log_of(session)

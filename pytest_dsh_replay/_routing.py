@@ -68,6 +68,8 @@ class Route:
             session that is not a fork, ``None`` when unknown.
         how: ``"runtime"``, ``"headers"`` or ``"content"``.
         new: Whether this is the session's first request.
+        fork: A new child whose request continues its parent's latest request's earlier
+            messages (its inherited seed), or a runtime child with a ``seedLength``.
     """
 
     session_id: str
@@ -76,6 +78,7 @@ class Route:
     seed_length: int | None
     how: str
     new: bool
+    fork: bool = False
 
 
 def _canonical(messages: Sequence[Any]) -> tuple[bytes, ...]:
@@ -170,8 +173,17 @@ class Router:
     ) -> Route:
         with self._lock:
             new = session_id not in self._latest
+            fork = bool(seed)
+            if new and parent is not None and seed is None:
+                fork = self._seeded_by(parent, messages, key)
             self._remember(session_id, messages, key)
-        return Route(session_id, parent, None, seed, how, new)
+        return Route(session_id, parent, None, seed, how, new, fork)
+
+    def _seeded_by(self, parent: str, messages: list[Any], key: tuple[bytes, ...]) -> bool:
+        """Whether the request starts with earlier messages of ``parent``'s latest request."""
+        prefix = _seed_key(messages, key)
+        latest = self._latest.get(parent)
+        return bool(prefix) and latest is not None and latest[: len(prefix)] == prefix
 
     def _remember(self, session_id: str, messages: list[Any], key: tuple[bytes, ...]) -> None:
         if session_id not in self._first:
@@ -212,11 +224,8 @@ class Router:
                 return Route(session_id, None, None, None, "content", False)
             parent: str | None = None
             guess: str | None = None
-            seed = seed_messages(messages)
-            if seed:
-                prefix = key[len(key) - len(messages) : len(key) - len(messages) + len(seed)]
-                head = key[: len(key) - len(messages)]
-                prefix = head + prefix
+            prefix = _seed_key(messages, key)
+            if prefix:
                 for session_id, latest in self._latest.items():  # creation order
                     if len(latest) > len(prefix) and latest[: len(prefix)] == prefix:
                         parent = session_id
@@ -225,7 +234,17 @@ class Router:
                 guess = self._waiting[-1]
             session_id = str(uuid.uuid4())
             self._remember(session_id, messages, key)
-            return Route(session_id, parent, guess, None if seed else 0, "content", True)
+            seeded = None if prefix else 0
+            return Route(session_id, parent, guess, seeded, "content", True, parent is not None)
+
+
+def _seed_key(messages: list[Any], key: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """The serialized system head and seed messages of a request (``()``: no seed)."""
+    seed = seed_messages(messages)
+    if not seed:
+        return ()
+    head = len(key) - len(messages)
+    return key[: head + len(seed)]
 
 
 def _served_in(served: tuple[str, ...], raw: bytes) -> bool:
