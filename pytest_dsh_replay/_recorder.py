@@ -45,7 +45,7 @@ from ._conversation import (
 )
 from ._errors import RecordingError
 from ._events import JSONObject, StreamChunk
-from ._store import completed_turn_prefix
+from ._log_rules import completed_turn_prefix
 
 __all__ = ["LiveModel", "RecordingModel", "failure_finish"]
 
