@@ -305,10 +305,8 @@ class ScriptBuilder:
                 )
         raise AssertionError("unreachable: the call's chunks serialized one by one")
 
-    def _cut(self, index: int) -> None:
-        """An inherited ``session/end-seed`` at ``index``: all before it is the parent's."""
-        self.markers += 1
-        self.boundary = index
+    def _cut(self) -> None:
+        """An inherited ``session/end-seed``: all before it is the parent's."""
         self._entries.clear()
         self._items.clear()
         self._lines.clear()
@@ -377,10 +375,13 @@ class ScriptBuilder:
         elif kind == "user/message":
             if self.first_user_text is None:
                 self.first_user_text = message_text(event.get("data"))
-        elif kind == END_SEED and self.cut_at_marker:
+        elif kind == END_SEED and self._stream_events:
             data = event.get("data")
             if data.__class__ is dict and data.get("inherited") is True:
-                self._cut(index)
+                self.markers += 1
+                self.boundary = index
+                if self.cut_at_marker:
+                    self._cut()
 
     def _stream_call(self, event: Event, index: int, line: int | None) -> None:
         """One ``assistant/message`` / ``assistant/attempt``: one call (formats 2-4)."""

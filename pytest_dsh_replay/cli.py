@@ -63,14 +63,14 @@ def _is_single_log(path: Path) -> bool:
 
 def _cmd_scripts(args: argparse.Namespace, out: TextIO) -> int:
     path: Path = args.path
-    if _is_single_log(path):
+    if args.session is None and _is_single_log(path):
         script = load_session_script(path, primary=True)
         if args.json:
             _write_json(_single_file_json(script), out)
         else:
             _print_scripts([script], out)
         return 0
-    scenario = load_scenario(path)
+    scenario = load_scenario(path, args.session)
     if args.json:
         _write_json(scenario.to_json(), out)
     else:
@@ -142,8 +142,8 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     path: Path = args.path
     scenario = (
         Scenario(path=path, scripts=(load_session_script(path, primary=True),))
-        if _is_single_log(path)
-        else load_scenario(path)
+        if args.session is None and _is_single_log(path)
+        else load_scenario(path, args.session)
     )
     out.write(
         f"scenario {scenario.path}: {len(scenario.scripts)} session(s), "
@@ -311,6 +311,12 @@ def _cmd_fmt(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+_SESSION_HELP = (
+    "PATH is the dsh runtime's sessions root ($DSH_HOME/sessions): replay session ID "
+    "as the primary and its descendants as children"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dsh-replay",
@@ -321,9 +327,11 @@ def _parser() -> argparse.ArgumentParser:
         "scripts",
         help="print the replay scripts of a scenario or a single log",
         description="Print the replay scripts (one entry per model call) of a scenario "
-        "directory, a SQLite store, or a single log (unsliced).",
+        "directory, a SQLite store, a runtime sessions root (with --session), or a single "
+        "log (unsliced).",
     )
     scripts.add_argument("path", type=Path, metavar="PATH")
+    scripts.add_argument("--session", metavar="ID", help=_SESSION_HELP)
     scripts.add_argument(
         "--json",
         action="store_true",
@@ -353,6 +361,7 @@ def _parser() -> argparse.ArgumentParser:
         "and a text preview of each call.",
     )
     show.add_argument("path", type=Path, metavar="PATH")
+    show.add_argument("--session", metavar="ID", help=_SESSION_HELP)
     fmt = sub.add_parser(
         "fmt",
         help="rewrite logs into the committed form (projected envelopes, packed rows)",

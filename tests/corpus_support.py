@@ -17,6 +17,8 @@ REPO = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("DSH_CORPUS_DIR", REPO.parent / "shared" / "corpus"))
 HARNESS = CORPUS / "dsh-harness"
 SQLITE = CORPUS / "dsh-sqlite"
+SAMPLES = CORPUS.parent / "runtime-samples"
+"""Real session logs (format 4) and request/response pairs of the dsh runtime."""
 
 
 def corpus_scenarios() -> list[Path]:

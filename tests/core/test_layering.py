@@ -6,6 +6,7 @@ import importlib
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +76,18 @@ def test_importing_the_package_or_plugin_loads_no_core_module() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "['pytest_dsh_replay.plugin']"
+
+
+def test_the_layers_contract_holds() -> None:
+    """pyproject's import-linter contract: every module sits in a layer, imports point down."""
+    code = (
+        "import sys\n"
+        "from importlinter.cli import lint_imports\n"
+        "sys.exit(lint_imports(no_cache=True, no_logo=True))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 kept, 0 broken" in result.stdout
