@@ -84,8 +84,10 @@ def test_a_fork_child_replays_only_what_follows_its_inherited_marker() -> None:
     assert (len(whole.entries), len(child.entries)) == (2, 1)
     assert whole.entries[0] == parent.entries[0]  # the parent's turn-1 call, inherited
     assert child.entries[0] == whole.entries[1]
-    assert child.first_user_text is not None and "FORK_TASK" in child.first_user_text
-    assert whole.first_user_text is not None and "WARMUP" in whole.first_user_text
+    assert child.first_user_text is not None
+    assert "FORK_TASK" in child.first_user_text
+    assert whole.first_user_text is not None
+    assert "WARMUP" in whole.first_user_text
 
 
 def _sse_deltas(events: list[dict[str, Any]]) -> list[str]:
@@ -255,7 +257,8 @@ def test_headers_a_reader_refuses(
     path = _log(tmp_path, header, name=name)
     with pytest.raises(SessionLogError, match=message) as info:
         load_scenario(path)
-    assert str(path) in str(info.value) and ":1:" in str(info.value).replace(str(path), "")
+    assert str(path) in str(info.value)
+    assert ":1:" in str(info.value).replace(str(path), "")
 
 
 @pytest.mark.parametrize(
@@ -341,7 +344,8 @@ def test_malformed_stream_records_use_the_runtime_texts(
     with pytest.raises(SessionLogError) as info:
         load_scenario(path)
     assert info.value.reason == f"assistant/message stream record 0: {message}"
-    assert info.value.line == 2 and info.value.path == str(path)
+    assert info.value.line == 2
+    assert info.value.path == str(path)
 
 
 def _fork_log(tmp_path: Path, *events: dict[str, Any], seeded: bool = True) -> Path:
@@ -400,7 +404,7 @@ def test_members_expand_exactly(tmp_path: Path) -> None:
             "id": "c",
             "name": "bash",
             "args": ["", '{"a"', ":1}"],
-        },  # fmt: skip
+        },
         {"type": "reasoning-chunks", "time0": 3, "index": 0, "dt": [], "texts": ["hm"]},
         STOP,
     ]
@@ -422,7 +426,8 @@ def test_compact_summary_is_the_older_name_of_a_summary_call() -> None:
 
 def test_parse_session_log_reads_v4_events_as_they_are() -> None:
     events = parse_session_log(PRIMARY.read_bytes())
-    assert len(events) == 52 and [e["seq"] for e in events] == list(range(52))
+    assert len(events) == 52
+    assert [e["seq"] for e in events] == list(range(52))
     assert [e.to_json() for e in derive_replay_script(events)] == [
         e.to_json() for e in load_session_script(PRIMARY).entries
     ]
