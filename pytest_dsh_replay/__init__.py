@@ -15,6 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._backend import MemoryBackend, SessionBackend, StoredLog
     from ._chunk_rows import decode_storage_record, pack_chunk_runs
     from ._entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
     from ._errors import (
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from ._scenario import Scenario, SessionScript, write_scenario
     from ._script import derive_replay_script
     from ._sqlite import SqliteBackend
-    from ._store import MemoryBackend, Session, SessionBackend, SessionStore, StoredLog
+    from ._store import Session, SessionStore
 
 __all__ = [
     "ChunksEntry",
@@ -103,7 +104,7 @@ _MODULE_OF: dict[str, str] = {
     "HangEntry": "_entries",
     "JsonlBackend": "_jsonl_backend",
     "LogMismatchError": "_errors",
-    "MemoryBackend": "_store",
+    "MemoryBackend": "_backend",
     "OverrideError": "_errors",
     "PlaceholderError": "_errors",
     "RecordingError": "_errors",
@@ -121,7 +122,7 @@ _MODULE_OF: dict[str, str] = {
     "SchemaVersionError": "_errors",
     "ScriptError": "_errors",
     "Session": "_store",
-    "SessionBackend": "_store",
+    "SessionBackend": "_backend",
     "SessionForkError": "_errors",
     "SessionHeader": "_events",
     "SessionLogError": "_errors",
@@ -129,7 +130,7 @@ _MODULE_OF: dict[str, str] = {
     "SessionStore": "_store",
     "SessionStoreError": "_errors",
     "SqliteBackend": "_sqlite",
-    "StoredLog": "_store",
+    "StoredLog": "_backend",
     "StreamChunk": "_events",
     "ThrowEntry": "_entries",
     "completed_turn_prefix": "_log_rules",

@@ -16,12 +16,12 @@ from typing import Any, Final, Literal
 
 import orjson
 
+from ._backend import StoredLog
 from ._chunk_rows import pack_chunk_runs
 from ._errors import SessionLogError, SessionStoreError
 from ._events import Event, JSONObject, SessionHeader
 from ._jsonl import fsync_dir
 from ._log_rules import quote, scan_committed, scan_zstd
-from ._store import StoredLog
 
 __all__ = ["JsonlBackend", "decode_segment", "encode_segment", "project_key"]
 

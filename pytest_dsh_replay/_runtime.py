@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ._atomic import check_writable, recover
+from ._backend import MemoryBackend
 from ._errors import DshReplayError, LogMismatchError, RecordingError, ScenarioError
 from ._events import Event, SessionHeader
 from ._jsonl import read_session_log
@@ -42,7 +43,7 @@ from ._scenario import (
     refuse_nested,
     write_scenario,
 )
-from ._store import MemoryBackend, SessionStore
+from ._store import SessionStore
 from ._text import TextSafeModel, text_safe
 
 if TYPE_CHECKING:

@@ -30,10 +30,10 @@ from pytest_dsh_replay import (
 from pytest_dsh_replay._events import MAX_SAFE_INTEGER, SessionHeader
 from pytest_dsh_replay._loading import scenario_files
 from pytest_dsh_replay._scenario import load_session_script, locale_sort_key
-from pytest_dsh_replay._sqlite import (
+from pytest_dsh_replay._sqlite import SqliteBackend
+from pytest_dsh_replay._sqlite_rows import (
     APPLICATION_ID,
     SCHEMA_VERSION,
-    SqliteBackend,
     decode_source_event_seqs,
     encode_source_event_seqs,
     normalize_sql,

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_dsh_replay import SessionForkError, SessionLogError, SessionStoreError
+from pytest_dsh_replay._backend import SessionBackend
 from pytest_dsh_replay._jsonl import parse_session_log
 from pytest_dsh_replay._jsonl_backend import (
     JsonlBackend,
@@ -24,7 +25,7 @@ from pytest_dsh_replay._jsonl_backend import (
     project_key,
 )
 from pytest_dsh_replay._log_rules import completed_turn_prefix, interrupted_turn_closers
-from pytest_dsh_replay._store import Session, SessionBackend, SessionStore
+from pytest_dsh_replay._store import Session, SessionStore
 
 T0 = 1_785_000_000_000
 

@@ -20,11 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_dsh_replay import SessionForkError, load_scenario
+from pytest_dsh_replay._backend import SessionBackend
 from pytest_dsh_replay._chunk_rows import SQLITE_MAX_MEMBERS
 from pytest_dsh_replay._jsonl_backend import JsonlBackend
 from pytest_dsh_replay._scenario import write_scenario
 from pytest_dsh_replay._sqlite import SqliteBackend
-from pytest_dsh_replay._store import SessionBackend, SessionStore
+from pytest_dsh_replay._store import SessionStore
 
 T0 = 1_785_000_000_000
 
