@@ -13,15 +13,14 @@ from typing import Any, overload
 import pytest
 
 from pytest_dsh_replay._errors import PlaceholderError, ScriptError
+from pytest_dsh_replay._jsregex import JsPatternError, translate_js_pattern
 from pytest_dsh_replay._placeholders import (
     MARKER,
     PATTERN_TIMEOUT_S,
-    JsPatternError,
     find_last_match,
     request_corpus,
     resolve_placeholders,
     resolve_text,
-    translate_js_pattern,
 )
 
 # --- the corpus ---------------------------------------------------------------------------
