@@ -77,9 +77,9 @@ def _has_plain_group_one(pattern: str) -> bool:
             j = pattern.find("]", i + 2 if pattern[i + 1 : i + 2] == "]" else i + 1)
             i = len(pattern) if j < 0 else j + 1
             continue
-        if pattern[i] == "(" and (pattern[i + 1 : i + 2] != "?" or pattern[i + 1 : i + 3] == "?<"):
-            if pattern[i + 1 : i + 4] not in ("?<=", "?<!"):
-                return True
+        opens = pattern[i] == "(" and pattern[i + 1 : i + 4] not in ("?<=", "?<!")
+        if opens and (pattern[i + 1 : i + 2] != "?" or pattern[i + 1 : i + 3] == "?<"):
+            return True
         i += 1
     return False
 
