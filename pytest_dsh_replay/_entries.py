@@ -26,6 +26,7 @@ __all__ = [
     "ThrowEntry",
     "entry_from_json",
     "invalid_entry",
+    "materialize_runs",
 ]
 
 # --- entries -----------------------------------------------------------------------------
@@ -42,7 +43,8 @@ derived, naming the line.
 # chunk objects, or runs of deltas of one block that materialize into one chunk each.
 
 
-def _materialize(items: list[ChunkRun]) -> list[StreamChunk]:
+def materialize_runs(items: list[ChunkRun]) -> list[StreamChunk]:
+    """The chunks that chunk runs stand for, as new objects."""
     out: list[StreamChunk] = []
     append = out.append
     extend = out.extend
@@ -85,7 +87,7 @@ class _ChunkHolder:
     @property
     def chunks(self) -> list[StreamChunk]:
         """The call's stream chunks, as new objects on every access."""
-        return _materialize(orjson.loads(self._blob))
+        return materialize_runs(orjson.loads(self._blob))
 
     @property
     def chunk_count(self) -> int:

@@ -19,6 +19,7 @@ line, never whole), and may nest at most :data:`MAX_NESTING` arrays and objects 
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 from collections.abc import Generator, Iterable, Iterator
@@ -164,6 +165,24 @@ def bad_line(
     )
 
 
+_NOT_JSON: Final = object()
+
+
+def _with_lone_surrogates(raw: bytes, err: orjson.JSONDecodeError) -> Any:
+    r"""A line whose only fault is a lone surrogate escape (``"\ud83d"``), parsed.
+
+    JavaScript writes the halves of a surrogate pair split across two stream deltas as
+    two lone escapes; ``orjson`` refuses them, the standard library's parser keeps them
+    (the script builder joins the halves again). Anything else stays refused.
+    """
+    if "surrogate" not in err.msg:
+        return _NOT_JSON
+    try:
+        return json.loads(raw.removeprefix(_BOM))
+    except (ValueError, RecursionError):
+        return _NOT_JSON
+
+
 def read_failed(err: OSError, source: str | None, lineno: int | None = None) -> SessionLogError:
     """The error for a log file that cannot be read."""
     return SessionLogError(
@@ -204,6 +223,10 @@ def iter_log_lines(
                     yield lineno, loads(raw)
                 continue
             except orjson.JSONDecodeError as err:
+                value = _with_lone_surrogates(raw, err)
+                if value is not _NOT_JSON:
+                    yield lineno, value
+                    continue
                 error = bad_line(raw, err, source, lineno)
             if error is not None:
                 raise error from None

@@ -24,11 +24,12 @@ from typing import Any, Final
 import orjson
 
 from ._chunk_rows import PACKED_TAGS, PackedRow, fast_row_fields, validate_packed_row
-from ._entries import MAX_CHUNK_NESTING, ChunksEntry, ReplayEntry
+from ._entries import MAX_CHUNK_NESTING, ChunksEntry, ReplayEntry, materialize_runs
 from ._errors import DshReplayError, ScriptError, SessionLogError
 from ._events import END_SEED, ChunkRun, Event, JSONObject, StreamChunk
 from ._jsonl import not_an_event
 from ._stream import STREAM_EVENTS, stream_runs
+from ._text import join_split_surrogates
 
 __all__ = [
     "END_SEED",
@@ -138,6 +139,19 @@ def last_user_text(messages: object) -> str | None:
 
 _READ_EVENTS: Final = STREAM_EVENTS | SUMMARY_EVENTS | {"user/message", END_SEED}
 """Event types other than ``assistant/chunk`` that derivation reads."""
+
+
+def _text_safe_entry(runs: list[ChunkRun]) -> ChunksEntry | None:
+    """The call with surrogates repaired, or ``None`` when that is not what failed.
+
+    A log written by JavaScript may split a surrogate pair across two deltas, or hold a
+    lone one; its chunks are then joined into valid text as the recorder joins them live.
+    """
+    chunks = join_split_surrogates(materialize_runs(runs))
+    try:
+        return ChunksEntry(chunks)
+    except ScriptError:
+        return None
 
 
 def _run_size(run: ChunkRun) -> int:
@@ -283,7 +297,10 @@ class ScriptBuilder:
         try:
             entry = ChunksEntry.from_runs(items, self._n_chunks)
         except TypeError:
-            raise self._unstorable() from None
+            safe = _text_safe_entry(items)
+            if safe is None:
+                raise self._unstorable() from None
+            entry = safe
         self._entries.append(entry)
         items.clear()  # in place: feed() holds these lists
         self._lines.clear()
@@ -406,6 +423,10 @@ class ScriptBuilder:
         try:
             entry = ChunksEntry.from_runs(runs, sum(map(_run_size, runs)))
         except TypeError as err:
+            safe = _text_safe_entry(runs)
+            if safe is not None:
+                self._entries.append(safe)
+                return
             self._fail(
                 ScriptError(
                     f"model call {key} cannot be stored ({err}): a chunk may nest at most "

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from ._events import StreamChunk
 
-__all__ = ["TextSafeModel", "repair_surrogates", "text_safe", "visible"]
+__all__ = ["TextSafeModel", "join_split_surrogates", "repair_surrogates", "text_safe", "visible"]
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _DELTA_FIELDS: Final = {
@@ -131,6 +131,20 @@ class _Joiner:
         """What is still held when the stream ends (its surrogate becomes U+FFFD)."""
         held, self.held = self.held, None
         return [] if held is None else [text_safe(held)]
+
+
+def join_split_surrogates(chunks: list[StreamChunk]) -> list[StreamChunk]:
+    """One call's chunks with valid Unicode text only.
+
+    A surrogate pair split across two consecutive deltas of one block is joined into the
+    later delta; a lone surrogate anywhere becomes U+FFFD (as the recorder does live).
+    """
+    joiner = _Joiner()
+    out: list[StreamChunk] = []
+    for chunk in chunks:
+        out.extend(joiner.feed(chunk))
+    out.extend(joiner.flush())
+    return out
 
 
 class TextSafeModel:

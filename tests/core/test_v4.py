@@ -431,3 +431,39 @@ def test_parse_session_log_reads_v4_events_as_they_are() -> None:
     assert [e.to_json() for e in derive_replay_script(events)] == [
         e.to_json() for e in load_session_script(PRIMARY).entries
     ]
+
+
+def test_a_surrogate_pair_split_across_deltas_loads_joined(tmp_path: Path) -> None:
+    """JavaScript writes the halves of a split pair as lone escapes; orjson refuses them."""
+    header = b'{"type":"session","version":0,"id":"s","createdAt":1,"delegationDepth":0}\n'
+    chunk = '{"type":"assistant/chunk","data":{"turn":1,"step":1,"chunk":%s}}\n'
+    body = [
+        chunk % '{"type":"text-delta","index":0,"text":"a\\ud83d"}',
+        chunk % '{"type":"text-delta","index":0,"text":"\\ude00b"}',
+        chunk % '{"type":"text-delta","index":0,"text":"lone \\udc00"}',
+        chunk % '{"type":"finish","reason":{"kind":"stop"}}',
+    ]
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(header + "".join(body).encode())
+    (entry,) = load_scenario(path).primary.entries
+    texts = [c["text"] for c in entry.chunks if c["type"] == "text-delta"]
+    assert texts == ["a", "\U0001f600b", "lone \ufffd"]
+    v4 = _log(
+        tmp_path,
+        {**V4, "delegationDepth": 0},
+        _message(
+            [
+                {"type": "text-chunks", "time0": 1, "index": 0, "dt": [0], "texts": ["x", "y"]},
+                STOP,
+            ]
+        ),
+        name="v4.jsonl",
+    )
+    text = v4.read_text().replace('"texts":["x","y"]', '"texts":["\\ud83d","\\ude00"]')
+    v4.write_text(text)
+    (entry,) = load_scenario(v4).primary.entries
+    assert [c["text"] for c in entry.chunks if c["type"] == "text-delta"] == ["", "\U0001f600"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(header + b'{"type":"x","data":"\\ud83d",NaN}\n')
+    with pytest.raises(SessionLogError, match=r"bad\.jsonl:2: invalid JSON"):
+        load_scenario(bad)
