@@ -9,7 +9,6 @@ a real dataclass.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -196,6 +195,8 @@ def describe_json(value: object) -> str:
 def _shown(value: object) -> str:
     """A value as messages show it: strings JSON-quoted, the rest as Python writes them."""
     if isinstance(value, str):
+        import json  # error messages only: not on the import path
+
         return json.dumps(value, ensure_ascii=False)
     return repr(value)
 

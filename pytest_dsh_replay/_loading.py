@@ -20,12 +20,11 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ._errors import ScenarioError, SessionLogError
 from ._events import SessionHeader
 from ._jsonl import LogName, open_session_log, parse_log_name
-from ._jsonl_backend import decode_segment
 from ._override import Override, load_override
 from ._scenario import (
     PRIMARY_LOG,
@@ -36,7 +35,9 @@ from ._scenario import (
     scenario_of,
 )
 from ._script import ScriptBuilder
-from ._sqlite import SqliteBackend
+
+if TYPE_CHECKING:
+    from ._sqlite import SqliteBackend
 
 __all__ = [
     "iter_scenario_dirs",
@@ -223,6 +224,8 @@ def _store_script(path: Path, header: SessionHeader, backend: SqliteBackend) -> 
 
 def _load_store(p: Path) -> Scenario:
     """Every session of a store; the primary is the one without ``parentSession``."""
+    from ._sqlite import SqliteBackend  # imported only for a store: sqlite3 is not cheap
+
     with SqliteBackend(p, read_only=True) as backend:
         headers = [h for h in map(backend.header, backend.session_ids()) if h is not None]
         roots = [h for h in headers if h.parent_session is None]
@@ -269,6 +272,8 @@ def _session_log(session_dir: Path) -> Path | None:
 
 def _runtime_sessions(root: Path) -> dict[str, tuple[Path, SessionHeader]]:
     """Every session under a sessions root: id -> (its log, its header)."""
+    from ._jsonl_backend import decode_segment
+
     sessions: dict[str, tuple[Path, SessionHeader]] = {}
     try:
         projects = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))

@@ -34,15 +34,15 @@ Binding is guarded by a lock: the model can be shared by threads and by asyncio 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from ._entries import HangEntry, ReplayEntry, ThrowEntry
 from ._errors import (
@@ -57,9 +57,11 @@ from ._errors import (
 from ._events import StreamChunk
 from ._loading import load_scenario
 from ._matching import FirstMessage, opening_texts, seed_messages, trim
-from ._placeholders import MARKER, resolve_placeholders
 from ._scenario import Scenario, SessionScript
 from ._script import last_user_text
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["ReplayBinding", "ReplayModel", "last_user_text"]
 
@@ -179,7 +181,7 @@ class ReplayModel:
             an injected function is called as it is, and cancellation is checked when it
             returns. Tests pass a fake so they never sleep.
         asleep: The awaitable wait used for pacing by :meth:`astream` (same rules;
-            default ``asyncio.sleep``).
+            ``None``, the default: ``asyncio.sleep``).
         workdir: The directory relative ``readyFile`` paths of ``hang`` entries resolve
             against; default: the process's working directory when the file is written.
             A ``readyFile`` outside it is refused.
@@ -195,7 +197,7 @@ class ReplayModel:
         *,
         pace_ms: int = 0,
         sleep: Callable[[float], object] = time.sleep,
-        asleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        asleep: Callable[[float], Awaitable[object]] | None = None,
         workdir: str | os.PathLike[str] | None = None,
     ):
         if isinstance(pace_ms, bool) or not isinstance(pace_ms, int) or pace_ms < 0:
@@ -211,7 +213,10 @@ class ReplayModel:
         self._sleep = sleep
         self._asleep = asleep
         self._default_sleep = sleep is time.sleep
-        self._default_asleep = asleep is asyncio.sleep
+        # asyncio is imported by the first astream() call, not here (a cold start cost).
+        self._default_asleep = asleep is None or asleep is getattr(
+            sys.modules.get("asyncio"), "sleep", None
+        )
         self._workdir = None if workdir is None else Path(workdir)
         self._lock = threading.Lock()
         self._bound: dict[SessionKey, _Bound] = {}
@@ -361,6 +366,8 @@ class ReplayModel:
             TypeError: ``request`` is not a mapping, or ``cancel`` is not an
                 ``asyncio.Event``.
         """
+        import asyncio
+
         if cancel is not None and not isinstance(cancel, asyncio.Event):
             raise TypeError(
                 "astream(cancel=...) takes an asyncio.Event (or cancel the task, or call "
@@ -669,6 +676,8 @@ class ReplayModel:
         return chunks, None, None, None
 
     def _resolve(self, call: _Call, value: Any) -> Any:
+        from ._placeholders import resolve_placeholders  # only for calls that hold one
+
         try:
             return resolve_placeholders(value, call.messages)
         except PlaceholderError as err:
@@ -768,6 +777,7 @@ class ReplayModel:
                         if await self._await(call, pace):
                             raise self._cancelled(call, " while pacing")
                     else:
+                        assert self._asleep is not None
                         await self._asleep(pace)
                         if call.cancelled():
                             raise self._cancelled(call, " while pacing")
@@ -813,6 +823,8 @@ class ReplayModel:
         """
         bound = call.bound
         assert bound is not None
+        import asyncio
+
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         waiter = (loop, future)
@@ -841,4 +853,8 @@ class ReplayModel:
 def _has_placeholders(entry: ReplayEntry) -> bool:
     if entry.has_placeholders:
         return True
-    return isinstance(entry, ThrowEntry) and (MARKER in entry.message or MARKER in entry.code)
+    if not isinstance(entry, ThrowEntry):
+        return False
+    from ._placeholders import MARKER
+
+    return MARKER in entry.message or MARKER in entry.code

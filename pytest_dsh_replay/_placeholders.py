@@ -36,7 +36,6 @@ from functools import lru_cache
 from typing import Any, Final
 
 import orjson
-import regex  # type: ignore[import-untyped, unused-ignore]
 
 from ._errors import PlaceholderError
 from ._jsregex import JsPatternError, translate_js_pattern
@@ -100,6 +99,8 @@ def _compile(pattern: str) -> Any:
         translated = translate_js_pattern(pattern)
     except JsPatternError as err:
         raise PlaceholderError(_invalid(pattern, str(err))) from None
+    import regex  # type: ignore[import-untyped, unused-ignore]  # only when a placeholder is met
+
     try:
         return regex.compile(translated, regex.V0)
     except regex.error as err:  # pragma: no cover - the translator rejects these first

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from ._atomic import replace_path
 from ._entries import ReplayEntry
 from ._errors import RecordingError, SessionLogError
 from ._events import SEEDED_FORMAT, Event, JSONObject, SessionHeader
@@ -331,6 +330,8 @@ def write_scenario(path: str | os.PathLike[str], sessions: Iterable[SessionLike]
             or the directory cannot be written or replaced (the message names the
             error).
     """
+    from ._atomic import replace_path  # writing only: reading never needs it
+
     target = Path(path)
     ordered = order_sessions(sessions)
     refuse_nested(target)

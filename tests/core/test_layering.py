@@ -91,3 +91,38 @@ def test_the_layers_contract_holds() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 kept, 0 broken" in result.stdout
+
+
+def test_replaying_a_call_imports_neither_regex_nor_asyncio_nor_sqlite(tmp_path: Path) -> None:
+    """The cold path (load a small scenario, read its first chunk) stays lean.
+
+    ``regex`` is needed only for a ``{{fromRequest:...}}`` placeholder, ``asyncio`` only
+    for ``astream``, ``sqlite3`` only for a SQLite store; each costs milliseconds to
+    import, which is most of a first chunk's time.
+    """
+    from pytest_dsh_replay import MemoryBackend, RecordingModel, SessionStore, write_scenario
+
+    class Scripted:
+        def stream(self, request: object, **kwargs: object) -> object:
+            yield {"type": "text-delta", "index": 0, "text": "hi"}
+            yield {"type": "finish", "reason": {"kind": "stop"}}
+
+    store = SessionStore(MemoryBackend())
+    model = RecordingModel(Scripted(), store)
+    list(model.stream({"messages": [{"role": "user", "content": "hi"}]}))
+    model.close_open_calls()
+    write_scenario(tmp_path / "s", store.sessions())
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from pytest_dsh_replay import ReplayModel, load_scenario
+        model = ReplayModel(load_scenario({str(tmp_path / "s")!r}))
+        first = next(iter(model.stream({{"messages": [{{"role": "user", "content": "hi"}}]}})))
+        assert first["type"] == "text-delta", first
+        print(sorted(m for m in ("regex", "asyncio", "sqlite3") if m in sys.modules))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
