@@ -60,6 +60,8 @@ _ROUTES: Final = {
     "/messages": ANTHROPIC,
 }
 _CONTENT: Final = frozenset({"text-delta", "reasoning-delta", "tool-call-delta"})
+# Failures that are a stream of their own rather than an HTTP error.
+_IN_STREAM: Final = frozenset({"EMPTY_RESPONSE", "CONTENT_FILTER", "STREAM_CLOSED"})
 _DROP_CODES: Final = frozenset({"TRANSPORT", "NETWORK", "TIMEOUT", "ABORTED"})
 _STATUS_BY_CODE: Final = {
     "AUTH": 401,
@@ -248,6 +250,12 @@ def http_error(wire: str, failure: Mapping[str, Any]) -> EndpointResponse:
     return EndpointResponse(status, headers, iter((orjson.dumps(body),)))
 
 
+def _pieces(data: bytes, dropped: bool) -> Iterator[bytes]:
+    yield data
+    if dropped:
+        raise DroppedConnection("the recorded call failed with a transport error")
+
+
 def _marks(chunks: list[StreamChunk]) -> list[str]:
     """An answer's text and tool call ids (how the next request quotes it)."""
     text = "".join(c.get("text", "") for c in chunks if c.get("type") == "text-delta")
@@ -378,6 +386,8 @@ class Endpoint:
         relay: Relay | None = None
         if not self.replay:
             relay = kwargs["relay"] = Relay(wire, body, headers)
+        may_wait = getattr(self.model, "may_wait", None)
+        whole = self.replay and may_wait is not None and not may_wait(route.session_id)
         chunks = iter(self.model.stream(request, **kwargs))
         if relay is not None:
             relayed, head = self._relayed(route, relay, chunks)
@@ -386,6 +396,8 @@ class Endpoint:
             chunks = itertools.chain(head, chunks)
         if request.get("stream") is not True:
             response = self._whole(wire, route, chunks, model_name, call_id)
+        elif whole:  # nothing can wait: the whole stream in one piece
+            response = self._at_once(wire, route, chunks, request, model_name, call_id)
         else:
             response = self._streamed(wire, route, chunks, request, model_name, call_id, cancel)
         if response.drop or response.status != 200:
@@ -506,6 +518,65 @@ class Endpoint:
             body = openai_completion(collected, model=model_name, completion_id=call_id)
         return _json(200, body)
 
+    def _at_once(
+        self,
+        wire: str,
+        route: Route,
+        chunks: Iterator[StreamChunk],
+        request: Mapping[str, Any],
+        model_name: str,
+        call_id: str,
+    ) -> EndpointResponse:
+        """A streamed answer produced at once (the call cannot wait): one body piece."""
+        collected: list[StreamChunk] = []
+        failure: dict[str, Any] | None = None
+        try:
+            for chunk in chunks:
+                collected.append(chunk)
+        except ReplayedModelError as error:
+            failure = {"message": error.message, "code": error.code}
+        except DshReplayError as error:
+            return self._replay_error(error)
+        content = False
+        for chunk in collected:
+            kind = chunk.get("type")
+            if kind in _CONTENT:
+                content = True
+            elif kind == "finish" and not content:
+                found = _failure_of(chunk)
+                if found is not None and found.get("code") not in _IN_STREAM:
+                    failure = found
+                break
+        if failure is not None and not content:
+            if failure.get("code") in _DROP_CODES:
+                return EndpointResponse(0, [], iter(()), drop=True)
+            return http_error(wire, failure)
+        encoder = self._encoder(wire, request, model_name, call_id)
+        out = [encoder.start()]
+        dropped = False
+        for chunk in collected:
+            piece, done = self._encode(wire, route, encoder, chunk)
+            out.append(piece)
+            if done:
+                break
+        else:
+            if failure is not None:
+                self.router.answered(route.session_id, failed=True)
+                if failure.get("code") in _DROP_CODES:
+                    dropped = True
+                else:
+                    out.extend(self._late_failure(wire, encoder, failure))
+        return EndpointResponse(200, list(_SSE), _pieces(b"".join(out), dropped))
+
+    def _encoder(
+        self, wire: str, request: Mapping[str, Any], model_name: str, call_id: str
+    ) -> OpenAIEncoder | AnthropicEncoder:
+        if wire == ANTHROPIC:
+            return AnthropicEncoder(model=model_name, message_id=call_id)
+        options = request.get("stream_options")
+        usage = isinstance(options, Mapping) and options.get("include_usage") is True
+        return OpenAIEncoder(model=model_name, completion_id=call_id, include_usage=usage)
+
     def _answered(self, route: Route, finish: Mapping[str, Any] | None, served: list[str]) -> None:
         reason = finish.get("reason") if finish is not None else None
         kind = reason.get("kind") if isinstance(reason, Mapping) else None
@@ -555,13 +626,7 @@ class Endpoint:
             return EndpointResponse(0, [], iter(()), drop=True)
         except DshReplayError as error:
             return self._replay_error(error)
-        encoder: OpenAIEncoder | AnthropicEncoder
-        if wire == ANTHROPIC:
-            encoder = AnthropicEncoder(model=model_name, message_id=call_id)
-        else:
-            options = request.get("stream_options")
-            usage = isinstance(options, Mapping) and options.get("include_usage") is True
-            encoder = OpenAIEncoder(model=model_name, completion_id=call_id, include_usage=usage)
+        encoder = self._encoder(wire, request, model_name, call_id)
         body = self._body(wire, route, encoder, head, chunks, cancel)
         return EndpointResponse(200, list(_SSE), body, cancel=cancel)
 

@@ -422,6 +422,22 @@ class ReplayModel:
                 length=len(bound.entries),
             )
 
+    def may_wait(self, session_id: str | None) -> bool:
+        """Whether the next call of a live session may wait before its chunks end.
+
+        True with pacing, for a ``hang`` entry, and for a session that is not bound yet
+        (nothing is known); the HTTP endpoint answers calls that cannot wait in one piece.
+        """
+        if self._pace_s:
+            return True
+        with self._lock:
+            bound = self._bound.get(session_id)
+            if bound is None:
+                return True
+            return bound.cursor < len(bound.entries) and isinstance(
+                bound.entries[bound.cursor], HangEntry
+            )
+
     def live_parent(self, session_id: str | None) -> str | None:
         """The live session bound to the recorded parent of ``session_id``'s recording.
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import select
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
@@ -46,6 +47,13 @@ class _Server(ThreadingHTTPServer):
         self.active_lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _Handler)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that closed or reset its connection is no error worth printing."""
+        error = sys.exc_info()[1]
+        if isinstance(error, OSError):
+            return
+        super().handle_error(request, client_address)
+
     def process_request(self, request: Any, client_address: Any) -> None:
         self.slots.acquire()
         try:
@@ -69,6 +77,7 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = IDLE_TIMEOUT_S
+    disable_nagle_algorithm = True  # small SSE writes go out at once
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:

@@ -509,3 +509,19 @@ def test_the_async_transport_does_not_block_the_loop_while_a_call_hangs(tmp_path
 
     with deadline(20):
         assert asyncio.run(run()) == "ok"
+
+
+def test_the_endpoint_modules_import_no_sdk_or_http_client() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import pytest_dsh_replay._runtime, pytest_dsh_replay._endpoint\n"
+        "import pytest_dsh_replay._server, pytest_dsh_replay._transport\n"
+        "import pytest_dsh_replay._proxy, pytest_dsh_replay._live_openai\n"
+        "roots = ('openai', 'anthropic', 'httpx', 'httpx2')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in roots))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

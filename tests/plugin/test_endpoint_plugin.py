@@ -164,3 +164,30 @@ def test_recording_with_the_server_down_names_the_url_and_the_error(
         ]
     )
     assert not (pytester.path / "snaps").exists()
+
+
+FAKE_LIVE = """
+class Live:
+    def stream(self, request, **kwargs):
+        yield {"type": "block-start", "index": 0, "blockType": "text"}
+        for piece in ["The capital ", "is Paris."]:
+            yield {"type": "text-delta", "index": 0, "text": piece}
+        yield {"type": "block-end", "index": 0,
+               "block": {"type": "text", "text": "The capital is Paris."}}
+        yield {"type": "usage", "usage": {"inputTokens": 9, "outputTokens": 5}}
+        yield {"type": "finish", "reason": {"kind": "stop"}}
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return Live()
+"""
+
+
+@pytest.mark.parametrize("heading", ["### The openai SDK", "### The anthropic SDK"])
+def test_readme_sdk_first_tests_record_then_replay(pytester: pytest.Pytester, heading: str) -> None:
+    section = (TESTS.parent / "README.md").read_text(encoding="utf-8").split(heading, 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    pytester.makepyfile(test_capital=code)
+    pytester.makeconftest(FAKE_LIVE)
+    pytester.runpytest("--dsh-record=missing").assert_outcomes(passed=1)
+    pytester.makeconftest("")
+    pytester.runpytest().assert_outcomes(passed=1)

@@ -1,0 +1,217 @@
+"""A replayed call through real SDK clients: the endpoint against the SDK's own floor.
+
+Usage::
+
+    pip install -r benchmarks/requirements.txt   # vcrpy + pytest-recording, benchmark-only
+    python3 benchmarks/bench_endpoint.py          # 300 calls of 50 chunks, 7 passes
+
+One scenario with one session of ``--calls`` recorded calls, each of 50 chunks (a text
+block of 46 deltas, its end, usage, finish). Per call, the ``openai`` SDK streams one
+chat completion (``stream=True``, usage included) and reads every chunk:
+
+- ``floor``: the SDK parsing the same SSE bytes from a prebuilt ``httpx``
+  ``MockTransport`` response (no replay at all: the least a replayed call can cost);
+- ``endpoint``: ``DshReplay.openai_client()``: the in-process transport, the endpoint,
+  binding, the replay model and the logging of the call into the test's session;
+- ``vcr``: the same SDK call answered by a vcrpy cassette (what pytest-recording uses;
+  recorded once from the endpoint over loopback HTTP), record mode ``none``;
+- ``loopback``: the SDK on ``DshReplay.base_url`` (the threaded server on 127.0.0.1).
+
+Passes alternate; figures are medians of the time per call (wall time). Prints one
+JSON line: ``endpoint_vs_floor`` (target <= 1.2), ``vcr_vs_endpoint`` (> 1 means the
+endpoint is faster) and ``loopback_added_ms`` (loopback minus in-process, per call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import openai
+import vcr
+
+from pytest_dsh_replay._events import SessionHeader
+from pytest_dsh_replay._runtime import DshReplay
+from pytest_dsh_replay._scenario import write_scenario
+from pytest_dsh_replay._transport import httpx_module
+from pytest_dsh_replay._wire_openai import OpenAIEncoder
+
+TARGET = 1.2
+HEADERS = {"x-dsh-session-id": "bench"}
+MESSAGES = [{"role": "user", "content": "benchmark"}]
+
+
+class _Log:
+    def __init__(self, header: SessionHeader, events: list[dict[str, Any]]):
+        self.header = header
+        self.events = events
+
+
+def call_chunks(n: int) -> list[dict[str, Any]]:
+    deltas = [f"word{n}-{k} " for k in range(46)]
+    return [
+        {"type": "block-start", "index": 0, "blockType": "text"},
+        *({"type": "text-delta", "index": 0, "text": d} for d in deltas),
+        {"type": "block-end", "index": 0, "block": {"type": "text", "text": "".join(deltas)}},
+        {"type": "usage", "usage": {"inputTokens": 12, "outputTokens": 46}},
+        {"type": "finish", "reason": {"kind": "stop"}},
+    ]
+
+
+def make_scenario(root: Path, calls: int) -> Path:
+    events: list[dict[str, Any]] = []
+    for n in range(calls):
+        for chunk in call_chunks(n):
+            events.append(
+                {"type": "assistant/chunk", "data": {"turn": n + 1, "step": 1, "chunk": chunk}}
+            )
+    path = root / "bench"
+    write_scenario(path, [_Log(SessionHeader(id="bench", created_at=1), events)])
+    return path
+
+
+def sse_bytes(chunks: list[dict[str, Any]]) -> bytes:
+    encoder = OpenAIEncoder(model="m", completion_id="chatcmpl-1", include_usage=True)
+    out = encoder.start()
+    for chunk in chunks:
+        out += encoder.finish(chunk["reason"]) if chunk["type"] == "finish" else encoder.feed(chunk)
+    return out
+
+
+def read_call(client: Any) -> int:
+    stream = client.chat.completions.create(
+        model="m",
+        messages=MESSAGES,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_headers=HEADERS,
+    )
+    return sum(1 for _ in stream)
+
+
+def timed(calls: int, client_for_pass: Any) -> float:
+    client, done = client_for_pass()
+    started = time.perf_counter()
+    for _ in range(calls):
+        read_call(client)
+    elapsed = time.perf_counter() - started
+    done()
+    return elapsed / calls * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    httpx = httpx_module()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        path = make_scenario(root, args.calls)
+        body = sse_bytes(call_chunks(0))
+        sse = {"content-type": "text/event-stream"}
+
+        def floor() -> Any:
+            transport = httpx.MockTransport(
+                lambda request: httpx.Response(200, headers=sse, content=body)
+            )
+            client = openai.OpenAI(
+                base_url="http://floor/v1",
+                api_key="k",
+                max_retries=0,
+                http_client=httpx.Client(transport=transport),
+            )
+            return client, client.close
+
+        def endpoint() -> Any:
+            replay = DshReplay.open(path, workdir=root)
+            client = replay.openai_client(max_retries=0)
+            return client, replay.close
+
+        def loopback() -> Any:
+            replay = DshReplay.open(path, workdir=root)
+            client = openai.OpenAI(base_url=f"{replay.base_url}/v1", api_key="k", max_retries=0)
+
+            def done() -> None:
+                client.close()
+                replay.close()
+
+            return client, done
+
+        cassette = root / "cassette.yaml"
+        replay = DshReplay.open(path, workdir=root)
+        recorder = openai.OpenAI(base_url=f"{replay.base_url}/v1", api_key="k", max_retries=0)
+        with vcr.use_cassette(
+            str(cassette),
+            record_mode="all",
+            match_on=["method", "path"],
+            allow_playback_repeats=True,
+        ):
+            read_call(recorder)
+        recorder.close()
+        replay.close()
+
+        def cassette_pass() -> Any:
+            context = vcr.use_cassette(
+                str(cassette),
+                record_mode="none",
+                match_on=["method", "path"],
+                allow_playback_repeats=True,
+            )
+            context.__enter__()
+            client = openai.OpenAI(
+                base_url=f"http://127.0.0.1:{_port(cassette)}/v1", api_key="k", max_retries=0
+            )
+
+            def done() -> None:
+                client.close()
+                context.__exit__(None, None, None)
+
+            return client, done
+
+        runs: dict[str, list[float]] = {"floor": [], "endpoint": [], "vcr": [], "loopback": []}
+        makers = {"floor": floor, "endpoint": endpoint, "vcr": cassette_pass, "loopback": loopback}
+        for r in range(args.repeat):
+            order = list(makers) if r % 2 == 0 else list(reversed(makers))
+            for name in order:
+                runs[name].append(timed(args.calls, makers[name]))
+    med = {name: statistics.median(values) for name, values in runs.items()}
+    print(
+        json.dumps(
+            {
+                "benchmark": "endpoint",
+                "date": datetime.date.today().isoformat(),
+                "calls": args.calls,
+                "chunks_per_call": 50,
+                "sse_bytes_per_call": len(body),
+                "ms_per_call": {name: round(value, 4) for name, value in med.items()},
+                "endpoint_vs_floor": round(med["endpoint"] / med["floor"], 3),
+                "target_endpoint_vs_floor": TARGET,
+                "met": med["endpoint"] / med["floor"] <= TARGET,
+                "vcr_vs_endpoint": round(med["vcr"] / med["endpoint"], 3),
+                "loopback_added_ms": round(med["loopback"] - med["endpoint"], 4),
+                "repeat": args.repeat,
+                "python": platform.python_version(),
+                "openai": openai.__version__,
+            }
+        )
+    )
+    sys.stdout.flush()
+
+
+def _port(cassette: Path) -> str:
+    text = cassette.read_text()
+    start = text.index("http://127.0.0.1:") + len("http://127.0.0.1:")
+    return text[start : text.index("/", start)]
+
+
+if __name__ == "__main__":
+    main()
