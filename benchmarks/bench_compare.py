@@ -1,7 +1,7 @@
 """How long the replayed-log check takes to report a change near the end of a long log.
 
 Builds a session log of N events (default 10,000: text deltas, tool calls and results),
-copies it with one value changed near the end, and times ``compare_logs`` plus
+copies it with one value changed near the end, and times ``diff_logs`` plus
 ``describe_difference`` (normalization of both sides included), best of R runs.
 Prints one JSON line.
 
@@ -18,7 +18,7 @@ import uuid
 from typing import Any
 
 from pytest_dsh_replay._events import SessionHeader
-from pytest_dsh_replay._normalize import Normalizer, compare_logs, describe_difference
+from pytest_dsh_replay._normalize import Normalizer, describe_difference, diff_logs
 
 
 def build(n: int) -> list[dict[str, Any]]:
@@ -66,7 +66,7 @@ def main() -> None:
     report = ""
     for _ in range(args.repeat):
         start = time.perf_counter()
-        diff = compare_logs(
+        diff = diff_logs(
             "session.jsonl",
             (header, expected),
             (header, actual),

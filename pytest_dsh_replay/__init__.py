@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ._log_rules import completed_turn_prefix, interrupted_turn_closers
     from ._model import ReplayBinding, ReplayModel
     from ._recorder import RecordingModel
+    from ._runtime import DshReplay
     from ._scenario import Scenario, SessionScript, write_scenario
     from ._script import derive_replay_script
     from ._sqlite import SqliteBackend
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChunksEntry",
+    "DshReplay",
     "DshReplayError",
     "Event",
     "HangEntry",
@@ -99,6 +101,7 @@ __all__ = [
 
 _MODULE_OF: dict[str, str] = {
     "ChunksEntry": "_entries",
+    "DshReplay": "_runtime",
     "DshReplayError": "_errors",
     "Event": "_events",
     "HangEntry": "_entries",

@@ -96,8 +96,8 @@ class ScriptError(DshReplayError, ValueError):
     Attributes:
         path: The log file, when known.
         line: The physical line of the offending event, when known.
-        call: The model call key in ``turn/step`` form (``"1/1"``), when the error is
-            about one call.
+        call_key: The model call's key in ``turn/step`` form (``"1/1"``), when the error
+            is about one call.
         event_index: The 0-based index of the offending event in the decoded log, when
             known; used to find ``line`` after the fact.
         reason: The message without the location prefix.
@@ -109,13 +109,13 @@ class ScriptError(DshReplayError, ValueError):
         *,
         path: str | None = None,
         line: int | None = None,
-        call: str | None = None,
+        call_key: str | None = None,
         event_index: int | None = None,
     ):
         self.reason = reason
         self.path = path
         self.line = line
-        self.call = call
+        self.call_key = call_key
         self.event_index = event_index
         super().__init__(_where(path, line) + reason)
 
@@ -125,7 +125,7 @@ class ScriptError(DshReplayError, ValueError):
             self.reason,
             path=path,
             line=line,
-            call=self.call,
+            call_key=self.call_key,
             event_index=self.event_index,
         )
 
@@ -218,7 +218,7 @@ class ReplayExhaustedError(DshReplayError, RuntimeError):
         session_id: The live session id (``None`` for the anonymous session).
         recorded_id: The recorded session id the live session is bound to.
         file: The log file of that recording.
-        call: The 1-based number of the call that was refused.
+        call_number: The 1-based number of the call that was refused.
         recorded: How many calls the recording holds.
     """
 
@@ -229,13 +229,13 @@ class ReplayExhaustedError(DshReplayError, RuntimeError):
         session_id: str | None,
         recorded_id: str,
         file: str,
-        call: int,
+        call_number: int,
         recorded: int,
     ):
         self.session_id = session_id
         self.recorded_id = recorded_id
         self.file = file
-        self.call = call
+        self.call_number = call_number
         self.recorded = recorded
         super().__init__(message)
 

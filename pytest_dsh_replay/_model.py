@@ -655,7 +655,7 @@ class ReplayModel:
             session_id=bound.key,
             recorded_id=script.recorded_id,
             file=script.file,
-            call=number,
+            call_number=number,
             recorded=length,
         )
 

@@ -6,7 +6,7 @@ Two jobs, both pure:
   looks like a secret (API keys, bearer tokens, cloud and forge tokens, plus literal
   values such as the recording API key) is replaced with ``[REDACTED]``. The same rules
   find secrets in committed logs (``dsh-replay check``).
-- **Normalization** (:class:`Normalizer`, :func:`compare_logs`): two logs of the same
+- **Normalization** (:class:`Normalizer`, :func:`diff_logs`): two logs of the same
   behaviour differ in ids, times and paths. Session ids and every other UUID are mapped
   to ``{{id-1}}``, ``{{id-2}}``, ... by first appearance; ``time``, ``createdAt`` and
   ``durationMs`` are zeroed; the working directory becomes ``{{cwd}}``; envelopes
@@ -34,9 +34,9 @@ __all__ = [
     "Normalizer",
     "Redactor",
     "canonical_log",
-    "compare_logs",
     "delta_runs",
     "describe_difference",
+    "diff_logs",
     "recording_redactor",
     "tokenize_cwd",
 ]
@@ -463,7 +463,7 @@ def _present(value: Any) -> Any:
     return None if value is _MISSING else value
 
 
-def compare_logs(
+def diff_logs(
     file: str,
     expected: tuple[SessionHeader, Sequence[Event]],
     actual: tuple[SessionHeader, Sequence[Event]],

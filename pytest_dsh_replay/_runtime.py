@@ -30,8 +30,8 @@ from ._normalize import (
     Normalizer,
     Redactor,
     canonical_log,
-    compare_logs,
     describe_difference,
+    diff_logs,
     tokenize_cwd,
 )
 from ._recorder import RecordingModel
@@ -617,7 +617,7 @@ class DshReplay:
         # is only needed to tell a secret from its [REDACTED] and to report without one.
         expected_norm, actual_norm = normalizers()
         if all(
-            compare_logs(
+            diff_logs(
                 script.file,
                 recorded_log,
                 (session.header, session.events),
@@ -631,7 +631,7 @@ class DshReplay:
         expected_norm, actual_norm = normalizers()
         for script, (header, events), session in logs:
             mine = self._redacted(session.header, session.events)
-            diff = compare_logs(
+            diff = diff_logs(
                 script.file,
                 (header, self.redactor.redact_events(events)),
                 (mine.header, mine.events),
@@ -701,7 +701,7 @@ class DshReplay:
             cwds=[log.header.cwd for log in logs if log.header.cwd],
         )
         for name, previous, log in zip(names, old, logs, strict=True):
-            diff = compare_logs(
+            diff = diff_logs(
                 name,
                 previous,
                 (log.header, log.events),

@@ -278,7 +278,7 @@ class ScriptBuilder:
             f"for this call (patch at {n - 1})",
             path=self.source,
             line=line,
-            call=key,
+            call_key=key,
             event_index=index,
         )
 
@@ -318,7 +318,7 @@ class ScriptBuilder:
                     "of arrays and objects",
                     path=self.source,
                     line=line,
-                    call=self._key,
+                    call_key=self._key,
                 )
         raise AssertionError("unreachable: the call's chunks serialized one by one")
 
@@ -433,7 +433,7 @@ class ScriptBuilder:
                     f"{MAX_CHUNK_NESTING} levels of arrays and objects",
                     path=self.source,
                     line=line,
-                    call=key,
+                    call_key=key,
                     event_index=index,
                 )
             )

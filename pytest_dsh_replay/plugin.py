@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 if TYPE_CHECKING:
+    from syrupy.assertion import SnapshotAssertion
+
     from ._runtime import DshReplay
 
 RECORD_MODES: Final = ("all", "missing")
@@ -386,7 +388,7 @@ def _recover_interrupted_writes(state: _State, directory: Path) -> None:
 @pytest.fixture
 def dsh_replay(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Generator[Any, None, None]:
+) -> Generator[DshReplay, None, None]:
     """Replay this test's recorded dsh scenario: stream from .model, persist to .sessions.
 
     A missing or broken recording fails the test here, at set-up, with the real message
@@ -481,19 +483,14 @@ def _close_endpoint(replay: DshReplay) -> None:
 
 
 @pytest.fixture
-def dsh_snapshot(request: pytest.FixtureRequest) -> Any:
-    """The syrupy snapshot, storing dsh session transcripts as Markdown files."""
-    try:
-        from .syrupy_ext import DshTranscriptExtension
+def dsh_transcript(snapshot: SnapshotAssertion) -> SnapshotAssertion:
+    """Syrupy's ``snapshot``, storing dsh session transcripts as Markdown files.
 
-        snapshot = request.getfixturevalue("snapshot")
-    except (ImportError, pytest.FixtureLookupError):
-        snapshot = None
-    if snapshot is None:
-        pytest.fail(
-            "dsh_snapshot needs syrupy: pip install 'pytest-dsh-replay[snapshot]'",
-            pytrace=False,
-        )
+    ``assert dsh_replay.transcript() == dsh_transcript`` keeps one ``.md`` file per test
+    under ``__snapshots__/<module>/`` (``--snapshot-update`` writes it).
+    """
+    from .syrupy_ext import DshTranscriptExtension
+
     return snapshot.use_extension(DshTranscriptExtension)
 
 

@@ -17,20 +17,14 @@ and the working directory are normalized::
         run_agent(dsh_replay.model, dsh_replay.sessions)
         assert dsh_replay.transcript() == snapshot(extension_class=DshTranscriptExtension)
 
-The ``dsh_snapshot`` fixture is ``snapshot`` with :class:`DshTranscriptExtension` set.
+The ``dsh_transcript`` fixture is ``snapshot`` with :class:`DshTranscriptExtension` set.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-try:
-    from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
-except ImportError as err:  # pragma: no cover - syrupy is a dependency; guard for odd installs
-    raise ImportError(
-        "pytest-dsh-replay's snapshot extensions need syrupy; install it with: "
-        "pip install 'pytest-dsh-replay[snapshot]'"
-    ) from err
+from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from ._transcript import render_transcript, sessions_as_jsonl
 
@@ -91,7 +85,7 @@ class DshLogExtension(SingleFileSnapshotExtension):
         if isinstance(data, str | bytes):
             raise TypeError(
                 "DshLogExtension stores session events as .jsonl, not text: pass "
-                f"{_ACCEPTED}; for a Markdown transcript use dsh_snapshot or "
+                f"{_ACCEPTED}; for a Markdown transcript use dsh_transcript or "
                 "DshTranscriptExtension"
             )
         redacted = getattr(data, "redacted_sessions", None)

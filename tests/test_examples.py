@@ -81,11 +81,11 @@ def examples(**marker: Any) -> list[Any]:
 
 
 @pytest.mark.parametrize("name", examples())
-def test_example(name: str, dsh_replay: Any, dsh_snapshot: Any) -> None:
+def test_example(name: str, dsh_replay: Any, dsh_transcript: Any) -> None:
     agent = ExampleAgent(dsh_replay.model, dsh_replay.sessions)
     answers = [agent.run(prompt) for prompt in EXAMPLES[name]]
     check_run(name, dsh_replay, answers, agent)
-    assert dsh_replay.transcript() == dsh_snapshot
+    assert dsh_replay.transcript() == dsh_transcript
 
 
 @pytest.mark.asyncio

@@ -355,7 +355,7 @@ def test_a_call_past_the_end_is_exhausted_and_never_wraps_around() -> None:
         "'session') has 3 call(s); the code under test made more model calls than were "
         "recorded; re-record with --dsh-record"
     )
-    assert (err.session_id, err.recorded_id, err.file, err.call, err.recorded) == (
+    assert (err.session_id, err.recorded_id, err.file, err.call_number, err.recorded) == (
         "X",
         "session",
         "session.jsonl",

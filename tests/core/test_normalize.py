@@ -10,8 +10,8 @@ from pytest_dsh_replay._normalize import (
     LogDifference,
     Normalizer,
     Redactor,
-    compare_logs,
     describe_difference,
+    diff_logs,
     tokenize_cwd,
 )
 
@@ -56,7 +56,7 @@ def test_equal_behaviour_with_other_ids_compares_equal() -> None:
     expected = log(UUID_A, UUID_B)
     actual = log("f" * 8 + UUID_A[8:], "0" * 8 + UUID_B[8:])
     assert (
-        compare_logs(
+        diff_logs(
             "session.jsonl",
             expected,
             actual,
@@ -69,7 +69,7 @@ def test_equal_behaviour_with_other_ids_compares_equal() -> None:
 
 def compare(expected: list[Any], actual: list[Any]) -> LogDifference | None:
     header = SessionHeader(id="s")
-    return compare_logs(
+    return diff_logs(
         "session.1.jsonl",
         (header, expected),
         (header, actual),
@@ -146,7 +146,7 @@ def test_a_change_near_the_end_of_a_long_log_is_found() -> None:
 
 
 def test_header_differences_are_reported() -> None:
-    diff = compare_logs(
+    diff = diff_logs(
         "session.1.jsonl",
         (SessionHeader(id="a", seed_length=4, parent_session="p"), []),
         (SessionHeader(id="b", seed_length=5, parent_session="p"), []),

@@ -157,7 +157,7 @@ def test_unterminated_call_names_file_and_line(tmp_path: Path) -> None:
     write_log(tmp_path / "session.jsonl", {"id": "p"}, events)
     with pytest.raises(ScriptError) as info:
         load_scenario(tmp_path)
-    assert (info.value.path, info.value.line, info.value.call) == (
+    assert (info.value.path, info.value.line, info.value.call_key) == (
         str(tmp_path / "session.jsonl"),
         3,
         "1/1",

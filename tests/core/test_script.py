@@ -63,7 +63,7 @@ def test_turn_step_change_inside_a_call_raises_naming_the_old_key() -> None:
     events = [chunk(text("a"), turn=1, step=2), chunk(text("b"), turn=1, step=3)]
     with pytest.raises(ScriptError) as info:
         derive_replay_script(events, source="s.jsonl")
-    assert info.value.call == "1/2"
+    assert info.value.call_key == "1/2"
     assert info.value.event_index == 0
     assert "model call 1/2" in str(info.value)
     assert "replay.override.json" in str(info.value)

@@ -47,13 +47,13 @@ EXPECTED = [
 ]
 
 @pytest.mark.dsh_scenario("controls")
-def test_controls(dsh_replay, dsh_snapshot):
+def test_controls(dsh_replay, dsh_transcript):
     chunks = list(dsh_replay.model.stream(
         {"messages": [{"role": "user", "content": "go \ud800 on"}]}, session_id="main"
     ))
     assert [c["text"] for c in chunks if c["type"] == "text-delta"] == EXPECTED
     assert chunks[-2]["block"]["text"] == "".join(EXPECTED)
-    assert dsh_replay.transcript() == dsh_snapshot
+    assert dsh_replay.transcript() == dsh_transcript
 """
 
 

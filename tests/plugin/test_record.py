@@ -389,9 +389,9 @@ def test_a_plain_agent_s_children_bind_by_task_in_any_order(project: pytest.Pyte
             assert run(dsh_replay.model, order) == {"alpha": "live: alpha", "beta": "live: beta"}
 
         @pytest.mark.dsh_scenario("plain", record=False)
-        def test_transcript(dsh_replay, dsh_snapshot):
+        def test_transcript(dsh_replay, dsh_transcript):
             run(dsh_replay.model, ["alpha", "beta"])
-            assert dsh_replay.transcript() == dsh_snapshot
+            assert dsh_replay.transcript() == dsh_transcript
         """
     )
     project.runpytest("--dsh-record", "-k", "not transcript").assert_outcomes(

@@ -78,9 +78,9 @@ def run(dsh_replay):
     return "".join(c.get("text", "") for c in chunks)
 
 @pytest.mark.dsh_scenario("leaky")
-def test_records(dsh_replay, dsh_snapshot, snapshot):
+def test_records(dsh_replay, dsh_transcript, snapshot):
     assert KEY in run(dsh_replay)  # the code under test gets what the model sent
-    assert dsh_replay.transcript() == dsh_snapshot
+    assert dsh_replay.transcript() == dsh_transcript
     assert dsh_replay == snapshot(extension_class=DshLogExtension)
 
 @pytest.mark.dsh_scenario("other")

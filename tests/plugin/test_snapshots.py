@@ -79,14 +79,14 @@ from example_agent import ExampleAgent
 PROMPT = '[[tool lookup {{"key": "capital_of_france"}}]][[tool add {{"a": 2, "b": 3}}]]'
 
 @pytest.mark.dsh_scenario("tool-call"{extra})
-def test_first(dsh_replay, dsh_snapshot):
+def test_first(dsh_replay, dsh_transcript):
     ExampleAgent(dsh_replay.model, dsh_replay.sessions).run(PROMPT)
-    assert dsh_replay.transcript() == dsh_snapshot
+    assert dsh_replay.transcript() == dsh_transcript
 
 @pytest.mark.dsh_scenario("tool-call")
-def test_second(dsh_replay, dsh_snapshot):
+def test_second(dsh_replay, dsh_transcript):
     ExampleAgent(dsh_replay.model, dsh_replay.sessions).run(PROMPT)
-    assert dsh_replay.transcript() == dsh_snapshot
+    assert dsh_replay.transcript() == dsh_transcript
 """
 
 
@@ -108,8 +108,8 @@ def test_snapshot_update_creates_updates_and_keeps_other_transcripts(
     # A change in behaviour shows as a syrupy diff; --snapshot-update takes it.
     project.makepyfile(
         test_tr=TRANSCRIPT_TESTS.format(extra=", compare_logs=False").replace(
-            "def test_first(dsh_replay, dsh_snapshot):\n",
-            "def test_first(dsh_replay, dsh_snapshot, monkeypatch):\n"
+            "def test_first(dsh_replay, dsh_transcript):\n",
+            "def test_first(dsh_replay, dsh_transcript, monkeypatch):\n"
             "    import example_agent\n"
             '    monkeypatch.setitem(example_agent.FACTS, "capital_of_france", "Lyon")\n',
         )
@@ -122,19 +122,6 @@ def test_snapshot_update_creates_updates_and_keeps_other_transcripts(
     assert "Lyon" in (snapshots / "test_first.md").read_text()
     # The -k run never deleted the other test's transcript.
     assert (snapshots / "test_second.md").exists()
-
-
-def test_dsh_snapshot_without_syrupy_says_what_to_install(project: pytest.Pytester) -> None:
-    project.makepyfile(
-        """
-        def test_t(dsh_snapshot):
-            pass
-        """
-    )
-    result = project.runpytest("-p", "no:syrupy")
-    result.stdout.fnmatch_lines(
-        ["dsh_snapshot needs syrupy: pip install 'pytest-dsh-replay[[]snapshot[]]'"]
-    )
 
 
 def test_the_unused_list_is_the_same_with_and_without_xdist(pytester: pytest.Pytester) -> None:
