@@ -489,7 +489,8 @@ class ReplayModel:
             for key, b in self._bound.items():
                 if b.cursor < len(b.entries):
                     problems.append(
-                        f"{_who(key)} made {b.cursor} of the {len(b.entries)} call(s) recorded "
+                        f"{_who_first(key, self._first.get(key))} made {b.cursor} of the "
+                        f"{len(b.entries)} call(s) recorded "
                         f"in {b.script.file} (recorded session {b.script.recorded_id!r})"
                     )
             for i, script in enumerate(self._scripts):

@@ -780,7 +780,8 @@ def test_assert_consumed_lists_unused_calls_and_unbound_scripts() -> None:
     with pytest.raises(ReplayConsumptionError) as info:
         model.assert_consumed()
     assert info.value.problems == [
-        "session 'live-p' made 1 of the 2 call(s) recorded in session.jsonl (recorded session 'P')",
+        "session 'live-p' (first user message 'hi') made 1 of the 2 call(s) recorded in "
+        "session.jsonl (recorded session 'P')",
         "recorded session 'C1' (session.1.jsonl, 1 call(s)) was never bound to a live session",
     ]
     assert str(info.value) == (
