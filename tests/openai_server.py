@@ -187,7 +187,7 @@ class ScriptedResponder:
         last = messages[-1] if messages else {}
         content = last.get("content")
         if last.get("role") == "user" and isinstance(content, list):  # Anthropic tool results
-            results = [
+            results: list[str] = [
                 _text_of(block.get("content"))
                 for block in content
                 if isinstance(block, dict) and block.get("type") == "tool_result"
@@ -195,7 +195,7 @@ class ScriptedResponder:
             if results:
                 return Reply(text="tool results: " + "; ".join(results), pieces=self.pieces)
         if last.get("role") == "tool":
-            results: list[str] = []
+            results = []
             for message in reversed(messages):
                 if message.get("role") != "tool":
                     break
@@ -500,7 +500,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
         pieces = max(reply.pieces, 1)
-        start = {
+        start: dict[str, Any] = {
             "id": f"msg-{request_id}",
             "type": "message",
             "role": "assistant",

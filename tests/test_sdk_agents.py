@@ -34,7 +34,7 @@ ANSWERS = [
     "echo: Remember: the codeword is SAFFRON.",
     "tool results: echo: Reply ALPHA.; echo: Recall the codeword.; 5",
 ]
-AGENTS = {"openai": OpenAIAgent, "anthropic": AnthropicAgent}
+AGENTS: dict[str, Any] = {"openai": OpenAIAgent, "anthropic": AnthropicAgent}
 
 
 def cases(**marker: Any) -> list[Any]:

@@ -23,7 +23,7 @@ from pytest_dsh_replay._scenario import Scenario, SessionScript
 from pytest_dsh_replay._server import EndpointServer
 from pytest_dsh_replay._transport import httpx_module, sync_transport
 
-TEXT = [
+TEXT: list[dict[str, Any]] = [
     {"type": "block-start", "index": 0, "blockType": "text"},
     {"type": "text-delta", "index": 0, "text": "Hel"},
     {"type": "text-delta", "index": 0, "text": "lo"},
@@ -147,7 +147,7 @@ def test_the_sdks_read_streamed_and_whole_answers() -> None:
 
 
 def test_anthropic_events_for_thinking_and_tool_use() -> None:
-    chunks = [
+    chunks: list[dict[str, Any]] = [
         {"type": "block-start", "index": 0, "blockType": "reasoning"},
         {"type": "reasoning-delta", "index": 0, "text": "hmm"},
         {"type": "block-end", "index": 0, "block": {"type": "reasoning", "text": "hmm"}},
@@ -240,7 +240,7 @@ FAILURES = [
 
 @pytest.mark.parametrize(("failure", "status", "openai_error", "anthropic_error"), FAILURES)
 def test_a_recorded_failure_is_the_providers_http_error(
-    failure: dict[str, Any], status: int | None, openai_error: type, anthropic_error: type
+    failure: dict[str, Any], status: int | None, openai_error: Any, anthropic_error: Any
 ) -> None:
     model = ReplayModel(
         single(failed(failure), ThrowEntry([], failure["message"], failure["code"]))
@@ -391,7 +391,7 @@ def test_content_routing_tells_parent_fork_and_spawn_apart() -> None:
         {"role": "user", "content": "ctx /child"},
     ]
     assert post(fork) == "FORK_OK"
-    spawn = [
+    spawn: list[dict[str, Any]] = [
         sys,
         {
             "role": "user",

@@ -185,7 +185,11 @@ def test_every_corpus_call_round_trips_over_http(path: Path | None, route: str) 
             if isinstance(entry, HangEntry):  # hangs have their own test: skip the call
                 cancelled = threading.Event()
                 cancelled.set()
-                kwargs = {"parent_session_id": parent, "cancel": cancelled, "by_content": True}
+                kwargs: dict[str, Any] = {
+                    "parent_session_id": parent,
+                    "cancel": cancelled,
+                    "by_content": True,
+                }
                 with pytest.raises(ReplayCancelledError):
                     list(model.stream(body, session_id=f"live-{i}", **kwargs))
                 continue

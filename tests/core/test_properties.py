@@ -46,7 +46,7 @@ SETTINGS = settings(
 
 # --- strategies ---------------------------------------------------------------------------
 
-texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+texts = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
 numbers = st.one_of(
     st.integers(-(2**63), 2**64 - 1),
     st.floats(allow_nan=False, allow_infinity=False),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +131,7 @@ def test_a_raising_stream_is_logged_with_an_error_finish_and_re_raised(
 def test_an_abandoned_stream_ends_with_an_aborted_finish(store: SessionStore) -> None:
     model = RecordingModel(Live(CALL), store)
     stream = model.stream({}, session_id="s")
+    assert isinstance(stream, Generator)
     next(stream)
     stream.close()
     logged = [d["chunk"] for d in chunks_of(store, "s")]

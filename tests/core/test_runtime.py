@@ -123,7 +123,8 @@ def test_a_recording_with_an_early_exit_replays(
     replay = DshReplay.open(tmp_path / "early", workdir=tmp_path / "p")
     assert agent(replay.model) == seen
     replay.finish()  # every call consumed, the logs equal the recording's
-    first, _ = replay.scenario.scripts[0].entries if replay.scenario else ((), ())
+    assert replay.scenario is not None
+    first = replay.scenario.scripts[0].entries[0]
     assert first.chunks[-1]["reason"]["kind"] == "aborted"
 
 

@@ -157,7 +157,7 @@ def test_entry_wire_forms() -> None:
 
 VALID_CHUNKS = {"kind": "chunks", "chunks": [STOP]}
 
-OVERRIDE_ERRORS = [
+OVERRIDE_ERRORS: list[tuple[Any, str]] = [
     (None, "document must be a ReplayEntry[] or { patches: [{at, entry}...] }"),
     ({"patches": [], "x": 1}, "document must be"),
     ({"patches": {}}, "document must be"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any
 
 import orjson
@@ -98,6 +98,7 @@ def test_closing_the_stream_early_closes_the_wrapped_stream() -> None:
                 closed.append(True)
 
     stream = TextSafeModel(Live()).stream({})
+    assert isinstance(stream, Generator)
     assert next(stream) == delta("a")
     stream.close()
     assert closed == [True]

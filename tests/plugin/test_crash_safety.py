@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from scenario_files import make_scenario
+from support.scenarios import make_scenario
 
 LIVE = """
 import pytest

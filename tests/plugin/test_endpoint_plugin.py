@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from scenario_files import make_scenario
+from support.scenarios import make_scenario
 
 TESTS = Path(__file__).resolve().parent.parent
 

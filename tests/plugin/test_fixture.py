@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from scenario_files import make_scenario
+from support.scenarios import make_scenario
 
 AGENT = """
 def run(model, session_id="live-1"):

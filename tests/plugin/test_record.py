@@ -6,7 +6,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from scenario_files import make_scenario
+from support.scenarios import make_scenario
 
 # A fake live model: answers "live: <last user text>", or delegates to children when
 # the prompt says "spawn N". It leaks a secret when asked to.

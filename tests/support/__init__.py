@@ -1,0 +1,1 @@
+"""Factories shared by the tests: events, calls, logs and scenario directories."""
