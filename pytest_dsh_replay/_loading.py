@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import os
 import re
+import stat
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ._errors import ScenarioError, SessionLogError
-from ._events import SessionHeader
-from ._jsonl import LogName, open_session_log, parse_log_name
+from ._events import Event, SessionHeader
+from ._jsonl import LogName, open_session_log, parse_log_name, read_session_log
 from ._override import Override, load_override
 from ._scenario import (
     PRIMARY_LOG,
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
     from ._sqlite import SqliteBackend
 
 __all__ = [
+    "ScenarioCache",
     "iter_scenario_dirs",
     "load_scenario",
     "scenario_files",
@@ -374,3 +378,113 @@ def load_scenario(path: str | os.PathLike[str], session_id: str | None = None) -
         "no scenario here: expected a scenario directory, a session log or a SQLite store",
         path=str(p),
     )
+
+
+# --- sharing loaded scenarios ------------------------------------------------------------
+
+
+def _stamp(path: Path) -> tuple[int, Any] | None:
+    """What identifies the files at ``path`` as they are now: ``(bytes, signature)``.
+
+    A directory's signature covers the directory itself and every entry in it (name,
+    inode, size, modification time), so a rewrite (a recording replaces the directory),
+    an edit or a new sidecar changes it. ``None`` when ``path`` cannot be examined.
+    """
+    try:
+        st = os.stat(path)
+        if not stat.S_ISDIR(st.st_mode):
+            return st.st_size, (st.st_ino, st.st_size, st.st_mtime_ns)
+        total = 0
+        entries = []
+        with os.scandir(path) as found:
+            for entry in found:
+                est = entry.stat()
+                total += est.st_size
+                entries.append((entry.name, est.st_ino, est.st_size, est.st_mtime_ns))
+    except OSError:
+        return None
+    entries.sort()
+    return total, (st.st_ino, st.st_mtime_ns, tuple(entries))
+
+
+class ScenarioCache:
+    """Loaded scenarios and recorded logs, shared while their files stay unchanged.
+
+    Many tests of a run replay the same scenario: each gets the one loaded
+    :class:`~pytest_dsh_replay._scenario.Scenario` (it is read-only; every replayed call
+    still builds new chunk objects), loaded again only when its files changed (their
+    names, inodes, sizes or modification times). At most ``max_entries`` scenarios and
+    ``max_bytes`` bytes of logs are kept, least recently used dropped first, so memory
+    does not grow with the number of scenarios a suite replays. Thread-safe.
+
+    Args:
+        max_entries: How many scenarios (and, separately, recorded logs) to keep.
+        max_bytes: The most log bytes kept; a larger scenario is loaded every time.
+    """
+
+    def __init__(self, *, max_entries: int = 32, max_bytes: int = 64 * 1024 * 1024):
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._scenarios: OrderedDict[str, tuple[Any, int, Scenario]] = OrderedDict()
+        self._logs: OrderedDict[str, tuple[Any, int, tuple[SessionHeader, list[Event]]]] = (
+            OrderedDict()
+        )
+
+    def _get(self, table: OrderedDict[str, Any], key: str, signature: Any) -> Any:
+        with self._lock:
+            found = table.get(key)
+            if found is None or found[0] != signature:
+                return None
+            table.move_to_end(key)
+            return found[2]
+
+    def _put(
+        self, table: OrderedDict[str, Any], key: str, stamp: tuple[int, Any], value: Any
+    ) -> None:
+        size, signature = stamp
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            table[key] = (signature, size, value)
+            table.move_to_end(key)
+            while len(table) > self.max_entries or sum(v[1] for v in table.values()) > (
+                self.max_bytes
+            ):
+                table.popitem(last=False)
+
+    def load(self, path: str | os.PathLike[str]) -> Scenario:
+        """:func:`load_scenario` ``(path)``, or the copy loaded before from the same files.
+
+        Raises:
+            DshReplayError: As :func:`load_scenario` (errors are not cached).
+        """
+        key = os.fspath(path)
+        stamp = _stamp(Path(key))
+        if stamp is not None:
+            found = self._get(self._scenarios, key, stamp[1])
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+        scenario = load_scenario(key)
+        if stamp is not None and _stamp(Path(key)) == stamp:  # unchanged while loading
+            self._put(self._scenarios, key, stamp, scenario)
+        return scenario
+
+    def recorded_log(self, path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Event]]:
+        """:func:`~pytest_dsh_replay._jsonl.read_session_log` ``(path)``, shared.
+
+        The events are shared with other callers: treat them as read-only.
+
+        Raises:
+            SessionLogError: As ``read_session_log``.
+        """
+        key = os.fspath(path)
+        stamp = _stamp(Path(key))
+        if stamp is not None:
+            found = self._get(self._logs, key, stamp[1])
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+        log = read_session_log(key)
+        if stamp is not None:
+            self._put(self._logs, key, stamp, log)
+        return log

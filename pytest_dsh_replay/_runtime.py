@@ -24,7 +24,7 @@ from ._backend import MemoryBackend
 from ._errors import DshReplayError, LogMismatchError, RecordingError, ScenarioError
 from ._events import Event, SessionHeader
 from ._jsonl import read_session_log
-from ._loading import iter_scenario_dirs, load_scenario
+from ._loading import ScenarioCache, iter_scenario_dirs, load_scenario
 from ._model import ReplayModel
 from ._normalize import (
     Normalizer,
@@ -227,6 +227,7 @@ class DshReplay:
     _pool: _Pool | None = field(default=None, init=False, repr=False)
     _live: Any = field(default=None, init=False, repr=False)
     _live_mark: int = field(default=0, init=False, repr=False)
+    _cache: ScenarioCache | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def open(
@@ -239,6 +240,7 @@ class DshReplay:
         redactor: Redactor | None = None,
         redact_hook: Callable[[Event], object] | None = None,
         redact_header_hook: Callable[[dict[str, Any]], object] | None = None,
+        cache: ScenarioCache | None = None,
     ) -> DshReplay:
         """Load a recorded scenario for replay.
 
@@ -254,6 +256,9 @@ class DshReplay:
             redactor: Secret rules (see :attr:`redactor`).
             redact_hook: Extra redaction (see :attr:`redact_hook`).
             redact_header_hook: Extra header redaction (see :attr:`redact_header_hook`).
+            cache: Share the loaded scenario, and the recorded logs the log check reads,
+                with other runs that use the same cache (the pytest plugin keeps one per
+                test run); ``None`` loads afresh.
 
         Raises:
             DshReplayError: The scenario does not exist or does not load (the core's
@@ -262,9 +267,9 @@ class DshReplay:
         p = Path(path)
         if not p.exists():
             recover(p)  # a killed recording may have moved the old one aside
-        scenario = load_scenario(p)
+        scenario = load_scenario(p) if cache is None else cache.load(p)
         sessions = _new_store()
-        return cls(
+        replay = cls(
             path=p,
             mode="replay",
             scenario=scenario,
@@ -280,6 +285,8 @@ class DshReplay:
             redact_hook=redact_hook,
             redact_header_hook=redact_header_hook,
         )
+        replay._cache = cache
+        return replay
 
     @classmethod
     def record(
@@ -598,9 +605,10 @@ class DshReplay:
         pairs.extend(zip(free_recorded, free_live, strict=True))
         pairs.sort(key=lambda pair: recorded.index(pair[0]))
         logs = []
+        read = read_session_log if self._cache is None else self._cache.recorded_log
         for script, session in pairs:
             assert script.path is not None  # SQLite scenarios returned above
-            logs.append((script, read_session_log(script.path), session))
+            logs.append((script, read(script.path), session))
 
         def normalizers() -> tuple[Normalizer, Normalizer]:
             expected = Normalizer(

@@ -20,12 +20,14 @@ import pytest
 if TYPE_CHECKING:
     from syrupy.assertion import SnapshotAssertion
 
+    from ._loading import ScenarioCache
     from ._runtime import DshReplay
 
 RECORD_MODES: Final = ("all", "missing")
 """The values ``--dsh-record`` accepts (a bare ``--dsh-record`` means ``all``)."""
 
 DEFAULT_SNAPSHOT_DIR: Final = "dsh_snapshots"
+_DEFAULT_ROOT_PART: Final = f"{os.sep}{DEFAULT_SNAPSHOT_DIR}{os.sep}"
 _MARKER_KEYWORDS: Final = frozenset({"compare_logs", "record"})
 
 
@@ -126,6 +128,9 @@ class _State:
     recovered: set[str] = field(default_factory=set)
     cleaned: int = 0
     unwritten: int = 0
+    cache: ScenarioCache | None = None
+    resolved_roots: dict[Path, str] = field(default_factory=dict)
+    ini_root_prefix: str | None = None  # ini_root normalized, with a trailing separator
 
     def merge(self, report: dict[str, Any]) -> None:
         """Add a worker's report (``pytest-xdist``) to this state."""
@@ -233,6 +238,8 @@ def pytest_configure(config: pytest.Config) -> None:
         compare_logs=bool(config.getini("dsh_compare_logs")),
         fail_unused=bool(config.getoption("dsh_fail_unused")),
     )
+    if state.ini_root is not None:
+        state.ini_root_prefix = os.path.join(os.path.normpath(state.ini_root), "")
     config.stash[_STATE] = state
     if state.record is not None and not hasattr(config, "workerinput"):
         _check_live_model_available(config)
@@ -406,8 +413,11 @@ def dsh_replay(
     state = _state(config)
     path = _scenario_path(item, state)
     _recover_interrupted_writes(state, path.parent)
-    state.used.add(str(path.resolve()))
-    state.roots.add(str(_snapshot_root(item, state).resolve()))
+    state.used.add(str(path))  # resolved only if needed, once, at the end of the run
+    root = _snapshot_root(item, state)
+    if root not in state.resolved_roots:
+        state.resolved_roots[root] = str(root.resolve())
+        state.roots.add(state.resolved_roots[root])
     if state.workbase is None:
         state.workbase = tmp_path_factory.mktemp("dsh-replay")
     state.runs += 1
@@ -441,9 +451,14 @@ def dsh_replay(
             "  (recording calls the live model; see pytest --help, group dsh-replay)"
         )
     else:
+        if state.cache is None:
+            from ._loading import ScenarioCache
+
+            state.cache = ScenarioCache()
         try:
             replay = DshReplay.open(
                 path,
+                cache=state.cache,
                 workdir=workdir,
                 compare_logs=_compare_logs(item, state),
                 redactor=redactor,
@@ -535,7 +550,21 @@ def pytest_runtest_makereport(
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
-    """Write a recording after the test and every fixture teardown succeeded."""
+    """Write a recording after the test and every fixture teardown succeeded.
+
+    The test's replay (scenario, model, sessions) is dropped afterwards: pytest keeps
+    every finished item, and a suite's memory would grow with each test.
+    """
+    try:
+        return (yield from _teardown(item))
+    finally:
+        if _RUN in item.stash:
+            del item.stash[_RUN]
+        if _PASSED in item.stash:
+            del item.stash[_PASSED]
+
+
+def _teardown(item: pytest.Item) -> Generator[None, object, object]:
     run = item.stash.get(_RUN, None)
     recording = run is not None and run.replay.mode == "record"
     try:
@@ -680,6 +709,28 @@ def _recording_layout_problem(
     return None
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Keep pytest out of recorded scenarios: they hold session logs, never tests.
+
+    A directory under a snapshot root (``dsh_snapshot_dir``, else any ``dsh_snapshots``
+    directory) that holds a primary session log is not walked; grouping directories
+    between the root and the scenarios still are. Anything else is left to pytest.
+    """
+    state = config.stash.get(_STATE, None)
+    if state is None:
+        return None
+    # Cheap string tests first: pytest asks about every file and directory it meets.
+    text = str(collection_path)
+    if state.ini_root_prefix is not None:
+        if not text.startswith(state.ini_root_prefix):
+            return None
+    elif _DEFAULT_ROOT_PART not in text:
+        return None
+    from ._scenario import holds_primary_log
+
+    return True if holds_primary_log(collection_path) else None
+
+
 def pytest_deselected(items: list[pytest.Item]) -> None:
     """Any deselection makes the run a subset."""
     if items:
@@ -710,10 +761,12 @@ def _unused(state: _State) -> list[Path]:
     roots = set(state.roots)
     if state.ini_root is not None:
         roots.add(str(state.ini_root.resolve()))
-    found: set[Path] = set()
-    for root in roots:
-        found.update(p.resolve() for p in find_scenario_dirs(Path(root)))
-    return sorted(p for p in found if str(p) not in state.used)
+    # The walk starts at resolved roots and never follows a link, so what it finds is
+    # resolved already; a used path is resolved only when it is not found as written.
+    found = {str(p) for root in roots for p in find_scenario_dirs(Path(root))}
+    used = set(state.used)
+    used.update(str(Path(u).resolve()) for u in state.used if u not in found)
+    return sorted(Path(p) for p in found - used)
 
 
 def _plural(n: int, word: str) -> str:

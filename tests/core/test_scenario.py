@@ -264,3 +264,27 @@ def test_write_scenario_orders_children_and_replaces_the_directory(tmp_path: Pat
     assert sorted(p.name for p in target.iterdir()) == [f.name for f in sorted(files)]
     assert [s.recorded_id for s in load_scenario(target).scripts] == ["p", "early", "late"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_scenario_cache_shares_until_the_files_change_and_stays_bounded(tmp_path: Path) -> None:
+    from pytest_dsh_replay._loading import ScenarioCache
+
+    dirs = []
+    for n in range(3):
+        d = tmp_path / f"s{n}"
+        d.mkdir()
+        write_log(d / "session.jsonl", {"id": f"p{n}", "createdAt": n}, call(1, f"w{n}"))
+        dirs.append(d)
+    cache = ScenarioCache(max_entries=2)
+    first = cache.load(dirs[0])
+    assert cache.load(dirs[0]) is first
+    assert words(first.primary) == ["w0"]
+    cache.load(dirs[1])
+    cache.load(dirs[2])  # s0 is the least recently used of three: dropped
+    assert cache.load(dirs[0]) is not first
+    write_log(dirs[2] / "session.jsonl", {"id": "p2", "createdAt": 2}, call(1, "changed!"))
+    assert words(cache.load(dirs[2]).primary) == ["changed!"]
+    log = cache.recorded_log(dirs[1] / "session.jsonl")
+    assert cache.recorded_log(dirs[1] / "session.jsonl") is log
+    small = ScenarioCache(max_bytes=10)  # every log is larger: nothing is kept
+    assert small.load(dirs[0]) is not small.load(dirs[0])
