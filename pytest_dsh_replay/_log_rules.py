@@ -74,6 +74,25 @@ def json_copy(value: Any, where: str) -> Any:
     Raises:
         SessionStoreError: Naming the path of the first offending value.
     """
+    if value.__class__ is dict or value.__class__ is list:
+        # The common case in C: a serializer that refuses lone surrogates, non-string
+        # keys and unsafe integers, then a parse. What it cannot refuse is caught after:
+        # -0.0 by its text, NaN and infinities (written as null), tuples and objects it
+        # serializes (enums, UUIDs, dates, dataclasses) by comparing the copy with the
+        # value. Anything doubtful takes the walk below, which names the problem.
+        try:
+            blob = orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
+        except TypeError:  # orjson.JSONEncodeError included
+            blob = b"-0.0"
+        if b"-0.0" not in blob:
+            copy = orjson.loads(blob)
+            if copy == value:
+                return copy
+    return _json_walk(value, where)
+
+
+def _json_walk(value: Any, where: str) -> Any:
+    """:func:`json_copy`, one value at a time."""
     cls = value.__class__
     if cls is str:
         try:
@@ -105,16 +124,16 @@ def json_copy(value: Any, where: str) -> Any:
                 raise SessionStoreError(
                     f"{where} is not lossless JSON: object key {k!r} is not a string"
                 )
-            out[k] = json_copy(v, f"{where}.{k}")
+            out[k] = _json_walk(v, f"{where}.{k}")
         return out
     if isinstance(value, list):
-        return [json_copy(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [_json_walk(v, f"{where}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, str):  # subclasses (enums and the like): keep the plain value
-        return json_copy(str.__str__(value), where)
+        return _json_walk(str.__str__(value), where)
     if isinstance(value, int):
-        return json_copy(int(value), where)
+        return _json_walk(int(value), where)
     if isinstance(value, float):
-        return json_copy(float(value), where)
+        return _json_walk(float(value), where)
     raise SessionStoreError(
         f"{where} is not lossless JSON: {type(value).__name__} values have no exact JSON "
         "form (use dict, list, str, int, float, bool or None)"

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -409,3 +410,71 @@ def test_load_scenario_on_any_events_loads_or_raises_a_dsh_replay_error(
             return
     assert isinstance(error, SessionLogError | ScriptError)
     assert error.path is not None
+
+
+# --- the store's lossless-JSON copy: the C fast path equals the walk ------------------
+
+
+class _Label(str):
+    pass
+
+
+class _Kind(str, __import__("enum").Enum):
+    A = "a"
+
+
+_odd_leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**64), 2**64),
+    st.sampled_from([2**53 - 1, 2**53, -(2**53), 0.0, -0.0, 1.5, float("nan"), float("inf")]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=6),  # lone surrogates included
+    st.sampled_from([_Label("x"), _Kind.A, b"bytes", (1, 2), "-0.0 in text"]),
+)
+_odd_values = st.recursive(
+    _odd_leaves,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.text(max_size=4), inner, max_size=4),
+        st.dictionaries(st.sampled_from([1, _Label("k"), "k"]), inner, max_size=2),
+    ),
+    max_leaves=12,
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b) or (a != a and b != b)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.one_of(
+        st.lists(_odd_values, max_size=3),
+        st.dictionaries(st.text(max_size=3), _odd_values, max_size=3),
+    )
+)
+def test_the_fast_lossless_copy_equals_the_walk(value: Any) -> None:
+    from pytest_dsh_replay._errors import SessionStoreError
+    from pytest_dsh_replay._log_rules import _json_walk, json_copy
+
+    try:
+        expected = _json_walk(value, "data")
+    except SessionStoreError as err:
+        message = str(err)
+    else:
+        message = None
+    if message is not None:
+        with pytest.raises(SessionStoreError) as refused:
+            json_copy(value, "data")
+        assert str(refused.value) == message
+        return
+    copy = json_copy(value, "data")
+    assert _same(copy, expected)
+    assert copy is not value
