@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -478,3 +479,97 @@ def test_the_fast_lossless_copy_equals_the_walk(value: Any) -> None:
     copy = json_copy(value, "data")
     assert _same(copy, expected)
     assert copy is not value
+
+
+# --- the replayed-log check: the byte shortcut finds what normalizing everything finds ----
+
+_IDS = [
+    "0b9d4a52-6f0e-4c1e-9a57-000000000001",
+    "0B9D4A52-6F0E-4C1E-9A57-000000000002",
+    "p",
+    "session-long-id",
+]
+_CWDS = ["/work/proj", "/tmp/x y"]
+_pieces = st.sampled_from(
+    [
+        *_IDS,
+        *_CWDS,
+        "/work/proj/file.py",
+        "hi",
+        "x session-long-id y",
+        "createdAt",
+        "\n",
+        "\x01",
+        "",
+    ]
+)
+_strings = st.lists(_pieces, max_size=3).map("".join)
+_leaf = st.one_of(_strings, st.none(), st.booleans(), st.sampled_from([0, 1, 1.0, -0.0, 2.5, 7]))
+_payload = st.recursive(
+    _leaf,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(
+            st.sampled_from(["text", "id", "createdAt", "durationMs", "p"]), inner, max_size=3
+        ),
+    ),
+    max_leaves=8,
+)
+_log_events = st.lists(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["assistant/chunk", "user/message"]), "data": _payload},
+        optional={"seq": st.integers(0, 5), "time": st.integers(0, 5)},
+    ),
+    max_size=5,
+)
+
+
+@st.composite
+def _log_pairs(draw: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    expected = draw(_log_events)
+    actual = [dict(e) for e in expected]
+    for _ in range(draw(st.integers(0, 3))):  # a few events changed, added or dropped
+        choice = draw(st.sampled_from([0, 1, 2, 3, 3, 3]))
+        if choice == 3 and actual:  # one id or path written as another in one event
+            k = draw(st.integers(0, len(actual) - 1))
+            text = orjson.dumps(actual[k]).decode()
+            present = [x for x in _IDS + _CWDS if x in text]
+            if present:
+                old, new = draw(st.sampled_from(present)), draw(st.sampled_from(_IDS + _CWDS))
+                actual[k] = orjson.loads(text.replace(old, new))
+        elif choice == 0 and actual:
+            actual[draw(st.integers(0, len(actual) - 1))] = draw(_log_events.filter(bool))[0]
+        elif choice == 1:
+            actual.append(draw(_log_events.filter(bool))[0])
+        elif actual:
+            actual.pop()
+    return expected, actual
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(_log_pairs(), _log_pairs(), st.sampled_from([[], _IDS[2:], _IDS]), st.booleans())
+def test_the_log_check_shortcut_finds_what_normalizing_everything_finds(
+    first: Any, second: Any, ids: list[str], with_cwd: bool
+) -> None:
+    from pytest_dsh_replay._events import SessionHeader
+    from pytest_dsh_replay._normalize import Normalizer, diff_logs
+
+    header = SessionHeader(id="p")
+    cwds = _CWDS if with_cwd else []
+
+    def run(shortcut: bool) -> list[Any]:
+        expected = Normalizer(session_ids=ids, cwds=cwds)
+        actual = Normalizer(session_ids=ids[::-1], cwds=cwds)
+        return [
+            diff_logs(
+                name,
+                (header, pair[0]),
+                (header, pair[1]),
+                expected_normalizer=expected,
+                actual_normalizer=actual,
+                shortcut=shortcut,
+            )
+            for name, pair in (("session.jsonl", first), ("session.1.jsonl", second))
+        ]
+
+    assert run(True) == run(False)
