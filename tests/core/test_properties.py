@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import enum
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -420,7 +421,7 @@ class _Label(str):
     pass
 
 
-class _Kind(str, __import__("enum").Enum):
+class _Kind(str, enum.Enum):
     A = "a"
 
 
@@ -465,12 +466,11 @@ def test_the_fast_lossless_copy_equals_the_walk(value: Any) -> None:
     from pytest_dsh_replay._errors import SessionStoreError
     from pytest_dsh_replay._log_rules import _json_walk, json_copy
 
+    message: str | None = None
     try:
         expected = _json_walk(value, "data")
     except SessionStoreError as err:
         message = str(err)
-    else:
-        message = None
     if message is not None:
         with pytest.raises(SessionStoreError) as refused:
             json_copy(value, "data")

@@ -4,7 +4,7 @@ collection kept out of the recordings, unused scenarios found without resolving 
 from __future__ import annotations
 
 import pytest
-from scenario_files import make_scenario
+from support.scenarios import make_scenario
 
 
 def test_a_finished_test_keeps_no_replay_alive(pytester: pytest.Pytester) -> None:
@@ -48,7 +48,7 @@ def test_tests_replaying_one_scenario_share_it_and_see_a_rewrite(
     pytester.makepyfile(
         """
         import pytest
-        from scenario_files import make_scenario
+        from support.scenarios import make_scenario
 
         SEEN = []
 
