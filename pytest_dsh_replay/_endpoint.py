@@ -32,11 +32,8 @@ and are logged exactly like in-process calls. What the call's chunks become:
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import math
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
@@ -44,15 +41,23 @@ import orjson
 
 from ._errors import DshReplayError, ReplayCancelledError, ReplayedModelError
 from ._events import StreamChunk
+from ._http import (
+    ANTHROPIC,
+    OPENAI,
+    CallCancel,
+    DroppedConnection,
+    EndpointResponse,
+    TimedOut,
+    http_error,
+    json_response,
+)
 from ._proxy import Relay
 from ._routing import Route, Router
 from ._wire_anthropic import AnthropicEncoder, anthropic_message
-from ._wire_openai import CONTEXT_OVERFLOW, OpenAIEncoder, openai_completion
+from ._wire_openai import OpenAIEncoder, openai_completion
 
 __all__ = ["Endpoint", "EndpointResponse", "http_error"]
 
-OPENAI: Final = "openai"
-ANTHROPIC: Final = "anthropic"
 _ROUTES: Final = {
     "/v1/chat/completions": OPENAI,
     "/chat/completions": OPENAI,
@@ -63,191 +68,10 @@ _CONTENT: Final = frozenset({"text-delta", "reasoning-delta", "tool-call-delta"}
 # Failures that are a stream of their own rather than an HTTP error.
 _IN_STREAM: Final = frozenset({"EMPTY_RESPONSE", "CONTENT_FILTER", "STREAM_CLOSED"})
 _DROP_CODES: Final = frozenset({"TRANSPORT", "NETWORK", "TIMEOUT", "ABORTED"})
-_STATUS_BY_CODE: Final = {
-    "AUTH": 401,
-    "MISSING_CREDENTIAL": 401,
-    "QUOTA": 402,
-    "RATE_LIMIT": 429,
-    "CONTEXT_WINDOW_EXCEEDED": 400,
-    "INVALID_REQUEST": 400,
-    "CONTENT_FILTER": 400,
-    "SERVER": 500,
-}
-_ANTHROPIC_TYPES: Final = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    402: "billing_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    529: "overloaded_error",
-}
-_OPENAI_TYPES: Final = {
-    400: ("invalid_request_error", None),
-    401: ("authentication_error", "invalid_api_key"),
-    402: ("insufficient_quota", "insufficient_quota"),
-    403: ("permission_error", None),
-    429: ("rate_limit_error", "rate_limit_exceeded"),
-}
-_JSON: Final = ("content-type", "application/json")
-_STEP_S: Final = 0.05  # how often a waiting call looks at its client and deadline
 _SSE: Final = [
     ("content-type", "text/event-stream"),
     ("cache-control", "no-cache"),
 ]
-
-
-class EndpointResponse:
-    """One response: status, headers and a body of bytes pieces.
-
-    Attributes:
-        status: The HTTP status.
-        headers: ``(name, value)`` pairs, lower-case names.
-        body: The body, produced as it is read (a stream ends when the call does).
-        drop: Whether the connection is to be dropped without a response (a recorded
-            transport failure); when the body raises :class:`DroppedConnection` the
-            connection is dropped mid-stream.
-    """
-
-    __slots__ = ("_cancel", "body", "drop", "headers", "status")
-
-    def __init__(
-        self,
-        status: int,
-        headers: list[tuple[str, str]],
-        body: Iterator[bytes],
-        *,
-        drop: bool = False,
-        cancel: threading.Event | None = None,
-    ):
-        self.status = status
-        self.headers = headers
-        self.body = body
-        self.drop = drop
-        self._cancel = cancel
-
-    def close(self) -> None:
-        """Stop producing the body (the client went away); ends the model call.
-
-        Safe from any thread: a body being read elsewhere is cancelled and ends there.
-        """
-        if self._cancel is not None:
-            self._cancel.set()
-        close = getattr(self.body, "close", None)
-        if close is not None:
-            with contextlib.suppress(ValueError):  # read in another thread: cancel ends it
-                close()
-
-
-class DroppedConnection(Exception):
-    """Raised by a response body: drop the connection here (a recorded transport failure)."""
-
-
-class TimedOut(Exception):
-    """Raised by a response body: the client's read timeout passed while the call hung."""
-
-
-class CallCancel(threading.Event):
-    """Cancels one replayed call: when the client goes away, a read timeout, or closing.
-
-    The replay model waits on it while a ``hang`` entry blocks; each wait step also
-    asks ``probe`` whether the client is still there and checks the read deadline.
-
-    Args:
-        probe: Returns ``True`` once the client has gone away (or ``None``).
-        timeout: The client's read timeout in seconds (or ``None``): the longest wait
-            between two pieces of the body.
-    """
-
-    def __init__(self, probe: Callable[[], bool] | None, timeout: float | None):
-        super().__init__()
-        self._probe = probe
-        self._timeout = timeout
-        self._deadline = math.inf
-        self.timed_out = False
-        self.touch()
-
-    def touch(self) -> None:
-        """Restart the read deadline (a piece of the body went out)."""
-        if self._timeout is not None:
-            self._deadline = time.monotonic() + self._timeout
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait like :meth:`threading.Event.wait`, also watching the client and deadline."""
-        left = math.inf if timeout is None else timeout
-        while True:
-            if self.is_set():
-                return True
-            if self._probe is not None and self._probe():
-                self.set()
-                return True
-            remaining = self._deadline - time.monotonic()
-            if remaining <= 0:
-                self.timed_out = True
-                self.set()
-                return True
-            if left <= 0:
-                return False
-            step = min(remaining, left, _STEP_S)
-            if super().wait(step):
-                return True
-            left -= step
-
-
-def _json(status: int, body: Any, extra: list[tuple[str, str]] | None = None) -> EndpointResponse:
-    return EndpointResponse(status, [_JSON, *(extra or [])], iter((orjson.dumps(body),)))
-
-
-def _seconds(ms: int) -> str:
-    return str(ms // 1000) if ms % 1000 == 0 else f"{ms / 1000:g}"
-
-
-def http_error(wire: str, failure: Mapping[str, Any]) -> EndpointResponse:
-    """The HTTP error response a provider sends for a recorded failure.
-
-    Args:
-        wire: ``"openai"`` or ``"anthropic"``.
-        failure: ``{"message", "code", "status"?, "providerRetryAfterMs"?, "requestId"?}``.
-
-    Returns:
-        The status recorded in ``failure`` (400-599), else one chosen by code; the
-        wire's error body; ``retry-after`` for a recorded retry delay; the request id.
-    """
-    code = str(failure.get("code", "UNKNOWN"))
-    message = str(failure.get("message", "")) or code
-    status = failure.get("status")
-    if not (isinstance(status, int) and 400 <= status <= 599):
-        if code == "OVERLOADED":
-            status = 529 if wire == ANTHROPIC else 503
-        elif code.startswith("HTTP_") and code[5:].isdigit() and 400 <= int(code[5:]) <= 599:
-            status = int(code[5:])
-        else:
-            status = _STATUS_BY_CODE.get(code, 500)
-    if code == "CONTEXT_WINDOW_EXCEEDED" and not CONTEXT_OVERFLOW.search(message):
-        message = f"{message} (prompt is too long for the model's context window)"
-    headers: list[tuple[str, str]] = [_JSON]
-    retry = failure.get("providerRetryAfterMs")
-    if isinstance(retry, int) and not isinstance(retry, bool) and retry > 0:
-        headers.append(("retry-after", _seconds(retry)))
-        headers.append(("retry-after-ms", str(retry)))
-    request_id = failure.get("requestId")
-    if isinstance(request_id, str) and request_id:
-        headers.append(("x-request-id", request_id))
-        headers.append(("request-id", request_id))
-    if wire == ANTHROPIC:
-        kind = _ANTHROPIC_TYPES.get(
-            status, "api_error" if status >= 500 else "invalid_request_error"
-        )
-        if code == "OVERLOADED":
-            kind = "overloaded_error"
-        body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
-    else:
-        kind, wire_code = _OPENAI_TYPES.get(status, ("server_error", None))
-        if code == "CONTEXT_WINDOW_EXCEEDED":
-            kind, wire_code = "invalid_request_error", "context_length_exceeded"
-        body = {"error": {"message": message, "type": kind, "param": None, "code": wire_code}}
-    return EndpointResponse(status, headers, iter((orjson.dumps(body),)))
 
 
 def _pieces(data: bytes, dropped: bool) -> Iterator[bytes]:
@@ -336,19 +160,21 @@ class Endpoint:
         """
         wire = _ROUTES.get(path.split("?", 1)[0].rstrip("/") or "/")
         if wire is None:
-            return _json(
+            return json_response(
                 404, {"error": {"message": f"no route {method} {path}", "type": "not_found"}}
             )
         if method.upper() != "POST":
-            return _json(
+            return json_response(
                 405, {"error": {"message": f"{path} takes POST", "type": "invalid_request"}}
             )
         if self._closed:
-            return _json(503, {"error": {"message": "the test has ended", "type": "unavailable"}})
+            return json_response(
+                503, {"error": {"message": "the test has ended", "type": "unavailable"}}
+            )
         try:
             request = orjson.loads(body or b"null")
         except orjson.JSONDecodeError as err:
-            return _json(
+            return json_response(
                 400,
                 {
                     "error": {
@@ -358,7 +184,7 @@ class Endpoint:
                 },
             )
         if not isinstance(request, dict):
-            return _json(
+            return json_response(
                 400,
                 {
                     "error": {
@@ -418,7 +244,9 @@ class Endpoint:
         except Exception as error:
             if not relay.started:
                 message = f"the live model failed: {type(error).__name__}: {error}"
-                return _json(502, {"error": {"message": message, "type": "bad_gateway"}}), []
+                return json_response(
+                    502, {"error": {"message": message, "type": "bad_gateway"}}
+                ), []
             raise
         if not relay.started:
             failure = None if first is None else _failure_of(first)
@@ -426,7 +254,7 @@ class Endpoint:
                 for _ in chunks:  # the call ends (and is logged) as it failed
                     pass
                 body = {"error": {"message": failure["message"], "type": "bad_gateway"}}
-                return _json(502, body, [("x-should-retry", "false")]), []
+                return json_response(502, body, [("x-should-retry", "false")]), []
             return None, [] if first is None else [first]
         if relay.status >= 400:
             self.router.answered(route.session_id, failed=True)
@@ -485,7 +313,7 @@ class Endpoint:
             "type": "error",
             "error": {"type": "dsh_replay_error", "message": f"{type(error).__name__}: {error}"},
         }
-        return _json(500, body, [("x-should-retry", "false")])
+        return json_response(500, body, [("x-should-retry", "false")])
 
     def _whole(
         self,
@@ -516,7 +344,7 @@ class Endpoint:
             body = anthropic_message(collected, model=model_name, message_id=call_id)
         else:
             body = openai_completion(collected, model=model_name, completion_id=call_id)
-        return _json(200, body)
+        return json_response(200, body)
 
     def _at_once(
         self,

@@ -34,7 +34,6 @@ Binding is guarded by a lock: the model can be shared by threads and by asyncio 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import threading
@@ -42,8 +41,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final
 
+from ._binding import Binder
+from ._calls import BoundSession, ReplayCall, SessionKey, await_cancelled, wait_cancelled, wake
 from ._entries import HangEntry, ReplayEntry, ThrowEntry
 from ._errors import (
     PlaceholderError,
@@ -56,8 +57,8 @@ from ._errors import (
 )
 from ._events import StreamChunk
 from ._loading import load_scenario
-from ._matching import FirstMessage, opening_texts, seed_messages, trim
-from ._scenario import Scenario, SessionScript
+from ._matching import trim
+from ._scenario import Scenario
 from ._script import last_user_text
 
 if TYPE_CHECKING:
@@ -66,12 +67,6 @@ if TYPE_CHECKING:
 __all__ = ["ReplayBinding", "ReplayModel", "last_user_text"]
 
 _RERECORD: Final = "re-record with --dsh-record"
-# How often a synchronous wait that also watches a caller's threading.Event looks for a
-# model.cancel() (the Event itself is seen at once).
-_POLL_S: Final = 0.05
-
-SessionKey: TypeAlias = "str | None"
-_Waiter: TypeAlias = "threading.Event | tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,55 +92,6 @@ class ReplayBinding:
         return max(self.length - self.cursor, 0)
 
 
-class _Bound:
-    """A live session's binding: its script and cursor (mutable, guarded by the lock)."""
-
-    __slots__ = ("cursor", "entries", "epoch", "index", "key", "placeholders", "script", "waiters")
-
-    def __init__(self, key: SessionKey, index: int, script: SessionScript, flags: tuple[bool, ...]):
-        self.key = key
-        self.index = index
-        self.script = script
-        self.entries = script.entries
-        self.placeholders = flags
-        self.cursor = 0
-        # model.cancel() increments the epoch: every call made before it is cancelled.
-        self.epoch = 0
-        self.waiters: set[_Waiter] = set()
-
-
-class _Call:
-    """One model call: what to replay, or the error to raise when it is read."""
-
-    __slots__ = ("bound", "entry", "epoch", "error", "flag", "messages", "number", "placeholders")
-
-    def __init__(
-        self,
-        *,
-        bound: _Bound | None = None,
-        number: int = 0,
-        entry: ReplayEntry | None = None,
-        placeholders: bool = False,
-        messages: object = None,
-        flag: threading.Event | asyncio.Event | None = None,
-        error: Exception | None = None,
-    ):
-        self.bound = bound
-        self.epoch = bound.epoch if bound is not None else 0
-        self.number = number
-        self.entry = entry
-        self.placeholders = placeholders
-        self.messages = messages
-        self.flag = flag
-        self.error = error
-
-    def cancelled(self) -> bool:
-        bound = self.bound
-        if bound is not None and bound.epoch != self.epoch:
-            return True
-        return self.flag is not None and self.flag.is_set()
-
-
 def _who(key: SessionKey) -> str:
     return "the anonymous session (calls without session_id)" if key is None else f"session {key!r}"
 
@@ -153,20 +99,6 @@ def _who(key: SessionKey) -> str:
 def _who_first(key: SessionKey, first: str | None) -> str:
     who = _who(key)
     return who if first is None else f"{who} (first user message {trim(first)})"
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-def _wake(waiter: _Waiter) -> None:
-    if isinstance(waiter, threading.Event):
-        waiter.set()
-        return
-    loop, future = waiter
-    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-        loop.call_soon_threadsafe(_settle, future)
 
 
 class ReplayModel:
@@ -219,19 +151,13 @@ class ReplayModel:
         )
         self._workdir = None if workdir is None else Path(workdir)
         self._lock = threading.Lock()
-        self._bound: dict[SessionKey, _Bound] = {}
-        self._taken = [False] * len(self._scripts)
-        self._next = 0  # no script before this index is unbound
+        self._bound: dict[SessionKey, BoundSession] = {}
+        self._binder = Binder(self._scripts)
         self._unrecorded: dict[SessionKey, int] = {}
         self._flags = tuple(
             tuple(_has_placeholders(entry) for entry in script.entries) for script in self._scripts
         )
-        self._openers: list[FirstMessage | None] | None = None  # compiled on first use
         self._first: dict[SessionKey, str | None] = {}  # live key -> its first message
-        self._children: dict[str, list[int]] = {}
-        for i, script in enumerate(self._scripts):
-            if not script.primary and script.parent_session:
-                self._children.setdefault(script.parent_session, []).append(i)
 
     # --- public state ------------------------------------------------------------------
 
@@ -472,7 +398,7 @@ class ReplayModel:
             bound.epoch += 1
             waiters = list(bound.waiters)
         for waiter in waiters:
-            _wake(waiter)
+            wake(waiter)
 
     def assert_consumed(self) -> None:
         """Check that the code under test made every recorded call (SPEC 9).
@@ -494,7 +420,7 @@ class ReplayModel:
                         f"in {b.script.file} (recorded session {b.script.recorded_id!r})"
                     )
             for i, script in enumerate(self._scripts):
-                if not self._taken[i] and script.entries:
+                if not self._binder.taken[i] and script.entries:
                     problems.append(
                         f"recorded session {script.recorded_id!r} ({script.file}, "
                         f"{len(script.entries)} call(s)) was never bound to a live session"
@@ -518,7 +444,7 @@ class ReplayModel:
         flag: threading.Event | asyncio.Event | None,
         seed_length: int | None = None,
         by_content: bool = False,
-    ) -> _Call:
+    ) -> ReplayCall:
         if request.__class__ is not dict and not isinstance(request, Mapping):
             raise TypeError(
                 "the model request must be a mapping with a 'messages' list, got "
@@ -532,7 +458,7 @@ class ReplayModel:
                 if isinstance(found, str):
                     number = self._unrecorded.get(key, 0) + 1
                     self._unrecorded[key] = number
-                    return _Call(error=self._binding_error(key, number, found))
+                    return ReplayCall(error=self._binding_error(key, number, found))
                 bound = found
             # The one place where a call of a bound session is admitted: a gate that keeps
             # the recorded order of calls across sessions would wait here.
@@ -540,8 +466,8 @@ class ReplayModel:
             bound.cursor = index + 1
         entries = bound.entries
         if index >= len(entries):
-            return _Call(error=self._exhausted(bound, index + 1))
-        return _Call(
+            return ReplayCall(error=self._exhausted(bound, index + 1))
+        return ReplayCall(
             bound=bound,
             number=index + 1,
             entry=entries[index],
@@ -557,78 +483,21 @@ class ReplayModel:
         messages: object,
         seed_length: int | None,
         by_content: bool,
-    ) -> _Bound | str:
+    ) -> BoundSession | str:
         """Bind ``key`` (the lock is held); return the binding or why there is none."""
-        openings = opening_texts(messages)
-        self._first[key] = openings[-1] if openings else None
-        if parent is not None or by_content:
-            live_parent = None if parent is None else self._bound.get(parent)
-            if live_parent is None and not self._taken[0]:
-                return self._take(key, 0)  # a new conversation: the primary first
-            where = "the scenario"
-            kids: list[int] | None = None
-            if live_parent is not None:
-                recorded = live_parent.script.recorded_id
-                kids = self._children.get(recorded) if recorded else None
-                if kids:
-                    where = (
-                        f"the recorded children of session {recorded!r} "
-                        f"({live_parent.script.file}), which live session {parent!r} replays"
-                    )
-            if not kids:
-                kids = [i for i, script in enumerate(self._scripts) if not script.primary]
-                if not kids:
-                    return "the scenario recorded no child session, and its primary is bound"
-            free = [i for i in kids if not self._taken[i]]
-            if not free:
-                files = ", ".join(self._scripts[i].file for i in kids) or "none"
-                return f"every one of {where} ({files}) is already bound"
-            seeded = bool(seed_messages(messages)) if seed_length is None else seed_length > 0
-            return self._match(key, free, openings, seeded, where)
-        while self._next < len(self._scripts) and self._taken[self._next]:
-            self._next += 1
-        if self._next >= len(self._scripts):
-            return (
-                f"the scenario recorded {len(self._scripts)} session(s) and every one is "
-                "already bound"
-            )
-        return self._take(key, self._next)
-
-    def _opener(self, index: int) -> FirstMessage | None:
-        if self._openers is None:
-            ids = [s.recorded_id for s in self._scripts if s.recorded_id]
-            self._openers = [
-                None if s.first_user_text is None else FirstMessage(s.first_user_text, ids)
-                for s in self._scripts
-            ]
-        return self._openers[index]
-
-    def _match(
-        self, key: SessionKey, free: list[int], openings: list[str], seeded: bool, where: str
-    ) -> _Bound | str:
-        """Take the free recorded child whose first user message the request opens with."""
-        matching = []
-        for i in free:
-            opener = self._opener(i)
-            if opener is not None and opener.matches(openings):
-                matching.append(i)
-        if matching:
-            same = [i for i in matching if (self._scripts[i].seed_length > 0) == seeded]
-            return self._take(key, (same or matching)[0])
-        unknown = [i for i in free if self._scripts[i].first_user_text is None]
-        if unknown or not openings:  # nothing to compare: recorded (or live) has no message
-            return self._take(key, (unknown or free)[0])
-        listed = "; ".join(
-            f"{self._scripts[i].file}: {trim(self._scripts[i].first_user_text)}" for i in free
+        self._first[key] = self._binder.first_message(messages)
+        live_parent = None if parent is None else self._bound.get(parent)
+        found = self._binder.choose(
+            messages,
+            parent=parent,
+            parent_script=None if live_parent is None else live_parent.script,
+            seed_length=seed_length,
+            by_content=by_content,
         )
-        return (
-            f"its first user message {trim(openings[-1])} matches no unbound recorded child "
-            f"in {where} (unbound: {listed})"
-        )
+        return found if isinstance(found, str) else self._take(key, found)
 
-    def _take(self, key: SessionKey, index: int) -> _Bound:
-        self._taken[index] = True
-        bound = _Bound(key, index, self._scripts[index], self._flags[index])
+    def _take(self, key: SessionKey, index: int) -> BoundSession:
+        bound = BoundSession(key, index, self._binder.take(index), self._flags[index])
         self._bound[key] = bound
         return bound
 
@@ -645,7 +514,7 @@ class ReplayModel:
             f"code under test started more sessions than were recorded; {_RERECORD}"
         )
 
-    def _exhausted(self, bound: _Bound, number: int) -> ReplayExhaustedError:
+    def _exhausted(self, bound: BoundSession, number: int) -> ReplayExhaustedError:
         script = bound.script
         length = len(bound.entries)
         return ReplayExhaustedError(
@@ -662,7 +531,7 @@ class ReplayModel:
 
     # --- replaying one call ---------------------------------------------------------------
 
-    def _where(self, call: _Call) -> str:
+    def _where(self, call: ReplayCall) -> str:
         assert call.bound is not None
         script = call.bound.script
         return (
@@ -670,10 +539,12 @@ class ReplayModel:
             f"{script.recorded_id!r}, {script.file})"
         )
 
-    def _cancelled(self, call: _Call, during: str = "") -> ReplayCancelledError:
+    def _cancelled(self, call: ReplayCall, during: str = "") -> ReplayCancelledError:
         return ReplayCancelledError(f"{self._where(call)} was cancelled{during}")
 
-    def _prepare(self, call: _Call) -> tuple[list[StreamChunk], str | None, str | None, str | None]:
+    def _prepare(
+        self, call: ReplayCall
+    ) -> tuple[list[StreamChunk], str | None, str | None, str | None]:
         """The call's chunks, throw message/code and readyFile, placeholders resolved."""
         entry = call.entry
         assert entry is not None
@@ -692,7 +563,7 @@ class ReplayModel:
             chunks = self._resolve(call, chunks)
         return chunks, None, None, None
 
-    def _resolve(self, call: _Call, value: Any) -> Any:
+    def _resolve(self, call: ReplayCall, value: Any) -> Any:
         from ._placeholders import resolve_placeholders  # only for calls that hold one
 
         try:
@@ -705,7 +576,7 @@ class ReplayModel:
                 path=str(script.path) if script.path is not None else script.file,
             ) from None
 
-    def _write_ready(self, call: _Call, name: str) -> None:
+    def _write_ready(self, call: ReplayCall, name: str) -> None:
         base = os.path.realpath(self._workdir if self._workdir is not None else os.getcwd())
         if "\x00" in name:
             raise ScriptError(
@@ -728,7 +599,7 @@ class ReplayModel:
                 f"{err.strerror or err}"
             ) from None
 
-    def _replay(self, call: _Call) -> Iterator[StreamChunk]:
+    def _replay(self, call: ReplayCall) -> Iterator[StreamChunk]:
         if call.error is not None:
             raise call.error
         chunks, message, code, ready = self._prepare(call)
@@ -737,7 +608,7 @@ class ReplayModel:
             yield chunks[1]
             if ready is not None:
                 self._write_ready(call, ready)
-            self._wait(call, None)
+            wait_cancelled(self._lock, call, None)
             raise self._cancelled(call, " while its recorded stream hung")
         bound = call.bound
         assert bound is not None
@@ -754,7 +625,7 @@ class ReplayModel:
                     raise self._cancelled(call)
                 if pace:
                     if self._default_sleep:
-                        if self._wait(call, pace):
+                        if wait_cancelled(self._lock, call, pace):
                             raise self._cancelled(call, " while pacing")
                     else:
                         self._sleep(pace)
@@ -765,7 +636,7 @@ class ReplayModel:
             assert code is not None
             raise ReplayedModelError(message, code)
 
-    async def _areplay(self, call: _Call) -> AsyncIterator[StreamChunk]:
+    async def _areplay(self, call: ReplayCall) -> AsyncIterator[StreamChunk]:
         if call.error is not None:
             raise call.error
         chunks, message, code, ready = self._prepare(call)
@@ -774,7 +645,7 @@ class ReplayModel:
             yield chunks[1]
             if ready is not None:
                 self._write_ready(call, ready)
-            await self._await(call, None)
+            await await_cancelled(self._lock, call, None)
             raise self._cancelled(call, " while its recorded stream hung")
         bound = call.bound
         assert bound is not None
@@ -791,7 +662,7 @@ class ReplayModel:
                     raise self._cancelled(call)
                 if pace:
                     if self._default_asleep:
-                        if await self._await(call, pace):
+                        if await await_cancelled(self._lock, call, pace):
                             raise self._cancelled(call, " while pacing")
                     else:
                         assert self._asleep is not None
@@ -804,67 +675,6 @@ class ReplayModel:
             raise ReplayedModelError(message, code)
 
     # --- waiting until cancelled --------------------------------------------------------
-
-    def _wait(self, call: _Call, timeout: float | None) -> bool:
-        """Block until ``call`` is cancelled (True) or ``timeout`` seconds pass (False)."""
-        bound = call.bound
-        assert bound is not None
-        flag = call.flag
-        if isinstance(flag, threading.Event):
-            # The caller's event is waited on directly; model.cancel() is polled.
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while True:
-                step = _POLL_S
-                if deadline is not None:
-                    step = min(step, deadline - time.monotonic())
-                    if step <= 0:
-                        return call.cancelled()
-                if flag.wait(step) or bound.epoch != call.epoch:
-                    return True
-        event = threading.Event()
-        with self._lock:
-            if call.cancelled():
-                return True
-            bound.waiters.add(event)
-        try:
-            event.wait(timeout)
-        finally:
-            with self._lock:
-                bound.waiters.discard(event)
-        return call.cancelled()
-
-    async def _await(self, call: _Call, timeout: float | None) -> bool:
-        """Wait until ``call`` is cancelled (True) or ``timeout`` seconds pass (False).
-
-        Task cancellation propagates as :class:`asyncio.CancelledError`.
-        """
-        bound = call.bound
-        assert bound is not None
-        import asyncio
-
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        waiter = (loop, future)
-        with self._lock:
-            if call.cancelled():
-                return True
-            bound.waiters.add(waiter)
-        timer = None if timeout is None else loop.call_later(timeout, _settle, future)
-        watcher: asyncio.Task[Any] | None = None
-        flag = call.flag
-        if isinstance(flag, asyncio.Event):
-            watcher = loop.create_task(flag.wait())
-            watcher.add_done_callback(lambda _task: _settle(future))
-        try:
-            await future
-        finally:
-            with self._lock:
-                bound.waiters.discard(waiter)
-            if timer is not None:
-                timer.cancel()
-            if watcher is not None:
-                watcher.cancel()
-        return call.cancelled()
 
 
 def _has_placeholders(entry: ReplayEntry) -> bool:

@@ -22,7 +22,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 
-from ._endpoint import DroppedConnection, Endpoint, TimedOut
+from ._endpoint import Endpoint
+from ._http import DroppedConnection, TimedOut
 
 __all__ = ["IDLE_TIMEOUT_S", "MAX_CONNECTIONS", "EndpointServer"]
 

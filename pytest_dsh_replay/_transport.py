@@ -26,8 +26,9 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Final
 
-from ._endpoint import DroppedConnection, Endpoint, EndpointResponse, TimedOut
+from ._endpoint import Endpoint
 from ._errors import DshReplayError
+from ._http import DroppedConnection, EndpointResponse, TimedOut
 
 __all__ = ["MAX_WORKERS", "async_transport", "httpx_module", "sync_transport"]
 
