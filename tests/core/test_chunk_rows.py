@@ -7,8 +7,6 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from pytest_dsh_replay import SessionLogError, decode_storage_record, pack_chunk_runs
 from pytest_dsh_replay._chunk_rows import SQLITE_MAX_DATA_BYTES
@@ -245,50 +243,3 @@ def test_encoder_does_not_mutate_its_input() -> None:
     before = copy.deepcopy(events)
     pack_chunk_runs(events)
     assert events == before
-
-
-safe_ints = st.integers(min_value=-(2**40), max_value=2**40)
-chunk_kinds = st.sampled_from(["text-delta", "reasoning-delta", "tool-call-delta", "finish"])
-
-
-@st.composite
-def event_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
-    n = draw(st.integers(min_value=0, max_value=40))
-    events: list[dict[str, Any]] = []
-    time = draw(safe_ints)
-    for seq in range(n):
-        time += draw(st.integers(min_value=-1000, max_value=1000))
-        kind = draw(chunk_kinds)
-        turn = draw(st.integers(1, 2))
-        index = draw(st.integers(0, 1))
-        chunk: dict[str, Any]
-        if kind == "tool-call-delta":
-            chunk = {"type": kind, "index": index, "id": draw(st.sampled_from(["a", "b"]))}
-            if draw(st.booleans()):
-                chunk["name"] = draw(st.sampled_from(["r", "w"]))
-            chunk["argumentsDelta"] = draw(st.text(max_size=5))
-        elif kind == "finish":
-            chunk = {"type": "finish", "reason": {"kind": "stop"}}
-        else:
-            chunk = {"type": kind, "index": index, "text": draw(st.text(max_size=5))}
-        if draw(st.integers(0, 9)) == 0:
-            events.append({"type": "turn/start", "seq": seq, "time": time, "data": {"turn": turn}})
-        else:
-            events.append(
-                {
-                    "type": "assistant/chunk",
-                    "seq": seq,
-                    "time": time,
-                    "data": {"turn": turn, "step": 1, "chunk": chunk},
-                }
-            )
-    return events
-
-
-@settings(max_examples=100, deadline=None)
-@given(event_streams(), st.one_of(st.none(), st.integers(3, 6)))
-def test_encode_then_decode_gives_back_the_same_events(
-    events: list[dict[str, Any]], max_members: int | None
-) -> None:
-    records = pack_chunk_runs(events, max_members=max_members)
-    assert expand(orjson.loads(orjson.dumps(records))) == events

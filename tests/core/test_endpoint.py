@@ -14,6 +14,7 @@ import anthropic
 import openai
 import pytest
 from hang_guard import deadline
+from support.chunks import text_entry
 
 from pytest_dsh_replay._endpoint import Endpoint
 from pytest_dsh_replay._entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
@@ -34,14 +35,7 @@ TEXT: list[dict[str, Any]] = [
 
 
 def reply(text: str) -> ChunksEntry:
-    return ChunksEntry(
-        [
-            {"type": "block-start", "index": 0, "blockType": "text"},
-            {"type": "text-delta", "index": 0, "text": text},
-            {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}},
-            {"type": "finish", "reason": {"kind": "stop"}},
-        ]
-    )
+    return text_entry(text)
 
 
 def failed(failure: dict[str, Any]) -> ChunksEntry:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.chunks import text_call
 
 from pytest_dsh_replay._entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from pytest_dsh_replay._errors import (
@@ -38,13 +39,7 @@ PREFIX = [
 
 
 def reply(text: str) -> list[Chunk]:
-    return [
-        {"type": "block-start", "index": 0, "blockType": "text"},
-        {"type": "text-delta", "index": 0, "text": text},
-        {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}},
-        {"type": "usage", "usage": {"inputTokens": 1, "outputTokens": 1}},
-        {"type": "finish", "reason": {"kind": "stop"}},
-    ]
+    return text_call(text, usage={"inputTokens": 1, "outputTokens": 1})
 
 
 def call(text: str) -> ChunksEntry:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.chunks import chunk_events, text_call
 
 from pytest_dsh_replay import load_scenario
 from pytest_dsh_replay._jsonl import dump_session_log
@@ -30,21 +31,7 @@ CHILDREN = {
 
 
 def reply_events(text: str, turn: int, first_seq: int) -> list[dict[str, Any]]:
-    chunks = [
-        {"type": "block-start", "index": 0, "blockType": "text"},
-        {"type": "text-delta", "index": 0, "text": text},
-        {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}},
-        {"type": "finish", "reason": {"kind": "stop"}},
-    ]
-    return [
-        {
-            "type": "assistant/chunk",
-            "seq": first_seq + n,
-            "time": 0,
-            "data": {"turn": turn, "step": 1, "chunk": chunk},
-        }
-        for n, chunk in enumerate(chunks)
-    ]
+    return chunk_events(text_call(text), turn=turn, first_seq=first_seq)
 
 
 def user_event(text: str, seq: int) -> dict[str, Any]:

@@ -192,9 +192,11 @@ HEADER = {"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegatio
 
 
 @SETTINGS
-@given(event_lists)
-def test_pack_then_decode_gives_the_events_back(events: list[dict[str, Any]]) -> None:
-    records = pack_chunk_runs(events)
+@given(event_lists, st.one_of(st.none(), st.integers(3, 6)))
+def test_pack_then_decode_gives_the_events_back(
+    events: list[dict[str, Any]], max_members: int | None
+) -> None:
+    records = pack_chunk_runs(events, max_members=max_members)
     decoded = [e for r in records for e in decode_storage_record(r)]
     assert decoded == events
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import chunks
 
 from pytest_dsh_replay import (
     JsonlBackend,
@@ -180,13 +181,7 @@ def test_async_callers_of_a_sync_only_model(store: SessionStore) -> None:
 
 
 def text_call(text: str) -> list[dict[str, Any]]:
-    return [
-        {"type": "block-start", "index": 0, "blockType": "text"},
-        {"type": "text-delta", "index": 0, "text": text},
-        {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}},
-        {"type": "usage", "usage": {"inputTokens": 3, "outputTokens": 1}},
-        {"type": "finish", "reason": {"kind": "stop"}},
-    ]
+    return chunks.text_call(text, usage={"inputTokens": 3, "outputTokens": 1})
 
 
 CALC = {"type": "tool-call", "id": "call-1", "name": "calc", "arguments": '{"q": "6*7"}'}

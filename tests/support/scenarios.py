@@ -13,16 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dsh_replay import MemoryBackend, RecordingModel, SessionStore, write_scenario
-
-
-def text_call(text: str) -> list[dict[str, Any]]:
-    """One finished call streaming ``text``."""
-    return [
-        {"type": "block-start", "index": 0, "blockType": "text"},
-        {"type": "text-delta", "index": 0, "text": text},
-        {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}},
-        {"type": "finish", "reason": {"kind": "stop"}},
-    ]
+from support.chunks import text_call
 
 
 class _Scripted:
