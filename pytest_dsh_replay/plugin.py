@@ -45,9 +45,10 @@ def _parse_record_mode(value: str) -> str:
 
 
 _HOW_TO_RECORD: Final = (
-    "--dsh-record needs a live model: set DSH_RECORD_BASE_URL, DSH_RECORD_API_KEY and "
-    "DSH_RECORD_MODEL for an OpenAI-compatible endpoint (pip install "
-    "'pytest-dsh-replay[record]'), or implement the hook pytest_dsh_replay_live_model"
+    "--dsh-record needs a live model: set DSH_RECORD_BASE_URL, DSH_RECORD_API_KEY (and "
+    "DSH_RECORD_MODEL to override the model requests ask for) for an OpenAI-compatible "
+    "endpoint (pip install 'pytest-dsh-replay[record]'), or implement the hook "
+    "pytest_dsh_replay_live_model"
     "(config, scenario_path) in a conftest.py at the root of your tests"
 )
 

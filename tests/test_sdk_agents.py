@@ -59,12 +59,21 @@ def check(agent: Any, dsh_replay: Any) -> None:
     if dsh_replay.mode == "replay":
         bindings = dsh_replay.model.bindings
         assert len(bindings) == 3
+        scripts = {script.file: script for script in dsh_replay.scenario.scripts}
+        # Each child replays its own recording (its task, fork or not), and is logged
+        # under the live primary: with headers and with content alone, every run.
+        primary = next(key for key, b in bindings.items() if b.file == "session.jsonl")
+        tasks = {}
+        for key, binding in bindings.items():
+            if key != primary:
+                script = scripts[binding.file]
+                tasks[script.first_user_text] = script.seed_length > 0
+                assert dsh_replay.model.live_parent(key) == primary
+        assert tasks == {"Reply ALPHA.": False, "Recall the codeword.": True}
         if agent.identify:  # our headers name the sessions
-            assert bindings[agent.session_id].file == "session.jsonl"
-            assert {bindings[spawn.session_id].file, bindings[fork.session_id].file} == {
-                "session.1.jsonl",
-                "session.2.jsonl",
-            }
+            assert primary == agent.session_id
+            assert scripts[bindings[spawn.session_id].file].first_user_text == "Reply ALPHA."
+            assert scripts[bindings[fork.session_id].file].seed_length > 0
 
 
 @pytest.mark.parametrize(("sdk", "identify"), cases())
