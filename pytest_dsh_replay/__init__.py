@@ -1,6 +1,6 @@
 """pytest-dsh-replay: replay recorded multi-agent LLM sessions deterministically in tests.
 
-The package is layered (DESIGN section 1): this namespace re-exports the pure core,
+The package is layered: this namespace re-exports the pure core,
 which imports neither pytest nor syrupy. The pytest layer lives in ``plugin.py`` and
 ``hookspecs.py``, the syrupy extensions in ``syrupy_ext.py``; pytest loads the plugin
 through the ``pytest11`` entry point, so importing this package never does.

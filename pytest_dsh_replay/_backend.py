@@ -65,7 +65,7 @@ class SessionBackend(Protocol):
         """
 
     def read(self, session_id: str) -> StoredLog | None:
-        """Read a stored session, repairing a torn tail (SPEC 1.7, 5); ``None`` if absent.
+        """Read a stored session, repairing a torn tail; ``None`` if absent.
 
         Raises:
             SessionLogError: The stored data is damaged before its last ``turn/end``,

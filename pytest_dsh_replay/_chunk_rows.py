@@ -306,7 +306,7 @@ def expand_records(records: Iterable[Event | PackedRow]) -> list[Event]:
 
 
 def decode_storage_record(value: Any) -> list[Event]:
-    """Decode one storage record into the logical events it holds (SPEC 4.2).
+    """Decode one storage record into the logical events it holds.
 
     Args:
         value: One parsed JSON value from a log line (``seq0``/``time0`` already filled
@@ -317,7 +317,7 @@ def decode_storage_record(value: Any) -> list[Event]:
         validated at this layer); the expanded member events for a packed row.
 
     Raises:
-        SessionLogError: The row is malformed (SPEC 4.2 reasons).
+        SessionLogError: The row is malformed.
     """
     if not isinstance(value, dict):
         return [value]
@@ -444,7 +444,7 @@ def pack_chunk_runs(
     max_members: int | None = None,
     max_data_bytes: int | None = None,
 ) -> list[JSONObject]:
-    """Encode events as storage records, packing delta runs into rows (SPEC 4.3).
+    """Encode events as storage records, packing delta runs into rows.
 
     The encoder is pure: it never changes the events it is given, and what it returns
     decodes (:func:`decode_storage_record`) back into exactly those events.

@@ -104,7 +104,7 @@ class ChunksEntry(_ChunkHolder):
     """A recorded call that streams its chunks and finishes.
 
     Args:
-        chunks: The stream chunks in order (SPEC 3 shapes); the last is normally a
+        chunks: The stream chunks in order; the last is normally a
             ``finish``. They are copied: later changes to the given objects do not
             reach the entry.
 
@@ -151,7 +151,7 @@ class ChunksEntry(_ChunkHolder):
 
 
 class ThrowEntry(_ChunkHolder):
-    """A call that streams ``chunks`` and then fails with ``message``/``code`` (SPEC 8.2).
+    """A call that streams ``chunks`` and then fails with ``message``/``code``.
 
     Args:
         chunks: The prefix chunks streamed before the failure (often empty).
@@ -191,7 +191,7 @@ class ThrowEntry(_ChunkHolder):
 
 @dataclass(frozen=True, slots=True)
 class HangEntry:
-    """A call that streams two fixed chunks and then blocks until cancelled (SPEC 8.2).
+    """A call that streams two fixed chunks and then blocks until cancelled.
 
     Attributes:
         ready_file: A file written (empty) when the consumer asks for the third chunk, so

@@ -87,11 +87,11 @@ class SessionLogError(DshReplayError, ValueError):
 
 
 class ScenarioError(SessionLogError):
-    """A scenario directory or store breaks the naming rules of SPEC 8.1."""
+    """A scenario directory or store breaks the naming rules (missing primary, a gap, a bad name)."""
 
 
 class ScriptError(DshReplayError, ValueError):
-    """Recorded events cannot be turned into a replay script (SPEC 7).
+    """Recorded events cannot be turned into a replay script.
 
     Attributes:
         path: The log file, when known.
@@ -131,11 +131,11 @@ class ScriptError(DshReplayError, ValueError):
 
 
 class PlaceholderError(ScriptError):
-    """A ``{{fromRequest:<pattern>}}`` placeholder cannot be resolved (SPEC 8.3)."""
+    """A ``{{fromRequest:<pattern>}}`` placeholder cannot be resolved."""
 
 
 class OverrideError(DshReplayError, ValueError):
-    """A ``replay.override.json`` sidecar is invalid (SPEC 8.2).
+    """A ``replay.override.json`` sidecar is invalid.
 
     Attributes:
         path: The sidecar file.
@@ -153,7 +153,7 @@ class OverrideError(DshReplayError, ValueError):
 class SchemaVersionError(DshReplayError, ValueError):
     """A SQLite session store has a foreign schema version, application id or schema.
 
-    The store is refused, never migrated (SPEC 5).
+    The store is refused, never migrated.
 
     Attributes:
         path: The database file.
@@ -193,7 +193,7 @@ FORK_ERROR_CODES: Final[frozenset[str]] = frozenset(
 
 
 class SessionForkError(SessionStoreError):
-    """``SessionStore.fork`` refused (SPEC 6.2).
+    """``SessionStore.fork`` refused.
 
     Attributes:
         code: One of ``SESSION_NOT_FOUND``, ``SESSION_NOT_LIVE``,
@@ -208,11 +208,11 @@ class SessionForkError(SessionStoreError):
 
 
 class ReplayBindingError(DshReplayError, RuntimeError):
-    """A live session called the model but the scenario has no script left for it (SPEC 9)."""
+    """A live session called the model but the scenario has no script left for it."""
 
 
 class ReplayExhaustedError(DshReplayError, RuntimeError):
-    """A session asked for more model calls than its recording holds (SPEC 9).
+    """A session asked for more model calls than its recording holds.
 
     Attributes:
         session_id: The live session id (``None`` for the anonymous session).
@@ -241,7 +241,7 @@ class ReplayExhaustedError(DshReplayError, RuntimeError):
 
 
 class ReplayConsumptionError(DshReplayError, AssertionError):
-    """Recorded model calls were left unused at the end of a test (SPEC 9 ``assertConsumed``).
+    """Recorded model calls were left unused at the end of a test.
 
     Attributes:
         problems: One line per session with unused calls or per never-bound script.
@@ -253,7 +253,7 @@ class ReplayConsumptionError(DshReplayError, AssertionError):
 
 
 class LogMismatchError(DshReplayError, AssertionError):
-    """The logs a replayed run wrote differ from the recording (SPEC 11 comparison)."""
+    """The logs a replayed run wrote differ from the recording."""
 
 
 class ReplayedModelError(DshReplayError, RuntimeError):

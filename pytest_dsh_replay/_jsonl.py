@@ -265,7 +265,7 @@ def _empty(source: str | None) -> SessionLogError:
 
 
 def parse_session_header(text: str | bytes, *, source: str | None = None) -> SessionHeader:
-    """Read the header of a session log, leniently (SPEC 1.3, R ``parseSessionHeader``).
+    """Read the header of a session log, leniently.
 
     Args:
         text: The whole log, or just its first line.
@@ -328,7 +328,7 @@ def iter_records(
 
 
 def parse_session_log(text: str | bytes, *, source: str | None = None) -> list[Event]:
-    """Decode a session log into its events, leniently (SPEC 1.2, 1.5; R ``parseSessionLog``).
+    """Decode a session log into its events, leniently.
 
     Args:
         text: The whole log (header line first). ``bytes`` must be UTF-8.
@@ -597,7 +597,7 @@ def dump_session_log(
     pack_chunks: bool = True,
     envelope: bool = True,
 ) -> bytes:
-    r"""Serialize a session log (SPEC 1.2, 1.5, 4.3).
+    r"""Serialize a session log.
 
     Args:
         header: The header, as a :class:`SessionHeader` (written in its format's field

@@ -128,7 +128,7 @@ def decode_segment(name: str) -> str | None:
 
 
 class JsonlBackend:
-    """Sessions as JSONL files in the dsh harness's layout (SPEC 1.1, 1.2, 1.6, 1.7).
+    """Sessions as JSONL files in the dsh harness's layout.
 
     Each session lives at ``<root>/<project_key(cwd)>/<encode_segment(id)>/session.jsonl``
     (or ``session.jsonl.zstd``). Nothing exists on disk before a session's first write;
@@ -142,7 +142,7 @@ class JsonlBackend:
         compression: ``"none"`` (plain ``session.jsonl``, what snapshot runs use) or
             ``"zstd"`` (needs the ``zstandard`` package: ``pytest-dsh-replay[zstd]``).
             One root holds one encoding: a log of the other kind is refused.
-        pack_chunks: Pack delta runs of 3 or more per batch (SPEC 4.3), as the harness
+        pack_chunks: Pack delta runs of 3 or more per batch, as the harness
             does by default.
         durable: Flush every write to the disk (``fsync``) before it returns. ``False``
             skips that, for throwaway stores such as a test's temporary directory; writes
@@ -217,7 +217,7 @@ class JsonlBackend:
         return path if path.exists() else None
 
     def locate(self, session_id: str) -> Path | None:
-        """The log file of a stored session, or ``None`` (SPEC 1.1 ``findLog``).
+        """The log file of a stored session, or ``None``.
 
         Raises:
             SessionStoreError: The id appears in several project directories, or its
@@ -343,7 +343,7 @@ class JsonlBackend:
             self._paths[header.id] = final
 
     def read(self, session_id: str) -> StoredLog | None:
-        """Read a session's committed prefix, repairing a torn tail on disk (SPEC 1.7).
+        """Read a session's committed prefix, repairing a torn tail on disk.
 
         A plain log is truncated to its last complete accepted record. In zstd mode a
         torn last frame is cut off and the complete records it still held are appended

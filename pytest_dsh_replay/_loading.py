@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ._errors import ScenarioError, SessionLogError
+from ._errors import ScenarioError
 from ._events import Event, SessionHeader
 from ._jsonl import LogName, open_session_log, parse_log_name, read_session_log
 from ._override import Override, load_override
@@ -33,6 +33,7 @@ from ._scenario import (
     PRIMARY_LOG,
     Scenario,
     SessionScript,
+    derived_script,
     iter_scenario_dirs,
     load_session_script,
     scenario_of,
@@ -204,25 +205,13 @@ def _store_script(path: Path, header: SessionHeader, backend: SqliteBackend) -> 
     builder = ScriptBuilder(skip=0 if primary else seed_length, source=source)
     for record in backend.records(header.id):
         builder.record(record)
-    entries = builder.finish()
-    if not primary and seed_length > builder.event_count:
-        raise SessionLogError(
-            f"session {header.id!r}: seed_length {seed_length} is larger than its "
-            f"{builder.event_count} events; a fork child's seed is a prefix of its own log",
-            path=str(path),
-        )
-    return SessionScript(
+    return derived_script(
+        builder,
+        header,
         file=f"{path.name}#{header.id}",
-        recorded_id=header.id,
-        created_at=header.created_at,
-        seed_length=seed_length,
-        parent_session=header.parent_session,
-        primary=primary,
-        entries=tuple(entries),
         path=path,
-        header=header,
-        event_count=builder.event_count,
-        first_user_text=builder.first_user_text,
+        primary=primary,
+        seed_length=seed_length,
     )
 
 

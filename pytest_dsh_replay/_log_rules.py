@@ -335,7 +335,7 @@ _NOT_STARTED_TEXT: Final = (
 
 
 def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
-    """The events that close a turn a crash left open (SPEC 1.7 step 6, RP).
+    """The events that close a turn a crash left open.
 
     Scanning the log, a turn is open between ``turn/start`` and ``turn/end``, a step
     between ``step/start`` and ``step/end``; a tool call is pending from the
@@ -446,7 +446,7 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
 
 
 def completed_turn_prefix(session: HasEvents | Sequence[Event]) -> list[Event] | None:
-    """The seed of a subagent fork child: the balanced completed-turn prefix (SPEC 6.3).
+    """The seed of a subagent fork child: the balanced completed-turn prefix.
 
     This is the log up to and including its last ``turn/end``: events after it (log-only
     events between turns, the turn still running that delegates) are left out.

@@ -102,7 +102,7 @@ def _who_first(key: SessionKey, first: str | None) -> str:
 
 
 class ReplayModel:
-    """A fake streaming model that replays a recorded scenario (SPEC 8.2, 8.3, 9).
+    """A fake streaming model that replays a recorded scenario.
 
     Args:
         scenario: The loaded scenario, or a path :func:`load_scenario` accepts.
@@ -215,7 +215,7 @@ class ReplayModel:
 
         Args:
             request: The model request. ``request["messages"]`` (when present) is the
-                text ``{{fromRequest:...}}`` placeholders search (SPEC 8.3) and, for a
+                text ``{{fromRequest:...}}`` placeholders search and, for a
                 child's first call, the source of its last user message (binding).
             session_id: The live session making the call; ``None`` is the anonymous
                 session.
@@ -232,7 +232,7 @@ class ReplayModel:
             **kwargs: Accepted and ignored (``turn=``, ``step=``, model options).
 
         Returns:
-            An iterator of new chunk objects (SPEC 3 shapes), in recorded order.
+            An iterator of new chunk objects, in recorded order.
             Reading it raises:
 
             - :class:`ReplayBindingError`: no recorded session is left for this live
@@ -401,7 +401,7 @@ class ReplayModel:
             wake(waiter)
 
     def assert_consumed(self) -> None:
-        """Check that the code under test made every recorded call (SPEC 9).
+        """Check that the code under test made every recorded call.
 
         Raises:
             ReplayConsumptionError: A bound session made fewer calls than its recording

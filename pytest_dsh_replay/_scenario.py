@@ -31,6 +31,7 @@ __all__ = [
     "SessionLike",
     "SessionScript",
     "child_order",
+    "derived_script",
     "holds_primary_log",
     "iter_scenario_dirs",
     "load_session_script",
@@ -218,7 +219,6 @@ def load_session_script(
             derive=derive,
         )
         builder.feed(lines)
-    entries = builder.finish()
     if marked:
         if header.seeded and not builder.markers:
             raise SessionLogError(
@@ -235,24 +235,66 @@ def load_session_script(
                 line=header_line,
             )
         seed_length = builder.boundary or 0
-    elif not primary and seed_length > builder.event_count:
+    return derived_script(
+        builder,
+        header,
+        file=file if file is not None else p.name,
+        path=p,
+        primary=primary,
+        seed_length=seed_length,
+        line=None if marked else header_line,
+        override=override,
+    )
+
+
+def derived_script(
+    builder: ScriptBuilder,
+    header: SessionHeader,
+    *,
+    file: str,
+    path: Path,
+    primary: bool,
+    seed_length: int,
+    line: int | None = None,
+    override: Override | None = None,
+) -> SessionScript:
+    """A session's script from a builder that has read the whole log.
+
+    Args:
+        builder: The builder, fed every record of the log.
+        header: The log's header.
+        file: The name reported as :attr:`SessionScript.file`.
+        path: The log (or store) the session was read from.
+        primary: Whether this is the scenario's primary session.
+        seed_length: The inherited prefix the builder skipped (``0`` for none); for a
+            header count (formats 0 and 1, given with ``line``), it must fit the log.
+        line: The header's line, when ``seed_length`` is the header's count to check.
+        override: A sidecar to apply to the derived entries.
+
+    Raises:
+        ScriptError: A call cannot be derived.
+        SessionLogError: A header count larger than the log.
+        OverrideError: The override's patches do not fit the derived script.
+    """
+    entries = builder.finish()
+    if not primary and seed_length > builder.event_count:
         raise SessionLogError(
             f"header seedLength {seed_length} is larger than the log's "
             f"{builder.event_count} events; a fork child's seed is a prefix of its own log",
-            path=source,
-            line=header_line,
+            path=builder.source,
+            line=line,
         )
     if override is not None:
         entries = apply_override(entries, override)
     return SessionScript(
-        file=file if file is not None else p.name,
+        file=file,
         recorded_id=header.id,
         created_at=header.created_at,
         seed_length=seed_length,
         parent_session=header.parent_session,
         primary=primary,
         entries=tuple(entries),
-        path=p,
+        path=path,
         header=header,
         event_count=builder.event_count,
         first_user_text=builder.first_user_text,
@@ -306,7 +348,7 @@ def write_scenario(path: str | os.PathLike[str], sessions: Iterable[SessionLike]
 
     The primary goes to ``session.jsonl`` and the children to ``session.<n>.jsonl`` in
     replay order (:func:`order_sessions`). Each log is written as the harness commits
-    fixtures (SPEC 1.5): the header line, then every event with delta runs packed into
+    fixtures: the header line, then every event with delta runs packed into
     chunk rows and the top-level ``seq``/``time`` envelope removed.
 
     The directory is replaced as a whole: everything is written and flushed to a hidden

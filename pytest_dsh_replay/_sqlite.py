@@ -125,7 +125,7 @@ def _check_identity(conn: sqlite3.Connection, path: str) -> bool:
 
 
 class SqliteBackend:
-    """Sessions in a dsh SQLite store file, schema 18 (SPEC 5).
+    """Sessions in a dsh SQLite store file, schema 18.
 
     Opening a file checks it first: ``user_version`` must be 18, ``application_id``
     ``0x44534850`` and the schema objects exactly the canonical ones; anything else is
@@ -351,7 +351,7 @@ class SqliteBackend:
         return header, records, torn
 
     def read(self, session_id: str) -> StoredLog | None:
-        """Read a session's committed events; delete a torn tail unless read-only (SPEC 5).
+        """Read a session's committed events; delete a torn tail unless read-only.
 
         Raises:
             SessionLogError: A stored value is invalid, or committed rows are damaged.
@@ -402,7 +402,7 @@ class SqliteBackend:
             ) from None
 
     def append(self, header: SessionHeader, events: Sequence[Event], *, create: bool) -> None:
-        """Append one batch in one transaction (SPEC 5); the first creates the session row.
+        """Append one batch in one transaction; the first creates the session row.
 
         Raises:
             SessionStoreError: The session exists (``create``) or not, the batch does

@@ -207,7 +207,7 @@ class Session:
         header: The :class:`~pytest_dsh_replay.events.SessionHeader` (fixed for life).
         events: A read-only sequence of the event dicts, seq order; do not mutate them.
         seed_length: The header's ``seedLength`` (0 when absent): leading events
-            inherited from a fork parent (SPEC 6).
+            inherited from a fork parent.
     """
 
     __slots__ = (
@@ -280,7 +280,7 @@ class Session:
         return f"Session(id={self.id!r}, events={len(self._events)})"
 
     def append(self, type: str, data: Any, **envelope: Any) -> Event:
-        """Append one event and persist it (SPEC 1.4, S ``Session.append``).
+        """Append one event and persist it.
 
         Args:
             type: The event type, e.g. ``"turn/start"`` (not a packed-row tag).
@@ -328,7 +328,7 @@ class Session:
 
         Appends inside the block are visible at once in :attr:`events` and written
         together when the outermost block exits, also when it exits with an exception;
-        delta runs are packed per batch (SPEC 1.6), so batching gives the compact
+        delta runs are packed per batch, so batching gives the compact
         layout the harness's write-behind window gives. Appends from other threads
         during the block join the batch.
 
@@ -383,7 +383,7 @@ class Session:
 
 
 class SessionStore:
-    """Live sessions over a persistence backend (SPEC 6; DESIGN 2).
+    """Live sessions over a persistence backend.
 
     Args:
         backend: Where sessions are persisted: a :class:`JsonlBackend`, a
@@ -464,7 +464,7 @@ class SessionStore:
         seed: Iterable[Event] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> Session:
-        """Create a session (SPEC 6.1; S ``SessionStore.create``).
+        """Create a session.
 
         Args:
             session_id: The id; ``None`` mints a fresh UUID.
@@ -520,7 +520,7 @@ class SessionStore:
         boundary: int | None = None,
         child_session_id: str | None = None,
     ) -> Session:
-        """Fork a live session at an inclusive boundary (SPEC 6.2; S ``fork``).
+        """Fork a live session at an inclusive boundary.
 
         Checks, in order: a given ``child_session_id`` that is taken
         (``SESSION_ALREADY_EXISTS``); the source (``SESSION_NOT_FOUND`` for an id or
@@ -626,7 +626,7 @@ class SessionStore:
         return self._backend.session_ids()
 
     def load(self, session_id: str) -> Session:
-        """Reopen a stored session from the backend's log (SPEC 1.7, 1.8, 6.1).
+        """Reopen a stored session from the backend's log.
 
         The header is kept as stored: ``seedLength`` and ``createdAt`` are never
         recomputed (a seed's length is not the lineage boundary). A torn tail is cut

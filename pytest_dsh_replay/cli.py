@@ -1,4 +1,4 @@
-"""The ``dsh-replay`` command (DESIGN section 5).
+"""The ``dsh-replay`` command.
 
 Subcommands::
 
