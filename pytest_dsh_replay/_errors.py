@@ -87,7 +87,7 @@ class SessionLogError(DshReplayError, ValueError):
 
 
 class ScenarioError(SessionLogError):
-    """A scenario directory or store breaks the naming rules (missing primary, a gap, a bad name)."""
+    """A scenario directory or store breaks the naming rules (no primary, a gap, a bad name)."""
 
 
 class ScriptError(DshReplayError, ValueError):
