@@ -50,7 +50,17 @@ class BoundSession:
 class ReplayCall:
     """One model call: what to replay, or the error to raise when it is read."""
 
-    __slots__ = ("bound", "entry", "epoch", "error", "flag", "messages", "number", "placeholders")
+    __slots__ = (
+        "bound",
+        "entry",
+        "epoch",
+        "error",
+        "flag",
+        "messages",
+        "number",
+        "order",
+        "placeholders",
+    )
 
     def __init__(
         self,
@@ -62,8 +72,10 @@ class ReplayCall:
         messages: object = None,
         flag: threading.Event | asyncio.Event | None = None,
         error: Exception | None = None,
+        order: tuple[int, int] | None = None,
     ):
         self.bound = bound
+        self.order = order  # (recorded session, call) when the recorded order is kept
         self.epoch = bound.epoch if bound is not None else 0
         self.number = number
         self.entry = entry

@@ -379,7 +379,11 @@ class Endpoint:
             if failure.get("code") in _DROP_CODES:
                 return EndpointResponse(0, [], iter(()), drop=True)
             return http_error(wire, failure)
-        encoder = self._encoder(wire, request, model_name, call_id)
+        finish = next((c for c in reversed(collected) if c.get("type") == "finish"), None)
+        state = finish.get("replayState") if finish is not None else None
+        encoder = self._encoder(
+            wire, request, model_name, call_id, state if isinstance(state, Mapping) else None
+        )
         out = [encoder.start()]
         dropped = False
         for chunk in collected:
@@ -397,10 +401,15 @@ class Endpoint:
         return EndpointResponse(200, list(_SSE), _pieces(b"".join(out), dropped))
 
     def _encoder(
-        self, wire: str, request: Mapping[str, Any], model_name: str, call_id: str
+        self,
+        wire: str,
+        request: Mapping[str, Any],
+        model_name: str,
+        call_id: str,
+        replay_state: Mapping[str, Any] | None = None,
     ) -> OpenAIEncoder | AnthropicEncoder:
         if wire == ANTHROPIC:
-            return AnthropicEncoder(model=model_name, message_id=call_id)
+            return AnthropicEncoder(model=model_name, message_id=call_id, replay_state=replay_state)
         options = request.get("stream_options")
         usage = isinstance(options, Mapping) and options.get("include_usage") is True
         return OpenAIEncoder(model=model_name, completion_id=call_id, include_usage=usage)

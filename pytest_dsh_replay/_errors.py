@@ -19,6 +19,7 @@ shares, so code that already catches ``ValueError`` or ``RuntimeError`` keeps wo
     ├── LogMismatchError(AssertionError)       replayed logs differ from the recording
     ├── ReplayedModelError(RuntimeError)       a recorded ``throw`` entry, replayed
     ├── ReplayCancelledError(RuntimeError)     a replayed call was cancelled
+    ├── ReplayOrderError(RuntimeError)         concurrent sessions left the recorded order
     └── RecordingError(RuntimeError)           a recording could not be written
 
 Messages follow one form: where (file:line, session, call), what was expected, what was
@@ -41,6 +42,7 @@ __all__ = [
     "ReplayCancelledError",
     "ReplayConsumptionError",
     "ReplayExhaustedError",
+    "ReplayOrderError",
     "ReplayedModelError",
     "ScenarioError",
     "SchemaVersionError",
@@ -272,6 +274,15 @@ class ReplayedModelError(DshReplayError, RuntimeError):
 
 class ReplayCancelledError(DshReplayError, RuntimeError):
     """A replayed call was cancelled while it waited (``hang`` entries, pacing)."""
+
+
+class ReplayOrderError(DshReplayError, RuntimeError):
+    """A replayed call waited in vain for the recorded order of calls across sessions.
+
+    The recording shows calls of other sessions starting or ending before this call
+    ended; replay holds the call until they have, and gives up after a bounded wait:
+    the agent did not make those calls (it took another path, or made fewer).
+    """
 
 
 class RecordingError(DshReplayError, RuntimeError):

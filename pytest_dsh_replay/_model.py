@@ -53,6 +53,7 @@ from ._errors import (
     ReplayConsumptionError,
     ReplayedModelError,
     ReplayExhaustedError,
+    ReplayOrderError,
     ScriptError,
 )
 from ._events import StreamChunk
@@ -63,6 +64,8 @@ from ._script import last_user_text
 
 if TYPE_CHECKING:
     import asyncio
+
+    from ._order import OrderGate
 
 __all__ = ["ReplayBinding", "ReplayModel", "last_user_text"]
 
@@ -158,6 +161,7 @@ class ReplayModel:
             tuple(_has_placeholders(entry) for entry in script.entries) for script in self._scripts
         )
         self._first: dict[SessionKey, str | None] = {}  # live key -> its first message
+        self._gate: OrderGate | None = None
 
     # --- public state ------------------------------------------------------------------
 
@@ -254,9 +258,8 @@ class ReplayModel:
             raise TypeError(
                 f"stream(cancel=...) takes a threading.Event, got {type(cancel).__name__}"
             )
-        return self._replay(
-            self._call(request, session_id, parent_session_id, cancel, seed_length, by_content)
-        )
+        call = self._call(request, session_id, parent_session_id, cancel, seed_length, by_content)
+        return self._replay(call) if call.order is None else self._ordered(call)
 
     def astream(
         self,
@@ -299,9 +302,8 @@ class ReplayModel:
                 "astream(cancel=...) takes an asyncio.Event (or cancel the task, or call "
                 f"model.cancel(session_id)), got {type(cancel).__name__}"
             )
-        return self._areplay(
-            self._call(request, session_id, parent_session_id, cancel, seed_length, by_content)
-        )
+        call = self._call(request, session_id, parent_session_id, cancel, seed_length, by_content)
+        return self._areplay(call) if call.order is None else self._aordered(call)
 
     def bind(
         self,
@@ -379,6 +381,47 @@ class ReplayModel:
                 if other.script.recorded_id == bound.script.parent_session:
                     return key
         return None
+
+    def keep_recorded_order(self, *, timeout: float = 10.0, max_gap: float = 0.5) -> bool:
+        """Serve concurrent sessions' calls in the order the recording shows them.
+
+        For agents whose sessions run at once (the dsh runtime's children): a call is
+        served only when the calls of other sessions that the recording shows starting
+        or ending before it ended have done so in this run too, and after the recorded
+        pause since the latest of them (at most ``max_gap``). A child that finished
+        while its parent's call was in flight then finishes in flight again, and its
+        notice lands in the same turn. Call before the first model call; the recorded
+        times are read from logs of formats 2 to 4 (others take no part). Calls of one
+        thread that run one session after another must not use it: the gate would wait
+        for calls the thread can only make later.
+
+        Args:
+            timeout: The longest one call waits, in seconds (> 0); then it fails with
+                :class:`~pytest_dsh_replay.ReplayOrderError`.
+            max_gap: The longest recorded pause kept before a call, in seconds (>= 0).
+
+        Returns:
+            Whether any call has to wait for another session (two or more timed
+            sessions).
+
+        Raises:
+            ValueError: ``timeout`` or ``max_gap`` is out of range.
+        """
+        from ._order import OrderGate, call_times  # only scenarios that keep the order
+
+        if not timeout > 0 or not max_gap >= 0:
+            raise ValueError(
+                f"keep_recorded_order(timeout > 0, max_gap >= 0), got {timeout!r}, {max_gap!r}"
+            )
+        gate = OrderGate(
+            [call_times(script) for script in self._scripts],
+            [script.file for script in self._scripts],
+            timeout=timeout,
+            max_gap=max_gap,
+        )
+        with self._lock:
+            self._gate = gate if gate.active else None
+        return gate.active
 
     def cancel(self, session_id: str | None = None) -> None:
         """Cancel every call of a live session made so far that has not finished.
@@ -460,13 +503,16 @@ class ReplayModel:
                     self._unrecorded[key] = number
                     return ReplayCall(error=self._binding_error(key, number, found))
                 bound = found
-            # The one place where a call of a bound session is admitted: a gate that keeps
-            # the recorded order of calls across sessions would wait here.
+            # The one place where a call of a bound session is admitted.
             index = bound.cursor
             bound.cursor = index + 1
         entries = bound.entries
         if index >= len(entries):
             return ReplayCall(error=self._exhausted(bound, index + 1))
+        order = None
+        if self._gate is not None:
+            order = (bound.index, index)
+            self._gate.arrived(*order)
         return ReplayCall(
             bound=bound,
             number=index + 1,
@@ -474,6 +520,7 @@ class ReplayModel:
             placeholders=bound.placeholders[index],
             messages=messages,
             flag=flag,
+            order=order,
         )
 
     def _bind(
@@ -598,6 +645,46 @@ class ReplayModel:
                 f"{self._where(call)}: cannot write the hang entry's readyFile {target}: "
                 f"{err.strerror or err}"
             ) from None
+
+    def _order_failure(self, call: ReplayCall, error: ReplayOrderError) -> ReplayOrderError:
+        return ReplayOrderError(f"{self._where(call)} {error}")
+
+    def _ordered(self, call: ReplayCall) -> Iterator[StreamChunk]:
+        """:meth:`_replay` once the recorded order lets the call go."""
+        gate, order = self._gate, call.order
+        assert gate is not None
+        assert order is not None
+        try:
+            try:
+                cancelled = gate.wait(*order, call.cancelled)
+            except ReplayOrderError as error:
+                raise self._order_failure(call, error) from None
+            if cancelled:
+                raise self._cancelled(call, " while it waited for the recorded order")
+            yield from self._replay(call)
+        finally:
+            gate.served(*order)
+
+    async def _aordered(self, call: ReplayCall) -> AsyncIterator[StreamChunk]:
+        """:meth:`_areplay` once the recorded order lets the call go."""
+        gate, order = self._gate, call.order
+        assert gate is not None
+        assert order is not None
+        chunks = self._areplay(call)
+        try:
+            try:
+                cancelled = await gate.await_ready(*order, call.cancelled)
+            except ReplayOrderError as error:
+                raise self._order_failure(call, error) from None
+            if cancelled:
+                raise self._cancelled(call, " while it waited for the recorded order")
+            async for chunk in chunks:
+                yield chunk
+        finally:
+            close = getattr(chunks, "aclose", None)
+            if close is not None:
+                await close()
+            gate.served(*order)
 
     def _replay(self, call: ReplayCall) -> Iterator[StreamChunk]:
         if call.error is not None:

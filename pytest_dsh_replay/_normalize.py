@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import orjson
 
-from ._events import Event, JSONObject, SessionHeader
+from ._events import SEEDED_FORMAT, Event, JSONObject, SessionHeader, header_version
 
 __all__ = [
     "DEFAULT_SECRET_PATTERNS",
@@ -39,6 +39,7 @@ __all__ = [
     "diff_logs",
     "recording_redactor",
     "tokenize_cwd",
+    "value_difference",
 ]
 
 REDACTED: Final = "[REDACTED]"
@@ -192,7 +193,9 @@ class Redactor:
         piece may already look like a secret on its own. The deltas of each run (one
         block of one call) are therefore redacted together with
         :meth:`redact_pieces`: the joined text is what the rules see, and each delta
-        keeps its place and its own text outside secrets. Every other string is
+        keeps its place and its own text outside secrets. The same holds for the run
+        records of the streams that format 2-4 logs embed in ``assistant/message`` and
+        ``assistant/attempt`` (their ``texts`` / ``args``). Every other string is
         redacted on its own. The input events are not changed.
         """
         source = list(events)
@@ -201,6 +204,9 @@ class Redactor:
             texts = [source[i]["data"]["chunk"][name] for i, name in run]
             for (i, name), text in zip(run, self.redact_pieces(texts), strict=True):
                 out[i]["data"]["chunk"][name] = text
+        for i, k, name in _stream_runs(source):
+            pieces = source[i]["data"]["stream"][k][name]
+            out[i]["data"]["stream"][k][name] = self.redact_pieces(pieces)
         return out
 
     def find(self, value: Any, path: str = "$") -> Iterable[tuple[str, str]]:
@@ -299,6 +305,34 @@ def delta_runs(events: Sequence[Event]) -> list[list[tuple[int, str]]]:
             runs.append(run)
         run.append((i, field_name))
     return runs
+
+
+_STREAM_PIECES: Final = {
+    "text-chunks": "texts",
+    "reasoning-chunks": "texts",
+    "tool-call-chunks": "args",
+}
+
+
+def _stream_runs(events: Sequence[Event]) -> list[tuple[int, int, str]]:
+    """``(event index, record index, field)`` of every run record of embedded streams."""
+    found: list[tuple[int, int, str]] = []
+    for i, event in enumerate(events):
+        if event.get("type") not in ("assistant/message", "assistant/attempt"):
+            continue
+        data = event.get("data")
+        stream = data.get("stream") if isinstance(data, dict) else None
+        if not isinstance(stream, list):
+            continue
+        for k, record in enumerate(stream):
+            kind = record.get("type") if isinstance(record, dict) else None
+            name = _STREAM_PIECES.get(kind) if isinstance(kind, str) else None
+            if name is None:
+                continue
+            pieces = record.get(name)
+            if isinstance(pieces, list) and all(isinstance(p, str) for p in pieces):
+                found.append((i, k, name))
+    return found
 
 
 _IDENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -490,6 +524,25 @@ def _present(value: Any) -> Any:
     return None if value is _MISSING else value
 
 
+def value_difference(expected: Any, actual: Any, path: str = "$") -> tuple[str, Any, Any] | None:
+    """The first place where two JSON values differ (objects by key, arrays by position).
+
+    Args:
+        expected: The recorded value.
+        actual: The replayed value.
+        path: The JSON path of the values themselves.
+
+    Returns:
+        ``None`` when they are equal (numbers compare by value), else ``(json_path,
+        expected_there, actual_there)`` with ``None`` for a side where the value is
+        missing.
+    """
+    found = _first_difference(expected, actual, path)
+    if found is None:
+        return None
+    return found[0], _present(found[1]), _present(found[2])
+
+
 def diff_logs(
     file: str,
     expected: tuple[SessionHeader, Sequence[Event]],
@@ -659,8 +712,10 @@ def canonical_log(data: bytes, *, source: str | None = None) -> bytes:
 
     The header line exactly as found (without a byte-order mark or ``\r``), then every
     event packed into chunk rows in one pass with the top-level ``seq``/``time``
-    (``seq0``/``time0``) removed, one record per line, a final newline. The rewrite
-    leaves every event payload unchanged and is idempotent.
+    (``seq0``/``time0``) removed, one record per line, a final newline. A log of format
+    2 to 4 (the dsh runtime's) has no other form: its events stay as they are, envelope
+    included, one compact record per line. The rewrite leaves every event payload
+    unchanged and is idempotent.
 
     Args:
         data: The log's bytes.
@@ -677,5 +732,10 @@ def canonical_log(data: bytes, *, source: str | None = None) -> bytes:
         if raw.strip():
             header_line = raw.rstrip(b"\r").removeprefix(b"\xef\xbb\xbf")
             break
-    body = dump_session_log({}, events, envelope=False).split(b"\n", 1)[1]
+    head = orjson.loads(header_line)
+    if isinstance(head, dict) and header_version(head) >= SEEDED_FORMAT:
+        # Formats 2 to 4 have one form: every event as written, with seq and time.
+        body = dump_session_log(head, events).split(b"\n", 1)[1]
+    else:
+        body = dump_session_log({}, events, envelope=False).split(b"\n", 1)[1]
     return header_line + b"\n" + body

@@ -35,6 +35,7 @@ from ._normalize import (
     tokenize_cwd,
 )
 from ._recorder import RecordingModel
+from ._runtime_logs import RuntimeLog, compare_model_views, runtime_logs
 from ._scenario import (
     PRIMARY_LOG,
     Scenario,
@@ -228,6 +229,8 @@ class DshReplay:
     _live: Any = field(default=None, init=False, repr=False)
     _live_mark: int = field(default=0, init=False, repr=False)
     _cache: ScenarioCache | None = field(default=None, init=False, repr=False)
+    _replayer: ReplayModel | None = field(default=None, init=False, repr=False)
+    _runtime_sessions: tuple[Path, str] | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def open(
@@ -269,15 +272,14 @@ class DshReplay:
             recover(p)  # a killed recording may have moved the old one aside
         scenario = load_scenario(p) if cache is None else cache.load(p)
         sessions = _new_store()
+        replayer = ReplayModel(scenario, pace_ms=pace_ms, workdir=workdir)
         replay = cls(
             path=p,
             mode="replay",
             scenario=scenario,
             # The replay model answers; the recorder logs each call into the calling
             # session exactly as recording does, so the two runs' logs can be compared.
-            model=_TextSafeRecordingModel(
-                ReplayModel(scenario, pace_ms=pace_ms, workdir=workdir), sessions, live=False
-            ),
+            model=_TextSafeRecordingModel(replayer, sessions, live=False),
             sessions=sessions,
             workdir=workdir,
             compare_logs=compare_logs,
@@ -286,6 +288,7 @@ class DshReplay:
             redact_header_hook=redact_header_hook,
         )
         replay._cache = cache
+        replay._replayer = replayer
         return replay
 
     @classmethod
@@ -368,6 +371,63 @@ class DshReplay:
             f"recording {self.path} failed: {new[0]}{more}; nothing was written. Check "
             "that the live model's server is running and DSH_RECORD_BASE_URL points at it"
         )
+
+    # --- the dsh runtime's own logs ------------------------------------------------------
+
+    def use_sessions(
+        self, root: str | os.PathLike[str], session_id: str, *, order_timeout: float = 10.0
+    ) -> None:
+        """Make the dsh runtime's own session logs this test's recording.
+
+        Call it before the runtime starts, with the sessions root the runtime writes to
+        (its ``session-persistence-jsonl`` patch, plain JSONL) and the id of the session
+        the test prompts. Then:
+
+        - record mode: the scenario directory is written from the runtime's logs of that
+          session and its descendants (spawn and fork children): the primary as
+          ``session.jsonl``, the children as ``session.<n>.jsonl`` by creation time,
+          format 4 as the runtime wrote it, redacted and with the working directory as
+          ``{{cwd}}``, atomically, when the test passes;
+        - replay mode: the replay model keeps the recorded order of calls across
+          sessions (a call waits, bounded, until the calls of other sessions that the
+          recording shows before it have been served), and after the test the runtime's
+          logs of this run must show the model what the recording shows it: the same
+          messages, request settings and served chunks per session, ids, times and the
+          working directory normalized (the runtime's bookkeeping events, whose order
+          varies between runs, are not compared);
+        - :meth:`transcript` renders the runtime's logs.
+
+        Args:
+            root: The runtime's sessions root (``<root>/<project key>/<id>/...``).
+            session_id: The primary session's id (the one the test prompts).
+            order_timeout: Replay mode: the longest a call waits for the recorded order,
+                in seconds; then it fails with
+                :class:`~pytest_dsh_replay.ReplayOrderError` (the runtime gets an HTTP
+                500 and the test fails with the error at teardown).
+        """
+        self._runtime_sessions = (Path(root), session_id)
+        if self._replayer is not None:
+            self._replayer.keep_recorded_order(timeout=order_timeout)
+
+    def _runtime_logs(self) -> list[RuntimeLog]:
+        """The runtime's logs of this run, in the order of the recording they replay.
+
+        Record mode: creation order (as they are written). Replay mode: the children by
+        the recorded file each one replays, so a transcript shows them as recorded.
+        """
+        assert self._runtime_sessions is not None
+        root, session_id = self._runtime_sessions
+        logs = runtime_logs(root, session_id)
+        if self.mode == "replay" and self.scenario is not None:
+            files = [s.file for s in self.scenario.scripts]
+            bound = {k: b.file for k, b in self.model.bindings.items() if k is not None}
+
+            def place(log: RuntimeLog) -> int:
+                file = bound.get(log.header.id)
+                return files.index(file) if file in files else len(files)
+
+            logs = [logs[0], *sorted(logs[1:], key=place)]
+        return logs
 
     # --- the model endpoint: real clients --------------------------------------------
 
@@ -524,6 +584,8 @@ class DshReplay:
         Returns:
             Objects with ``.header`` and ``.events``, in the store's creation order.
         """
+        if self._runtime_sessions is not None:
+            return [self._redacted(log.header, log.events) for log in self._runtime_logs()]
         return [self._redacted(s.header, s.events) for s in self.sessions.sessions()]
 
     # --- checks ------------------------------------------------------------------------
@@ -552,7 +614,12 @@ class DshReplay:
         return _Log(SessionHeader.from_json(raw), out)
 
     def written_logs(self) -> list[_Log]:
-        """The sessions the code under test wrote, redacted, in scenario order."""
+        """The sessions the code under test wrote, redacted, in scenario order.
+
+        With :meth:`use_sessions`, the dsh runtime's logs.
+        """
+        if self._runtime_sessions is not None:
+            return [self._redacted(log.header, log.events) for log in self._runtime_logs()]
         return [
             self._redacted(s.header, s.events) for s in order_sessions(self.sessions.sessions())
         ]
@@ -573,6 +640,9 @@ class DshReplay:
                 command that re-records the scenario.
         """
         if self.mode != "replay" or self.scenario is None:
+            return
+        if self._runtime_sessions is not None:
+            self._check_runtime_logs()
             return
         close = getattr(self.model, "close_open_calls", None)
         if close is not None:
@@ -653,6 +723,72 @@ class DshReplay:
                     + describe_difference(diff)
                 )
 
+    def _check_runtime_logs(self) -> None:
+        """Compare the runtime's logs of this replay with the recording, as the model saw them."""
+        assert self.scenario is not None
+        recorded = list(self.scenario.scripts)
+        try:
+            live = self._runtime_logs()
+        except DshReplayError as err:
+            raise LogMismatchError(
+                f"the dsh runtime's logs of this run cannot be read: {err}"
+            ) from None
+        if len(live) != len(recorded) or any(s.path is None for s in recorded):
+            raise LogMismatchError(
+                f"the dsh runtime wrote {len(live)} session log(s) in this run, the recording "
+                f"{self.path} has {len(recorded)}"
+            )
+        pairs = list(zip(recorded, live, strict=True))  # _runtime_logs orders by binding
+
+        def normalizers() -> tuple[Normalizer, Normalizer]:
+            return (
+                Normalizer(
+                    session_ids=[s.recorded_id for s in recorded],
+                    cwds=[s.header.cwd for s in recorded if s.header.cwd],
+                ),
+                Normalizer(
+                    session_ids=[log.header.id for log in live],
+                    cwds=[log.header.cwd for log in live if log.header.cwd],
+                ),
+            )
+
+        recorded_logs = []
+        for script, _ in pairs:
+            assert script.path is not None
+            recorded_logs.append(read_session_log(script.path))
+        expected, actual = normalizers()
+        if all(
+            compare_model_views(
+                script.file,
+                recorded_log,
+                (log.header, log.events),
+                expected_normalizer=expected,
+                actual_normalizer=actual,
+                actual_source=str(log.path),
+            )
+            is None
+            for (script, log), recorded_log in zip(pairs, recorded_logs, strict=True)
+        ):
+            return
+        # Something differs: compare again with this run's secrets redacted, and report.
+        expected, actual = normalizers()
+        for (script, log), (header, events) in zip(pairs, recorded_logs, strict=True):
+            mine = self._redacted(log.header, log.events)
+            diff = compare_model_views(
+                script.file,
+                (header, self.redactor.redact_events(events)),
+                (mine.header, mine.events),
+                expected_normalizer=expected,
+                actual_normalizer=actual,
+                actual_source=str(log.path),
+            )
+            if diff is not None:
+                raise LogMismatchError(
+                    "the dsh runtime's session log of this replay shows the model something "
+                    f"else than the recording {self.path / script.file} (compared: messages, "
+                    "request settings and served chunks per session):\n" + describe_difference(diff)
+                )
+
     def save(self) -> list[Path]:
         """Write the recorded sessions as the scenario, atomically (record mode).
 
@@ -672,6 +808,8 @@ class DshReplay:
         close = getattr(self.model, "close_open_calls", None)
         if close is not None:
             close()
+        if self._runtime_sessions is not None:
+            return self._save_runtime_logs()
         sessions = self.sessions.sessions()
         if not sessions:
             raise RecordingError(
@@ -685,7 +823,26 @@ class DshReplay:
             return kept
         return write_scenario(self.path, logs)
 
-    def _previous_files_if_equal(self, logs: Sequence[_Log]) -> list[Path] | None:
+    def _save_runtime_logs(self) -> list[Path]:
+        """Write the dsh runtime's logs of this run as the scenario (record mode)."""
+        assert self._runtime_sessions is not None
+        root, session_id = self._runtime_sessions
+        try:
+            logs = self.written_logs()
+        except DshReplayError as err:
+            raise RecordingError(
+                f"nothing to record for {self.path}: the dsh runtime's session {session_id!r} "
+                f"cannot be read from the sessions root {root}: {err}"
+            ) from None
+        kept = self._previous_files_if_equal(logs, compare=compare_model_views)
+        if kept is not None:
+            self.unchanged = True
+            return kept
+        return write_scenario(self.path, logs)
+
+    def _previous_files_if_equal(
+        self, logs: Sequence[_Log], *, compare: Callable[..., Any] | None = None
+    ) -> list[Path] | None:
         """The previous recording's logs when they hold exactly ``logs``, else ``None``."""
         if self.scenario is None or not self.path.is_dir():
             return None
@@ -708,8 +865,9 @@ class DshReplay:
             session_ids=[log.header.id for log in logs],
             cwds=[log.header.cwd for log in logs if log.header.cwd],
         )
+        compare = compare or diff_logs
         for name, previous, log in zip(names, old, logs, strict=True):
-            diff = diff_logs(
+            diff = compare(
                 name,
                 previous,
                 (log.header, log.events),

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ._events import Event, SessionHeader
+from ._events import END_SEED, SEEDED_FORMAT, Event, SessionHeader
 from ._normalize import Normalizer, Redactor, recording_redactor
 from ._scenario import SessionLike
 from ._text import visible
@@ -64,7 +64,11 @@ def _block_text(blocks: Any, kind: str) -> str:
     )
 
 
-def _tool_result_text(content: Any) -> str:
+def _tool_result_text(message: Any) -> str:
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(message, dict) and message.get("role") == "tool":
+        # Formats 2-4 (the dsh runtime): the result's own blocks, one per line.
+        return _lines(content)
     parts: list[str] = []
     for block in content if isinstance(content, list) else []:
         if isinstance(block, dict) and block.get("type") == "tool-result":
@@ -72,12 +76,45 @@ def _tool_result_text(content: Any) -> str:
     return "\n".join(parts)
 
 
+def _lines(content: Any) -> str:
+    """A message's text blocks, one per line (a string content as it is)."""
+    if not isinstance(content, list):
+        return _block_text(content, "text")
+    return "\n".join(
+        b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+    )
+
+
+def _seed(session: SessionLike) -> int:
+    """How many leading events a fork child inherited (0 for others).
+
+    Formats 0 and 1 say it in the header (``seedLength``); from format 2 on, the seed ends
+    at the child's last ``session/end-seed`` marked ``inherited``.
+    """
+    header = session.header
+    if header.format < SEEDED_FORMAT:
+        return header.seed_length
+    if not header.seeded:
+        return 0
+    for index in range(len(session.events) - 1, -1, -1):
+        event = session.events[index]
+        data = event.get("data")
+        if event.get("type") == END_SEED and isinstance(data, dict) and data.get("inherited"):
+            return index
+    return 0
+
+
 def _first_own_user_text(session: SessionLike) -> str | None:
-    for event in session.events[session.header.seed_length :]:
+    """The first text block of a session's first own user message (its task)."""
+    for event in session.events[_seed(session) :]:
         if event.get("type") == "user/message":
             data = event.get("data")
             if isinstance(data, dict):
-                return _block_text(data.get("content"), "text")
+                content = data.get("content")
+                if isinstance(content, list):
+                    texts = [b for b in content if isinstance(b, dict) and b.get("type") == "text"]
+                    return str(texts[0].get("text", "")) if texts else None
+                return _block_text(content, "text")
     return None
 
 
@@ -125,16 +162,17 @@ def _render_session(
     session: SessionLike, children: Sequence[SessionLike], norm: Normalizer
 ) -> list[str]:
     h = session.header
+    seed = _seed(session)
     if h.parent_session is None:
         role = "primary"
     else:
-        kind = f"fork, seedLength {h.seed_length}" if h.seed_length else "spawn"
+        kind = f"fork, seedLength {seed}" if seed else "spawn"
         role = f"child of {norm.text(h.parent_session)}, {kind}"
     lines = [f"# Session {norm.text(h.id)} ({role})", ""]
-    if h.seed_length:
-        lines += [f"*{h.seed_length} events inherited from the parent.*", ""]
+    if seed:
+        lines += [f"*{seed} events inherited from the parent.*", ""]
     unlinked = list(children)
-    own = session.events[h.seed_length :]
+    own = session.events[seed:]
     # Without assistant/message events (a session the model wrapper created), each
     # model call is rendered from its chunks instead.
     from_chunks = not any(e.get("type") == "assistant/message" for e in own)
@@ -184,7 +222,7 @@ def _render_event(event: Event, unlinked: list[SessionLike], norm: Normalizer) -
     if kind == "turn/start":
         return [f"## Turn {data.get('turn')}", ""]
     if kind == "user/message":
-        return ["**User**", "", _quote(norm.text(_block_text(data.get("content"), "text"))), ""]
+        return ["**User**", "", _quote(norm.text(_lines(data.get("content")))), ""]
     if kind == "assistant/message":
         message = data.get("message")
         content = message.get("content") if isinstance(message, dict) else None
@@ -207,9 +245,12 @@ def _render_event(event: Event, unlinked: list[SessionLike], norm: Normalizer) -
                 break
         return lines
     if kind == "tool/result":
-        message = data.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        return ["**Tool result**", "", _quote(norm.text(_tool_result_text(content))), ""]
+        return [
+            "**Tool result**",
+            "",
+            _quote(norm.text(_tool_result_text(data.get("message")))),
+            "",
+        ]
     if kind == "llm/retry":
         failure = data.get("failure")
         code = failure.get("code") if isinstance(failure, dict) else None

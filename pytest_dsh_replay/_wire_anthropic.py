@@ -81,6 +81,19 @@ class _Wire:
         self.stopped = False
 
 
+def _recorded_signatures(replay_state: Mapping[str, Any] | None) -> dict[int, str | None] | None:
+    """Block position -> recorded thinking signature (``None``: none), from a replay state."""
+    blocks = replay_state.get("blocks") if isinstance(replay_state, Mapping) else None
+    if not isinstance(blocks, list):
+        return None
+    found: dict[int, str | None] = {}
+    for position, block in enumerate(blocks):
+        if isinstance(block, Mapping) and block.get("type") == "reasoning":
+            signature = block.get("signature")
+            found[position] = signature if isinstance(signature, str) else None
+    return found
+
+
 class AnthropicEncoder:
     """Encodes the chunks of one call as Anthropic Messages SSE events.
 
@@ -91,11 +104,19 @@ class AnthropicEncoder:
     Args:
         model: The ``model`` of the message (the request's model).
         message_id: The message ``id``.
+        replay_state: The call's recorded ``finish.replayState``, when it is known before
+            the call is encoded. The dsh runtime keeps a thinking block's signature
+            there (its ``blocks``), not in the block: a thinking block is then sent
+            with exactly the signature the recording shows (none, ``""`` or a value),
+            so the runtime settles the same replay state again.
     """
 
-    def __init__(self, *, model: str, message_id: str):
+    def __init__(
+        self, *, model: str, message_id: str, replay_state: Mapping[str, Any] | None = None
+    ):
         self._model = model
         self._id = message_id
+        self._signatures = _recorded_signatures(replay_state)
         self._blocks: dict[Any, _Wire] = {}
         self._started = 0
         self._usage: Mapping[str, Any] | None = None
@@ -134,6 +155,8 @@ class AnthropicEncoder:
             content = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
         elif block.kind == "reasoning":
             content = {"type": "thinking", "thinking": "", "signature": ""}
+            if self._signatures is not None and self._signatures.get(block.position) is None:
+                del content["signature"]  # the recording's block had none
         else:
             content = {"type": "text", "text": ""}
         return _event(
@@ -226,6 +249,8 @@ class AnthropicEncoder:
             else:
                 out += self._delta(block, {"type": "text_delta", "text": rest})
         signature = full.get("signature")
+        if not (isinstance(signature, str) and signature) and self._signatures is not None:
+            signature = self._signatures.get(block.position)
         if block.kind == "reasoning" and isinstance(signature, str) and signature:
             out += self._delta(block, {"type": "signature_delta", "signature": signature})
         return out + self._stop(block)

@@ -3,6 +3,9 @@
 The project's example scenarios (``example_snapshots/``) are recorded through the
 built-in OpenAI-compatible adapter against a scripted server on 127.0.0.1 that this
 conftest starts on demand (see ``tests/openai_server.py``): no network, no API key.
+Scenarios named ``runtime-*`` (the real dsh runtime, ``tests/test_dsh_runtime.py``) get a
+second scripted server whose answers follow ``runtime_agent.RuntimePlan``; the runtime
+reaches it through the fixture's recording proxy (``POST /v1/messages``).
 Set ``DSH_RECORD_BASE_URL``, ``DSH_RECORD_API_KEY`` and ``DSH_RECORD_MODEL`` to record
 against a real OpenAI-compatible endpoint instead.
 """
@@ -16,6 +19,7 @@ from typing import Any
 import pytest
 
 _SERVER = pytest.StashKey[Any]()
+_RUNTIME_SERVER = pytest.StashKey[Any]()
 LOCAL_KEY = "sk-local-scripted-server-0000000000"
 
 
@@ -26,6 +30,14 @@ def pytest_dsh_replay_live_model(config: pytest.Config, scenario_path: Path) -> 
 
     from pytest_dsh_replay._live_openai import OpenAICompatibleModel
 
+    if scenario_path.name.startswith("runtime-"):
+        from runtime_agent import RuntimePlan
+
+        server = config.stash.get(_RUNTIME_SERVER, None)
+        if server is None:
+            server = config.stash[_RUNTIME_SERVER] = OpenAIServer(idle_timeout=600).start()
+        server.responder = RuntimePlan()  # a fresh plan per scenario ([[fail]] state)
+        return OpenAICompatibleModel(base_url=server.base_url, api_key=LOCAL_KEY)
     server = config.stash.get(_SERVER, None)
     if server is None:
         server = config.stash[_SERVER] = OpenAIServer(idle_timeout=600).start()
@@ -33,6 +45,7 @@ def pytest_dsh_replay_live_model(config: pytest.Config, scenario_path: Path) -> 
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    server = config.stash.get(_SERVER, None)
-    if server is not None:
-        server.stop()
+    for key in (_SERVER, _RUNTIME_SERVER):
+        server = config.stash.get(key, None)
+        if server is not None:
+            server.stop()

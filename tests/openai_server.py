@@ -118,13 +118,18 @@ Responder = Callable[[dict[str, Any]], Reply]
 
 @dataclass(frozen=True)
 class ReceivedRequest:
-    """A request the server received: ``headers`` has lower-cased names."""
+    """A request the server received: ``headers`` has lower-cased names.
+
+    ``response`` fills with every byte the server sent back for it (status line,
+    headers, body as framed on the wire), for tests that check what a client made of it.
+    """
 
     method: str
     path: str
     headers: dict[str, str]
     body: Any
     raw: bytes = field(repr=False)
+    response: bytearray = field(default_factory=bytearray, repr=False, compare=False)
 
 
 def replies(*script: Reply) -> Responder:
@@ -340,6 +345,21 @@ class OpenAIServer:
             self._last_activity = time.monotonic()
 
 
+class _Tee:
+    """A write-only stream that also keeps what goes through it."""
+
+    def __init__(self, raw: Any, kept: bytearray):
+        self._raw = raw
+        self._kept = kept
+
+    def write(self, data: bytes) -> int:
+        self._kept.extend(data)
+        return int(self._raw.write(data))
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+
 class _Httpd(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
@@ -373,7 +393,10 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         headers = {name.lower(): value for name, value in self.headers.items()}
-        owner._begin(ReceivedRequest(self.command, self.path, headers, body, raw))
+        received = ReceivedRequest(self.command, self.path, headers, body, raw)
+        owner._begin(received)
+        wire = self.wfile
+        self.wfile = _Tee(wire, received.response)  # type: ignore[assignment]
         request_id = "req-" + hashlib.sha256(raw).hexdigest()[:12]  # stable across runs
         try:
             route = self.path.rstrip("/")
@@ -390,6 +413,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._answer(owner, body, request_id)
         finally:
+            self.wfile = wire
             owner._end()
 
     def _answer(self, owner: OpenAIServer, body: dict[str, Any], request_id: str) -> None:

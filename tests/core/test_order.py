@@ -1,0 +1,192 @@
+"""The recorded order of calls across concurrent sessions (``keep_recorded_order``).
+
+The scenario is the project's own recording of the real dsh runtime,
+``example_snapshots/runtime-mixed``: the primary delegates to a spawn child and a fork
+child at once; the fork child finishes first and its notice starts the primary's call
+#4; the spawn child finishes after that call, and its notice starts call #5. Replaying
+it, those calls must wait for the children's calls, however the sessions are scheduled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hang_guard import deadline
+
+from pytest_dsh_replay import ReplayModel, ReplayOrderError, load_scenario
+from pytest_dsh_replay._order import CallTimes, OrderGate, call_times
+
+EXAMPLES = Path(__file__).resolve().parent.parent.parent / "example_snapshots"
+MIXED = EXAMPLES / "runtime-mixed"
+
+
+def ask(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+class Run:
+    """Drives the runtime-mixed recording in process: the primary, then its children."""
+
+    def __init__(self, **order: Any):
+        self.scenario = load_scenario(MIXED)
+        self.model = ReplayModel(self.scenario)
+        self.keeps = self.model.keep_recorded_order(**order) if order else False
+        self.done: dict[str, float] = {}
+        spawn, fork = self.scenario.scripts[1:]
+        assert fork.seed_length > 0
+        assert spawn.seed_length == 0
+        self.texts = {"spawn": spawn.first_user_text, "fork": fork.first_user_text}
+
+    def primary(self, calls: int = 1) -> None:
+        for _ in range(calls):
+            list(self.model.stream(ask("WARMUP"), session_id="main"))
+        self.done["main"] = time.monotonic()
+
+    def child(self, kind: str, delay: float = 0.0) -> None:
+        time.sleep(delay)
+        seed = 17 if kind == "fork" else 0
+        request = ask(str(self.texts[kind]))
+        list(
+            self.model.stream(request, session_id=kind, parent_session_id="main", seed_length=seed)
+        )
+        self.done[kind] = time.monotonic()
+
+    def later(self, kind: str, delay: float) -> threading.Thread:
+        thread = threading.Thread(target=self.child, args=(kind, delay))
+        thread.start()
+        return thread
+
+
+def test_call_times_are_the_runtime_receipts_and_settled_events() -> None:
+    scenario = load_scenario(MIXED)
+    primary, spawn, fork = (call_times(s) for s in scenario.scripts)
+    assert primary is not None
+    assert spawn is not None
+    assert fork is not None
+    assert [len(primary), len(spawn), len(fork)] == [5, 1, 1]
+    assert all(t.start <= t.end for t in [*primary, *spawn, *fork])
+    # The story the recording tells: fork ends, call #4 starts; spawn ends, #5 starts.
+    assert fork[0].end < primary[3].start < spawn[0].end < primary[4].start
+
+
+def test_logs_without_times_keep_no_order() -> None:
+    scenario = load_scenario(EXAMPLES / "mixed")  # committed form: no seq, no time
+    assert [call_times(s) for s in scenario.scripts] == [None, None, None]
+    assert ReplayModel(scenario).keep_recorded_order() is False
+
+
+def test_a_parent_call_waits_for_the_child_the_recording_shows_before_it() -> None:
+    run = Run(timeout=10, max_gap=0)
+    assert run.keeps
+    with deadline(30):
+        run.primary(3)
+        fork = run.later("fork", 0.3)
+        start = time.monotonic()
+        run.primary()  # call #4 comes early: it waits for the fork child's call
+        fork.join()
+        assert run.done["fork"] <= run.done["main"]
+        assert run.done["main"] - start >= 0.3
+        spawn = run.later("spawn", 0.3)
+        run.primary()  # call #5 waits for the spawn child's call
+        spawn.join()
+        assert run.done["spawn"] <= run.done["main"]
+    run.model.assert_consumed()
+
+
+def test_a_child_call_waits_until_the_parent_call_before_it_started() -> None:
+    # The spawn child ended while the primary's call #4 was in flight: replayed, it is
+    # held until call #4 has arrived, so its notice lands after that call again.
+    run = Run(timeout=10, max_gap=0)
+    with deadline(30):
+        run.primary(3)
+        run.child("fork")
+        spawn = run.later("spawn", 0.0)
+        time.sleep(0.3)
+        assert "spawn" not in run.done
+        run.primary()
+        spawn.join()
+        assert run.done["main"] <= run.done["spawn"]
+
+
+def test_the_recorded_pause_before_a_call_is_kept_up_to_max_gap() -> None:
+    run = Run(timeout=10, max_gap=0.2)
+    with deadline(30):
+        run.primary(3)
+        run.child("fork")
+        start = time.monotonic()
+        run.primary()
+        waited = time.monotonic() - start
+    times = call_times(run.scenario.scripts[0])
+    fork_times = call_times(run.scenario.scripts[2])
+    assert times is not None
+    assert fork_times is not None
+    pause = min((times[3].end - fork_times[0].end) / 1000, 0.2)
+    assert waited >= pause * 0.9
+
+
+def test_an_agent_that_never_makes_the_recorded_call_fails_with_a_typed_error() -> None:
+    run = Run(timeout=0.3, max_gap=0)
+    run.primary(3)
+    started = time.monotonic()
+    with deadline(30), pytest.raises(ReplayOrderError) as caught:
+        run.primary()  # the fork child never calls
+    assert 0.3 <= time.monotonic() - started < 5
+    message = str(caught.value)
+    assert "session 'main', call #4" in message
+    assert "call #1 of session.2.jsonl" in message
+    assert "did not reach the recorded order" in message
+
+
+def test_without_keep_recorded_order_nothing_waits() -> None:
+    run = Run()
+    with deadline(30):
+        run.primary(5)  # calls #4 and #5 without any child: served at once
+    assert not run.keeps
+
+
+def test_async_callers_wait_without_blocking_their_loop() -> None:
+    run = Run(timeout=10, max_gap=0)
+    run.primary(3)
+    assert run.texts["fork"] is not None
+    order: list[str] = []
+
+    async def primary() -> None:
+        async for _ in run.model.astream(ask("x"), session_id="main"):
+            pass
+        order.append("main")
+
+    async def fork() -> None:
+        await asyncio.sleep(0.2)
+        request = ask(str(run.texts["fork"]))
+        stream = run.model.astream(
+            request, session_id="fork", parent_session_id="main", seed_length=17
+        )
+        async for _ in stream:
+            pass
+        order.append("fork")
+
+    async def both() -> None:
+        await asyncio.gather(primary(), fork())
+
+    with deadline(30):
+        asyncio.run(both())
+    assert order == ["fork", "main"]
+
+
+def test_the_gate_only_orders_points_of_other_sessions() -> None:
+    times = [[CallTimes(0, 10), CallTimes(20, 30)], [CallTimes(12, 15)], None]
+    gate = OrderGate(times, ["a", "b", "c"], timeout=1, max_gap=0)
+    assert gate.active
+    assert gate.wait(0, 0) is False  # nothing of another session before it
+    assert gate.wait(2, 0) is False  # a session without times never waits
+    with pytest.raises(ReplayOrderError, match="call #1 of b starting"):
+        OrderGate(times, ["a", "b", "c"], timeout=0.05, max_gap=0).wait(0, 1)
+    gate.arrived(1, 0)
+    gate.served(1, 0)
+    assert gate.wait(0, 1) is False
+    assert gate.wait(1, 0, cancelled=lambda: True) is True
