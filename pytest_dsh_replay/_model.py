@@ -53,7 +53,6 @@ from ._errors import (
     ReplayConsumptionError,
     ReplayedModelError,
     ReplayExhaustedError,
-    ReplayOrderError,
     ScriptError,
 )
 from ._events import StreamChunk
@@ -259,7 +258,9 @@ class ReplayModel:
                 f"stream(cancel=...) takes a threading.Event, got {type(cancel).__name__}"
             )
         call = self._call(request, session_id, parent_session_id, cancel, seed_length, by_content)
-        return self._replay(call) if call.order is None else self._ordered(call)
+        if self._gate is None or call.order is None:
+            return self._replay(call)
+        return self._gate.ordered(call, self._replay(call), self._where(call), self._cancelled)
 
     def astream(
         self,
@@ -303,7 +304,9 @@ class ReplayModel:
                 f"model.cancel(session_id)), got {type(cancel).__name__}"
             )
         call = self._call(request, session_id, parent_session_id, cancel, seed_length, by_content)
-        return self._areplay(call) if call.order is None else self._aordered(call)
+        if self._gate is None or call.order is None:
+            return self._areplay(call)
+        return self._gate.aordered(call, self._areplay(call), self._where(call), self._cancelled)
 
     def bind(
         self,
@@ -383,42 +386,24 @@ class ReplayModel:
         return None
 
     def keep_recorded_order(self, *, timeout: float = 10.0, max_gap: float = 0.5) -> bool:
-        """Serve concurrent sessions' calls in the order the recording shows them.
+        """Serve concurrent sessions' calls in the recorded order (the dsh runtime's children).
 
-        For agents whose sessions run at once (the dsh runtime's children): a call is
-        served only when the calls of other sessions that the recording shows starting
-        or ending before it ended have done so in this run too, and after the recorded
-        pause since the latest of them (at most ``max_gap``). A child that finished
-        while its parent's call was in flight then finishes in flight again, and its
-        notice lands in the same turn. Call before the first model call; the recorded
-        times are read from logs of formats 2 to 4 (others take no part). Calls of one
-        thread that run one session after another must not use it: the gate would wait
-        for calls the thread can only make later.
-
-        Args:
-            timeout: The longest one call waits, in seconds (> 0); then it fails with
-                :class:`~pytest_dsh_replay.ReplayOrderError`.
-            max_gap: The longest recorded pause kept before a call, in seconds (>= 0).
+        A call is served once the calls of other sessions that the recording shows
+        starting or ending before it ended have done so, and the recorded pause since
+        the latest of them (at most ``max_gap`` s) has passed; after ``timeout`` s it
+        raises :class:`~pytest_dsh_replay.ReplayOrderError` instead. Times come from logs
+        of formats 2 to 4. Call it before the first call; not for one thread running
+        sessions one after another (it would wait for calls made later).
 
         Returns:
-            Whether any call has to wait for another session (two or more timed
-            sessions).
+            Whether any call waits for another session.
 
         Raises:
-            ValueError: ``timeout`` or ``max_gap`` is out of range.
+            ValueError: ``timeout`` is not > 0 or ``max_gap`` is negative.
         """
-        from ._order import OrderGate, call_times  # only scenarios that keep the order
+        from ._order import OrderGate  # only scenarios that keep the order
 
-        if not timeout > 0 or not max_gap >= 0:
-            raise ValueError(
-                f"keep_recorded_order(timeout > 0, max_gap >= 0), got {timeout!r}, {max_gap!r}"
-            )
-        gate = OrderGate(
-            [call_times(script) for script in self._scripts],
-            [script.file for script in self._scripts],
-            timeout=timeout,
-            max_gap=max_gap,
-        )
+        gate = OrderGate.of(self._scripts, timeout=timeout, max_gap=max_gap)
         with self._lock:
             self._gate = gate if gate.active else None
         return gate.active
@@ -645,46 +630,6 @@ class ReplayModel:
                 f"{self._where(call)}: cannot write the hang entry's readyFile {target}: "
                 f"{err.strerror or err}"
             ) from None
-
-    def _order_failure(self, call: ReplayCall, error: ReplayOrderError) -> ReplayOrderError:
-        return ReplayOrderError(f"{self._where(call)} {error}")
-
-    def _ordered(self, call: ReplayCall) -> Iterator[StreamChunk]:
-        """:meth:`_replay` once the recorded order lets the call go."""
-        gate, order = self._gate, call.order
-        assert gate is not None
-        assert order is not None
-        try:
-            try:
-                cancelled = gate.wait(*order, call.cancelled)
-            except ReplayOrderError as error:
-                raise self._order_failure(call, error) from None
-            if cancelled:
-                raise self._cancelled(call, " while it waited for the recorded order")
-            yield from self._replay(call)
-        finally:
-            gate.served(*order)
-
-    async def _aordered(self, call: ReplayCall) -> AsyncIterator[StreamChunk]:
-        """:meth:`_areplay` once the recorded order lets the call go."""
-        gate, order = self._gate, call.order
-        assert gate is not None
-        assert order is not None
-        chunks = self._areplay(call)
-        try:
-            try:
-                cancelled = await gate.await_ready(*order, call.cancelled)
-            except ReplayOrderError as error:
-                raise self._order_failure(call, error) from None
-            if cancelled:
-                raise self._cancelled(call, " while it waited for the recorded order")
-            async for chunk in chunks:
-                yield chunk
-        finally:
-            close = getattr(chunks, "aclose", None)
-            if close is not None:
-                await close()
-            gate.served(*order)
 
     def _replay(self, call: ReplayCall) -> Iterator[StreamChunk]:
         if call.error is not None:

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ._errors import DshReplayError, ReplayOrderError
 from ._events import SEEDED_FORMAT, Event
@@ -35,6 +35,10 @@ from ._jsonl import read_session_log
 from ._scenario import SessionScript
 from ._script import SUMMARY_EVENTS
 from ._stream import STREAM_EVENTS
+
+if TYPE_CHECKING:
+    from ._calls import ReplayCall
+    from ._events import StreamChunk
 
 __all__ = ["CallTimes", "OrderGate", "call_times"]
 
@@ -154,6 +158,24 @@ class OrderGate:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
 
+    @classmethod
+    def of(cls, scripts: Sequence[SessionScript], *, timeout: float, max_gap: float) -> OrderGate:
+        """The gate of a scenario's scripts, their times read from their logs.
+
+        Raises:
+            ValueError: ``timeout`` is not > 0 or ``max_gap`` is negative.
+        """
+        if not timeout > 0 or not max_gap >= 0:
+            raise ValueError(
+                f"keep_recorded_order(timeout > 0, max_gap >= 0), got {timeout!r}, {max_gap!r}"
+            )
+        return cls(
+            [call_times(script) for script in scripts],
+            [script.file for script in scripts],
+            timeout=timeout,
+            max_gap=max_gap,
+        )
+
     @property
     def active(self) -> bool:
         """Whether any call has to wait for another session's (two or more sessions timed)."""
@@ -244,3 +266,56 @@ class OrderGate:
                     raise self._failure(missing)
                 return False
             await asyncio.sleep(min(_POLL_S, deadline - now))
+
+    def ordered(
+        self,
+        call: ReplayCall,
+        chunks: Iterator[StreamChunk],
+        where: str,
+        cancelled: Callable[[ReplayCall, str], Exception],
+    ) -> Iterator[StreamChunk]:
+        """A call's chunks, released when the recorded order lets it go.
+
+        Args:
+            call: The call (its ``order`` is set).
+            chunks: Its chunks, not started yet.
+            where: Who is calling, for a :class:`ReplayOrderError`.
+            cancelled: Builds the error of a call cancelled while it waited.
+        """
+        order = call.order
+        assert order is not None
+        try:
+            try:
+                stopped = self.wait(*order, call.cancelled)
+            except ReplayOrderError as error:
+                raise ReplayOrderError(f"{where} {error}") from None
+            if stopped:
+                raise cancelled(call, " while it waited for the recorded order")
+            yield from chunks
+        finally:
+            self.served(*order)
+
+    async def aordered(
+        self,
+        call: ReplayCall,
+        chunks: AsyncIterator[StreamChunk],
+        where: str,
+        cancelled: Callable[[ReplayCall, str], Exception],
+    ) -> AsyncIterator[StreamChunk]:
+        """:meth:`ordered` for async callers."""
+        order = call.order
+        assert order is not None
+        try:
+            try:
+                stopped = await self.await_ready(*order, call.cancelled)
+            except ReplayOrderError as error:
+                raise ReplayOrderError(f"{where} {error}") from None
+            if stopped:
+                raise cancelled(call, " while it waited for the recorded order")
+            async for chunk in chunks:
+                yield chunk
+        finally:
+            close = getattr(chunks, "aclose", None)
+            if close is not None:
+                await close()
+            self.served(*order)
