@@ -85,8 +85,8 @@ def test_a_parent_call_waits_for_the_child_the_recording_shows_before_it() -> No
     assert run.keeps
     with deadline(30):
         run.primary(3)
-        fork = run.later("fork", 0.3)
         start = time.monotonic()
+        fork = run.later("fork", 0.3)
         run.primary()  # call #4 comes early: it waits for the fork child's call
         fork.join()
         assert run.done["fork"] <= run.done["main"]
