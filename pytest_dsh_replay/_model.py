@@ -631,7 +631,12 @@ class ReplayModel:
                 f"{err.strerror or err}"
             ) from None
 
-    def _replay(self, call: ReplayCall) -> Iterator[StreamChunk]:
+    def _steps(self, call: ReplayCall) -> Iterator[StreamChunk | _Pause]:
+        """One call's replay, the same for both drivers: its chunks, and where it pauses.
+
+        The sync and async drivers only carry out the pauses (a pacing wait before a
+        chunk, or a ``hang`` entry's wait until the call is cancelled) their own way.
+        """
         if call.error is not None:
             raise call.error
         chunks, message, code, ready = self._prepare(call)
@@ -640,7 +645,7 @@ class ReplayModel:
             yield chunks[1]
             if ready is not None:
                 self._write_ready(call, ready)
-            wait_cancelled(self._lock, call, None)
+            yield _HANG
             raise self._cancelled(call, " while its recorded stream hung")
         bound = call.bound
         assert bound is not None
@@ -651,62 +656,70 @@ class ReplayModel:
                     raise self._cancelled(call)
                 yield chunk
         else:
-            pace = self._pace_s
+            pace = _PACE if self._pace_s else None
             for chunk in chunks:
                 if call.cancelled():
                     raise self._cancelled(call)
-                if pace:
-                    if self._default_sleep:
-                        if wait_cancelled(self._lock, call, pace):
-                            raise self._cancelled(call, " while pacing")
-                    else:
-                        self._sleep(pace)
-                        if call.cancelled():
-                            raise self._cancelled(call, " while pacing")
+                if pace is not None:
+                    yield pace
                 yield chunk
         if message is not None:
             assert code is not None
             raise ReplayedModelError(message, code)
+
+    def _pauses(self, call: ReplayCall) -> bool:
+        """Whether the call can pause at all (pacing, or a ``hang`` entry)."""
+        return bool(self._pace_s) or isinstance(call.entry, HangEntry)
+
+    def _replay(self, call: ReplayCall) -> Iterator[StreamChunk]:
+        if not self._pauses(call):
+            yield from self._steps(call)  # type: ignore[misc]
+            return
+        for step in self._steps(call):
+            if isinstance(step, _Pause):
+                if step is _HANG:
+                    wait_cancelled(self._lock, call, None)
+                elif self._default_sleep:
+                    if wait_cancelled(self._lock, call, self._pace_s):
+                        raise self._cancelled(call, " while pacing")
+                else:
+                    self._sleep(self._pace_s)
+                    if call.cancelled():
+                        raise self._cancelled(call, " while pacing")
+            else:
+                yield step
 
     async def _areplay(self, call: ReplayCall) -> AsyncIterator[StreamChunk]:
-        if call.error is not None:
-            raise call.error
-        chunks, message, code, ready = self._prepare(call)
-        if isinstance(call.entry, HangEntry):
-            yield chunks[0]
-            yield chunks[1]
-            if ready is not None:
-                self._write_ready(call, ready)
-            await await_cancelled(self._lock, call, None)
-            raise self._cancelled(call, " while its recorded stream hung")
-        bound = call.bound
-        assert bound is not None
-        if not self._pace_s and call.flag is None:
-            epoch = call.epoch
-            for chunk in chunks:
-                if bound.epoch != epoch:
-                    raise self._cancelled(call)
-                yield chunk
-        else:
-            pace = self._pace_s
-            for chunk in chunks:
-                if call.cancelled():
-                    raise self._cancelled(call)
-                if pace:
-                    if self._default_asleep:
-                        if await await_cancelled(self._lock, call, pace):
-                            raise self._cancelled(call, " while pacing")
-                    else:
-                        assert self._asleep is not None
-                        await self._asleep(pace)
-                        if call.cancelled():
-                            raise self._cancelled(call, " while pacing")
-                yield chunk
-        if message is not None:
-            assert code is not None
-            raise ReplayedModelError(message, code)
+        if not self._pauses(call):
+            for chunk in self._steps(call):
+                yield chunk  # type: ignore[misc]
+            return
+        for step in self._steps(call):
+            if isinstance(step, _Pause):
+                if step is _HANG:
+                    await await_cancelled(self._lock, call, None)
+                elif self._default_asleep:
+                    if await await_cancelled(self._lock, call, self._pace_s):
+                        raise self._cancelled(call, " while pacing")
+                else:
+                    assert self._asleep is not None
+                    await self._asleep(self._pace_s)
+                    if call.cancelled():
+                        raise self._cancelled(call, " while pacing")
+            else:
+                yield step
 
     # --- waiting until cancelled --------------------------------------------------------
+
+
+class _Pause:
+    """A step of a replayed call where the driver waits (see ``ReplayModel._steps``)."""
+
+    __slots__ = ()
+
+
+_HANG: Final = _Pause()  # wait until the call is cancelled
+_PACE: Final = _Pause()  # wait pace_ms before the next chunk
 
 
 def _has_placeholders(entry: ReplayEntry) -> bool:
