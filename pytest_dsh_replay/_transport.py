@@ -97,27 +97,27 @@ def sync_transport(endpoint: Endpoint) -> Any:
 
     class _Transport(httpx.BaseTransport):  # type: ignore[misc, name-defined]
         def handle_request(self, request: Any) -> Any:
-            body = request.read()
-            response = endpoint.handle(
-                request.method,
-                _path(request),
-                _headers(request),
-                body,
-                timeout=_read_timeout(request),
-            )
-            if response.drop:
-                raise httpx.RemoteProtocolError(
-                    "the replayed call dropped the connection (a recorded transport failure)",
-                    request=request,
-                )
-            return httpx.Response(
-                response.status,
-                headers=response.headers,
-                stream=_Stream(response, request),
-                request=request,
-            )
+            response = _answer(endpoint, request, request.read())
+            return _httpx_response(httpx, response, request, _Stream(response, request))
 
     return _Transport()
+
+
+def _answer(endpoint: Endpoint, request: Any, body: bytes) -> EndpointResponse:
+    """The endpoint's answer to an httpx request whose body was read."""
+    return endpoint.handle(
+        request.method, _path(request), _headers(request), body, timeout=_read_timeout(request)
+    )
+
+
+def _httpx_response(httpx: Any, response: EndpointResponse, request: Any, stream: Any) -> Any:
+    """The ``httpx.Response`` for an answer (a dropped connection raises as httpx does)."""
+    if response.drop:
+        raise httpx.RemoteProtocolError(
+            "the replayed call dropped the connection (a recorded transport failure)",
+            request=request,
+        )
+    return httpx.Response(response.status, headers=response.headers, stream=stream, request=request)
 
 
 class _Pool:
@@ -204,26 +204,9 @@ def async_transport(endpoint: Endpoint, pool: _Pool | None = None) -> Any:
             body = await request.aread()
             loop = asyncio.get_running_loop()
             response = await loop.run_in_executor(
-                workers.get(),
-                lambda: endpoint.handle(
-                    request.method,
-                    _path(request),
-                    _headers(request),
-                    body,
-                    timeout=_read_timeout(request),
-                ),
+                workers.get(), lambda: _answer(endpoint, request, body)
             )
-            if response.drop:
-                raise httpx.RemoteProtocolError(
-                    "the replayed call dropped the connection (a recorded transport failure)",
-                    request=request,
-                )
-            return httpx.Response(
-                response.status,
-                headers=response.headers,
-                stream=_Stream(response, request),
-                request=request,
-            )
+            return _httpx_response(httpx, response, request, _Stream(response, request))
 
         async def aclose(self) -> None:
             return None
