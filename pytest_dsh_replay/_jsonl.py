@@ -48,6 +48,7 @@ from ._events import (
     header_problem,
     header_version,
 )
+from ._typed import ROW_LINE_PREFIXES, STREAM_LINE_PREFIXES, decode_call_line
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -191,7 +192,7 @@ def read_failed(err: OSError, source: str | None, lineno: int | None = None) -> 
 
 
 def iter_log_lines(
-    data: bytes | Iterable[bytes], *, source: str | None = None
+    data: bytes | Iterable[bytes], *, source: str | None = None, calls: bool = False
 ) -> Generator[tuple[int, Any], None, None]:
     r"""Yield ``(line_number, value)`` for every non-blank line of a log, header included.
 
@@ -199,10 +200,16 @@ def iter_log_lines(
         data: The whole log as bytes, a binary file object (read line by line), or an
             iterable of raw lines each ending in ``\n``.
         source: The file name used in error messages.
+        calls: Decode packed rows and ``assistant/message``/``assistant/attempt`` events
+            with :func:`~pytest_dsh_replay._typed.decode_call_line` when it is certain of
+            them (the script builder's fast path); such lines are yielded as its
+            :class:`~pytest_dsh_replay._typed.PackedLine` or
+            :class:`~pytest_dsh_replay._typed.StreamLine`, already checked.
 
     Yields:
         The 1-based physical line number (blank lines counted) and the parsed JSON
-        value. Nothing is checked beyond JSON syntax and the limits.
+        value (or, with ``calls``, a decoded call line). Nothing is checked beyond JSON
+        syntax and the limits.
 
     Raises:
         SessionLogError: A line is not valid JSON (a final line without ``\n`` is
@@ -210,26 +217,32 @@ def iter_log_lines(
             nests deeper than :data:`MAX_NESTING`, or the file cannot be read.
     """
     loads = orjson.loads
+    prefixes: tuple[bytes, ...] = ()  # the header (the first value) is never a call line
     lineno = 0
     try:
         for raw in raw_lines(data):
             lineno += 1
             if len(raw) > MAX_LINE_BYTES and line_too_long(raw):
                 raise too_long(source, lineno)
+            if prefixes and raw.startswith(prefixes):
+                decoded = decode_call_line(raw)
+                if decoded is not None:
+                    yield lineno, decoded
+                    continue
             try:
-                if lineno == 1 and raw.startswith(_BOM):
-                    yield lineno, loads(raw[3:])
-                else:
-                    yield lineno, loads(raw)
-                continue
+                value = loads(raw[3:] if lineno == 1 and raw.startswith(_BOM) else raw)
             except orjson.JSONDecodeError as err:
                 value = _with_lone_surrogates(raw, err)
-                if value is not _NOT_JSON:
-                    yield lineno, value
-                    continue
-                error = bad_line(raw, err, source, lineno)
-            if error is not None:
-                raise error from None
+                if value is _NOT_JSON:
+                    error = bad_line(raw, err, source, lineno)
+                    if error is not None:
+                        raise error from None
+                    continue  # a blank line
+            if calls and not prefixes:  # after the header: its format says which lines
+                version = value.get("version") if value.__class__ is dict else None
+                streams = version.__class__ is int and version >= SEEDED_FORMAT
+                prefixes = STREAM_LINE_PREFIXES if streams else ROW_LINE_PREFIXES
+            yield lineno, value
     except OSError as err:  # reading the file failed (not the consumer: it runs outside)
         raise read_failed(err, source, lineno + 1) from None
 
@@ -539,15 +552,30 @@ def check_log_name(header: SessionHeader, source: str, line: int) -> None:
         )
 
 
+TYPED_MIN_BYTES: Final = 1 << 20
+"""The smallest log (plain text bytes) whose call lines the script builder decodes typed."""
+
+
+def _log_size(f: IO[bytes]) -> int:
+    if isinstance(f, io.BytesIO):
+        return len(f.getbuffer())
+    try:
+        return os.fstat(f.fileno()).st_size
+    except (OSError, ValueError):
+        return 0
+
+
 @contextmanager
 def open_session_log(
-    path: str | os.PathLike[str], *, mode: HeaderMode = "replay"
+    path: str | os.PathLike[str], *, mode: HeaderMode = "replay", calls: bool = False
 ) -> Iterator[tuple[SessionHeader, int, Iterator[tuple[int, Any]]]]:
     """Open a log file and read its header; the body follows as parsed lines.
 
     Args:
         path: A log (plain or zstd).
         mode: How strictly the header is checked (:data:`HeaderMode`).
+        calls: Decode call lines typed (see :func:`iter_log_lines`) when the log holds
+            :data:`TYPED_MIN_BYTES` or more: for the script builder only.
 
     Yields:
         ``(header, header_line, body)``: the validated header, its line number, and
@@ -559,7 +587,9 @@ def open_session_log(
     """
     source = os.fspath(path)
     with open_log(path) as f:
-        lines = iter_log_lines(f, source=source)
+        if calls:  # typed decoding pays for importing msgspec only in a large log
+            calls = _log_size(f) >= TYPED_MIN_BYTES
+        lines = iter_log_lines(f, source=source, calls=calls)
         first = next(lines, None)
         if first is None:
             raise _empty(source)

@@ -207,7 +207,7 @@ def load_session_script(
     p = Path(path)
     source = str(p)
     derive = override is None or override.replace is None
-    with open_session_log(p) as (header, header_line, lines):
+    with open_session_log(p, calls=True) as (header, header_line, lines):
         fmt = header.format
         marked = fmt >= SEEDED_FORMAT
         seed_length = header.seed_length if header.seeded and not marked else 0

@@ -30,6 +30,7 @@ from ._events import END_SEED, ChunkRun, Event, JSONObject, StreamChunk
 from ._jsonl import not_an_event
 from ._stream import STREAM_EVENTS, stream_runs
 from ._text import join_split_surrogates
+from ._typed import ABSENT, PackedLine, StreamLine
 
 __all__ = [
     "END_SEED",
@@ -412,6 +413,12 @@ class ScriptBuilder:
         except SessionLogError as err:
             self._fail(err)
             return
+        self._stream_entry(kind, key, runs, index, line)
+
+    def _stream_entry(
+        self, kind: str, key: str, runs: list[ChunkRun], index: int, line: int | None
+    ) -> None:
+        """A stream event's call from its validated runs (formats 2-4)."""
         if self._items:
             raise self._unterminated()
         if not runs and kind == "assistant/message":
@@ -525,6 +532,24 @@ class ScriptBuilder:
         try:
             for lineno, value in lines:
                 if value.__class__ is not dict:
+                    if value.__class__ is PackedLine:  # decoded typed and checked
+                        self._count = count
+                        self._members(
+                            value.payload, value.turn, value.step, value.chunk_type,
+                            value.index, value.id, value.name, value.has_name, lineno,
+                        )  # fmt: skip
+                        count = self._count
+                        continue
+                    if value.__class__ is StreamLine:
+                        index = count
+                        count += 1
+                        if index >= skip and self.derive and self._stream_events:
+                            self._count = count
+                            turn = _MISSING if value.turn is ABSENT else value.turn
+                            step = _MISSING if value.step is ABSENT else value.step
+                            key = _call_key(turn, step)
+                            self._stream_entry(value.kind, key, value.runs, index, lineno)
+                        continue
                     raise not_an_event(value, source, lineno)
                 tag = value.get("type")
                 if tag == "assistant/chunk" and fast and count >= skip:

@@ -26,7 +26,7 @@ from typing import Any, Final
 import orjson
 
 from ._errors import SessionLogError
-from ._events import ChunkRun, is_safe_integer
+from ._events import MAX_SAFE_INTEGER, ChunkRun, is_safe_integer
 
 __all__ = ["STREAM_EVENTS", "stream_runs"]
 
@@ -167,6 +167,78 @@ def _record_problem(record: Any) -> tuple[str, ChunkRun | None]:
     return "", [chunk_type, index, payload, record["id"]]
 
 
+_INT_ONLY: Final = frozenset({int})
+_STR_ONLY: Final = frozenset({str})
+
+
+def _fast_run(record: Any) -> ChunkRun | None:
+    """A run record checked with whole-list operations that run in C, or ``None``.
+
+    Returns the run only when every rule :func:`_record_problem` applies certainly holds:
+    exact ``int`` numbers, exact ``str`` members, ``|time0| + sum(|dt|)`` within the safe
+    range (which bounds every member time), a raw chunk the strict serializer writes
+    without ``null``. Anything else (an integral float, a record that breaks a rule)
+    returns ``None`` and goes through :func:`_record_problem`, which gives the same run
+    or the runtime's message.
+    """
+    if record.__class__ is not dict:
+        return None
+    kind = record.get("type")
+    keys = record.keys()
+    if kind == "chunk":
+        # Lossless in C: the serializer refuses unsafe integers; a non-finite float
+        # becomes null, so a chunk holding null is left to the walk.
+        chunk, time = record.get("chunk"), record.get("time")
+        if (
+            keys != _RAW_KEYS
+            or time.__class__ is not int
+            or not -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER
+            or chunk.__class__ is not dict
+        ):
+            return None
+        try:
+            blob = orjson.dumps(chunk, option=orjson.OPT_STRICT_INTEGER)
+        except TypeError:  # orjson.JSONEncodeError included
+            return None
+        return None if b"null" in blob else chunk
+    chunk_type = _RUN_CHUNK.get(kind) if kind.__class__ is str else None
+    if chunk_type is None:
+        return None
+    if chunk_type == "tool-call-delta":
+        named = keys == _TOOL_KEYS_NAMED
+        if not named and keys != _TOOL_KEYS:
+            return None
+        payload, cid = record["args"], record["id"]
+        if cid.__class__ is not str or not cid:
+            return None
+        if named and (record["name"].__class__ is not str or not record["name"]):
+            return None
+    elif keys == _TEXT_KEYS:
+        payload = record["texts"]
+    else:
+        return None
+    time0, index, dt = record["time0"], record["index"], record["dt"]
+    if (
+        payload.__class__ is not list
+        or not payload
+        or {*map(type, payload)} != _STR_ONLY
+        or time0.__class__ is not int
+        or index.__class__ is not int
+        or index < 0
+        or index > MAX_SAFE_INTEGER
+        or dt.__class__ is not list
+        or len(dt) != len(payload) - 1
+        or (dt and {*map(type, dt)} != _INT_ONLY)
+        or abs(time0) + sum(map(abs, dt)) > MAX_SAFE_INTEGER
+    ):
+        return None
+    if chunk_type != "tool-call-delta":
+        return [chunk_type, index, payload]
+    if named:
+        return [chunk_type, index, payload, cid, record["name"]]
+    return [chunk_type, index, payload, cid]
+
+
 def stream_runs(
     stream: Any, *, event_type: str, source: str | None, line: int | None
 ) -> list[ChunkRun]:
@@ -197,6 +269,10 @@ def stream_runs(
         )
     runs: list[ChunkRun] = []
     for i, record in enumerate(stream):
+        run = _fast_run(record)
+        if run is not None:
+            runs.append(run)
+            continue
         problem, run = _record_problem(record)
         if run is None:
             raise SessionLogError(

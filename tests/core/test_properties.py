@@ -575,3 +575,185 @@ def test_the_log_check_shortcut_finds_what_normalizing_everything_finds(
         ]
 
     assert run(True) == run(False)
+
+
+# --- the typed decoder of call lines against the plain path ------------------------------
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Equal, with the same types all the way down (1 and 1.0 and True differ)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same_value(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+_good_gaps = st.sampled_from([b"0", b"1", b"27"])
+
+
+@st.composite
+def _record_fields(draw: st.DrawFn) -> list[tuple[bytes, bytes]]:
+    """One valid stream record as (key, value) pairs."""
+    kind = draw(st.sampled_from(["chunk", "text-chunks", "reasoning-chunks", "tool-call-chunks"]))
+    fields = [(b"type", b'"%s"' % kind.encode())]
+    if kind == "chunk":
+        chunk = draw(
+            st.sampled_from([b'{"type":"finish","reason":{"kind":"stop"}}', b'{"a":[1,2.5]}'])
+        )
+        return [*fields, (b"time", draw(good_numbers)), (b"chunk", chunk)]
+    n = draw(st.integers(1, 4))
+    gaps = draw(st.lists(_good_gaps, min_size=n - 1, max_size=n - 1))
+    members = b"[" + b",".join(draw(st.lists(good_strings, min_size=n, max_size=n))) + b"]"
+    fields += [(b"time0", draw(good_numbers)), (b"index", draw(good_numbers))]
+    fields.append((b"dt", b"[" + b",".join(gaps) + b"]"))
+    if kind == "tool-call-chunks":
+        fields.append((b"id", b'"call-1"'))
+        if draw(st.booleans()):
+            fields.append((b"name", b'"bash"'))
+        return [*fields, (b"args", members)]
+    return [*fields, (b"texts", members)]
+
+
+_FAULTS: dict[bytes, list[bytes]] = {
+    b"dt": [b"[]", b"[1]", b"[1,1]", b"[1.5]", b"[1099511627777]", b"[9007199254740992]", b"[-1]"],
+    b"chunk": [
+        b'{"a":null}',
+        b'{"a":1e300}',
+        b"[]",
+        b'{"a":18446744073709551616}',
+        b'{"a":9007199254740992}',
+        b'{"a":[9007199254740991,-9007199254740992]}',
+    ],
+    b"texts": [b"[]", b'[""]', b"[1]", b'["a",1]', b'["\\ud800"]', b"null"],
+    b"args": [b"[]", b"[1]", b'["a",null]'],
+    b"id": [b'""', b"1", b"null"],
+    b"name": [b'""', b"1", b"null"],
+}
+_other_faults = st.one_of(odd_numbers, string_literals, st.sampled_from([b"[]", b"{}", b"null"]))
+
+
+def _faulty(draw: st.DrawFn, key: bytes) -> bytes:
+    """A value that may break the rule for ``key``."""
+    if key in _FAULTS and draw(st.integers(0, 5)):
+        return draw(st.sampled_from(_FAULTS[key]))
+    return draw(_other_faults)
+
+
+@st.composite
+def stream_lines(draw: st.DrawFn) -> bytes:
+    """``assistant/message`` lines of valid records with at most one fault somewhere."""
+    records = [draw(_record_fields()) for _ in range(draw(st.integers(0, 3)))]
+    data: list[tuple[bytes, bytes]] = []
+    for key in (b"turn", b"step"):
+        if draw(st.integers(0, 4)):
+            data.append((key, draw(good_numbers)))
+    if draw(st.booleans()):
+        data.append((b"message", b'{"role":"assistant","content":[]}'))
+    fault = draw(st.integers(0, 4))
+    if fault and records:  # one record's value replaced, a key dropped, or a key added
+        fields = records[draw(st.integers(0, len(records) - 1))]
+        ruled = [i for i, (key, _) in enumerate(fields) if key in _FAULTS]
+        use_ruled = bool(ruled) and draw(st.booleans())
+        k = draw(st.sampled_from(ruled)) if use_ruled else draw(st.integers(0, len(fields) - 1))
+        if fault == 1:
+            fields[k] = (fields[k][0], _faulty(draw, fields[k][0]))
+        elif fault == 2 and k:
+            del fields[k]
+        elif fault == 3:
+            fields.append((b"extra", b"1"))
+        else:
+            fields[k] = (fields[k][0], _faulty(draw, fields[k][0]))
+    elif fault == 4 and data:
+        data[0] = (data[0][0], _faulty(draw, data[0][0]))
+    elif fault == 3:
+        data.append((b"other", b"true"))
+
+    def obj(pairs: list[tuple[bytes, bytes]]) -> bytes:
+        return b"{" + b",".join(b'"%s":%s' % (k, v) for k, v in pairs) + b"}"
+
+    stream = b"[" + b",".join(obj(r) for r in records) + b"]"
+    body = obj([(b"stream", stream), *data])
+    event_type = draw(st.sampled_from([b"assistant/message", b"assistant/attempt"]))
+    tail = draw(st.sampled_from([b'"seq":3,"time":5,', b""]))
+    return b'{"type":"' + event_type + b'",' + tail + b'"data":' + body + b"}\n"
+
+
+@st.composite
+def single_fault_rows(draw: st.DrawFn) -> bytes:
+    """Packed row lines, valid but for at most one value, missing key or extra key."""
+    tag = draw(st.sampled_from(sorted(PACKED_TAGS)))
+    n = draw(st.integers(1, 4))
+    gaps = draw(st.lists(_good_gaps, min_size=n - 1, max_size=n - 1))
+    members = b"[" + b",".join(draw(st.lists(good_strings, min_size=n, max_size=n))) + b"]"
+    data = [(b"turn", draw(good_numbers)), (b"step", b"1"), (b"index", b"0")]
+    data.append((b"dt", b"[" + b",".join(gaps) + b"]"))
+    if tag == "tool-call-chunks":
+        data.append((b"id", b'"call-1"'))
+        if draw(st.booleans()):
+            data.append((b"name", b'"bash"'))
+        data.append((b"args", members))
+    else:
+        data.append((b"texts", members))
+    envelope = [(b"seq0", b"4"), (b"time0", draw(good_numbers))][: draw(st.integers(0, 2))]
+    fault = draw(st.integers(0, 3))
+    target = data if draw(st.booleans()) or not envelope else envelope
+    ruled = [i for i, (key, _) in enumerate(target) if key in _FAULTS]
+    use_ruled = bool(ruled) and draw(st.booleans())
+    k = draw(st.sampled_from(ruled)) if use_ruled else draw(st.integers(0, len(target) - 1))
+    if fault == 1:
+        target[k] = (target[k][0], _faulty(draw, target[k][0]))
+    elif fault == 2:
+        del target[k]
+    elif fault == 3:
+        target.append((b"extra", b"1"))
+
+    def obj(pairs: list[tuple[bytes, bytes]]) -> bytes:
+        return b"{" + b",".join(b'"%s":%s' % (k, v) for k, v in pairs) + b"}"
+
+    head = b'{"type":"%s",' % tag.encode()
+    return head + obj([*envelope, (b"data", obj(data))])[1:] + b"\n"
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(stream_lines())
+def test_the_typed_decoder_accepts_a_stream_only_as_the_checks_do(line: bytes) -> None:
+    from pytest_dsh_replay._stream import stream_runs
+    from pytest_dsh_replay._typed import ABSENT, StreamLine, decode_call_line
+
+    decoded = decode_call_line(line)
+    if decoded is None:
+        return  # the plain path decides, with its messages
+    assert isinstance(decoded, StreamLine)
+    value = orjson.loads(line)
+    data = value["data"]
+    runs = stream_runs(data["stream"], event_type=value["type"], source=None, line=None)
+    assert _same_value(decoded.runs, runs)
+    assert decoded.kind == value["type"]
+    for key in ("turn", "step"):
+        found = getattr(decoded, key)
+        assert (found is ABSENT) == (key not in data)
+        if found is not ABSENT:
+            assert _same_value(found, data[key])
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(st.one_of(row_lines(), single_fault_rows()))
+def test_the_typed_decoder_accepts_a_row_only_as_the_checks_do(line: bytes) -> None:
+    from pytest_dsh_replay._chunk_rows import validate_packed_row
+    from pytest_dsh_replay._typed import ROW_LINE_PREFIXES, PackedLine, decode_call_line
+
+    assume(line.startswith(ROW_LINE_PREFIXES))
+    decoded = decode_call_line(line)
+    if decoded is None:
+        return  # the plain path decides, with its messages
+    assert isinstance(decoded, PackedLine)
+    value = orjson.loads(line)  # the plain path parses it ...
+    value.setdefault("seq0", 0)
+    value.setdefault("time0", 0)
+    row = validate_packed_row(value)  # ... and accepts it, with the same fields
+    fields = ("turn", "step", "index", "payload", "id", "name", "has_name")
+    assert all(_same_value(getattr(decoded, f), getattr(row, f)) for f in fields)
+    assert decoded.chunk_type == row.chunk_type
