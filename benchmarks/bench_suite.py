@@ -1,30 +1,34 @@
-"""Scale of a suite: the plugin's cost per test over a bare test, and at collection.
+"""Scale of a suite: what the plugin costs per test, from 100 to 10,000 replaying tests.
 
 Usage::
 
-    python3 benchmarks/bench_suite.py                 # 1,000 scenarios, 5 runs of each
-    python3 benchmarks/bench_suite.py --tests 200 --runs 3
+    python3 benchmarks/bench_suite.py                          # 100, 1,000, 10,000 tests
+    python3 benchmarks/bench_suite.py --sizes 100,1000 --runs 3
+    python3 benchmarks/bench_suite.py --no-vcr                 # without the vcrpy suite
 
-A temporary project gets ``--tests`` small scenario directories (``dsh_snapshots/`` beside
-the test module, one recorded call of 12 chunks each) and three test modules of as many
-parametrized tests:
+A temporary project holds, for each size N, N parametrized tests in each of three modules
+and N recordings of one model call of ``--chunks`` chunks (50: a block start, text deltas,
+the block end, usage, the finish):
 
-- ``bare``: the test body does nothing;
-- ``fixture``: the test requests ``dsh_replay`` (its scenario named by a
-  ``dsh_scenario`` marker) and replays nothing: the plugin loads the scenario, builds the
-  model and the
-  session store, and runs its end-of-test checks (the unused-call check is switched off
-  on the model, or the test would fail);
-- ``replay``: the test requests ``dsh_replay`` and replays its one recorded call.
+- ``bare``: the test body does nothing (the baseline: what pytest costs);
+- ``replay``: the test requests ``dsh_replay`` and reads its recorded call to the end
+  through ``dsh_replay.model.stream``, each test its own scenario directory (so nothing is
+  shared between tests), with the end-of-test checks (every call used, the replayed
+  session log compared with the recording);
+- ``vcr`` (needs ``benchmarks/requirements.txt``): the alternative users would pick, a
+  ``pytest-recording`` (vcrpy) test that replays an equivalent streamed chat completion
+  through the ``openai`` SDK, each test its own cassette, recorded once from a server
+  on 127.0.0.1 that this script starts and stops. It runs with ``-p no:dsh_replay``.
 
-Each module runs in a fresh ``pytest`` subprocess (``-p no:xdist -p no:randomly``, its
-own ``--basetemp``) with all the tests and with a fifth of them, ``--runs`` times,
-alternating; figures are medians of the wall time of the whole process. The time per
-test of a module is the difference between the two sizes divided by the difference in
-tests (so start-up and imports cancel out); ``added_ms_per_test`` is ``replay``'s minus
-``bare``'s, and ``added_fixed_s_per_run`` what the plugin adds once per run (importing
-its core). Collection is timed with ``--collect-only`` on the ``bare`` module, with the
-plugin and with ``-p no:dsh_replay``.
+Each (module, size) runs in a fresh ``pytest`` subprocess (``-p no:xdist -p no:randomly
+-p no:cacheprovider``, its own ``--basetemp``), ``--runs`` times, the runs of all
+combinations interleaved in alternating order. Per run the operating system's accounting
+of the finished child is read (``os.wait4``): CPU time (user + system) and peak RSS.
+Figures are medians. For each size: tests per second (N / CPU seconds, and N / wall
+seconds), peak RSS, and the time each module adds per test over ``bare`` ((CPU - bare
+CPU) / N, start-up included); ``slope_ms_per_test`` is the added cost between two
+sizes ((added CPU at the larger - at the smaller) / (difference in tests)), which start-up
+cancels out of: flat means the same slope from 100 to 1,000 as from 1,000 to 10,000.
 
 Prints one JSON line.
 """
@@ -33,6 +37,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import http.server
+import itertools
 import json
 import os
 import platform
@@ -41,6 +47,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,83 +55,161 @@ from typing import Any
 
 from pytest_dsh_replay import MemoryBackend, RecordingModel, SessionStore, write_scenario
 
-PARAMS = """
+REQUEST = {"messages": [{"role": "user", "content": "hi"}]}
+
+HEADER = """
 import os
 
 import pytest
 
-CASES = [
-    pytest.param(n, marks=pytest.mark.dsh_scenario(f"s{n:04d}"), id=f"{n:04d}")
-    for n in range(int(os.environ["DSH_BENCH_TESTS"]))
-]
+N = int(os.environ["DSH_BENCH_TESTS"])
 """
-
-REQUEST = {"messages": [{"role": "user", "content": "hi"}]}
 
 MODULES = {
     "bare": """
-@pytest.mark.parametrize("n", CASES)
-def test_replay(n):
+@pytest.mark.parametrize("n", range(N))
+def test_bare(n):
     pass
-""",
-    "fixture": """
-@pytest.mark.parametrize("n", CASES)
-def test_replay(n, dsh_replay):
-    assert dsh_replay.scenario is not None
-    dsh_replay.model.assert_consumed = lambda: None  # nothing is replayed here
 """,
     "replay": f"""
 REQUEST = {REQUEST!r}
 
-@pytest.mark.parametrize("n", CASES)
+@pytest.mark.parametrize(
+    "n", [pytest.param(n, marks=pytest.mark.dsh_scenario(f"s{{n:05d}}")) for n in range(N)]
+)
 def test_replay(n, dsh_replay):
     for _chunk in dsh_replay.model.stream(REQUEST):
+        pass
+""",
+    "vcr": """
+import openai
+
+CLIENT = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="sk-benchmark", max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def vcr_config():
+    return {"match_on": ["method", "path"]}  # recorded from another port
+
+@pytest.mark.vcr
+@pytest.mark.parametrize("n", range(N))
+def test_vcr(n):
+    stream = CLIENT.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    for _chunk in stream:
         pass
 """,
 }
 
 
-class _Scripted:
-    """Streams the benchmark's one recorded call (12 chunks)."""
-
-    CHUNKS = (
+def chunks(count: int) -> list[dict[str, Any]]:
+    """One call of ``count`` stream chunks (at least 5)."""
+    deltas = count - 4
+    text = "".join(f"w{i} " for i in range(deltas))
+    return (
         [{"type": "block-start", "index": 0, "blockType": "text"}]
-        + [{"type": "text-delta", "index": 0, "text": f"w{i} "} for i in range(8)]
+        + [{"type": "text-delta", "index": 0, "text": f"w{i} "} for i in range(deltas)]
         + [
-            {"type": "block-end", "index": 0, "block": {"type": "text", "text": "..."}},
-            {"type": "usage", "usage": {"inputTokens": 3, "outputTokens": 8}},
+            {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}},
+            {"type": "usage", "usage": {"inputTokens": 3, "outputTokens": deltas}},
             {"type": "finish", "reason": {"kind": "stop"}},
         ]
     )
 
+
+class _Scripted:
+    def __init__(self, count: int):
+        self.count = count
+
     def stream(self, request: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
-        yield from (dict(c) for c in self.CHUNKS)
+        yield from chunks(self.count)
 
 
-def write_project(root: Path, tests: int) -> None:
-    (root / "pytest.ini").write_text("[pytest]\n")
-    for name, source in MODULES.items():
-        (root / f"test_{name}.py").write_text(PARAMS + source)
-    snapshots = root / "dsh_snapshots"
-    snapshots.mkdir()
-    # Recorded as --dsh-record records the `replay` module's call, so the replayed-log
-    # check of that module compares and passes, as in a real suite.
+def write_scenarios(root: Path, tests: int, count: int) -> None:
+    """``tests`` scenario directories, each the recording ``--dsh-record`` would make."""
     store = SessionStore(MemoryBackend())
-    model = RecordingModel(_Scripted(), store)
-    list(model.stream(REQUEST))
+    model = RecordingModel(_Scripted(count), store)
+    for _chunk in model.stream(REQUEST):
+        pass
     model.close_open_calls()
-    write_scenario(snapshots / "s0000", store.sessions())
-    log = (snapshots / "s0000" / "session.jsonl").read_bytes()
+    first = root / "s00000"
+    write_scenario(first, store.sessions())
+    log = (first / "session.jsonl").read_bytes()
     for n in range(1, tests):
-        d = snapshots / f"s{n:04d}"
+        d = root / f"s{n:05d}"
         d.mkdir()
         (d / "session.jsonl").write_bytes(log)
 
 
-def run_pytest(root: Path, args: list[str], scratch: Path, tests: int) -> float:
+def _sse_body(count: int) -> bytes:
+    """An OpenAI streamed chat completion equivalent to :func:`chunks`: ``count`` events."""
+    base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    events: list[dict[str, Any]] = [
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    ]
+    for i in range(count - 3):
+        delta = {"content": f"w{i} "}
+        events.append({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+    events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    usage = {"prompt_tokens": 3, "completion_tokens": count - 3, "total_tokens": count}
+    events.append({**base, "choices": [], "usage": usage})
+    lines = [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events]
+    return b"".join(lines) + b"data: [DONE]\n\n"
+
+
+def write_cassettes(project: Path, tests: int, count: int) -> None:
+    """Record one cassette from a loopback server, then give every test a copy."""
+    import openai
+    import vcr
+
+    body = _sse_body(count)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", "0")))
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    directory = project / "cassettes" / "test_vcr"
+    directory.mkdir(parents=True)
+    first = directory / "test_vcr[0].yaml"
+    try:
+        port = server.server_address[1]
+        client = openai.OpenAI(
+            base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-benchmark", max_retries=0
+        )
+        # Recorded against the port the tests' client names (the request must match).
+        with vcr.use_cassette(str(first), record_mode="all", match_on=["method", "path"]):
+            stream = client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+            )
+            received = sum(1 for _ in stream)
+    finally:
+        server.shutdown()
+        server.server_close()
+    if received < count - 2:
+        raise SystemExit(f"bench_suite: the recorded completion has {received} chunks")
+    text = first.read_text()
+    for n in range(1, tests):
+        (directory / f"test_vcr[{n}].yaml").write_text(text)
+
+
+def run_pytest(root: Path, args: list[str], scratch: Path, tests: int) -> dict[str, float]:
+    """One pytest subprocess: its CPU seconds, wall seconds and peak RSS in MB."""
     basetemp = Path(tempfile.mkdtemp(dir=scratch))
     shutil.rmtree(basetemp)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as users run it: bytecode cached
     env["DSH_BENCH_TESTS"] = str(tests)
     command = [
         sys.executable,
@@ -140,76 +225,87 @@ def run_pytest(root: Path, args: list[str], scratch: Path, tests: int) -> float:
         f"--basetemp={basetemp}",
         *args,
     ]
-    start = time.perf_counter()
-    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
+    with open(scratch / "out.txt", "wb") as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
     shutil.rmtree(basetemp, ignore_errors=True)
-    if done.returncode not in (0, 5):
-        raise SystemExit(f"bench_suite: {' '.join(args)} failed:\n{done.stdout[-3000:]}")
-    return seconds
+    if proc.returncode != 0:
+        tail = (scratch / "out.txt").read_text(errors="replace")[-3000:]
+        raise SystemExit(f"bench_suite: {' '.join(args)} ({tests} tests) failed:\n{tail}")
+    return {
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "wall": wall,
+        "rss_mb": usage.ru_maxrss / 1024,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tests", type=int, default=1000, help="scenarios and tests (1000)")
-    parser.add_argument("--runs", type=int, default=5, help="runs of each (5)")
+    parser.add_argument("--sizes", default="100,1000,10000", help="test counts (100,1000,10000)")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each (3)")
+    parser.add_argument("--chunks", type=int, default=50, help="chunks of the call (50)")
+    parser.add_argument("--no-vcr", action="store_true", help="leave out the vcrpy suite")
     args = parser.parse_args(argv)
-    small = max(args.tests // 5, 1)
-    plans: dict[str, tuple[list[str], int]] = {
-        "bare": (["test_bare.py"], args.tests),
-        "bare_small": (["test_bare.py"], small),
-        "bare_without_plugin": (["-p", "no:dsh_replay", "test_bare.py"], args.tests),
-        "fixture": (["test_fixture.py"], args.tests),
-        "fixture_small": (["test_fixture.py"], small),
-        "replay": (["test_replay.py"], args.tests),
-        "replay_small": (["test_replay.py"], small),
-        "collect": (["--collect-only", "test_bare.py"], args.tests),
-        "collect_without_plugin": (
-            ["-p", "no:dsh_replay", "--collect-only", "test_bare.py"],
-            args.tests,
-        ),
-    }
-    times: dict[str, list[float]] = {name: [] for name in plans}
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    modules = ["bare", "replay"] + ([] if args.no_vcr else ["vcr"])
+    extra = {"bare": [], "replay": [], "vcr": ["-p", "no:dsh_replay", "--record-mode=none"]}
+    plans = [(m, n) for n in sizes for m in modules]
+    runs: dict[tuple[str, int], list[dict[str, float]]] = {p: [] for p in plans}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "project"
-        root.mkdir()
+        (root / "dsh_snapshots").mkdir(parents=True)
         scratch = Path(tmp) / "scratch"
         scratch.mkdir()
-        write_project(root, args.tests)
-        run_pytest(root, ["test_replay.py"], scratch, args.tests)  # warm the file cache
+        (root / "pytest.ini").write_text("[pytest]\n")
+        for name in modules:
+            (root / f"test_{name}.py").write_text(HEADER + MODULES[name])
+        write_scenarios(root / "dsh_snapshots", max(sizes), args.chunks)
+        if "vcr" in modules:
+            write_cassettes(root, max(sizes), args.chunks)
+        for m in modules:  # warm the file cache and write the bytecode caches
+            run_pytest(root, [*extra[m], f"test_{m}.py"], scratch, min(sizes))
         for i in range(args.runs):
-            names = list(plans) if i % 2 == 0 else list(reversed(plans))
-            for name in names:
-                argv_, tests = plans[name]
-                times[name].append(run_pytest(root, argv_, scratch, tests))
-    med = {name: statistics.median(values) for name, values in times.items()}
-    span = args.tests - small
-
-    def slope(name: str) -> float:
-        # Seconds per test: the difference between the two sizes, so the fixed costs of
-        # a run (start-up, imports, the summary) cancel out.
-        return (med[name] - med[f"{name}_small"]) / span
-
-    per_test = slope("replay") - slope("bare")
-    result = {
+            for m, n in plans if i % 2 == 0 else list(reversed(plans)):
+                runs[(m, n)].append(run_pytest(root, [*extra[m], f"test_{m}.py"], scratch, n))
+    med = {p: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for p, rs in runs.items()}
+    result: dict[str, Any] = {
         "benchmark": "suite",
         "date": datetime.date.today().isoformat(),
-        "tests": args.tests,
+        "sizes": sizes,
         "runs": args.runs,
-        "seconds": {name: round(value, 3) for name, value in med.items()},
-        "bare_ms_per_test": round(slope("bare") * 1e3, 3),
-        "replay_ms_per_test": round(slope("replay") * 1e3, 3),
-        "added_ms_per_test": round(per_test * 1e3, 3),
-        "added_ms_per_test_fixture_only": round((slope("fixture") - slope("bare")) * 1e3, 3),
-        "added_fixed_s_per_run": round(med["replay"] - med["bare"] - per_test * args.tests, 3),
-        "plugin_ms_per_test_not_using_it": round(
-            (med["bare"] - med["bare_without_plugin"]) / args.tests * 1e3, 3
-        ),
-        "collection_overhead_ms": round((med["collect"] - med["collect_without_plugin"]) * 1e3, 1),
-        "target_ms_per_test": 1.0,
-        "met": per_test < 1e-3,
-        "python": platform.python_version(),
+        "chunks_per_call": args.chunks,
     }
+    for m in modules:
+        result[m] = {
+            str(n): {
+                "cpu_s": round(med[(m, n)]["cpu"], 3),
+                "wall_s": round(med[(m, n)]["wall"], 3),
+                "tests_per_cpu_s": round(n / med[(m, n)]["cpu"], 1),
+                "tests_per_wall_s": round(n / med[(m, n)]["wall"], 1),
+                "peak_rss_mb": round(med[(m, n)]["rss_mb"], 1),
+            }
+            for n in sizes
+        }
+    for m in modules[1:]:
+
+        def added(n: int, m: str = m) -> float:
+            return med[(m, n)]["cpu"] - med[("bare", n)]["cpu"]
+
+        result[f"{m}_added_ms_per_test"] = {str(n): round(added(n) / n * 1e3, 3) for n in sizes}
+        result[f"{m}_slope_ms_per_test"] = {
+            f"{a}-{b}": round((added(b) - added(a)) / (b - a) * 1e3, 3)
+            for a, b in itertools.pairwise(sizes)
+        }
+        result[f"{m}_added_rss_mb"] = {
+            str(n): round(med[(m, n)]["rss_mb"] - med[("bare", n)]["rss_mb"], 1) for n in sizes
+        }
+    slopes = list(result["replay_slope_ms_per_test"].values())
+    result["target_ms_per_test"] = 0.5
+    result["met"] = bool(slopes) and max(slopes) <= 0.5
+    result["python"] = platform.python_version()
     print(json.dumps(result))
     return 0
 

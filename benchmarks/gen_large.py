@@ -14,6 +14,13 @@ parent's events and record it as ``seedLength``; spawn children (even numbers) s
 empty. The output is deterministic for a given ``--seed``. ``benchmarks/data/`` is
 git-ignored: never commit what this writes.
 
+With ``--format 4`` the same sessions are written as the dsh runtime writes session log
+v4 (``session.v4.jsonl.zstd``, ``session.<n>.v4.jsonl.zstd``: one zstd frame per write
+batch): each call's chunks embedded in its ``assistant/message`` as ``data.stream``
+records (delta runs as ``text-chunks``/``reasoning-chunks``/``tool-call-chunks``), every
+event with ``seq``/``time``, ``isSeeded`` headers and an inherited ``session/end-seed``
+marker where a fork child's seed ends (default output ``benchmarks/data/large-v4``).
+
 Prints one JSON line: the directory, the number of files, bytes, lines and calls.
 """
 
@@ -32,6 +39,12 @@ from pytest_dsh_replay._chunk_rows import pack_chunk_runs
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "data" / "large"
+DEFAULT_OUT_V4 = HERE / "data" / "large-v4"
+_RUN_TAGS = {
+    "text-delta": "text-chunks",
+    "reasoning-delta": "reasoning-chunks",
+    "tool-call-delta": "tool-call-chunks",
+}
 CHILDREN = 20
 PARENT_ID = "0b9d4a52-6f0e-4c1e-9a57-000000000000"
 
@@ -178,7 +191,94 @@ def _encode(header: dict[str, Any], events: list[dict[str, Any]], rng: random.Ra
     return b"\n".join(parts)
 
 
-def generate(out: Path, *, mb: float, seed: int, deltas: int) -> dict[str, Any]:
+def _stream_records(chunks: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """A call's ``(time, chunk)`` pairs as v4 ``data.stream`` records, delta runs packed."""
+    records: list[dict[str, Any]] = []
+    run: dict[str, Any] | None = None
+    last_time = 0
+    for time, chunk in chunks:
+        tag = _RUN_TAGS.get(chunk["type"])
+        key = (tag, chunk.get("index"), chunk.get("id"))
+        joins = run is not None and run["key"] == key and "name" not in run["chunk"]
+        if tag is not None and joins and "name" not in chunk:
+            assert run is not None
+            run["dt"].append(time - last_time)
+            run["members"].append(chunk.get("text", chunk.get("argumentsDelta")))
+        elif tag is not None:
+            run = {"key": key, "time0": time, "dt": [], "chunk": chunk}
+            run["members"] = [chunk.get("text", chunk.get("argumentsDelta"))]
+            records.append(run)
+        else:
+            run = None
+            records.append({"type": "chunk", "time": time, "chunk": chunk})
+        last_time = time
+    out: list[dict[str, Any]] = []
+    for r in records:
+        if "key" not in r:
+            out.append(r)
+            continue
+        tag, index, cid = r["key"]
+        record: dict[str, Any] = {"type": tag, "time0": r["time0"], "index": index, "dt": r["dt"]}
+        if tag == "tool-call-chunks":
+            record["id"] = cid
+            if "name" in r["chunk"]:
+                record["name"] = r["chunk"]["name"]
+            record["args"] = r["members"]
+        else:
+            record["texts"] = r["members"]
+        out.append(record)
+    return out
+
+
+def _to_v4(events: list[dict[str, Any]], seed_end: int | None) -> list[dict[str, Any]]:
+    """The v0 events as the runtime's v4 log holds them (chunks inside their messages)."""
+    out: list[dict[str, Any]] = []
+    pending: list[tuple[int, dict[str, Any]]] = []
+    for i, event in enumerate(events):
+        kind = event["type"]
+        if kind == "assistant/chunk":
+            pending.append((event["time"], event["data"]["chunk"]))
+            continue
+        data = event["data"]
+        if kind == "assistant/message" and pending:
+            data = {**data, "stream": _stream_records(pending)}
+            pending = []
+        elif kind == "tool/result":
+            message = data["message"]
+            call_id = message["source"]["callId"]
+            data = {
+                **data,
+                "message": {
+                    "role": "tool",
+                    "source": message["source"],
+                    "toolCallId": call_id,
+                    "content": message["content"],
+                    "id": message["id"],
+                },
+            }
+        elif seed_end is not None and i == seed_end:
+            data = {"inherited": True}
+        renamed = {**event, "seq": len(out), "data": data}
+        out.append(renamed)
+    return out
+
+
+def _encode_v4(header: dict[str, Any], events: list[dict[str, Any]], rng: random.Random) -> bytes:
+    """Serialize as the runtime's v4 writer does: one zstd frame per write batch."""
+    import zstandard
+
+    compressor = zstandard.ZstdCompressor(level=3)
+    frames = [compressor.compress(orjson.dumps(header) + b"\n")]
+    i = 0
+    while i < len(events):
+        size = rng.randint(20, 80)
+        batch = b"".join(orjson.dumps(e) + b"\n" for e in events[i : i + size])
+        frames.append(compressor.compress(batch))
+        i += size
+    return b"".join(frames)
+
+
+def generate(out: Path, *, mb: float, seed: int, deltas: int, fmt: int = 0) -> dict[str, Any]:
     """Write the scenario into ``out`` (replaced); return a summary."""
     if out.exists():
         shutil.rmtree(out)
@@ -203,6 +303,8 @@ def generate(out: Path, *, mb: float, seed: int, deltas: int) -> dict[str, Any]:
         "cwd": "{{cwd}}",
         "delegationDepth": 0,
     }
+    raw: dict[int, tuple[dict[str, Any], list[dict[str, Any]], int | None]] = {}
+    raw[0] = (header, parent.events, None)
     files = {"session.jsonl": _encode(header, parent.events, rng)}
     calls = _calls(parent.events)
     ends = [i for i, e in enumerate(parent.events) if e["type"] == "turn/end"]
@@ -233,8 +335,22 @@ def generate(out: Path, *, mb: float, seed: int, deltas: int) -> dict[str, Any]:
         head["origin"] = "subagent"
         head["delegationDepth"] = 1
         grow(child, child_share + child.size, first_turn)
+        raw[n] = (head, child.events, cuts.get(n))
         files[f"session.{n}.jsonl"] = _encode(head, child.events, rng)
         calls += _calls(child.events[head.get("seedLength", 0) :])
+    if fmt == 4:
+        files = {}
+        lines = 0
+        for n, (head, events, cut) in raw.items():
+            v4 = _to_v4(events, cut)
+            head4 = {k: v for k, v in head.items() if k != "seedLength"}
+            head4["version"] = 4
+            head4["isSeeded"] = cut is not None
+            name = "session.v4.jsonl.zstd" if n == 0 else f"session.{n}.v4.jsonl.zstd"
+            files[name] = _encode_v4(head4, v4, rng)
+            lines += 1 + len(v4)
+    else:
+        lines = sum(b.count(b"\n") for b in files.values())
     for name, blob in files.items():
         (out / name).write_bytes(blob)
     return {
@@ -242,7 +358,8 @@ def generate(out: Path, *, mb: float, seed: int, deltas: int) -> dict[str, Any]:
         "out": str(out),
         "files": len(files),
         "bytes": sum(len(b) for b in files.values()),
-        "lines": sum(b.count(b"\n") for b in files.values()),
+        "lines": lines,
+        "format": fmt,
         "calls": calls,
         "seed": seed,
     }
@@ -258,12 +375,15 @@ def _calls(events: list[dict[str, Any]]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory")
+    parser.add_argument("--out", type=Path, default=None, help="output directory")
+    parser.add_argument("--format", type=int, choices=(0, 4), default=0, help="log format (0)")
     parser.add_argument("--mb", type=float, default=100.0, help="approximate size in MB (100)")
     parser.add_argument("--seed", type=int, default=8, help="random seed (8)")
     parser.add_argument("--deltas", type=int, default=400, help="mean deltas per call (400)")
     args = parser.parse_args(argv)
-    print(json.dumps(generate(args.out, mb=args.mb, seed=args.seed, deltas=args.deltas)))
+    out = args.out or (DEFAULT_OUT_V4 if args.format == 4 else DEFAULT_OUT)
+    summary = generate(out, mb=args.mb, seed=args.seed, deltas=args.deltas, fmt=args.format)
+    print(json.dumps(summary))
     return 0
 
 
