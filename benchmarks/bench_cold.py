@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         model = RecordingModel(_Scripted(), store)
         for _chunk in model.stream({"messages": [{"role": "user", "content": "hi"}]}):
             pass
-        model.close_open_calls()
+        close = getattr(model, "close_open_calls", None)  # older versions have none
+        if close is not None:
+            close()
         scenario = Path(tmp) / "scenario"
         write_scenario(scenario, store.sessions())
         code = "import json\n" + CHILD

@@ -19,7 +19,6 @@ line, never whole), and may nest at most :data:`MAX_NESTING` arrays and objects 
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
 from collections.abc import Generator, Iterable, Iterator
@@ -178,6 +177,8 @@ def _with_lone_surrogates(raw: bytes, err: orjson.JSONDecodeError) -> Any:
     """
     if "surrogate" not in err.msg:
         return _NOT_JSON
+    import json  # only for such a line: not on the cold path
+
     try:
         return json.loads(raw.removeprefix(_BOM))
     except (ValueError, RecursionError):

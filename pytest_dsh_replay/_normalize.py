@@ -585,7 +585,18 @@ def diff_logs(
             "header differs",
         )
     exp_events, act_events = expected[1], actual[1]
+    skipped = 0  # events before it agree (a run of chunk events found so)
+    run_end = 0  # events before it were looked at as a run of chunk events already
     for i in range(max(len(exp_events), len(act_events))):
+        if shortcut and i >= run_end and i < len(exp_events) and i < len(act_events):
+            # A run of chunk events (most of a replayed log) is compared at once.
+            agree, run_end = _unchanged_chunk_run(
+                exp_events, act_events, i, expected_normalizer, actual_normalizer
+            )
+            if agree:
+                skipped = run_end
+        if i < skipped:
+            continue
         if i >= len(exp_events):
             extra = act_events[i]
             return LogDifference(
@@ -631,6 +642,51 @@ def diff_logs(
                 "event differs",
             )
     return None
+
+
+_CHUNK_EVENT_KEYS: Final = frozenset({"type", "seq", "time", "data"})
+
+
+def _unchanged_chunk_run(
+    expected: Sequence[Event],
+    actual: Sequence[Event],
+    start: int,
+    en: Normalizer,
+    an: Normalizer,
+) -> tuple[bool, int]:
+    """Whether the run of chunk events from ``start`` certainly agrees, and its end.
+
+    Each pair agrees as :func:`_unchanged_pair` would judge it. The run is the longest
+    one in which both sides hold ``assistant/chunk`` events with nothing but ``type``,
+    ``seq``, ``time`` and ``data``; both sides' ``data`` lists are serialized once and
+    judged as one text (a needle found across two events only sends the run back to the
+    pair-by-pair comparison).
+    """
+    end = start
+    limit = min(len(expected), len(actual))
+    while end < limit:
+        e, a = expected[end], actual[end]
+        if (
+            e.__class__ is not dict
+            or a.__class__ is not dict
+            or e.get("type") != "assistant/chunk"
+            or a.get("type") != "assistant/chunk"
+            or e.keys() != _CHUNK_EVENT_KEYS
+            or a.keys() != _CHUNK_EVENT_KEYS
+        ):
+            break
+        end += 1
+    if end - start < 2:
+        return False, end
+    try:
+        text = orjson.dumps([e["data"] for e in expected[start:end]])
+        if text != orjson.dumps([a["data"] for a in actual[start:end]]):
+            return False, end
+    except TypeError:  # orjson.JSONEncodeError included
+        return False, end
+    if b"null" in text or not (en.untouched(text) and an.untouched(text)):
+        return False, end
+    return True, end
 
 
 def _unchanged_pair(expected: Any, actual: Any, en: Normalizer, an: Normalizer) -> bool:

@@ -158,6 +158,8 @@ class _SessionLog:
                 self.header = data.get("header")
             elif kind == "tool/call" and isinstance(data.get("callId"), str):
                 self.calls[data["callId"]] = event["seq"]
+            elif kind == "assistant/chunk":
+                continue  # the bulk of a log, and never a conversation item
             else:
                 item = surface_item(event)
                 if item is not None:

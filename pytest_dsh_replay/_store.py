@@ -127,6 +127,10 @@ def _build_event(
             "type; append assistant/chunk events and the backend packs them"
         )
     event: Event = {"type": kind, "seq": -1, "time": 0, "data": None}
+    if not envelope:  # the common case (a chunk): no envelope fields to check
+        event["time"] = now()
+        event["data"] = json_copy(data, f"{kind} data")
+        return event
     unknown = sorted(set(envelope) - set(_ENVELOPE_ALIASES))
     if unknown:
         raise SessionStoreError(
@@ -435,6 +439,8 @@ class SessionStore:
         Raises:
             SessionStoreError: The injected clock returned something else than an int.
         """
+        if self._clock is _now_ms:
+            return _time.time_ns() // 1_000_000
         value = self._clock()
         if not is_safe_integer(value):
             raise SessionStoreError(f"the store clock must return Unix ms as an int, got {value!r}")

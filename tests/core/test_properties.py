@@ -526,14 +526,29 @@ _log_events = st.lists(
 )
 
 
+# Runs of plain chunk events, as most of a replayed log is (compared as one text).
+_chunk_log_events = st.lists(
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(["assistant/chunk"] * 4 + ["user/message"]),
+            "seq": st.integers(0, 5),
+            "time": st.integers(0, 5),
+            "data": _payload,
+        }
+    ),
+    max_size=8,
+)
+
+
 @st.composite
 def _log_pairs(draw: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    expected = draw(_log_events)
+    expected = draw(st.one_of(_log_events, _chunk_log_events))
     actual = [dict(e) for e in expected]
     for _ in range(draw(st.integers(0, 3))):  # a few events changed, added or dropped
         choice = draw(st.sampled_from([0, 1, 2, 3, 3, 3]))
         if choice == 3 and actual:  # one id or path written as another in one event
-            k = draw(st.integers(0, len(actual) - 1))
+            # The last event most often: an id first seen earlier matters there.
+            k = draw(st.sampled_from([len(actual) - 1, draw(st.integers(0, len(actual) - 1))]))
             text = orjson.dumps(actual[k]).decode()
             present = [x for x in _IDS + _CWDS if x in text]
             if present:
@@ -757,3 +772,37 @@ def test_the_typed_decoder_accepts_a_row_only_as_the_checks_do(line: bytes) -> N
     fields = ("turn", "step", "index", "payload", "id", "name", "has_name")
     assert all(_same_value(getattr(decoded, f), getattr(row, f)) for f in fields)
     assert decoded.chunk_type == row.chunk_type
+
+
+@pytest.mark.parametrize(
+    "shared",
+    ["0b9d4a52-6f0e-4c1e-9a57-000000000001", "p", "/work/proj/a.py", "createdAt", None],
+)
+def test_a_run_of_equal_chunk_events_still_counts_for_the_ids_it_holds(shared: Any) -> None:
+    """Chunk events equal on both sides but holding an id are normalized, not passed over:
+    the id's first appearance decides the placeholders of later events."""
+    from pytest_dsh_replay._events import SessionHeader
+    from pytest_dsh_replay._normalize import Normalizer, diff_logs
+
+    def chunk(n: int, text: Any) -> dict[str, Any]:
+        return {"type": "assistant/chunk", "seq": n, "time": 0, "data": {"chunk": {"t": text}}}
+
+    run = [chunk(n, shared if n == 1 else f"w{n}") for n in range(4)]
+    later = {"type": "user/message", "seq": 4, "time": 0, "data": {"id": _IDS[0]}}
+    other = {**later, "data": {"id": _IDS[1]}}
+    header = SessionHeader(id="p")
+
+    def check(shortcut: bool) -> list[Any]:
+        return [
+            diff_logs(
+                "session.jsonl",
+                (header, [*run, later]),
+                (header, [*run, actual]),
+                expected_normalizer=Normalizer(session_ids=["p"], cwds=["/work/proj"]),
+                actual_normalizer=Normalizer(session_ids=["p"], cwds=["/work/proj"]),
+                shortcut=shortcut,
+            )
+            for actual in (later, other)
+        ]
+
+    assert check(True) == check(False)
