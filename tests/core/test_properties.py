@@ -806,3 +806,86 @@ def test_a_run_of_equal_chunk_events_still_counts_for_the_ids_it_holds(shared: A
         ]
 
     assert check(True) == check(False)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.one_of(row_lines(), single_fault_rows()), stream_lines())
+def test_the_whole_list_checks_equal_the_one_by_one_checks(row: bytes, stream: bytes) -> None:
+    """The C-speed checks of packed rows and stream records accept only what the checks in
+    the reference's order accept, with the same values (they decide nothing else)."""
+    from pytest_dsh_replay._chunk_rows import _validate_exact, fast_row_fields
+    from pytest_dsh_replay._stream import _fast_run, _record_problem
+
+    try:
+        value = orjson.loads(row)
+    except orjson.JSONDecodeError:
+        value = None
+    if isinstance(value, dict):
+        value.setdefault("seq0", 0)
+        value.setdefault("time0", 0)
+        fields = fast_row_fields(value)
+        if fields is not None:
+            exact = _validate_exact(value)
+            assert _same_value(list(fields[1:8]), [exact.index, exact.payload, exact.id,
+                exact.name, exact.has_name, exact.turn, exact.step])  # fmt: skip
+    try:
+        event = orjson.loads(stream)
+    except orjson.JSONDecodeError:
+        return
+    for record in event["data"]["stream"]:
+        run = _fast_run(record)
+        if run is not None:
+            problem, expected = _record_problem(record)
+            assert problem == ""
+            assert _same_value(run, expected)
+
+
+class _Text(str):
+    pass
+
+
+@st.composite
+def stream_records(draw: st.DrawFn) -> dict[str, Any]:
+    """Stream run records as parsed (or as code builds them), valid but for one fault."""
+    kind = draw(st.sampled_from(["text-chunks", "reasoning-chunks", "tool-call-chunks"]))
+    n = draw(st.integers(1, 4))
+    members: list[Any] = [f"m{i}" for i in range(n)]
+    record: dict[str, Any] = {"type": kind, "time0": 1_780_000_000_000, "index": 1}
+    record["dt"] = [draw(st.sampled_from([0, 1, 27])) for _ in range(n - 1)]
+    if kind == "tool-call-chunks":
+        record["id"] = "call-1"
+        if draw(st.booleans()):
+            record["name"] = "bash"
+        record["args"] = members
+    else:
+        record["texts"] = members
+    odd = [-1, 1.0, 1.5, True, None, "1", 2**53, -(2**53), 2**53 - 1, 2**60, float("inf")]
+    fault = draw(st.integers(0, 7))
+    if fault == 1:
+        members[draw(st.integers(0, n - 1))] = draw(st.sampled_from([1, None, _Text("x"), b"x"]))
+    elif fault == 2 and n > 1:
+        record["dt"][draw(st.integers(0, n - 2))] = draw(st.sampled_from(odd))
+    elif fault == 3:
+        record[draw(st.sampled_from(["time0", "index"]))] = draw(st.sampled_from(odd))
+    elif fault == 4:
+        record["time0"] = 2**53 - 2  # member times leave the safe range
+        record["dt"] = [5] * (n - 1)
+    elif fault == 5:
+        record[draw(st.sampled_from(sorted(record)))] = draw(st.sampled_from(["", 0, [], None]))
+    elif fault == 6:
+        del record[draw(st.sampled_from(sorted(record)))]
+    elif fault == 7:
+        record["extra"] = 1
+    return record
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(stream_records())
+def test_the_whole_list_record_check_equals_the_one_by_one_check(record: dict[str, Any]) -> None:
+    from pytest_dsh_replay._stream import _fast_run, _record_problem
+
+    run = _fast_run(record)
+    if run is not None:
+        problem, expected = _record_problem(record)
+        assert problem == ""
+        assert _same_value(run, expected)
