@@ -673,8 +673,11 @@ class ReplayModel:
 
     def _replay(self, call: ReplayCall) -> Iterator[StreamChunk]:
         if not self._pauses(call):
-            yield from self._steps(call)  # type: ignore[misc]
-            return
+            # The steps themselves (no generator around them: one less frame per chunk).
+            return self._steps(call)  # type: ignore[return-value]
+        return self._paced(call)
+
+    def _paced(self, call: ReplayCall) -> Iterator[StreamChunk]:
         for step in self._steps(call):
             if isinstance(step, _Pause):
                 if step is _HANG:
