@@ -42,6 +42,8 @@ _TEXT_KEYS: Final = frozenset({"type", "time0", "index", "dt", "texts"})
 _TOOL_KEYS: Final = frozenset({"type", "time0", "index", "dt", "id", "args"})
 _TOOL_KEYS_NAMED: Final = frozenset({"type", "time0", "index", "dt", "id", "name", "args"})
 _RAW_KEYS: Final = frozenset({"type", "time", "chunk"})
+_INT: Final = frozenset({int})
+_STR: Final = frozenset({str})
 
 
 def _js(value: Any) -> str:
@@ -117,7 +119,7 @@ def _record_problem(record: Any) -> tuple[str, ChunkRun | None]:
                 None,
             )
         payload = record["args"]
-        if payload.__class__ is not list or not all(p.__class__ is str for p in payload):
+        if payload.__class__ is not list or not set(map(type, payload)) <= _STR:
             return "tool-call-chunks args must be a string array", None
         if not payload:
             return "tool-call-chunks args must be non-empty", None
@@ -135,7 +137,7 @@ def _record_problem(record: Any) -> tuple[str, ChunkRun | None]:
                 None,
             )
         payload = record["texts"]
-        if payload.__class__ is not list or not all(p.__class__ is str for p in payload):
+        if payload.__class__ is not list or not set(map(type, payload)) <= _STR:
             return f"{kind} texts must be a string array", None
         if not payload:
             return f"{kind} texts must be non-empty", None
@@ -150,15 +152,27 @@ def _record_problem(record: Any) -> tuple[str, ChunkRun | None]:
     ):
         return f"{kind} index must be a non-negative safe integer", None
     dt = record["dt"]
-    if dt.__class__ is not list or not all(is_safe_integer(d) for d in dt):
+    if dt.__class__ is not list:
         return f"{kind} dt must contain safe integers", None
-    if len(dt) != len(payload) - 1:
+    # The common case in whole-list operations that run in C: plain ints whose absolute
+    # sum keeps every member and every running time safe. Anything else is checked one
+    # by one, in the runtime's order.
+    if not (
+        time0.__class__ is int
+        and set(map(type, dt)) <= _INT
+        and abs(time0) + sum(map(abs, dt)) <= MAX_SAFE_INTEGER
+    ):
+        if not all(is_safe_integer(d) for d in dt):
+            return f"{kind} dt must contain safe integers", None
+        if len(dt) != len(payload) - 1:
+            return f"{kind} dt length must be one less than its members", None
+        t = time0
+        for d in dt:
+            t += d
+            if not is_safe_integer(t):
+                return f"{kind} member times must stay safe integers", None
+    elif len(dt) != len(payload) - 1:
         return f"{kind} dt length must be one less than its members", None
-    t = time0
-    for d in dt:
-        t += d
-        if not is_safe_integer(t):
-            return f"{kind} member times must stay safe integers", None
     index = int(index)
     if not tool:
         return "", [chunk_type, index, payload]

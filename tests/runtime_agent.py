@@ -87,6 +87,11 @@ _DELEGATIONS: dict[str, list[ToolCall]] = {
     "delegate to a flaky spawn child.": [
         ToolCall("subagent", _task("Flaky check", f"{SPAWN_TASK} [[fail 500]]"))
     ],
+    # The README's example.
+    "Ask a fork child for the codeword and a spawn child to say hi.": [
+        ToolCall("subagent_fork", _task("Fork check", FORK_TASK)),
+        ToolCall("subagent", _task("Spawn check", SLOW_SPAWN_TASK)),
+    ],
 }
 _FAIL = re.compile(r"\[\[fail (\d{3})\]\]")
 _CODEWORD = re.compile(r"codeword ([A-Z]{3,})")
@@ -122,10 +127,10 @@ class RuntimePlan:
     Read from the request alone: tool results get ``DELEGATED``; a child's notice
     (``Background subagent ... finished``) gets ``NOTED``; otherwise the first text block
     of the last user message (the user's own words, before the runtime's context) picks
-    the answer: the warm-up is acknowledged with a thought, a ``MAIN_TASK`` delegates
-    by tool calls, a spawn child says ``SPAWN_OK`` and a fork child answers with the
-    codeword it finds in its inherited conversation. ``[[fail NNN]]`` in that text fails
-    the first request carrying it with HTTP ``NNN`` (the runtime retries).
+    the answer: the warm-up is acknowledged with a thought, a delegation task (see
+    ``_DELEGATIONS``) makes tool calls, a spawn child says ``SPAWN_OK`` and a fork child
+    answers with the codeword it finds in its inherited conversation. ``[[fail NNN]]`` in
+    that text fails the first request carrying it with HTTP ``NNN`` (the runtime retries).
     """
 
     def __init__(self) -> None:
@@ -158,11 +163,10 @@ class RuntimePlan:
             history = " ".join(t for m in messages[:-1] for t in _texts(m.get("content")))
             found = _CODEWORD.search(history)
             return Reply(text=f"FORK_OK: {found.group(1) if found else 'no codeword known'}")
-        if said.startswith("MAIN_TASK"):
-            for task, calls in _DELEGATIONS.items():
-                if task in said:
-                    return Reply(tool_calls=calls)
-        if said.startswith("WARMUP"):
+        for task, calls in _DELEGATIONS.items():
+            if task in said:
+                return Reply(tool_calls=calls)
+        if said.startswith(("WARMUP", "Remember the codeword")):
             return Reply(reasoning="The user wants me to remember it.", text="OK remembered")
         return Reply(text="UNPLANNED")
 

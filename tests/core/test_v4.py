@@ -318,6 +318,10 @@ def test_headers_a_reader_refuses(
             "text-chunks dt must contain safe integers",
         ),
         (
+            {"type": "text-chunks", "time0": 1, "index": 0, "dt": [True], "texts": ["a", "b"]},
+            "text-chunks dt must contain safe integers",
+        ),
+        (
             {"type": "text-chunks", "time0": 1, "index": 0, "dt": [], "texts": ["a", "b"]},
             "text-chunks dt length must be one less than its members",
         ),
@@ -467,3 +471,12 @@ def test_a_surrogate_pair_split_across_deltas_loads_joined(tmp_path: Path) -> No
     bad.write_bytes(header + b'{"type":"x","data":"\\ud83d",NaN}\n')
     with pytest.raises(SessionLogError, match=r"bad\.jsonl:2: invalid JSON"):
         load_scenario(bad)
+
+
+def test_large_time_steps_that_come_back_stay_safe(tmp_path: Path) -> None:
+    # Each running time is safe although the steps' absolute sum is not.
+    steps = {"type": "text-chunks", "time0": 2**52, "index": 0, "dt": [2**51, -(2**51)]}
+    record = {**steps, "texts": ["a", "b", "c"]}
+    path = _log(tmp_path, {**V4, "delegationDepth": 0}, _message([record, STOP]), name="a.jsonl")
+    (entry,) = load_scenario(path).primary.entries
+    assert [c.get("text") for c in entry.chunks[:3]] == ["a", "b", "c"]
