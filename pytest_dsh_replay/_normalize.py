@@ -38,6 +38,7 @@ __all__ = [
     "describe_difference",
     "diff_logs",
     "recording_redactor",
+    "stream_runs_of",
     "tokenize_cwd",
     "value_difference",
 ]
@@ -204,7 +205,7 @@ class Redactor:
             texts = [source[i]["data"]["chunk"][name] for i, name in run]
             for (i, name), text in zip(run, self.redact_pieces(texts), strict=True):
                 out[i]["data"]["chunk"][name] = text
-        for i, k, name in _stream_runs(source):
+        for i, k, name in stream_runs_of(source):
             pieces = source[i]["data"]["stream"][k][name]
             out[i]["data"]["stream"][k][name] = self.redact_pieces(pieces)
         return out
@@ -314,8 +315,14 @@ _STREAM_PIECES: Final = {
 }
 
 
-def _stream_runs(events: Sequence[Event]) -> list[tuple[int, int, str]]:
-    """``(event index, record index, field)`` of every run record of embedded streams."""
+def stream_runs_of(events: Sequence[Event]) -> list[tuple[int, int, str]]:
+    """Where the delta runs of embedded streams (formats 2 to 4) keep their pieces.
+
+    Returns:
+        ``(event index, stream record index, field)`` of every ``text-chunks``,
+        ``reasoning-chunks`` (``texts``) and ``tool-call-chunks`` (``args``) record of
+        the ``data.stream`` of ``assistant/message`` and ``assistant/attempt`` events.
+    """
     found: list[tuple[int, int, str]] = []
     for i, event in enumerate(events):
         if event.get("type") not in ("assistant/message", "assistant/attempt"):

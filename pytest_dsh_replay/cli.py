@@ -27,7 +27,7 @@ from ._errors import DshReplayError
 from ._events import Event
 from ._jsonl import ZSTD_SUFFIXES, iter_log_lines, parse_session_log, read_log_bytes
 from ._loading import iter_scenario_dirs, load_scenario
-from ._normalize import Redactor, canonical_log, delta_runs
+from ._normalize import Redactor, canonical_log, delta_runs, stream_runs_of
 from ._scenario import PRIMARY_LOG, Scenario, SessionScript, load_session_script
 from ._text import visible
 
@@ -224,6 +224,15 @@ def _split_secrets(where: str, events: Sequence[Event], redactor: Redactor) -> l
             problems.append(
                 f"{where}: the deltas of events seq {first}-{last} join into a secret ({rule}); "
                 "remove it and re-record"
+            )
+    for i, k, name in stream_runs_of(events):  # the runs of embedded streams (format 2-4)
+        pieces = events[i]["data"]["stream"][k][name]
+        if any(True for piece in pieces for _ in redactor.find(piece)):
+            continue
+        for _, rule in redactor.find("".join(pieces)):
+            problems.append(
+                f"{where}: the {name} of stream record {k} of event seq {events[i].get('seq')} "
+                f"join into a secret ({rule}); remove it and re-record"
             )
     return problems
 

@@ -6,6 +6,7 @@ import io
 from pathlib import Path
 from typing import Any
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -181,3 +182,41 @@ def test_extra_patterns_with_flags_or_named_groups_still_match() -> None:
     # Two patterns naming the same group cannot share one combined scan.
     named = Redactor(patterns=(("a", r"(?P<k>tok-[0-9]{6})"), ("b", r"(?P<k>pw-[0-9]{6})")))
     assert named.redact_text("tok-123456 pw-654321 x") == f"{REDACTED} {REDACTED} x"
+
+
+def test_check_finds_a_secret_split_across_the_members_of_a_v4_stream_run(
+    tmp_path: Path,
+) -> None:
+    # The dsh runtime's logs (format 4) keep a call's deltas as members of a run record.
+    header = {"type": "session", "version": 4, "id": "p", "createdAt": 1}
+    header |= {"isSeeded": False, "delegationDepth": 0}
+    stream = [
+        {
+            "type": "chunk",
+            "time": 1,
+            "chunk": {"type": "block-start", "index": 0, "blockType": "text"},
+        },
+        {
+            "type": "text-chunks",
+            "time0": 2,
+            "index": 0,
+            "dt": [0, 0],
+            "texts": ["key: sk-pro", "j-" + "Ab3" * 10, " ok"],
+        },
+        {"type": "chunk", "time": 3, "chunk": {"type": "finish", "reason": {"kind": "stop"}}},
+    ]
+    event = {
+        "type": "assistant/attempt",
+        "seq": 0,
+        "time": 3,
+        "data": {"turn": 1, "step": 1, "stream": stream},
+    }
+    (tmp_path / "s").mkdir()
+    log = tmp_path / "s" / "session.jsonl"
+    log.write_bytes(orjson.dumps(header) + b"\n" + orjson.dumps(event) + b"\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["check", str(tmp_path / "s")], stdout=out, stderr=err) == 1
+    assert err.getvalue().splitlines()[0] == (
+        f"{log}: the texts of stream record 1 of event seq 0 join into a secret "
+        "(api key (sk-...)); remove it and re-record"
+    )
