@@ -44,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpus" / "dsh-harness"
 DEFAULT_LARGE = HERE / "data" / "large"
-DEFAULT_LARGE_V4 = HERE / "data" / "large-v4"
+DEFAULT_LARGE_V4 = HERE / "data" / "large-v4-b"
 TARGET_RATIO = 1.2
 
 

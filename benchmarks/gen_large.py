@@ -19,7 +19,7 @@ v4 (``session.v4.jsonl.zstd``, ``session.<n>.v4.jsonl.zstd``: one zstd frame per
 batch): each call's chunks embedded in its ``assistant/message`` as ``data.stream``
 records (delta runs as ``text-chunks``/``reasoning-chunks``/``tool-call-chunks``), every
 event with ``seq``/``time``, ``isSeeded`` headers and an inherited ``session/end-seed``
-marker where a fork child's seed ends (default output ``benchmarks/data/large-v4``).
+marker where a fork child's seed ends (default output ``benchmarks/data/large-v4-b``).
 
 Prints one JSON line: the directory, the number of files, bytes, lines and calls.
 """
@@ -39,7 +39,7 @@ from pytest_dsh_replay._chunk_rows import pack_chunk_runs
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "data" / "large"
-DEFAULT_OUT_V4 = HERE / "data" / "large-v4"
+DEFAULT_OUT_V4 = HERE / "data" / "large-v4-b"
 _RUN_TAGS = {
     "text-delta": "text-chunks",
     "reasoning-delta": "reasoning-chunks",
