@@ -11,33 +11,34 @@ test. Everything here is plain Python, so other runners (or a REPL) can use it t
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ._atomic import check_writable, recover
 from ._backend import MemoryBackend
-from ._errors import DshReplayError, LogMismatchError, RecordingError, ScenarioError
+from ._errors import DshReplayError, LogMismatchError, RecordingError
 from ._events import Event, SessionHeader
 from ._jsonl import read_session_log
-from ._loading import ScenarioCache, iter_scenario_dirs, load_scenario
+from ._loading import ScenarioCache, load_scenario
+from ._log_check import (
+    Comparison,
+    Redaction,
+    SessionLog,
+    first_difference,
+    unchanged_recording,
+)
 from ._model import ReplayModel
 from ._normalize import (
-    Normalizer,
     Redactor,
-    canonical_log,
     describe_difference,
     diff_logs,
-    tokenize_cwd,
 )
 from ._recorder import RecordingModel
 from ._runtime_logs import RuntimeLog, compare_model_views, runtime_logs
 from ._scenario import (
-    PRIMARY_LOG,
     Scenario,
     SessionScript,
     order_sessions,
@@ -54,91 +55,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DUMMY_API_KEY",
-    "MAX_SCENARIO_NAME",
     "DshReplay",
     "Mode",
-    "find_scenario_dirs",
-    "resolve_scenario",
-    "scenario_name",
 ]
 
 Mode = Literal["replay", "record"]
 """``"replay"`` serves recordings; ``"record"`` calls the live model and writes them."""
 
-MAX_SCENARIO_NAME: Final = 100
-"""The longest scenario directory name derived from a test name, in characters."""
-
 DUMMY_API_KEY: Final = "dsh-replay-dummy-key"
 """The API key :attr:`DshReplay.env` and the ready clients give (the endpoint ignores it)."""
 
 _IN_PROCESS_URL: Final = "http://dsh-replay.invalid"
-
-_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._\[\]-]")
-
-
-def scenario_name(test_name: str) -> str:
-    """Derive a scenario directory name from a test's name.
-
-    Args:
-        test_name: The test's name inside its module as pytest spells it, classes
-            included: ``test_spawn``, ``TestAgent::test_fork[gpt/4-x]``.
-
-    Returns:
-        A single path segment made of ``A-Z a-z 0-9 . _ - [ ]`` that never starts with
-        ``.`` and is at most :data:`MAX_SCENARIO_NAME` characters. ``::`` becomes ``.``.
-        A name that had to be changed in any other way (a ``.`` of its own, ``/``,
-        ``..``, spaces, non-ASCII) or shortened gets a hash of the original appended,
-        so the mapping is injective: two different test names never share a directory.
-        (Names that differ only in letter case are distinct here but share a directory
-        on case-insensitive file systems; the plugin refuses such pairs.)
-    """
-    readable = test_name.replace("::", ".")
-    safe = _UNSAFE.sub("_", readable).lstrip(".") or "_"
-    # A "." of the name's own would read back as "::": only "::" may become ".".
-    ambiguous = "." in test_name.replace("::", "")
-    if ambiguous or safe != readable or len(safe) > MAX_SCENARIO_NAME:
-        digest = hashlib.sha256(test_name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-        safe = f"{safe[: MAX_SCENARIO_NAME - len(digest) - 1]}-{digest}"
-    return safe
-
-
-def resolve_scenario(root: Path, name_or_path: str | os.PathLike[str]) -> Path:
-    """Resolve a ``dsh_scenario`` marker argument to a scenario path.
-
-    Args:
-        root: The snapshot root (``dsh_snapshot_dir``).
-        name_or_path: An absolute path (used as it is), or a name relative to ``root``
-            (``"spawn"``, ``"agents/fork"``).
-
-    Returns:
-        The scenario path.
-
-    Raises:
-        ScenarioError: A relative name escapes ``root`` (``..``), or is empty.
-    """
-    text = os.fspath(name_or_path)
-    if "\x00" in text:
-        raise ScenarioError(f"a scenario name cannot contain a NUL byte: {text!r}", path=str(root))
-    candidate = Path(text)
-    if candidate.is_absolute():
-        return candidate
-    if not text.strip():
-        raise ScenarioError("a scenario name must not be empty", path=str(root))
-    resolved = (root / candidate).resolve()
-    base = root.resolve()
-    if resolved != base and base not in resolved.parents:
-        raise ScenarioError(
-            f"scenario name {str(name_or_path)!r} leaves the snapshot root; use a name "
-            "inside it or an absolute path",
-            path=str(root),
-        )
-    return root / candidate
-
-
-def find_scenario_dirs(root: Path) -> Iterator[Path]:
-    """Yield every scenario directory under ``root`` (none when ``root`` is missing)."""
-    if root.is_dir():
-        yield from iter_scenario_dirs(root)
 
 
 class _TextSafeRecordingModel(RecordingModel):
@@ -161,14 +88,6 @@ class _TextSafeRecordingModel(RecordingModel):
         return super().astream(text_safe(request), **kwargs)
 
 
-@dataclass(frozen=True)
-class _Log:
-    """A header and events: what :func:`~pytest_dsh_replay.scenario.write_scenario` writes."""
-
-    header: SessionHeader
-    events: list[Event]
-
-
 def _sdk(name: str) -> Any:
     try:
         return __import__(name)
@@ -181,6 +100,11 @@ def _sdk(name: str) -> Any:
 def _new_store() -> SessionStore:
     """The test's own store, in memory: nothing unredacted ever reaches the disk."""
     return SessionStore(MemoryBackend())
+
+
+def _log_path(script: SessionScript) -> Path:
+    assert script.path is not None  # a store scenario has no per-session file
+    return script.path
 
 
 @dataclass
@@ -575,7 +499,7 @@ class DshReplay:
 
         return render_transcript(self.redacted_sessions(), redactor=self.redactor)
 
-    def redacted_sessions(self) -> list[_Log]:
+    def redacted_sessions(self) -> list[SessionLog]:
         """Every session of :attr:`sessions` as a recording would write it.
 
         Secrets are redacted (:attr:`redactor` and the redact hooks) and the working
@@ -600,20 +524,14 @@ class DshReplay:
         if self.mode == "replay":
             self.model.assert_consumed()
 
-    def _redacted(self, header: SessionHeader, events: Sequence[Event]) -> _Log:
+    def _redacted(self, header: SessionHeader, events: Sequence[Event]) -> SessionLog:
         """A session as it is written or shown: secrets redacted, cwd tokenized, hooks run."""
-        out: list[Event] = []
-        for event in self.redactor.redact_events(events):
-            copy: Event = tokenize_cwd(event, header.cwd)
-            if self.redact_hook is not None:
-                self.redact_hook(copy)
-            out.append(copy)
-        raw = tokenize_cwd(self.redactor.redact(header.to_json()), header.cwd)
-        if self.redact_header_hook is not None:
-            self.redact_header_hook(raw)
-        return _Log(SessionHeader.from_json(raw), out)
+        return self._redaction().apply(header, events)
 
-    def written_logs(self) -> list[_Log]:
+    def _redaction(self) -> Redaction:
+        return Redaction(self.redactor, self.redact_hook, self.redact_header_hook)
+
+    def written_logs(self) -> list[SessionLog]:
         """The sessions the code under test wrote, redacted, in scenario order.
 
         With :meth:`use_sessions`, the dsh runtime's logs.
@@ -674,54 +592,21 @@ class DshReplay:
             )
         pairs.extend(zip(free_recorded, free_live, strict=True))
         pairs.sort(key=lambda pair: recorded.index(pair[0]))
-        logs = []
         read = read_session_log if self._cache is None else self._cache.recorded_log
-        for script, session in pairs:
-            assert script.path is not None  # SQLite scenarios returned above
-            logs.append((script, read(script.path), session))
-
-        def normalizers() -> tuple[Normalizer, Normalizer]:
-            expected = Normalizer(
-                session_ids=[s.recorded_id for s in recorded],
-                cwds=[s.header.cwd for s in recorded if s.header.cwd],
+        found = first_difference(
+            [(script.file, read(_log_path(script)), session) for script, session in pairs],
+            recorded=[s.header for s in recorded],
+            live=[s.header for s in live],
+            compare=diff_logs,
+            redaction=self._redaction(),
+        )
+        if found is not None:
+            file, diff = found
+            raise LogMismatchError(
+                "the replayed session log differs from the recording "
+                f"{self.path / file if self.path.is_dir() else self.path}:\n"
+                + describe_difference(diff)
             )
-            actual = Normalizer(
-                session_ids=[s.header.id for s in live],
-                cwds=[s.header.cwd for s in live if s.header.cwd],
-            )
-            return expected, actual
-
-        # Logs that agree as they are agree redacted too: redaction, the costly part,
-        # is only needed to tell a secret from its [REDACTED] and to report without one.
-        expected_norm, actual_norm = normalizers()
-        if all(
-            diff_logs(
-                script.file,
-                recorded_log,
-                (session.header, session.events),
-                expected_normalizer=expected_norm,
-                actual_normalizer=actual_norm,
-            )
-            is None
-            for script, recorded_log, session in logs
-        ):
-            return
-        expected_norm, actual_norm = normalizers()
-        for script, (header, events), session in logs:
-            mine = self._redacted(session.header, session.events)
-            diff = diff_logs(
-                script.file,
-                (header, self.redactor.redact_events(events)),
-                (mine.header, mine.events),
-                expected_normalizer=expected_norm,
-                actual_normalizer=actual_norm,
-            )
-            if diff is not None:
-                raise LogMismatchError(
-                    "the replayed session log differs from the recording "
-                    f"{self.path / script.file if self.path.is_dir() else self.path}:\n"
-                    + describe_difference(diff)
-                )
 
     def _check_runtime_logs(self) -> None:
         """Compare the runtime's logs of this replay with the recording, as the model saw them."""
@@ -738,56 +623,29 @@ class DshReplay:
                 f"the dsh runtime wrote {len(live)} session log(s) in this run, the recording "
                 f"{self.path} has {len(recorded)}"
             )
-        pairs = list(zip(recorded, live, strict=True))  # _runtime_logs orders by binding
+        sources = {script.file: str(log.path) for script, log in zip(recorded, live, strict=True)}
 
-        def normalizers() -> tuple[Normalizer, Normalizer]:
-            return (
-                Normalizer(
-                    session_ids=[s.recorded_id for s in recorded],
-                    cwds=[s.header.cwd for s in recorded if s.header.cwd],
-                ),
-                Normalizer(
-                    session_ids=[log.header.id for log in live],
-                    cwds=[log.header.cwd for log in live if log.header.cwd],
-                ),
-            )
+        def compare(file: str, *args: Any, **options: Any) -> Any:
+            return compare_model_views(file, *args, actual_source=sources[file], **options)
 
-        recorded_logs = []
-        for script, _ in pairs:
-            assert script.path is not None
-            recorded_logs.append(read_session_log(script.path))
-        expected, actual = normalizers()
-        if all(
-            compare_model_views(
-                script.file,
-                recorded_log,
-                (log.header, log.events),
-                expected_normalizer=expected,
-                actual_normalizer=actual,
-                actual_source=str(log.path),
+        found = first_difference(
+            [  # _runtime_logs orders the live logs by the recording they replay
+                (script.file, read_session_log(script.path), log)
+                for script, log in zip(recorded, live, strict=True)
+                if script.path is not None
+            ],
+            recorded=[s.header for s in recorded],
+            live=[log.header for log in live],
+            compare=compare,
+            redaction=self._redaction(),
+        )
+        if found is not None:
+            file, diff = found
+            raise LogMismatchError(
+                "the dsh runtime's session log of this replay shows the model something "
+                f"else than the recording {self.path / file} (compared: messages, "
+                "request settings and served chunks per session):\n" + describe_difference(diff)
             )
-            is None
-            for (script, log), recorded_log in zip(pairs, recorded_logs, strict=True)
-        ):
-            return
-        # Something differs: compare again with this run's secrets redacted, and report.
-        expected, actual = normalizers()
-        for (script, log), (header, events) in zip(pairs, recorded_logs, strict=True):
-            mine = self._redacted(log.header, log.events)
-            diff = compare_model_views(
-                script.file,
-                (header, self.redactor.redact_events(events)),
-                (mine.header, mine.events),
-                expected_normalizer=expected,
-                actual_normalizer=actual,
-                actual_source=str(log.path),
-            )
-            if diff is not None:
-                raise LogMismatchError(
-                    "the dsh runtime's session log of this replay shows the model something "
-                    f"else than the recording {self.path / script.file} (compared: messages, "
-                    "request settings and served chunks per session):\n" + describe_difference(diff)
-                )
 
     def save(self) -> list[Path]:
         """Write the recorded sessions as the scenario, atomically (record mode).
@@ -817,7 +675,7 @@ class DshReplay:
                 "dsh_replay.model and created no session in dsh_replay.sessions"
             )
         logs = self.written_logs()
-        kept = self._previous_files_if_equal(logs)
+        kept = self._unchanged(logs, diff_logs)
         if kept is not None:
             self.unchanged = True
             return kept
@@ -834,49 +692,17 @@ class DshReplay:
                 f"nothing to record for {self.path}: the dsh runtime's session {session_id!r} "
                 f"cannot be read from the sessions root {root}: {err}"
             ) from None
-        kept = self._previous_files_if_equal(logs, compare=compare_model_views)
+        kept = self._unchanged(logs, compare_model_views)
         if kept is not None:
             self.unchanged = True
             return kept
         return write_scenario(self.path, logs)
 
-    def _previous_files_if_equal(
-        self, logs: Sequence[_Log], *, compare: Callable[..., Any] | None = None
-    ) -> list[Path] | None:
-        """The previous recording's logs when they hold exactly ``logs``, else ``None``."""
-        if self.scenario is None or not self.path.is_dir():
+    def _unchanged(self, logs: Sequence[SessionLog], compare: Comparison) -> list[Path] | None:
+        """The previous recording's files when they hold exactly ``logs``, else ``None``."""
+        if self.scenario is None:
             return None
-        names = [PRIMARY_LOG] + [f"session.{n}.jsonl" for n in range(1, len(logs))]
-        try:
-            if sorted(os.listdir(self.path)) != sorted(names):
-                return None  # other files (sidecars) would not survive a write either
-            old = []
-            for name in names:
-                data = (self.path / name).read_bytes()
-                if canonical_log(data, source=str(self.path / name)) != data:
-                    return None  # a write would change its form
-                old.append(read_session_log(self.path / name))
-        except (OSError, DshReplayError):
-            return None
-        expected = Normalizer(
-            session_ids=[h.id for h, _ in old], cwds=[h.cwd for h, _ in old if h.cwd]
-        )
-        actual = Normalizer(
-            session_ids=[log.header.id for log in logs],
-            cwds=[log.header.cwd for log in logs if log.header.cwd],
-        )
-        compare = compare or diff_logs
-        for name, previous, log in zip(names, old, logs, strict=True):
-            diff = compare(
-                name,
-                previous,
-                (log.header, log.events),
-                expected_normalizer=expected,
-                actual_normalizer=actual,
-            )
-            if diff is not None:
-                return None
-        return [self.path / name for name in names]
+        return unchanged_recording(self.path, logs, compare)
 
     def finish(self) -> list[Path]:
         """Run the end-of-test work of a passing test.

@@ -301,7 +301,7 @@ def _test_name(item: pytest.Item) -> str:
 
 def _scenario_path(item: pytest.Item, state: _State) -> Path:
     from ._errors import ScenarioError
-    from ._runtime import resolve_scenario, scenario_name
+    from ._naming import resolve_scenario, scenario_name
 
     root = _snapshot_root(item, state)
     marker = item.get_closest_marker("dsh_scenario")
@@ -757,7 +757,7 @@ def _is_complete_run(session: pytest.Session, state: _State) -> bool:
 
 
 def _unused(state: _State) -> list[Path]:
-    from ._runtime import find_scenario_dirs
+    from ._naming import find_scenario_dirs
 
     roots = set(state.roots)
     if state.ini_root is not None:

@@ -39,8 +39,8 @@ from pytest_dsh_replay._entries import MAX_CHUNK_NESTING, ChunksEntry, HangEntry
 from pytest_dsh_replay._errors import ReplayCancelledError
 from pytest_dsh_replay._jsonl import MAX_LINE_BYTES, MAX_NESTING
 from pytest_dsh_replay._model import ReplayModel
+from pytest_dsh_replay._naming import MAX_SCENARIO_NAME, resolve_scenario, scenario_name
 from pytest_dsh_replay._placeholders import PATTERN_TIMEOUT_S, resolve_placeholders
-from pytest_dsh_replay._runtime import MAX_SCENARIO_NAME, resolve_scenario, scenario_name
 from pytest_dsh_replay._scenario import Scenario, SessionScript
 
 HEADER = b'{"type":"session","version":0,"id":"s-1","createdAt":5,"delegationDepth":0}\n'

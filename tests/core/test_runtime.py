@@ -14,7 +14,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pytest_dsh_replay import LogMismatchError, ReplayConsumptionError
-from pytest_dsh_replay._runtime import DshReplay, resolve_scenario, scenario_name
+from pytest_dsh_replay._naming import resolve_scenario, scenario_name
+from pytest_dsh_replay._runtime import DshReplay
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "example_snapshots"
 PROMPT = '[[tool lookup {"key": "capital_of_france"}]][[tool add {"a": 2, "b": 3}]]'
