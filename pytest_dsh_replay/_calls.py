@@ -10,17 +10,32 @@ and one call (:class:`ReplayCall`), and the two waits a call may do until it is 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-from ._entries import ReplayEntry
+from ._entries import HangEntry, ReplayEntry, ThrowEntry
+from ._errors import PlaceholderError, ScriptError
+from ._events import StreamChunk
 from ._scenario import SessionScript
 
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["BoundSession", "ReplayCall", "SessionKey", "await_cancelled", "wait_cancelled", "wake"]
+__all__ = [
+    "BoundSession",
+    "ReplayCall",
+    "SessionKey",
+    "await_cancelled",
+    "describe_call",
+    "describe_session",
+    "entry_has_placeholders",
+    "prepare_call",
+    "wait_cancelled",
+    "wake",
+    "write_ready_file",
+]
 
 # How often a synchronous wait that also watches a caller's threading.Event looks for a
 # model.cancel() (the Event itself is seen at once).
@@ -166,3 +181,104 @@ async def await_cancelled(lock: threading.Lock, call: ReplayCall, timeout: float
         if watcher is not None:
             watcher.cancel()
     return call.cancelled()
+
+
+# --- what one call replays ----------------------------------------------------------------
+
+
+def describe_session(key: SessionKey) -> str:
+    """How messages name a live session."""
+    return "the anonymous session (calls without session_id)" if key is None else f"session {key!r}"
+
+
+def describe_call(call: ReplayCall) -> str:
+    """How messages name a call: its session, number and recording."""
+    assert call.bound is not None
+    script = call.bound.script
+    return (
+        f"{describe_session(call.bound.key)}, call #{call.number} (recorded session "
+        f"{script.recorded_id!r}, {script.file})"
+    )
+
+
+def entry_has_placeholders(entry: ReplayEntry) -> bool:
+    """Whether an entry holds a ``{{fromRequest:...}}`` placeholder anywhere."""
+    if entry.has_placeholders:
+        return True
+    if not isinstance(entry, ThrowEntry):
+        return False
+    from ._placeholders import MARKER
+
+    return MARKER in entry.message or MARKER in entry.code
+
+
+def _resolve(call: ReplayCall, value: Any) -> Any:
+    from ._placeholders import resolve_placeholders  # only for calls that hold one
+
+    try:
+        return resolve_placeholders(value, call.messages)
+    except PlaceholderError as err:
+        assert call.bound is not None
+        script = call.bound.script
+        raise PlaceholderError(
+            f"{describe_call(call)}: {err.reason}",
+            path=str(script.path) if script.path is not None else script.file,
+        ) from None
+
+
+def prepare_call(
+    call: ReplayCall,
+) -> tuple[list[StreamChunk], str | None, str | None, str | None]:
+    """The call's chunks, throw message and code, and readyFile, placeholders resolved.
+
+    Raises:
+        PlaceholderError: A placeholder does not resolve against the call's request.
+    """
+    entry = call.entry
+    assert entry is not None
+    if isinstance(entry, HangEntry):
+        ready = entry.ready_file
+        if call.placeholders and ready is not None:
+            ready = _resolve(call, ready)
+        return entry.chunks, None, None, ready
+    if isinstance(entry, ThrowEntry):
+        if call.placeholders:
+            wire = _resolve(call, entry.to_json())
+            return wire["chunks"], wire["message"], wire["code"], None
+        return entry.chunks, entry.message, entry.code, None
+    chunks = entry.chunks
+    if call.placeholders:
+        chunks = _resolve(call, chunks)
+    return chunks, None, None, None
+
+
+def write_ready_file(call: ReplayCall, name: str, workdir: Any) -> None:
+    """Write a ``hang`` entry's ``readyFile`` (empty), inside ``workdir`` only.
+
+    Args:
+        call: The hanging call.
+        name: The file name, relative to ``workdir``.
+        workdir: The directory it must stay in (``None``: the working directory).
+
+    Raises:
+        ScriptError: The name holds a NUL byte, leaves ``workdir``, or cannot be written.
+    """
+    base = os.path.realpath(workdir if workdir is not None else os.getcwd())
+    where = describe_call(call)
+    if "\x00" in name:
+        raise ScriptError(f"{where}: the hang entry's readyFile {name!r} contains a NUL byte")
+    target = os.path.realpath(os.path.join(base, name))
+    if target == base or os.path.commonpath([base, target]) != base:
+        place = "which is" if target == base else "outside"
+        raise ScriptError(
+            f"{where}: the hang entry's readyFile {name!r} resolves to "
+            f"{target}, {place} the working directory {base}; use a file name inside it"
+        )
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb"):
+            pass
+    except OSError as err:
+        raise ScriptError(
+            f"{where}: cannot write the hang entry's readyFile {target}: {err.strerror or err}"
+        ) from None

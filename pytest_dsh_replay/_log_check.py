@@ -18,7 +18,8 @@ from typing import Any, Protocol
 from ._errors import DshReplayError
 from ._events import Event, SessionHeader
 from ._jsonl import read_session_log
-from ._normalize import LogDifference, Normalizer, Redactor, canonical_log, tokenize_cwd
+from ._normalize import LogDifference, Normalizer, canonical_log, tokenize_cwd
+from ._redact import Redactor
 from ._scenario import PRIMARY_LOG, SessionLike
 
 __all__ = [

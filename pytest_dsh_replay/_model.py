@@ -44,16 +44,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ._binding import Binder
-from ._calls import BoundSession, ReplayCall, SessionKey, await_cancelled, wait_cancelled, wake
-from ._entries import HangEntry, ReplayEntry, ThrowEntry
+from ._calls import (
+    BoundSession,
+    ReplayCall,
+    SessionKey,
+    await_cancelled,
+    describe_call,
+    describe_session,
+    entry_has_placeholders,
+    prepare_call,
+    wait_cancelled,
+    wake,
+    write_ready_file,
+)
+from ._entries import HangEntry
 from ._errors import (
-    PlaceholderError,
     ReplayBindingError,
     ReplayCancelledError,
     ReplayConsumptionError,
     ReplayedModelError,
     ReplayExhaustedError,
-    ScriptError,
 )
 from ._events import StreamChunk
 from ._loading import load_scenario
@@ -94,12 +104,8 @@ class ReplayBinding:
         return max(self.length - self.cursor, 0)
 
 
-def _who(key: SessionKey) -> str:
-    return "the anonymous session (calls without session_id)" if key is None else f"session {key!r}"
-
-
 def _who_first(key: SessionKey, first: str | None) -> str:
-    who = _who(key)
+    who = describe_session(key)
     return who if first is None else f"{who} (first user message {trim(first)})"
 
 
@@ -157,7 +163,8 @@ class ReplayModel:
         self._binder = Binder(self._scripts)
         self._unrecorded: dict[SessionKey, int] = {}
         self._flags = tuple(
-            tuple(_has_placeholders(entry) for entry in script.entries) for script in self._scripts
+            tuple(entry_has_placeholders(entry) for entry in script.entries)
+            for script in self._scripts
         )
         self._first: dict[SessionKey, str | None] = {}  # live key -> its first message
         self._gate: OrderGate | None = None
@@ -564,72 +571,10 @@ class ReplayModel:
     # --- replaying one call ---------------------------------------------------------------
 
     def _where(self, call: ReplayCall) -> str:
-        assert call.bound is not None
-        script = call.bound.script
-        return (
-            f"{_who(call.bound.key)}, call #{call.number} (recorded session "
-            f"{script.recorded_id!r}, {script.file})"
-        )
+        return describe_call(call)
 
     def _cancelled(self, call: ReplayCall, during: str = "") -> ReplayCancelledError:
-        return ReplayCancelledError(f"{self._where(call)} was cancelled{during}")
-
-    def _prepare(
-        self, call: ReplayCall
-    ) -> tuple[list[StreamChunk], str | None, str | None, str | None]:
-        """The call's chunks, throw message/code and readyFile, placeholders resolved."""
-        entry = call.entry
-        assert entry is not None
-        if isinstance(entry, HangEntry):
-            ready = entry.ready_file
-            if call.placeholders and ready is not None:
-                ready = self._resolve(call, ready)
-            return entry.chunks, None, None, ready
-        if isinstance(entry, ThrowEntry):
-            if call.placeholders:
-                wire = self._resolve(call, entry.to_json())
-                return wire["chunks"], wire["message"], wire["code"], None
-            return entry.chunks, entry.message, entry.code, None
-        chunks = entry.chunks
-        if call.placeholders:
-            chunks = self._resolve(call, chunks)
-        return chunks, None, None, None
-
-    def _resolve(self, call: ReplayCall, value: Any) -> Any:
-        from ._placeholders import resolve_placeholders  # only for calls that hold one
-
-        try:
-            return resolve_placeholders(value, call.messages)
-        except PlaceholderError as err:
-            assert call.bound is not None
-            script = call.bound.script
-            raise PlaceholderError(
-                f"{self._where(call)}: {err.reason}",
-                path=str(script.path) if script.path is not None else script.file,
-            ) from None
-
-    def _write_ready(self, call: ReplayCall, name: str) -> None:
-        base = os.path.realpath(self._workdir if self._workdir is not None else os.getcwd())
-        if "\x00" in name:
-            raise ScriptError(
-                f"{self._where(call)}: the hang entry's readyFile {name!r} contains a NUL byte"
-            )
-        target = os.path.realpath(os.path.join(base, name))
-        if target == base or os.path.commonpath([base, target]) != base:
-            where = "which is" if target == base else "outside"
-            raise ScriptError(
-                f"{self._where(call)}: the hang entry's readyFile {name!r} resolves to "
-                f"{target}, {where} the working directory {base}; use a file name inside it"
-            )
-        try:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "wb"):
-                pass
-        except OSError as err:
-            raise ScriptError(
-                f"{self._where(call)}: cannot write the hang entry's readyFile {target}: "
-                f"{err.strerror or err}"
-            ) from None
+        return ReplayCancelledError(f"{describe_call(call)} was cancelled{during}")
 
     def _steps(self, call: ReplayCall) -> Iterator[StreamChunk | _Pause]:
         """One call's replay, the same for both drivers: its chunks, and where it pauses.
@@ -639,12 +584,12 @@ class ReplayModel:
         """
         if call.error is not None:
             raise call.error
-        chunks, message, code, ready = self._prepare(call)
+        chunks, message, code, ready = prepare_call(call)
         if isinstance(call.entry, HangEntry):
             yield chunks[0]
             yield chunks[1]
             if ready is not None:
-                self._write_ready(call, ready)
+                write_ready_file(call, ready, self._workdir)
             yield _HANG
             raise self._cancelled(call, " while its recorded stream hung")
         bound = call.bound
@@ -723,13 +668,3 @@ class _Pause:
 
 _HANG: Final = _Pause()  # wait until the call is cancelled
 _PACE: Final = _Pause()  # wait pace_ms before the next chunk
-
-
-def _has_placeholders(entry: ReplayEntry) -> bool:
-    if entry.has_placeholders:
-        return True
-    if not isinstance(entry, ThrowEntry):
-        return False
-    from ._placeholders import MARKER
-
-    return MARKER in entry.message or MARKER in entry.code

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._atomic import check_writable, recover
 from ._backend import MemoryBackend
@@ -31,12 +31,9 @@ from ._log_check import (
     unchanged_recording,
 )
 from ._model import ReplayModel
-from ._normalize import (
-    Redactor,
-    describe_difference,
-    diff_logs,
-)
+from ._normalize import describe_difference, diff_logs
 from ._recorder import RecordingModel
+from ._redact import Redactor
 from ._runtime_logs import RuntimeLog, compare_model_views, runtime_logs
 from ._scenario import (
     Scenario,
@@ -54,18 +51,12 @@ if TYPE_CHECKING:
     from ._transport import _Pool
 
 __all__ = [
-    "DUMMY_API_KEY",
     "DshReplay",
     "Mode",
 ]
 
 Mode = Literal["replay", "record"]
 """``"replay"`` serves recordings; ``"record"`` calls the live model and writes them."""
-
-DUMMY_API_KEY: Final = "dsh-replay-dummy-key"
-"""The API key :attr:`DshReplay.env` and the ready clients give (the endpoint ignores it)."""
-
-_IN_PROCESS_URL: Final = "http://dsh-replay.invalid"
 
 
 class _TextSafeRecordingModel(RecordingModel):
@@ -86,15 +77,6 @@ class _TextSafeRecordingModel(RecordingModel):
 
     def astream(self, request: Any, **kwargs: Any) -> Any:
         return super().astream(text_safe(request), **kwargs)
-
-
-def _sdk(name: str) -> Any:
-    try:
-        return __import__(name)
-    except ImportError:
-        raise DshReplayError(
-            f"this client needs the {name!r} package: pip install {name}"
-        ) from None
 
 
 def _new_store() -> SessionStore:
@@ -390,29 +372,16 @@ class DshReplay:
         ``NO_PROXY`` for the loopback address. Merge them into the process's
         environment: ``subprocess.run(cmd, env={**os.environ, **dsh_replay.env})``.
         """
-        root = self.base_url
-        return {
-            "OPENAI_BASE_URL": f"{root}/v1",
-            "OPENAI_API_KEY": DUMMY_API_KEY,
-            "ANTHROPIC_BASE_URL": root,
-            "ANTHROPIC_API_KEY": DUMMY_API_KEY,
-            "DEEPSEEK_BASE_URL": root,
-            "DEEPSEEK_API_KEY": DUMMY_API_KEY,
-            "NO_PROXY": "127.0.0.1,localhost",
-            "no_proxy": "127.0.0.1,localhost",
-        }
+        from ._transport import endpoint_env
 
-    def _sync_http(self) -> Any:
-        from ._transport import httpx_module, sync_transport
+        return endpoint_env(self.base_url)
 
-        return httpx_module().Client(transport=sync_transport(self.endpoint))
-
-    def _async_http(self) -> Any:
-        from ._transport import async_transport, httpx_module, worker_pool
+    def _pool_for_async(self) -> _Pool:
+        from ._transport import worker_pool
 
         if self._pool is None:
             self._pool = worker_pool()
-        return httpx_module().AsyncClient(transport=async_transport(self.endpoint, self._pool))
+        return self._pool
 
     def openai_client(self, **options: Any) -> Any:
         """An ``openai.OpenAI`` client that talks to the endpoint in process (no socket).
@@ -423,19 +392,15 @@ class DshReplay:
         Raises:
             DshReplayError: The ``openai`` package is not installed.
         """
-        openai = _sdk("openai")
-        options.setdefault("api_key", DUMMY_API_KEY)
-        return openai.OpenAI(
-            base_url=f"{_IN_PROCESS_URL}/v1", http_client=self._sync_http(), **options
-        )
+        from ._transport import sdk_client
+
+        return sdk_client("openai", self.endpoint, None, options)
 
     def async_openai_client(self, **options: Any) -> Any:
         """An ``openai.AsyncOpenAI`` client on the endpoint, like :meth:`openai_client`."""
-        openai = _sdk("openai")
-        options.setdefault("api_key", DUMMY_API_KEY)
-        return openai.AsyncOpenAI(
-            base_url=f"{_IN_PROCESS_URL}/v1", http_client=self._async_http(), **options
-        )
+        from ._transport import sdk_client
+
+        return sdk_client("openai", self.endpoint, self._pool_for_async(), options)
 
     def anthropic_client(self, **options: Any) -> Any:
         """An ``anthropic.Anthropic`` client that talks to the endpoint in process (no socket).
@@ -446,19 +411,15 @@ class DshReplay:
         Raises:
             DshReplayError: The ``anthropic`` package is not installed.
         """
-        anthropic = _sdk("anthropic")
-        options.setdefault("api_key", DUMMY_API_KEY)
-        return anthropic.Anthropic(
-            base_url=_IN_PROCESS_URL, http_client=self._sync_http(), **options
-        )
+        from ._transport import sdk_client
+
+        return sdk_client("anthropic", self.endpoint, None, options)
 
     def async_anthropic_client(self, **options: Any) -> Any:
         """An ``anthropic.AsyncAnthropic`` client on the endpoint (as :meth:`anthropic_client`)."""
-        anthropic = _sdk("anthropic")
-        options.setdefault("api_key", DUMMY_API_KEY)
-        return anthropic.AsyncAnthropic(
-            base_url=_IN_PROCESS_URL, http_client=self._async_http(), **options
-        )
+        from ._transport import sdk_client
+
+        return sdk_client("anthropic", self.endpoint, self._pool_for_async(), options)
 
     def close(self) -> None:
         """Stop the endpoint (hanging calls end, the server stops); safe to call twice.

@@ -17,7 +17,8 @@ from typing import Any
 import orjson
 
 from ._events import END_SEED, SEEDED_FORMAT, Event, SessionHeader
-from ._normalize import Normalizer, Redactor, recording_redactor
+from ._normalize import Normalizer
+from ._redact import Redactor, recording_redactor
 from ._scenario import SessionLike
 from ._text import visible
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib
 import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Final
@@ -30,7 +31,15 @@ from ._endpoint import Endpoint
 from ._errors import DshReplayError
 from ._http import DroppedConnection, EndpointResponse, TimedOut
 
-__all__ = ["MAX_WORKERS", "async_transport", "httpx_module", "sync_transport"]
+__all__ = [
+    "DUMMY_API_KEY",
+    "MAX_WORKERS",
+    "async_transport",
+    "endpoint_env",
+    "httpx_module",
+    "sdk_client",
+    "sync_transport",
+]
 
 MAX_WORKERS: Final = 16
 """Worker threads of one endpoint's async transports."""
@@ -217,3 +226,51 @@ def async_transport(endpoint: Endpoint, pool: _Pool | None = None) -> Any:
 def worker_pool() -> _Pool:
     """A pool of worker threads for :func:`async_transport` (shut it down at the end)."""
     return _Pool()
+
+
+DUMMY_API_KEY: Final = "dsh-replay-dummy-key"
+"""The API key the endpoint's environment and ready clients give (the endpoint ignores it)."""
+
+_IN_PROCESS_URL: Final = "http://dsh-replay.invalid"
+
+
+def endpoint_env(root: str) -> dict[str, str]:
+    """Environment variables that point an agent process at the endpoint at ``root``."""
+    return {
+        "OPENAI_BASE_URL": f"{root}/v1",
+        "OPENAI_API_KEY": DUMMY_API_KEY,
+        "ANTHROPIC_BASE_URL": root,
+        "ANTHROPIC_API_KEY": DUMMY_API_KEY,
+        "DEEPSEEK_BASE_URL": root,
+        "DEEPSEEK_API_KEY": DUMMY_API_KEY,
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
+
+
+def sdk_client(sdk: str, endpoint: Endpoint, pool: _Pool | None, options: dict[str, Any]) -> Any:
+    """An ``openai`` or ``anthropic`` client on ``endpoint``, in process (no socket).
+
+    Args:
+        sdk: ``"openai"`` or ``"anthropic"``.
+        endpoint: What answers.
+        pool: Worker threads for an async client; ``None`` gives a sync client.
+        options: Passed to the client's constructor (``max_retries``, ``timeout``, ...).
+
+    Raises:
+        DshReplayError: The SDK package is not installed.
+    """
+    try:
+        module = importlib.import_module(sdk)
+    except ImportError:
+        raise DshReplayError(f"this client needs the {sdk!r} package: pip install {sdk}") from None
+    httpx = httpx_module()
+    if pool is None:
+        http = httpx.Client(transport=sync_transport(endpoint))
+    else:
+        http = httpx.AsyncClient(transport=async_transport(endpoint, pool))
+    options.setdefault("api_key", DUMMY_API_KEY)
+    base = f"{_IN_PROCESS_URL}/v1" if sdk == "openai" else _IN_PROCESS_URL
+    name = {"openai": "OpenAI", "anthropic": "Anthropic"}[sdk]
+    cls = getattr(module, name if pool is None else f"Async{name}")
+    return cls(base_url=base, http_client=http, **options)

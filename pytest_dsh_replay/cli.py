@@ -27,7 +27,8 @@ from ._errors import DshReplayError
 from ._events import Event
 from ._jsonl import ZSTD_SUFFIXES, iter_log_lines, parse_session_log, read_log_bytes
 from ._loading import iter_scenario_dirs, load_scenario
-from ._normalize import Redactor, canonical_log, delta_runs, stream_runs_of
+from ._normalize import canonical_log
+from ._redact import Redactor, delta_runs, stream_runs_of
 from ._scenario import PRIMARY_LOG, Scenario, SessionScript, load_session_script
 from ._text import visible
 

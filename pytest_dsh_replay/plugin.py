@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -20,8 +20,8 @@ import pytest
 if TYPE_CHECKING:
     from syrupy.assertion import SnapshotAssertion
 
-    from ._loading import ScenarioCache
     from ._runtime import DshReplay
+    from ._suite import SuiteState
 
 RECORD_MODES: Final = ("all", "missing")
 """The values ``--dsh-record`` accepts (a bare ``--dsh-record`` means ``all``)."""
@@ -87,7 +87,7 @@ def _live_model(config: pytest.Config, path: Path) -> Any:
 
 def _redaction(config: pytest.Config) -> tuple[Any, Any, Any]:
     """The built-in redactor, and the redact hook for events and for headers."""
-    from ._normalize import recording_redactor
+    from ._redact import recording_redactor
 
     hook = config.hook.pytest_dsh_replay_redact
     # Implementations written before headers were redacted take only ``event``: they
@@ -104,63 +104,7 @@ def _redaction(config: pytest.Config) -> tuple[Any, Any, Any]:
     return recording_redactor(), redact_event, redact_header
 
 
-@dataclass
-class _State:
-    """Per-session plugin state, kept in ``config.stash``."""
-
-    record: str | None
-    ini_root: Path | None
-    used: set[str] = field(default_factory=set)
-    roots: set[str] = field(default_factory=set)
-    replayed: int = 0
-    missing: int = 0
-    subset: bool = False
-    compare_logs: bool = True
-    fail_unused: bool = False
-    recordings: list[tuple[str, int, int, bool]] = field(default_factory=list)
-    kept: int = 0
-    unused: list[Path] | None = None
-    session: pytest.Session | None = None
-    env_model: Any = None
-    workbase: Path | None = None
-    runs: int = 0
-    redaction: tuple[Any, Any, Any] | None = None
-    recorders: list[pytest.Item] = field(default_factory=list)
-    recovered: set[str] = field(default_factory=set)
-    cleaned: int = 0
-    unwritten: int = 0
-    cache: ScenarioCache | None = None
-    resolved_roots: dict[Path, str] = field(default_factory=dict)
-    ini_root_prefix: str | None = None  # ini_root normalized, with a trailing separator
-
-    def merge(self, report: dict[str, Any]) -> None:
-        """Add a worker's report (``pytest-xdist``) to this state."""
-        self.used.update(report["used"])
-        self.roots.update(report["roots"])
-        self.replayed += report["replayed"]
-        self.missing += report["missing"]
-        self.subset = self.subset or report["subset"]
-        self.recordings.extend(tuple(r) for r in report["recordings"])
-        self.kept += report["kept"]
-        self.cleaned += report["cleaned"]
-        self.unwritten += report["unwritten"]
-
-    def report(self) -> dict[str, Any]:
-        """What a worker sends to the controller: plain, serializable values."""
-        return {
-            "used": sorted(self.used),
-            "roots": sorted(self.roots),
-            "replayed": self.replayed,
-            "missing": self.missing,
-            "subset": self.subset,
-            "recordings": [list(r) for r in self.recordings],
-            "kept": self.kept,
-            "cleaned": self.cleaned,
-            "unwritten": self.unwritten,
-        }
-
-
-_STATE = pytest.StashKey[_State]()
+_STATE = pytest.StashKey["SuiteState"]()
 
 
 @dataclass
@@ -232,7 +176,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     raw_root = str(config.getini("dsh_snapshot_dir")).strip()
     base = config.inipath.parent if config.inipath is not None else config.rootpath
-    state = _State(
+    from ._suite import SuiteState
+
+    state = SuiteState(
         record=config.getoption("dsh_record"),
         ini_root=(base / raw_root) if raw_root else None,
         subset=bool(config.getoption("keyword") or config.getoption("markexpr")),
@@ -278,16 +224,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         workeroutput["dsh_replay"] = state.report()
         return
     if (state.used or state.ini_root is not None) and _is_complete_run(session, state):
-        state.unused = _unused(state)
+        from ._suite import unused_scenarios
+
+        state.unused = unused_scenarios(state)
         if state.unused and state.fail_unused and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def _state(config: pytest.Config) -> _State:
+def _state(config: pytest.Config) -> SuiteState:
     return config.stash[_STATE]
 
 
-def _snapshot_root(item: pytest.Item, state: _State) -> Path:
+def _snapshot_root(item: pytest.Item, state: SuiteState) -> Path:
     if state.ini_root is not None:
         return state.ini_root
     return item.path.parent / DEFAULT_SNAPSHOT_DIR
@@ -299,7 +247,7 @@ def _test_name(item: pytest.Item) -> str:
     return module[1] if len(module) == 2 else item.name
 
 
-def _scenario_path(item: pytest.Item, state: _State) -> Path:
+def _scenario_path(item: pytest.Item, state: SuiteState) -> Path:
     from ._errors import ScenarioError
     from ._naming import resolve_scenario, scenario_name
 
@@ -345,7 +293,7 @@ def _recording_test(item: pytest.Item, path: Path) -> str | None:
     for other in state.recorders:
         try:
             if _scenario_path(other, state).resolve() == target:
-                return other.nodeid
+                return str(other.nodeid)
         except pytest.UsageError:
             continue  # a broken marker fails that test on its own
     return None
@@ -368,21 +316,21 @@ def _record_command(item: pytest.Item, path: Path, mode: str) -> str:
     )
 
 
-def _compare_logs(item: pytest.Item, state: _State) -> bool:
+def _compare_logs(item: pytest.Item, state: SuiteState) -> bool:
     marker = item.get_closest_marker("dsh_scenario")
     if marker is not None and "compare_logs" in marker.kwargs:
         return bool(marker.kwargs["compare_logs"])
     return state.compare_logs
 
 
-def _records(item: pytest.Item, state: _State, path: Path) -> bool:
+def _records(item: pytest.Item, state: SuiteState, path: Path) -> bool:
     """Whether this test records (rather than replays) under the current options."""
     if _replay_only(item):
         return False  # another test records this scenario
     return state.record == "all" or (state.record == "missing" and not path.exists())
 
 
-def _recover_interrupted_writes(state: _State, directory: Path) -> None:
+def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:
     """Once per run and directory: put back or clean up what a killed recording left."""
     key = str(directory)
     if key in state.recovered:
@@ -637,7 +585,7 @@ def pytest_collection_modifyitems(
         item.stash[_LAYOUT_PROBLEM] = message
 
 
-def _refuse_case_collisions(state: _State, items: list[pytest.Item]) -> None:
+def _refuse_case_collisions(state: SuiteState, items: list[pytest.Item]) -> None:
     """Fail (at set-up) tests whose derived scenario names differ only in letter case.
 
     Derived names are injective, but a case-insensitive file system (macOS, Windows)
@@ -670,44 +618,22 @@ def _refuse_case_collisions(state: _State, items: list[pytest.Item]) -> None:
 
 
 def _recording_layout_problem(
-    state: _State, items: list[pytest.Item]
+    state: SuiteState, items: list[pytest.Item]
 ) -> tuple[str, list[pytest.Item]] | None:
     """The first duplicate or nested scenario among the tests that record, if any."""
-    from ._errors import RecordingError
-    from ._scenario import refuse_nested
+    from ._suite import recording_layout_problem
 
-    seen: dict[str, pytest.Item] = {}
+    recording: list[tuple[pytest.Item, Path]] = []
     for item in items:
-        if "dsh_replay" not in getattr(item, "fixturenames", ()):
-            continue
-        path = _scenario_path(item, state)
-        if not _records(item, state, path):
-            continue
-        key = str(path.resolve())
-        other = seen.get(key)
-        if other is not None:
-            return (
-                f"--dsh-record: {other.nodeid} and {item.nodeid} would both record {path}; "
-                "give one of them its own @pytest.mark.dsh_scenario name"
-            ), [other, item]
-        seen[key] = item
-    for key, item in seen.items():
-        path = Path(key)
-        for ancestor in path.parents:
-            other = seen.get(str(ancestor))
-            if other is not None:
-                return (
-                    f"--dsh-record: {other.nodeid} and {item.nodeid} record nested scenarios "
-                    f"{ancestor} and {path}; recording replaces a whole directory, so give "
-                    "the scenarios sibling directories"
-                ), [other, item]
-        if path.exists() and not path.is_dir():
-            continue  # a single log or store: the fixture says it cannot be recorded into
-        try:
-            refuse_nested(path)
-        except RecordingError as err:
-            return f"{item.nodeid}: {err}", [item]
-    return None
+        if "dsh_replay" in getattr(item, "fixturenames", ()):
+            path = _scenario_path(item, state)
+            if _records(item, state, path):
+                recording.append((item, path))
+    found = recording_layout_problem([(i.nodeid, p) for i, p in recording])
+    if found is None:
+        return None
+    message, which = found
+    return message, [recording[k][0] for k in which]
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -738,7 +664,7 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
         items[0].config.stash[_STATE].subset = True
 
 
-def _is_complete_run(session: pytest.Session, state: _State) -> bool:
+def _is_complete_run(session: pytest.Session, state: SuiteState) -> bool:
     config = session.config
     if state.subset or session.shouldstop or session.shouldfail:
         return False
@@ -756,57 +682,14 @@ def _is_complete_run(session: pytest.Session, state: _State) -> bool:
     return True
 
 
-def _unused(state: _State) -> list[Path]:
-    from ._naming import find_scenario_dirs
-
-    roots = set(state.roots)
-    if state.ini_root is not None:
-        roots.add(str(state.ini_root.resolve()))
-    # The walk starts at resolved roots and never follows a link, so what it finds is
-    # resolved already; a used path is resolved only when it is not found as written.
-    found = {str(p) for root in roots for p in find_scenario_dirs(Path(root))}
-    used = set(state.used)
-    used.update(str(Path(u).resolve()) for u in state.used if u not in found)
-    return sorted(Path(p) for p in found - used)
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
     """Report scenarios replayed, recorded, missing and (on a complete run) unused."""
-    state = _state(config)
-    if not (state.used or state.recordings or state.missing or state.unused or state.kept):
-        return  # no test of this run used dsh-replay, and nothing is unused
-    parts = [
-        f"{state.replayed} replayed",
-        f"{len(state.recordings)} recorded",
-        f"{state.missing} missing",
-    ]
-    if state.unused is not None:
-        parts.append(f"{len(state.unused)} unused")
-    if state.kept:
-        parts.append(f"{state.kept} not re-recorded (the test did not pass; old recording kept)")
-    if state.unwritten:
-        parts.append(
-            f"{state.unwritten} not written (the recording could not be saved; old recording kept)"
-        )
-    if state.cleaned:
-        parts.append(
-            f"{_plural(state.cleaned, 'leftover')} of interrupted writes recovered or removed"
-        )
-    terminalreporter.write_sep("-", "dsh-replay")
-    terminalreporter.write_line("scenarios: " + ", ".join(parts))
-    for path, logs, calls, unchanged in sorted(state.recordings):
-        kept = ", unchanged (files kept as they were)" if unchanged else ""
-        terminalreporter.write_line(
-            f"recorded {path}: {_plural(logs, 'session')}, {_plural(calls, 'model call')}{kept}"
-        )
-    if state.unused:
-        verdict = "failing the run (--dsh-fail-unused)" if state.fail_unused else "no test uses"
-        terminalreporter.write_line(f"unused scenarios ({verdict}):")
-        for p in state.unused:
-            terminalreporter.write_line(f"  {p}")
+    from ._suite import summary_lines
+
+    lines = summary_lines(_state(config))
+    if lines:
+        terminalreporter.write_sep("-", "dsh-replay")
+        for line in lines:
+            terminalreporter.write_line(line)

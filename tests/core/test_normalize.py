@@ -6,14 +6,13 @@ from typing import Any
 
 from pytest_dsh_replay._events import SessionHeader
 from pytest_dsh_replay._normalize import (
-    REDACTED,
     LogDifference,
     Normalizer,
-    Redactor,
     describe_difference,
     diff_logs,
     tokenize_cwd,
 )
+from pytest_dsh_replay._redact import REDACTED, Redactor
 
 UUID_A = "959ffdf5-03e2-465e-9482-009b704632dc"
 UUID_B = "02b3a8dd-1d5e-4866-825f-5fbf5000a632"

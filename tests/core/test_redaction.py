@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_dsh_replay._events import SessionHeader
-from pytest_dsh_replay._normalize import REDACTED, Redactor, delta_runs, recording_redactor
+from pytest_dsh_replay._redact import REDACTED, Redactor, delta_runs, recording_redactor
 from pytest_dsh_replay._sqlite import SqliteBackend
 from pytest_dsh_replay._store import SessionStore
 from pytest_dsh_replay._transcript import render_transcript, sessions_as_jsonl

@@ -24,7 +24,8 @@ from pytest_dsh_replay import (
     read_session_log,
 )
 from pytest_dsh_replay._jsonl import dump_session_log
-from pytest_dsh_replay._normalize import Normalizer, Redactor, canonical_log
+from pytest_dsh_replay._normalize import Normalizer, canonical_log
+from pytest_dsh_replay._redact import Redactor
 from pytest_dsh_replay._runtime import DshReplay
 from pytest_dsh_replay._runtime_logs import compare_model_views, model_view, runtime_logs
 from pytest_dsh_replay._transcript import render_transcript
