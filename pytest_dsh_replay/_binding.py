@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._matching import FirstMessage, opening_texts, seed_messages, trim
+from ._matching import FirstMessage, opening_texts, seed_messages, shared_start, trim
 from ._scenario import SessionScript
 
 __all__ = ["Binder"]
@@ -114,11 +114,17 @@ class Binder:
     def _opener(self, index: int) -> FirstMessage | None:
         if self._openers is None:
             ids = [s.recorded_id for s in self.scripts if s.recorded_id]
+            paths = {s.header.cwd for s in self.scripts if s.header.cwd} | {"{{cwd}}"}
             self._openers = [
-                None if s.first_user_text is None else FirstMessage(s.first_user_text, ids)
+                None if s.first_user_text is None else FirstMessage(s.first_user_text, ids, paths)
                 for s in self.scripts
             ]
         return self._openers[index]
+
+    def _nearest(self, free: list[int], live: str) -> str | None:
+        """The unbound recorded first message that shares the longest start with ``live``."""
+        texts = [t for t in (self.scripts[i].first_user_text for i in free) if t is not None]
+        return max(texts, key=lambda t: shared_start(t, live), default=None)
 
     def _match(self, free: list[int], openings: list[str], seeded: bool, where: str) -> int | str:
         """The free recorded child whose first user message the request opens with."""
@@ -133,10 +139,13 @@ class Binder:
         unknown = [i for i in free if self.scripts[i].first_user_text is None]
         if unknown or not openings:  # nothing to compare: recorded (or live) has no message
             return (unknown or free)[0]
+        live = openings[-1]
         listed = "; ".join(
-            f"{self.scripts[i].file}: {trim(self.scripts[i].first_user_text)}" for i in free
+            f"{self.scripts[i].file}: {trim(self.scripts[i].first_user_text, near=live)}"
+            for i in free
         )
         return (
-            f"its first user message {trim(openings[-1])} matches no unbound recorded child "
+            f"its first user message {trim(live, near=self._nearest(free, live))} matches no "
+            "unbound recorded child "
             f"in {where} (unbound: {listed})"
         )

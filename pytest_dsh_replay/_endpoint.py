@@ -205,6 +205,8 @@ class Endpoint:
         kwargs: dict[str, Any] = {"session_id": route.session_id, "parent_session_id": parent}
         if route.new and route.fork:
             kwargs["fork"] = True  # it continues its parent's completed turns
+        if route.cwd is not None:
+            kwargs["session_cwd"] = route.cwd  # a new session's header: its cwd is tokenized
         if self.replay:
             kwargs.update(cancel=cancel, seed_length=route.seed_length, by_content=True)
         model_name = str(request.get("model") or "dsh-replay")

@@ -10,7 +10,7 @@ redacted only when something differs, so a report never shows a live secret);
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -83,14 +83,18 @@ class Redaction:
 
 
 def _normalizers(
-    recorded: Sequence[SessionHeader], live: Sequence[SessionHeader]
+    recorded: Sequence[SessionHeader],
+    live: Sequence[SessionHeader],
+    aliases: Mapping[str, str] | None = None,
 ) -> tuple[Normalizer, Normalizer]:
-    def of(headers: Sequence[SessionHeader]) -> Normalizer:
+    def of(headers: Sequence[SessionHeader], aliases: Mapping[str, str] | None) -> Normalizer:
         return Normalizer(
-            session_ids=[h.id for h in headers], cwds=[h.cwd for h in headers if h.cwd]
+            session_ids=[h.id for h in headers],
+            cwds=[h.cwd for h in headers if h.cwd],
+            aliases=aliases,
         )
 
-    return of(recorded), of(live)
+    return of(recorded, None), of(live, aliases)
 
 
 def first_difference(
@@ -100,6 +104,7 @@ def first_difference(
     live: Sequence[SessionHeader],
     compare: Comparison,
     redaction: Redaction,
+    aliases: Mapping[str, str] | None = None,
 ) -> tuple[str, LogDifference] | None:
     """The first difference between recorded and live logs, in pair order.
 
@@ -109,11 +114,13 @@ def first_difference(
         live: Every live session's header.
         compare: How two logs are compared.
         redaction: Applied to both sides before a difference is reported.
+        aliases: ``{recorded id: live id}`` of the bound sessions: a recorded id that the
+            replayed side repeats (in a served answer) counts as its live id.
 
     Returns:
         ``(file, difference)`` for the first pair that differs, else ``None``.
     """
-    expected, actual = _normalizers(recorded, live)
+    expected, actual = _normalizers(recorded, live, aliases)
     if all(
         compare(
             file,
@@ -128,7 +135,7 @@ def first_difference(
         return None
     # Logs that agree as they are agree redacted too; redaction, the costly part, is
     # needed only to tell a secret from its [REDACTED] and to report without one.
-    expected, actual = _normalizers(recorded, live)
+    expected, actual = _normalizers(recorded, live, aliases)
     for file, (header, events), log in pairs:
         mine = redaction.apply(log.header, log.events)
         diff = compare(

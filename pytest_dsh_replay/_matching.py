@@ -23,21 +23,49 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-__all__ = ["FirstMessage", "opening_texts", "opening_units", "seed_messages", "trim"]
+__all__ = [
+    "FirstMessage",
+    "opening_texts",
+    "opening_units",
+    "seed_messages",
+    "shared_start",
+    "trim",
+]
 
 _ID_VALUE: Final = r"[^\s\"'`]+"
+_PATH_VALUE: Final = r"/[^\n\"'`]*?"
 _TRIM: Final = 80
 _MAX_RUN: Final = 16  # trailing user messages considered
 
 
-def trim(text: str | None, limit: int = _TRIM) -> str:
-    """``text`` quoted for a message, cut to ``limit`` characters (``(none)`` for None)."""
+def shared_start(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` have in common."""
+    return next(
+        (k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+
+
+def trim(text: str | None, limit: int = _TRIM, *, near: str | None = None) -> str:
+    """``text`` quoted for a message, cut to ``limit`` characters (``(none)`` for None).
+
+    With ``near`` (another text the reader compares it with), a text that starts like
+    ``near`` is shown from a little before the first character where the two differ,
+    so two long messages never look alike only because both were cut.
+    """
     if text is None:
         return "(none)"
     text = " ".join(text.split())
-    if len(text) > limit:
-        text = text[: limit - 3] + "..."
-    return repr(text)
+    start = 0
+    if near is not None:
+        same = shared_start(text, " ".join(near.split()))
+        if same > limit // 2:
+            start = same - limit // 4
+    shown = text[start : start + limit - (3 if start else 0)]
+    if start:
+        shown = "..." + shown
+    if len(text) - start > len(shown) - (3 if start else 0):
+        shown = shown[: limit - 3] + "..."
+    return repr(shown)
 
 
 def _units(message: Mapping[str, object]) -> list[str]:
@@ -130,17 +158,21 @@ class FirstMessage:
         text: The recorded message's text (blocks joined without a separator).
         session_ids: Recorded session ids that act as wildcards inside ``text`` (ids
             shorter than 4 characters are ignored: they would match ordinary words).
+        paths: Recorded working directories (and their ``{{cwd}}`` token) that act as
+            wildcards too: a runtime's context message names the directory it runs in,
+            which differs between the recording and the replay.
     """
 
     __slots__ = ("_pattern", "text")
 
-    def __init__(self, text: str, session_ids: Iterable[str] = ()):
+    def __init__(self, text: str, session_ids: Iterable[str] = (), paths: Iterable[str] = ()):
         self.text = text
-        ids = sorted({i for i in session_ids if len(i) >= 4 and i in text}, key=len, reverse=True)
-        if not ids:
+        values = {i: _ID_VALUE for i in session_ids if len(i) >= 4 and i in text}
+        values.update({p: _PATH_VALUE for p in paths if len(p) >= 2 and p in text})
+        if not values:
             self._pattern: re.Pattern[str] | None = None
             return
-        finder = re.compile("|".join(re.escape(i) for i in ids))
+        finder = re.compile("|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)))
         parts: list[str] = []
         groups: dict[str, str] = {}
         end = 0
@@ -149,7 +181,7 @@ class FirstMessage:
             name = groups.get(found.group())
             if name is None:
                 name = groups[found.group()] = f"w{len(groups)}"
-                parts.append(f"(?P<{name}>{_ID_VALUE})")
+                parts.append(f"(?P<{name}>{values[found.group()]})")
             else:
                 parts.append(f"(?P={name})")
             end = found.end()

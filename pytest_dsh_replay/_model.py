@@ -546,11 +546,17 @@ class ReplayModel:
             for k, b in list(self._bound.items())[:8]
         )
         more = " ..." if len(self._bound) > 8 else ""
+        cause = (
+            "The child's first message differs from every unbound recorded child's (its "
+            "task changed, or it is a session the recording does not have)"
+            if "matches no unbound recorded child" in reason
+            else "The code under test started more sessions than were recorded"
+        )
         return ReplayBindingError(
             f"{_who_first(key, self._first.get(key))} made model call #{number}, but no "
             "recorded session is left for it: "
-            f"{reason} (scenario {self._scenario.path}; bound: {bound or 'none'}{more}). The "
-            f"code under test started more sessions than were recorded; {_RERECORD}"
+            f"{reason} (scenario {self._scenario.path}; bound: {bound or 'none'}{more}). "
+            f"{cause}; {_RERECORD}"
         )
 
     def _exhausted(self, bound: BoundSession, number: int) -> ReplayExhaustedError:

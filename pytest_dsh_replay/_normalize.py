@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -53,10 +53,25 @@ class Normalizer:
             an id is replaced only when it has at least 8 characters and stands alone
             (not part of a longer word), so short ids never rewrite ordinary prose.
         cwds: Working directories to replace with ``{{cwd}}``.
+        aliases: Ids that stand for other ids: ``{recorded id: live id}`` on the replayed
+            side, so a recorded id that a replayed answer repeats (the model named a
+            child it started) maps to the placeholder of the live id bound to it.
     """
 
-    def __init__(self, *, session_ids: Iterable[str] = (), cwds: Iterable[str] = ()):
+    def __init__(
+        self,
+        *,
+        session_ids: Iterable[str] = (),
+        cwds: Iterable[str] = (),
+        aliases: Mapping[str, str] | None = None,
+    ):
         self._ids: dict[str, str] = {}
+        self._aliases = {
+            (k.lower() if _UUID.fullmatch(k) else k): (v.lower() if _UUID.fullmatch(v) else v)
+            for k, v in (aliases or {}).items()
+            if k and v and k != v
+        }
+        session_ids = [*session_ids, *self._aliases]
         extra = {s for s in session_ids if s and not _UUID.fullmatch(s)}
         self._exact = frozenset(extra)
         embedded = sorted((s for s in extra if len(s) >= 8), key=len, reverse=True)
@@ -87,6 +102,7 @@ class Normalizer:
             )
 
     def _placeholder(self, key: str) -> str:
+        key = self._aliases.get(key, key)
         placeholder = self._ids.get(key)
         if placeholder is None:
             placeholder = self._ids[key] = f"{{{{id-{len(self._ids) + 1}}}}}"

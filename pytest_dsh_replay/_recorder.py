@@ -245,34 +245,46 @@ class RecordingModel:
     # --- sessions ------------------------------------------------------------------------
 
     def _session(
-        self, session_id: str | None, parent_session_id: str | None, fork: bool = False
+        self,
+        session_id: str | None,
+        parent_session_id: str | None,
+        fork: bool = False,
+        cwd: str | None = None,
     ) -> Any:  # the lock is held
         if session_id is None:
             if self._anonymous is not None:
                 return self.store.get(self._anonymous)
             if not self.create_sessions:
                 return None
-            session = self._create(None, parent_session_id, fork)
+            session = self._create(None, parent_session_id, fork, cwd)
             self._anonymous = session.id
             return session
         session = self.store.get(session_id)
         if session is None and self.create_sessions:
-            session = self._create(session_id, parent_session_id, fork)
+            session = self._create(session_id, parent_session_id, fork, cwd)
         return session
 
-    def _create(self, session_id: str | None, parent: str | None, fork: bool = False) -> Any:
+    def _create(
+        self, session_id: str | None, parent: str | None, fork: bool = False, cwd: str | None = None
+    ) -> Any:
         """Create a session the caller never created (a child of ``parent``, if given).
 
         With ``fork`` (the model endpoint found the request continuing the parent's
         completed turns), the child is a fork: seeded with the parent's completed-turn
-        prefix, ``seedLength`` stamped.
+        prefix, ``seedLength`` stamped. ``cwd`` (the caller's working directory, when its
+        request says) goes into the header, so recordings write it as ``{{cwd}}``.
         """
-        meta: dict[str, Any] | None = None
+        meta: dict[str, Any] | None = {"cwd": cwd} if cwd is not None else None
         seed = None
         if parent is not None:
             parent_session = self.store.get(parent)
             depth = 0 if parent_session is None else parent_session.header.delegation_depth or 0
-            meta = {"parentSession": parent, "origin": "subagent", "delegationDepth": depth + 1}
+            meta = {
+                **(meta or {}),
+                "parentSession": parent,
+                "origin": "subagent",
+                "delegationDepth": depth + 1,
+            }
             if fork and parent_session is not None:
                 seed = completed_turn_prefix(parent_session)
                 if seed is not None:
@@ -294,7 +306,10 @@ class RecordingModel:
         view = read_request(request) if isinstance(request, Mapping) else RequestView(None, [])
         with self._lock:
             session = self._session(
-                kwargs.get("session_id"), kwargs.get("parent_session_id"), bool(kwargs.get("fork"))
+                kwargs.get("session_id"),
+                kwargs.get("parent_session_id"),
+                bool(kwargs.get("fork")),
+                kwargs.get("session_cwd"),
             )
             if session is None:
                 return _Call(None, kwargs.get("turn"), kwargs.get("step"), False, view)

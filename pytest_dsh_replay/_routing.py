@@ -35,10 +35,11 @@ comparison costs one pass over the messages.
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import orjson
@@ -62,14 +63,16 @@ class Route:
         parent_session_id: Its parent, when the request says so (headers) or content
             proves it (a fork seed).
         parent_guess: For a new conversation found by content without a seed: the live
-            session most recently waiting for tool results (a spawn's likely parent);
-            used only for logging while recording.
+            session most recently waiting for tool results (a spawn's likely parent), else
+            the first live session (the primary); used only for logging while recording.
         seed_length: Inherited events of a fork child (runtime headers), ``0`` for a
             session that is not a fork, ``None`` when unknown.
         how: ``"runtime"``, ``"headers"`` or ``"content"``.
         new: Whether this is the session's first request.
         fork: A new child whose request continues its parent's latest request's earlier
             messages (its inherited seed), or a runtime child with a ``seedLength``.
+        cwd: The session's working directory, when the request says (the dsh runtime's
+            ``dsh_session_log.session.cwd``).
     """
 
     session_id: str
@@ -79,6 +82,7 @@ class Route:
     how: str
     new: bool
     fork: bool = False
+    cwd: str | None = None
 
 
 def _canonical(messages: Sequence[Any]) -> tuple[bytes, ...]:
@@ -120,8 +124,9 @@ class Router:
         messages, key = _conversation(body)
         runtime_id = headers.get(RUNTIME_SESSION_HEADER)
         if runtime_id:
-            parent, seed = _runtime_lineage(body)
-            return self._named(runtime_id, parent, seed, "runtime", messages, key)
+            parent, seed, cwd = _runtime_lineage(body)
+            route = self._named(runtime_id, parent, seed, "runtime", messages, key)
+            return replace(route, cwd=cwd)
         own_id = headers.get(SESSION_HEADER)
         if own_id:
             parent = headers.get(PARENT_HEADER) or None
@@ -232,6 +237,8 @@ class Router:
                         break
             elif self._waiting:
                 guess = self._waiting[-1]
+            else:  # a subagent that starts after its parent went on: the first session
+                guess = next(iter(self._latest), None)
             session_id = str(uuid.uuid4())
             self._remember(session_id, messages, key)
             seeded = None if prefix else 0
@@ -271,12 +278,18 @@ def _served_in(served: tuple[str, ...], raw: bytes) -> bool:
     return (not served[0] or served[0] == text) and set(served[1:]) <= ids
 
 
-def _runtime_lineage(body: Mapping[str, Any]) -> tuple[str | None, int | None]:
+def _runtime_lineage(body: Mapping[str, Any]) -> tuple[str | None, int | None, str | None]:
+    """The runtime's ``dsh_session_log.session``: parent, seed length, working directory."""
     log = body.get("dsh_session_log")
     session = log.get("session") if isinstance(log, Mapping) else None
     if not isinstance(session, Mapping):
-        return None, None
+        return None, None, None
     parent = session.get("parentSession")
     seed = session.get("seedLength")
     seed_length = seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
-    return (parent if isinstance(parent, str) and parent else None), seed_length
+    cwd = session.get("cwd")
+    return (
+        parent if isinstance(parent, str) and parent else None,
+        seed_length,
+        cwd if isinstance(cwd, str) and os.path.isabs(cwd) else None,
+    )

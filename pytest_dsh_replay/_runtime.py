@@ -489,6 +489,11 @@ class DshReplay:
         """A session as it is written or shown: secrets redacted, cwd tokenized, hooks run."""
         return self._redaction().apply(header, events)
 
+    def _bound_ids(self) -> dict[str, str]:
+        """``{recorded id: live id}`` of the sessions this replay bound."""
+        bindings = getattr(self.model, "bindings", {})
+        return {b.recorded_id: key for key, b in bindings.items() if key and b.recorded_id}
+
     def _redaction(self) -> Redaction:
         return Redaction(self.redactor, self.redact_hook, self.redact_header_hook)
 
@@ -560,6 +565,7 @@ class DshReplay:
             live=[s.header for s in live],
             compare=diff_logs,
             redaction=self._redaction(),
+            aliases=self._bound_ids(),
         )
         if found is not None:
             file, diff = found
@@ -599,6 +605,7 @@ class DshReplay:
             live=[log.header for log in live],
             compare=compare,
             redaction=self._redaction(),
+            aliases=self._bound_ids(),
         )
         if found is not None:
             file, diff = found

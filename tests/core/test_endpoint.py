@@ -519,3 +519,23 @@ def test_the_endpoint_modules_import_no_sdk_or_http_client() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_late_subagent_found_by_content_is_recorded_under_the_first_session() -> None:
+    """A child whose first call comes after its parent went on still gets a parent."""
+    from pytest_dsh_replay._routing import Router
+
+    router = Router()
+    first = router.route({}, {"messages": [{"role": "user", "content": "main task"}]})
+    router.answered(first.session_id, wants_tools=True)
+    turn2 = [
+        {"role": "user", "content": "main task"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "t1"}]},
+        {"role": "tool", "tool_call_id": "t1", "content": "started"},
+    ]
+    again = router.route({}, {"messages": turn2})
+    assert again.session_id == first.session_id
+    router.answered(first.session_id)  # a plain answer: nobody waits for tools now
+    child = router.route({}, {"messages": [{"role": "user", "content": "sub task"}]})
+    assert child.new
+    assert child.parent_guess == first.session_id

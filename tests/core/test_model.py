@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from support.chunks import text_call
 
+from pytest_dsh_replay import SessionHeader
 from pytest_dsh_replay._entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from pytest_dsh_replay._errors import (
     DshReplayError,
@@ -270,6 +271,31 @@ def test_recorded_ids_in_a_first_message_match_any_live_id() -> None:
     other = 'task alpha. Your parent agent id is "live-parent". Report to "someone".'
     with pytest.raises(ReplayBindingError, match="matches no unbound recorded child"):
         list(model.stream(ask(other), session_id="b2", parent_session_id="live-parent"))
+
+
+def test_a_recorded_working_directory_in_a_first_message_matches_the_live_one() -> None:
+    """The runtime's context message names its cwd: a replay runs somewhere else."""
+    recorded = 'task alpha. Runtime context: cwd "/tmp/rec-1/work", shell bash.'
+    tokenized = 'task beta. Runtime context: cwd "{{cwd}}", shell bash.'
+    scripts = []
+    for s in lineage_scenario().scripts:
+        if s.recorded_id == "A":
+            s = dataclasses.replace(
+                s, first_user_text=recorded, header=SessionHeader(cwd="/tmp/rec-1/work")
+            )
+        elif s.recorded_id == "B":
+            s = dataclasses.replace(s, first_user_text=tokenized)
+        scripts.append(s)
+    model = ReplayModel(dataclasses.replace(lineage_scenario(), scripts=tuple(scripts)))
+    list(model.stream(REQUEST, session_id="p"))
+    live_b = 'task beta. Runtime context: cwd "/home/ci/x y/work", shell bash.'
+    assert texts(model.stream(ask(live_b), session_id="b", parent_session_id="p")) == ["beta"]
+    # Only the path is a wildcard: other text must still be equal.
+    other = 'task alpha. Runtime context: cwd "/srv/replay/work", shell zsh.'
+    with pytest.raises(ReplayBindingError, match="matches no unbound recorded child"):
+        list(model.stream(ask(other), session_id="c", parent_session_id="p"))
+    live_a = 'task alpha. Runtime context: cwd "/srv/replay/work", shell bash.'
+    assert texts(model.stream(ask(live_a), session_id="a", parent_session_id="p")) == ["alpha"]
 
 
 def test_lineage_skips_children_of_other_recorded_sessions() -> None:
@@ -856,3 +882,26 @@ def test_concurrent_asyncio_tasks_bind_every_script_exactly_once() -> None:
     for got in asyncio.run(main()):
         assert got[1] == got[0] + "b"
     model.assert_consumed()
+
+
+def test_a_binding_error_shows_where_long_first_messages_differ() -> None:
+    """Two long messages alike at the start show their difference, not the same prefix."""
+    start = "You are a subagent. Double-check the answer carefully and report back. " * 2
+    scripts = []
+    for s in lineage_scenario().scripts:
+        if s.recorded_id == "A":
+            s = dataclasses.replace(s, first_user_text=start + "Context: /tmp/rec/work.")
+        scripts.append(s)
+    model = ReplayModel(dataclasses.replace(lineage_scenario(), scripts=tuple(scripts)))
+    list(model.stream(REQUEST, session_id="p"))
+    with pytest.raises(ReplayBindingError) as info:
+        list(
+            model.stream(
+                ask(start + "Context: /srv/new/job."), session_id="a", parent_session_id="p"
+            )
+        )
+    message = str(info.value)
+    assert "back. Context: /srv/new/job.' matches no unbound recorded child" in message
+    assert "session.1.jsonl: '...ort back. Context: /tmp/rec/work.'" in message
+    assert "started more sessions than were recorded" not in message
+    assert "differs from every unbound recorded child's" in message

@@ -478,3 +478,30 @@ def test_a_stream_never_read_is_closed_when_the_run_ends(store: SessionStore) ->
     assert session is not None
     (entry,) = derive_replay_script(session.events)
     assert entry.to_json()["chunks"] == [ABORTED]
+
+
+def test_a_session_created_for_a_runtime_call_carries_its_working_directory(
+    store: SessionStore,
+) -> None:
+    """The runtime names its cwd in every request: recordings then write it as {{cwd}}."""
+    from pytest_dsh_replay._log_check import Redaction
+    from pytest_dsh_replay._redact import Redactor
+    from pytest_dsh_replay._routing import RUNTIME_SESSION_HEADER, Router
+
+    cwd = "/tmp/pytest-7/work"
+    body = {
+        "messages": [{"role": "user", "content": f'Runtime context: cwd "{cwd}".'}],
+        "dsh_session_log": {"session": {"id": "c1", "cwd": cwd, "parentSession": "main"}},
+    }
+    route = Router().route({RUNTIME_SESSION_HEADER: "c1"}, body)
+    assert (route.session_id, route.parent_session_id, route.cwd) == ("c1", "main", cwd)
+    model = RecordingModel(Live(CALL, CALL), store)
+    list(model.stream({"messages": []}, session_id="main"))
+    list(model.stream(body, session_id="c1", parent_session_id="main", session_cwd=cwd))
+    child = store.get("c1")
+    assert child is not None
+    assert (child.header.cwd, child.header.parent_session) == (cwd, "main")
+    written = Redaction(Redactor()).apply(child.header, child.events)
+    assert written.header.cwd == "{{cwd}}"
+    assert cwd not in repr(written.events)
+    assert '"{{cwd}}"' in repr(written.events)

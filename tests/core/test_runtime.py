@@ -184,3 +184,34 @@ def test_a_secret_the_code_sends_replays_against_its_redacted_recording(tmp_path
         drifted.finish()
     assert secret not in str(failure.value)
     assert '"[REDACTED]"' in str(failure.value)
+
+
+class EchoLive:
+    """Answers each call with the text of the request's last user message."""
+
+    def stream(self, request: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        text = request["messages"][-1]["content"]
+        yield {"type": "block-start", "index": 0, "blockType": "text"}
+        yield {"type": "text-delta", "index": 0, "text": text}
+        yield {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}}
+        yield {"type": "finish", "reason": {"kind": "stop"}}
+
+
+def delegate(model: Any) -> None:
+    """A parent starts a child under a fresh id, and the model names that id back."""
+    parent, child = str(uuid.uuid4()), str(uuid.uuid4())
+    list(model.stream({"messages": [{"role": "user", "content": "go"}]}, session_id=parent))
+    ask = {"messages": [{"role": "user", "content": "sub task"}]}
+    list(model.stream(ask, session_id=child, parent_session_id=parent))
+    note = {"role": "user", "content": f"started subagent {child}"}
+    list(model.stream({"messages": [{"role": "user", "content": "go"}, note]}, session_id=parent))
+
+
+def test_an_answer_that_names_a_live_child_id_replays_clean(tmp_path: Path) -> None:
+    """The replayed answer repeats the recorded child id; it counts as the live child's."""
+    recording = DshReplay.record(tmp_path / "echo", live=EchoLive(), workdir=tmp_path / "r")
+    delegate(recording.model)
+    recording.finish()
+    replay = DshReplay.open(tmp_path / "echo", workdir=tmp_path / "p")
+    delegate(replay.model)
+    replay.finish()  # the logs compare equal: ids normalized through the bindings
