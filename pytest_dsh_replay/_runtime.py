@@ -31,7 +31,7 @@ from ._log_check import (
     unchanged_recording,
 )
 from ._model import ReplayModel
-from ._normalize import describe_difference, diff_logs
+from ._normalize import canonical_log, describe_difference, diff_logs
 from ._recorder import RecordingModel
 from ._redact import Redactor
 from ._runtime_logs import RuntimeLog, compare_model_views, runtime_logs
@@ -488,6 +488,26 @@ class DshReplay:
     def _redacted(self, header: SessionHeader, events: Sequence[Event]) -> SessionLog:
         """A session as it is written or shown: secrets redacted, cwd tokenized, hooks run."""
         return self._redaction().apply(header, events)
+
+    def recorded_elsewhere(self) -> bool:
+        """Whether the recording was written by other code than this plugin.
+
+        This plugin writes every log in its committed form; a log in another form (the
+        harness's full form, say) was written elsewhere, and its calls may be logged in
+        a way the replayed-log check does not expect.
+        """
+        if self.scenario is None:
+            return False
+        for script in self.scenario.scripts:
+            if script.path is None:
+                return True  # a SQLite store: never written by this plugin
+            try:
+                data = script.path.read_bytes()
+                if canonical_log(data, source=str(script.path)) != data:
+                    return True
+            except (OSError, DshReplayError):
+                return True
+        return False
 
     def _bound_ids(self) -> dict[str, str]:
         """``{recorded id: live id}`` of the sessions this replay bound."""

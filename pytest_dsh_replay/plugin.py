@@ -470,11 +470,13 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         try:
             run.replay.finish()
         except LogMismatchError as err:
-            problem = (
-                f"{err}\n(a recording made by other code, such as the dsh harness's own, "
-                "replays without this check: @pytest.mark.dsh_scenario(..., "
-                "compare_logs=False))"
-            )
+            problem = str(err)
+            if run.replay.recorded_elsewhere():
+                problem += (
+                    "\n(this recording was not written by pytest-dsh-replay; one made by "
+                    "other code, such as the dsh harness's own, replays without this check: "
+                    "@pytest.mark.dsh_scenario(..., compare_logs=False))"
+                )
         except DshReplayError as err:
             problem = str(err)
         if problem is not None:  # failed outside the except block: no chained traceback

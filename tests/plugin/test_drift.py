@@ -120,3 +120,13 @@ def test_prompt_system_and_tool_result_drift_fail_the_replay(
                     f"*re-record: pytest --dsh-record=all test_agents.py::{test})",
                 ]
             )
+        # Its own recording: no hint to turn the check off.
+        assert "compare_logs=False" not in result.stdout.str()
+    # A recording in another form (the harness's full form) was made elsewhere: the hint.
+    primary = pytester.path / "recordings" / "test_agents.test_openai" / "session.jsonl"
+    header, *lines = primary.read_bytes().splitlines()
+    full = [header] + [b'{"seq":%d,"time":0,' % i + line[1:] for i, line in enumerate(lines)]
+    primary.write_bytes(b"\n".join(full) + b"\n")
+    result = pytester.runpytest("-p", "no:randomly", "-k", "openai")
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(["*not written by pytest-dsh-replay*compare_logs=False*"])
