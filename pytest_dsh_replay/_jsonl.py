@@ -24,7 +24,7 @@ import re
 from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from typing import IO, Any, Final, cast
 
 import orjson
@@ -121,21 +121,52 @@ def too_long(source: str | None, lineno: int) -> SessionLogError:
     )
 
 
+_WHOLE_READ_BYTES: Final = 1 << 20
+
+
 def raw_lines(data: bytes | bytearray | memoryview | Iterable[bytes]) -> Iterator[bytes]:
     r"""The raw lines of a log, each ending in ``\n`` except perhaps the last.
 
-    Bytes and binary file objects are read at most :data:`MAX_LINE_BYTES` + 1 bytes at
-    a time, so an overlong line is never read whole (:func:`line_too_long` spots it).
+    A log of at most 1 MiB (bytes, or a file that small) is split at once; a larger one
+    is read at most :data:`MAX_LINE_BYTES` + 1 bytes at a time, so an overlong line is
+    never read whole (:func:`line_too_long` spots it).
 
     Args:
         data: The log as bytes, a binary file object, or an iterable of raw lines.
     """
-    if isinstance(data, bytes | bytearray | memoryview):
-        data = io.BytesIO(data)
-    readline = getattr(data, "readline", None)
-    if readline is not None:
-        return iter(partial(readline, MAX_LINE_BYTES + 1), b"")
-    return iter(data)
+    if not isinstance(data, bytes | bytearray | memoryview):
+        readline = getattr(data, "readline", None)
+        if readline is None:
+            return iter(data)
+        whole = _small_file(data)
+        if whole is None:
+            return iter(partial(readline, MAX_LINE_BYTES + 1), b"")
+        data = whole
+    if len(data) > _WHOLE_READ_BYTES:
+        return iter(partial(io.BytesIO(data).readline, MAX_LINE_BYTES + 1), b"")
+    pieces = bytes(data).split(b"\n")
+    last = pieces.pop()
+    lines = [piece + b"\n" for piece in pieces]
+    if last:
+        lines.append(last)
+    return iter(lines)
+
+
+def _small_file(f: Any) -> bytes | None:
+    """A whole file object's remaining bytes when they are at most 1 MiB, else ``None``."""
+    if isinstance(f, io.BytesIO):
+        view = f.getbuffer()
+        small = len(view) - f.tell() <= _WHOLE_READ_BYTES
+        view.release()
+        return f.read() if small else None
+    try:
+        size = os.fstat(f.fileno()).st_size - f.tell()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
+    if size > _WHOLE_READ_BYTES:
+        return None
+    data: bytes = f.read()
+    return data
 
 
 def line_too_long(raw: bytes) -> bool:
@@ -520,6 +551,7 @@ class LogName:
     compressed: bool
 
 
+@lru_cache(maxsize=1024)
 def parse_log_name(name: str) -> LogName | None:
     """Read a log file name: ``session[.<n>][.v<N>].jsonl[.zst|.zstd]``; ``None`` otherwise.
 
