@@ -47,7 +47,6 @@ def materialize_runs(items: list[ChunkRun]) -> list[StreamChunk]:
     """The chunks that chunk runs stand for, as new objects."""
     out: list[StreamChunk] = []
     append = out.append
-    extend = out.extend
     for item in items:
         if item.__class__ is dict:
             append(item)
@@ -56,17 +55,17 @@ def materialize_runs(items: list[ChunkRun]) -> list[StreamChunk]:
         if kind == "tool-call-delta":
             if len(item) == 5:
                 cid, name = item[3], item[4]
-                extend(
+                out += [
                     {"type": kind, "index": index, "id": cid, "name": name, "argumentsDelta": a}
                     for a in payload
-                )
+                ]
             else:
                 cid = item[3]
-                extend(
+                out += [
                     {"type": kind, "index": index, "id": cid, "argumentsDelta": a} for a in payload
-                )
+                ]
         else:
-            extend({"type": kind, "index": index, "text": t} for t in payload)
+            out += [{"type": kind, "index": index, "text": t} for t in payload]
     return out
 
 
@@ -79,10 +78,11 @@ def _serialize_chunks(chunks: Iterable[StreamChunk], where: str) -> tuple[bytes,
 
 
 class _ChunkHolder:
-    __slots__ = ("_blob", "_count")
+    __slots__ = ("_blob", "_count", "_marked")
 
     _blob: bytes
     _count: int
+    _marked: bool | None  # whether the blob holds a placeholder (None: not looked yet)
 
     @property
     def chunks(self) -> list[StreamChunk]:
@@ -97,7 +97,10 @@ class _ChunkHolder:
     @property
     def has_placeholders(self) -> bool:
         """Whether a ``{{fromRequest:...}}`` placeholder occurs anywhere in the entry."""
-        return b"{{fromRequest:" in self._blob
+        marked = self._marked
+        if marked is None:
+            marked = self._marked = b"{{fromRequest:" in self._blob
+        return marked
 
 
 class ChunksEntry(_ChunkHolder):
@@ -117,6 +120,7 @@ class ChunksEntry(_ChunkHolder):
 
     def __init__(self, chunks: Iterable[StreamChunk]):
         self._blob, self._count = _serialize_chunks(chunks, "chunks entry")
+        self._marked = None
 
     @classmethod
     def from_runs(cls, runs: list[ChunkRun], count: int) -> ChunksEntry:
@@ -133,6 +137,7 @@ class ChunksEntry(_ChunkHolder):
         entry = cls.__new__(cls)
         entry._blob = orjson.dumps(runs)
         entry._count = count
+        entry._marked = None
         return entry
 
     def to_json(self) -> JSONObject:
@@ -171,6 +176,7 @@ class ThrowEntry(_ChunkHolder):
         if not isinstance(code, str) or not code:
             raise ScriptError("throw entry: code must be a non-empty string")
         self._blob, self._count = _serialize_chunks(chunks, "throw entry")
+        self._marked = None
         self.message = message
         self.code = code
 

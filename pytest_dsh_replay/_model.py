@@ -162,11 +162,9 @@ class ReplayModel:
         self._bound: dict[SessionKey, BoundSession] = {}
         self._binder = Binder(self._scripts)
         self._unrecorded: dict[SessionKey, int] = {}
-        self._flags = tuple(
-            tuple(entry_has_placeholders(entry) for entry in script.entries)
-            for script in self._scripts
-        )
-        self._first: dict[SessionKey, str | None] = {}  # live key -> its first message
+        # live key -> its first request's messages (a shallow copy: the caller may add to
+        # its list); the first message is read from them only for an error message.
+        self._first: dict[SessionKey, object] = {}
         self._gate: OrderGate | None = None
 
     # --- public state ------------------------------------------------------------------
@@ -450,7 +448,7 @@ class ReplayModel:
             for key, b in self._bound.items():
                 if b.cursor < len(b.entries):
                     problems.append(
-                        f"{_who_first(key, self._first.get(key))} made {b.cursor} of the "
+                        f"{_who_first(key, self._first_message(key))} made {b.cursor} of the "
                         f"{len(b.entries)} call(s) recorded "
                         f"in {b.script.file} (recorded session {b.script.recorded_id!r})"
                     )
@@ -524,7 +522,7 @@ class ReplayModel:
         by_content: bool,
     ) -> BoundSession | str:
         """Bind ``key`` (the lock is held); return the binding or why there is none."""
-        self._first[key] = self._binder.first_message(messages)
+        self._first[key] = list(messages) if messages.__class__ is list else messages
         live_parent = None if parent is None else self._bound.get(parent)
         found = self._binder.choose(
             messages,
@@ -536,9 +534,14 @@ class ReplayModel:
         return found if isinstance(found, str) else self._take(key, found)
 
     def _take(self, key: SessionKey, index: int) -> BoundSession:
-        bound = BoundSession(key, index, self._binder.take(index), self._flags[index])
+        script = self._binder.take(index)
+        flags = tuple(entry_has_placeholders(entry) for entry in script.entries)
+        bound = BoundSession(key, index, script, flags)
         self._bound[key] = bound
         return bound
+
+    def _first_message(self, key: SessionKey) -> str | None:
+        return self._binder.first_message(self._first.get(key))
 
     def _binding_error(self, key: SessionKey, number: int, reason: str) -> ReplayBindingError:
         bound = ", ".join(
@@ -553,7 +556,7 @@ class ReplayModel:
             else "The code under test started more sessions than were recorded"
         )
         return ReplayBindingError(
-            f"{_who_first(key, self._first.get(key))} made model call #{number}, but no "
+            f"{_who_first(key, self._first_message(key))} made model call #{number}, but no "
             "recorded session is left for it: "
             f"{reason} (scenario {self._scenario.path}; bound: {bound or 'none'}{more}). "
             f"{cause}; {_RERECORD}"
@@ -563,7 +566,7 @@ class ReplayModel:
         script = bound.script
         length = len(bound.entries)
         return ReplayExhaustedError(
-            f"{_who_first(bound.key, self._first.get(bound.key))} asked for call #{number}, "
+            f"{_who_first(bound.key, self._first_message(bound.key))} asked for call #{number}, "
             f"but its recording ({script.file}, "
             f"recorded session {script.recorded_id!r}) has {length} call(s); the code under "
             f"test made more model calls than were recorded; {_RERECORD}",

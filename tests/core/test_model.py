@@ -363,6 +363,19 @@ def test_an_unrecorded_session_fails_every_call_and_is_never_stored() -> None:
     model.assert_consumed()  # unrecorded sessions are not consumption problems
 
 
+def test_errors_quote_the_first_message_as_it_was_when_the_session_bound() -> None:
+    # The first message is read from the first request only when an error names it; an
+    # agent that keeps adding to the same messages list must not change what it quotes.
+    model = ReplayModel(two_sessions())
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+    for _ in range(3):
+        list(model.stream({"messages": messages}, session_id="X"))
+        messages.append({"role": "assistant", "content": "ok"})
+        messages.append({"role": "user", "content": "and then?"})
+    with pytest.raises(ReplayExhaustedError, match="session 'X' \\(first user message 'hi'\\)"):
+        list(model.stream({"messages": messages}, session_id="X"))
+
+
 def test_a_call_past_the_end_is_exhausted_and_never_wraps_around() -> None:
     model = ReplayModel(two_sessions())
     for _ in range(3):
