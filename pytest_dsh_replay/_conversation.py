@@ -472,19 +472,25 @@ def assemble_reply(chunks: Iterable[StreamChunk]) -> Reply:
     """Assemble one call's chunks (see :class:`Reply`)."""
     ended: dict[int, JSONObject] = {}
     partial: dict[int, JSONObject] = {}
+    texts: dict[int, list[str]] = {}  # the deltas of a partial block's text, joined last
     usage: Any = None
     finish: JSONObject | None = None
     replay_state: Any = None
     for chunk in chunks:
         kind = chunk.get("type")
         index = chunk.get("index")
-        if kind == "block-end" and isinstance(index, int):
+        if kind in _DELTA_BLOCK:
+            if isinstance(index, int):
+                if index not in partial:
+                    partial[index] = {"type": _DELTA_BLOCK[kind], "text": ""}
+                if index in texts:
+                    texts[index].append(str(chunk.get("text", "")))
+                else:
+                    texts[index] = [str(chunk.get("text", ""))]
+        elif kind == "block-end":
             block = chunk.get("block")
-            if isinstance(block, dict):
+            if isinstance(index, int) and isinstance(block, dict):
                 ended[index] = block
-        elif kind in _DELTA_BLOCK and isinstance(index, int):
-            block = partial.setdefault(index, {"type": _DELTA_BLOCK[kind], "text": ""})
-            block["text"] = str(block.get("text", "")) + str(chunk.get("text", ""))
         elif kind == "tool-call-delta" and isinstance(index, int):
             block = partial.setdefault(
                 index, {"type": "tool-call", "id": "", "name": "", "arguments": ""}
@@ -502,5 +508,8 @@ def assemble_reply(chunks: Iterable[StreamChunk]) -> Reply:
             reason = chunk.get("reason")
             finish = reason if isinstance(reason, dict) else {}
             replay_state = chunk.get("replayState")
+    for index, parts in texts.items():
+        if index not in ended:  # a block the stream never ended: what its deltas built
+            partial[index]["text"] = "".join(parts)
     blocks = {**partial, **ended}
     return Reply([blocks[i] for i in sorted(blocks)], usage, finish, replay_state)

@@ -130,9 +130,8 @@ class _SessionLog:
         self.failure: Any = None  # the last error finish's failure
 
     def scan(self) -> None:
-        events = self.session.events
-        for i in range(self.scanned, len(events)):
-            event = events[i]
+        new = self.session.events[self.scanned :]
+        for event in new:
             kind = event["type"]
             data = event.get("data")
             data = data if isinstance(data, dict) else {}
@@ -164,7 +163,7 @@ class _SessionLog:
                 item = surface_item(event)
                 if item is not None:
                     self._apply(event, item)
-        self.scanned = len(events)
+        self.scanned += len(new)
 
     def _apply(self, event: Any, item: Item) -> None:
         op = event.get("surfaceOp")
@@ -182,7 +181,7 @@ class _SessionLog:
 class _Call:
     """One call's logging: where it goes, its chunks so far, and whether it is over."""
 
-    __slots__ = ("chunks", "log", "model", "own", "provider", "seqs", "state", "step", "turn")
+    __slots__ = ("log", "model", "own", "provider", "seqs", "state", "step", "turn")
 
     def __init__(self, log: _SessionLog | None, turn: Any, step: Any, own: bool, view: RequestView):
         self.log = log
@@ -191,8 +190,7 @@ class _Call:
         self.own = own
         self.provider = view.provider
         self.model = view.model
-        self.chunks: list[StreamChunk] = []
-        self.seqs: list[int] = []
+        self.seqs: list[int] = []  # its assistant/chunk events
         self.state = _OPEN
 
 
@@ -220,6 +218,9 @@ class RecordingModel:
             never touches the store still leaves a replayable recording whose children
             bind by their task. The ids of such sessions are kept in :attr:`created`.
             Without it, calls from unknown sessions are not logged.
+        parsed_chunks: ``model``'s chunks hold only what a JSON parser makes, as a
+            :class:`~pytest_dsh_replay.ReplayModel`'s do: each is logged with the
+            store's cheap check (:meth:`~pytest_dsh_replay.Session.append_chunk`).
 
     Requests may be the in-process shape (``{"messages": [...]}``), an OpenAI
     chat-completions body or an Anthropic Messages body; the module docstring lists
@@ -231,10 +232,13 @@ class RecordingModel:
     ``assert_consumed``, ``cancel``, ...) are the wrapped model's.
     """
 
-    def __init__(self, model: Any, store: Any, *, create_sessions: bool = True):
+    def __init__(
+        self, model: Any, store: Any, *, create_sessions: bool = True, parsed_chunks: bool = False
+    ):
         self.model = model
         self.store = store
         self.create_sessions = create_sessions
+        self.parsed_chunks = parsed_chunks
         # Reentrant: a generator finalized by the garbage collector may close its call
         # while this thread holds the lock.
         self._lock = threading.RLock()
@@ -422,11 +426,9 @@ class RecordingModel:
         with self._lock:
             if call.state != _OPEN:
                 return  # closed while the caller kept reading: the log has moved on
-            event = log.session.append(
-                "assistant/chunk", {"turn": call.turn, "step": call.step, "chunk": chunk}
+            call.seqs.append(
+                log.session.append_chunk(call.turn, call.step, chunk, parsed=self.parsed_chunks)
             )
-            call.seqs.append(event["seq"])
-            call.chunks.append(event["data"]["chunk"])
             if chunk.get("type") == "finish":
                 call.state = _FINISHED
                 self._finish(call)
@@ -435,7 +437,9 @@ class RecordingModel:
         """Log what follows a finished call's chunks in the recorder's own turn."""
         log = call.log
         assert log is not None
-        reply = assemble_reply(call.chunks)
+        first = call.seqs[0] if call.seqs else 0
+        events = log.session.events[first : call.seqs[-1] + 1] if call.seqs else []
+        reply = assemble_reply([events[seq - first]["data"]["chunk"] for seq in call.seqs])
         kind = reply.finish_kind
         if log.pending is call:
             log.last = kind

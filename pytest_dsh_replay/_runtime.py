@@ -70,7 +70,12 @@ class _TextSafeRecordingModel(RecordingModel):
     """
 
     def __init__(self, model: Any, store: Any, *, live: bool):
-        super().__init__(TextSafeModel(model) if live else model, store, create_sessions=True)
+        super().__init__(
+            TextSafeModel(model) if live else model,
+            store,
+            create_sessions=True,
+            parsed_chunks=not live,
+        )
 
     def stream(self, request: Any, **kwargs: Any) -> Any:
         return super().stream(text_safe(request), **kwargs)

@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, overload
 
+import orjson
+
 from ._backend import SessionBackend
 from ._chunk_rows import PACKED_TAGS
 from ._errors import DshReplayError, SessionForkError, SessionLogError, SessionStoreError
@@ -163,12 +165,17 @@ def _build_event(
 
 
 class _EventsView(Sequence[Event]):
-    """A read-only view of a session's events (the event dicts must not be mutated)."""
+    """A read-only view of a session's events (the event dicts must not be mutated).
 
-    __slots__ = ("_events",)
+    ``settle`` is called before each read, so chunks appended with
+    :meth:`Session.append_chunk` are there for views taken before them too.
+    """
 
-    def __init__(self, events: list[Event]):
+    __slots__ = ("_events", "_settle")
+
+    def __init__(self, events: list[Event], settle: Callable[[], None]):
         self._events = events
+        self._settle = settle
 
     @overload
     def __getitem__(self, index: int) -> Event: ...
@@ -177,22 +184,25 @@ class _EventsView(Sequence[Event]):
     def __getitem__(self, index: slice) -> list[Event]: ...
 
     def __getitem__(self, index: int | slice) -> Event | list[Event]:
+        self._settle()
         return self._events[index]
 
     def __len__(self) -> int:
+        self._settle()
         return len(self._events)
 
     def __iter__(self) -> Iterator[Event]:
+        self._settle()
         return iter(self._events[:])
 
     def __repr__(self) -> str:
-        return f"<{len(self._events)} events>"
+        return f"<{len(self)} events>"
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, _EventsView):
-            return self._events == other._events
+            return self[:] == other[:]
         if isinstance(other, list):
-            return self._events == other
+            return self[:] == other
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
@@ -221,6 +231,8 @@ class Session:
         "_lock",
         "_pending",
         "_persisted",
+        "_run",
+        "_run_times",
         "_store",
         "_surface",
         "_written",
@@ -245,6 +257,8 @@ class Session:
         self._written = len(events) if persisted else 0
         self._pending: list[Event] = []
         self._batch_depth = 0
+        self._run: list[bytes] = []  # chunk event data from append_chunk, not built yet
+        self._run_times: list[int] = []
         if not persisted and events:
             self._write(list(events))  # a seed and its marker are written at once
         elif persisted:
@@ -268,7 +282,7 @@ class Session:
     @property
     def events(self) -> Sequence[Event]:
         """The events in seq order, a read-only live view."""
-        return _EventsView(self._events)
+        return _EventsView(self._events, self._settle)
 
     @property
     def seed_length(self) -> int:
@@ -281,7 +295,7 @@ class Session:
         return self._header.parent_session
 
     def __repr__(self) -> str:
-        return f"Session(id={self.id!r}, events={len(self._events)})"
+        return f"Session(id={self.id!r}, events={len(self.events)})"
 
     def append(self, type: str, data: Any, **envelope: Any) -> Event:
         """Append one event and persist it.
@@ -306,6 +320,7 @@ class Session:
         """
         event = _build_event(type, data, envelope, self._store.now)
         with self._lock:
+            self._settle()
             if self._store.get(self.id) is not self:
                 raise SessionStoreError(f"session {quote(self.id)} is not live in this store")
             seq = len(self._events)
@@ -325,6 +340,69 @@ class Session:
             self._events.append(event)
             self._surface.apply(seq, span)
             return event
+
+    def append_chunk(self, turn: Any, step: Any, chunk: Any, *, parsed: bool = False) -> int:
+        """Append one ``assistant/chunk`` event ``{"turn", "step", "chunk"}``, cheaply.
+
+        The same event :meth:`append` would store, for the bulk of a log: the data is
+        serialized at once (so later changes to ``chunk`` do not reach the log) and the
+        event is built, with every chunk appended since, on the next read of
+        :attr:`events` or the next other write (:meth:`append`, :meth:`flush`, the end
+        of a :meth:`batch`), in one backend write. Until then a crash loses the run, as
+        the harness's write-behind window does.
+
+        Args:
+            turn: The event's ``turn``.
+            step: The event's ``step``.
+            chunk: The stream chunk: lossless JSON, as for :meth:`append`.
+            parsed: The caller vouches that ``chunk`` holds only what a JSON parser
+                makes (dicts, lists, strings, ints, floats, booleans, ``None``), as a
+                replayed chunk does; then only lone surrogates, unsafe integers and
+                ``-0.0`` are checked, which is much cheaper than the whole check.
+
+        Returns:
+            The event's ``seq``.
+
+        Raises:
+            SessionStoreError: The data is not lossless JSON (nothing was appended), or
+                the session is no longer live.
+        """
+        data = {"turn": turn, "step": step, "chunk": chunk}
+        try:
+            blob = orjson.dumps(data, option=orjson.OPT_STRICT_INTEGER)
+        except TypeError:  # orjson.JSONEncodeError: what json_copy names in words
+            blob = b""
+        if not blob or b"-0.0" in blob or not (parsed or orjson.loads(blob) == data):
+            blob = orjson.dumps(json_copy(data, "assistant/chunk data"))
+        when = self._store.now()
+        with self._lock:
+            if self._store.get(self.id) is not self:
+                raise SessionStoreError(f"session {quote(self.id)} is not live in this store")
+            self._run.append(blob)
+            self._run_times.append(when)
+            return len(self._events) + len(self._run) - 1
+
+    def _settle(self) -> None:
+        """Build the events of the pending :meth:`append_chunk` run and write them."""
+        if not self._run:
+            return
+        with self._lock:
+            run, times = self._run, self._run_times
+            if not run:
+                return
+            self._run, self._run_times = [], []
+            base = len(self._events)
+            datas = orjson.loads(b"[" + b",".join(run) + b"]")
+            events: list[Event] = [
+                {"type": "assistant/chunk", "seq": base + i, "time": when, "data": data}
+                for i, (when, data) in enumerate(zip(times, datas, strict=True))
+            ]
+            if self._batch_depth:
+                self._events.extend(events)
+                self._pending.extend(events)
+                return
+            self._write(events)
+            self._events.extend(events)
 
     @contextmanager
     def batch(self) -> Iterator[Session]:
@@ -359,6 +437,7 @@ class Session:
             self._flush()
 
     def _flush(self) -> None:
+        self._settle()
         if not self._pending:
             return
         pending, self._pending = self._pending, []
