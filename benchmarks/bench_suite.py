@@ -15,6 +15,10 @@ the block end, usage, the finish):
   through ``dsh_replay.model.stream``, each test its own scenario directory (so nothing is
   shared between tests), with the end-of-test checks (every call used, the replayed
   session log compared with the recording);
+- ``sdk``: the same call as an SDK agent makes it: the ``openai`` SDK on
+  ``dsh_replay.openai_client()`` (the model endpoint in process), each test its own
+  scenario, recorded once by ``--dsh-record`` through the endpoint from a scripted
+  live model and copied, with the same end-of-test checks;
 - ``vcr`` (needs ``benchmarks/requirements.txt``): the alternative users would pick, a
   ``pytest-recording`` (vcrpy) test that replays an equivalent streamed chat completion
   through the ``openai`` SDK, each test its own cassette, recorded once from a server
@@ -81,6 +85,18 @@ def test_replay(n, dsh_replay):
     for _chunk in dsh_replay.model.stream(REQUEST):
         pass
 """,
+    "sdk": """
+@pytest.mark.parametrize(
+    "n", [pytest.param(n, marks=pytest.mark.dsh_scenario(f"k{n:05d}")) for n in range(N)]
+)
+def test_sdk(n, dsh_replay):
+    client = dsh_replay.openai_client(max_retries=0)
+    stream = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    for _chunk in stream:
+        pass
+""",
     "vcr": """
 import openai
 
@@ -142,6 +158,47 @@ def write_scenarios(root: Path, tests: int, count: int) -> None:
         d = root / f"s{n:05d}"
         d.mkdir()
         (d / "session.jsonl").write_bytes(log)
+
+
+SDK_CONFTEST = """
+import pytest
+
+from bench_chunks import chunks
+
+
+class Scripted:
+    def stream(self, request, **kwargs):
+        yield from chunks(COUNT)
+
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return Scripted()
+"""
+
+
+def write_sdk_scenarios(root: Path, scratch: Path, tests: int, count: int) -> None:
+    """Record ``test_sdk`` once through the plugin (a scripted live model), then copy it.
+
+    The recording is what ``--dsh-record`` writes for the SDK's request (its
+    ``request/header`` and messages as the endpoint logs them), so the replayed-log
+    check passes on replay.
+    """
+    conftest = root / "conftest.py"
+    helper = root / "bench_chunks.py"
+    helper.write_text(
+        "import json\n"
+        f"CHUNKS = json.loads({json.dumps(json.dumps(chunks(count)))})\n"
+        "def chunks(count):\n    return [dict(c) for c in CHUNKS]\n"
+    )
+    conftest.write_text(SDK_CONFTEST.replace("COUNT", str(count)))
+    try:
+        run_pytest(root, ["--dsh-record=all", "test_sdk.py"], scratch, 1)
+    finally:
+        conftest.unlink()
+        helper.unlink()
+    first = root / "dsh_snapshots" / "k00000"
+    for n in range(1, tests):
+        shutil.copytree(first, root / "dsh_snapshots" / f"k{n:05d}")
 
 
 def _sse_body(count: int) -> bytes:
@@ -252,8 +309,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-vcr", action="store_true", help="leave out the vcrpy suite")
     args = parser.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    modules = ["bare", "replay"] + ([] if args.no_vcr else ["vcr"])
-    extra = {"bare": [], "replay": [], "vcr": ["-p", "no:dsh_replay", "--record-mode=none"]}
+    modules = ["bare", "replay", "sdk"] + ([] if args.no_vcr else ["vcr"])
+    extra = {
+        "bare": [],
+        "replay": [],
+        "sdk": [],
+        "vcr": ["-p", "no:dsh_replay", "--record-mode=none"],
+    }
     plans = [(m, n) for n in sizes for m in modules]
     runs: dict[tuple[str, int], list[dict[str, float]]] = {p: [] for p in plans}
     with tempfile.TemporaryDirectory() as tmp:
@@ -265,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in modules:
             (root / f"test_{name}.py").write_text(HEADER + MODULES[name])
         write_scenarios(root / "dsh_snapshots", max(sizes), args.chunks)
+        write_sdk_scenarios(root, scratch, max(sizes), args.chunks)
         if "vcr" in modules:
             write_cassettes(root, max(sizes), args.chunks)
         for m in modules:  # warm the file cache and write the bytecode caches
@@ -303,6 +366,14 @@ def main(argv: list[str] | None = None) -> int:
         }
         result[f"{m}_added_rss_mb"] = {
             str(n): round(med[(m, n)]["rss_mb"] - med[("bare", n)]["rss_mb"], 1) for n in sizes
+        }
+    if "vcr" in modules:  # the same SDK call per test: ours against pytest-recording's
+        result["sdk_vs_vcr_added_ms_per_test"] = {
+            str(n): [
+                result["sdk_added_ms_per_test"][str(n)],
+                result["vcr_added_ms_per_test"][str(n)],
+            ]
+            for n in sizes
         }
     slopes = list(result["replay_slope_ms_per_test"].values())
     result["target_ms_per_test"] = 0.5
