@@ -232,9 +232,14 @@ def proxy_stream(
             parser = SSEParser()
             for data in answer.iter_raw():
                 relay.write(data)
-                for _, text in parser.feed(data):
+                events = parser.feed(data)
+                if any(_ends_answer(name, text) for name, text in events):
+                    # Known before any chunk of this read goes out: the endpoint holds
+                    # these bytes until the call is logged as finished, so a client that
+                    # closes at [DONE] cannot cut the call short.
+                    relay.ended = True
+                for _, text in events:
                     if text == "[DONE]":
-                        relay.ended = True
                         continue
                     try:
                         event = orjson.loads(text)
@@ -261,6 +266,11 @@ def proxy_stream(
         yield decoder.failed({"message": message, "code": "NETWORK"})
         return
     yield from decoder.end()
+
+
+def _ends_answer(name: str | None, text: str) -> bool:
+    """Whether a server-sent event ends the provider's answer (``[DONE]``, ``message_stop``)."""
+    return text == "[DONE]" or name == "message_stop"
 
 
 def _http_failure(route: str, answer: Any, raw: bytes, api_key: str) -> dict[str, Any]:
