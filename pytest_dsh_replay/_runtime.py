@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._atomic import check_writable, recover
 from ._backend import MemoryBackend
+from ._clients import EndpointClients
 from ._errors import DshReplayError, LogMismatchError, RecordingError
 from ._events import Event, SessionHeader
 from ._jsonl import read_session_log
@@ -90,7 +91,7 @@ def _log_path(script: SessionScript) -> Path:
 
 
 @dataclass
-class DshReplay:
+class DshReplay(EndpointClients):
     """The ``dsh_replay`` fixture's value: one test's recorded scenario and its model.
 
     Attributes:
@@ -335,91 +336,7 @@ class DshReplay:
             logs = [logs[0], *sorted(logs[1:], key=place)]
         return logs
 
-    # --- the model endpoint: real clients --------------------------------------------
-
-    @property
-    def endpoint(self) -> Endpoint:
-        """The HTTP model endpoint of this run (created on first use).
-
-        It serves :attr:`model` over the OpenAI and Anthropic wires; replay errors it met
-        are in ``endpoint.errors`` (:meth:`close` raises the first).
-        """
-        if self._endpoint is None:
-            from ._endpoint import Endpoint
-
-            self._endpoint = Endpoint(self.model, replay=self.mode == "replay")
-        return self._endpoint
-
-    @property
-    def base_url(self) -> str:
-        """The endpoint's root URL, ``http://127.0.0.1:<port>`` (clients add ``/v1``).
-
-        The server starts on first use, listens on 127.0.0.1 only, and stops at
-        :meth:`close` (the fixture's teardown).
-        """
-        if self._server is None:
-            from ._server import EndpointServer
-
-            self._server = EndpointServer(self.endpoint)
-        return self._server.base_url
-
-    @property
-    def env(self) -> dict[str, str]:
-        """Environment variables that point an agent process at :attr:`base_url`.
-
-        ``OPENAI_BASE_URL`` (with ``/v1``), ``ANTHROPIC_BASE_URL`` and
-        ``DEEPSEEK_BASE_URL`` (the root), their ``*_API_KEY`` with a dummy key, and
-        ``NO_PROXY`` for the loopback address. Merge them into the process's
-        environment: ``subprocess.run(cmd, env={**os.environ, **dsh_replay.env})``.
-        """
-        from ._transport import endpoint_env
-
-        return endpoint_env(self.base_url)
-
-    def _pool_for_async(self) -> _Pool:
-        from ._transport import worker_pool
-
-        if self._pool is None:
-            self._pool = worker_pool()
-        return self._pool
-
-    def openai_client(self, **options: Any) -> Any:
-        """An ``openai.OpenAI`` client that talks to the endpoint in process (no socket).
-
-        Args:
-            **options: Passed to ``openai.OpenAI`` (``max_retries``, ``timeout``, ...).
-
-        Raises:
-            DshReplayError: The ``openai`` package is not installed.
-        """
-        from ._transport import sdk_client
-
-        return sdk_client("openai", self.endpoint, None, options)
-
-    def async_openai_client(self, **options: Any) -> Any:
-        """An ``openai.AsyncOpenAI`` client on the endpoint, like :meth:`openai_client`."""
-        from ._transport import sdk_client
-
-        return sdk_client("openai", self.endpoint, self._pool_for_async(), options)
-
-    def anthropic_client(self, **options: Any) -> Any:
-        """An ``anthropic.Anthropic`` client that talks to the endpoint in process (no socket).
-
-        Args:
-            **options: Passed to ``anthropic.Anthropic``.
-
-        Raises:
-            DshReplayError: The ``anthropic`` package is not installed.
-        """
-        from ._transport import sdk_client
-
-        return sdk_client("anthropic", self.endpoint, None, options)
-
-    def async_anthropic_client(self, **options: Any) -> Any:
-        """An ``anthropic.AsyncAnthropic`` client on the endpoint (as :meth:`anthropic_client`)."""
-        from ._transport import sdk_client
-
-        return sdk_client("anthropic", self.endpoint, self._pool_for_async(), options)
+    # --- the model endpoint (its accessors and clients: EndpointClients) ---------------
 
     def close(self) -> None:
         """Stop the endpoint (hanging calls end, the server stops); safe to call twice.
