@@ -102,13 +102,10 @@ class EndpointClients:
         return self._sdk_client("openai", options, asynchronous=True)
 
     def anthropic_client(self, **options: Any) -> Any:
-        """An ``anthropic.Anthropic`` client that talks to the endpoint in process (no socket).
+        """An ``anthropic.Anthropic`` client on the endpoint, like :meth:`openai_client`.
 
-        Args:
-            **options: Passed to ``anthropic.Anthropic``.
-
-        Raises:
-            DshReplayError: The ``anthropic`` package is not installed.
+        ``options`` go to ``anthropic.Anthropic``; without the ``anthropic`` package it
+        raises :class:`~pytest_dsh_replay.DshReplayError`.
         """
         return self._sdk_client("anthropic", options, asynchronous=False)
 

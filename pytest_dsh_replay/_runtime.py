@@ -178,22 +178,13 @@ class DshReplay(EndpointClients):
         if not p.exists():
             recover(p)  # a killed recording may have moved the old one aside
         scenario = load_scenario(p) if cache is None else cache.load(p)
-        sessions = _new_store()
         replayer = ReplayModel(scenario, pace_ms=pace_ms, workdir=workdir)
-        replay = cls(
-            path=p,
-            mode="replay",
-            scenario=scenario,
-            # The replay model answers; the recorder logs each call into the calling
-            # session exactly as recording does, so the two runs' logs can be compared.
-            model=_TextSafeRecordingModel(replayer, sessions, live=False),
-            sessions=sessions,
-            workdir=workdir,
-            compare_logs=compare_logs,
-            redactor=redactor or Redactor(),
-            redact_hook=redact_hook,
-            redact_header_hook=redact_header_hook,
+        # The replay model answers; the recorder logs each call into the calling
+        # session exactly as recording does, so the two runs' logs can be compared.
+        replay = cls._logged_run(
+            p, "replay", scenario, replayer, workdir, redactor, redact_hook, redact_header_hook
         )
+        replay.compare_logs = compare_logs
         replay._cache = cache
         replay._replayer = replayer
         return replay
@@ -250,21 +241,43 @@ class DshReplay(EndpointClients):
                 previous = load_scenario(p)
             except DshReplayError:
                 previous = None  # a broken old recording is about to be replaced
+        replay = cls._logged_run(
+            p, "record", previous, live, workdir, redactor, redact_hook, redact_header_hook
+        )
+        replay._live = live
+        replay._live_mark = len(getattr(live, "network_failures", ()))
+        return replay
+
+    @classmethod
+    def _logged_run(
+        cls,
+        path: Path,
+        mode: Mode,
+        scenario: Scenario | None,
+        answering: Any,
+        workdir: Path,
+        redactor: Redactor | None,
+        redact_hook: Callable[[Event], object] | None,
+        redact_header_hook: Callable[[dict[str, Any]], object] | None,
+    ) -> DshReplay:
+        """A run whose model logs every call ``answering`` answers, in a new in-memory store.
+
+        ``answering`` is the replay model (replay mode) or the live model (record mode:
+        made text-safe); either way the recorder logs each call into the calling session.
+        """
         sessions = _new_store()
-        replay = cls(
-            path=p,
-            mode="record",
-            scenario=previous,
-            model=_TextSafeRecordingModel(live, sessions, live=True),
+        model = _TextSafeRecordingModel(answering, sessions, live=mode == "record")
+        return cls(
+            path=path,
+            mode=mode,
+            scenario=scenario,
+            model=model,
             sessions=sessions,
             workdir=workdir,
             redactor=redactor or Redactor(),
             redact_hook=redact_hook,
             redact_header_hook=redact_header_hook,
         )
-        replay._live = live
-        replay._live_mark = len(getattr(live, "network_failures", ()))
-        return replay
 
     def _network_problem(self) -> RecordingError | None:
         """The live model could not be reached during this recording (reported once)."""
