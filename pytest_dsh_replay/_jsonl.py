@@ -24,6 +24,7 @@ import os
 from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
 from functools import partial
+from itertools import islice
 from typing import IO, Any, Final, cast
 
 import orjson
@@ -55,6 +56,7 @@ __all__ = [
     "MAX_NESTING",
     "dump_session_log",
     "fsync_dir",
+    "header_line",
     "iter_log_lines",
     "iter_records",
     "open_log",
@@ -283,6 +285,23 @@ def read_header(
     if problem is not None:
         raise SessionLogError(problem, path=source, line=lineno)
     return SessionHeader.from_json(value)
+
+
+def header_line(data: bytes, *, source: str | None = None) -> tuple[bytes, Any]:
+    r"""A log's header line exactly as found, and its parsed value.
+
+    The header is the first non-blank line, as :func:`iter_log_lines` reads it; the line
+    comes without its ``\n``, a trailing ``\r`` and a leading byte-order mark.
+
+    Raises:
+        SessionLogError: The log is empty, or its first non-blank line does not parse.
+    """
+    first = next(iter_log_lines(data, source=source), None)
+    if first is None:
+        raise _empty(source)
+    lineno, value = first
+    raw = next(islice(raw_lines(data), lineno - 1, None))
+    return raw.removesuffix(b"\n").rstrip(b"\r").removeprefix(_BOM), value
 
 
 def not_an_event(value: Any, source: str | None, lineno: int) -> SessionLogError:
