@@ -35,7 +35,7 @@ from ._model import ReplayModel
 from ._normalize import canonical_log, describe_difference, diff_logs
 from ._recorder import RecordingModel
 from ._redact import Redactor
-from ._runtime_logs import RuntimeLog, compare_model_views, runtime_logs
+from ._runtime_logs import RuntimeSessions, compare_model_views
 from ._scenario import (
     Scenario,
     SessionScript,
@@ -91,7 +91,7 @@ def _log_path(script: SessionScript) -> Path:
 
 
 @dataclass
-class DshReplay(EndpointClients):
+class DshReplay(RuntimeSessions, EndpointClients):
     """The ``dsh_replay`` fixture's value: one test's recorded scenario and its model.
 
     Attributes:
@@ -291,63 +291,6 @@ class DshReplay(EndpointClients):
             f"recording {self.path} failed: {new[0]}{more}; nothing was written. Check "
             "that the live model's server is running and DSH_RECORD_BASE_URL points at it"
         )
-
-    # --- the dsh runtime's own logs ------------------------------------------------------
-
-    def use_sessions(
-        self, root: str | os.PathLike[str], session_id: str, *, order_timeout: float = 10.0
-    ) -> None:
-        """Make the dsh runtime's own session logs this test's recording.
-
-        Call it before the runtime starts, with the sessions root the runtime writes to
-        (its ``session-persistence-jsonl`` patch, plain JSONL) and the id of the session
-        the test prompts. Then:
-
-        - record mode: the scenario directory is written from the runtime's logs of that
-          session and its descendants (spawn and fork children): the primary as
-          ``session.jsonl``, the children as ``session.<n>.jsonl`` by creation time,
-          format 4 as the runtime wrote it, redacted and with the working directory as
-          ``{{cwd}}``, atomically, when the test passes;
-        - replay mode: the replay model keeps the recorded order of calls across
-          sessions (a call waits, bounded, until the calls of other sessions that the
-          recording shows before it have been served), and after the test the runtime's
-          logs of this run must show the model what the recording shows it: the same
-          messages, request settings and served chunks per session, ids, times and the
-          working directory normalized (the runtime's bookkeeping events, whose order
-          varies between runs, are not compared);
-        - :meth:`transcript` renders the runtime's logs.
-
-        Args:
-            root: The runtime's sessions root (``<root>/<project key>/<id>/...``).
-            session_id: The primary session's id (the one the test prompts).
-            order_timeout: Replay mode: the longest a call waits for the recorded order,
-                in seconds; then it fails with
-                :class:`~pytest_dsh_replay.ReplayOrderError` (the runtime gets an HTTP
-                500 and the test fails with the error at teardown).
-        """
-        self._runtime_sessions = (Path(root), session_id)
-        if self._replayer is not None:
-            self._replayer.keep_recorded_order(timeout=order_timeout)
-
-    def _runtime_logs(self) -> list[RuntimeLog]:
-        """The runtime's logs of this run, in the order of the recording they replay.
-
-        Record mode: creation order (as they are written). Replay mode: the children by
-        the recorded file each one replays, so a transcript shows them as recorded.
-        """
-        assert self._runtime_sessions is not None
-        root, session_id = self._runtime_sessions
-        logs = runtime_logs(root, session_id)
-        if self.mode == "replay" and self.scenario is not None:
-            files = [s.file for s in self.scenario.scripts]
-            bound = {k: b.file for k, b in self.model.bindings.items() if k is not None}
-
-            def place(log: RuntimeLog) -> int:
-                file = bound.get(log.header.id)
-                return files.index(file) if file in files else len(files)
-
-            logs = [logs[0], *sorted(logs[1:], key=place)]
-        return logs
 
     # --- the model endpoint (its accessors and clients: EndpointClients) ---------------
 
