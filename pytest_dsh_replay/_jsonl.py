@@ -8,7 +8,8 @@ synthesized, and packed chunk rows are expanded. Strings holding U+2028, U+2029 
 ``\\x1e`` are kept intact because nothing splits on them.
 
 Files named ``*.jsonl.zst`` / ``*.jsonl.zstd`` (or any file starting with the zstd frame
-magic) are a sequence of zstd frames and are read through the ``zstandard`` package.
+magic) are a sequence of zstd frames, decompressed by :mod:`pytest_dsh_replay._zstd`; a
+name's format generation is checked against the header (:mod:`pytest_dsh_replay._log_names`).
 
 Limits (refused with a :class:`~pytest_dsh_replay.errors.SessionLogError` naming the file
 and line, before the input can exhaust memory): one record may be at most
@@ -20,11 +21,10 @@ from __future__ import annotations
 
 import io
 import os
-import re
 from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import partial
+from itertools import islice
 from typing import IO, Any, Final, cast
 
 import orjson
@@ -47,32 +47,27 @@ from ._events import (
     header_problem,
     header_version,
 )
+from ._log_names import check_log_name
 from ._typed import ROW_LINE_PREFIXES, STREAM_LINE_PREFIXES, decode_call_line
+from ._zstd import ZSTD_MAGIC, ZSTD_SUFFIXES, decompress_frames
 
 __all__ = [
     "MAX_LINE_BYTES",
     "MAX_NESTING",
-    "ZSTD_SUFFIXES",
-    "LogName",
-    "check_log_name",
     "dump_session_log",
     "fsync_dir",
+    "header_line",
     "iter_log_lines",
     "iter_records",
     "open_log",
     "open_session_log",
-    "parse_log_name",
     "parse_session_header",
     "parse_session_log",
     "project_record",
     "read_header",
     "read_log_bytes",
     "read_session_log",
-    "zstd_frames",
 ]
-
-ZSTD_SUFFIXES: Final[tuple[str, ...]] = (".zst", ".zstd")
-"""File name suffixes of zstd-compressed logs (``session.jsonl.zst``, ``.jsonl.zstd``)."""
 
 MAX_LINE_BYTES: Final[int] = 64 * 1024 * 1024
 """The longest record (one line, without its newline) a log may hold: 64 MiB.
@@ -90,7 +85,6 @@ stream chunk that replay serves must also fit the serializer's limit of 254 leve
 a chunk nested deeper than that is refused by the script builder, naming its line.)
 """
 
-_ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 _BOM: Final = b"\xef\xbb\xbf"
 _ENVELOPE_KEYS: Final = ("seq", "time", "seq0", "time0")
 
@@ -293,6 +287,23 @@ def read_header(
     return SessionHeader.from_json(value)
 
 
+def header_line(data: bytes, *, source: str | None = None) -> tuple[bytes, Any]:
+    r"""A log's header line exactly as found, and its parsed value.
+
+    The header is the first non-blank line, as :func:`iter_log_lines` reads it; the line
+    comes without its ``\n``, a trailing ``\r`` and a leading byte-order mark.
+
+    Raises:
+        SessionLogError: The log is empty, or its first non-blank line does not parse.
+    """
+    first = next(iter_log_lines(data, source=source), None)
+    if first is None:
+        raise _empty(source)
+    lineno, value = first
+    raw = next(islice(raw_lines(data), lineno - 1, None))
+    return raw.removesuffix(b"\n").rstrip(b"\r").removeprefix(_BOM), value
+
+
 def not_an_event(value: Any, source: str | None, lineno: int) -> SessionLogError:
     """The error for a body line that is not a JSON object."""
     return SessionLogError(
@@ -445,9 +456,9 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
     except OSError as err:
         raise read_failed(err, name) from None
     try:
-        if name.endswith(ZSTD_SUFFIXES) or f.peek(4)[:4] == _ZSTD_MAGIC:
+        if name.endswith(ZSTD_SUFFIXES) or f.peek(4)[:4] == ZSTD_MAGIC:
             with f:
-                return io.BytesIO(_decompress_frames(f.read(), name))
+                return io.BytesIO(decompress_frames(f.read(), name))
     except OSError as err:
         f.close()
         raise read_failed(err, name) from None
@@ -455,134 +466,6 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
         f.close()
         raise
     return f
-
-
-def _zstandard(source: str) -> Any:
-    try:
-        import zstandard
-    except ImportError:
-        raise SessionLogError(
-            "this log is zstd-compressed and the zstandard package is not installed; "
-            "install it with: pip install 'pytest-dsh-replay[zstd]'",
-            path=source,
-        ) from None
-    return zstandard
-
-
-def zstd_frames(data: bytes, source: str) -> tuple[list[tuple[int, bytes]], int | None, bytes]:
-    """Split a zstd log into its frames and decompress each (the one zstd reader).
-
-    A log written in batches is a sequence of zstd frames, one per batch. Each is
-    decoded by ``zstandard`` on its own, so a damaged frame is named by its offset.
-
-    Args:
-        data: The whole file.
-        source: The file name used in error messages.
-
-    Returns:
-        ``(frames, torn_at, partial)``: every complete frame as ``(byte offset,
-        plaintext)``; the offset of a last frame that ends early (a torn write), else
-        ``None``; and what that torn frame still decodes to.
-
-    Raises:
-        SessionLogError: ``zstandard`` is missing, or a frame has a bad magic number or
-            does not decode.
-    """
-    zstandard = _zstandard(source)
-    view = memoryview(data)
-    frames: list[tuple[int, bytes]] = []
-    offset = 0
-    while offset < len(data):
-        if not data.startswith(_ZSTD_MAGIC, offset):
-            if len(data) - offset < len(_ZSTD_MAGIC) and _ZSTD_MAGIC.startswith(data[offset:]):
-                return frames, offset, b""
-            raise SessionLogError(
-                f"corrupt zstd session log: invalid frame magic at byte {offset}", path=source
-            )
-        obj = zstandard.ZstdDecompressor().decompressobj()
-        try:
-            text = obj.decompress(view[offset:])
-        except zstandard.ZstdError as err:
-            raise SessionLogError(
-                f"corrupt zstd session log: the frame at byte {offset} does not decode ({err})",
-                path=source,
-            ) from None
-        if not obj.eof:
-            return frames, offset, text
-        frames.append((offset, text))
-        offset = len(data) - len(obj.unused_data)
-    return frames, None, b""
-
-
-def _decompress_frames(data: bytes, source: str) -> bytes:
-    if not data:
-        raise SessionLogError("empty zstd session log: expected at least one frame", path=source)
-    frames, torn_at, _ = zstd_frames(data, source)
-    if torn_at is not None:
-        raise SessionLogError(
-            f"torn zstd session log: the frame at byte {torn_at} is incomplete "
-            "(was the recording interrupted?)",
-            path=source,
-        )
-    return b"".join(text for _, text in frames)
-
-
-_LOG_NAME: Final = re.compile(
-    r"session(?:\.(?P<child>[1-9][0-9]*))?(?:\.v(?P<version>[1-9][0-9]*))?\.jsonl"
-    r"(?P<zstd>\.zst|\.zstd)?"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class LogName:
-    """What a log file's name says.
-
-    Attributes:
-        child: The child number of a scenario's ``session.<n>.jsonl``; ``None`` for the
-            primary (``session.jsonl``) and for the runtime's session directories.
-        version: The format generation the name carries: ``session.v4.jsonl`` is 4;
-            ``None`` for a name without one (``session.jsonl``: format 0, or a newer
-            header that parses as its own format).
-        compressed: Whether the name ends in ``.zst`` or ``.zstd``.
-    """
-
-    child: int | None
-    version: int | None
-    compressed: bool
-
-
-@lru_cache(maxsize=1024)
-def parse_log_name(name: str) -> LogName | None:
-    """Read a log file name: ``session[.<n>][.v<N>].jsonl[.zst|.zstd]``; ``None`` otherwise.
-
-    Numbers have no leading zeros; ``.v0`` is not a generation name (format 0 is plain
-    ``session.jsonl``).
-    """
-    m = _LOG_NAME.fullmatch(name)
-    if m is None:
-        return None
-    child, version = m.group("child"), m.group("version")
-    return LogName(
-        child=None if child is None else int(child),
-        version=None if version is None else int(version),
-        compressed=m.group("zstd") is not None,
-    )
-
-
-def check_log_name(header: SessionHeader, source: str, line: int) -> None:
-    """Refuse a log whose name's generation disagrees with its header's version.
-
-    Raises:
-        SessionLogError: ``session.vN.jsonl`` holds a header of another version.
-    """
-    named = parse_log_name(os.path.basename(source))
-    if named is not None and named.version is not None and named.version != header.format:
-        raise SessionLogError(
-            f"the file name says log format v{named.version} but its header says "
-            f"v{header.format}; a log's name and header version must agree",
-            path=source,
-            line=line,
-        )
 
 
 TYPED_MIN_BYTES: Final = 1 << 20

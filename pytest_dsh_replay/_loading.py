@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ._errors import ScenarioError
 from ._events import Event, SessionHeader
-from ._jsonl import LogName, open_session_log, parse_log_name, read_session_log
+from ._jsonl import open_session_log, read_session_log
+from ._log_names import LogName, parse_log_name
 from ._override import Override, load_override
 from ._scenario import (
     PRIMARY_LOG,

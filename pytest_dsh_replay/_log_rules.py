@@ -23,7 +23,8 @@ import orjson
 from ._chunk_rows import PACKED_TAGS, decode_storage_record
 from ._errors import SessionLogError, SessionStoreError
 from ._events import Event, SessionHeader, header_problem, is_safe_integer
-from ._jsonl import MAX_LINE_BYTES, raw_lines, too_long, zstd_frames
+from ._jsonl import MAX_LINE_BYTES, raw_lines, too_long
+from ._zstd import zstd_frames
 
 __all__ = [
     "SURFACE_TYPES",

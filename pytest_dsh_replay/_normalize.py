@@ -480,18 +480,13 @@ def canonical_log(data: bytes, *, source: str | None = None) -> bytes:
     Raises:
         SessionLogError: The log does not parse.
     """
-    from ._jsonl import dump_session_log, parse_session_log
+    from ._jsonl import dump_session_log, header_line, parse_session_log
 
     events = parse_session_log(data, source=source)  # raises on an empty or broken log
-    header_line = b""
-    for raw in data.split(b"\n"):
-        if raw.strip():
-            header_line = raw.rstrip(b"\r").removeprefix(b"\xef\xbb\xbf")
-            break
-    head = orjson.loads(header_line)
+    line, head = header_line(data, source=source)
     if isinstance(head, dict) and header_version(head) >= SEEDED_FORMAT:
         # Formats 2 to 4 have one form: every event as written, with seq and time.
         body = dump_session_log(head, events).split(b"\n", 1)[1]
     else:
         body = dump_session_log({}, events, envelope=False).split(b"\n", 1)[1]
-    return header_line + b"\n" + body
+    return line + b"\n" + body

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._atomic import check_writable, recover
 from ._backend import MemoryBackend
+from ._clients import EndpointClients
 from ._errors import DshReplayError, LogMismatchError, RecordingError
 from ._events import Event, SessionHeader
 from ._jsonl import read_session_log
@@ -34,7 +35,7 @@ from ._model import ReplayModel
 from ._normalize import canonical_log, describe_difference, diff_logs
 from ._recorder import RecordingModel
 from ._redact import Redactor
-from ._runtime_logs import RuntimeLog, compare_model_views, runtime_logs
+from ._runtime_logs import RuntimeSessions, compare_model_views
 from ._scenario import (
     Scenario,
     SessionScript,
@@ -95,7 +96,7 @@ def _log_path(script: SessionScript) -> Path:
 
 
 @dataclass
-class DshReplay:
+class DshReplay(RuntimeSessions, EndpointClients):
     """The ``dsh_replay`` fixture's value: one test's recorded scenario and its model.
 
     Attributes:
@@ -182,22 +183,13 @@ class DshReplay:
         if not p.exists():
             recover(p)  # a killed recording may have moved the old one aside
         scenario = load_scenario(p) if cache is None else cache.load(p)
-        sessions = _new_store()
         replayer = ReplayModel(scenario, pace_ms=pace_ms, workdir=workdir)
-        replay = cls(
-            path=p,
-            mode="replay",
-            scenario=scenario,
-            # The replay model answers; the recorder logs each call into the calling
-            # session exactly as recording does, so the two runs' logs can be compared.
-            model=_TextSafeRecordingModel(replayer, sessions, live=False),
-            sessions=sessions,
-            workdir=workdir,
-            compare_logs=compare_logs,
-            redactor=redactor or Redactor(),
-            redact_hook=redact_hook,
-            redact_header_hook=redact_header_hook,
+        # The replay model answers; the recorder logs each call into the calling
+        # session exactly as recording does, so the two runs' logs can be compared.
+        replay = cls._logged_run(
+            p, "replay", scenario, replayer, workdir, redactor, redact_hook, redact_header_hook
         )
+        replay.compare_logs = compare_logs
         replay._cache = cache
         replay._replayer = replayer
         return replay
@@ -254,21 +246,43 @@ class DshReplay:
                 previous = load_scenario(p)
             except DshReplayError:
                 previous = None  # a broken old recording is about to be replaced
+        replay = cls._logged_run(
+            p, "record", previous, live, workdir, redactor, redact_hook, redact_header_hook
+        )
+        replay._live = live
+        replay._live_mark = len(getattr(live, "network_failures", ()))
+        return replay
+
+    @classmethod
+    def _logged_run(
+        cls,
+        path: Path,
+        mode: Mode,
+        scenario: Scenario | None,
+        answering: Any,
+        workdir: Path,
+        redactor: Redactor | None,
+        redact_hook: Callable[[Event], object] | None,
+        redact_header_hook: Callable[[dict[str, Any]], object] | None,
+    ) -> DshReplay:
+        """A run whose model logs every call ``answering`` answers, in a new in-memory store.
+
+        ``answering`` is the replay model (replay mode) or the live model (record mode:
+        made text-safe); either way the recorder logs each call into the calling session.
+        """
         sessions = _new_store()
-        replay = cls(
-            path=p,
-            mode="record",
-            scenario=previous,
-            model=_TextSafeRecordingModel(live, sessions, live=True),
+        model = _TextSafeRecordingModel(answering, sessions, live=mode == "record")
+        return cls(
+            path=path,
+            mode=mode,
+            scenario=scenario,
+            model=model,
             sessions=sessions,
             workdir=workdir,
             redactor=redactor or Redactor(),
             redact_hook=redact_hook,
             redact_header_hook=redact_header_hook,
         )
-        replay._live = live
-        replay._live_mark = len(getattr(live, "network_failures", ()))
-        return replay
 
     def _network_problem(self) -> RecordingError | None:
         """The live model could not be reached during this recording (reported once)."""
@@ -283,148 +297,7 @@ class DshReplay:
             "that the live model's server is running and DSH_RECORD_BASE_URL points at it"
         )
 
-    # --- the dsh runtime's own logs ------------------------------------------------------
-
-    def use_sessions(
-        self, root: str | os.PathLike[str], session_id: str, *, order_timeout: float = 10.0
-    ) -> None:
-        """Make the dsh runtime's own session logs this test's recording.
-
-        Call it before the runtime starts, with the sessions root the runtime writes to
-        (its ``session-persistence-jsonl`` patch, plain JSONL) and the id of the session
-        the test prompts. Then:
-
-        - record mode: the scenario directory is written from the runtime's logs of that
-          session and its descendants (spawn and fork children): the primary as
-          ``session.jsonl``, the children as ``session.<n>.jsonl`` by creation time,
-          format 4 as the runtime wrote it, redacted and with the working directory as
-          ``{{cwd}}``, atomically, when the test passes;
-        - replay mode: the replay model keeps the recorded order of calls across
-          sessions (a call waits, bounded, until the calls of other sessions that the
-          recording shows before it have been served), and after the test the runtime's
-          logs of this run must show the model what the recording shows it: the same
-          messages, request settings and served chunks per session, ids, times and the
-          working directory normalized (the runtime's bookkeeping events, whose order
-          varies between runs, are not compared);
-        - :meth:`transcript` renders the runtime's logs.
-
-        Args:
-            root: The runtime's sessions root (``<root>/<project key>/<id>/...``).
-            session_id: The primary session's id (the one the test prompts).
-            order_timeout: Replay mode: the longest a call waits for the recorded order,
-                in seconds; then it fails with
-                :class:`~pytest_dsh_replay.ReplayOrderError` (the runtime gets an HTTP
-                500 and the test fails with the error at teardown).
-        """
-        self._runtime_sessions = (Path(root), session_id)
-        if self._replayer is not None:
-            self._replayer.keep_recorded_order(timeout=order_timeout)
-
-    def _runtime_logs(self) -> list[RuntimeLog]:
-        """The runtime's logs of this run, in the order of the recording they replay.
-
-        Record mode: creation order (as they are written). Replay mode: the children by
-        the recorded file each one replays, so a transcript shows them as recorded.
-        """
-        assert self._runtime_sessions is not None
-        root, session_id = self._runtime_sessions
-        logs = runtime_logs(root, session_id)
-        if self.mode == "replay" and self.scenario is not None:
-            files = [s.file for s in self.scenario.scripts]
-            bound = {k: b.file for k, b in self.model.bindings.items() if k is not None}
-
-            def place(log: RuntimeLog) -> int:
-                file = bound.get(log.header.id)
-                return files.index(file) if file in files else len(files)
-
-            logs = [logs[0], *sorted(logs[1:], key=place)]
-        return logs
-
-    # --- the model endpoint: real clients --------------------------------------------
-
-    @property
-    def endpoint(self) -> Endpoint:
-        """The HTTP model endpoint of this run (created on first use).
-
-        It serves :attr:`model` over the OpenAI and Anthropic wires; replay errors it met
-        are in ``endpoint.errors`` (:meth:`close` raises the first).
-        """
-        if self._endpoint is None:
-            from ._endpoint import Endpoint
-
-            self._endpoint = Endpoint(self.model, replay=self.mode == "replay")
-        return self._endpoint
-
-    @property
-    def base_url(self) -> str:
-        """The endpoint's root URL, ``http://127.0.0.1:<port>`` (clients add ``/v1``).
-
-        The server starts on first use, listens on 127.0.0.1 only, and stops at
-        :meth:`close` (the fixture's teardown).
-        """
-        if self._server is None:
-            from ._server import EndpointServer
-
-            self._server = EndpointServer(self.endpoint)
-        return self._server.base_url
-
-    @property
-    def env(self) -> dict[str, str]:
-        """Environment variables that point an agent process at :attr:`base_url`.
-
-        ``OPENAI_BASE_URL`` (with ``/v1``), ``ANTHROPIC_BASE_URL`` and
-        ``DEEPSEEK_BASE_URL`` (the root), their ``*_API_KEY`` with a dummy key, and
-        ``NO_PROXY`` for the loopback address. Merge them into the process's
-        environment: ``subprocess.run(cmd, env={**os.environ, **dsh_replay.env})``.
-        """
-        from ._transport import endpoint_env
-
-        return endpoint_env(self.base_url)
-
-    def _pool_for_async(self) -> _Pool:
-        from ._transport import worker_pool
-
-        if self._pool is None:
-            self._pool = worker_pool()
-        return self._pool
-
-    def openai_client(self, **options: Any) -> Any:
-        """An ``openai.OpenAI`` client that talks to the endpoint in process (no socket).
-
-        Args:
-            **options: Passed to ``openai.OpenAI`` (``max_retries``, ``timeout``, ...).
-
-        Raises:
-            DshReplayError: The ``openai`` package is not installed.
-        """
-        from ._transport import sdk_client
-
-        return sdk_client("openai", self.endpoint, None, options)
-
-    def async_openai_client(self, **options: Any) -> Any:
-        """An ``openai.AsyncOpenAI`` client on the endpoint, like :meth:`openai_client`."""
-        from ._transport import sdk_client
-
-        return sdk_client("openai", self.endpoint, self._pool_for_async(), options)
-
-    def anthropic_client(self, **options: Any) -> Any:
-        """An ``anthropic.Anthropic`` client that talks to the endpoint in process (no socket).
-
-        Args:
-            **options: Passed to ``anthropic.Anthropic``.
-
-        Raises:
-            DshReplayError: The ``anthropic`` package is not installed.
-        """
-        from ._transport import sdk_client
-
-        return sdk_client("anthropic", self.endpoint, None, options)
-
-    def async_anthropic_client(self, **options: Any) -> Any:
-        """An ``anthropic.AsyncAnthropic`` client on the endpoint (as :meth:`anthropic_client`)."""
-        from ._transport import sdk_client
-
-        return sdk_client("anthropic", self.endpoint, self._pool_for_async(), options)
+    # --- the model endpoint (its accessors and clients: EndpointClients) ---------------
 
     def close(self) -> None:
         """Stop the endpoint (hanging calls end, the server stops); safe to call twice.

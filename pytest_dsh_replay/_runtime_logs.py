@@ -4,7 +4,9 @@ A test that drives the real dsh runtime lets the runtime write its session logs 
 JSONL under a sessions root of the test's own) and names them to the fixture
 (``dsh_replay.use_sessions(root, session_id)``). Recording writes the scenario from
 those logs; replay compares the logs the runtime writes while replaying with the
-recording.
+recording. :class:`RuntimeSessions` is the part of
+:class:`~pytest_dsh_replay.DshReplay` that does the naming
+(:meth:`~RuntimeSessions.use_sessions`) and reads those logs back in recorded order.
 
 Two runs of the runtime never log the same events in the same order: session and
 message ids are random UUIDs, times differ, and parallel tool calls reorder the
@@ -32,7 +34,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ._entries import ChunksEntry
 from ._errors import SessionLogError
@@ -42,7 +44,18 @@ from ._loading import load_scenario
 from ._normalize import LogDifference, Normalizer, value_difference
 from ._stream import STREAM_EVENTS, stream_runs
 
-__all__ = ["MODEL_VIEW_EVENTS", "RuntimeLog", "compare_model_views", "model_view", "runtime_logs"]
+if TYPE_CHECKING:
+    from ._model import ReplayModel
+    from ._scenario import Scenario
+
+__all__ = [
+    "MODEL_VIEW_EVENTS",
+    "RuntimeLog",
+    "RuntimeSessions",
+    "compare_model_views",
+    "model_view",
+    "runtime_logs",
+]
 
 MODEL_VIEW_EVENTS: Final = frozenset(
     {
@@ -237,3 +250,73 @@ def compare_model_views(
         if found is not None:
             return LogDifference(file, index, str(item["type"]), *found, "event differs")
     return None
+
+
+class RuntimeSessions:
+    """Naming the dsh runtime's logs as a run's recording (a base of ``DshReplay``).
+
+    The class using it provides the attributes annotated here: the mode, the scenario
+    replayed (or the previous recording), the model and its replay model, and the slot
+    :meth:`use_sessions` fills (``None``: the run's own store is the recording).
+    """
+
+    mode: str
+    scenario: Scenario | None
+    model: Any
+    _replayer: ReplayModel | None
+    _runtime_sessions: tuple[Path, str] | None
+
+    def use_sessions(
+        self, root: str | os.PathLike[str], session_id: str, *, order_timeout: float = 10.0
+    ) -> None:
+        """Make the dsh runtime's own session logs this test's recording.
+
+        Call it before the runtime starts, with the sessions root the runtime writes to
+        (its ``session-persistence-jsonl`` patch, plain JSONL) and the id of the session
+        the test prompts. Then:
+
+        - record mode: the scenario directory is written from the runtime's logs of that
+          session and its descendants (spawn and fork children): the primary as
+          ``session.jsonl``, the children as ``session.<n>.jsonl`` by creation time,
+          format 4 as the runtime wrote it, redacted and with the working directory as
+          ``{{cwd}}``, atomically, when the test passes;
+        - replay mode: the replay model keeps the recorded order of calls across
+          sessions (a call waits, bounded, until the calls of other sessions that the
+          recording shows before it have been served), and after the test the runtime's
+          logs of this run must show the model what the recording shows it: the same
+          messages, request settings and served chunks per session, ids, times and the
+          working directory normalized (the runtime's bookkeeping events, whose order
+          varies between runs, are not compared);
+        - :meth:`transcript` renders the runtime's logs.
+
+        Args:
+            root: The runtime's sessions root (``<root>/<project key>/<id>/...``).
+            session_id: The primary session's id (the one the test prompts).
+            order_timeout: Replay mode: the longest a call waits for the recorded order,
+                in seconds; then it fails with
+                :class:`~pytest_dsh_replay.ReplayOrderError` (the runtime gets an HTTP
+                500 and the test fails with the error at teardown).
+        """
+        self._runtime_sessions = (Path(root), session_id)
+        if self._replayer is not None:
+            self._replayer.keep_recorded_order(timeout=order_timeout)
+
+    def _runtime_logs(self) -> list[RuntimeLog]:
+        """The runtime's logs of this run, in the order of the recording they replay.
+
+        Record mode: creation order (as they are written). Replay mode: the children by
+        the recorded file each one replays, so a transcript shows them as recorded.
+        """
+        assert self._runtime_sessions is not None
+        root, session_id = self._runtime_sessions
+        logs = runtime_logs(root, session_id)
+        if self.mode == "replay" and self.scenario is not None:
+            files = [s.file for s in self.scenario.scripts]
+            bound = {k: b.file for k, b in self.model.bindings.items() if k is not None}
+
+            def place(log: RuntimeLog) -> int:
+                file = bound.get(log.header.id)
+                return files.index(file) if file in files else len(files)
+
+            logs = [logs[0], *sorted(logs[1:], key=place)]
+        return logs

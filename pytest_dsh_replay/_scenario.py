@@ -21,7 +21,8 @@ from typing import Any, Final, Protocol
 from ._entries import ReplayEntry
 from ._errors import RecordingError, SessionLogError
 from ._events import SEEDED_FORMAT, Event, JSONObject, SessionHeader
-from ._jsonl import dump_session_log, open_session_log, parse_log_name
+from ._jsonl import dump_session_log, open_session_log
+from ._log_names import parse_log_name
 from ._override import Override, apply_override
 from ._script import ScriptBuilder
 

@@ -40,6 +40,7 @@ from ._chunk_rows import (
 from ._errors import SessionLogError
 from ._events import MAX_SAFE_INTEGER, Event, JSONObject, SessionHeader
 from ._log_rules import store_header
+from ._zstd import ZSTD_MAGIC
 
 __all__ = [
     "APPLICATION_ID",
@@ -72,7 +73,6 @@ COMPRESS_MIN_BYTES: Final = 4096
 """``data`` JSON at least this long (UTF-8 bytes) is zstd-compressed when that is smaller."""
 
 _ZSTD_LEVEL: Final = 3
-_ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 
 SCHEMA: Final[tuple[str, ...]] = (
     """CREATE TABLE persistence_state (
@@ -254,7 +254,7 @@ def _decode_data(value: Any, limit: int | None) -> tuple[Any, int]:
     if isinstance(value, str):
         raw = value.encode("utf-8", "surrogatepass")
     elif isinstance(value, bytes):
-        if not value.startswith(_ZSTD_MAGIC):
+        if not value.startswith(ZSTD_MAGIC):
             raise ValueError("data BLOB is not a zstd frame")
         zstd = _zstandard()
         if zstd is None:

@@ -25,12 +25,13 @@ from ._atomic import LEFTOVER, Leftover, find_leftovers, write_file_atomic
 from ._entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from ._errors import DshReplayError
 from ._events import Event
-from ._jsonl import ZSTD_SUFFIXES, iter_log_lines, parse_session_log, read_log_bytes
+from ._jsonl import iter_log_lines, parse_session_log, read_log_bytes
 from ._loading import iter_scenario_dirs, load_scenario
 from ._normalize import canonical_log
 from ._redact import Redactor, delta_runs, stream_runs_of
 from ._scenario import PRIMARY_LOG, Scenario, SessionScript, load_session_script
 from ._text import visible
+from ._zstd import ZSTD_SUFFIXES
 
 __all__ = ["main"]
 

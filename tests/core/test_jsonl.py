@@ -256,3 +256,16 @@ def test_header_is_written_in_reference_field_order() -> None:
         "delegationDepth",
         "owner",
     ]
+
+
+def test_the_committed_form_finds_the_header_as_the_reader_does() -> None:
+    from pytest_dsh_replay._jsonl import header_line
+    from pytest_dsh_replay._normalize import canonical_log
+
+    # A line of Unicode white space is blank to the reader, so the header follows it.
+    data = b"\n\xc2\xa0\n" + HEADER.replace(b"\n", b"\r\n")
+    assert header_line(data) == (HEADER.rstrip(b"\n"), orjson.loads(HEADER))
+    assert canonical_log(data) == HEADER
+    assert canonical_log(b"\xef\xbb\xbf" + HEADER) == HEADER  # a byte-order mark dropped
+    with pytest.raises(SessionLogError, match="empty"):
+        header_line(b"\n \n")

@@ -1,0 +1,78 @@
+"""What a session log's file name says: ``session[.<n>][.v<N>].jsonl[.zst|.zstd]``.
+
+A scenario directory names its primary ``session.jsonl`` and its children
+``session.<n>.jsonl``; a name may carry the log format's generation (``session.v4.jsonl``)
+and the zstd suffix. :func:`parse_log_name` reads a name once (cached: a corpus load asks
+for the same few names again and again); :func:`check_log_name` refuses a log whose name
+and header disagree on the format version.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Final
+
+from ._errors import SessionLogError
+from ._events import SessionHeader
+
+__all__ = ["LogName", "check_log_name", "parse_log_name"]
+
+_LOG_NAME: Final = re.compile(
+    r"session(?:\.(?P<child>[1-9][0-9]*))?(?:\.v(?P<version>[1-9][0-9]*))?\.jsonl"
+    r"(?P<zstd>\.zst|\.zstd)?"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LogName:
+    """What a log file's name says.
+
+    Attributes:
+        child: The child number of a scenario's ``session.<n>.jsonl``; ``None`` for the
+            primary (``session.jsonl``) and for the runtime's session directories.
+        version: The format generation the name carries: ``session.v4.jsonl`` is 4;
+            ``None`` for a name without one (``session.jsonl``: format 0, or a newer
+            header that parses as its own format).
+        compressed: Whether the name ends in ``.zst`` or ``.zstd``.
+    """
+
+    child: int | None
+    version: int | None
+    compressed: bool
+
+
+@lru_cache(maxsize=1024)
+def parse_log_name(name: str) -> LogName | None:
+    """Read a log file name: ``session[.<n>][.v<N>].jsonl[.zst|.zstd]``; ``None`` otherwise.
+
+    Numbers have no leading zeros; ``.v0`` is not a generation name (format 0 is plain
+    ``session.jsonl``).
+    """
+    m = _LOG_NAME.fullmatch(name)
+    if m is None:
+        return None
+    child, version = m.group("child"), m.group("version")
+    return LogName(
+        child=None if child is None else int(child),
+        version=None if version is None else int(version),
+        compressed=m.group("zstd") is not None,
+    )
+
+
+def check_log_name(header: SessionHeader, source: str, line: int) -> None:
+    """Refuse a log whose name's generation disagrees with its header's version.
+
+    Raises:
+        SessionLogError: ``session.vN.jsonl`` holds a header of another version.
+    """
+    named = parse_log_name(os.path.basename(source))
+    if named is not None and named.version is not None and named.version != header.format:
+        raise SessionLogError(
+            f"the file name says log format v{named.version} but its header says "
+            f"v{header.format}; a log's name and header version must agree",
+            path=source,
+            line=line,
+        )
