@@ -47,8 +47,9 @@ if TYPE_CHECKING:
     from ._runtime import DshReplay
     from ._scenario import Scenario, SessionScript, write_scenario
     from ._script import derive_replay_script
+    from ._session import Session
     from ._sqlite import SqliteBackend
-    from ._store import Session, SessionStore
+    from ._store import SessionStore
 
 __all__ = [
     "ChunksEntry",
@@ -127,7 +128,7 @@ _MODULE_OF: dict[str, str] = {
     "ScenarioError": "_errors",
     "SchemaVersionError": "_errors",
     "ScriptError": "_errors",
-    "Session": "_store",
+    "Session": "_session",
     "SessionBackend": "_backend",
     "SessionForkError": "_errors",
     "SessionHeader": "_events",
