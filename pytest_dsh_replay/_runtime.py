@@ -457,21 +457,41 @@ class DshReplay(RuntimeSessions, EndpointClients):
         pairs.extend(zip(free_recorded, free_live, strict=True))
         pairs.sort(key=lambda pair: recorded.index(pair[0]))
         read = read_session_log if self._cache is None else self._cache.recorded_log
-        found = first_difference(
+        self._raise_first_difference(
             [(script.file, read(_log_path(script)), session) for script, session in pairs],
-            recorded=[s.header for s in recorded],
-            live=[s.header for s in live],
-            compare=diff_logs,
+            [s.header for s in recorded],
+            [s.header for s in live],
+            diff_logs,
+            lambda file: (
+                "the replayed session log differs from the recording "
+                f"{self.path / file if self.path.is_dir() else self.path}:\n"
+            ),
+        )
+
+    def _raise_first_difference(
+        self,
+        logs: list[tuple[str, Any, Any]],
+        recorded: list[SessionHeader],
+        live: list[SessionHeader],
+        compare: Comparison,
+        heading: Callable[[str], str],
+    ) -> None:
+        """Raise the first difference of ``logs`` (``(file, recorded log, live log)``).
+
+        Raises:
+            LogMismatchError: ``heading(file)`` and the event-level report.
+        """
+        found = first_difference(
+            logs,
+            recorded=recorded,
+            live=live,
+            compare=compare,
             redaction=self._redaction(),
             aliases=self._bound_ids(),
         )
         if found is not None:
             file, diff = found
-            raise LogMismatchError(
-                "the replayed session log differs from the recording "
-                f"{self.path / file if self.path.is_dir() else self.path}:\n"
-                + describe_difference(diff)
-            )
+            raise LogMismatchError(heading(file) + describe_difference(diff))
 
     def _check_runtime_logs(self) -> None:
         """Compare the runtime's logs of this replay with the recording, as the model saw them."""
@@ -493,25 +513,21 @@ class DshReplay(RuntimeSessions, EndpointClients):
         def compare(file: str, *args: Any, **options: Any) -> Any:
             return compare_model_views(file, *args, actual_source=sources[file], **options)
 
-        found = first_difference(
+        self._raise_first_difference(
             [  # _runtime_logs orders the live logs by the recording they replay
                 (script.file, read_session_log(script.path), log)
                 for script, log in zip(recorded, live, strict=True)
                 if script.path is not None
             ],
-            recorded=[s.header for s in recorded],
-            live=[log.header for log in live],
-            compare=compare,
-            redaction=self._redaction(),
-            aliases=self._bound_ids(),
+            [s.header for s in recorded],
+            [log.header for log in live],
+            compare,
+            lambda file: (
+                "the dsh runtime's session log of this replay shows the model "
+                f"something else than the recording {self.path / file} (compared: messages, "
+                "request settings and served chunks per session):\n"
+            ),
         )
-        if found is not None:
-            file, diff = found
-            raise LogMismatchError(
-                "the dsh runtime's session log of this replay shows the model something "
-                f"else than the recording {self.path / file} (compared: messages, "
-                "request settings and served chunks per session):\n" + describe_difference(diff)
-            )
 
     def save(self) -> list[Path]:
         """Write the recorded sessions as the scenario, atomically (record mode).
