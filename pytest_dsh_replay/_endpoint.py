@@ -389,7 +389,11 @@ class Endpoint:
         out = [encoder.start()]
         dropped = False
         for chunk in collected:
-            piece, done = self._encode(wire, route, encoder, chunk)
+            try:
+                piece, done = self._encode(wire, route, encoder, chunk)
+            except DroppedConnection:  # a transport failure after content: cut mid-body
+                dropped = True
+                break
             out.append(piece)
             if done:
                 break

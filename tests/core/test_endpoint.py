@@ -539,3 +539,32 @@ def test_a_late_subagent_found_by_content_is_recorded_under_the_first_session() 
     child = router.route({}, {"messages": [{"role": "user", "content": "sub task"}]})
     assert child.new
     assert child.parent_guess == first.session_id
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        {"kind": "error", "failure": {"message": "reset by peer", "code": "NETWORK"}},
+        {"kind": "aborted", "failure": {"message": "stopped reading", "code": "ABORTED"}},
+    ],
+)
+def test_a_transport_failure_after_content_cuts_the_body_as_a_dropped_connection(
+    reason: dict[str, Any],
+) -> None:
+    # The whole answer is produced at once (nothing can wait), so the failure is found
+    # while the endpoint encodes it: the content goes out, then the body breaks off.
+    chunks = [*TEXT[:3], {"type": "finish", "reason": reason}]
+    endpoint = Endpoint(ReplayModel(single(ChunksEntry(chunks))))
+    stream = sdk_openai(endpoint).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    received: list[str] = []
+
+    def read() -> None:
+        for chunk in stream:
+            received.extend(c.delta.content or "" for c in chunk.choices)
+
+    with pytest.raises(openai.APIConnectionError) as raised:  # the SDK's own type
+        read()
+    assert "".join(received) == "Hello"
+    assert isinstance(raised.value.__cause__, httpx_module().ReadError)
