@@ -35,6 +35,7 @@ _UUID: Final = re.compile(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 )
 _UUID_BYTES: Final = re.compile(_UUID.pattern.encode("ascii"))
+_UUID_HINT: Final = re.compile(rb"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-")
 _ZEROED_KEYS: Final = frozenset({"createdAt", "durationMs"})
 _ZEROED_KEY_TEXTS: Final = tuple(orjson.dumps(k) for k in sorted(_ZEROED_KEYS))
 _ENVELOPE: Final = frozenset({"seq", "time", "seq0", "time0"})
@@ -95,11 +96,9 @@ class Normalizer:
                 *_ZEROED_KEY_TEXTS,
             ]
         except orjson.JSONEncodeError:  # an id or cwd with a lone surrogate: no shortcut
-            self._touches: re.Pattern[bytes] | None = None
+            self._needles: tuple[bytes, ...] | None = None
         else:
-            self._touches = re.compile(
-                b"|".join([_UUID_BYTES.pattern, *(re.escape(n) for n in needles)])
-            )
+            self._needles = tuple(needles)
 
     def _placeholder(self, key: str) -> str:
         key = self._aliases.get(key, key)
@@ -141,7 +140,12 @@ class Normalizer:
         return an equal value and assign no placeholder. May say ``False`` for a value
         that does normalize to itself (text inside a string, a key).
         """
-        return self._touches is not None and self._touches.search(text) is None
+        needles = self._needles
+        if needles is None or any(needle in text for needle in needles):
+            return False
+        # A UUID holds "-XXXX-XXXX-XXXX-": that literal-led search is fast, the full
+        # pattern (a character class at every position) runs only where it matched.
+        return _UUID_HINT.search(text) is None or _UUID_BYTES.search(text) is None
 
     def header(self, header: SessionHeader) -> JSONObject:
         """The header as compared: ids mapped, ``createdAt`` dropped."""

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_dsh_replay._events import SessionHeader
 from pytest_dsh_replay._normalize import (
+    _UUID_BYTES,
     LogDifference,
     Normalizer,
     describe_difference,
@@ -209,3 +215,37 @@ def test_tokenize_cwd_only_replaces_whole_path_prefixes() -> None:
         "l": ["{{cwd}}"],
     }
     assert tokenize_cwd(value, None) is value
+
+
+_UUID_TEXT = "0f8fad5b-d9cb-469f-a165-70867728950e"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                _UUID_TEXT,
+                _UUID_TEXT.upper(),
+                _UUID_TEXT[:-1],
+                "-ab12-cd34-ef56-",
+                "x-1234-",
+                "/work/dir",
+                "createdAt",
+                '"createdAt"',
+                "main-session",
+                "-",
+                "a",
+                " ",
+            ]
+        )
+        | st.text(alphabet='0123456789abcdefABCDEF-/" ', max_size=12),
+        max_size=8,
+    )
+)
+def test_untouched_finds_what_one_search_for_every_needle_finds(parts: list[str]) -> None:
+    normalizer = Normalizer(session_ids=["main-session"], cwds=["/work/dir"])
+    text = orjson.dumps("".join(parts))
+    needles = [orjson.dumps("main-session")[1:-1], b"/work/dir", b'"createdAt"', b'"durationMs"']
+    combined = re.compile(b"|".join([_UUID_BYTES.pattern, *(re.escape(n) for n in needles)]))
+    assert normalizer.untouched(text) is (combined.search(text) is None)
