@@ -396,7 +396,11 @@ class ReplayModel:
         A call is served once the calls of other sessions that the recording shows
         starting or ending before it ended have done so, and the recorded pause since
         the latest of them (at most ``max_gap`` s) has passed; after ``timeout`` s it
-        raises :class:`~pytest_dsh_replay.ReplayOrderError` instead. Times come from logs
+        raises :class:`~pytest_dsh_replay.ReplayOrderError` instead. Children whose
+        ``subagent-settled`` notices reached their parent in some order have the calls
+        that settled them served in that order, ``max_gap`` s apart, whatever order the
+        calls' ends show (the runtime notices children finishing close together in
+        either order). Times come from logs
         of formats 2 to 4. Call it before the first call; not for one thread running
         sessions one after another (it would wait for calls made later).
 

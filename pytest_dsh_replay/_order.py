@@ -16,6 +16,13 @@ end has been reached, and not before the recorded time between the latest of the
 its end has passed (capped by ``max_gap``), so what took the agent a moment to react to
 in the recording gets that moment again. Calls of one session follow each other anyway.
 
+Which of two children whose last calls end close together the dsh runtime notices first
+is a race inside the runtime (its ``subagent-settled`` notice follows a child's last call
+by some 20 to 60 ms): the parent's log holds the order the notices reached it, and that
+order can differ from the order of the calls' ends. So the children's settling calls
+are served in notice order instead, each ``max_gap`` after the one before it (unless that
+would make two calls wait for each other).
+
 Times come from logs of formats 2 to 4 (the dsh runtime's, in milliseconds); a session
 whose log has no such times takes no part. The estimates of a start are never earlier
 than the real one, so a call never waits for something that can only happen after it.
@@ -27,6 +34,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING, Final
 
 from ._errors import DshReplayError, ReplayOrderError
@@ -40,9 +48,11 @@ if TYPE_CHECKING:
     from ._calls import ReplayCall
     from ._events import StreamChunk
 
-__all__ = ["CallTimes", "OrderGate", "call_times"]
+__all__ = ["CallTimes", "OrderGate", "call_times", "settled_order"]
 
 _ACCEPTED: Final = "session-log-deepseek/delivery-accepted"
+_SPLICED: Final = "agent/inbox/spliced"
+_SETTLED: Final = "subagent-settled"
 _POLL_S: Final = 0.01
 
 
@@ -84,6 +94,17 @@ def _start(events: Sequence[Event], index: int, end: int) -> int:
     return end
 
 
+def _own_events(script: SessionScript) -> list[Event] | None:
+    """A session's own events (after a fork child's seed), or ``None`` without times."""
+    if script.path is None or script.header.format < SEEDED_FORMAT or not script.path.is_file():
+        return None
+    try:
+        _, events = read_session_log(script.path)
+    except DshReplayError:
+        return None
+    return list(events[0 if script.primary else script.seed_length :])
+
+
 def call_times(script: SessionScript) -> list[CallTimes] | None:
     """The start and end of each of a recorded session's own calls, in call order.
 
@@ -95,15 +116,11 @@ def call_times(script: SessionScript) -> list[CallTimes] | None:
         known: the log is not of format 2 to 4, is not a file, or its calls do not line
         up with the script's entries (an override sidecar changed them).
     """
-    if script.path is None or script.header.format < SEEDED_FORMAT or not script.path.is_file():
-        return None
-    try:
-        _, events = read_session_log(script.path)
-    except DshReplayError:
+    events = _own_events(script)
+    if events is None:
         return None
     times: list[CallTimes] = []
-    for index in range(0 if script.primary else script.seed_length, len(events)):
-        event = events[index]
+    for index, event in enumerate(events):
         if not _is_call(event):
             continue
         end = _time(event.get("time"))
@@ -111,6 +128,47 @@ def call_times(script: SessionScript) -> list[CallTimes] | None:
             return None
         times.append(CallTimes(_start(events, index, end), end))
     return times if len(times) == len(script.entries) else None
+
+
+def settled_order(
+    scripts: Sequence[SessionScript], times: Sequence[Sequence[CallTimes] | None]
+) -> list[list[tuple[int, int]]]:
+    """Per parent, the children's settling calls in the order their notices reached it.
+
+    The dsh runtime tells a parent that a child finished with a ``subagent-settled``
+    notice (an ``agent/inbox/spliced`` insertion naming the child's ``senderSessionId``).
+    Which of two children finishing close together is noticed first is a race inside
+    the runtime (the notice follows the child's last call by some 20 to 60 ms), so the
+    recording's order of the notices, not of the calls' ends, is what a replay must
+    reproduce.
+
+    Returns:
+        Per parent with two or more timed notices, ``(child script, call)`` pairs in
+        notice order: the call is the child's last one that ended before its notice.
+    """
+    index = {script.recorded_id: i for i, script in enumerate(scripts) if script.recorded_id}
+    groups: list[list[tuple[int, int]]] = []
+    for script, own in zip(scripts, times, strict=True):
+        events = _own_events(script) if own is not None else None
+        group: list[tuple[int, int]] = []
+        for event in events or ():
+            data = event.get("data")
+            at = _time(event.get("time"))
+            if event.get("type") != _SPLICED or not isinstance(data, dict) or at is None:
+                continue
+            inserted = data.get("inserted")
+            for message in inserted if isinstance(inserted, list) else ():
+                source = message.get("source") if isinstance(message, dict) else None
+                if not isinstance(source, dict) or source.get("kind") != _SETTLED:
+                    continue
+                child = index.get(str(source.get("senderSessionId")))
+                calls = times[child] if child is not None else None
+                ended = [k for k, t in enumerate(calls or ()) if t.end <= at]
+                if child is not None and ended and (child, ended[-1]) not in group:
+                    group.append((child, ended[-1]))
+        if len(group) > 1:
+            groups.append(group)
+    return groups
 
 
 _Point = tuple[int, int, bool]  # (script index, call index, is the end)
@@ -126,7 +184,11 @@ class OrderGate:
             for a session that takes no part.
         files: Per recorded session, its log's name (for messages).
         timeout: The longest a call waits, in seconds.
-        max_gap: The longest recorded pause kept before a call, in seconds.
+        max_gap: The longest recorded pause kept before a call, in seconds; also the
+            time between two children's settling calls (see ``settled``).
+        settled: Per parent, children's settling calls ``(script, call)`` in the order
+            their notices reached it (:func:`settled_order`): each is served only
+            ``max_gap`` s after the one before it, whatever order their ends show.
     """
 
     def __init__(
@@ -136,6 +198,7 @@ class OrderGate:
         *,
         timeout: float,
         max_gap: float,
+        settled: Sequence[Sequence[tuple[int, int]]] = (),
     ):
         self._files = list(files)
         self._timeout = timeout
@@ -154,9 +217,68 @@ class OrderGate:
                     for at, point in points
                     if at < t.end and point[0] != i
                 ]
+        self._noticed: set[tuple[tuple[int, int], tuple[int, int]]] = set()
+        for group in settled:
+            for first, then in pairwise(group):
+                self._settle_after(first, then, max_gap)
         self._reached: dict[_Point, float] = {}
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
+
+    def _settle_after(self, first: tuple[int, int], then: tuple[int, int], gap: float) -> None:
+        """Serve call ``then`` ``gap`` s after call ``first`` (two children's settling calls).
+
+        The end of ``first`` goes into the points ``then`` waits for, and what ``first``
+        waited for of ``then``'s session from ``then`` on goes, unless that would make
+        two calls wait for each other (then the recorded order of their ends stays).
+        """
+        if first not in self._before or then not in self._before or first[0] == then[0]:
+            return
+        (i, k), (j, m) = first, then
+        kept = self._before[first], self._before[then]
+        self._before[first] = [
+            (point, pause)
+            for point, pause in kept[0]
+            if point[0] != j or point[1] < m or (point[1] == m and not point[2])
+        ]
+        self._before[then] = [*(e for e in kept[1] if e[0] != (i, k, True)), ((i, k, True), gap)]
+        if self._acyclic():
+            self._noticed.add((then, first))
+        else:
+            self._before[first], self._before[then] = kept
+
+    def _acyclic(self) -> bool:
+        """Whether no call waits, through the points it awaits, for itself."""
+        after: dict[tuple[int, int], set[tuple[int, int]]] = {}
+        for (i, k), points in self._before.items():
+            needs = {(i, k - 1)} if k else set()
+            for (j, m, end), _ in points:
+                if end:
+                    needs.add((j, m))
+                elif m:
+                    needs.add((j, m - 1))  # a session's call arrives after its previous one
+            after[(i, k)] = needs & self._before.keys()
+        done: set[tuple[int, int]] = set()
+        for root in after:
+            path: set[tuple[int, int]] = set()
+            stack: list[tuple[tuple[int, int], Iterator[tuple[int, int]]]] = []
+            if root in done:
+                continue
+            path.add(root)
+            stack.append((root, iter(after[root])))
+            while stack:
+                node, rest = stack[-1]
+                nxt = next(rest, None)
+                if nxt is None:
+                    stack.pop()
+                    path.discard(node)
+                    done.add(node)
+                elif nxt in path:
+                    return False
+                elif nxt not in done:
+                    path.add(nxt)
+                    stack.append((nxt, iter(after[nxt])))
+        return True
 
     @classmethod
     def of(cls, scripts: Sequence[SessionScript], *, timeout: float, max_gap: float) -> OrderGate:
@@ -169,11 +291,13 @@ class OrderGate:
             raise ValueError(
                 f"keep_recorded_order(timeout > 0, max_gap >= 0), got {timeout!r}, {max_gap!r}"
             )
+        times = [call_times(script) for script in scripts]
         return cls(
-            [call_times(script) for script in scripts],
+            times,
             [script.file for script in scripts],
             timeout=timeout,
             max_gap=max_gap,
+            settled=settled_order(scripts, times),
         )
 
     @property
@@ -204,14 +328,21 @@ class OrderGate:
             ready = max(ready, at + pause)
         return ready, None
 
-    def _failure(self, point: _Point) -> ReplayOrderError:
+    def _failure(self, call: tuple[int, int], point: _Point) -> ReplayOrderError:
         i, k, end = point
+        shows = (
+            f"the recording shows the notice that call #{k + 1} of {self._files[i]} "
+            "settled reaching the parent before the one this call settles, so that call "
+            "ends first"
+            if (call, (i, k)) in self._noticed
+            else f"the recording shows call #{k + 1} of {self._files[i]} "
+            f"{'ending' if end else 'starting'} before this call ends"
+        )
         return ReplayOrderError(
             f"waited {self._timeout:g} s for the recorded order of calls across sessions: "
-            f"the recording shows call #{k + 1} of {self._files[i]} "
-            f"{'ending' if end else 'starting'} before this call ends, and in this run it "
-            "has not. The agent did not reach the recorded order (it made other calls or "
-            "fewer); re-record with --dsh-record if its behaviour changed"
+            f"{shows}, and in this run it has not. The agent did not reach the recorded "
+            "order (it made other calls or fewer); re-record with --dsh-record if its "
+            "behaviour changed"
         )
 
     def wait(self, script: int, call: int, cancelled: Callable[[], bool] = lambda: False) -> bool:
@@ -241,7 +372,7 @@ class OrderGate:
                 if now >= deadline:
                     assert missing is not None or ready is not None
                     if missing is not None:
-                        raise self._failure(missing)
+                        raise self._failure((script, call), missing)
                     return False  # only a pause was left: it ends at the deadline anyway
                 step = deadline - now if ready is None else min(ready, deadline) - now
                 self._changed.wait(min(step, 0.05))
@@ -263,7 +394,7 @@ class OrderGate:
                 return False
             if now >= deadline:
                 if missing is not None:
-                    raise self._failure(missing)
+                    raise self._failure((script, call), missing)
                 return False
             await asyncio.sleep(min(_POLL_S, deadline - now))
 

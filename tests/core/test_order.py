@@ -10,6 +10,8 @@ it, those calls must wait for the children's calls, however the sessions are sch
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -19,7 +21,7 @@ import pytest
 from hang_guard import deadline
 
 from pytest_dsh_replay import ReplayModel, ReplayOrderError, load_scenario
-from pytest_dsh_replay._order import CallTimes, OrderGate, call_times
+from pytest_dsh_replay._order import CallTimes, OrderGate, call_times, settled_order
 
 EXAMPLES = Path(__file__).resolve().parent.parent.parent / "example_snapshots"
 MIXED = EXAMPLES / "runtime-mixed"
@@ -32,8 +34,8 @@ def ask(text: str) -> dict[str, Any]:
 class Run:
     """Drives the runtime-mixed recording in process: the primary, then its children."""
 
-    def __init__(self, **order: Any):
-        self.scenario = load_scenario(MIXED)
+    def __init__(self, scenario: Path = MIXED, **order: Any):
+        self.scenario = load_scenario(scenario)
         self.model = ReplayModel(self.scenario)
         self.keeps = self.model.keep_recorded_order(**order) if order else False
         self.done: dict[str, float] = {}
@@ -190,3 +192,86 @@ def test_the_gate_only_orders_points_of_other_sessions() -> None:
     gate.served(1, 0)
     assert gate.wait(0, 1) is False
     assert gate.wait(1, 0, cancelled=lambda: True) is True
+
+
+def _shift_times(event: dict[str, Any], by: int) -> None:
+    if isinstance(event.get("time"), int):
+        event["time"] += by
+    data = event.get("data")
+    for item in data.get("stream", []) if isinstance(data, dict) else []:
+        for key in ("time", "time0"):
+            if isinstance(item.get(key), int):
+                item[key] += by
+
+
+@pytest.fixture
+def close_finish(tmp_path: Path) -> Path:
+    """runtime-mixed with the spawn child's log 294 ms earlier: its call now overlaps the
+    fork child's and ends 1 ms before it, yet the parent still got the fork child's notice
+    first (the runtime's race between two children finishing close together)."""
+    shutil.copytree(MIXED, tmp_path / "close", ignore=shutil.ignore_patterns("*.md"))
+    spawn = tmp_path / "close" / "session.1.jsonl"
+    header, *events = [json.loads(line) for line in spawn.read_text().splitlines()]
+    for event in events:
+        _shift_times(event, -294)
+    spawn.write_text("".join(json.dumps(e) + "\n" for e in [header, *events]))
+    return tmp_path / "close"
+
+
+def test_settled_order_is_the_order_the_parent_got_the_notices(close_finish: Path) -> None:
+    scenario = load_scenario(close_finish)
+    times = [call_times(s) for s in scenario.scripts]
+    _, spawn, fork = times
+    assert spawn is not None
+    assert fork is not None
+    assert spawn[0].start < fork[0].start < spawn[0].end < fork[0].end  # spawn ends first
+    assert settled_order(scenario.scripts, times) == [[(2, 0), (1, 0)]]  # fork noticed first
+
+
+def test_children_finishing_close_together_settle_in_the_order_they_were_noticed(
+    close_finish: Path,
+) -> None:
+    # Both children's last calls are in flight at once; served in the recorded order of
+    # their ends (spawn, then fork 1 ms later) the runtime notices either first. The
+    # recording's notice order is kept instead, with max_gap between the two calls.
+    run = Run(close_finish, timeout=10, max_gap=0.3)
+    with deadline(30):
+        run.primary(3)
+        spawn = run.later("spawn", 0.0)
+        fork = run.later("fork", 0.1)
+        spawn.join()
+        fork.join()
+    assert run.done["fork"] < run.done["spawn"]
+    assert run.done["spawn"] - run.done["fork"] >= 0.3 * 0.9
+
+
+def test_a_child_noticed_first_that_never_settles_fails_with_a_typed_error(
+    close_finish: Path,
+) -> None:
+    run = Run(close_finish, timeout=0.3, max_gap=0)
+    run.primary(3)
+    with deadline(30), pytest.raises(ReplayOrderError) as caught:
+        run.child("spawn")  # the fork child never calls
+    message = str(caught.value)
+    assert "notice that call #1 of session.2.jsonl settled reaching the parent" in message
+
+
+def test_a_notice_order_that_would_deadlock_keeps_the_recorded_ends() -> None:
+    # c's call ended between b's and a's ends: a waits for c, c waits for b. Making b
+    # settle after a (a noticed first) would make b wait for a: it is not applied.
+    times = [[CallTimes(0, 30)], [CallTimes(1, 10)], [CallTimes(2, 20)]]
+    gate = OrderGate(times, ["a", "b", "c"], timeout=0.05, max_gap=0, settled=[[(0, 0), (1, 0)]])
+    for session in range(3):
+        gate.arrived(session, 0)
+    assert gate.wait(1, 0) is False  # b is served first, as its recorded end shows
+    gate.served(1, 0)
+    assert gate.wait(2, 0) is False
+    gate.served(2, 0)
+    assert gate.wait(0, 0) is False
+    # Without c in between, the notice order holds: b waits for a, a no longer for b.
+    two = OrderGate(times[:2], ["a", "b"], timeout=0.05, max_gap=0, settled=[[(0, 0), (1, 0)]])
+    two.arrived(0, 0)
+    two.arrived(1, 0)
+    with pytest.raises(ReplayOrderError, match="notice that call #1 of a settled"):
+        two.wait(1, 0)
+    assert two.wait(0, 0) is False
