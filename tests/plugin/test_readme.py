@@ -127,3 +127,20 @@ def test_readme_runtime_example_records_through_the_proxy_then_replays(
         sys.executable, "-m", "pytest_dsh_replay", "check", "--strict-form", "dsh_snapshots"
     )
     assert checked.ret == 0
+
+
+def test_readme_joins_the_record_mode_with_equals_when_anything_follows(
+    pytester: pytest.Pytester,
+) -> None:
+    # argparse's optional value takes the next argument: `--dsh-record tests/x.py` is
+    # refused, so every README command that goes on after the flag writes `=all`/`=missing`,
+    # but for the one refused example the Recording section shows.
+    text = README.read_text(encoding="utf-8")
+    bare = re.findall(r"--dsh-record[ \t]+([^\s#`|]+)", text)
+    assert bare == ["tests/test_x.py"], bare
+    assert "says to write `--dsh-record=all tests/test_x.py`" in " ".join(text.split())
+    pytester.mkdir("tests")
+    (pytester.path / "tests" / "test_x.py").write_text("def test_x():\n    pass\n")
+    refused = pytester.runpytest("--dsh-record", "tests/test_x.py")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*write --dsh-record=all tests/test_x.py*"])
