@@ -47,6 +47,30 @@ def test_readme_first_test_records_then_replays(pytester: pytest.Pytester) -> No
     pytester.runpytest().assert_outcomes(passed=1)
 
 
+def test_readme_says_when_dsh_record_model_is_required(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first test's request names no model: the built-in adapter needs
+    # DSH_RECORD_MODEL, and the Recording section says so with the message it fails with.
+    pytest.importorskip("openai")
+    recording = " ".join(README.read_text(encoding="utf-8").split("## Recording", 1)[1].split())
+    assert "`DSH_RECORD_MODEL` names the model to record with, and is required exactly" in (
+        recording
+    )
+    quoted = re.search(r"fails the test with `(the request names no model:[^`]*)`", recording)
+    assert quoted, "the Recording section lost the message a request without a model gets"
+    code = first_test_code()
+    assert '"model"' not in code
+    assert "'model'" not in code
+    pytester.makepyfile(test_capital=code)
+    monkeypatch.setenv("DSH_RECORD_BASE_URL", "http://127.0.0.1:9/v1")  # never reached
+    monkeypatch.setenv("DSH_RECORD_API_KEY", "sk-local-0000000000000000")
+    monkeypatch.delenv("DSH_RECORD_MODEL", raising=False)
+    result = pytester.runpytest("--dsh-record=missing")
+    result.assert_outcomes(failed=1)
+    assert quoted.group(1) in " ".join(result.stdout.str().split())
+
+
 RECALLING_LIVE = """
 class Live:
     def stream(self, request, **kwargs):
