@@ -168,3 +168,31 @@ def test_readme_joins_the_record_mode_with_equals_when_anything_follows(
     refused = pytester.runpytest("--dsh-record", "tests/test_x.py")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*write --dsh-record=all tests/test_x.py*"])
+
+
+def test_readme_runtime_section_says_how_to_record_offline_and_keep_web_tools_off() -> None:
+    # What the runtime section states about this project's own runtime tests holds: the
+    # files it points at exist, the scripted plan calls no tool but the two delegation
+    # tools, and the recorded runtime scenarios hold no web call (the tools are only
+    # offered: in the request header's tool list and the system prompt).
+    from runtime_agent import _DELEGATIONS
+
+    section = README.read_text(encoding="utf-8").split("## The dsh runtime", 1)[1]
+    section = " ".join(section.split("\n## ", 1)[0].split())
+    assert "**Recording without a live model.**" in section
+    assert "**The runtime's network tools.**" in section
+    for name in ("tests/openai_server.py", "tests/runtime_agent.py", "tests/conftest.py"):
+        assert f"`{name}`" in section, name
+        assert (README.parent / name).is_file(), name
+    assert "`web_fetch` and `web_search`" in section
+    assert {c.name for calls in _DELEGATIONS.values() for c in calls} == {
+        "subagent",
+        "subagent_fork",
+    }
+    logs = sorted((README.parent / "example_snapshots").glob("runtime-*/session*.jsonl"))
+    assert logs
+    offered = {"request/header", "system/message"}
+    for log in logs:
+        for line in log.read_text(encoding="utf-8").splitlines():
+            if "web_fetch" in line or "web_search" in line:
+                assert json.loads(line)["type"] in offered, f"{log}: {line[:200]}"
