@@ -27,6 +27,14 @@ from ._scenario import SessionScript
 __all__ = ["Binder"]
 
 
+def _all_bound(files: list[str]) -> str:
+    """``one recorded child, a, is already bound``; ``2 recorded children, a and b, ...``."""
+    if len(files) == 1:
+        return f"one recorded child, {files[0]}, is already bound"
+    listed = ", ".join(files[:-1]) + f" and {files[-1]}"
+    return f"{len(files)} recorded children, {listed}, are all already bound"
+
+
 class Binder:
     """The bookkeeping and choice of bindings over one scenario's scripts.
 
@@ -85,15 +93,20 @@ class Binder:
             return self._next
         if parent_script is None and not self.taken[0]:
             return 0  # a new conversation: the primary first
-        where = "the scenario"
+        where = "in the scenario"
+        owner = "the scenario's"
         kids: list[int] | None = None
         if parent_script is not None:
             recorded = parent_script.recorded_id
             kids = self._children.get(recorded) if recorded else None
             if kids:
                 where = (
-                    f"the recorded children of session {recorded!r} "
-                    f"({parent_script.file}), which live session {parent!r} replays"
+                    f"under {parent_script.file} (recorded session {recorded!r}), which its "
+                    f"live parent session {parent!r} replays"
+                )
+                owner = (
+                    f"its live parent session {parent!r} replays {parent_script.file} "
+                    f"(recorded session {recorded!r}), whose"
                 )
         if not kids:
             kids = [i for i, script in enumerate(self.scripts) if not script.primary]
@@ -101,8 +114,7 @@ class Binder:
                 return "the scenario recorded no child session, and its primary is bound"
         free = [i for i in kids if not self.taken[i]]
         if not free:
-            files = ", ".join(self.scripts[i].file for i in kids) or "none"
-            return f"every one of {where} ({files}) is already bound"
+            return f"{owner} {_all_bound([self.scripts[i].file for i in kids])}"
         seeded = bool(seed_messages(messages)) if seed_length is None else seed_length > 0
         return self._match(free, opening_texts(messages), seeded, where)
 
@@ -146,6 +158,5 @@ class Binder:
         )
         return (
             f"its first user message {trim(live, near=self._nearest(free, live))} matches no "
-            "unbound recorded child "
-            f"in {where} (unbound: {listed})"
+            f"unbound recorded child {where} (unbound: {listed})"
         )

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SuiteState",
+    "hook_redaction",
     "plural",
     "recording_layout_problem",
     "summary_lines",
@@ -34,6 +35,7 @@ class SuiteState:
     roots: set[str] = field(default_factory=set)
     replayed: int = 0
     missing: int = 0
+    broken: int = 0  # recordings that do not load
     subset: bool = False
     compare_logs: bool = True
     fail_unused: bool = False
@@ -59,6 +61,7 @@ class SuiteState:
         self.roots.update(report["roots"])
         self.replayed += report["replayed"]
         self.missing += report["missing"]
+        self.broken += report["broken"]
         self.subset = self.subset or report["subset"]
         self.recordings.extend(tuple(r) for r in report["recordings"])
         self.kept += report["kept"]
@@ -72,12 +75,36 @@ class SuiteState:
             "roots": sorted(self.roots),
             "replayed": self.replayed,
             "missing": self.missing,
+            "broken": self.broken,
             "subset": self.subset,
             "recordings": [list(r) for r in self.recordings],
             "kept": self.kept,
             "cleaned": self.cleaned,
             "unwritten": self.unwritten,
         }
+
+
+def hook_redaction(config: Any) -> tuple[Any, Any, Any]:
+    """The built-in redactor, and the redact hook for events and for headers.
+
+    Args:
+        config: The ``pytest.Config`` whose ``pytest_dsh_replay_redact`` hooks apply.
+    """
+    from ._redact import recording_redactor
+
+    hook = config.hook.pytest_dsh_replay_redact
+    # Implementations written before headers were redacted take only ``event``: they
+    # are left out of header calls.
+    event_only = [impl.plugin for impl in hook.get_hookimpls() if "header" not in impl.argnames]
+    header_hook = config.pluginmanager.subset_hook_caller("pytest_dsh_replay_redact", event_only)
+
+    def redact_event(event: dict[str, Any]) -> None:
+        hook(event=event, header=None)
+
+    def redact_header(header: dict[str, Any]) -> None:
+        header_hook(event=None, header=header)
+
+    return recording_redactor(), redact_event, redact_header
 
 
 def unused_scenarios(state: SuiteState) -> list[Path]:
@@ -113,6 +140,8 @@ def summary_lines(state: SuiteState) -> list[str]:
         f"{len(state.recordings)} recorded",
         f"{state.missing} missing",
     ]
+    if state.broken:
+        parts.append(f"{state.broken} broken (the recording does not load)")
     if state.unused is not None:
         parts.append(f"{len(state.unused)} unused")
     if state.kept:

@@ -85,25 +85,6 @@ def _live_model(config: pytest.Config, path: Path) -> Any:
     return live
 
 
-def _redaction(config: pytest.Config) -> tuple[Any, Any, Any]:
-    """The built-in redactor, and the redact hook for events and for headers."""
-    from ._redact import recording_redactor
-
-    hook = config.hook.pytest_dsh_replay_redact
-    # Implementations written before headers were redacted take only ``event``: they
-    # are left out of header calls.
-    event_only = [impl.plugin for impl in hook.get_hookimpls() if "header" not in impl.argnames]
-    header_hook = config.pluginmanager.subset_hook_caller("pytest_dsh_replay_redact", event_only)
-
-    def redact_event(event: dict[str, Any]) -> None:
-        hook(event=event, header=None)
-
-    def redact_header(header: dict[str, Any]) -> None:
-        header_hook(event=None, header=header)
-
-    return recording_redactor(), redact_event, redact_header
-
-
 _STATE = pytest.StashKey["SuiteState"]()
 
 
@@ -372,7 +353,9 @@ def dsh_replay(
     state.runs += 1
     workdir = state.workbase / str(state.runs)  # created on first use, if ever
     if state.redaction is None:
-        state.redaction = _redaction(config)
+        from ._suite import hook_redaction
+
+        state.redaction = hook_redaction(config)
     redactor, redact_hook, redact_header_hook = state.redaction
     problem: str | None = None
     replay: DshReplay | None = None
@@ -415,6 +398,7 @@ def dsh_replay(
                 redact_header_hook=redact_header_hook,
             )
         except DshReplayError as err:
+            state.broken += 1
             problem = f"the dsh scenario for {item.nodeid} does not load:\n  {err}"
         else:
             state.replayed += 1
@@ -687,7 +671,7 @@ def _is_complete_run(session: pytest.Session, state: SuiteState) -> bool:
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
-    """Report scenarios replayed, recorded, missing and (on a complete run) unused."""
+    """Report scenarios replayed, recorded, missing, broken and (on a complete run) unused."""
     from ._suite import summary_lines
 
     lines = summary_lines(_state(config))

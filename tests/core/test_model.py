@@ -309,13 +309,60 @@ def test_lineage_skips_children_of_other_recorded_sessions() -> None:
     message = str(info.value)
     assert "session 'c' (first user message 'task alpha') made model call #1" in message
     assert (
-        "every one of the recorded children of session 'P' (session.jsonl), which live "
-        "session 'p' replays (session.1.jsonl, session.2.jsonl) is already bound" in message
+        "no recorded session is left for it: its live parent session 'p' replays "
+        "session.jsonl (recorded session 'P'), whose 2 recorded children, session.1.jsonl "
+        "and session.2.jsonl, are all already bound (scenario " in message
     )
     assert "re-record with --dsh-record" in message
     assert "c" not in model.bindings
     # A session without a parent still takes the remaining script in first-call order.
     assert texts(model.stream(REQUEST, session_id="o")) == ["other"]
+
+
+def test_a_child_with_every_candidate_bound_is_told_in_one_sentence() -> None:
+    # A new-user trial deleted one of two child files: the second live child found its
+    # parent's one remaining recorded child taken.
+    model = ReplayModel(
+        scenario(
+            script("session.jsonl", [call("parent")], rid="main"),
+            script("session.1.jsonl", [call("a")], rid="c1", created=1, parent="main"),
+        )
+    )
+    list(model.stream(REQUEST, session_id="main"))
+    assert texts(model.stream(ask("one"), session_id="c1", parent_session_id="main")) == ["a"]
+    with pytest.raises(ReplayBindingError) as info:
+        list(model.stream(ask("two"), session_id="c2", parent_session_id="main"))
+    assert (
+        "session 'c2' (first user message 'two') made model call #1, but no recorded session "
+        "is left for it: its live parent session 'main' replays session.jsonl (recorded "
+        "session 'main'), whose one recorded child, session.1.jsonl, is already bound "
+        "(scenario " in str(info.value)
+    )
+
+
+def test_a_child_of_an_unknown_parent_is_told_the_scenarios_children_are_bound() -> None:
+    model = ReplayModel(lineage_scenario())
+    list(model.stream(REQUEST, session_id="p"))
+    for n, text in enumerate(["task alpha", "task beta", "anything"]):
+        list(model.stream(ask(text), session_id=f"k{n}", parent_session_id="?"))
+    with pytest.raises(ReplayBindingError) as info:
+        list(model.stream(ask("more"), session_id="k3", parent_session_id="?"))
+    assert (
+        "left for it: the scenario's 3 recorded children, session.1.jsonl, session.2.jsonl "
+        "and session.3.jsonl, are all already bound (scenario " in str(info.value)
+    )
+
+
+def test_a_child_that_matches_no_candidate_is_told_which_parent_it_searched() -> None:
+    model = ReplayModel(lineage_scenario())
+    list(model.stream(REQUEST, session_id="p"))
+    with pytest.raises(ReplayBindingError) as info:
+        list(model.stream(ask("unrelated"), session_id="x", parent_session_id="p"))
+    assert (
+        "its first user message 'unrelated' matches no unbound recorded child under "
+        "session.jsonl (recorded session 'P'), which its live parent session 'p' replays "
+        "(unbound: session.1.jsonl: 'task alpha'; session.2.jsonl: 'task beta')" in str(info.value)
+    )
 
 
 def test_an_unknown_live_parent_falls_back_to_first_call_order() -> None:

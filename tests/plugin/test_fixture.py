@@ -115,6 +115,45 @@ def test_a_scenario_that_does_not_load_fails_with_the_core_message(
     result.stdout.fnmatch_lines(["*does not load*", "*session.jsonl:2: invalid JSON*"])
 
 
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_the_summary_counts_a_scenario_that_does_not_load(
+    project: pytest.Pytester, workers: list[str]
+) -> None:
+    if workers:
+        pytest.importorskip("xdist")
+    make_scenario(project.path / "recordings" / "good", primary=["hi"])
+    gap = make_scenario(project.path / "recordings" / "gap", primary=["a"], child1=["x"])
+    (gap / "session.1.jsonl").rename(gap / "session.2.jsonl")  # children must be contiguous
+    project.makepyfile(
+        test_three="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("good")
+        def test_good(dsh_replay):
+            assert run(dsh_replay.model) == "hi"
+
+        @pytest.mark.dsh_scenario("absent")
+        def test_absent(dsh_replay):
+            pass
+
+        @pytest.mark.dsh_scenario("gap")
+        def test_gap(dsh_replay):
+            pass
+        """
+    )
+    result = project.runpytest(*workers, "test_three.py")
+    result.assert_outcomes(passed=1, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*child session logs must be contiguous*",
+            "*scenarios: 1 replayed, 0 recorded, 1 missing, 1 broken (the recording does "
+            "not load)*",
+        ],
+        consecutive=False,
+    )
+
+
 def test_parametrized_and_odd_names_stay_inside_the_root_and_apart(
     project: pytest.Pytester,
 ) -> None:

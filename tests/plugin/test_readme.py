@@ -47,6 +47,30 @@ def test_readme_first_test_records_then_replays(pytester: pytest.Pytester) -> No
     pytester.runpytest().assert_outcomes(passed=1)
 
 
+def test_readme_says_when_dsh_record_model_is_required(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first test's request names no model: the built-in adapter needs
+    # DSH_RECORD_MODEL, and the Recording section says so with the message it fails with.
+    pytest.importorskip("openai")
+    recording = " ".join(README.read_text(encoding="utf-8").split("## Recording", 1)[1].split())
+    assert "`DSH_RECORD_MODEL` names the model to record with, and is required exactly" in (
+        recording
+    )
+    quoted = re.search(r"fails the test with `(the request names no model:[^`]*)`", recording)
+    assert quoted, "the Recording section lost the message a request without a model gets"
+    code = first_test_code()
+    assert '"model"' not in code
+    assert "'model'" not in code
+    pytester.makepyfile(test_capital=code)
+    monkeypatch.setenv("DSH_RECORD_BASE_URL", "http://127.0.0.1:9/v1")  # never reached
+    monkeypatch.setenv("DSH_RECORD_API_KEY", "sk-local-0000000000000000")
+    monkeypatch.delenv("DSH_RECORD_MODEL", raising=False)
+    result = pytester.runpytest("--dsh-record=missing")
+    result.assert_outcomes(failed=1)
+    assert quoted.group(1) in " ".join(result.stdout.str().split())
+
+
 RECALLING_LIVE = """
 class Live:
     def stream(self, request, **kwargs):
@@ -127,3 +151,48 @@ def test_readme_runtime_example_records_through_the_proxy_then_replays(
         sys.executable, "-m", "pytest_dsh_replay", "check", "--strict-form", "dsh_snapshots"
     )
     assert checked.ret == 0
+
+
+def test_readme_joins_the_record_mode_with_equals_when_anything_follows(
+    pytester: pytest.Pytester,
+) -> None:
+    # argparse's optional value takes the next argument: `--dsh-record tests/x.py` is
+    # refused, so every README command that goes on after the flag writes `=all`/`=missing`,
+    # but for the one refused example the Recording section shows.
+    text = README.read_text(encoding="utf-8")
+    bare = re.findall(r"--dsh-record[ \t]+([^\s#`|]+)", text)
+    assert bare == ["tests/test_x.py"], bare
+    assert "says to write `--dsh-record=all tests/test_x.py`" in " ".join(text.split())
+    pytester.mkdir("tests")
+    (pytester.path / "tests" / "test_x.py").write_text("def test_x():\n    pass\n")
+    refused = pytester.runpytest("--dsh-record", "tests/test_x.py")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*write --dsh-record=all tests/test_x.py*"])
+
+
+def test_readme_runtime_section_says_how_to_record_offline_and_keep_web_tools_off() -> None:
+    # What the runtime section states about this project's own runtime tests holds: the
+    # files it points at exist, the scripted plan calls no tool but the two delegation
+    # tools, and the recorded runtime scenarios hold no web call (the tools are only
+    # offered: in the request header's tool list and the system prompt).
+    from runtime_agent import _DELEGATIONS
+
+    section = README.read_text(encoding="utf-8").split("## The dsh runtime", 1)[1]
+    section = " ".join(section.split("\n## ", 1)[0].split())
+    assert "**Recording without a live model.**" in section
+    assert "**The runtime's network tools.**" in section
+    for name in ("tests/openai_server.py", "tests/runtime_agent.py", "tests/conftest.py"):
+        assert f"`{name}`" in section, name
+        assert (README.parent / name).is_file(), name
+    assert "`web_fetch` and `web_search`" in section
+    assert {c.name for calls in _DELEGATIONS.values() for c in calls} == {
+        "subagent",
+        "subagent_fork",
+    }
+    logs = sorted((README.parent / "example_snapshots").glob("runtime-*/session*.jsonl"))
+    assert logs
+    offered = {"request/header", "system/message"}
+    for log in logs:
+        for line in log.read_text(encoding="utf-8").splitlines():
+            if "web_fetch" in line or "web_search" in line:
+                assert json.loads(line)["type"] in offered, f"{log}: {line[:200]}"
