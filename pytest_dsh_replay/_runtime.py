@@ -336,7 +336,21 @@ class DshReplay(RuntimeSessions, EndpointClients):
         """
         from ._transcript import render_transcript
 
-        return render_transcript(self.redacted_sessions(), redactor=self.redactor)
+        return render_transcript(
+            self.redacted_sessions(), redactor=self.redactor, aliases=self.bound_ids()
+        )
+
+    def events_snapshot(self) -> str:
+        """The run's sessions as normalized JSON lines (the ``.jsonl`` snapshot's text).
+
+        The sessions of :meth:`redacted_sessions`, each header then its events, ids,
+        times and the working directory normalized as in :meth:`transcript`.
+        """
+        from ._transcript import sessions_as_jsonl
+
+        return sessions_as_jsonl(
+            self.redacted_sessions(), redactor=self.redactor, aliases=self.bound_ids()
+        )
 
     def redacted_sessions(self) -> list[SessionLog]:
         """Every session of :attr:`sessions` as a recording would write it.
@@ -387,8 +401,13 @@ class DshReplay(RuntimeSessions, EndpointClients):
                 return True
         return False
 
-    def _bound_ids(self) -> dict[str, str]:
-        """``{recorded id: live id}`` of the sessions this replay bound."""
+    def bound_ids(self) -> dict[str, str]:
+        """``{recorded id: live id}`` of the sessions this replay bound (empty when recording).
+
+        A replayed answer that names a recorded session (a parent told its child's id)
+        names the live session that replays it; the log check, transcripts and
+        ``.jsonl`` snapshots count the one as the other.
+        """
         bindings = getattr(self.model, "bindings", {})
         return {b.recorded_id: key for key, b in bindings.items() if key and b.recorded_id}
 
@@ -487,7 +506,7 @@ class DshReplay(RuntimeSessions, EndpointClients):
             live=live,
             compare=compare,
             redaction=self._redaction(),
-            aliases=self._bound_ids(),
+            aliases=self.bound_ids(),
         )
         if found is not None:
             file, diff = found

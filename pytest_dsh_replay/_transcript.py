@@ -10,7 +10,7 @@ render the same text.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,7 +120,11 @@ def _first_own_user_text(session: SessionLike) -> str | None:
 
 
 def render_transcript(
-    sessions: Iterable[SessionLike], *, cwd: str | None = None, redactor: Redactor | None = None
+    sessions: Iterable[SessionLike],
+    *,
+    cwd: str | None = None,
+    redactor: Redactor | None = None,
+    aliases: Mapping[str, str] | None = None,
 ) -> str:
     r"""Render sessions as a Markdown transcript.
 
@@ -131,6 +135,8 @@ def render_transcript(
             headers are always replaced).
         redactor: The secret rules applied before rendering (default: the built-in
             rules and the value of ``DSH_RECORD_API_KEY``).
+        aliases: ``{recorded id: live id}`` of replayed sessions: a recorded id in the
+            text (a replayed answer naming a child) is shown as that session's own.
 
     Returns:
         Markdown text ending in a newline: ``# Session <id> (primary)``, then
@@ -143,7 +149,7 @@ def render_transcript(
     """
     ordered = _order(_redacted(sessions, redactor))
     cwds = [s.header.cwd for s in ordered if s.header.cwd] + ([cwd] if cwd else [])
-    norm = Normalizer(session_ids=[s.header.id for s in ordered], cwds=cwds)
+    norm = Normalizer(session_ids=[s.header.id for s in ordered], cwds=cwds, aliases=aliases)
     for s in ordered:  # number sessions first, so their placeholders are stable
         norm.text(s.header.id)
     children: dict[str, list[SessionLike]] = {}
@@ -263,18 +269,25 @@ def _render_event(event: Event, unlinked: list[SessionLike], norm: Normalizer) -
     return []
 
 
-def sessions_as_jsonl(sessions: Iterable[SessionLike], *, redactor: Redactor | None = None) -> str:
+def sessions_as_jsonl(
+    sessions: Iterable[SessionLike],
+    *,
+    redactor: Redactor | None = None,
+    aliases: Mapping[str, str] | None = None,
+) -> str:
     """Sessions as normalized JSON lines: each header, then its events (ids, times, cwd).
 
     The format of the raw-event snapshot: one compact JSON value per line, a blank line
     between sessions, the primary first. Envelopes (``seq``, ``time``) are dropped, so
     packing and timing never show. Secrets are redacted first (``redactor``; default:
-    the built-in rules and the value of ``DSH_RECORD_API_KEY``).
+    the built-in rules and the value of ``DSH_RECORD_API_KEY``). ``aliases`` as for
+    :func:`render_transcript`.
     """
     ordered = _order(_redacted(sessions, redactor))
     norm = Normalizer(
         session_ids=[s.header.id for s in ordered],
         cwds=[s.header.cwd for s in ordered if s.header.cwd],
+        aliases=aliases,
     )
     blocks: list[str] = []
     for s in ordered:

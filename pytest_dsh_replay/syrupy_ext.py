@@ -88,7 +88,7 @@ class DshLogExtension(SingleFileSnapshotExtension):
                 f"{_ACCEPTED}; for a Markdown transcript use dsh_transcript or "
                 "DshTranscriptExtension"
             )
-        redacted = getattr(data, "redacted_sessions", None)
-        if callable(redacted):  # the dsh_replay fixture value: its redaction hooks too
-            return sessions_as_jsonl(redacted())
+        snapshot = getattr(data, "events_snapshot", None)
+        if callable(snapshot):  # the dsh_replay fixture value: its redaction hooks too
+            return str(snapshot())
         return sessions_as_jsonl(_sessions(data, f"DshLogExtension (.jsonl) accepts {_ACCEPTED}"))

@@ -215,3 +215,47 @@ def test_an_answer_that_names_a_live_child_id_replays_clean(tmp_path: Path) -> N
     replay = DshReplay.open(tmp_path / "echo", workdir=tmp_path / "p")
     delegate(replay.model)
     replay.finish()  # the logs compare equal: ids normalized through the bindings
+
+
+class _NamesTheChild:
+    """A live model whose answer to "report <id>" names that id (as a parent would)."""
+
+    def stream(self, request: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        last = str(request["messages"][-1]["content"])
+        text = f"Child {last.split()[-1]} finished." if last.startswith("report") else "ok"
+        yield {"type": "text-delta", "index": 0, "text": text}
+        yield {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}}
+        yield {"type": "finish", "reason": {"kind": "stop"}}
+
+
+def _delegate(model: Any) -> str:
+    """A parent that starts a child, then asks the model about it; returns the last answer."""
+    parent, child = str(uuid.uuid4()), str(uuid.uuid4())
+
+    def ask(session: str, messages: list[dict[str, Any]], **kw: Any) -> str:
+        chunks = model.stream({"messages": messages}, session_id=session, **kw)
+        return "".join(c.get("text", "") for c in chunks if c["type"] == "text-delta")
+
+    start = [{"role": "user", "content": "start"}]
+    ask(parent, start)
+    ask(child, [{"role": "user", "content": "the task"}], parent_session_id=parent)
+    report = [*start, {"role": "assistant", "content": "ok"}]
+    return ask(parent, [*report, {"role": "user", "content": f"report {child}"}])
+
+
+def test_a_replayed_answer_naming_a_child_shows_the_live_child_in_snapshots(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "scenario"
+    recording = DshReplay.record(path, live=_NamesTheChild(), workdir=tmp_path / "r")
+    _delegate(recording.model)
+    recorded = recording.transcript(), recording.events_snapshot()
+    recording.finish()
+
+    replay = DshReplay.open(path, workdir=tmp_path / "p")
+    answer = _delegate(replay.model)  # the recorded answer names the recorded child id
+    assert answer.startswith("Child ")
+    assert answer.split()[1] in replay.bound_ids()
+    assert (replay.transcript(), replay.events_snapshot()) == recorded
+    assert "{{id-2}} finished" in recorded[0]  # the child's own placeholder
+    replay.finish()  # the log check counts it as the live child too
