@@ -11,19 +11,31 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final, overload
+from typing import Any, Final, Protocol, overload
 
 import orjson
 
+from ._backend import SessionBackend
 from ._chunk_rows import PACKED_TAGS
 from ._errors import DshReplayError, SessionStoreError
 from ._events import Event, SessionHeader, is_safe_integer
 from ._log_rules import Surface, interrupted_turn_closers, json_copy, quote
 
-if TYPE_CHECKING:
-    from ._store import SessionStore
+__all__ = ["Session", "SessionOwner"]
 
-__all__ = ["Session"]
+
+class SessionOwner(Protocol):
+    """What a :class:`Session` asks of the store that owns it (a ``SessionStore``)."""
+
+    @property
+    def backend(self) -> SessionBackend:
+        """Where the session's events are written."""
+
+    def now(self) -> int:
+        """The store clock, Unix ms."""
+
+    def get(self, session_id: str) -> Session | None:
+        """The live session with this id, if any."""
 
 _ENVELOPE_ALIASES: Final[dict[str, str]] = {
     "sourceEventSeqs": "sourceEventSeqs",
@@ -158,7 +170,7 @@ class Session:
 
     def __init__(
         self,
-        store: SessionStore,
+        store: SessionOwner,
         header: SessionHeader,
         events: list[Event],
         *,
