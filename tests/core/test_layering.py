@@ -152,3 +152,22 @@ def test_public_docstrings_cite_no_private_design_documents() -> None:
     """Users have no SPEC or DESIGN file: public help must stand on its own."""
     cited = [name for name, doc in _public_docstrings() if re.search(r"\b(SPEC|DESIGN) \d", doc)]
     assert cited == []
+
+
+def test_the_readme_module_map_matches_the_package_and_its_layers() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    table = readme.split("### Module map", 1)[1].split("\n#", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "`" in line]
+    mapped = [set(re.findall(r"`([a-z_]+)`", row.split("|")[2])) for row in rows]
+    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    (contract,) = config["tool"]["importlinter"]["contracts"]
+    layers = [{m.strip() for m in layer.split(":")} for layer in contract["layers"]]
+    assert mapped == layers  # one row per layer, top first, the same modules
+    package = {p.stem for p in (root / "pytest_dsh_replay").glob("*.py")} - {"__init__"}
+    assert set().union(*mapped) == package
+    for module in package:  # and none outgrows the size the architecture keeps
+        lines = (root / "pytest_dsh_replay" / f"{module}.py").read_text().count("\n")
+        assert lines <= 700, f"{module}.py has {lines} lines"
