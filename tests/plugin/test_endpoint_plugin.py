@@ -100,9 +100,11 @@ def test_env_points_an_agent_process_at_the_endpoint(project: pytest.Pytester) -
 def test_sdk_agents_record_through_the_proxy_then_replay_without_a_server(
     pytester: pytest.Pytester,
 ) -> None:
-    # In process: the copied agent and server modules are the ones this run may already
-    # have imported (the same code), and the SDKs are imported once. The test module is
-    # copied under another name, so that it does not meet tests/test_sdk_agents.py.
+    # Recorded in a subprocess: in process, the SDKs' lazily imported modules would be
+    # dropped from sys.modules after the inner run, and later tests would meet stale ones.
+    # The replay's controller runs in process (its workers are processes of their own):
+    # the test module is copied under another name so that it does not meet
+    # tests/test_sdk_agents.py.
     for name in ("sdk_agent.py", "openai_server.py", "conftest.py"):
         shutil.copy(TESTS / name, pytester.path / name)
     shutil.copy(TESTS / "test_sdk_agents.py", pytester.path / "test_sdk_agents_copy.py")
@@ -111,7 +113,7 @@ def test_sdk_agents_record_through_the_proxy_then_replay_without_a_server(
         "asyncio_default_fixture_loop_scope = function\n"
     )
     pytester._monkeypatch.delenv("DSH_RECORD_BASE_URL", raising=False)
-    recorded = pytester.runpytest("--dsh-record", "-k", "not async")
+    recorded = pytester.runpytest_subprocess("--dsh-record", "-k", "not async")
     recorded.assert_outcomes(passed=4)
     names = sorted(p.name for p in (pytester.path / "recordings").iterdir())
     assert names == [

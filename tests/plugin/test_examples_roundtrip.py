@@ -18,16 +18,19 @@ TESTS = Path(__file__).resolve().parent.parent
 
 
 def test_every_example_records_then_replays(pytester: pytest.Pytester) -> None:
-    # In process: the copied agent and server modules are the code this run imports from
-    # tests/ (the same files). The test module is copied under another name, so that it
-    # does not meet tests/test_examples.py (its transcripts follow the module's name).
+    # The test module is copied under another name, so that the in-process replay does not
+    # meet tests/test_examples.py (its transcripts follow the module's name). Recording
+    # stays in a subprocess: in process, the live SDK's lazily imported modules would be
+    # dropped from sys.modules after the inner run, and later tests would meet stale ones.
     for name in ("example_agent.py", "openai_server.py", "conftest.py"):
         shutil.copy(TESTS / name, pytester.path / name)
     shutil.copy(TESTS / "test_examples.py", pytester.path / "test_examples_copy.py")
     pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\nasyncio_mode = strict\n")
     pytester._monkeypatch.delenv("DSH_RECORD_BASE_URL", raising=False)
 
-    recorded = pytester.runpytest("--dsh-record", "--snapshot-update", "-p", "no:randomly")
+    recorded = pytester.runpytest_subprocess(
+        "--dsh-record", "--snapshot-update", "-p", "no:randomly"
+    )
     recorded.assert_outcomes(passed=13)
     recorded.stdout.fnmatch_lines(["*scenarios: 7 replayed, 6 recorded, 0 missing*"])
     names = sorted(p.name for p in (pytester.path / "recordings").iterdir())
