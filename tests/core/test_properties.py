@@ -563,7 +563,7 @@ def _log_pairs(draw: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return expected, actual
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(_log_pairs(), _log_pairs(), st.sampled_from([[], _IDS[2:], _IDS]), st.booleans())
 def test_the_log_check_shortcut_finds_what_normalizing_everything_finds(
     first: Any, second: Any, ids: list[str], with_cwd: bool
@@ -732,7 +732,7 @@ def single_fault_rows(draw: st.DrawFn) -> bytes:
     return head + obj([*envelope, (b"data", obj(data))])[1:] + b"\n"
 
 
-@settings(max_examples=500, deadline=None, derandomize=True)
+@settings(max_examples=250, deadline=None, derandomize=True)
 @given(stream_lines())
 def test_the_typed_decoder_accepts_a_stream_only_as_the_checks_do(line: bytes) -> None:
     from pytest_dsh_replay._stream import stream_runs
@@ -754,7 +754,7 @@ def test_the_typed_decoder_accepts_a_stream_only_as_the_checks_do(line: bytes) -
             assert _same_value(found, data[key])
 
 
-@settings(max_examples=500, deadline=None, derandomize=True)
+@settings(max_examples=250, deadline=None, derandomize=True)
 @given(st.one_of(row_lines(), single_fault_rows()))
 def test_the_typed_decoder_accepts_a_row_only_as_the_checks_do(line: bytes) -> None:
     from pytest_dsh_replay._chunk_rows import validate_packed_row
@@ -808,7 +808,7 @@ def test_a_run_of_equal_chunk_events_still_counts_for_the_ids_it_holds(shared: A
     assert check(True) == check(False)
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(st.one_of(row_lines(), single_fault_rows()), stream_lines())
 def test_the_whole_list_checks_equal_the_one_by_one_checks(row: bytes, stream: bytes) -> None:
     """The C-speed checks of packed rows and stream records accept only what the checks in
@@ -879,7 +879,7 @@ def stream_records(draw: st.DrawFn) -> dict[str, Any]:
     return record
 
 
-@settings(max_examples=400, deadline=None, derandomize=True)
+@settings(max_examples=200, deadline=None, derandomize=True)
 @given(stream_records())
 def test_the_whole_list_record_check_equals_the_one_by_one_check(record: dict[str, Any]) -> None:
     from pytest_dsh_replay._stream import _fast_run, _record_problem

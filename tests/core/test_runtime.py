@@ -67,7 +67,7 @@ _NAMES = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(st.lists(_NAMES, min_size=2, max_size=2, unique=True), st.booleans())
 def test_distinct_test_names_never_share_a_scenario(names: list[str], swap: bool) -> None:
     first, second = names

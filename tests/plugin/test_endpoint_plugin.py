@@ -100,8 +100,14 @@ def test_env_points_an_agent_process_at_the_endpoint(project: pytest.Pytester) -
 def test_sdk_agents_record_through_the_proxy_then_replay_without_a_server(
     pytester: pytest.Pytester,
 ) -> None:
-    for name in ("sdk_agent.py", "openai_server.py", "test_sdk_agents.py", "conftest.py"):
+    # Recorded in a subprocess: in process, the SDKs' lazily imported modules would be
+    # dropped from sys.modules after the inner run, and later tests would meet stale ones.
+    # The replay's controller runs in process (its workers are processes of their own):
+    # the test module is copied under another name so that it does not meet
+    # tests/test_sdk_agents.py.
+    for name in ("sdk_agent.py", "openai_server.py", "conftest.py"):
         shutil.copy(TESTS / name, pytester.path / name)
+    shutil.copy(TESTS / "test_sdk_agents.py", pytester.path / "test_sdk_agents_copy.py")
     pytester.makeini(
         "[pytest]\ndsh_snapshot_dir = recordings\nasyncio_mode = strict\n"
         "asyncio_default_fixture_loop_scope = function\n"
@@ -117,7 +123,7 @@ def test_sdk_agents_record_through_the_proxy_then_replay_without_a_server(
         "sdk-openai-headers",
     ]
     # Replayed with no server and no key, on two xdist workers.
-    replayed = pytester.runpytest_subprocess("-n", "2")
+    replayed = pytester.runpytest("-n", "2")
     replayed.assert_outcomes(passed=8)
     replayed.stdout.fnmatch_lines(["*scenarios: 8 replayed, 0 recorded, 0 missing, 0 unused*"])
 

@@ -18,12 +18,16 @@ TESTS = Path(__file__).resolve().parent.parent
 
 
 def test_every_example_records_then_replays(pytester: pytest.Pytester) -> None:
-    for name in ("example_agent.py", "openai_server.py", "test_examples.py", "conftest.py"):
+    # The test module is copied under another name, so that the in-process replay does not
+    # meet tests/test_examples.py (its transcripts follow the module's name). Recording
+    # stays in a subprocess: in process, the live SDK's lazily imported modules would be
+    # dropped from sys.modules after the inner run, and later tests would meet stale ones.
+    for name in ("example_agent.py", "openai_server.py", "conftest.py"):
         shutil.copy(TESTS / name, pytester.path / name)
+    shutil.copy(TESTS / "test_examples.py", pytester.path / "test_examples_copy.py")
     pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\nasyncio_mode = strict\n")
     pytester._monkeypatch.delenv("DSH_RECORD_BASE_URL", raising=False)
 
-    # Subprocesses: the copied modules must not meet the ones this run imported.
     recorded = pytester.runpytest_subprocess(
         "--dsh-record", "--snapshot-update", "-p", "no:randomly"
     )
@@ -31,10 +35,10 @@ def test_every_example_records_then_replays(pytester: pytest.Pytester) -> None:
     recorded.stdout.fnmatch_lines(["*scenarios: 7 replayed, 6 recorded, 0 missing*"])
     names = sorted(p.name for p in (pytester.path / "recordings").iterdir())
     assert names == ["fork", "mixed", "multi-spawn", "retry", "spawn", "tool-call"]
-    transcripts = pytester.path / "__snapshots__" / "test_examples"
+    transcripts = pytester.path / "__snapshots__" / "test_examples_copy"
     assert len(list(transcripts.glob("*.md"))) == 6
 
-    replayed = pytester.runpytest_subprocess()
+    replayed = pytester.runpytest()
     replayed.assert_outcomes(passed=13)
     replayed.stdout.fnmatch_lines(["*scenarios: 13 replayed, 0 recorded, 0 missing, 0 unused*"])
     # The project's command through this interpreter: a venv need not be activated.
