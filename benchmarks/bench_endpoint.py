@@ -17,7 +17,8 @@ chat completion (``stream=True``, usage included) and reads every chunk:
   recorded once from the endpoint over loopback HTTP), record mode ``none``;
 - ``loopback``: the SDK on ``DshReplay.base_url`` (the threaded server on 127.0.0.1).
 
-Passes alternate; figures are medians of the time per call (wall time). Prints one
+Passes alternate; figures are medians of the CPU time per call of this process (every
+thread: the loopback server's too), so other work on the machine does not count. Prints one
 JSON line: ``endpoint_vs_floor`` (target <= 1.2), ``vcr_vs_endpoint`` (> 1 means the
 endpoint is faster) and ``loopback_added_ms`` (loopback minus in-process, per call).
 """
@@ -99,10 +100,10 @@ def read_call(client: Any) -> int:
 
 def timed(calls: int, client_for_pass: Any) -> float:
     client, done = client_for_pass()
-    started = time.perf_counter()
+    started = time.process_time()
     for _ in range(calls):
         read_call(client)
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     done()
     return elapsed / calls * 1000
 

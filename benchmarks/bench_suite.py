@@ -5,6 +5,7 @@ Usage::
     python3 benchmarks/bench_suite.py                          # 100, 1,000, 10,000 tests
     python3 benchmarks/bench_suite.py --sizes 100,1000 --runs 3
     python3 benchmarks/bench_suite.py --no-vcr                 # without the vcrpy suite
+    python3 benchmarks/bench_suite.py --no-sdk                 # without the SDK suite (older code)
 
 A temporary project holds, for each size N, N parametrized tests in each of three modules
 and N recordings of one model call of ``--chunks`` chunks (50: a block start, text deltas,
@@ -307,9 +308,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="runs of each (3)")
     parser.add_argument("--chunks", type=int, default=50, help="chunks of the call (50)")
     parser.add_argument("--no-vcr", action="store_true", help="leave out the vcrpy suite")
+    parser.add_argument("--no-sdk", action="store_true", help="leave out the SDK suite")
     args = parser.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    modules = ["bare", "replay", "sdk"] + ([] if args.no_vcr else ["vcr"])
+    modules = ["bare", "replay"] + ([] if args.no_sdk else ["sdk"])
+    modules += [] if args.no_vcr else ["vcr"]
     extra = {
         "bare": [],
         "replay": [],
@@ -327,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in modules:
             (root / f"test_{name}.py").write_text(HEADER + MODULES[name])
         write_scenarios(root / "dsh_snapshots", max(sizes), args.chunks)
-        write_sdk_scenarios(root, scratch, max(sizes), args.chunks)
+        if "sdk" in modules:
+            write_sdk_scenarios(root, scratch, max(sizes), args.chunks)
         if "vcr" in modules:
             write_cassettes(root, max(sizes), args.chunks)
         for m in modules:  # warm the file cache and write the bytecode caches
@@ -367,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         result[f"{m}_added_rss_mb"] = {
             str(n): round(med[(m, n)]["rss_mb"] - med[("bare", n)]["rss_mb"], 1) for n in sizes
         }
-    if "vcr" in modules:  # the same SDK call per test: ours against pytest-recording's
+    # The same SDK call per test: ours against pytest-recording's.
+    if "vcr" in modules and "sdk" in modules:
         result["sdk_vs_vcr_added_ms_per_test"] = {
             str(n): [
                 result["sdk_added_ms_per_test"][str(n)],
