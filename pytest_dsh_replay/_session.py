@@ -37,6 +37,7 @@ class SessionOwner(Protocol):
     def get(self, session_id: str) -> Session | None:
         """The live session with this id, if any."""
 
+
 _ENVELOPE_ALIASES: Final[dict[str, str]] = {
     "sourceEventSeqs": "sourceEventSeqs",
     "source_event_seqs": "sourceEventSeqs",
