@@ -6,6 +6,7 @@ Usage::
     python3 benchmarks/bench_suite.py --sizes 100,1000 --runs 3
     python3 benchmarks/bench_suite.py --no-vcr                 # without the vcrpy suite
     python3 benchmarks/bench_suite.py --no-sdk                 # without the SDK suite (older code)
+    python3 benchmarks/bench_suite.py --no-log-check           # dsh_compare_logs = false
 
 A temporary project holds, for each size N, N parametrized tests in each of three modules
 and N recordings of one model call of ``--chunks`` chunks (50: a block start, text deltas,
@@ -309,6 +310,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunks", type=int, default=50, help="chunks of the call (50)")
     parser.add_argument("--no-vcr", action="store_true", help="leave out the vcrpy suite")
     parser.add_argument("--no-sdk", action="store_true", help="leave out the SDK suite")
+    parser.add_argument(
+        "--no-log-check",
+        action="store_true",
+        help="dsh_compare_logs = false (what the plugin costs without the replayed-log check)",
+    )
     args = parser.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(","))
     modules = ["bare", "replay"] + ([] if args.no_sdk else ["sdk"])
@@ -326,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         (root / "dsh_snapshots").mkdir(parents=True)
         scratch = Path(tmp) / "scratch"
         scratch.mkdir()
-        (root / "pytest.ini").write_text("[pytest]\n")
+        ini = "[pytest]\n" + ("dsh_compare_logs = false\n" if args.no_log_check else "")
+        (root / "pytest.ini").write_text(ini)
         for name in modules:
             (root / f"test_{name}.py").write_text(HEADER + MODULES[name])
         write_scenarios(root / "dsh_snapshots", max(sizes), args.chunks)
