@@ -36,6 +36,7 @@ _UUID: Final = re.compile(
 )
 _UUID_BYTES: Final = re.compile(_UUID.pattern.encode("ascii"))
 _UUID_HINT: Final = re.compile(rb"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-")
+_UUID_HINT_TEXT: Final = re.compile(_UUID_HINT.pattern.decode("ascii"))
 _ZEROED_KEYS: Final = frozenset({"createdAt", "durationMs"})
 _ZEROED_KEY_TEXTS: Final = tuple(orjson.dumps(k) for k in sorted(_ZEROED_KEYS))
 _ENVELOPE: Final = frozenset({"seq", "time", "seq0", "time0"})
@@ -76,12 +77,14 @@ class Normalizer:
         extra = {s for s in session_ids if s and not _UUID.fullmatch(s)}
         self._exact = frozenset(extra)
         embedded = sorted((s for s in extra if len(s) >= 8), key=len, reverse=True)
+        self._embedded = tuple(embedded)
         parts = [_UUID.pattern]
         if embedded:
             alternatives = "|".join(re.escape(s) for s in embedded)
             parts.append(rf"(?<![\w-])(?:{alternatives})(?![\w-])")
         self._id_rx = re.compile("|".join(f"(?:{p})" for p in parts))
         paths = sorted({c.rstrip("/") for c in cwds if c and c.rstrip("/")}, key=len, reverse=True)
+        self._paths = tuple(paths)
         self._cwd_rx = (
             re.compile("|".join(re.escape(c) for c in paths) + r"(?=$|[/\\\s\"'<>()\[\]{},;:!?=.])")
             if paths
@@ -115,9 +118,13 @@ class Normalizer:
         """Normalize one string: the cwd first, then ids by first appearance."""
         if value in self._exact:
             return self._placeholder(value)
-        if self._cwd_rx is not None:
+        # The substitutions run only where a substring search says they may match
+        # (their patterns test a character class at every position of the text).
+        if self._cwd_rx is not None and any(path in value for path in self._paths):
             value = self._cwd_rx.sub("{{cwd}}", value)
-        return self._id_rx.sub(self._id, value)
+        if _UUID_HINT_TEXT.search(value) or any(i in value for i in self._embedded):
+            return self._id_rx.sub(self._id, value)
+        return value
 
     def value(self, value: Any, key: str | None = None) -> Any:
         """Normalize a JSON value: strings as :meth:`text`, ``createdAt``/``durationMs`` to 0."""

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 import orjson
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pytest_dsh_replay._events import SessionHeader
@@ -249,3 +249,36 @@ def test_untouched_finds_what_one_search_for_every_needle_finds(parts: list[str]
     needles = [orjson.dumps("main-session")[1:-1], b"/work/dir", b'"createdAt"', b'"durationMs"']
     combined = re.compile(b"|".join([_UUID_BYTES.pattern, *(re.escape(n) for n in needles)]))
     assert normalizer.untouched(text) is (combined.search(text) is None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                _UUID_TEXT,
+                _UUID_TEXT.upper(),
+                "-ab12-cd34-ef56-",
+                "/work/dir",
+                "/work/dir/x",
+                "/work/dirt",
+                "main-session-7",
+                "xmain-session-7",
+                "session-7",
+                "-",
+                " ",
+                ".",
+            ]
+        )
+        | st.text(alphabet="0123456789abcdef-/. ", max_size=10),
+        max_size=8,
+    )
+)
+def test_text_normalizes_as_the_substitutions_alone_do(parts: list[str]) -> None:
+    ids = ["main-session-7", "session-7"]
+    text = "".join(parts)
+    assume(text not in ids)  # a whole id is looked up, not searched for
+    fast, plain = (Normalizer(session_ids=ids, cwds=["/work/dir"]) for _ in range(2))
+    cwd_rx, id_rx = plain._cwd_rx, plain._id_rx
+    assert cwd_rx is not None
+    assert fast.text(text) == id_rx.sub(plain._id, cwd_rx.sub("{{cwd}}", text))
