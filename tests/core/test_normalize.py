@@ -218,65 +218,46 @@ def test_tokenize_cwd_only_replaces_whole_path_prefixes() -> None:
 
 
 _UUID_TEXT = "0f8fad5b-d9cb-469f-a165-70867728950e"
+# Pieces that make texts with UUIDs, near-UUIDs, ids, working directories and the keys
+# the normalizer zeroes, alone, inside text and side by side.
+_PIECES = [
+    _UUID_TEXT,
+    _UUID_TEXT.upper(),
+    _UUID_TEXT[:-1],
+    "-ab12-cd34-ef56-",
+    "x-1234-",
+    "/work/dir",
+    "/work/dir/x",
+    "/work/dirt",
+    "createdAt",
+    '"createdAt"',
+    "main-session-7",
+    "xmain-session-7",
+    "session-7",
+    "-",
+    " ",
+    ".",
+]
+_TEXTS = st.lists(
+    st.sampled_from(_PIECES) | st.text(alphabet='0123456789abcdefABCDEF-/." ', max_size=12),
+    max_size=8,
+).map("".join)
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    st.lists(
-        st.sampled_from(
-            [
-                _UUID_TEXT,
-                _UUID_TEXT.upper(),
-                _UUID_TEXT[:-1],
-                "-ab12-cd34-ef56-",
-                "x-1234-",
-                "/work/dir",
-                "createdAt",
-                '"createdAt"',
-                "main-session",
-                "-",
-                "a",
-                " ",
-            ]
-        )
-        | st.text(alphabet='0123456789abcdefABCDEF-/" ', max_size=12),
-        max_size=8,
-    )
-)
-def test_untouched_finds_what_one_search_for_every_needle_finds(parts: list[str]) -> None:
-    normalizer = Normalizer(session_ids=["main-session"], cwds=["/work/dir"])
-    text = orjson.dumps("".join(parts))
-    needles = [orjson.dumps("main-session")[1:-1], b"/work/dir", b'"createdAt"', b'"durationMs"']
+@given(_TEXTS)
+def test_untouched_finds_what_one_search_for_every_needle_finds(value: str) -> None:
+    normalizer = Normalizer(session_ids=["main-session-7"], cwds=["/work/dir"])
+    text = orjson.dumps(value)
+    needles = [b"main-session-7", b"/work/dir", b'"createdAt"', b'"durationMs"']
     combined = re.compile(b"|".join([_UUID_BYTES.pattern, *(re.escape(n) for n in needles)]))
     assert normalizer.untouched(text) is (combined.search(text) is None)
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    st.lists(
-        st.sampled_from(
-            [
-                _UUID_TEXT,
-                _UUID_TEXT.upper(),
-                "-ab12-cd34-ef56-",
-                "/work/dir",
-                "/work/dir/x",
-                "/work/dirt",
-                "main-session-7",
-                "xmain-session-7",
-                "session-7",
-                "-",
-                " ",
-                ".",
-            ]
-        )
-        | st.text(alphabet="0123456789abcdef-/. ", max_size=10),
-        max_size=8,
-    )
-)
-def test_text_normalizes_as_the_substitutions_alone_do(parts: list[str]) -> None:
+@given(_TEXTS)
+def test_text_normalizes_as_the_substitutions_alone_do(text: str) -> None:
     ids = ["main-session-7", "session-7"]
-    text = "".join(parts)
     assume(text not in ids)  # a whole id is looked up, not searched for
     fast, plain = (Normalizer(session_ids=ids, cwds=["/work/dir"]) for _ in range(2))
     cwd_rx, id_rx = plain._cwd_rx, plain._id_rx
