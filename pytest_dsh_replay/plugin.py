@@ -169,6 +169,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if state.ini_root is not None:
         state.ini_root_prefix = os.path.join(os.path.normpath(state.ini_root), "")
     config.stash[_STATE] = state
+    if config.option.collectonly:
+        # Nothing is asserted in a collect-only run, so no snapshot can be "unused";
+        # syrupy (a dependency of this plugin) would fail `pytest --co` saying so.
+        if hasattr(config.option, "disable_unused_snapshots"):
+            config.option.disable_unused_snapshots = True
+        elif hasattr(config.option, "warn_unused_snapshots"):  # an older syrupy
+            config.option.warn_unused_snapshots = True
     if state.record is not None and not hasattr(config, "workerinput"):
         _check_live_model_available(config)
     if config.pluginmanager.hasplugin("xdist"):
@@ -652,6 +659,8 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 
 def _is_complete_run(session: pytest.Session, state: SuiteState) -> bool:
     config = session.config
+    if config.option.collectonly:  # nothing ran: no scenario can have been used
+        return False
     if state.subset or session.shouldstop or session.shouldfail:
         return False
     if (

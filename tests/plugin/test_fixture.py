@@ -391,3 +391,28 @@ def test_hints_of_a_replay_only_test_name_the_test_that_records(
         ["*test_hint.py::test_replays_too_little only replays *shared (dsh_scenario(*"]
     )
     assert "--dsh-record=all test_hint.py::test_replays_too_little" not in alone.stdout.str()
+
+
+def test_collect_only_passes_and_reports_no_leftover_scenario_or_snapshot(
+    project: pytest.Pytester,
+) -> None:
+    make_scenario(project.path / "recordings" / "used", primary=["u"])
+    project.makepyfile(
+        """
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("used")
+        def test_used(dsh_replay, dsh_transcript):
+            run(dsh_replay.model)
+            assert dsh_replay.transcript() == dsh_transcript
+        """
+    )
+    project.runpytest("--snapshot-update").assert_outcomes(passed=1)
+    assert project.runpytest().ret == pytest.ExitCode.OK  # the snapshot is used
+    for extra in ([], ["--dsh-fail-unused"]):
+        collected = project.runpytest("--co", *extra)
+        assert collected.ret == pytest.ExitCode.OK, collected.stdout.str()
+        out = collected.stdout.str()
+        assert not re.search(r"\d+ unused|snapshots? unused", out), out
+        assert "-- dsh-replay --" not in out  # nothing ran: no summary
