@@ -116,7 +116,11 @@ def call_times(script: SessionScript) -> list[CallTimes] | None:
         known: the log is not of format 2 to 4, is not a file, or its calls do not line
         up with the script's entries (an override sidecar changed them).
     """
-    events = _own_events(script)
+    return _call_times(script, _own_events(script))
+
+
+def _call_times(script: SessionScript, events: list[Event] | None) -> list[CallTimes] | None:
+    """:func:`call_times` from the session's own events (read once by the caller)."""
     if events is None:
         return None
     times: list[CallTimes] = []
@@ -146,10 +150,19 @@ def settled_order(
         Per parent with two or more timed notices, ``(child script, call)`` pairs in
         notice order: the call is the child's last one that ended before its notice.
     """
+    return _settled_order(scripts, times, [_own_events(s) for s in scripts])
+
+
+def _settled_order(
+    scripts: Sequence[SessionScript],
+    times: Sequence[Sequence[CallTimes] | None],
+    own_events: Sequence[list[Event] | None],
+) -> list[list[tuple[int, int]]]:
+    """:func:`settled_order` from each session's own events (read once by the caller)."""
     index = {script.recorded_id: i for i, script in enumerate(scripts) if script.recorded_id}
     groups: list[list[tuple[int, int]]] = []
-    for script, own in zip(scripts, times, strict=True):
-        events = _own_events(script) if own is not None else None
+    for own, events_of in zip(times, own_events, strict=True):
+        events = events_of if own is not None else None
         group: list[tuple[int, int]] = []
         for event in events or ():
             data = event.get("data")
@@ -291,13 +304,14 @@ class OrderGate:
             raise ValueError(
                 f"keep_recorded_order(timeout > 0, max_gap >= 0), got {timeout!r}, {max_gap!r}"
             )
-        times = [call_times(script) for script in scripts]
+        own = [_own_events(script) for script in scripts]  # each log read once
+        times = [_call_times(script, events) for script, events in zip(scripts, own, strict=True)]
         return cls(
             times,
             [script.file for script in scripts],
             timeout=timeout,
             max_gap=max_gap,
-            settled=settled_order(scripts, times),
+            settled=_settled_order(scripts, times, own),
         )
 
     @property
