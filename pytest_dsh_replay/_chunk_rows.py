@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Final, TypeAlias
 
 import orjson
@@ -277,21 +278,22 @@ def expand_packed_row(row: PackedRow) -> list[Event]:
 
     Member ``k`` gets ``seq = seq0 + k`` and ``time = time0 + sum(dt[:k])``.
     """
-    events: list[Event] = []
-    t = row.time0
-    turn, step = row.turn, row.step
-    for k in range(len(row.payload)):
-        if k:
-            t += row.dt[k - 1]
-        events.append(
-            {
-                "type": "assistant/chunk",
-                "seq": row.seq0 + k,
-                "time": t,
-                "data": {"turn": turn, "step": step, "chunk": row.chunk(k)},
-            }
-        )
-    return events
+    turn, step, seq0 = row.turn, row.step, row.seq0
+    times = accumulate(row.dt[: len(row.payload) - 1], initial=row.time0)
+    if row.tag == "tool-call-chunks":
+        chunks = [row.chunk(k) for k in range(len(row.payload))]
+    else:  # the common rows: one literal per member is much cheaper than a method call
+        chunk_type, index = PACKED_TAGS[row.tag], row.index
+        chunks = [{"type": chunk_type, "index": index, "text": text} for text in row.payload]
+    return [
+        {
+            "type": "assistant/chunk",
+            "seq": seq0 + k,
+            "time": t,
+            "data": {"turn": turn, "step": step, "chunk": chunk},
+        }
+        for k, (t, chunk) in enumerate(zip(times, chunks, strict=False))
+    ]
 
 
 def expand_records(records: Iterable[Event | PackedRow]) -> list[Event]:

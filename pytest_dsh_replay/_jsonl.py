@@ -527,6 +527,23 @@ def read_session_log(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[
         return header, expand_records(r for _, r in iter_records(lines, source=os.fspath(path)))
 
 
+def session_log_from_body(
+    header: SessionHeader, body: Iterable[tuple[int, Any]], *, source: str
+) -> tuple[SessionHeader, list[Event]]:
+    """:func:`read_session_log`'s result from a log's body lines read before.
+
+    Args:
+        header: The log's header, as :func:`open_session_log` read it.
+        body: The body lines as :func:`iter_log_lines` gave them (plain parsed values,
+            not typed ones), e.g. kept while the log's script was derived.
+        source: The file name used in error messages.
+
+    Raises:
+        SessionLogError: As :func:`read_session_log`.
+    """
+    return header, expand_records(r for _, r in iter_records(iter(body), source=source))
+
+
 def project_record(record: JSONObject) -> JSONObject:
     """Return ``record`` without its top-level envelope keys (SPEC 1.5 committed form).
 

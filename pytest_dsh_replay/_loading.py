@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ._errors import ScenarioError
 from ._events import Event, SessionHeader
-from ._jsonl import open_session_log, read_session_log
+from ._jsonl import open_session_log, read_session_log, session_log_from_body
 from ._log_names import LogName, parse_log_name
 from ._override import Override, load_override
 from ._scenario import (
@@ -173,16 +173,22 @@ def _inventory(d: Path, names: list[str]) -> _Inventory:
     return _Inventory(primaries[0], tuple(ordered), overrides)
 
 
-def _load_directory(d: Path) -> Scenario:
+def _load_directory(d: Path, bodies: dict[str, list[tuple[int, Any]]] | None = None) -> Scenario:
+    """The scenario of a directory; ``bodies`` receives each log's body lines by name."""
     inv = _inventory(d, _names(d))
 
     def override_for(n: int) -> Override | None:
         name = inv.overrides.get(n)
         return None if name is None else load_override(d / name)
 
-    primary = load_session_script(d / inv.primary, primary=True, override=override_for(0))
+    def body(name: str) -> list[tuple[int, Any]] | None:
+        return None if bodies is None else bodies.setdefault(name, [])
+
+    primary = load_session_script(
+        d / inv.primary, primary=True, override=override_for(0), body=body(inv.primary)
+    )
     children = [
-        load_session_script(d / name, primary=False, override=override_for(n))
+        load_session_script(d / name, primary=False, override=override_for(n), body=body(name))
         for n, name in enumerate(inv.children, start=1)
     ]
     return scenario_of(d, primary, children)
@@ -397,6 +403,30 @@ def _stamp(path: Path) -> tuple[int, Any] | None:
     return total, (st.st_ino, st.st_mtime_ns, tuple(entries))
 
 
+class _Lru:
+    """One table of :class:`ScenarioCache`: ``key -> (signature, bytes, value)``, oldest first."""
+
+    __slots__ = ("entries", "total")
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[str, tuple[Any, int, Any]] = OrderedDict()
+        self.total = 0  # the bytes of every entry
+
+
+class _Body:
+    """A recorded log's body lines kept from a load, turned into its events when asked."""
+
+    __slots__ = ("header", "lines", "source")
+
+    def __init__(self, header: SessionHeader, lines: list[tuple[int, Any]], source: str):
+        self.header = header
+        self.lines = lines
+        self.source = source
+
+    def log(self) -> tuple[SessionHeader, list[Event]]:
+        return session_log_from_body(self.header, self.lines, source=self.source)
+
+
 class ScenarioCache:
     """Loaded scenarios and recorded logs, shared while their files stay unchanged.
 
@@ -416,49 +446,79 @@ class ScenarioCache:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._scenarios: OrderedDict[str, tuple[Any, int, Scenario]] = OrderedDict()
-        self._logs: OrderedDict[str, tuple[Any, int, tuple[SessionHeader, list[Event]]]] = (
-            OrderedDict()
-        )
+        self._scenarios = _Lru()
+        self._logs = _Lru()
 
-    def _get(self, table: OrderedDict[str, Any], key: str, signature: Any) -> Any:
+    def _get(self, table: _Lru, key: str, signature: Any) -> Any:
         with self._lock:
-            found = table.get(key)
+            found = table.entries.get(key)
             if found is None or found[0] != signature:
                 return None
-            table.move_to_end(key)
+            table.entries.move_to_end(key)
             return found[2]
 
-    def _put(
-        self, table: OrderedDict[str, Any], key: str, stamp: tuple[int, Any], value: Any
-    ) -> None:
+    def _put(self, table: _Lru, key: str, stamp: tuple[int, Any], value: Any) -> None:
         size, signature = stamp
         if size > self.max_bytes:
             return
         with self._lock:
-            table[key] = (signature, size, value)
-            table.move_to_end(key)
-            while len(table) > self.max_entries or sum(v[1] for v in table.values()) > (
-                self.max_bytes
-            ):
-                table.popitem(last=False)
+            entries = table.entries
+            old = entries.pop(key, None)
+            if old is not None:
+                table.total -= old[1]
+            entries[key] = (signature, size, value)
+            table.total += size
+            while len(entries) > self.max_entries or table.total > self.max_bytes:
+                table.total -= entries.popitem(last=False)[1][1]
 
-    def load(self, path: str | os.PathLike[str]) -> Scenario:
+    def load(self, path: str | os.PathLike[str], *, keep_logs: bool = False) -> Scenario:
         """:func:`load_scenario` ``(path)``, or the copy loaded before from the same files.
+
+        Args:
+            path: As for :func:`load_scenario`.
+            keep_logs: The caller will read the recorded logs (:meth:`recorded_log`):
+                when a scenario directory is read, its logs' lines are kept as the
+                load parsed them, so the logs are not read a second time (logs of
+                :data:`~pytest_dsh_replay._jsonl.TYPED_MIN_BYTES` or more are read
+                again when asked for).
 
         Raises:
             DshReplayError: As :func:`load_scenario` (errors are not cached).
         """
         key = os.fspath(path)
-        stamp = _stamp(Path(key))
+        p = Path(key)
+        stamp = _stamp(p)
         if stamp is not None:
             found = self._get(self._scenarios, key, stamp[1])
             if found is not None:
                 return found  # type: ignore[no-any-return]
-        scenario = load_scenario(key)
-        if stamp is not None and _stamp(Path(key)) == stamp:  # unchanged while loading
+        bodies: dict[str, list[tuple[int, Any]]] | None = None
+        if keep_logs and stamp is not None and isinstance(stamp[1][2], tuple):
+            bodies = {}  # a directory: its stamp lists its files
+            scenario = _load_directory(p, bodies)
+        else:
+            scenario = load_scenario(key)
+        if stamp is not None and _stamp(p) == stamp:  # unchanged while loading
             self._put(self._scenarios, key, stamp, scenario)
+            if bodies:
+                self._keep_bodies(p, stamp, scenario, bodies)
         return scenario
+
+    def _keep_bodies(
+        self,
+        d: Path,
+        stamp: tuple[int, Any],
+        scenario: Scenario,
+        bodies: dict[str, list[tuple[int, Any]]],
+    ) -> None:
+        """Keep the logs' lines as :meth:`recorded_log` entries, stamped as the files are."""
+        files = {name: (size, (ino, size, mtime)) for name, ino, size, mtime in stamp[1][2]}
+        for script in scenario.scripts:
+            name = script.path.name if script.path is not None else ""
+            lines = bodies.get(name)
+            if lines and name in files:
+                body = _Body(script.header, lines, str(d / name))
+                self._put(self._logs, os.fspath(d / name), files[name], body)
 
     def recorded_log(self, path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Event]]:
         """:func:`~pytest_dsh_replay._jsonl.read_session_log` ``(path)``, shared.
@@ -472,6 +532,9 @@ class ScenarioCache:
         stamp = _stamp(Path(key))
         if stamp is not None:
             found = self._get(self._logs, key, stamp[1])
+            if found.__class__ is _Body:
+                found = found.log()
+                self._put(self._logs, key, stamp, found)
             if found is not None:
                 return found  # type: ignore[no-any-return]
         log = read_session_log(key)

@@ -46,13 +46,18 @@ def scenario_name(test_name: str) -> str:
     return safe
 
 
-def resolve_scenario(root: Path, name_or_path: str | os.PathLike[str]) -> Path:
+def resolve_scenario(
+    root: Path, name_or_path: str | os.PathLike[str], *, resolved_root: str | None = None
+) -> Path:
     """Resolve a ``dsh_scenario`` marker argument to a scenario path.
 
     Args:
         root: The snapshot root (``dsh_snapshot_dir``).
         name_or_path: An absolute path (used as it is), or a name relative to ``root``
             (``"spawn"``, ``"agents/fork"``).
+        resolved_root: ``str(root.resolve())`` when the caller knows it already (the
+            plugin resolves each root once per run); a one-part name that is not a
+            symbolic link is then checked without resolving anything.
 
     Returns:
         The scenario path.
@@ -68,8 +73,16 @@ def resolve_scenario(root: Path, name_or_path: str | os.PathLike[str]) -> Path:
         return candidate
     if not text.strip():
         raise ScenarioError("a scenario name must not be empty", path=str(root))
+    parts = candidate.parts
+    if (
+        resolved_root is not None
+        and len(parts) == 1
+        and parts[0] not in (".", "..")
+        and not os.path.islink(root / candidate)
+    ):
+        return root / candidate  # directly inside the root: it cannot leave it
     resolved = (root / candidate).resolve()
-    base = root.resolve()
+    base = root.resolve() if resolved_root is None else Path(resolved_root)
     if resolved != base and base not in resolved.parents:
         raise ScenarioError(
             f"scenario name {str(name_or_path)!r} leaves the snapshot root; use a name "

@@ -437,8 +437,9 @@ class RecordingModel:
         """Log what follows a finished call's chunks in the recorder's own turn."""
         log = call.log
         assert log is not None
-        events = log.session.events
-        reply = assemble_reply([events[seq]["data"]["chunk"] for seq in call.seqs])
+        first = call.seqs[0] if call.seqs else 0
+        span = log.session.events[first : call.seqs[-1] + 1] if call.seqs else []
+        reply = assemble_reply([span[seq - first]["data"]["chunk"] for seq in call.seqs])
         kind = reply.finish_kind
         if log.pending is call:
             log.last = kind

@@ -182,7 +182,7 @@ class DshReplay(RuntimeSessions, EndpointClients):
         p = Path(path)
         if not p.exists():
             recover(p)  # a killed recording may have moved the old one aside
-        scenario = load_scenario(p) if cache is None else cache.load(p)
+        scenario = load_scenario(p) if cache is None else cache.load(p, keep_logs=compare_logs)
         replayer = ReplayModel(scenario, pace_ms=pace_ms, workdir=workdir)
         # The replay model answers; the recorder logs each call into the calling
         # session exactly as recording does, so the two runs' logs can be compared.

@@ -180,6 +180,7 @@ def load_session_script(
     primary: bool = True,
     override: Override | None = None,
     file: str | None = None,
+    body: list[tuple[int, Any]] | None = None,
 ) -> SessionScript:
     """Read one log file and derive its script.
 
@@ -193,6 +194,11 @@ def load_session_script(
         override: A sidecar to apply. A bare-array override replaces the script and
             the log's calls are not derived at all.
         file: The name to report as :attr:`SessionScript.file` (default: the file name).
+        body: A list that receives the log's body lines as read, ``(line number,
+            parsed value)`` pairs, when every line of the body parsed as plain JSON (a
+            log under :data:`~pytest_dsh_replay._jsonl.TYPED_MIN_BYTES`); left empty
+            otherwise. :func:`~pytest_dsh_replay._jsonl.session_log_from_body` turns
+            them into the log's events without reading the file again.
 
     Returns:
         The session's script.
@@ -219,7 +225,12 @@ def load_session_script(
             source=source,
             derive=derive,
         )
-        builder.feed(lines)
+        if body is None:
+            builder.feed(lines)
+        else:
+            builder.feed(_kept(lines, body))
+            if any(value.__class__ is not dict for _, value in body):
+                body.clear()  # decoded typed: not the values an event reader gets
     if marked:
         if header.seeded and not builder.markers:
             raise SessionLogError(
@@ -246,6 +257,14 @@ def load_session_script(
         line=None if marked else header_line,
         override=override,
     )
+
+
+def _kept(
+    lines: Iterable[tuple[int, Any]], body: list[tuple[int, Any]]
+) -> Iterator[tuple[int, Any]]:
+    for line in lines:
+        body.append(line)
+        yield line
 
 
 def derived_script(

@@ -262,8 +262,11 @@ def _scenario_path(item: pytest.Item, state: SuiteState) -> Path:
             f"{item.nodeid}: @pytest.mark.dsh_scenario accepts the keywords "
             f"{', '.join(sorted(_MARKER_KEYWORDS))}, got {', '.join(sorted(unknown))}"
         )
+    resolved_root = state.resolved_roots.get(root)
+    if resolved_root is None:
+        resolved_root = state.resolved_roots[root] = str(root.resolve())
     try:
-        return resolve_scenario(root, marker.args[0])
+        return resolve_scenario(root, marker.args[0], resolved_root=resolved_root)
     except ScenarioError as err:
         raise pytest.UsageError(f"{item.nodeid}: {err}") from None
 
@@ -354,7 +357,7 @@ def dsh_replay(
     root = _snapshot_root(item, state)
     if root not in state.resolved_roots:
         state.resolved_roots[root] = str(root.resolve())
-        state.roots.add(state.resolved_roots[root])
+    state.roots.add(state.resolved_roots[root])
     if state.workbase is None:
         state.workbase = tmp_path_factory.mktemp("dsh-replay")
     state.runs += 1

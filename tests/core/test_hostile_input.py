@@ -380,6 +380,26 @@ def test_names_inside_the_root_resolve_under_it(tmp_path: Path) -> None:
         resolve_scenario(root, "  ")
 
 
+@pytest.mark.parametrize(
+    "name", ["spawn", "spawn/", "agents/fork", "a/../b", ".", "./x", "..", "../x", "link", "link/x"]
+)
+def test_a_known_resolved_root_gives_the_same_answers(tmp_path: Path, name: str) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (tmp_path / "outside").mkdir()
+    (root / "link").symlink_to(tmp_path / "outside", target_is_directory=True)
+
+    def answer(**kwargs: str) -> object:
+        try:
+            return resolve_scenario(root, name, **kwargs)
+        except ScenarioError as err:
+            return str(err)
+
+    assert answer(resolved_root=str(root.resolve())) == answer()
+    if name.startswith("link"):
+        assert "leaves the snapshot root" in str(answer(resolved_root=str(root.resolve())))
+
+
 def test_a_nul_byte_in_a_marker_name_is_a_scenario_error(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError):
         resolve_scenario(tmp_path, "a\x00b")

@@ -263,3 +263,27 @@ def test_text_normalizes_as_the_substitutions_alone_do(text: str) -> None:
     cwd_rx, id_rx = plain._cwd_rx, plain._id_rx
     assert cwd_rx is not None
     assert fast.text(text) == id_rx.sub(plain._id, cwd_rx.sub("{{cwd}}", text))
+
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-3, max_value=3)
+    | st.sampled_from([0.0, -0.0, 1.0, 1.5, float("nan"), float("inf")])
+    | st.sampled_from(["", "a", "1", "true", "\ud800"])
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_VALUES, _VALUES)
+def test_equal_text_is_a_shortcut_of_the_value_comparison(left: Any, right: Any) -> None:
+    from pytest_dsh_replay._normalize import _first_difference, _same_text
+
+    if _same_text(left, right):
+        assert _first_difference(left, right, "$") is None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -288,3 +290,26 @@ def test_scenario_cache_shares_until_the_files_change_and_stays_bounded(tmp_path
     assert cache.recorded_log(dirs[1] / "session.jsonl") is log
     small = ScenarioCache(max_bytes=10)  # every log is larger: nothing is kept
     assert small.load(dirs[0]) is not small.load(dirs[0])
+
+
+def test_scenario_cache_counts_the_bytes_it_keeps_once_per_scenario(tmp_path: Path) -> None:
+    from pytest_dsh_replay._loading import ScenarioCache
+
+    dirs = []
+    for n in range(3):
+        d = tmp_path / f"s{n}"
+        d.mkdir()
+        write_log(d / "session.jsonl", {"id": f"p{n}", "createdAt": n}, call(1, f"w{n}"))
+        dirs.append(d)
+    size = max((d / "session.jsonl").stat().st_size for d in dirs)
+    cache = ScenarioCache(max_bytes=2 * size + 1)  # two scenarios fit, three do not
+    first = cache.load(dirs[0])
+    for _ in range(3):  # loaded again after a change: its bytes replace, not add
+        (dirs[1] / "session.jsonl").touch()
+        os.utime(dirs[1] / "session.jsonl", ns=(time.time_ns(), time.time_ns()))
+        second = cache.load(dirs[1])
+    assert cache.load(dirs[0]) is first  # still kept: s1 counted once
+    assert cache.load(dirs[1]) is second
+    cache.load(dirs[2])  # the third: the least recently used (s0) goes
+    assert cache.load(dirs[1]) is second
+    assert cache.load(dirs[0]) is not first
