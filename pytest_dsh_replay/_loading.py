@@ -29,7 +29,6 @@ from ._errors import ScenarioError
 from ._events import Event, SessionHeader
 from ._jsonl import open_session_log, read_session_log, session_log_from_body
 from ._log_names import LogName, parse_log_name
-from ._override import Override, load_override
 from ._scenario import (
     PRIMARY_LOG,
     Scenario,
@@ -42,6 +41,7 @@ from ._scenario import (
 from ._script import ScriptBuilder
 
 if TYPE_CHECKING:
+    from ._override import Override
     from ._sqlite import SqliteBackend
 
 __all__ = [
@@ -51,7 +51,7 @@ __all__ = [
     "scenario_files",
 ]
 
-_CHILD_OVERRIDE: Final = re.compile(r"replay\.([1-9][0-9]*)\.override\.json")
+_CHILD_OVERRIDE: Final = r"replay\.([1-9][0-9]*)\.override\.json"  # compiled on first use
 _PRIMARY_OVERRIDE: Final = "replay.override.json"
 _SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 
@@ -130,7 +130,7 @@ def _inventory(d: Path, names: list[str]) -> _Inventory:
             if name == _PRIMARY_OVERRIDE:
                 overrides[0] = name
                 continue
-            m = _CHILD_OVERRIDE.fullmatch(name)
+            m = re.fullmatch(_CHILD_OVERRIDE, name)
             if m is None:
                 raise ScenarioError(
                     f"invalid override sidecar name {name!r}: expected replay.override.json "
@@ -179,7 +179,11 @@ def _load_directory(d: Path, bodies: dict[str, list[tuple[int, Any]]] | None = N
 
     def override_for(n: int) -> Override | None:
         name = inv.overrides.get(n)
-        return None if name is None else load_override(d / name)
+        if name is None:
+            return None
+        from ._override import load_override  # only for a sidecar
+
+        return load_override(d / name)
 
     def body(name: str) -> list[tuple[int, Any]] | None:
         return None if bodies is None else bodies.setdefault(name, [])

@@ -12,19 +12,20 @@ writes sessions as a scenario directory.
 from __future__ import annotations
 
 import os
-import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ._entries import ReplayEntry
 from ._errors import RecordingError, SessionLogError
 from ._events import SEEDED_FORMAT, Event, JSONObject, SessionHeader
 from ._jsonl import dump_session_log, open_session_log
 from ._log_names import parse_log_name
-from ._override import Override, apply_override
 from ._script import ScriptBuilder
+
+if TYPE_CHECKING:
+    from ._override import Override
 
 __all__ = [
     "PRIMARY_LOG",
@@ -141,6 +142,8 @@ def locale_sort_key(text: str) -> tuple[tuple[tuple[int, str], ...], tuple[int, 
         ``(primary, tertiary)``: per character a (group, case-folded letter) pair, then
         the per-character case flags (0 lower, 1 upper).
     """
+    import unicodedata  # only to order children: not on a one-session scenario's path
+
     primary: list[tuple[int, str]] = []
     tertiary: list[int] = []
     for ch in unicodedata.normalize("NFD", text):
@@ -305,6 +308,8 @@ def derived_script(
             line=line,
         )
     if override is not None:
+        from ._override import apply_override  # only for a sidecar
+
         entries = apply_override(entries, override)
     return SessionScript(
         file=file,

@@ -20,6 +20,7 @@ same for users):
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Final
@@ -28,7 +29,6 @@ from ._events import StreamChunk
 
 __all__ = ["TextSafeModel", "join_split_surrogates", "repair_surrogates", "text_safe", "visible"]
 
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _DELTA_FIELDS: Final = {
     "text-delta": "text",
     "reasoning-delta": "text",
@@ -214,7 +214,11 @@ _VISIBLE: Final = {
     "\u2028": "<U+2028>",
     "\u2029": "<U+2029>",
 }
-_INVISIBLE: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f\u2028\u2029\ud800-\udfff]")
+
+
+@functools.cache
+def _invisible() -> re.Pattern[str]:  # compiled on first use: not on the replay path
+    return re.compile("[\x00-\x08\x0b-\x1f\x7f\u2028\u2029\ud800-\udfff]")
 
 
 def _show(match: re.Match[str]) -> str:
@@ -236,4 +240,4 @@ def visible(text: str) -> str:
     Returns:
         ``text`` with those characters replaced (``text`` itself when it has none).
     """
-    return _INVISIBLE.sub(_show, text)
+    return _invisible().sub(_show, text)

@@ -101,7 +101,9 @@ def test_replaying_a_call_imports_neither_regex_nor_asyncio_nor_sqlite(tmp_path:
 
     ``regex`` is needed only for a ``{{fromRequest:...}}`` placeholder, ``asyncio`` only
     for ``astream``, ``sqlite3`` only for a SQLite store; each costs milliseconds to
-    import, which is most of a first chunk's time.
+    import, which is most of a first chunk's time. Nor does it import what only other
+    scenarios need: the override sidecar reader, the placeholder resolver, ``unicodedata``
+    (to order children).
     """
     from pytest_dsh_replay import MemoryBackend, RecordingModel, SessionStore, write_scenario
 
@@ -122,7 +124,9 @@ def test_replaying_a_call_imports_neither_regex_nor_asyncio_nor_sqlite(tmp_path:
         model = ReplayModel(load_scenario({str(tmp_path / "s")!r}))
         first = next(iter(model.stream({{"messages": [{{"role": "user", "content": "hi"}}]}})))
         assert first["type"] == "text-delta", first
-        print(sorted(m for m in ("regex", "asyncio", "sqlite3") if m in sys.modules))
+        lazy = ("regex", "asyncio", "sqlite3", "unicodedata")
+        lazy += tuple("pytest_dsh_replay." + m for m in ("_override", "_placeholders"))
+        print(sorted(m for m in lazy if m in sys.modules))
         """
     )
     result = subprocess.run(
