@@ -10,7 +10,6 @@ and header disagree on the format version.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
@@ -20,10 +19,12 @@ from ._events import SessionHeader
 
 __all__ = ["LogName", "check_log_name", "parse_log_name"]
 
-_LOG_NAME: Final = re.compile(
+LOG_NAME_PATTERN: Final = (
     r"session(?:\.(?P<child>[1-9][0-9]*))?(?:\.v(?P<version>[1-9][0-9]*))?\.jsonl"
     r"(?P<zstd>\.zst|\.zstd)?"
 )
+"""What :func:`parse_log_name` accepts, as a regular expression (it reads names without one:
+compiling this costs more than a cold start reads)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,15 +52,29 @@ def parse_log_name(name: str) -> LogName | None:
     Numbers have no leading zeros; ``.v0`` is not a generation name (format 0 is plain
     ``session.jsonl``).
     """
-    m = _LOG_NAME.fullmatch(name)
-    if m is None:
+    compressed = name.endswith((".zst", ".zstd"))
+    stem = name[: name.rindex(".")] if compressed else name
+    if not (stem.startswith("session") and stem.endswith(".jsonl")):
         return None
-    child, version = m.group("child"), m.group("version")
-    return LogName(
-        child=None if child is None else int(child),
-        version=None if version is None else int(version),
-        compressed=m.group("zstd") is not None,
-    )
+    middle = stem[7:-6]  # "", ".<n>", ".v<N>" or ".<n>.v<N>"
+    child = version = None
+    if middle:
+        parts = middle.split(".")
+        if parts[0] or not 2 <= len(parts) <= 3:
+            return None
+        if parts[-1].startswith("v") and _is_number(parts[-1][1:]):
+            version = int(parts.pop()[1:])
+        if len(parts) == 2:
+            if not _is_number(parts[1]):
+                return None
+            child = int(parts[1])
+        elif len(parts) > 2 or version is None:
+            return None
+    return LogName(child=child, version=version, compressed=compressed)
+
+
+def _is_number(text: str) -> bool:  # [1-9][0-9]*
+    return text.isascii() and text.isdigit() and text[0] != "0"
 
 
 def check_log_name(header: SessionHeader, source: str, line: int) -> None:

@@ -889,3 +889,41 @@ def test_the_whole_list_record_check_equals_the_one_by_one_check(record: dict[st
         problem, expected = _record_problem(record)
         assert problem == ""
         assert _same_value(run, expected)
+
+
+_NAME_PARTS = ["session", ".", "jsonl", ".jsonl", ".zst", ".zstd", "v", "0", "1", "12", "\u0663"]
+_NAME_PARTS += ["x", "\n"]
+
+
+@given(st.lists(st.sampled_from(_NAME_PARTS), max_size=10).map("".join))
+@settings(max_examples=500, deadline=None)
+def test_a_log_name_reads_as_its_pattern_says(name: str) -> None:
+    """parse_log_name (string operations) accepts exactly what LOG_NAME_PATTERN matches."""
+    import re
+
+    from pytest_dsh_replay._log_names import LOG_NAME_PATTERN, parse_log_name
+
+    m = re.fullmatch(LOG_NAME_PATTERN, name)
+    parsed = parse_log_name(name)
+    if m is None:
+        assert parsed is None
+    else:
+        assert parsed is not None
+        child, version = m.group("child"), m.group("version")
+        assert parsed.child == (None if child is None else int(child))
+        assert parsed.version == (None if version is None else int(version))
+        assert parsed.compressed == (m.group("zstd") is not None)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["session.jsonl", "session.2.jsonl", "session.v4.jsonl", "session.12.v4.jsonl.zst",
+     "session.3.jsonl.zstd", "session.v4.2.jsonl", "session.02.jsonl", "session.v0.jsonl",
+     "session.jsonl.jsonl", "session..jsonl", "sessionv4.jsonl", "session.2.3.jsonl"],
+)  # fmt: skip
+def test_log_names_read_as_their_pattern_says(name: str) -> None:
+    import re
+
+    from pytest_dsh_replay._log_names import LOG_NAME_PATTERN, parse_log_name
+
+    assert (re.fullmatch(LOG_NAME_PATTERN, name) is None) == (parse_log_name(name) is None)
