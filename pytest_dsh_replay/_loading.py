@@ -505,12 +505,11 @@ class ScenarioCache:
         if stamp is not None and _stamp(p) == stamp:  # unchanged while loading
             self._put(self._scenarios, key, stamp, scenario)
             if bodies:
-                self._keep_bodies(p, stamp, scenario, bodies)
+                self._keep_bodies(stamp, scenario, bodies)
         return scenario
 
     def _keep_bodies(
         self,
-        d: Path,
         stamp: tuple[int, Any],
         scenario: Scenario,
         bodies: dict[str, list[tuple[int, Any]]],
@@ -518,11 +517,13 @@ class ScenarioCache:
         """Keep the logs' lines as :meth:`recorded_log` entries, stamped as the files are."""
         files = {name: (size, (ino, size, mtime)) for name, ino, size, mtime in stamp[1][2]}
         for script in scenario.scripts:
-            name = script.path.name if script.path is not None else ""
+            if script.path is None:
+                continue
+            name = script.path.name
             lines = bodies.get(name)
             if lines and name in files:
-                body = _Body(script.header, lines, str(d / name))
-                self._put(self._logs, os.fspath(d / name), files[name], body)
+                key = os.fspath(script.path)  # as the log check asks for it
+                self._put(self._logs, key, files[name], _Body(script.header, lines, key))
 
     def recorded_log(self, path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Event]]:
         """:func:`~pytest_dsh_replay._jsonl.read_session_log` ``(path)``, shared.
