@@ -268,15 +268,21 @@ def test_write_scenario_orders_children_and_replaces_the_directory(tmp_path: Pat
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
-def test_scenario_cache_shares_until_the_files_change_and_stays_bounded(tmp_path: Path) -> None:
-    from pytest_dsh_replay._loading import ScenarioCache
-
+def _three_scenarios(tmp_path: Path) -> list[Path]:
+    """Scenarios ``s0``..``s2``, one call each (``w0``..``w2``)."""
     dirs = []
     for n in range(3):
         d = tmp_path / f"s{n}"
         d.mkdir()
         write_log(d / "session.jsonl", {"id": f"p{n}", "createdAt": n}, call(1, f"w{n}"))
         dirs.append(d)
+    return dirs
+
+
+def test_scenario_cache_shares_until_the_files_change_and_stays_bounded(tmp_path: Path) -> None:
+    from pytest_dsh_replay._loading import ScenarioCache
+
+    dirs = _three_scenarios(tmp_path)
     cache = ScenarioCache(max_entries=2)
     first = cache.load(dirs[0])
     assert cache.load(dirs[0]) is first
@@ -295,12 +301,7 @@ def test_scenario_cache_shares_until_the_files_change_and_stays_bounded(tmp_path
 def test_scenario_cache_counts_the_bytes_it_keeps_once_per_scenario(tmp_path: Path) -> None:
     from pytest_dsh_replay._loading import ScenarioCache
 
-    dirs = []
-    for n in range(3):
-        d = tmp_path / f"s{n}"
-        d.mkdir()
-        write_log(d / "session.jsonl", {"id": f"p{n}", "createdAt": n}, call(1, f"w{n}"))
-        dirs.append(d)
+    dirs = _three_scenarios(tmp_path)
     size = max((d / "session.jsonl").stat().st_size for d in dirs)
     cache = ScenarioCache(max_bytes=2 * size + 1)  # two scenarios fit, three do not
     first = cache.load(dirs[0])
