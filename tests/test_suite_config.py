@@ -1,0 +1,30 @@
+"""This project's own pytest configuration reports what it should."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+
+def test_a_failing_property_test_is_reported_as_a_failure(pytester: pytest.Pytester) -> None:
+    tomllib = pytest.importorskip("tomllib")
+    options = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["pytest"]
+    filters = options["ini_options"]["filterwarnings"]
+    pytester.makeini("[pytest]\nfilterwarnings =\n" + "".join(f"    {f}\n" for f in filters))
+    pytester.makepyfile(
+        test_property="""
+        from hypothesis import given, settings, strategies as st
+
+        @settings(database=None, derandomize=True)
+        @given(st.integers())
+        def test_small(n):
+            assert n < 5
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Falsifying example*"])
