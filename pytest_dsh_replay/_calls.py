@@ -95,9 +95,8 @@ class ReplayCall:
         "rest",
     )
 
-    def __init__(
+    def __init__(  # positional on the hot path (ReplayModel._call): cheaper than keywords
         self,
-        *,
         bound: BoundSession | None = None,
         number: int = 0,
         entry: ReplayEntry | None = None,
@@ -116,11 +115,11 @@ class ReplayCall:
         self.messages = messages
         self.flag = flag
         self.error = error
-        # Set by read_chunks() while the call is read: its chunk list, the iterator over
-        # it, and whether model.cancel() cut it.
-        self.chunks: list[StreamChunk] = []
-        self.rest: Iterator[StreamChunk] | None = None
-        self.cut = False
+        # chunks, rest, cut: set by read_chunks() before cut_reads() can see the call
+        # (its chunk list, the iterator over it, whether model.cancel() cut it).
+        self.chunks: list[StreamChunk]
+        self.rest: Iterator[StreamChunk]
+        self.cut: bool
 
     def cancelled(self) -> bool:
         bound = self.bound
@@ -336,6 +335,7 @@ def read_chunks(
         assert bound is not None
         call.chunks = chunks
         call.rest = rest = iter(chunks)
+        call.cut = False
         reading = bound.reading
         reading.add(call)
         try:
@@ -359,7 +359,6 @@ def cut_reads(bound: BoundSession) -> None:
     call whose chunks were all handed out already is left to finish.
     """
     for call in list(bound.reading):
-        rest = call.rest
-        if rest is not None and rest.__length_hint__():  # type: ignore[attr-defined]
+        if call.rest.__length_hint__():  # type: ignore[attr-defined]
             call.cut = True
             del call.chunks[:]

@@ -511,14 +511,10 @@ class ReplayModel:
         if self._gate is not None:
             order = (bound.index, index)
             self._gate.arrived(*order)
+        # bound, number, entry, placeholders, messages, flag, error, order
+        entry = entries[index]
         return ReplayCall(
-            bound=bound,
-            number=index + 1,
-            entry=entries[index],
-            placeholders=bound.placeholders[index],
-            messages=messages,
-            flag=flag,
-            order=order,
+            bound, index + 1, entry, bound.placeholders[index], messages, flag, None, order
         )
 
     def _bind(
