@@ -539,7 +539,7 @@ class ReplayModel:
 
     def _take(self, key: SessionKey, index: int) -> BoundSession:
         script = self._binder.take(index)
-        flags = tuple(entry_has_placeholders(entry) for entry in script.entries)
+        flags = tuple(map(entry_has_placeholders, script.entries))
         bound = BoundSession(key, index, script, flags)
         self._bound[key] = bound
         return bound
