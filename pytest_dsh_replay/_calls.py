@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-from ._entries import HangEntry, ReplayEntry, ThrowEntry
+from ._entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from ._errors import PlaceholderError, ReplayedModelError, ScriptError
 from ._events import StreamChunk
 from ._scenario import SessionScript
@@ -329,7 +329,11 @@ def read_chunks(
     """
     if call.error is not None:
         raise call.error
-    chunks, message, code, _ready = prepare_call(call)
+    entry = call.entry
+    if entry.__class__ is ChunksEntry and not call.placeholders:
+        chunks, message, code = entry.chunks, None, None  # prepare_call, without its branches
+    else:
+        chunks, message, code, _ready = prepare_call(call)
     if chunks:
         bound = call.bound
         assert bound is not None
