@@ -13,10 +13,11 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-from ._entries import HangEntry, ReplayEntry, ThrowEntry
-from ._errors import PlaceholderError, ScriptError
+from ._entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
+from ._errors import PlaceholderError, ReplayedModelError, ScriptError
 from ._events import StreamChunk
 from ._scenario import SessionScript
 
@@ -28,10 +29,12 @@ __all__ = [
     "ReplayCall",
     "SessionKey",
     "await_cancelled",
+    "cut_reads",
     "describe_call",
     "describe_session",
     "entry_has_placeholders",
     "prepare_call",
+    "read_chunks",
     "wait_cancelled",
     "wake",
     "write_ready_file",
@@ -48,7 +51,17 @@ _Waiter: TypeAlias = "threading.Event | tuple[asyncio.AbstractEventLoop, asyncio
 class BoundSession:
     """A live session's binding: its script and cursor (mutable, guarded by the lock)."""
 
-    __slots__ = ("cursor", "entries", "epoch", "index", "key", "placeholders", "script", "waiters")
+    __slots__ = (
+        "cursor",
+        "entries",
+        "epoch",
+        "index",
+        "key",
+        "placeholders",
+        "reading",
+        "script",
+        "waiters",
+    )
 
     def __init__(self, key: SessionKey, index: int, script: SessionScript, flags: tuple[bool, ...]):
         self.key = key
@@ -60,6 +73,8 @@ class BoundSession:
         # model.cancel() increments the epoch: every call made before it is cancelled.
         self.epoch = 0
         self.waiters: set[_Waiter] = set()
+        # Calls being read by read_chunks(): model.cancel() cuts their chunk lists.
+        self.reading: set[ReplayCall] = set()
 
 
 class ReplayCall:
@@ -67,6 +82,8 @@ class ReplayCall:
 
     __slots__ = (
         "bound",
+        "chunks",
+        "cut",
         "entry",
         "epoch",
         "error",
@@ -75,11 +92,11 @@ class ReplayCall:
         "number",
         "order",
         "placeholders",
+        "rest",
     )
 
-    def __init__(
+    def __init__(  # positional on the hot path (ReplayModel._call): cheaper than keywords
         self,
-        *,
         bound: BoundSession | None = None,
         number: int = 0,
         entry: ReplayEntry | None = None,
@@ -98,6 +115,11 @@ class ReplayCall:
         self.messages = messages
         self.flag = flag
         self.error = error
+        # chunks, rest, cut: set by read_chunks() before cut_reads() can see the call
+        # (its chunk list, the iterator over it, whether model.cancel() cut it).
+        self.chunks: list[StreamChunk]
+        self.rest: Iterator[StreamChunk]
+        self.cut: bool
 
     def cancelled(self) -> bool:
         bound = self.bound
@@ -282,3 +304,65 @@ def write_ready_file(call: ReplayCall, name: str, workdir: Any) -> None:
         raise ScriptError(
             f"{where}: cannot write the hang entry's readyFile {target}: {err.strerror or err}"
         ) from None
+
+
+# --- reading a call without a frame per chunk -----------------------------------------
+
+
+def read_chunks(
+    call: ReplayCall, cancelled: Callable[[ReplayCall], Exception]
+) -> Iterator[Iterator[StreamChunk]]:
+    """A call's replay for ``itertools.chain.from_iterable``: one iterator over its chunks.
+
+    For a call that neither paces, hangs nor watches a caller's event: the chunks are
+    handed out by a list iterator, and :func:`cut_reads` (``model.cancel()``) empties
+    the list, so the next read raises the cancellation instead of a chunk.
+
+    Args:
+        call: The call (``call.error`` set: raised at the first read).
+        cancelled: Builds the error of a cancelled call.
+
+    Raises:
+        Exception: ``call.error``; what :func:`prepare_call` raises; ``cancelled(call)``
+            when the call was cancelled before a chunk; :class:`ReplayedModelError` at
+            the end of a ``throw`` entry.
+    """
+    if call.error is not None:
+        raise call.error
+    entry = call.entry
+    if entry.__class__ is ChunksEntry and not call.placeholders:
+        chunks, message, code = entry.chunks, None, None  # prepare_call, without its branches
+    else:
+        chunks, message, code, _ready = prepare_call(call)
+    if chunks:
+        bound = call.bound
+        assert bound is not None
+        call.chunks = chunks
+        call.rest = rest = iter(chunks)
+        call.cut = False
+        reading = bound.reading
+        reading.add(call)
+        try:
+            # After registering: a cancel() that missed this call raised the epoch first.
+            if bound.epoch != call.epoch:
+                raise cancelled(call)
+            yield rest
+        finally:
+            reading.discard(call)
+        if call.cut:
+            raise cancelled(call)
+    if message is not None:
+        assert code is not None
+        raise ReplayedModelError(message, code)
+
+
+def cut_reads(bound: BoundSession) -> None:
+    """Stop every call of ``bound`` read by :func:`read_chunks` before its next chunk.
+
+    Called by ``model.cancel()`` (under the model's lock) after it raised the epoch. A
+    call whose chunks were all handed out already is left to finish.
+    """
+    for call in list(bound.reading):
+        if call.rest.__length_hint__():  # type: ignore[attr-defined]
+            call.cut = True
+            del call.chunks[:]

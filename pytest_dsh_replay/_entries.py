@@ -51,21 +51,29 @@ def materialize_runs(items: list[ChunkRun]) -> list[StreamChunk]:
         if item.__class__ is dict:
             append(item)
             continue
-        kind, index, payload = item[0], item[1], item[2]
+        # Each member is a copy of one template with its payload key set: a dict copy
+        # is cheaper than building the dict from a display, and keeps the key order.
+        kind = item[0]
         if kind == "tool-call-delta":
+            key = "argumentsDelta"
             if len(item) == 5:
-                cid, name = item[3], item[4]
-                out += [
-                    {"type": kind, "index": index, "id": cid, "name": name, "argumentsDelta": a}
-                    for a in payload
-                ]
+                template = {
+                    "type": kind,
+                    "index": item[1],
+                    "id": item[3],
+                    "name": item[4],
+                    key: None,
+                }
             else:
-                cid = item[3]
-                out += [
-                    {"type": kind, "index": index, "id": cid, "argumentsDelta": a} for a in payload
-                ]
+                template = {"type": kind, "index": item[1], "id": item[3], key: None}
         else:
-            out += [{"type": kind, "index": index, "text": t} for t in payload]
+            key = "text"
+            template = {"type": kind, "index": item[1], key: None}
+        copy = template.copy
+        for member in item[2]:
+            chunk = copy()
+            chunk[key] = member
+            append(chunk)
     return out
 
 

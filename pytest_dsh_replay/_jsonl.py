@@ -24,7 +24,7 @@ import os
 from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
 from functools import partial
-from itertools import islice
+from itertools import count, islice
 from typing import IO, Any, Final, cast
 
 import orjson
@@ -481,6 +481,32 @@ def _log_size(f: IO[bytes]) -> int:
         return 0
 
 
+def _parsed_small_log(f: IO[bytes], source: str) -> Iterator[tuple[int, Any]] | None:
+    """:func:`iter_log_lines` of a small log whose every line parses, all parsed at once.
+
+    ``None`` (after rewinding ``f``) when the log is larger than 1 MiB or any line does
+    not parse as it is (a blank line, a byte-order mark, a lone surrogate, bad JSON):
+    :func:`iter_log_lines` then reads it and raises its errors.
+    """
+    start = f.tell()
+    try:
+        data = _small_file(f)
+    except OSError as err:
+        raise read_failed(err, source, 1) from None
+    if data is None or data.startswith(_BOM):
+        f.seek(start)
+        return None
+    pieces = data.split(b"\n")
+    if not pieces[-1]:
+        pieces.pop()
+    try:
+        values = list(map(orjson.loads, pieces))
+    except orjson.JSONDecodeError:
+        f.seek(start)
+        return None
+    return zip(count(1), values)
+
+
 @contextmanager
 def open_session_log(
     path: str | os.PathLike[str], *, mode: HeaderMode = "replay", calls: bool = False
@@ -505,7 +531,8 @@ def open_session_log(
     with open_log(path) as f:
         if calls:  # typed decoding pays for importing msgspec only in a large log
             calls = _log_size(f) >= TYPED_MIN_BYTES
-        lines = iter_log_lines(f, source=source, calls=calls)
+        parsed = None if calls else _parsed_small_log(f, source)
+        lines = parsed if parsed is not None else iter_log_lines(f, source=source, calls=calls)
         first = next(lines, None)
         if first is None:
             raise _empty(source)

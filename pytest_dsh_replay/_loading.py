@@ -359,7 +359,7 @@ def load_scenario(path: str | os.PathLike[str], session_id: str | None = None) -
         OverrideError: A sidecar is invalid.
         SchemaVersionError: A SQLite store has a foreign schema.
     """
-    p = Path(path)
+    p = path if isinstance(path, Path) else Path(path)  # Path(Path) parses it again
     if session_id is not None:
         if not p.is_dir():
             raise ScenarioError(

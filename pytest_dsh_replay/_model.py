@@ -40,6 +40,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -49,10 +50,12 @@ from ._calls import (
     ReplayCall,
     SessionKey,
     await_cancelled,
+    cut_reads,
     describe_call,
     describe_session,
     entry_has_placeholders,
     prepare_call,
+    read_chunks,
     wait_cancelled,
     wake,
     write_ready_file,
@@ -434,6 +437,7 @@ class ReplayModel:
                 return
             bound.epoch += 1
             waiters = list(bound.waiters)
+            cut_reads(bound)
         for waiter in waiters:
             wake(waiter)
 
@@ -507,14 +511,10 @@ class ReplayModel:
         if self._gate is not None:
             order = (bound.index, index)
             self._gate.arrived(*order)
+        # bound, number, entry, placeholders, messages, flag, error, order
+        entry = entries[index]
         return ReplayCall(
-            bound=bound,
-            number=index + 1,
-            entry=entries[index],
-            placeholders=bound.placeholders[index],
-            messages=messages,
-            flag=flag,
-            order=order,
+            bound, index + 1, entry, bound.placeholders[index], messages, flag, None, order
         )
 
     def _bind(
@@ -539,7 +539,7 @@ class ReplayModel:
 
     def _take(self, key: SessionKey, index: int) -> BoundSession:
         script = self._binder.take(index)
-        flags = tuple(entry_has_placeholders(entry) for entry in script.entries)
+        flags = tuple(map(entry_has_placeholders, script.entries))
         bound = BoundSession(key, index, script, flags)
         self._bound[key] = bound
         return bound
@@ -605,22 +605,14 @@ class ReplayModel:
                 write_ready_file(call, ready, self._workdir)
             yield _HANG
             raise self._cancelled(call, " while its recorded stream hung")
-        bound = call.bound
-        assert bound is not None
-        if not self._pace_s and call.flag is None:
-            epoch = call.epoch
-            for chunk in chunks:
-                if bound.epoch != epoch:
-                    raise self._cancelled(call)
-                yield chunk
-        else:
-            pace = _PACE if self._pace_s else None
-            for chunk in chunks:
-                if call.cancelled():
-                    raise self._cancelled(call)
-                if pace is not None:
-                    yield pace
-                yield chunk
+        # Only paced calls and calls with a caller's event come here (see _replay).
+        pace = _PACE if self._pace_s else None
+        for chunk in chunks:
+            if call.cancelled():
+                raise self._cancelled(call)
+            if pace is not None:
+                yield pace
+            yield chunk
         if message is not None:
             assert code is not None
             raise ReplayedModelError(message, code)
@@ -630,8 +622,10 @@ class ReplayModel:
         return bool(self._pace_s) or isinstance(call.entry, HangEntry)
 
     def _replay(self, call: ReplayCall) -> Iterator[StreamChunk]:
+        if not self._pace_s and call.flag is None and call.entry.__class__ is not HangEntry:
+            # No frame per chunk: a list iterator hands them out (see read_chunks).
+            return chain.from_iterable(read_chunks(call, self._cancelled))
         if not self._pauses(call):
-            # The steps themselves (no generator around them: one less frame per chunk).
             return self._steps(call)  # type: ignore[return-value]
         return self._paced(call)
 
@@ -651,6 +645,10 @@ class ReplayModel:
                 yield step
 
     async def _areplay(self, call: ReplayCall) -> AsyncIterator[StreamChunk]:
+        if not self._pace_s and call.flag is None and call.entry.__class__ is not HangEntry:
+            for item in chain.from_iterable(read_chunks(call, self._cancelled)):
+                yield item
+            return
         if not self._pauses(call):
             for chunk in self._steps(call):
                 yield chunk  # type: ignore[misc]

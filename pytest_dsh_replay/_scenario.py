@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -128,6 +129,7 @@ class Scenario:
 # --- ordering ------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=4096)  # ids repeat across loads of the same scenarios
 def locale_sort_key(text: str) -> tuple[tuple[tuple[int, str], ...], tuple[int, ...]]:
     """A sort key approximating JavaScript ``localeCompare`` (ICU root collation).
 
@@ -214,7 +216,7 @@ def load_session_script(
         ScriptError: A call cannot be derived (names the file and line).
         OverrideError: The override's patches do not fit the derived script.
     """
-    p = Path(path)
+    p = path if isinstance(path, Path) else Path(path)  # Path(Path) parses it again
     source = str(p)
     derive = override is None or override.replace is None
     with open_session_log(p, calls=True) as (header, header_line, lines):
