@@ -282,7 +282,7 @@ _VALUES = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(_VALUES, _VALUES)
 def test_equal_text_is_a_shortcut_of_the_value_comparison(left: Any, right: Any) -> None:
     from pytest_dsh_replay._normalize import _first_difference, _same_text
