@@ -13,8 +13,9 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from collections.abc import Callable, Generator, Iterator
+from itertools import chain
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
 from ._entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from ._errors import PlaceholderError, ReplayedModelError, ScriptError
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BoundSession",
+    "ChunkStream",
     "ReplayCall",
     "SessionKey",
     "await_cancelled",
@@ -311,7 +313,7 @@ def write_ready_file(call: ReplayCall, name: str, workdir: Any) -> None:
 
 def read_chunks(
     call: ReplayCall, cancelled: Callable[[ReplayCall], Exception]
-) -> Iterator[Iterator[StreamChunk]]:
+) -> Generator[Iterator[StreamChunk], None, None]:
     """A call's replay for ``itertools.chain.from_iterable``: one iterator over its chunks.
 
     For a call that neither paces, hangs nor watches a caller's event: the chunks are
@@ -347,6 +349,9 @@ def read_chunks(
             if bound.epoch != call.epoch:
                 raise cancelled(call)
             yield rest
+        except GeneratorExit:  # closed: the rest of the list is not handed out
+            del chunks[:]
+            raise
         finally:
             reading.discard(call)
         if call.cut:
@@ -366,3 +371,24 @@ def cut_reads(bound: BoundSession) -> None:
         if call.rest.__length_hint__():  # type: ignore[attr-defined]
             call.cut = True
             del call.chunks[:]
+
+
+class ChunkStream(chain[StreamChunk]):
+    """``chain.from_iterable`` over :func:`read_chunks` that can be closed like a generator.
+
+    The chunks still come from C (no Python frame per chunk); :meth:`close` closes the
+    underlying reader, which hands out nothing more afterwards.
+    """
+
+    __slots__ = ("_source",)
+    _source: Generator[Iterator[StreamChunk], None, None]
+
+    @classmethod
+    def of(cls, source: Generator[Iterator[StreamChunk], None, None]) -> ChunkStream:
+        stream = cast(ChunkStream, cls.from_iterable(source))
+        stream._source = source
+        return stream
+
+    def close(self) -> None:
+        """End the stream, as ``generator.close()`` would."""
+        self._source.close()

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ._binding import Binder
 from ._calls import (
     BoundSession,
+    ChunkStream,
     ReplayCall,
     SessionKey,
     await_cancelled,
@@ -624,7 +625,7 @@ class ReplayModel:
     def _replay(self, call: ReplayCall) -> Iterator[StreamChunk]:
         if not self._pace_s and call.flag is None and call.entry.__class__ is not HangEntry:
             # No frame per chunk: a list iterator hands them out (see read_chunks).
-            return chain.from_iterable(read_chunks(call, self._cancelled))
+            return ChunkStream.of(read_chunks(call, self._cancelled))
         if not self._pauses(call):
             return self._steps(call)  # type: ignore[return-value]
         return self._paced(call)

@@ -419,10 +419,21 @@ def _same_text(expected: Any, actual: Any) -> bool:
     only sends the pair to the value-by-value comparison.
     """
     try:
-        text = orjson.dumps(expected)
-        return text == orjson.dumps(actual) and b"null" not in text
+        text = orjson.dumps(expected, option=_PLAIN_ONLY)
+        if text != orjson.dumps(actual, option=_PLAIN_ONLY) or b"null" in text:
+            return False
     except TypeError:  # orjson.JSONEncodeError included
         return False
+    # Tuples, enums and UUIDs serialize as JSON values too: equal text is not equal types.
+    return bool(expected == actual)
+
+
+# Subclasses, datetimes and dataclasses are refused, not serialized as JSON values.
+_PLAIN_ONLY: Final = (
+    orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+)
 
 
 def _unchanged_pair(expected: Any, actual: Any, en: Normalizer, an: Normalizer) -> bool:
