@@ -21,6 +21,7 @@ import pytest
 from corpus_support import corpus_scenarios, require_corpus
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.scenarios import one_session
 
 from pytest_dsh_replay import DshReplayError
 from pytest_dsh_replay._chunk_rows import PACKED_TAGS, expand_packed_row, validate_packed_row
@@ -30,26 +31,12 @@ from pytest_dsh_replay._jsonl import read_session_log
 from pytest_dsh_replay._loading import ScenarioCache, load_scenario
 from pytest_dsh_replay._model import ReplayModel
 from pytest_dsh_replay._normalize import Normalizer, diff_logs
-from pytest_dsh_replay._scenario import SessionScript, scenario_of
 
 REQ = {"messages": [{"role": "user", "content": "hi"}]}
 
 
 def _model(*entries: Any) -> ReplayModel:
-    script = SessionScript(
-        file="session.jsonl",
-        recorded_id="r",
-        created_at=0,
-        seed_length=0,
-        parent_session=None,
-        primary=True,
-        entries=tuple(entries),
-        path=None,
-        header=SessionHeader(id="r"),
-        event_count=0,
-        first_user_text=None,
-    )
-    return ReplayModel(scenario_of(Path("/nowhere"), script, ()))
+    return ReplayModel(one_session(*entries, path=Path("/nowhere")))
 
 
 def _chunks(n: int) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ import pytest
 from hang_guard import deadline
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.scenarios import one_session
 
 from pytest_dsh_replay import (
     DshReplayError,
@@ -41,7 +42,6 @@ from pytest_dsh_replay._jsonl import MAX_LINE_BYTES, MAX_NESTING
 from pytest_dsh_replay._model import ReplayModel
 from pytest_dsh_replay._naming import MAX_SCENARIO_NAME, resolve_scenario, scenario_name
 from pytest_dsh_replay._placeholders import PATTERN_TIMEOUT_S, resolve_placeholders
-from pytest_dsh_replay._scenario import Scenario, SessionScript
 
 HEADER = b'{"type":"session","version":0,"id":"s-1","createdAt":5,"delegationDepth":0}\n'
 
@@ -278,20 +278,7 @@ def test_a_backtracking_placeholder_fails_the_replayed_call_not_the_process(
 ) -> None:
     text = "{{fromRequest:(x+x+)+y}}"
     entry = ChunksEntry([{"type": "text-delta", "index": 0, "text": text}])
-    scenario = Scenario(
-        path=tmp_path,
-        scripts=(
-            SessionScript(
-                file="session.jsonl",
-                recorded_id="s",
-                created_at=0,
-                seed_length=0,
-                parent_session=None,
-                primary=True,
-                entries=(entry,),
-            ),
-        ),
-    )
+    scenario = one_session(entry, path=tmp_path)
     request = {"messages": [{"role": "user", "content": "x" * 5_000}, "x" * 5_000_000]}
     model = ReplayModel(scenario)
     with deadline(30), pytest.raises(PlaceholderError) as info:
@@ -409,16 +396,7 @@ def test_a_nul_byte_in_a_marker_name_is_a_scenario_error(tmp_path: Path) -> None
 
 
 def hang_model(workdir: Path, ready: str) -> ReplayModel:
-    script = SessionScript(
-        file="session.jsonl",
-        recorded_id="s",
-        created_at=0,
-        seed_length=0,
-        parent_session=None,
-        primary=True,
-        entries=(HangEntry(ready_file=ready),),
-    )
-    return ReplayModel(Scenario(path=workdir, scripts=(script,)), workdir=workdir)
+    return ReplayModel(one_session(HangEntry(ready_file=ready), path=workdir), workdir=workdir)
 
 
 def third_read(model: ReplayModel, request: dict[str, Any] | None = None) -> None:

@@ -9,33 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from support.chunks import text_call
+from support.scenarios import one_session
 
 from pytest_dsh_replay._entries import ChunksEntry, ThrowEntry, materialize_runs
 from pytest_dsh_replay._errors import ReplayCancelledError, ReplayedModelError
 from pytest_dsh_replay._model import ReplayModel
-from pytest_dsh_replay._scenario import Scenario, SessionScript
 
 REQUEST: dict[str, Any] = {"messages": [{"role": "user", "content": "hi"}]}
-
-
-def one_session(*entries: ChunksEntry | ThrowEntry) -> Scenario:
-    script = SessionScript(
-        file="session.jsonl",
-        recorded_id="session",
-        created_at=0,
-        seed_length=0,
-        parent_session=None,
-        primary=True,
-        entries=entries,
-    )
-    return Scenario(path=Path("mem-scenario"), scripts=(script,))
 
 
 def test_a_call_cancelled_before_it_is_read_raises_before_its_first_chunk() -> None:

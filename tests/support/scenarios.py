@@ -12,7 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pytest_dsh_replay import MemoryBackend, RecordingModel, SessionStore, write_scenario
+from pytest_dsh_replay import (
+    MemoryBackend,
+    RecordingModel,
+    ReplayEntry,
+    Scenario,
+    SessionScript,
+    SessionStore,
+    write_scenario,
+)
 from support.chunks import text_call
 
 
@@ -46,3 +54,17 @@ def make_scenario(directory: Path, *, ask: str | None = None, **sessions: list[s
     model.close_open_calls()
     write_scenario(directory, store.sessions())
     return directory
+
+
+def one_session(*entries: ReplayEntry, path: Path = Path("mem-scenario")) -> Scenario:
+    """An in-memory scenario of one primary session whose script is ``entries``."""
+    script = SessionScript(
+        file="session.jsonl",
+        recorded_id="session",
+        created_at=0,
+        seed_length=0,
+        parent_session=None,
+        primary=True,
+        entries=entries,
+    )
+    return Scenario(path=path, scripts=(script,))
