@@ -442,11 +442,13 @@ class ScenarioCache:
     does not grow with the number of scenarios a suite replays. Thread-safe.
 
     Args:
-        max_entries: How many scenarios (and, separately, recorded logs) to keep.
+        max_entries: How many scenarios (and, separately, recorded logs) to keep: tests
+            that replay one scenario mostly run one after the other, and every entry
+            kept is work for the garbage collector while it lives.
         max_bytes: The most log bytes kept; a larger scenario is loaded every time.
     """
 
-    def __init__(self, *, max_entries: int = 32, max_bytes: int = 64 * 1024 * 1024):
+    def __init__(self, *, max_entries: int = 8, max_bytes: int = 64 * 1024 * 1024):
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
