@@ -407,6 +407,17 @@ def _stamp(path: Path) -> tuple[int, Any] | None:
     return total, (st.st_ino, st.st_mtime_ns, tuple(entries))
 
 
+def _file_stamps(stamp: tuple[int, Any]) -> dict[str, tuple[int, Any]] | None:
+    """Each file's stamp, from a directory's :func:`_stamp`; ``None`` for a file's.
+
+    The stamps are the ones :func:`_stamp` gives for each file itself.
+    """
+    signature = stamp[1]
+    if len(signature) != 3 or not isinstance(signature[2], tuple):
+        return None  # a file's signature: (inode, size, mtime)
+    return {name: (size, (ino, size, mtime)) for name, ino, size, mtime in signature[2]}
+
+
 class _Lru:
     """One table of :class:`ScenarioCache`: ``key -> (signature, bytes, value)``, oldest first."""
 
@@ -498,26 +509,22 @@ class ScenarioCache:
             found = self._get(self._scenarios, key, stamp[1])
             if found is not None:
                 return found  # type: ignore[no-any-return]
-        bodies: dict[str, list[tuple[int, Any]]] | None = None
-        if keep_logs and stamp is not None and isinstance(stamp[1][2], tuple):
-            bodies = {}  # a directory: its stamp lists its files
-            scenario = _load_directory(p, bodies)
-        else:
-            scenario = load_scenario(key)
+        files = _file_stamps(stamp) if keep_logs and stamp is not None else None
+        bodies: dict[str, list[tuple[int, Any]]] = {}
+        scenario = load_scenario(key) if files is None else _load_directory(p, bodies)
         if stamp is not None and _stamp(p) == stamp:  # unchanged while loading
             self._put(self._scenarios, key, stamp, scenario)
-            if bodies:
-                self._keep_bodies(stamp, scenario, bodies)
+            if files is not None:
+                self._keep_bodies(files, scenario, bodies)
         return scenario
 
     def _keep_bodies(
         self,
-        stamp: tuple[int, Any],
+        files: dict[str, tuple[int, Any]],
         scenario: Scenario,
         bodies: dict[str, list[tuple[int, Any]]],
     ) -> None:
         """Keep the logs' lines as :meth:`recorded_log` entries, stamped as the files are."""
-        files = {name: (size, (ino, size, mtime)) for name, ino, size, mtime in stamp[1][2]}
         for script in scenario.scripts:
             if script.path is None:
                 continue

@@ -128,21 +128,15 @@ class Normalizer:
 
     def value(self, value: Any, key: str | None = None) -> Any:
         """Normalize a JSON value: strings as :meth:`text`, ``createdAt``/``durationMs`` to 0."""
-        kind = value.__class__  # the classes a JSON parser makes first, by identity
-        if kind is str:
-            return self.text(value)
-        if kind is dict:
-            return {k: self.value(v, k) for k, v in value.items()}
-        if kind is list:
-            return [self.value(v) for v in value]
-        if key in _ZEROED_KEYS and isinstance(value, int | float) and not isinstance(value, bool):
-            return 0
+        # Strings, objects and arrays first: most values are, and none is a number.
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
             return {k: self.value(v, k) for k, v in value.items()}
         if isinstance(value, list):
             return [self.value(v) for v in value]
+        if key in _ZEROED_KEYS and isinstance(value, int | float) and not isinstance(value, bool):
+            return 0
         return value
 
     def untouched(self, text: bytes) -> bool:

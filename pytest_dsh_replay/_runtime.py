@@ -475,9 +475,8 @@ class DshReplay(RuntimeSessions, EndpointClients):
             )
         pairs.extend(zip(free_recorded, free_live, strict=True))
         pairs.sort(key=lambda pair: recorded.index(pair[0]))
-        read = read_session_log if self._cache is None else self._cache.recorded_log
         self._raise_first_difference(
-            [(script.file, read(_log_path(script)), session) for script, session in pairs],
+            [(script.file, self._recorded_log(script), session) for script, session in pairs],
             [s.header for s in recorded],
             [s.header for s in live],
             diff_logs,
@@ -486,6 +485,14 @@ class DshReplay(RuntimeSessions, EndpointClients):
                 f"{self.path / file if self.path.is_dir() else self.path}:\n"
             ),
         )
+
+    def _recorded_log(self, script: SessionScript) -> tuple[SessionHeader, list[Event]]:
+        """The recorded log of ``script``, through the run's cache when there is one.
+
+        ``script`` belongs to a scenario with a file per session.
+        """
+        path = _log_path(script)
+        return read_session_log(path) if self._cache is None else self._cache.recorded_log(path)
 
     def _raise_first_difference(
         self,
@@ -534,9 +541,8 @@ class DshReplay(RuntimeSessions, EndpointClients):
 
         self._raise_first_difference(
             [  # _runtime_logs orders the live logs by the recording they replay
-                (script.file, read_session_log(script.path), log)
+                (script.file, self._recorded_log(script), log)
                 for script, log in zip(recorded, live, strict=True)
-                if script.path is not None
             ],
             [s.header for s in recorded],
             [log.header for log in live],

@@ -229,6 +229,14 @@ def _snapshot_root(item: pytest.Item, state: SuiteState) -> Path:
     return item.path.parent / DEFAULT_SNAPSHOT_DIR
 
 
+def _resolved_root(state: SuiteState, root: Path) -> str:
+    """``str(root.resolve())``, resolved once per run and root."""
+    resolved = state.resolved_roots.get(root)
+    if resolved is None:
+        resolved = state.resolved_roots[root] = str(root.resolve())
+    return resolved
+
+
 def _test_name(item: pytest.Item) -> str:
     """The test's name inside its module, classes included (``TestX::test_y[id]``)."""
     module = item.nodeid.split("::", 1)
@@ -262,11 +270,8 @@ def _scenario_path(item: pytest.Item, state: SuiteState) -> Path:
             f"{item.nodeid}: @pytest.mark.dsh_scenario accepts the keywords "
             f"{', '.join(sorted(_MARKER_KEYWORDS))}, got {', '.join(sorted(unknown))}"
         )
-    resolved_root = state.resolved_roots.get(root)
-    if resolved_root is None:
-        resolved_root = state.resolved_roots[root] = str(root.resolve())
     try:
-        return resolve_scenario(root, marker.args[0], resolved_root=resolved_root)
+        return resolve_scenario(root, marker.args[0], resolved_root=_resolved_root(state, root))
     except ScenarioError as err:
         raise pytest.UsageError(f"{item.nodeid}: {err}") from None
 
@@ -354,10 +359,7 @@ def dsh_replay(
     path = _scenario_path(item, state)
     _recover_interrupted_writes(state, path.parent)
     state.used.add(str(path))  # resolved only if needed, once, at the end of the run
-    root = _snapshot_root(item, state)
-    if root not in state.resolved_roots:
-        state.resolved_roots[root] = str(root.resolve())
-    state.roots.add(state.resolved_roots[root])
+    state.roots.add(_resolved_root(state, _snapshot_root(item, state)))
     if state.workbase is None:
         state.workbase = tmp_path_factory.mktemp("dsh-replay")
     state.runs += 1
