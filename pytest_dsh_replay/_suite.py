@@ -122,10 +122,6 @@ def unused_scenarios(state: SuiteState) -> list[Path]:
     return sorted(Path(p) for p in found - used)
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def plural(n: int, word: str) -> str:
     """``1 session``, ``2 sessions``."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
