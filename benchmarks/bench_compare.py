@@ -17,8 +17,8 @@ import time
 import uuid
 from typing import Any
 
-from pytest_dsh_replay._events import SessionHeader
-from pytest_dsh_replay._normalize import Normalizer, describe_difference, diff_logs
+from pytest_dsh_replay._check.normalize import Normalizer, describe_difference, diff_logs
+from pytest_dsh_replay._format.events import SessionHeader
 
 
 def build(n: int) -> list[dict[str, Any]]:

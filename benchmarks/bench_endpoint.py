@@ -39,11 +39,11 @@ from typing import Any
 import openai
 import vcr
 
-from pytest_dsh_replay._events import SessionHeader
-from pytest_dsh_replay._runtime import DshReplay
-from pytest_dsh_replay._scenario import write_scenario
-from pytest_dsh_replay._transport import httpx_module
-from pytest_dsh_replay._wire_openai import OpenAIEncoder
+from pytest_dsh_replay._fixture.dsh_replay import DshReplay
+from pytest_dsh_replay._format.events import SessionHeader
+from pytest_dsh_replay._scripts.scenario import write_scenario
+from pytest_dsh_replay._wire.base import httpx_module
+from pytest_dsh_replay._wire.openai import OpenAIEncoder
 
 TARGET = 1.2
 HEADERS = {"x-dsh-session-id": "bench"}

@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 
 from pytest_dsh_replay import DshReplayError, load_scenario
-from pytest_dsh_replay._scenario import iter_scenario_dirs
+from pytest_dsh_replay._scripts.scenario import iter_scenario_dirs
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

@@ -45,7 +45,7 @@ from pytest_dsh_replay import (
     dump_session_log,
     load_scenario,
 )
-from pytest_dsh_replay._scenario import iter_scenario_dirs
+from pytest_dsh_replay._scripts.scenario import iter_scenario_dirs
 
 REQUEST: dict[str, Any] = {"messages": [{"role": "user", "content": "benchmark"}]}
 

@@ -41,9 +41,9 @@ from urllib.parse import parse_qs, urlparse
 import orjson
 
 from pytest_dsh_replay import load_scenario
-from pytest_dsh_replay._entries import ChunksEntry
-from pytest_dsh_replay._model import ReplayModel
-from pytest_dsh_replay._scenario import Scenario, SessionScript
+from pytest_dsh_replay._replay.model import ReplayModel
+from pytest_dsh_replay._scripts.entries import ChunksEntry
+from pytest_dsh_replay._scripts.scenario import Scenario, SessionScript
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_LARGE = HERE / "data" / "large"

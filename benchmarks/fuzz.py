@@ -1,4 +1,4 @@
-"""The long run of the corpus mutation fuzzer (the engine is tests/core/test_fuzz.py).
+"""The long run of the corpus mutation fuzzer (the engine is tests/unit/format/test_fuzz.py).
 
 Usage::
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import orjson
 
-from pytest_dsh_replay._chunk_rows import pack_chunk_runs
+from pytest_dsh_replay._format.chunk_rows import pack_chunk_runs
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "data" / "large"

@@ -15,9 +15,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._backend import MemoryBackend, SessionBackend, StoredLog
-    from ._chunk_rows import decode_storage_record, pack_chunk_runs
-    from ._entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
     from ._errors import (
         DshReplayError,
         LogMismatchError,
@@ -37,19 +34,27 @@ if TYPE_CHECKING:
         SessionLogError,
         SessionStoreError,
     )
-    from ._events import Event, SessionHeader, StreamChunk
-    from ._jsonl import dump_session_log, parse_session_header, parse_session_log, read_session_log
-    from ._jsonl_backend import JsonlBackend
-    from ._loading import load_scenario
-    from ._log_rules import completed_turn_prefix, interrupted_turn_closers
-    from ._model import ReplayBinding, ReplayModel
-    from ._recorder import RecordingModel
-    from ._runtime import DshReplay
-    from ._scenario import Scenario, SessionScript, write_scenario
-    from ._script import derive_replay_script
-    from ._session import Session
-    from ._sqlite import SqliteBackend
-    from ._store import SessionStore
+    from ._fixture.dsh_replay import DshReplay
+    from ._format.chunk_rows import decode_storage_record, pack_chunk_runs
+    from ._format.events import Event, SessionHeader, StreamChunk
+    from ._format.jsonl import (
+        dump_session_log,
+        parse_session_header,
+        parse_session_log,
+        read_session_log,
+    )
+    from ._recording.recorder import RecordingModel
+    from ._replay.model import ReplayBinding, ReplayModel
+    from ._scripts.builder import derive_replay_script
+    from ._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
+    from ._scripts.loading import load_scenario
+    from ._scripts.scenario import Scenario, SessionScript, write_scenario
+    from ._store.backends.base import MemoryBackend, SessionBackend, StoredLog
+    from ._store.backends.jsonl import JsonlBackend
+    from ._store.backends.sqlite import SqliteBackend
+    from ._store.log_rules import completed_turn_prefix, interrupted_turn_closers
+    from ._store.session import Session
+    from ._store.store import SessionStore
 
 __all__ = [
     "ChunksEntry",
@@ -103,54 +108,54 @@ __all__ = [
 ]
 
 _MODULE_OF: dict[str, str] = {
-    "ChunksEntry": "_entries",
-    "DshReplay": "_runtime",
+    "ChunksEntry": "_scripts.entries",
+    "DshReplay": "_fixture.dsh_replay",
     "DshReplayError": "_errors",
-    "Event": "_events",
-    "HangEntry": "_entries",
-    "JsonlBackend": "_jsonl_backend",
+    "Event": "_format.events",
+    "HangEntry": "_scripts.entries",
+    "JsonlBackend": "_store.backends.jsonl",
     "LogMismatchError": "_errors",
-    "MemoryBackend": "_backend",
+    "MemoryBackend": "_store.backends.base",
     "OverrideError": "_errors",
     "PlaceholderError": "_errors",
     "RecordingError": "_errors",
-    "RecordingModel": "_recorder",
-    "ReplayBinding": "_model",
+    "RecordingModel": "_recording.recorder",
+    "ReplayBinding": "_replay.model",
     "ReplayBindingError": "_errors",
     "ReplayCancelledError": "_errors",
     "ReplayConsumptionError": "_errors",
-    "ReplayEntry": "_entries",
+    "ReplayEntry": "_scripts.entries",
     "ReplayExhaustedError": "_errors",
-    "ReplayModel": "_model",
+    "ReplayModel": "_replay.model",
     "ReplayOrderError": "_errors",
     "ReplayedModelError": "_errors",
-    "Scenario": "_scenario",
+    "Scenario": "_scripts.scenario",
     "ScenarioError": "_errors",
     "SchemaVersionError": "_errors",
     "ScriptError": "_errors",
-    "Session": "_session",
-    "SessionBackend": "_backend",
+    "Session": "_store.session",
+    "SessionBackend": "_store.backends.base",
     "SessionForkError": "_errors",
-    "SessionHeader": "_events",
+    "SessionHeader": "_format.events",
     "SessionLogError": "_errors",
-    "SessionScript": "_scenario",
-    "SessionStore": "_store",
+    "SessionScript": "_scripts.scenario",
+    "SessionStore": "_store.store",
     "SessionStoreError": "_errors",
-    "SqliteBackend": "_sqlite",
-    "StoredLog": "_backend",
-    "StreamChunk": "_events",
-    "ThrowEntry": "_entries",
-    "completed_turn_prefix": "_log_rules",
-    "decode_storage_record": "_chunk_rows",
-    "derive_replay_script": "_script",
-    "dump_session_log": "_jsonl",
-    "interrupted_turn_closers": "_log_rules",
-    "load_scenario": "_loading",
-    "pack_chunk_runs": "_chunk_rows",
-    "parse_session_header": "_jsonl",
-    "parse_session_log": "_jsonl",
-    "read_session_log": "_jsonl",
-    "write_scenario": "_scenario",
+    "SqliteBackend": "_store.backends.sqlite",
+    "StoredLog": "_store.backends.base",
+    "StreamChunk": "_format.events",
+    "ThrowEntry": "_scripts.entries",
+    "completed_turn_prefix": "_store.log_rules",
+    "decode_storage_record": "_format.chunk_rows",
+    "derive_replay_script": "_scripts.builder",
+    "dump_session_log": "_format.jsonl",
+    "interrupted_turn_closers": "_store.log_rules",
+    "load_scenario": "_scripts.loading",
+    "pack_chunk_runs": "_format.chunk_rows",
+    "parse_session_header": "_format.jsonl",
+    "parse_session_log": "_format.jsonl",
+    "read_session_log": "_format.jsonl",
+    "write_scenario": "_scripts.scenario",
 }
 
 

@@ -21,17 +21,17 @@ from typing import TextIO
 
 import orjson
 
-from ._atomic import LEFTOVER, Leftover, find_leftovers, write_file_atomic
-from ._entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
+from ._check.normalize import canonical_log
+from ._check.redact import Redactor, delta_runs, stream_runs_of
 from ._errors import DshReplayError
-from ._events import Event
-from ._jsonl import iter_log_lines, parse_session_log, read_log_bytes
-from ._loading import iter_scenario_dirs, load_scenario
-from ._normalize import canonical_log
-from ._redact import Redactor, delta_runs, stream_runs_of
-from ._scenario import PRIMARY_LOG, Scenario, SessionScript, load_session_script
-from ._text import visible
-from ._zstd import ZSTD_SUFFIXES
+from ._format.events import Event
+from ._format.jsonl import iter_log_lines, parse_session_log, read_log_bytes
+from ._format.text import visible
+from ._format.zstd import ZSTD_SUFFIXES
+from ._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
+from ._scripts.loading import iter_scenario_dirs, load_scenario
+from ._scripts.scenario import PRIMARY_LOG, Scenario, SessionScript, load_session_script
+from ._store.atomic import LEFTOVER, Leftover, find_leftovers, write_file_atomic
 
 __all__ = ["main"]
 
@@ -241,7 +241,7 @@ def _split_secrets(where: str, events: Sequence[Event], redactor: Redactor) -> l
 
 def _store_secrets(path: Path, redactor: Redactor) -> list[str]:
     """One line per string in a SQLite store's headers or events that looks secret."""
-    from ._sqlite import SqliteBackend
+    from ._store.backends.sqlite import SqliteBackend
 
     problems: list[str] = []
     with SqliteBackend(path, read_only=True) as store:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from ._runtime import DshReplay
+    from ._fixture.dsh_replay import DshReplay
 
 
 @pytest.hookspec(firstresult=True)

@@ -20,8 +20,8 @@ import pytest
 if TYPE_CHECKING:
     from syrupy.assertion import SnapshotAssertion
 
-    from ._runtime import DshReplay
-    from ._suite import SuiteState
+    from ._fixture.dsh_replay import DshReplay
+    from ._plugin.suite import SuiteState
 
 RECORD_MODES: Final = ("all", "missing")
 """The values ``--dsh-record`` accepts (a bare ``--dsh-record`` means ``all``)."""
@@ -58,7 +58,7 @@ def _env_live_model(config: pytest.Config) -> Any:
     state = _state(config)
     if state.env_model is None:
         from ._errors import RecordingError
-        from ._live_openai import OpenAICompatibleModel
+        from ._recording.live_openai import OpenAICompatibleModel
 
         try:
             state.env_model = OpenAICompatibleModel.from_env()
@@ -157,7 +157,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     raw_root = str(config.getini("dsh_snapshot_dir")).strip()
     base = config.inipath.parent if config.inipath is not None else config.rootpath
-    from ._suite import SuiteState
+    from ._plugin.suite import SuiteState
 
     state = SuiteState(
         record=config.getoption("dsh_record"),
@@ -212,7 +212,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         workeroutput["dsh_replay"] = state.report()
         return
     if (state.used or state.ini_root is not None) and _is_complete_run(session, state):
-        from ._suite import unused_scenarios
+        from ._plugin.suite import unused_scenarios
 
         state.unused = unused_scenarios(state)
         if state.unused and state.fail_unused and session.exitstatus == pytest.ExitCode.OK:
@@ -245,7 +245,7 @@ def _test_name(item: pytest.Item) -> str:
 
 def _scenario_path(item: pytest.Item, state: SuiteState) -> Path:
     from ._errors import ScenarioError
-    from ._naming import resolve_scenario, scenario_name
+    from ._plugin.naming import resolve_scenario, scenario_name
 
     root = _snapshot_root(item, state)
     marker = item.get_closest_marker("dsh_scenario")
@@ -332,7 +332,7 @@ def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:
     if key in state.recovered:
         return
     state.recovered.add(key)
-    from ._atomic import recover_directory
+    from ._store.atomic import recover_directory
 
     state.cleaned += len(recover_directory(directory))
 
@@ -349,7 +349,7 @@ def dsh_replay(
     model endpoint stops; a replay error an HTTP call met fails the test there.
     """
     from ._errors import DshReplayError
-    from ._runtime import DshReplay
+    from ._fixture.dsh_replay import DshReplay
 
     item = request.node
     if not isinstance(item, pytest.Item):  # pragma: no cover - function scope guarantees it
@@ -365,7 +365,7 @@ def dsh_replay(
     state.runs += 1
     workdir = state.workbase / str(state.runs)  # created on first use, if ever
     if state.redaction is None:
-        from ._suite import hook_redaction
+        from ._plugin.suite import hook_redaction
 
         state.redaction = hook_redaction(config)
     redactor, redact_hook, redact_header_hook = state.redaction
@@ -396,7 +396,7 @@ def dsh_replay(
         )
     else:
         if state.cache is None:
-            from ._loading import ScenarioCache
+            from ._scripts.loading import ScenarioCache
 
             state.cache = ScenarioCache()
         try:
@@ -619,7 +619,7 @@ def _recording_layout_problem(
     state: SuiteState, items: list[pytest.Item]
 ) -> tuple[str, list[pytest.Item]] | None:
     """The first duplicate or nested scenario among the tests that record, if any."""
-    from ._suite import recording_layout_problem
+    from ._plugin.suite import recording_layout_problem
 
     recording: list[tuple[pytest.Item, Path]] = []
     for item in items:
@@ -651,7 +651,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
             return None
     elif _DEFAULT_ROOT_PART not in text:
         return None
-    from ._scenario import holds_primary_log
+    from ._scripts.scenario import holds_primary_log
 
     return True if holds_primary_log(collection_path) else None
 
@@ -686,7 +686,7 @@ def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
     """Report scenarios replayed, recorded, missing, broken and (on a complete run) unused."""
-    from ._suite import summary_lines
+    from ._plugin.suite import summary_lines
 
     lines = summary_lines(_state(config))
     if lines:

@@ -26,7 +26,7 @@ from typing import Any
 
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from ._transcript import render_transcript, sessions_as_jsonl
+from ._check.transcript import render_transcript, sessions_as_jsonl
 
 __all__ = ["DshLogExtension", "DshTranscriptExtension"]
 

@@ -2,8 +2,8 @@
 
 The project's example scenarios (``example_snapshots/``) are recorded through the
 built-in OpenAI-compatible adapter against a scripted server on 127.0.0.1 that this
-conftest starts on demand (see ``tests/openai_server.py``): no network, no API key.
-Scenarios named ``runtime-*`` (the real dsh runtime, ``tests/test_dsh_runtime.py``) get a
+conftest starts on demand (see ``tests/support/openai_server.py``): no network, no API key.
+Scenarios named ``runtime-*`` (the real dsh runtime, ``tests/e2e/test_dsh_runtime.py``) get a
 second scripted server whose answers follow ``runtime_agent.RuntimePlan``; the runtime
 reaches it through the fixture's recording proxy (``POST /v1/messages``).
 Set ``DSH_RECORD_BASE_URL``, ``DSH_RECORD_API_KEY`` and ``DSH_RECORD_MODEL`` to record
@@ -26,12 +26,12 @@ LOCAL_KEY = "sk-local-scripted-server-0000000000"
 def pytest_dsh_replay_live_model(config: pytest.Config, scenario_path: Path) -> Any:
     if os.environ.get("DSH_RECORD_BASE_URL"):
         return None  # the built-in adapter, configured from the environment
-    from openai_server import OpenAIServer
+    from support.openai_server import OpenAIServer
 
-    from pytest_dsh_replay._live_openai import OpenAICompatibleModel
+    from pytest_dsh_replay._recording.live_openai import OpenAICompatibleModel
 
     if scenario_path.name.startswith("runtime-"):
-        from runtime_agent import RuntimePlan
+        from support.runtime_agent import RuntimePlan
 
         server = config.stash.get(_RUNTIME_SERVER, None)
         if server is None:

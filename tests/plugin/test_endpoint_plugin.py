@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
+from support.paths import README
 from support.scenarios import make_scenario
-
-TESTS = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -97,37 +93,6 @@ def test_env_points_an_agent_process_at_the_endpoint(project: pytest.Pytester) -
     project.runpytest().assert_outcomes(passed=1)
 
 
-def test_sdk_agents_record_through_the_proxy_then_replay_without_a_server(
-    pytester: pytest.Pytester,
-) -> None:
-    # Recorded in a subprocess: in process, the SDKs' lazily imported modules would be
-    # dropped from sys.modules after the inner run, and later tests would meet stale ones.
-    # The replay's controller runs in process (its workers are processes of their own):
-    # the test module is copied under another name so that it does not meet
-    # tests/test_sdk_agents.py.
-    for name in ("sdk_agent.py", "openai_server.py", "conftest.py"):
-        shutil.copy(TESTS / name, pytester.path / name)
-    shutil.copy(TESTS / "test_sdk_agents.py", pytester.path / "test_sdk_agents_copy.py")
-    pytester.makeini(
-        "[pytest]\ndsh_snapshot_dir = recordings\nasyncio_mode = strict\n"
-        "asyncio_default_fixture_loop_scope = function\n"
-    )
-    pytester._monkeypatch.delenv("DSH_RECORD_BASE_URL", raising=False)
-    recorded = pytester.runpytest_subprocess("--dsh-record", "-k", "not async")
-    recorded.assert_outcomes(passed=4)
-    names = sorted(p.name for p in (pytester.path / "recordings").iterdir())
-    assert names == [
-        "sdk-anthropic-content",
-        "sdk-anthropic-headers",
-        "sdk-openai-content",
-        "sdk-openai-headers",
-    ]
-    # Replayed with no server and no key, on two xdist workers.
-    replayed = pytester.runpytest("-n", "2")
-    replayed.assert_outcomes(passed=8)
-    replayed.stdout.fnmatch_lines(["*scenarios: 8 replayed, 0 recorded, 0 missing, 0 unused*"])
-
-
 def test_recording_with_the_server_down_names_the_url_and_the_error(
     pytester: pytest.Pytester,
 ) -> None:
@@ -190,7 +155,7 @@ def pytest_dsh_replay_live_model(config, scenario_path):
 
 @pytest.mark.parametrize("heading", ["### The openai SDK", "### The anthropic SDK"])
 def test_readme_sdk_first_tests_record_then_replay(pytester: pytest.Pytester, heading: str) -> None:
-    section = (TESTS.parent / "README.md").read_text(encoding="utf-8").split(heading, 1)[1]
+    section = README.read_text(encoding="utf-8").split(heading, 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     pytester.makepyfile(test_capital=code)
     pytester.makeconftest(FAKE_LIVE)

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from pathlib import Path
 
 import pytest
-
-README = Path(__file__).resolve().parents[2] / "README.md"
+from support.paths import README
+from support.readme import first_test_code
 
 FAKE_LIVE = """
 class Live:
@@ -24,13 +22,6 @@ class Live:
 def pytest_dsh_replay_live_model(config, scenario_path):
     return Live()
 """
-
-
-def first_test_code(heading: str = "## Your first test") -> str:
-    section = README.read_text(encoding="utf-8").split(heading, 1)[1]
-    match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match, f"the README lost the example under {heading}"
-    return match.group(1)
 
 
 def test_readme_first_test_records_then_replays(pytester: pytest.Pytester) -> None:
@@ -99,60 +90,6 @@ def test_readme_fork_example_records_a_fork_child_then_replays(pytester: pytest.
     pytester.runpytest().assert_outcomes(passed=1)
 
 
-RUNTIME_LIVE = """
-from openai_server import OpenAIServer
-from runtime_agent import RuntimePlan
-
-from pytest_dsh_replay._live_openai import OpenAICompatibleModel
-
-SERVER = OpenAIServer(RuntimePlan(), idle_timeout=600).start()
-
-
-def pytest_dsh_replay_live_model(config, scenario_path):
-    return OpenAICompatibleModel(base_url=SERVER.base_url, api_key="sk-local-0000000000000000")
-
-
-def pytest_unconfigure(config):
-    SERVER.stop()
-"""
-
-
-@pytest.mark.e2e
-def test_readme_runtime_example_records_through_the_proxy_then_replays(
-    pytester: pytest.Pytester,
-) -> None:
-    # The dsh runtime itself, as users run it: recorded through the recording proxy in
-    # front of the project's scripted loopback server, written from the runtime's own
-    # logs, then replayed with no server but the endpoint.
-    from runtime_agent import runtime_missing
-
-    missing = runtime_missing()
-    if missing is not None:
-        pytest.skip(missing)
-    tests = README.parent / "tests"
-    for name in ("runtime_agent.py", "openai_server.py"):
-        (pytester.path / name).write_bytes((tests / name).read_bytes())
-    pytester.makepyfile(test_delegation=first_test_code("## The dsh runtime"))
-    pytester.makeconftest(RUNTIME_LIVE)
-    pytester.makeini("[pytest]\npythonpath = .\n")
-    recorded = pytester.runpytest_subprocess("--dsh-record", "--snapshot-update")
-    recorded.assert_outcomes(passed=1)
-    scenario = pytester.path / "dsh_snapshots" / "delegation"
-    names = sorted(p.name for p in scenario.iterdir())
-    assert names == ["session.1.jsonl", "session.2.jsonl", "session.jsonl"]
-    headers = [json.loads((scenario / n).read_text().splitlines()[0]) for n in names]
-    assert all(h["version"] == 4 for h in headers)
-    assert sorted(h.get("isSeeded") for h in headers[:2]) == [False, True]  # spawn, fork
-    pytester.makeconftest("")
-    replayed = pytester.runpytest_subprocess()
-    replayed.assert_outcomes(passed=1)
-    replayed.stdout.fnmatch_lines(["*scenarios: 1 replayed, 0 recorded, 0 missing*"])
-    checked = pytester.run(
-        sys.executable, "-m", "pytest_dsh_replay", "check", "--strict-form", "dsh_snapshots"
-    )
-    assert checked.ret == 0
-
-
 def test_readme_joins_the_record_mode_with_equals_when_anything_follows(
     pytester: pytest.Pytester,
 ) -> None:
@@ -175,13 +112,17 @@ def test_readme_runtime_section_says_how_to_record_offline_and_keep_web_tools_of
     # files it points at exist, the scripted plan calls no tool but the two delegation
     # tools, and the recorded runtime scenarios hold no web call (the tools are only
     # offered: in the request header's tool list and the system prompt).
-    from runtime_agent import _DELEGATIONS
+    from support.runtime_agent import _DELEGATIONS
 
     section = README.read_text(encoding="utf-8").split("## The dsh runtime", 1)[1]
     section = " ".join(section.split("\n## ", 1)[0].split())
     assert "**Recording without a live model.**" in section
     assert "**The runtime's network tools.**" in section
-    for name in ("tests/openai_server.py", "tests/runtime_agent.py", "tests/conftest.py"):
+    for name in (
+        "tests/support/openai_server.py",
+        "tests/support/runtime_agent.py",
+        "tests/conftest.py",
+    ):
         assert f"`{name}`" in section, name
         assert (README.parent / name).is_file(), name
     assert "`web_fetch` and `web_search`" in section

@@ -7,13 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-TESTS = Path(__file__).resolve().parent.parent
-EXAMPLES = TESTS.parent / "example_snapshots"
+from support.paths import EXAMPLES, SUPPORT
 
 AGENT_TEST = """
 import pytest
-from example_agent import ExampleAgent, FACTS
+from support.example_agent import ExampleAgent, FACTS
 
 PROMPT = '[[tool lookup {"key": "capital_of_france"}]][[tool add {"a": 2, "b": 3}]]'
 
@@ -28,7 +26,7 @@ def test_tool_call(dsh_replay, monkeypatch):
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
-    shutil.copy(TESTS / "example_agent.py", pytester.path / "example_agent.py")
+    shutil.copytree(SUPPORT, pytester.path / "support")
     shutil.copytree(EXAMPLES / "tool-call", pytester.path / "recordings" / "tool-call")
     return pytester
 
@@ -74,7 +72,7 @@ def test_the_check_can_be_turned_off_per_test_and_per_project(project: pytest.Py
 
 TRANSCRIPT_TESTS = """
 import pytest
-from example_agent import ExampleAgent
+from support.example_agent import ExampleAgent
 
 PROMPT = '[[tool lookup {{"key": "capital_of_france"}}]][[tool add {{"a": 2, "b": 3}}]]'
 
@@ -110,7 +108,7 @@ def test_snapshot_update_creates_updates_and_keeps_other_transcripts(
         test_tr=TRANSCRIPT_TESTS.format(extra=", compare_logs=False").replace(
             "def test_first(dsh_replay, dsh_transcript):\n",
             "def test_first(dsh_replay, dsh_transcript, monkeypatch):\n"
-            "    import example_agent\n"
+            "    from support import example_agent\n"
             '    monkeypatch.setitem(example_agent.FACTS, "capital_of_france", "Lyon")\n',
         )
     )
@@ -129,7 +127,7 @@ def test_the_unused_list_is_the_same_with_and_without_xdist(pytester: pytest.Pyt
     pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
     for name in ("spawn", "fork", "retry", "tool-call"):
         shutil.copytree(EXAMPLES / name, pytester.path / "recordings" / name)
-    shutil.copy(TESTS / "example_agent.py", pytester.path / "example_agent.py")
+    shutil.copytree(SUPPORT, pytester.path / "support")
     pytester.makepyfile(
         """
         import pytest
@@ -161,7 +159,7 @@ def test_raw_event_snapshots_with_the_log_extension(project: pytest.Pytester) ->
     project.makepyfile(
         test_raw="""
         import pytest
-        from example_agent import ExampleAgent
+        from support.example_agent import ExampleAgent
         from pytest_dsh_replay.syrupy_ext import DshLogExtension
 
         PROMPT = '[[tool lookup {"key": "capital_of_france"}]][[tool add {"a": 2, "b": 3}]]'

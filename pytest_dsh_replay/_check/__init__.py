@@ -1,0 +1,1 @@
+"""Checks: normalized logs, redaction, the replayed-log check and transcripts."""

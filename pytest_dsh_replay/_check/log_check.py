@@ -1,0 +1,189 @@
+"""Comparing the logs of a run with a recording, and writing them as a recording would.
+
+:class:`Redaction` turns a session into what a recording writes (secrets redacted, the
+working directory as ``{{cwd}}``, the user's hooks run); :func:`first_difference` finds
+the first difference between recorded and live logs (compared as they are first, and
+redacted only when something differs, so a report never shows a live secret);
+:func:`unchanged_recording` tells whether a re-record would write what is there already.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from .._errors import DshReplayError
+from .._format.events import Event, SessionHeader
+from .._format.jsonl import read_session_log
+from .._scripts.scenario import PRIMARY_LOG, SessionLike
+from .normalize import LogDifference, Normalizer, canonical_log, tokenize_cwd
+from .redact import Redactor
+
+__all__ = [
+    "Comparison",
+    "Redaction",
+    "SessionLog",
+    "first_difference",
+    "unchanged_recording",
+]
+
+
+@dataclass(frozen=True)
+class SessionLog:
+    """A header and events: what :func:`~pytest_dsh_replay.write_scenario` writes."""
+
+    header: SessionHeader
+    events: list[Event]
+
+
+class Comparison(Protocol):
+    """A log comparison: ``diff_logs`` or the runtime's model-view comparison."""
+
+    def __call__(
+        self,
+        file: str,
+        expected: tuple[SessionHeader, Sequence[Event]],
+        actual: tuple[SessionHeader, Sequence[Event]],
+        *,
+        expected_normalizer: Normalizer,
+        actual_normalizer: Normalizer,
+    ) -> LogDifference | None:
+        """The first difference, or ``None``."""
+
+
+@dataclass(frozen=True)
+class Redaction:
+    """What happens to a session before it is written or shown.
+
+    Attributes:
+        redactor: The secret rules.
+        event_hook: Extra redaction, called with each event copy (changes it in place).
+        header_hook: Extra redaction, called with each header's JSON object.
+    """
+
+    redactor: Redactor
+    event_hook: Callable[[Event], object] | None = None
+    header_hook: Callable[[dict[str, Any]], object] | None = None
+
+    def apply(self, header: SessionHeader, events: Sequence[Event]) -> SessionLog:
+        """The session as a recording writes it: redacted, the cwd as ``{{cwd}}``."""
+        out: list[Event] = []
+        for event in self.redactor.redact_events(events):
+            copy: Event = tokenize_cwd(event, header.cwd)
+            if self.event_hook is not None:
+                self.event_hook(copy)
+            out.append(copy)
+        raw = tokenize_cwd(self.redactor.redact(header.to_json()), header.cwd)
+        if self.header_hook is not None:
+            self.header_hook(raw)
+        return SessionLog(SessionHeader.from_json(raw), out)
+
+
+def _normalizers(
+    recorded: Sequence[SessionHeader],
+    live: Sequence[SessionHeader],
+    aliases: Mapping[str, str] | None = None,
+) -> tuple[Normalizer, Normalizer]:
+    def of(headers: Sequence[SessionHeader], aliases: Mapping[str, str] | None) -> Normalizer:
+        return Normalizer(
+            session_ids=[h.id for h in headers],
+            cwds=[h.cwd for h in headers if h.cwd],
+            aliases=aliases,
+        )
+
+    return of(recorded, None), of(live, aliases)
+
+
+def first_difference(
+    pairs: Sequence[tuple[str, tuple[SessionHeader, list[Event]], SessionLike]],
+    *,
+    recorded: Sequence[SessionHeader],
+    live: Sequence[SessionHeader],
+    compare: Comparison,
+    redaction: Redaction,
+    aliases: Mapping[str, str] | None = None,
+) -> tuple[str, LogDifference] | None:
+    """The first difference between recorded and live logs, in pair order.
+
+    Args:
+        pairs: ``(file, recorded (header, events), live log)`` per session.
+        recorded: Every recorded session's header (ids and cwds are normalized).
+        live: Every live session's header.
+        compare: How two logs are compared.
+        redaction: Applied to both sides before a difference is reported.
+        aliases: ``{recorded id: live id}`` of the bound sessions: a recorded id that the
+            replayed side repeats (in a served answer) counts as its live id.
+
+    Returns:
+        ``(file, difference)`` for the first pair that differs, else ``None``.
+    """
+    expected, actual = _normalizers(recorded, live, aliases)
+    if all(
+        compare(
+            file,
+            recorded_log,
+            (log.header, log.events),
+            expected_normalizer=expected,
+            actual_normalizer=actual,
+        )
+        is None
+        for file, recorded_log, log in pairs
+    ):
+        return None
+    # Logs that agree as they are agree redacted too; redaction, the costly part, is
+    # needed only to tell a secret from its [REDACTED] and to report without one.
+    expected, actual = _normalizers(recorded, live, aliases)
+    for file, (header, events), log in pairs:
+        mine = redaction.apply(log.header, log.events)
+        diff = compare(
+            file,
+            (header, redaction.redactor.redact_events(events)),
+            (mine.header, mine.events),
+            expected_normalizer=expected,
+            actual_normalizer=actual,
+        )
+        if diff is not None:
+            return file, diff
+    return None
+
+
+def unchanged_recording(
+    path: Path, logs: Sequence[SessionLog], compare: Comparison
+) -> list[Path] | None:
+    """The recording's log files when they hold exactly ``logs``, else ``None``.
+
+    Exactly means: the directory holds those logs and nothing else, each in its
+    committed form, equal to ``logs`` after normalization (ids, times, the cwd). Then a
+    re-record need not write: the files keep their bytes, ids and times.
+    """
+    if not path.is_dir():
+        return None
+    names = [PRIMARY_LOG] + [f"session.{n}.jsonl" for n in range(1, len(logs))]
+    try:
+        if sorted(os.listdir(path)) != sorted(names):
+            return None  # other files (sidecars) would not survive a write either
+        old = []
+        for name in names:
+            data = (path / name).read_bytes()
+            if canonical_log(data, source=str(path / name)) != data:
+                return None  # a write would change its form
+            old.append(read_session_log(path / name))
+    except (OSError, DshReplayError):
+        return None
+    expected, actual = _normalizers([h for h, _ in old], [log.header for log in logs])
+    for name, previous, log in zip(names, old, logs, strict=True):
+        if (
+            compare(
+                name,
+                previous,
+                (log.header, log.events),
+                expected_normalizer=expected,
+                actual_normalizer=actual,
+            )
+            is not None
+        ):
+            return None
+    return [path / name for name in names]

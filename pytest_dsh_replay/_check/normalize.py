@@ -1,0 +1,533 @@
+"""Normalization of session logs, and finding where two of them differ.
+
+- **Normalization** (:class:`Normalizer`, :func:`diff_logs`): two logs of the same
+  behaviour differ in ids, times and paths. Session ids and every other UUID are mapped
+  to ``{{id-1}}``, ``{{id-2}}``, ... by first appearance; ``time``, ``createdAt`` and
+  ``durationMs`` are zeroed; the working directory becomes ``{{cwd}}``; envelopes
+  (``seq``, ``time``) are dropped. Events are compared as parsed values, so packing and
+  key order never matter.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from .._format.events import SEEDED_FORMAT, Event, JSONObject, SessionHeader, header_version
+
+__all__ = [
+    "LogDifference",
+    "Normalizer",
+    "canonical_log",
+    "describe_difference",
+    "diff_logs",
+    "tokenize_cwd",
+    "value_difference",
+]
+
+_IDENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_UUID: Final = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+_UUID_BYTES: Final = re.compile(_UUID.pattern.encode("ascii"))
+_UUID_HINT: Final = re.compile(rb"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-")
+_UUID_HINT_TEXT: Final = re.compile(_UUID_HINT.pattern.decode("ascii"))
+_ZEROED_KEYS: Final = frozenset({"createdAt", "durationMs"})
+_ZEROED_KEY_TEXTS: Final = tuple(orjson.dumps(k) for k in sorted(_ZEROED_KEYS))
+_ENVELOPE: Final = frozenset({"seq", "time", "seq0", "time0"})
+
+
+class Normalizer:
+    """Maps ids, times and paths of a group of logs to stable placeholders (SPEC 11.2).
+
+    One normalizer is used for all sessions of one scenario, primary first, so that a
+    parent id and a child's ``parentSession`` map to the same placeholder. Feed the two
+    sides of a comparison to two separate normalizers.
+
+    Args:
+        session_ids: Ids that are not UUIDs but must be treated as ids (``session-3``,
+            ``main``). A string equal to such an id is always replaced; inside longer text
+            an id is replaced only when it has at least 8 characters and stands alone
+            (not part of a longer word), so short ids never rewrite ordinary prose.
+        cwds: Working directories to replace with ``{{cwd}}``.
+        aliases: Ids that stand for other ids: ``{recorded id: live id}`` on the replayed
+            side, so a recorded id that a replayed answer repeats (the model named a
+            child it started) maps to the placeholder of the live id bound to it.
+    """
+
+    def __init__(
+        self,
+        *,
+        session_ids: Iterable[str] = (),
+        cwds: Iterable[str] = (),
+        aliases: Mapping[str, str] | None = None,
+    ):
+        self._ids: dict[str, str] = {}
+        self._aliases = {
+            (k.lower() if _UUID.fullmatch(k) else k): (v.lower() if _UUID.fullmatch(v) else v)
+            for k, v in (aliases or {}).items()
+            if k and v and k != v
+        }
+        session_ids = [*session_ids, *self._aliases]
+        extra = {s for s in session_ids if s and not _UUID.fullmatch(s)}
+        self._exact = frozenset(extra)
+        embedded = sorted((s for s in extra if len(s) >= 8), key=len, reverse=True)
+        self._embedded = tuple(embedded)
+        parts = [_UUID.pattern]
+        if embedded:
+            alternatives = "|".join(re.escape(s) for s in embedded)
+            parts.append(rf"(?<![\w-])(?:{alternatives})(?![\w-])")
+        self._id_rx = re.compile("|".join(f"(?:{p})" for p in parts))
+        paths = sorted({c.rstrip("/") for c in cwds if c and c.rstrip("/")}, key=len, reverse=True)
+        self._paths = tuple(paths)
+        self._cwd_rx = (
+            re.compile("|".join(re.escape(c) for c in paths) + r"(?=$|[/\\\s\"'<>()\[\]{},;:!?=.])")
+            if paths
+            else None
+        )
+        # What :meth:`untouched` looks for in serialized JSON: every id as a whole
+        # string (quoted) or, when it may be replaced inside text, unquoted; every cwd.
+        try:
+            needles = [
+                *(orjson.dumps(i) if len(i) < 8 else orjson.dumps(i)[1:-1] for i in extra),
+                *(orjson.dumps(c)[1:-1] for c in paths),
+                *_ZEROED_KEY_TEXTS,
+            ]
+        except orjson.JSONEncodeError:  # an id or cwd with a lone surrogate: no shortcut
+            self._needles: tuple[bytes, ...] | None = None
+        else:
+            self._needles = tuple(needles)
+
+    def _placeholder(self, key: str) -> str:
+        key = self._aliases.get(key, key)
+        placeholder = self._ids.get(key)
+        if placeholder is None:
+            placeholder = self._ids[key] = f"{{{{id-{len(self._ids) + 1}}}}}"
+        return placeholder
+
+    def _id(self, match: re.Match[str]) -> str:
+        found = match.group(0)
+        return self._placeholder(found.lower() if _UUID.fullmatch(found) else found)
+
+    def text(self, value: str) -> str:
+        """Normalize one string: the cwd first, then ids by first appearance."""
+        if value in self._exact:
+            return self._placeholder(value)
+        # The substitutions run only where a substring search says they may match
+        # (their patterns test a character class at every position of the text).
+        if self._cwd_rx is not None and any(path in value for path in self._paths):
+            value = self._cwd_rx.sub("{{cwd}}", value)
+        if _UUID_HINT_TEXT.search(value) or any(i in value for i in self._embedded):
+            return self._id_rx.sub(self._id, value)
+        return value
+
+    def value(self, value: Any, key: str | None = None) -> Any:
+        """Normalize a JSON value: strings as :meth:`text`, ``createdAt``/``durationMs`` to 0."""
+        # Strings, objects and arrays first: most values are, and none is a number.
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {k: self.value(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.value(v) for v in value]
+        if key in _ZEROED_KEYS and isinstance(value, int | float) and not isinstance(value, bool):
+            return 0
+        return value
+
+    def untouched(self, text: bytes) -> bool:
+        """Whether a JSON value serialized as ``text`` normalizes to itself.
+
+        ``True`` only when the text holds no UUID, none of the extra ids (as a whole
+        string, or inside text for ids this normalizer replaces there), no working
+        directory and no ``createdAt``/``durationMs`` key; then :meth:`value` would
+        return an equal value and assign no placeholder. May say ``False`` for a value
+        that does normalize to itself (text inside a string, a key).
+        """
+        needles = self._needles
+        if needles is None or any(needle in text for needle in needles):
+            return False
+        # A UUID holds "-XXXX-XXXX-XXXX-": that literal-led search is fast, the full
+        # pattern (a character class at every position) runs only where it matched.
+        return _UUID_HINT.search(text) is None or _UUID_BYTES.search(text) is None
+
+    def header(self, header: SessionHeader) -> JSONObject:
+        """The header as compared: ids mapped, ``createdAt`` dropped."""
+        raw = header.to_json()
+        raw.pop("createdAt", None)
+        return self.value(raw)  # type: ignore[no-any-return]
+
+    def event(self, event: Event) -> JSONObject:
+        """An event as compared: envelope (``seq``, ``time``) dropped, payload normalized."""
+        return {k: self.value(v, k) for k, v in event.items() if k not in _ENVELOPE}
+
+
+@dataclass(frozen=True)
+class LogDifference:
+    """The first difference between an expected (recorded) and an actual (replayed) log.
+
+    Attributes:
+        file: The recorded log's name (``session.1.jsonl``).
+        index: The event index (0-based, in the recorded log; ``None`` for the header).
+        event_type: The ``type`` of the recorded event there (or of the actual one
+            when the recording ended first).
+        path: The JSON path of the first differing value (``$.data.message.content[0].text``).
+        expected: The recorded value at ``path`` (normalized); ``None`` when missing.
+        actual: The replayed value at ``path`` (normalized); ``None`` when missing.
+        note: A short description (``"event differs"``, ``"replayed log is longer"``, ...).
+    """
+
+    file: str
+    index: int | None
+    event_type: str | None
+    path: str
+    expected: Any
+    actual: Any
+    note: str
+
+
+_MISSING: Final = object()
+
+
+def _first_difference(expected: Any, actual: Any, path: str) -> tuple[str, Any, Any] | None:
+    if type(expected) is not type(actual) and not (
+        isinstance(expected, int | float)
+        and isinstance(actual, int | float)
+        and not isinstance(expected, bool)
+        and not isinstance(actual, bool)
+    ):
+        return path, expected, actual
+    if isinstance(expected, dict):
+        for k in expected:
+            sub = f"{path}.{k}" if _IDENT.fullmatch(k) else f"{path}[{orjson.dumps(k).decode()}]"
+            if k not in actual:
+                return sub, expected[k], _MISSING
+            found = _first_difference(expected[k], actual[k], sub)
+            if found is not None:
+                return found
+        for k in actual:
+            if k not in expected:
+                sub = (
+                    f"{path}.{k}" if _IDENT.fullmatch(k) else f"{path}[{orjson.dumps(k).decode()}]"
+                )
+                return sub, _MISSING, actual[k]
+        return None
+    if isinstance(expected, list):
+        for i, (e, a) in enumerate(zip(expected, actual, strict=False)):
+            found = _first_difference(e, a, f"{path}[{i}]")
+            if found is not None:
+                return found
+        if len(expected) != len(actual):
+            n = min(len(expected), len(actual))
+            return (
+                f"{path}[{n}]",
+                expected[n] if n < len(expected) else _MISSING,
+                actual[n] if n < len(actual) else _MISSING,
+            )
+        return None
+    return None if expected == actual else (path, expected, actual)
+
+
+def _present(value: Any) -> Any:
+    return None if value is _MISSING else value
+
+
+def value_difference(expected: Any, actual: Any, path: str = "$") -> tuple[str, Any, Any] | None:
+    """The first place where two JSON values differ (objects by key, arrays by position).
+
+    Args:
+        expected: The recorded value.
+        actual: The replayed value.
+        path: The JSON path of the values themselves.
+
+    Returns:
+        ``None`` when they are equal (numbers compare by value), else ``(json_path,
+        expected_there, actual_there)`` with ``None`` for a side where the value is
+        missing.
+    """
+    found = _first_difference(expected, actual, path)
+    if found is None:
+        return None
+    return found[0], _present(found[1]), _present(found[2])
+
+
+def diff_logs(
+    file: str,
+    expected: tuple[SessionHeader, Sequence[Event]],
+    actual: tuple[SessionHeader, Sequence[Event]],
+    *,
+    expected_normalizer: Normalizer,
+    actual_normalizer: Normalizer,
+    shortcut: bool = True,
+) -> LogDifference | None:
+    """Find the first difference between a recorded and a replayed session log.
+
+    Both logs are normalized (ids, times, cwd, envelopes) with their own normalizer and
+    compared event by event as parsed values; the scan stops at the first difference,
+    so a long log costs one pass at most.
+
+    Args:
+        file: The recorded log's name, for the report.
+        expected: The recorded header and events.
+        actual: The replayed header and events.
+        expected_normalizer: The normalizer of the recorded side (shared by its sessions).
+        actual_normalizer: The normalizer of the replayed side.
+        shortcut: Pass over a pair of events at once when both serialize to the same
+            bytes that neither normalizer would change (most events of a replay); the
+            result is the same either way, ``False`` normalizes every event.
+
+    Returns:
+        ``None`` when the logs agree, else the first :class:`LogDifference`.
+    """
+    eh = expected_normalizer.header(expected[0])
+    ah = actual_normalizer.header(actual[0])
+    found = None if _same_text(eh, ah) else _first_difference(eh, ah, "$")
+    if found is not None:
+        return LogDifference(
+            file,
+            None,
+            "session",
+            found[0],
+            _present(found[1]),
+            _present(found[2]),
+            "header differs",
+        )
+    # Plain lists: a session's live view would settle its log on every index.
+    exp_events = expected[1] if expected[1].__class__ is list else list(expected[1])
+    act_events = actual[1] if actual[1].__class__ is list else list(actual[1])
+    skipped = 0  # events before it agree (a run of chunk events found so)
+    run_end = 0  # events before it were looked at as a run of chunk events already
+    for i in range(max(len(exp_events), len(act_events))):
+        if shortcut and i >= run_end and i < len(exp_events) and i < len(act_events):
+            # A run of chunk events (most of a replayed log) is compared at once.
+            agree, run_end = _unchanged_chunk_run(
+                exp_events, act_events, i, expected_normalizer, actual_normalizer
+            )
+            if agree:
+                skipped = run_end
+        if i < skipped:
+            continue
+        if i >= len(exp_events):
+            extra = act_events[i]
+            return LogDifference(
+                file,
+                i,
+                str(extra.get("type")),
+                "$",
+                None,
+                actual_normalizer.event(extra),
+                f"the replayed log is longer: {len(act_events)} events, the recording has "
+                f"{len(exp_events)}",
+            )
+        if (
+            shortcut
+            and i < len(act_events)
+            and _unchanged_pair(
+                exp_events[i], act_events[i], expected_normalizer, actual_normalizer
+            )
+        ):
+            continue
+        e = expected_normalizer.event(exp_events[i])
+        if i >= len(act_events):
+            return LogDifference(
+                file,
+                i,
+                str(exp_events[i].get("type")),
+                "$",
+                e,
+                None,
+                f"the replayed log is shorter: {len(act_events)} events, the recording has "
+                f"{len(exp_events)}",
+            )
+        a = actual_normalizer.event(act_events[i])
+        if _same_text(e, a):
+            continue
+        found = _first_difference(e, a, "$")
+        if found is not None:
+            return LogDifference(
+                file,
+                i,
+                str(exp_events[i].get("type")),
+                found[0],
+                _present(found[1]),
+                _present(found[2]),
+                "event differs",
+            )
+    return None
+
+
+_CHUNK_EVENT_KEYS: Final = frozenset({"type", "seq", "time", "data"})
+
+
+def _unchanged_chunk_run(
+    expected: Sequence[Event],
+    actual: Sequence[Event],
+    start: int,
+    en: Normalizer,
+    an: Normalizer,
+) -> tuple[bool, int]:
+    """Whether the run of chunk events from ``start`` certainly agrees, and its end.
+
+    Each pair agrees as :func:`_unchanged_pair` would judge it. The run is the longest
+    one in which both sides hold ``assistant/chunk`` events with nothing but ``type``,
+    ``seq``, ``time`` and ``data``; both sides' ``data`` lists are serialized once and
+    judged as one text (a needle found across two events only sends the run back to the
+    pair-by-pair comparison).
+    """
+    end = start
+    limit = min(len(expected), len(actual))
+    while end < limit:
+        e, a = expected[end], actual[end]
+        if (
+            e.__class__ is not dict
+            or a.__class__ is not dict
+            or e.get("type") != "assistant/chunk"
+            or a.get("type") != "assistant/chunk"
+            or e.keys() != _CHUNK_EVENT_KEYS
+            or a.keys() != _CHUNK_EVENT_KEYS
+        ):
+            break
+        end += 1
+    if end - start < 2:
+        return False, end
+    try:
+        text = orjson.dumps([e["data"] for e in expected[start:end]])
+        if text != orjson.dumps([a["data"] for a in actual[start:end]]):
+            return False, end
+    except TypeError:  # orjson.JSONEncodeError included
+        return False, end
+    if b"null" in text or not (en.untouched(text) and an.untouched(text)):
+        return False, end
+    return True, end
+
+
+def _same_text(expected: Any, actual: Any) -> bool:
+    """Whether two normalized values certainly agree: the same JSON text, and no ``null``.
+
+    Equal text means equal values of equal types (``true`` is not ``1``); a ``null``
+    may stand for a non-finite float, which must be compared as a value. ``False``
+    only sends the pair to the value-by-value comparison.
+    """
+    try:
+        text = orjson.dumps(expected, option=_PLAIN_ONLY)
+        if text != orjson.dumps(actual, option=_PLAIN_ONLY) or b"null" in text:
+            return False
+    except TypeError:  # orjson.JSONEncodeError included
+        return False
+    # Tuples, enums and UUIDs serialize as JSON values too: equal text is not equal types.
+    return bool(expected == actual)
+
+
+# Subclasses, datetimes and dataclasses are refused, not serialized as JSON values.
+_PLAIN_ONLY: Final = (
+    orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+)
+
+
+def _unchanged_pair(expected: Any, actual: Any, en: Normalizer, an: Normalizer) -> bool:
+    """Whether two events certainly agree once normalized, without changing a normalizer.
+
+    That is: the same bytes without their envelopes, nothing either normalizer changes,
+    and no ``null`` (which a non-finite float also serializes to).
+    """
+    if expected.__class__ is not dict or actual.__class__ is not dict:
+        return False
+    try:
+        text = orjson.dumps({k: v for k, v in expected.items() if k not in _ENVELOPE})
+        if text != orjson.dumps({k: v for k, v in actual.items() if k not in _ENVELOPE}):
+            return False
+    except TypeError:  # orjson.JSONEncodeError included
+        return False
+    return b"null" not in text and en.untouched(text) and an.untouched(text)
+
+
+def _show(value: Any) -> str:
+    return orjson.dumps(value).decode() if value is not None else "(missing)"
+
+
+def describe_difference(diff: LogDifference, *, max_chars: int = 2000) -> str:
+    """Render a :class:`LogDifference` as a readable, bounded report.
+
+    Long strings (or strings spanning lines) are shown as a unified diff of lines;
+    other values as compact JSON. The report is cut at ``max_chars`` characters.
+    """
+    where = "header" if diff.index is None else f"event #{diff.index} ({diff.event_type})"
+    lines = [f"{diff.file}: {where}: {diff.note}", f"  at {diff.path}"]
+    e, a = diff.expected, diff.actual
+    if isinstance(e, str) and isinstance(a, str) and (len(e) > 60 or "\n" in e or "\n" in a):
+        delta = difflib.unified_diff(
+            e.splitlines(), a.splitlines(), "recorded", "replayed", lineterm="", n=2
+        )
+        lines.extend("  " + line for line in delta)
+    else:
+        lines.append(f"  recorded: {_show(e)}")
+        lines.append(f"  replayed: {_show(a)}")
+    text = "\n".join(lines)
+    if len(text) > max_chars:
+        text = text[: max_chars - 20] + "\n  ... (truncated)"
+    return text
+
+
+def tokenize_cwd(value: Any, cwd: str | None) -> Any:
+    """Replace the working directory ``cwd`` with ``{{cwd}}`` in every string of ``value``.
+
+    A recording keeps no machine path: the header's ``cwd`` and every path under it
+    become ``{{cwd}}``-relative (SPEC 10.4, ``tokenizeSessionFixtureCwd``). Only whole
+    path prefixes are replaced (``/w`` does not touch ``/work``).
+
+    Args:
+        value: A JSON value (an event or a header object).
+        cwd: The absolute working directory; ``None`` or ``"/"`` leaves ``value`` as is.
+
+    Returns:
+        A copy of ``value`` with ``cwd`` tokenized.
+    """
+    if not cwd or not cwd.rstrip("/"):
+        return value
+    rx = re.compile(re.escape(cwd.rstrip("/")) + r"(?=$|[/\\\s\"'<>()\[\]{},;:!?=.])")
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            return rx.sub("{{cwd}}", v)
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value)
+
+
+def canonical_log(data: bytes, *, source: str | None = None) -> bytes:
+    r"""A log in the canonical committed form (SPEC 1.5, ``canonicalSessionFixture``).
+
+    The header line exactly as found (without a byte-order mark or ``\r``), then every
+    event packed into chunk rows in one pass with the top-level ``seq``/``time``
+    (``seq0``/``time0``) removed, one record per line, a final newline. A log of format
+    2 to 4 (the dsh runtime's) has no other form: its events stay as they are, envelope
+    included, one compact record per line. The rewrite leaves every event payload
+    unchanged and is idempotent.
+
+    Args:
+        data: The log's bytes.
+        source: The file name used in error messages.
+
+    Raises:
+        SessionLogError: The log does not parse.
+    """
+    from .._format.jsonl import dump_session_log, header_line, parse_session_log
+
+    events = parse_session_log(data, source=source)  # raises on an empty or broken log
+    line, head = header_line(data, source=source)
+    if isinstance(head, dict) and header_version(head) >= SEEDED_FORMAT:
+        # Formats 2 to 4 have one form: every event as written, with seq and time.
+        body = dump_session_log(head, events).split(b"\n", 1)[1]
+    else:
+        body = dump_session_log({}, events, envelope=False).split(b"\n", 1)[1]
+    return line + b"\n" + body

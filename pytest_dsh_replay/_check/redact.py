@@ -1,0 +1,336 @@
+"""Redaction: nothing that looks like a secret is written or shown.
+
+Before a recording is written, every string that looks like a secret (API keys, bearer
+tokens, cloud and forge tokens, plus literal values such as the recording API key) is
+replaced with ``[REDACTED]``; a secret streamed in pieces is found in the joined text of
+its run, and the run keeps its delta boundaries. The same rules find secrets in
+committed logs (``dsh-replay check``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from .._format.events import Event
+
+__all__ = [
+    "DEFAULT_SECRET_PATTERNS",
+    "REDACTED",
+    "Redactor",
+    "delta_runs",
+    "recording_redactor",
+    "stream_runs_of",
+]
+
+_IDENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DELTA_FIELDS: Final = {
+    "text-delta": "text",
+    "reasoning-delta": "text",
+    "tool-call-delta": "argumentsDelta",
+}
+
+
+def _hashable(value: Any) -> Any:
+    return value if isinstance(value, str | int | float | bool | None) else repr(value)
+
+
+REDACTED: Final = "[REDACTED]"
+"""What a secret is replaced with."""
+
+DEFAULT_SECRET_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
+    ("api key (sk-...)", r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_\-]{16,}"),
+    ("bearer token", r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]{8,}=*"),
+    ("AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    ("GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
+    ("Slack token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    ("Google API key", r"\bAIza[0-9A-Za-z_\-]{35}"),
+)
+"""``(name, regex)`` pairs of the built-in secret shapes."""
+
+
+class Redactor:
+    """Replaces secrets in every string (and object key) of a JSON value.
+
+    Args:
+        literals: Exact secret values (for example the recording API key); each
+            occurrence is replaced. Values shorter than 6 characters are ignored, since
+            they would redact ordinary text.
+        patterns: ``(name, regex)`` pairs; the built-in :data:`DEFAULT_SECRET_PATTERNS`
+            are always included, extra ones add to them.
+
+    A redactor never shows its literals: its ``repr`` (what a failing assertion or
+    ``--showlocals`` prints) only counts them, and it has no fields a dataclass-aware
+    diff could print.
+    """
+
+    __slots__ = ("_any", "_compiled", "_literals", "_patterns")
+
+    def __init__(self, literals: Iterable[str] = (), patterns: Iterable[tuple[str, str]] = ()):
+        self._literals = tuple(sorted({s for s in literals if len(s) >= 6}, key=len, reverse=True))
+        self._patterns = tuple(patterns)
+        rules = [(name, re.compile(rx)) for name, rx in (*DEFAULT_SECRET_PATTERNS, *self._patterns)]
+        if self._literals:
+            rules.insert(
+                0, ("configured secret", re.compile("|".join(map(re.escape, self._literals))))
+            )
+        self._compiled: tuple[tuple[str, re.Pattern[str]], ...] = tuple(rules)
+        self._any = _first_match(self._compiled)
+
+    @property
+    def literals(self) -> tuple[str, ...]:
+        """The literal secrets (6 characters or more), longest first."""
+        return self._literals
+
+    @property
+    def patterns(self) -> tuple[tuple[str, str], ...]:
+        """The extra ``(name, regex)`` rules given (the built-in ones are always on)."""
+        return self._patterns
+
+    def __repr__(self) -> str:
+        return (
+            f"Redactor(<{len(self._literals)} literal secret(s) hidden>, "
+            f"{len(self._patterns)} extra pattern(s))"
+        )
+
+    def _spans(self, text: str) -> list[tuple[int, int]]:
+        """The merged ``[start, end)`` ranges of ``text`` that some rule calls secret."""
+        if not self._any(text):
+            return []  # the common case, one scan
+        found = sorted(
+            m.span() for _, rx in self._compiled for m in rx.finditer(text) if m.end() > m.start()
+        )
+        merged: list[tuple[int, int]] = []
+        for start, end in found:
+            if merged and start < merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+            else:
+                merged.append((start, end))
+        return merged
+
+    def redact_text(self, text: str) -> str:
+        """Return ``text`` with every secret replaced by :data:`REDACTED`.
+
+        Every rule looks at the original text; overlapping matches become one
+        :data:`REDACTED`.
+        """
+        return self.redact_pieces([text])[0]
+
+    def redact_pieces(self, pieces: Sequence[str]) -> list[str]:
+        """Redact a text that arrived in pieces (stream deltas), keeping the pieces.
+
+        The rules look at the pieces joined, so a secret split anywhere is found, even
+        where one piece alone already looks like a secret. Each secret becomes one
+        :data:`REDACTED` in the piece where it starts; its characters in later pieces are
+        dropped. Everything else stays in its own piece, so the number of pieces and
+        their boundaries outside secrets are kept.
+
+        Args:
+            pieces: The texts, in order.
+
+        Returns:
+            One redacted text per piece (``""`` for a piece that held only secret text).
+        """
+        joined = "".join(pieces)
+        spans = self._spans(joined)
+        if not spans:
+            return list(pieces)
+        out: list[str] = []
+        offset = 0
+        k = 0  # the first span that may still reach into the current piece
+        for piece in pieces:
+            start, end = offset, offset + len(piece)
+            parts: list[str] = []
+            pos = start
+            while k < len(spans) and spans[k][0] < end:
+                s0, s1 = spans[k]
+                if s0 >= pos:
+                    parts.append(joined[pos:s0])
+                    parts.append(REDACTED)
+                pos = max(pos, min(s1, end))
+                if s1 > end:
+                    break
+                k += 1
+            parts.append(joined[pos:end])
+            out.append("".join(parts))
+            offset = end
+        return out
+
+    def redact(self, value: Any) -> Any:
+        """Return a copy of a JSON value with secrets replaced in every string and key.
+
+        A key that holds a secret becomes ``[REDACTED]`` (``[REDACTED]#2``, ... when an
+        object has several); non-string leaves are unchanged.
+        """
+        if isinstance(value, str):
+            return self.redact_text(value)
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for k, v in value.items():
+                key = self.redact_text(k) if isinstance(k, str) else k
+                if key != k:
+                    n = 1
+                    while key in out or key in value:
+                        n += 1
+                        key = f"{REDACTED}#{n}"
+                out[key] = self.redact(v)
+            return out
+        if isinstance(value, list):
+            return [self.redact(v) for v in value]
+        return value
+
+    def redact_events(self, events: Iterable[Event]) -> list[Event]:
+        """Redacted copies of a session's events, including secrets split across deltas.
+
+        A streamed secret can arrive in pieces (``"sk-ab"``, ``"cdef..."``), and a first
+        piece may already look like a secret on its own. The deltas of each run (one
+        block of one call) are therefore redacted together with
+        :meth:`redact_pieces`: the joined text is what the rules see, and each delta
+        keeps its place and its own text outside secrets. The same holds for the run
+        records of the streams that format 2-4 logs embed in ``assistant/message`` and
+        ``assistant/attempt`` (their ``texts`` / ``args``). Every other string is
+        redacted on its own. The input events are not changed.
+        """
+        source = list(events)
+        out = [self.redact(event) for event in source]
+        for run in delta_runs(source):
+            texts = [source[i]["data"]["chunk"][name] for i, name in run]
+            for (i, name), text in zip(run, self.redact_pieces(texts), strict=True):
+                out[i]["data"]["chunk"][name] = text
+        for i, k, name in stream_runs_of(source):
+            pieces = source[i]["data"]["stream"][k][name]
+            out[i]["data"]["stream"][k][name] = self.redact_pieces(pieces)
+        return out
+
+    def find(self, value: Any, path: str = "$") -> Iterable[tuple[str, str]]:
+        """Yield ``(json_path, rule_name)`` for each string or key in ``value`` with a secret."""
+        if isinstance(value, str):
+            for name, rx in self._compiled:
+                if rx.search(value):
+                    yield path, name
+                    return
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                sub = f"{path}.{k}" if _IDENT.fullmatch(k) else f"{path}[{k!r}]"
+                for name, rx in self._compiled:
+                    if rx.search(k):
+                        yield f"{path} (a key)", name
+                        sub = f"{path}[{REDACTED!r}]"
+                        break
+                yield from self.find(v, sub)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                yield from self.find(v, f"{path}[{i}]")
+
+
+def _first_match(rules: Sequence[tuple[str, re.Pattern[str]]]) -> Callable[[str], bool]:
+    """A test for "some rule matches": one combined scan when the rules allow it."""
+    parts = []
+    for _, rx in rules:
+        flags = "".join(
+            f for f, bit in (("i", re.I), ("m", re.M), ("s", re.S), ("x", re.X)) if rx.flags & bit
+        )
+        body = rx.pattern
+        if flags:  # global flags become scoped ones inside the alternation
+            body = re.sub(r"^\(\?[aiLmsux]+\)", "", body)
+            parts.append(f"(?{flags}:{body})")
+        else:
+            parts.append(f"(?:{body})")
+    try:
+        combined = re.compile("|".join(parts))
+    except re.error:  # an extra pattern that cannot be combined: one scan per rule
+        return lambda text: any(rx.search(text) for _, rx in rules)
+    return lambda text: combined.search(text) is not None
+
+
+def recording_redactor(environ: Mapping[str, str] | None = None) -> Redactor:
+    """The redactor recordings use: the built-in rules plus the recording API key.
+
+    Args:
+        environ: Where to read ``DSH_RECORD_API_KEY`` (default: ``os.environ``).
+
+    Returns:
+        A :class:`Redactor` whose literal is the key, when it is set.
+    """
+    env = os.environ if environ is None else environ
+    key = env.get("DSH_RECORD_API_KEY", "")
+    return Redactor(literals=(key,) if key else ())
+
+
+def delta_runs(events: Sequence[Event]) -> list[list[tuple[int, str]]]:
+    """Group the stream deltas of a session's events into runs, one per block of a call.
+
+    A run is the ``text-delta``, ``reasoning-delta`` or ``tool-call-delta`` chunks of
+    one block (same ``turn``, ``step``, call, ``index`` and type) in order; a
+    ``block-start`` or ``block-end`` of that index, or the call's ``finish``, ends it.
+
+    Args:
+        events: A session's events (expanded, not packed rows).
+
+    Returns:
+        Runs of ``(event index, delta field name)`` pairs, in order of their first delta.
+    """
+    runs: list[list[tuple[int, str]]] = []
+    open_runs: dict[tuple[Any, ...], list[tuple[int, str]]] = {}
+    calls: dict[tuple[Any, Any], int] = {}
+    for i, event in enumerate(events):
+        data = event.get("data") if event.get("type") == "assistant/chunk" else None
+        chunk = data.get("chunk") if isinstance(data, dict) else None
+        if not isinstance(data, dict) or not isinstance(chunk, dict):
+            continue
+        call = (_hashable(data.get("turn")), _hashable(data.get("step")))
+        kind = chunk.get("type")
+        if kind == "finish":
+            calls[call] = calls.get(call, 0) + 1
+            continue
+        where = (*call, calls.get(call, 0), _hashable(chunk.get("index")))
+        if kind in ("block-start", "block-end"):
+            for delta_kind in _DELTA_FIELDS:
+                open_runs.pop((*where, delta_kind), None)
+            continue
+        field_name = _DELTA_FIELDS.get(kind) if isinstance(kind, str) else None
+        if field_name is None or not isinstance(chunk.get(field_name), str):
+            continue
+        key = (*where, kind)
+        run = open_runs.get(key)
+        if run is None:
+            run = open_runs[key] = []
+            runs.append(run)
+        run.append((i, field_name))
+    return runs
+
+
+_STREAM_PIECES: Final = {
+    "text-chunks": "texts",
+    "reasoning-chunks": "texts",
+    "tool-call-chunks": "args",
+}
+
+
+def stream_runs_of(events: Sequence[Event]) -> list[tuple[int, int, str]]:
+    """Where the delta runs of embedded streams (formats 2 to 4) keep their pieces.
+
+    Returns:
+        ``(event index, stream record index, field)`` of every ``text-chunks``,
+        ``reasoning-chunks`` (``texts``) and ``tool-call-chunks`` (``args``) record of
+        the ``data.stream`` of ``assistant/message`` and ``assistant/attempt`` events.
+    """
+    found: list[tuple[int, int, str]] = []
+    for i, event in enumerate(events):
+        if event.get("type") not in ("assistant/message", "assistant/attempt"):
+            continue
+        data = event.get("data")
+        stream = data.get("stream") if isinstance(data, dict) else None
+        if not isinstance(stream, list):
+            continue
+        for k, record in enumerate(stream):
+            kind = record.get("type") if isinstance(record, dict) else None
+            name = _STREAM_PIECES.get(kind) if isinstance(kind, str) else None
+            if name is None:
+                continue
+            pieces = record.get(name)
+            if isinstance(pieces, list) and all(isinstance(p, str) for p in pieces):
+                found.append((i, k, name))
+    return found

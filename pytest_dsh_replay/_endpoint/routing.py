@@ -1,0 +1,295 @@
+"""Which live session is calling the HTTP endpoint.
+
+First answer wins:
+
+1. **The dsh runtime's headers**: ``x-deepseek-harness-session-id`` names the session;
+   ``dsh_session_log.session`` in the body gives its ``parentSession`` and, for a fork
+   child, its ``seedLength``.
+2. **Our own headers**, for any client: ``x-dsh-session-id`` and
+   ``x-dsh-parent-session-id``.
+3. **The request's content**, when nothing names the session (the OpenAI route of the
+   dsh runtime, most SDK agents):
+
+   - a request that *extends the latest request* of a live session (its messages start
+     with all of that request's messages, and add some) continues that session. Only the
+     latest request counts: a fork child's first request extends its parent's *earlier*
+     request exactly as the parent's own next request does, and must not be taken for
+     the parent;
+   - a request that *repeats* a session's latest request exactly is a retry of it when
+     that call failed; after a successful answer it is a new conversation (a sibling
+     child with the same first request);
+   - anything else is a new conversation. When it carries earlier messages before its
+     trailing user messages (a fork child's inherited seed), its parent is the earliest
+     live session whose latest request starts with those messages (the live parent's own
+     request, not the recording, so runtime-context and re-rendered messages compare
+     equal). Which recording it replays is decided by the replay model from its first
+     user message (the primary first).
+   - when it continues two live sessions with the same latest request, the one whose
+     answer (its text or a tool call id) is in the next message wins; when that does not
+     decide either, the call fails with their first user messages. Children whose first
+     requests are identical therefore bind in arrival order.
+
+The latest request of each session is kept as one serialized form per message, so a
+comparison costs one pass over the messages.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+import orjson
+
+from .._errors import ReplayBindingError
+from .._replay.matching import opening_texts, seed_messages, trim
+
+__all__ = ["Route", "Router"]
+
+RUNTIME_SESSION_HEADER: Final = "x-deepseek-harness-session-id"
+SESSION_HEADER: Final = "x-dsh-session-id"
+PARENT_HEADER: Final = "x-dsh-parent-session-id"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Who is calling.
+
+    Attributes:
+        session_id: The live session.
+        parent_session_id: Its parent, when the request says so (headers) or content
+            proves it (a fork seed).
+        parent_guess: For a new conversation found by content without a seed: the live
+            session most recently waiting for tool results (a spawn's likely parent), else
+            the first live session (the primary); used only for logging while recording.
+        seed_length: Inherited events of a fork child (runtime headers), ``0`` for a
+            session that is not a fork, ``None`` when unknown.
+        how: ``"runtime"``, ``"headers"`` or ``"content"``.
+        new: Whether this is the session's first request.
+        fork: A new child whose request continues its parent's latest request's earlier
+            messages (its inherited seed), or a runtime child with a ``seedLength``.
+        cwd: The session's working directory, when the request says (the dsh runtime's
+            ``dsh_session_log.session.cwd``).
+    """
+
+    session_id: str
+    parent_session_id: str | None
+    parent_guess: str | None
+    seed_length: int | None
+    how: str
+    new: bool
+    fork: bool = False
+    cwd: str | None = None
+
+
+def _canonical(messages: Sequence[Any]) -> tuple[bytes, ...]:
+    return tuple(orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in messages)
+
+
+def _conversation(body: Mapping[str, Any]) -> tuple[list[Any], tuple[bytes, ...]]:
+    messages = body.get("messages")
+    if isinstance(messages, str) or not isinstance(messages, Sequence):
+        messages = []
+    messages = list(messages)
+    system = body.get("system")
+    head = [{"role": "system", "content": system}] if system is not None else []
+    return messages, _canonical([*head, *messages])
+
+
+class Router:
+    """Tells live sessions apart for the endpoint (thread-safe; one per test)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latest: dict[str, tuple[bytes, ...]] = {}  # live id -> latest request
+        self._first: dict[str, str | None] = {}  # live id -> its first user message
+        self._waiting: list[str] = []  # sessions whose last answer asked for tools
+        self._failed: set[str] = set()  # sessions whose last call failed (may retry)
+        self._served: dict[str, tuple[str, ...]] = {}  # live id -> its last answer's marks
+
+    def route(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> Route:
+        """Find the calling session of one request.
+
+        Args:
+            headers: The request headers, lower-case names.
+            body: The parsed JSON body.
+
+        Raises:
+            ReplayBindingError: Content cannot decide (two live sessions sent the same
+                latest request); the message shows their first user messages.
+        """
+        messages, key = _conversation(body)
+        runtime_id = headers.get(RUNTIME_SESSION_HEADER)
+        if runtime_id:
+            parent, seed, cwd = _runtime_lineage(body)
+            route = self._named(runtime_id, parent, seed, "runtime", messages, key)
+            return replace(route, cwd=cwd)
+        own_id = headers.get(SESSION_HEADER)
+        if own_id:
+            parent = headers.get(PARENT_HEADER) or None
+            return self._named(own_id, parent, None, "headers", messages, key)
+        return self._by_content(messages, key)
+
+    def answered(
+        self,
+        session_id: str,
+        *,
+        wants_tools: bool = False,
+        failed: bool = False,
+        served: tuple[str, ...] = (),
+    ) -> None:
+        """Note how a session's call ended.
+
+        Args:
+            session_id: The live session.
+            wants_tools: The answer asked for tool calls (a likely parent of what comes
+                next).
+            failed: The call failed (the same request again is a retry).
+            served: The answer's text and tool call ids, to tell apart sessions whose
+                requests were equal.
+        """
+        with self._lock:
+            if session_id in self._waiting:
+                self._waiting.remove(session_id)
+            if wants_tools:
+                self._waiting.append(session_id)
+            if failed:
+                self._failed.add(session_id)
+            else:
+                self._failed.discard(session_id)
+                self._served[session_id] = served
+
+    def first_message(self, session_id: str) -> str | None:
+        """The first user message a live session sent (for messages)."""
+        with self._lock:
+            return self._first.get(session_id)
+
+    def _named(
+        self,
+        session_id: str,
+        parent: str | None,
+        seed: int | None,
+        how: str,
+        messages: list[Any],
+        key: tuple[bytes, ...],
+    ) -> Route:
+        with self._lock:
+            new = session_id not in self._latest
+            fork = bool(seed)
+            if new and parent is not None and seed is None:
+                fork = self._seeded_by(parent, messages, key)
+            self._remember(session_id, messages, key)
+        return Route(session_id, parent, None, seed, how, new, fork)
+
+    def _seeded_by(self, parent: str, messages: list[Any], key: tuple[bytes, ...]) -> bool:
+        """Whether the request starts with earlier messages of ``parent``'s latest request."""
+        prefix = _seed_key(messages, key)
+        latest = self._latest.get(parent)
+        return bool(prefix) and latest is not None and latest[: len(prefix)] == prefix
+
+    def _remember(self, session_id: str, messages: list[Any], key: tuple[bytes, ...]) -> None:
+        if session_id not in self._first:
+            openings = opening_texts(messages)
+            self._first[session_id] = openings[-1] if openings else None
+        self._latest[session_id] = key
+        if session_id in self._waiting:
+            self._waiting.remove(session_id)
+
+    def _by_content(self, messages: list[Any], key: tuple[bytes, ...]) -> Route:
+        with self._lock:
+            best = -1
+            tied: list[str] = []
+            for session_id, latest in self._latest.items():
+                size = len(latest)
+                if size == len(key) and session_id not in self._failed:
+                    continue  # the same request after an answer: not a retry
+                if size <= len(key) and size >= best and key[:size] == latest:
+                    if size > best:
+                        best, tied = size, []
+                    tied.append(session_id)
+            if len(tied) > 1 and best < len(key):
+                following = key[best]
+                known = [s for s in tied if _served_in(self._served.get(s, ()), following)]
+                if len(known) == 1:
+                    tied = known
+            if len(tied) > 1:
+                listed = "; ".join(f"{s}: {trim(self._first.get(s))}" for s in tied)
+                raise ReplayBindingError(
+                    "cannot tell which live session sent a request: it continues the latest "
+                    f"request of {len(tied)} sessions alike ({listed}). Identify sessions "
+                    "with the x-dsh-session-id header (and x-dsh-parent-session-id for a "
+                    "child)"
+                )
+            if tied:
+                session_id = tied[0]
+                self._remember(session_id, messages, key)
+                return Route(session_id, None, None, None, "content", False)
+            parent: str | None = None
+            guess: str | None = None
+            prefix = _seed_key(messages, key)
+            if prefix:
+                for session_id, latest in self._latest.items():  # creation order
+                    if len(latest) > len(prefix) and latest[: len(prefix)] == prefix:
+                        parent = session_id
+                        break
+            elif self._waiting:
+                guess = self._waiting[-1]
+            else:  # a subagent that starts after its parent went on: the first session
+                guess = next(iter(self._latest), None)
+            session_id = str(uuid.uuid4())
+            self._remember(session_id, messages, key)
+            seeded = None if prefix else 0
+            return Route(session_id, parent, guess, seeded, "content", True, parent is not None)
+
+
+def _seed_key(messages: list[Any], key: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """The serialized system head and seed messages of a request (``()``: no seed)."""
+    seed = seed_messages(messages)
+    if not seed:
+        return ()
+    head = len(key) - len(messages)
+    return key[: head + len(seed)]
+
+
+def _served_in(served: tuple[str, ...], raw: bytes) -> bool:
+    """Whether a re-sent assistant message is the answer ``served`` (text, tool call ids)."""
+    if not served or not any(served):
+        return False
+    message = orjson.loads(raw)
+    if not isinstance(message, Mapping):
+        return False
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    text = (
+        content
+        if isinstance(content, str)
+        else "".join(
+            b.get("text", "") for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"
+        )
+    )
+    calls = message.get("tool_calls")
+    ids = (
+        {c.get("id") for c in calls if isinstance(c, Mapping)} if isinstance(calls, list) else set()
+    )
+    ids |= {b.get("id") for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool_use"}
+    return (not served[0] or served[0] == text) and set(served[1:]) <= ids
+
+
+def _runtime_lineage(body: Mapping[str, Any]) -> tuple[str | None, int | None, str | None]:
+    """The runtime's ``dsh_session_log.session``: parent, seed length, working directory."""
+    log = body.get("dsh_session_log")
+    session = log.get("session") if isinstance(log, Mapping) else None
+    if not isinstance(session, Mapping):
+        return None, None, None
+    parent = session.get("parentSession")
+    seed = session.get("seedLength")
+    seed_length = seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
+    cwd = session.get("cwd")
+    return (
+        parent if isinstance(parent, str) and parent else None,
+        seed_length,
+        cwd if isinstance(cwd, str) and os.path.isabs(cwd) else None,
+    )

@@ -1,0 +1,256 @@
+"""The endpoint in process: ``httpx`` transports that call it without a socket.
+
+The ``openai`` and ``anthropic`` SDKs send their requests through an ``httpx`` client
+(``httpx2`` in their current releases, ``httpx`` in older ones); a client built on
+:func:`sync_transport` or :func:`async_transport` hands each request straight to the
+:class:`~pytest_dsh_replay._endpoint.endpoint.Endpoint`. The SDK parses the same bytes it would
+read from a socket.
+
+- The request's read timeout (``httpx``'s ``timeout`` extension) bounds how long a
+  hanging call waits for its next piece; past it the body raises ``ReadTimeout``.
+- A recorded transport failure raises ``RemoteProtocolError`` (before the response) or
+  ``ReadError`` (mid-stream), as a dropped connection would.
+- The async transport runs the endpoint in a worker thread (at most
+  :data:`MAX_WORKERS` at once) so that a hanging call never blocks the event loop; each
+  streamed response is read by one worker and handed over through a queue.
+
+``httpx`` is imported when a transport is made: importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import importlib
+import threading
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Final
+
+from .._errors import DshReplayError
+from .._wire.base import httpx_module
+from .endpoint import Endpoint
+from .response import DroppedConnection, EndpointResponse, TimedOut
+
+__all__ = [
+    "DUMMY_API_KEY",
+    "MAX_WORKERS",
+    "async_transport",
+    "endpoint_env",
+    "sdk_client",
+    "sync_transport",
+]
+
+MAX_WORKERS: Final = 16
+"""Worker threads of one endpoint's async transports."""
+
+_END: Final = object()
+
+
+def _read_timeout(request: Any) -> float | None:
+    timeout = request.extensions.get("timeout")
+    if isinstance(timeout, dict):
+        read = timeout.get("read")
+        if isinstance(read, (int, float)) and not isinstance(read, bool):
+            return float(read)
+    return None
+
+
+def _headers(request: Any) -> dict[str, str]:
+    return {name.lower(): value for name, value in request.headers.items()}
+
+
+def _path(request: Any) -> str:
+    return str(request.url.path)
+
+
+def sync_transport(endpoint: Endpoint) -> Any:
+    """An ``httpx.BaseTransport`` (of :func:`httpx_module`) that calls ``endpoint``."""
+    httpx = httpx_module()
+
+    class _Stream(httpx.SyncByteStream):  # type: ignore[misc, name-defined]
+        def __init__(self, response: EndpointResponse, request: Any):
+            self._response = response
+            self._request = request
+
+        def __iter__(self) -> Iterator[bytes]:
+            try:
+                yield from self._response.body
+            except DroppedConnection as error:
+                raise httpx.ReadError(str(error), request=self._request) from None
+            except TimedOut as error:
+                raise httpx.ReadTimeout(str(error), request=self._request) from None
+
+        def close(self) -> None:
+            self._response.close()
+
+    class _Transport(httpx.BaseTransport):  # type: ignore[misc, name-defined]
+        def handle_request(self, request: Any) -> Any:
+            response = _answer(endpoint, request, request.read())
+            return _httpx_response(httpx, response, request, _Stream(response, request))
+
+    return _Transport()
+
+
+def _answer(endpoint: Endpoint, request: Any, body: bytes) -> EndpointResponse:
+    """The endpoint's answer to an httpx request whose body was read."""
+    return endpoint.handle(
+        request.method, _path(request), _headers(request), body, timeout=_read_timeout(request)
+    )
+
+
+def _httpx_response(httpx: Any, response: EndpointResponse, request: Any, stream: Any) -> Any:
+    """The ``httpx.Response`` for an answer (a dropped connection raises as httpx does)."""
+    if response.drop:
+        raise httpx.RemoteProtocolError(
+            "the replayed call dropped the connection (a recorded transport failure)",
+            request=request,
+        )
+    return httpx.Response(response.status, headers=response.headers, stream=stream, request=request)
+
+
+class _Pool:
+    """One endpoint's worker threads for async transports (created on first use)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def get(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    MAX_WORKERS, thread_name_prefix="dsh-replay-transport"
+                )
+            return self._executor
+
+    def shutdown(self) -> None:
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+
+def async_transport(endpoint: Endpoint, pool: _Pool | None = None) -> Any:
+    """An ``httpx.AsyncBaseTransport`` (of :func:`httpx_module`) that calls ``endpoint``.
+
+    Args:
+        endpoint: What answers.
+        pool: The worker threads to use (:func:`worker_pool`); a new pool when ``None``.
+    """
+    httpx = httpx_module()
+    workers = pool or _Pool()
+
+    class _Stream(httpx.AsyncByteStream):  # type: ignore[misc, name-defined]
+        def __init__(self, response: EndpointResponse, request: Any):
+            self._response = response
+            self._request = request
+            self._closed = threading.Event()
+
+        def _pump(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]) -> None:
+            item: Any = _END
+            try:
+                for piece in self._response.body:
+                    if self._closed.is_set():
+                        break
+                    loop.call_soon_threadsafe(queue.put_nowait, piece)
+            except BaseException as error:  # handed to the reader
+                item = error
+            finally:
+                if self._closed.is_set():
+                    self._response.close()
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody reads any more
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            loop = asyncio.get_running_loop()
+            queue: asyncio.Queue[Any] = asyncio.Queue()
+            done = loop.run_in_executor(workers.get(), self._pump, loop, queue)
+            try:
+                while True:
+                    item = await queue.get()
+                    if item is _END:
+                        break
+                    if isinstance(item, DroppedConnection):
+                        raise httpx.ReadError(str(item), request=self._request)
+                    if isinstance(item, TimedOut):
+                        raise httpx.ReadTimeout(str(item), request=self._request)
+                    if isinstance(item, BaseException):
+                        raise item
+                    yield item
+            finally:
+                self._closed.set()
+                if not done.done():
+                    self._response.close()
+                    await asyncio.wait([done], timeout=1.0)
+
+        async def aclose(self) -> None:
+            self._closed.set()
+            self._response.close()  # ends a call that hangs in the worker
+
+    class _Transport(httpx.AsyncBaseTransport):  # type: ignore[misc, name-defined]
+        async def handle_async_request(self, request: Any) -> Any:
+            body = await request.aread()
+            loop = asyncio.get_running_loop()
+            response = await loop.run_in_executor(
+                workers.get(), lambda: _answer(endpoint, request, body)
+            )
+            return _httpx_response(httpx, response, request, _Stream(response, request))
+
+        async def aclose(self) -> None:
+            return None
+
+    return _Transport()
+
+
+def worker_pool() -> _Pool:
+    """A pool of worker threads for :func:`async_transport` (shut it down at the end)."""
+    return _Pool()
+
+
+DUMMY_API_KEY: Final = "dsh-replay-dummy-key"
+"""The API key the endpoint's environment and ready clients give (the endpoint ignores it)."""
+
+_IN_PROCESS_URL: Final = "http://dsh-replay.invalid"
+
+
+def endpoint_env(root: str) -> dict[str, str]:
+    """Environment variables that point an agent process at the endpoint at ``root``."""
+    return {
+        "OPENAI_BASE_URL": f"{root}/v1",
+        "OPENAI_API_KEY": DUMMY_API_KEY,
+        "ANTHROPIC_BASE_URL": root,
+        "ANTHROPIC_API_KEY": DUMMY_API_KEY,
+        "DEEPSEEK_BASE_URL": root,
+        "DEEPSEEK_API_KEY": DUMMY_API_KEY,
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
+
+
+def sdk_client(sdk: str, endpoint: Endpoint, pool: _Pool | None, options: dict[str, Any]) -> Any:
+    """An ``openai`` or ``anthropic`` client on ``endpoint``, in process (no socket).
+
+    Args:
+        sdk: ``"openai"`` or ``"anthropic"``.
+        endpoint: What answers.
+        pool: Worker threads for an async client; ``None`` gives a sync client.
+        options: Passed to the client's constructor (``max_retries``, ``timeout``, ...).
+
+    Raises:
+        DshReplayError: The SDK package is not installed.
+    """
+    try:
+        module = importlib.import_module(sdk)
+    except ImportError:
+        raise DshReplayError(f"this client needs the {sdk!r} package: pip install {sdk}") from None
+    httpx = httpx_module()
+    if pool is None:
+        http = httpx.Client(transport=sync_transport(endpoint))
+    else:
+        http = httpx.AsyncClient(transport=async_transport(endpoint, pool))
+    options.setdefault("api_key", DUMMY_API_KEY)
+    base = f"{_IN_PROCESS_URL}/v1" if sdk == "openai" else _IN_PROCESS_URL
+    name = {"openai": "OpenAI", "anthropic": "Anthropic"}[sdk]
+    cls = getattr(module, name if pool is None else f"Async{name}")
+    return cls(base_url=base, http_client=http, **options)

@@ -1,0 +1,638 @@
+"""What a test gets from the ``dsh_replay`` fixture, without pytest (DESIGN 3).
+
+The pytest plugin is a thin layer over this module: it resolves the scenario path from
+the test, builds a :class:`DshReplay`, and calls :meth:`DshReplay.finish` after a passing
+test. Everything here is plain Python, so other runners (or a REPL) can use it too::
+
+    replay = DshReplay.open("tests/dsh_snapshots/spawn", workdir=tmp)
+    run_agent(replay.model, replay.sessions)
+    replay.finish()  # raises when calls were left unused or the logs differ
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from .._check.log_check import (
+    Comparison,
+    Redaction,
+    SessionLog,
+    first_difference,
+    unchanged_recording,
+)
+from .._check.normalize import canonical_log, describe_difference, diff_logs
+from .._check.redact import Redactor
+from .._endpoint.clients import EndpointClients
+from .._errors import DshReplayError, LogMismatchError, RecordingError
+from .._format.events import Event, SessionHeader
+from .._format.jsonl import read_session_log
+from .._format.text import TextSafeModel, text_safe
+from .._recording.recorder import RecordingModel
+from .._replay.model import ReplayModel
+from .._scripts.loading import ScenarioCache, load_scenario
+from .._scripts.scenario import (
+    Scenario,
+    SessionScript,
+    order_sessions,
+    refuse_nested,
+    write_scenario,
+)
+from .._store.atomic import check_writable, recover
+from .._store.backends.base import MemoryBackend
+from .._store.store import SessionStore
+from .runtime_logs import RuntimeSessions, compare_model_views
+
+if TYPE_CHECKING:
+    from .._endpoint.endpoint import Endpoint
+    from .._endpoint.server import EndpointServer
+    from .._endpoint.transport import _Pool
+
+__all__ = [
+    "DshReplay",
+    "Mode",
+]
+
+Mode = Literal["replay", "record"]
+"""``"replay"`` serves recordings; ``"record"`` calls the live model and writes them."""
+
+
+class _TextSafeRecordingModel(RecordingModel):
+    """A :class:`RecordingModel` whose requests and chunks hold only valid Unicode.
+
+    Lone surrogates in a request become U+FFFD before the request is logged or sent.
+    With ``live=True`` the answering model is wrapped in a
+    :class:`~pytest_dsh_replay._format.text.TextSafeModel`, so a surrogate pair split across
+    two deltas reaches the code under test (and the recording) joined; a replay model
+    serves recorded text, which is valid already.
+    """
+
+    def __init__(self, model: Any, store: Any, *, live: bool):
+        super().__init__(
+            TextSafeModel(model) if live else model,
+            store,
+            create_sessions=True,
+            parsed_chunks=not live,
+        )
+
+    def stream(self, request: Any, **kwargs: Any) -> Any:
+        return super().stream(text_safe(request), **kwargs)
+
+    def astream(self, request: Any, **kwargs: Any) -> Any:
+        return super().astream(text_safe(request), **kwargs)
+
+
+def _new_store() -> SessionStore:
+    """The test's own store, in memory: nothing unredacted ever reaches the disk."""
+    return SessionStore(MemoryBackend())
+
+
+def _log_path(script: SessionScript) -> Path:
+    assert script.path is not None  # a store scenario has no per-session file
+    return script.path
+
+
+@dataclass
+class DshReplay(RuntimeSessions, EndpointClients):
+    """The ``dsh_replay`` fixture's value: one test's recorded scenario and its model.
+
+    Attributes:
+        path: The scenario directory (or log / store) this test replays or records.
+        mode: ``"replay"`` or ``"record"``.
+        scenario: The loaded scenario; in record mode the previous recording, if any.
+        model: What the code under test streams from: a
+            :class:`~pytest_dsh_replay.RecordingModel` that logs each call's
+            conversation into the calling session of :attr:`sessions`, around a
+            :class:`~pytest_dsh_replay.ReplayModel` (replay mode) or the live model
+            (record mode). Replay attributes (``bindings``, ``assert_consumed``,
+            ``cancel``) are the replay model's.
+        sessions: The :class:`~pytest_dsh_replay.store.SessionStore` the code under test
+            persists its sessions in, in memory (a recording is written, redacted, only
+            when the test passed).
+        workdir: The temporary directory owned by this run (ready files).
+        compare_logs: Whether :meth:`finish` compares the replayed logs with the
+            recording (replay mode).
+        redactor: The secret rules applied before anything is written (and to the
+            replayed side before comparing).
+        redact_hook: Extra redaction, called with each event copy (changes it in place).
+        redact_header_hook: Extra redaction, called with each session header's JSON
+            object (``{"type": "session", "id", ...}``; changes it in place).
+        unchanged: Set by :meth:`save`: the recording equals the previous one
+            (normalized), whose files were left untouched.
+    """
+
+    path: Path
+    mode: Mode
+    scenario: Scenario | None
+    model: Any
+    sessions: Any
+    workdir: Path
+    compare_logs: bool = True
+    redactor: Redactor = field(default_factory=Redactor)
+    redact_hook: Callable[[Event], object] | None = None
+    redact_header_hook: Callable[[dict[str, Any]], object] | None = None
+    unchanged: bool = field(default=False, init=False)
+    _endpoint: Endpoint | None = field(default=None, init=False, repr=False)
+    _server: EndpointServer | None = field(default=None, init=False, repr=False)
+    _pool: _Pool | None = field(default=None, init=False, repr=False)
+    _live: Any = field(default=None, init=False, repr=False)
+    _live_mark: int = field(default=0, init=False, repr=False)
+    _cache: ScenarioCache | None = field(default=None, init=False, repr=False)
+    _replayer: ReplayModel | None = field(default=None, init=False, repr=False)
+    _runtime_sessions: tuple[Path, str] | None = field(default=None, init=False, repr=False)
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        workdir: Path,
+        pace_ms: int = 0,
+        compare_logs: bool = True,
+        redactor: Redactor | None = None,
+        redact_hook: Callable[[Event], object] | None = None,
+        redact_header_hook: Callable[[dict[str, Any]], object] | None = None,
+        cache: ScenarioCache | None = None,
+    ) -> DshReplay:
+        """Load a recorded scenario for replay.
+
+        When ``path`` is missing because a recording was killed while replacing it, the
+        previous recording it moved aside is put back first.
+
+        Args:
+            path: The scenario (directory, log file or SQLite store).
+            workdir: A directory this run owns; sessions are stored under it and relative
+                ``readyFile`` paths of ``hang`` entries resolve inside it.
+            pace_ms: Delay between replayed chunks, in milliseconds.
+            compare_logs: Compare the logs the code under test writes with the recording.
+            redactor: Secret rules (see :attr:`redactor`).
+            redact_hook: Extra redaction (see :attr:`redact_hook`).
+            redact_header_hook: Extra header redaction (see :attr:`redact_header_hook`).
+            cache: Share the loaded scenario, and the recorded logs the log check reads,
+                with other runs that use the same cache (the pytest plugin keeps one per
+                test run); ``None`` loads afresh.
+
+        Raises:
+            DshReplayError: The scenario does not exist or does not load (the core's
+                message: file, line and what was expected).
+        """
+        p = Path(path)
+        if not p.exists():
+            recover(p)  # a killed recording may have moved the old one aside
+        scenario = load_scenario(p) if cache is None else cache.load(p, keep_logs=compare_logs)
+        replayer = ReplayModel(scenario, pace_ms=pace_ms, workdir=workdir)
+        # The replay model answers; the recorder logs each call into the calling
+        # session exactly as recording does, so the two runs' logs can be compared.
+        replay = cls._logged_run(
+            p, "replay", scenario, replayer, workdir, redactor, redact_hook, redact_header_hook
+        )
+        replay.compare_logs = compare_logs
+        replay._cache = cache
+        replay._replayer = replayer
+        return replay
+
+    @classmethod
+    def record(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        live: Any,
+        workdir: Path,
+        redactor: Redactor | None = None,
+        redact_hook: Callable[[Event], object] | None = None,
+        redact_header_hook: Callable[[dict[str, Any]], object] | None = None,
+    ) -> DshReplay:
+        """Prepare to record a scenario from a live model.
+
+        Nothing is written until :meth:`finish` (called after the test passed), and then
+        atomically: a failing or interrupted test leaves the previous recording as it was.
+
+        Args:
+            path: The scenario directory to (re)write.
+            live: The live model (``stream``, and ``astream`` for async callers).
+            workdir: A directory this run owns (sessions are stored under it).
+            redactor: Secret rules applied before writing.
+            redact_hook: Extra redaction applied before writing.
+            redact_header_hook: Extra header redaction applied before writing.
+
+        Raises:
+            RecordingError: ``path`` is an existing file, not a scenario directory; it
+                holds another scenario or lies inside one; or it cannot be written (a
+                read-only directory, a parent that is a file), checked here, before the
+                live model is ever called.
+        """
+        p = Path(path)
+        if p.exists() and not p.is_dir():
+            raise RecordingError(
+                f"cannot record into {p}: it is a file (a single log or a SQLite store), and "
+                "a recording is written as a scenario directory; point the dsh_scenario "
+                "marker at a directory, or record with record=False on this test"
+            )
+        refuse_nested(p)
+        try:
+            check_writable(p)
+        except OSError as err:
+            raise RecordingError(
+                f"cannot record into {p}: {err.filename or p}: {err.strerror or err}; "
+                "nothing was recorded (the live model was not called) and the previous "
+                "recording, if any, is kept"
+            ) from None
+        previous: Scenario | None = None
+        if p.exists():
+            try:
+                previous = load_scenario(p)
+            except DshReplayError:
+                previous = None  # a broken old recording is about to be replaced
+        replay = cls._logged_run(
+            p, "record", previous, live, workdir, redactor, redact_hook, redact_header_hook
+        )
+        replay._live = live
+        replay._live_mark = len(getattr(live, "network_failures", ()))
+        return replay
+
+    @classmethod
+    def _logged_run(
+        cls,
+        path: Path,
+        mode: Mode,
+        scenario: Scenario | None,
+        answering: Any,
+        workdir: Path,
+        redactor: Redactor | None,
+        redact_hook: Callable[[Event], object] | None,
+        redact_header_hook: Callable[[dict[str, Any]], object] | None,
+    ) -> DshReplay:
+        """A run whose model logs every call ``answering`` answers, in a new in-memory store.
+
+        ``answering`` is the replay model (replay mode) or the live model (record mode:
+        made text-safe); either way the recorder logs each call into the calling session.
+        """
+        sessions = _new_store()
+        model = _TextSafeRecordingModel(answering, sessions, live=mode == "record")
+        return cls(
+            path=path,
+            mode=mode,
+            scenario=scenario,
+            model=model,
+            sessions=sessions,
+            workdir=workdir,
+            redactor=redactor or Redactor(),
+            redact_hook=redact_hook,
+            redact_header_hook=redact_header_hook,
+        )
+
+    def _network_problem(self) -> RecordingError | None:
+        """The live model could not be reached during this recording (reported once)."""
+        failures = list(getattr(self._live, "network_failures", ()))
+        new = failures[self._live_mark :]
+        self._live_mark = len(failures)
+        if not new:
+            return None
+        more = f" (and {len(new) - 1} more failed call(s))" if len(new) > 1 else ""
+        return RecordingError(
+            f"recording {self.path} failed: {new[0]}{more}; nothing was written. Check "
+            "that the live model's server is running and DSH_RECORD_BASE_URL points at it"
+        )
+
+    # --- the model endpoint (its accessors and clients: EndpointClients) ---------------
+
+    def close(self) -> None:
+        """Stop the endpoint (hanging calls end, the server stops); safe to call twice.
+
+        Raises:
+            DshReplayError: The first replay error an HTTP call met (binding, exhausted,
+                placeholder, script): the call was answered with a 500, and this makes the
+                test fail with the typed error.
+            RecordingError: While recording, the live model could not be reached (the
+                message names its base URL and the network error).
+        """
+        endpoint = self._endpoint
+        if self._server is not None:
+            self._server.stop()
+        if endpoint is not None:
+            endpoint.close()
+        if self._pool is not None:
+            self._pool.shutdown()
+        if endpoint is not None and endpoint.errors:
+            errors, endpoint.errors = endpoint.errors, []
+            raise errors[0]
+        problem = self._network_problem() if self.mode == "record" else None
+        if problem is not None:
+            raise problem
+
+    # --- views -------------------------------------------------------------------------
+
+    def transcript(self) -> str:
+        """The run's sessions as a normalized Markdown transcript.
+
+        Every session of :attr:`sessions`: the ones the code under test wrote, and the
+        ones the model created for calls from sessions it did not know (each with its
+        turns: the messages, the model's answers, tool calls and results). Compare it
+        with a snapshot:
+        ``assert dsh_replay.transcript() == dsh_snapshot``.
+        """
+        from .._check.transcript import render_transcript
+
+        return render_transcript(
+            self.redacted_sessions(), redactor=self.redactor, aliases=self.bound_ids()
+        )
+
+    def events_snapshot(self) -> str:
+        """The run's sessions as normalized JSON lines (the ``.jsonl`` snapshot's text).
+
+        The sessions of :meth:`redacted_sessions`, each header then its events, ids,
+        times and the working directory normalized as in :meth:`transcript`.
+        """
+        from .._check.transcript import sessions_as_jsonl
+
+        return sessions_as_jsonl(
+            self.redacted_sessions(), redactor=self.redactor, aliases=self.bound_ids()
+        )
+
+    def redacted_sessions(self) -> list[SessionLog]:
+        """Every session of :attr:`sessions` as a recording would write it.
+
+        Secrets are redacted (:attr:`redactor` and the redact hooks) and the working
+        directory is ``{{cwd}}``.
+
+        Returns:
+            Objects with ``.header`` and ``.events``, in the store's creation order.
+        """
+        if self._runtime_sessions is not None:
+            return [self._redacted(log.header, log.events) for log in self._runtime_logs()]
+        return [self._redacted(s.header, s.events) for s in self.sessions.sessions()]
+
+    # --- checks ------------------------------------------------------------------------
+
+    def assert_consumed(self) -> None:
+        """Check that every recorded model call was used (replay mode; no-op in record mode).
+
+        Raises:
+            ReplayConsumptionError: Some bound session left calls unused, or a recorded
+                session with calls was never bound; the message lists each one.
+        """
+        if self.mode == "replay":
+            self.model.assert_consumed()
+
+    def _redacted(self, header: SessionHeader, events: Sequence[Event]) -> SessionLog:
+        """A session as it is written or shown: secrets redacted, cwd tokenized, hooks run."""
+        return self._redaction().apply(header, events)
+
+    def recorded_elsewhere(self) -> bool:
+        """Whether the recording was written by other code than this plugin.
+
+        This plugin writes every log in its committed form; a log in another form (the
+        harness's full form, say) was written elsewhere, and its calls may be logged in
+        a way the replayed-log check does not expect.
+        """
+        if self.scenario is None:
+            return False
+        for script in self.scenario.scripts:
+            if script.path is None:
+                return True  # a SQLite store: never written by this plugin
+            try:
+                data = script.path.read_bytes()
+                if canonical_log(data, source=str(script.path)) != data:
+                    return True
+            except (OSError, DshReplayError):
+                return True
+        return False
+
+    def bound_ids(self) -> dict[str, str]:
+        """``{recorded id: live id}`` of the sessions this replay bound (empty when recording).
+
+        A replayed answer that names a recorded session (a parent told its child's id)
+        names the live session that replays it; the log check, transcripts and
+        ``.jsonl`` snapshots count the one as the other.
+        """
+        bindings = getattr(self.model, "bindings", {})
+        return {b.recorded_id: key for key, b in bindings.items() if key and b.recorded_id}
+
+    def _redaction(self) -> Redaction:
+        return Redaction(self.redactor, self.redact_hook, self.redact_header_hook)
+
+    def written_logs(self) -> list[SessionLog]:
+        """The sessions the code under test wrote, redacted, in scenario order.
+
+        With :meth:`use_sessions`, the dsh runtime's logs.
+        """
+        if self._runtime_sessions is not None:
+            return [self._redacted(log.header, log.events) for log in self._runtime_logs()]
+        return [
+            self._redacted(s.header, s.events) for s in order_sessions(self.sessions.sessions())
+        ]
+
+    def check_logs(self) -> None:
+        """Compare the logs of this replayed run with the recording (replay mode).
+
+        Every session of :attr:`sessions` is compared: the ones the code under test
+        wrote and the ones the model created for its calls, since the model logs each
+        call's conversation (system prompt and tools, the new messages, the chunks) the
+        same way in both modes. Sessions are paired with recorded logs by the model's
+        bindings (then by order), normalized (ids, times, the working directory) and
+        compared event by event. Does nothing when the run wrote no session, or for a
+        SQLite scenario (no per-session file).
+
+        Raises:
+            LogMismatchError: The first difference, with an event-level report and the
+                command that re-records the scenario.
+        """
+        if self.mode != "replay" or self.scenario is None:
+            return
+        if self._runtime_sessions is not None:
+            self._check_runtime_logs()
+            return
+        close = getattr(self.model, "close_open_calls", None)
+        if close is not None:
+            close()
+        live = self.sessions.sessions()
+        if not live:
+            return  # no model call and no session: nothing to compare
+        recorded = [s for s in self.scenario.scripts if s.path is not None]
+        if len(recorded) != len(self.scenario.scripts):
+            return  # a SQLite scenario: no per-session file to compare with
+        by_file = {s.file: s for s in recorded}
+        bound = {
+            key: by_file.get(b.file) for key, b in self.model.bindings.items() if key is not None
+        }
+        pairs: list[tuple[SessionScript, Any]] = []
+        # Top-level first, then creation order (ids are random and times can tie).
+        free_live = sorted(live, key=lambda s: s.header.parent_session is not None)
+        free_recorded = list(recorded)
+        for session in list(free_live):
+            script = bound.get(session.header.id)
+            if script is not None and script in free_recorded:
+                pairs.append((script, session))
+                free_live.remove(session)
+                free_recorded.remove(script)
+        if len(free_live) != len(free_recorded):
+            raise LogMismatchError(
+                f"this run wrote {len(live)} session log(s), the recording {self.path} has "
+                f"{len(recorded)}"
+            )
+        pairs.extend(zip(free_recorded, free_live, strict=True))
+        pairs.sort(key=lambda pair: recorded.index(pair[0]))
+        self._raise_first_difference(
+            [(script.file, self._recorded_log(script), session) for script, session in pairs],
+            [s.header for s in recorded],
+            [s.header for s in live],
+            diff_logs,
+            lambda file: (
+                "the replayed session log differs from the recording "
+                f"{self.path / file if self.path.is_dir() else self.path}:\n"
+            ),
+        )
+
+    def _recorded_log(self, script: SessionScript) -> tuple[SessionHeader, list[Event]]:
+        """The recorded log of ``script``, through the run's cache when there is one.
+
+        ``script`` belongs to a scenario with a file per session.
+        """
+        path = _log_path(script)
+        return read_session_log(path) if self._cache is None else self._cache.recorded_log(path)
+
+    def _raise_first_difference(
+        self,
+        logs: list[tuple[str, Any, Any]],
+        recorded: list[SessionHeader],
+        live: list[SessionHeader],
+        compare: Comparison,
+        heading: Callable[[str], str],
+    ) -> None:
+        """Raise the first difference of ``logs`` (``(file, recorded log, live log)``).
+
+        Raises:
+            LogMismatchError: ``heading(file)`` and the event-level report.
+        """
+        found = first_difference(
+            logs,
+            recorded=recorded,
+            live=live,
+            compare=compare,
+            redaction=self._redaction(),
+            aliases=self.bound_ids(),
+        )
+        if found is not None:
+            file, diff = found
+            raise LogMismatchError(heading(file) + describe_difference(diff))
+
+    def _check_runtime_logs(self) -> None:
+        """Compare the runtime's logs of this replay with the recording, as the model saw them."""
+        assert self.scenario is not None
+        recorded = list(self.scenario.scripts)
+        try:
+            live = self._runtime_logs()
+        except DshReplayError as err:
+            raise LogMismatchError(
+                f"the dsh runtime's logs of this run cannot be read: {err}"
+            ) from None
+        if len(live) != len(recorded) or any(s.path is None for s in recorded):
+            raise LogMismatchError(
+                f"the dsh runtime wrote {len(live)} session log(s) in this run, the recording "
+                f"{self.path} has {len(recorded)}"
+            )
+        sources = {script.file: str(log.path) for script, log in zip(recorded, live, strict=True)}
+
+        def compare(file: str, *args: Any, **options: Any) -> Any:
+            return compare_model_views(file, *args, actual_source=sources[file], **options)
+
+        self._raise_first_difference(
+            [  # _runtime_logs orders the live logs by the recording they replay
+                (script.file, self._recorded_log(script), log)
+                for script, log in zip(recorded, live, strict=True)
+            ],
+            [s.header for s in recorded],
+            [log.header for log in live],
+            compare,
+            lambda file: (
+                "the dsh runtime's session log of this replay shows the model "
+                f"something else than the recording {self.path / file} (compared: messages, "
+                "request settings and served chunks per session):\n"
+            ),
+        )
+
+    def save(self) -> list[Path]:
+        """Write the recorded sessions as the scenario, atomically (record mode).
+
+        A re-record of unchanged behaviour is stable: when the new logs equal the
+        previous recording's after normalization (ids, times, the working directory, as
+        the replayed-log check compares them), the directory holds nothing else and its
+        logs are in the committed form, nothing is written and :attr:`unchanged` is set,
+        so the files keep their bytes, ids and times.
+
+        Returns:
+            The written log files (the previous ones when :attr:`unchanged`).
+
+        Raises:
+            RecordingError: The test wrote no session, or not exactly one primary, or the
+                directory cannot be written.
+        """
+        close = getattr(self.model, "close_open_calls", None)
+        if close is not None:
+            close()
+        if self._runtime_sessions is not None:
+            return self._save_runtime_logs()
+        sessions = self.sessions.sessions()
+        if not sessions:
+            raise RecordingError(
+                f"nothing to record for {self.path}: the test made no model call through "
+                "dsh_replay.model and created no session in dsh_replay.sessions"
+            )
+        logs = self.written_logs()
+        kept = self._unchanged(logs, diff_logs)
+        if kept is not None:
+            self.unchanged = True
+            return kept
+        return write_scenario(self.path, logs)
+
+    def _save_runtime_logs(self) -> list[Path]:
+        """Write the dsh runtime's logs of this run as the scenario (record mode)."""
+        assert self._runtime_sessions is not None
+        root, session_id = self._runtime_sessions
+        try:
+            logs = self.written_logs()
+        except DshReplayError as err:
+            raise RecordingError(
+                f"nothing to record for {self.path}: the dsh runtime's session {session_id!r} "
+                f"cannot be read from the sessions root {root}: {err}"
+            ) from None
+        kept = self._unchanged(logs, compare_model_views)
+        if kept is not None:
+            self.unchanged = True
+            return kept
+        return write_scenario(self.path, logs)
+
+    def _unchanged(self, logs: Sequence[SessionLog], compare: Comparison) -> list[Path] | None:
+        """The previous recording's files when they hold exactly ``logs``, else ``None``."""
+        if self.scenario is None:
+            return None
+        return unchanged_recording(self.path, logs, compare)
+
+    def finish(self) -> list[Path]:
+        """Run the end-of-test work of a passing test.
+
+        Replay mode: the first replay error an HTTP call met (if any), then
+        :meth:`assert_consumed`, then :meth:`check_logs` (when :attr:`compare_logs`).
+        Record mode: :meth:`save`.
+
+        Returns:
+            The files written (record mode), else ``[]``.
+
+        Raises:
+            DshReplayError: A check failed or the recording could not be written.
+        """
+        if self.mode == "record":
+            problem = self._network_problem()
+            if problem is not None:
+                raise problem
+            return self.save()
+        if self._endpoint is not None and self._endpoint.errors:
+            errors, self._endpoint.errors = self._endpoint.errors, []
+            raise errors[0]  # the root cause: unused calls would only be its echo
+        self.assert_consumed()
+        if self.compare_logs:
+            self.check_logs()
+        return []

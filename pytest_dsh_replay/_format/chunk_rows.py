@@ -1,0 +1,489 @@
+"""Packed chunk rows: the storage encoding of runs of stream deltas (SPEC 4).
+
+A run of consecutive ``assistant/chunk`` events that carry ``text-delta``,
+``reasoning-delta`` or ``tool-call-delta`` chunks of one block is stored as one row::
+
+    {"type": "text-chunks", "seq0": 88, "time0": 1785381572250,
+     "data": {"turn": 2, "step": 1, "index": 1, "dt": [117223942, 0, 0],
+              "texts": ["M", "ARM", "AL", "ADE"]}}
+
+:func:`decode_storage_record` expands a row back into its member events exactly as the
+reference does (SPEC 4.2); :func:`pack_chunk_runs` is the encoder (SPEC 4.3, and the
+SQLite limits of SPEC 4.4 when asked). Every malformation raises
+:class:`~pytest_dsh_replay.errors.SessionLogError` with the reference's reason text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any, Final, TypeAlias
+
+import orjson
+
+from .._errors import SessionLogError
+from .events import MAX_SAFE_INTEGER, Event, JSONObject, StreamChunk, is_safe_integer
+
+__all__ = [
+    "MIN_RUN",
+    "PACKED_TAGS",
+    "SQLITE_MAX_DATA_BYTES",
+    "SQLITE_MAX_MEMBERS",
+    "PackedRow",
+    "decode_storage_record",
+    "expand_packed_row",
+    "expand_records",
+    "pack_chunk_runs",
+    "validate_packed_row",
+]
+
+PACKED_TAGS: Final[dict[str, str]] = {
+    "text-chunks": "text-delta",
+    "reasoning-chunks": "reasoning-delta",
+    "tool-call-chunks": "tool-call-delta",
+}
+"""Packed row tag -> the chunk type of its members."""
+
+_TAG_OF_CHUNK: Final[dict[str, str]] = {v: k for k, v in PACKED_TAGS.items()}
+
+MIN_RUN: Final[int] = 3
+"""The shortest run the encoder packs (``MIN_RUN`` in the reference)."""
+
+SQLITE_MAX_MEMBERS: Final[int] = 1024
+"""The SQLite codec's largest packed row, in members (SPEC 4.4)."""
+
+SQLITE_MAX_DATA_BYTES: Final[int] = 1_048_576
+"""The SQLite codec's largest serialized ``data`` of a packed row, in UTF-8 bytes."""
+
+_ENVELOPE_KEYS: Final = frozenset({"type", "seq0", "time0", "data"})
+_TEXT_DATA_KEYS: Final = frozenset({"turn", "step", "index", "dt", "texts"})
+_TOOL_DATA_KEYS: Final = frozenset({"turn", "step", "index", "id", "dt", "args"})
+_TOOL_DATA_KEYS_NAMED: Final = frozenset({"turn", "step", "index", "id", "name", "dt", "args"})
+
+
+@dataclass(frozen=True, slots=True)
+class PackedRow:
+    """A validated packed chunk row.
+
+    Attributes:
+        tag: ``text-chunks``, ``reasoning-chunks`` or ``tool-call-chunks``.
+        seq0: The ``seq`` of the first member.
+        time0: The ``time`` of the first member (Unix ms).
+        turn: The members' turn (any JSON number, as the reference allows).
+        step: The members' step.
+        index: The block index of every member chunk.
+        dt: ``len(payload) - 1`` time gaps in ms between consecutive members.
+        payload: The members' ``text`` (text/reasoning) or ``argumentsDelta`` (tool call).
+        id: The tool call id (tool-call rows only).
+        name: The tool name when the row carries one.
+        has_name: Whether the row carries ``name``.
+    """
+
+    tag: str
+    seq0: int
+    time0: int
+    turn: Any
+    step: Any
+    index: Any
+    dt: list[int]
+    payload: list[str]
+    id: str | None = None
+    name: str | None = None
+    has_name: bool = False
+
+    @property
+    def chunk_type(self) -> str:
+        """The ``type`` of every member chunk (``text-delta``, ...)."""
+        return PACKED_TAGS[self.tag]
+
+    def chunk(self, k: int) -> StreamChunk:
+        """Return member ``k``'s stream chunk as a new object."""
+        if self.tag == "tool-call-chunks":
+            c: StreamChunk = {"type": "tool-call-delta", "index": self.index, "id": self.id}
+            if self.has_name:
+                c["name"] = self.name
+            c["argumentsDelta"] = self.payload[k]
+            return c
+        return {"type": PACKED_TAGS[self.tag], "index": self.index, "text": self.payload[k]}
+
+
+def _malformed(tag: str, reason: str) -> SessionLogError:
+    return SessionLogError(f"malformed {tag} storage row: {reason}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def validate_packed_row(value: JSONObject) -> PackedRow:
+    """Validate a packed row as the reference does (SPEC 4.2 steps 3-10).
+
+    Args:
+        value: A parsed record whose ``type`` is one of :data:`PACKED_TAGS`; ``seq0``
+            and ``time0`` must already be present (replay fills them in for projected
+            logs before decoding, SPEC 1.5).
+
+    Returns:
+        The validated row.
+
+    Raises:
+        SessionLogError: ``malformed <tag> storage row: <reason>`` with the reference's
+            reason for the first rule broken (no path or line; callers add them).
+    """
+    fields = fast_row_fields(value)
+    if fields is None:
+        return _validate_exact(value)
+    _, index, payload, cid, name, has_name, turn, step, dt = fields
+    return PackedRow(
+        tag=value["type"],
+        seq0=value["seq0"],
+        time0=value["time0"],
+        turn=turn,
+        step=step,
+        index=index,
+        dt=dt,
+        payload=payload,
+        id=cid,
+        name=name,
+        has_name=has_name,
+    )
+
+
+_INT_ONLY: Final = frozenset({int})
+_NUMBER_TYPES: Final = frozenset({int, float})
+
+RowFields: TypeAlias = tuple[str, Any, list[str], Any, Any, bool, Any, Any, list[int]]
+"""``(chunk_type, index, payload, id, name, has_name, turn, step, dt)`` of a valid row."""
+
+
+def fast_row_fields(value: JSONObject) -> RowFields | None:
+    """Validate the common case of a packed row with whole-list operations that run in C.
+
+    Returns the row's fields when every rule of SPEC 4.2 certainly holds: exact ``int``
+    envelope numbers and gaps, string members, and ``|time0| + sum(|dt|)`` within the
+    safe range (which bounds every partial sum). Returns ``None`` whenever that is not
+    certain; :func:`validate_packed_row` then applies the reference's checks one by one
+    and raises the reference's error for a bad row. Used by readers that do not need a
+    :class:`PackedRow` object.
+    """
+    if value.keys() != _ENVELOPE_KEYS:
+        return None
+    seq0, time0, data = value["seq0"], value["time0"], value["data"]
+    if seq0.__class__ is not int or time0.__class__ is not int or data.__class__ is not dict:
+        return None
+    keys = data.keys()
+    if value["type"] == "tool-call-chunks":
+        if keys != _TOOL_DATA_KEYS and keys != _TOOL_DATA_KEYS_NAMED:
+            return None
+        cid = data["id"]
+        has_name = "name" in data
+        name = data["name"] if has_name else None
+        if cid.__class__ is not str or (has_name and name.__class__ is not str):
+            return None
+        payload = data["args"]
+        chunk_type = "tool-call-delta"
+    else:
+        if keys != _TEXT_DATA_KEYS:
+            return None
+        cid = name = None
+        has_name = False
+        payload = data["texts"]
+        chunk_type = PACKED_TAGS[value["type"]]
+    turn, step, index = data["turn"], data["step"], data["index"]
+    if (
+        turn.__class__ not in _NUMBER_TYPES
+        or step.__class__ not in _NUMBER_TYPES
+        or index.__class__ not in _NUMBER_TYPES
+        or payload.__class__ is not list
+        or not payload
+    ):
+        return None
+    try:
+        "".join(payload)  # raises TypeError unless every member is a string
+    except TypeError:
+        return None
+    dt = data["dt"]
+    n = len(payload)
+    if dt.__class__ is not list or len(dt) != n - 1 or ({*map(type, dt)} | _INT_ONLY) != _INT_ONLY:
+        return None
+    if seq0 < 0 or seq0 > MAX_SAFE_INTEGER - n + 1:
+        return None
+    if abs(time0) + sum(map(abs, dt)) > MAX_SAFE_INTEGER:
+        return None
+    return chunk_type, index, payload, cid, name, has_name, turn, step, dt
+
+
+def _validate_exact(value: JSONObject) -> PackedRow:
+    """The reference checks in the reference order (SPEC 4.2 steps 3-10)."""
+    tag = value["type"]
+    if value.keys() != _ENVELOPE_KEYS:
+        raise _malformed(tag, "envelope must be exactly {type, seq0, time0, data}")
+    seq0 = value["seq0"]
+    if not is_safe_integer(seq0) or seq0 < 0:
+        raise _malformed(tag, "seq0 must be a non-negative safe integer")
+    time0 = value["time0"]
+    if not is_safe_integer(time0):
+        raise _malformed(tag, "time0 must be a safe integer")
+    data = value["data"]
+    if not isinstance(data, dict):
+        raise _malformed(tag, "data must be an object")
+    keys = data.keys()
+    is_tool = tag == "tool-call-chunks"
+    if is_tool:
+        if keys != _TOOL_DATA_KEYS and keys != _TOOL_DATA_KEYS_NAMED:
+            raise _malformed(tag, "data must be exactly {turn, step, index, id, name?, dt, args}")
+        has_name = "name" in data
+        if not isinstance(data["id"], str) or (has_name and not isinstance(data["name"], str)):
+            raise _malformed(tag, "id (and name when present) must be strings")
+    elif keys != _TEXT_DATA_KEYS:
+        raise _malformed(tag, "data must be exactly {turn, step, index, dt, texts}")
+    turn, step, index = data["turn"], data["step"], data["index"]
+    if not (_is_number(turn) and _is_number(step) and _is_number(index)):
+        raise _malformed(tag, "turn/step/index must be numbers")
+    payload_key = "args" if is_tool else "texts"
+    payload = data[payload_key]
+    if not isinstance(payload, list) or not payload or not all(isinstance(p, str) for p in payload):
+        raise _malformed(tag, f"{payload_key} must be a non-empty string array")
+    dt = data["dt"]
+    if not isinstance(dt, list) or not all(is_safe_integer(d) for d in dt):
+        raise _malformed(tag, "dt must be an array of safe integers")
+    n = len(payload)
+    if len(dt) != n - 1:
+        raise _malformed(tag, f"dt length {len(dt)} does not match {n} members")
+    if not is_safe_integer(seq0 + n - 1):
+        raise _malformed(tag, "member seqs must stay safe integers")
+    t = time0
+    for d in dt:
+        t += d
+        if not is_safe_integer(t):
+            raise _malformed(tag, "member times must stay safe integers")
+    return PackedRow(
+        tag=tag,
+        seq0=int(seq0),
+        time0=int(time0),
+        turn=turn,
+        step=step,
+        index=index,
+        dt=[int(d) for d in dt],
+        payload=payload,
+        id=data["id"] if is_tool else None,
+        name=data.get("name") if is_tool else None,
+        has_name=is_tool and "name" in data,
+    )
+
+
+def expand_packed_row(row: PackedRow) -> list[Event]:
+    """Expand a validated row into its member ``assistant/chunk`` events (SPEC 4.2 step 11).
+
+    Member ``k`` gets ``seq = seq0 + k`` and ``time = time0 + sum(dt[:k])``.
+    """
+    turn, step, seq0 = row.turn, row.step, row.seq0
+    times = accumulate(row.dt[: len(row.payload) - 1], initial=row.time0)
+    if row.tag == "tool-call-chunks":
+        chunks = [row.chunk(k) for k in range(len(row.payload))]
+    else:  # the common rows: one literal per member is much cheaper than a method call
+        chunk_type, index = PACKED_TAGS[row.tag], row.index
+        chunks = [{"type": chunk_type, "index": index, "text": text} for text in row.payload]
+    return [
+        {
+            "type": "assistant/chunk",
+            "seq": seq0 + k,
+            "time": t,
+            "data": {"turn": turn, "step": step, "chunk": chunk},
+        }
+        for k, (t, chunk) in enumerate(zip(times, chunks, strict=False))
+    ]
+
+
+def expand_records(records: Iterable[Event | PackedRow]) -> list[Event]:
+    """The logical events of a log's records: packed rows expanded, events as they are."""
+    events: list[Event] = []
+    for record in records:
+        if isinstance(record, PackedRow):
+            events.extend(expand_packed_row(record))
+        else:
+            events.append(record)
+    return events
+
+
+def decode_storage_record(value: Any) -> list[Event]:
+    """Decode one storage record into the logical events it holds.
+
+    Args:
+        value: One parsed JSON value from a log line (``seq0``/``time0`` already filled
+            in for projected rows).
+
+    Returns:
+        ``[value]`` for anything that is not a packed row (ordinary events are not
+        validated at this layer); the expanded member events for a packed row.
+
+    Raises:
+        SessionLogError: The row is malformed.
+    """
+    if not isinstance(value, dict):
+        return [value]
+    tag = value.get("type")
+    if not isinstance(tag, str) or tag not in PACKED_TAGS:
+        return [value]
+    return expand_packed_row(validate_packed_row(value))
+
+
+# --- encoding (SPEC 4.3) ---------------------------------------------------------------
+
+_DELTA_KEYS: Final = frozenset({"type", "index", "text"})
+_TOOL_DELTA_KEYS: Final = frozenset({"type", "index", "id", "argumentsDelta"})
+_TOOL_DELTA_KEYS_NAMED: Final = frozenset({"type", "index", "id", "name", "argumentsDelta"})
+_EVENT_KEYS: Final = frozenset({"type", "seq", "time", "data"})
+_CHUNK_DATA_KEYS: Final = frozenset({"turn", "step", "chunk"})
+
+
+def _packable(event: Any) -> StreamChunk | None:
+    """Return the event's chunk when the event may join a run (SPEC 4.3), else ``None``."""
+    if not isinstance(event, dict) or event.get("type") != "assistant/chunk":
+        return None
+    if event.keys() != _EVENT_KEYS:
+        return None
+    seq, time = event["seq"], event["time"]
+    if not is_safe_integer(seq) or seq < 0 or not is_safe_integer(time):
+        return None
+    data = event["data"]
+    if not isinstance(data, dict) or data.keys() != _CHUNK_DATA_KEYS:
+        return None
+    if not (_is_number(data["turn"]) and _is_number(data["step"])):
+        return None
+    chunk = data["chunk"]
+    if not isinstance(chunk, dict) or not _is_number(chunk.get("index")):
+        return None
+    kind = chunk.get("type")
+    keys = chunk.keys()
+    if kind in ("text-delta", "reasoning-delta"):
+        return chunk if keys == _DELTA_KEYS and isinstance(chunk["text"], str) else None
+    if kind == "tool-call-delta":
+        if keys != _TOOL_DELTA_KEYS and keys != _TOOL_DELTA_KEYS_NAMED:
+            return None
+        if not all(isinstance(chunk[k], str) for k in keys if k not in ("type", "index")):
+            return None
+        return chunk
+    return None
+
+
+def _continues(prev: Event, prev_chunk: StreamChunk, event: Event, chunk: StreamChunk) -> bool:
+    if chunk["type"] != prev_chunk["type"] or event["seq"] != prev["seq"] + 1:
+        return False
+    if not is_safe_integer(event["time"] - prev["time"]):
+        return False
+    d, pd = event["data"], prev["data"]
+    if d["turn"] != pd["turn"] or d["step"] != pd["step"] or chunk["index"] != prev_chunk["index"]:
+        return False
+    if chunk["type"] == "tool-call-delta":
+        if chunk["id"] != prev_chunk["id"]:
+            return False
+        if ("name" in chunk) != ("name" in prev_chunk) or chunk.get("name") != prev_chunk.get(
+            "name"
+        ):
+            return False
+    return True
+
+
+def _build_row(run: list[tuple[Event, StreamChunk]]) -> JSONObject:
+    first_event, first_chunk = run[0]
+    kind = first_chunk["type"]
+    data: JSONObject = {
+        "turn": first_event["data"]["turn"],
+        "step": first_event["data"]["step"],
+        "index": first_chunk["index"],
+        "dt": [run[i + 1][0]["time"] - run[i][0]["time"] for i in range(len(run) - 1)],
+    }
+    if kind == "tool-call-delta":
+        data["id"] = first_chunk["id"]
+        if "name" in first_chunk:
+            data["name"] = first_chunk["name"]
+        data["args"] = [c["argumentsDelta"] for _, c in run]
+    else:
+        data["texts"] = [c["text"] for _, c in run]
+    return {
+        "type": _TAG_OF_CHUNK[kind],
+        "seq0": first_event["seq"],
+        "time0": first_event["time"],
+        "data": data,
+    }
+
+
+def _data_bytes(run: list[tuple[Event, StreamChunk]]) -> int:
+    return len(orjson.dumps(_build_row(run)["data"]))
+
+
+def _split_run(
+    run: list[tuple[Event, StreamChunk]],
+    min_members: int,
+    max_members: int | None,
+    max_data_bytes: int | None,
+) -> list[list[tuple[Event, StreamChunk]]]:
+    """Cut a run into row-sized pieces; pieces shorter than ``min_members`` stay verbatim."""
+    pieces: list[list[tuple[Event, StreamChunk]]] = []
+    rest = run
+    while rest:
+        take = len(rest) if max_members is None else min(len(rest), max_members)
+        if max_data_bytes is not None and _data_bytes(rest[:take]) > max_data_bytes:
+            lo, hi = 0, take  # largest prefix within the byte limit, by binary search
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if _data_bytes(rest[:mid]) <= max_data_bytes:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            take = max(lo, 1)
+        pieces.append(rest[:take])
+        rest = rest[take:]
+    return pieces
+
+
+def pack_chunk_runs(
+    events: Iterable[Event],
+    *,
+    min_members: int = MIN_RUN,
+    max_members: int | None = None,
+    max_data_bytes: int | None = None,
+) -> list[JSONObject]:
+    """Encode events as storage records, packing delta runs into rows.
+
+    The encoder is pure: it never changes the events it is given, and what it returns
+    decodes (:func:`decode_storage_record`) back into exactly those events.
+
+    Args:
+        events: Logical events in log order, each with ``seq`` and ``time``.
+        min_members: Runs shorter than this stay verbatim (the reference uses 3).
+        max_members: Largest row in members, or ``None`` for no limit (the SQLite codec
+            uses :data:`SQLITE_MAX_MEMBERS`).
+        max_data_bytes: Largest serialized ``data`` in UTF-8 bytes, or ``None`` (the
+            SQLite codec uses :data:`SQLITE_MAX_DATA_BYTES`).
+
+    Returns:
+        Storage records in order: events stored verbatim (the same objects) and packed
+        rows (``{"type", "seq0", "time0", "data"}``).
+    """
+    out: list[JSONObject] = []
+    run: list[tuple[Event, StreamChunk]] = []
+
+    def flush() -> None:
+        for piece in _split_run(run, min_members, max_members, max_data_bytes):
+            if len(piece) >= min_members:
+                out.append(_build_row(piece))
+            else:
+                out.extend(e for e, _ in piece)
+        run.clear()
+
+    for event in events:
+        chunk = _packable(event)
+        if chunk is None:
+            if run:
+                flush()
+            out.append(event)
+            continue
+        if run and not _continues(run[-1][0], run[-1][1], event, chunk):
+            flush()
+        run.append((event, chunk))
+    if run:
+        flush()
+    return out

@@ -1,0 +1,649 @@
+r"""Session-log text <-> header and events (SPEC 1.2, 1.5, 4).
+
+Reading follows the reference replay parser's lenient rules: records are split on ``\\n``
+only (a trailing ``\\r`` is dropped, so CRLF files read the same), blank lines are
+skipped, a UTF-8 byte-order mark before the header is tolerated, the header is the first
+non-blank line, projected records get their ``seq``/``time`` (or ``seq0``/``time0``)
+synthesized, and packed chunk rows are expanded. Strings holding U+2028, U+2029 or
+``\\x1e`` are kept intact because nothing splits on them.
+
+Files named ``*.jsonl.zst`` / ``*.jsonl.zstd`` (or any file starting with the zstd frame
+magic) are a sequence of zstd frames, decompressed by :mod:`pytest_dsh_replay._format.zstd`; a
+name's format generation is checked against the header (:mod:`pytest_dsh_replay._format.log_names`).
+
+Limits (refused with a :class:`~pytest_dsh_replay.errors.SessionLogError` naming the file
+and line, before the input can exhaust memory): one record may be at most
+:data:`MAX_LINE_BYTES` long, checked before it is parsed (plain files are read line by
+line, never whole), and may nest at most :data:`MAX_NESTING` arrays and objects deep.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Generator, Iterable, Iterator
+from contextlib import contextmanager
+from functools import partial
+from itertools import count, islice
+from typing import IO, Any, Final, cast
+
+import orjson
+
+from .._errors import SessionLogError
+from .chunk_rows import (
+    PACKED_TAGS,
+    PackedRow,
+    expand_records,
+    pack_chunk_runs,
+    validate_packed_row,
+)
+from .events import (
+    SEEDED_FORMAT,
+    Event,
+    HeaderMode,
+    JSONObject,
+    SessionHeader,
+    describe_json,
+    header_problem,
+    header_version,
+)
+from .log_names import check_log_name
+from .typed import ROW_LINE_PREFIXES, STREAM_LINE_PREFIXES, decode_call_line
+from .zstd import ZSTD_MAGIC, ZSTD_SUFFIXES, decompress_frames
+
+__all__ = [
+    "MAX_LINE_BYTES",
+    "MAX_NESTING",
+    "dump_session_log",
+    "fsync_dir",
+    "header_line",
+    "iter_log_lines",
+    "iter_records",
+    "open_log",
+    "open_session_log",
+    "parse_session_header",
+    "parse_session_log",
+    "project_record",
+    "read_header",
+    "read_log_bytes",
+    "read_session_log",
+]
+
+MAX_LINE_BYTES: Final[int] = 64 * 1024 * 1024
+"""The longest record (one line, without its newline) a log may hold: 64 MiB.
+
+A longer line is refused before it is parsed, and a plain file is never read further
+than that into the line, so a damaged or hostile file (a multi-gigabyte line without a
+newline) cannot exhaust memory.
+"""
+
+MAX_NESTING: Final[int] = 1024
+"""The deepest nesting of arrays and objects a record may have: 1024 levels.
+
+This is the JSON parser's own limit; a deeper record is refused, naming its line. (A
+stream chunk that replay serves must also fit the serializer's limit of 254 levels, so
+a chunk nested deeper than that is refused by the script builder, naming its line.)
+"""
+
+_BOM: Final = b"\xef\xbb\xbf"
+_ENVELOPE_KEYS: Final = ("seq", "time", "seq0", "time0")
+
+
+def _as_bytes(text: str | bytes) -> bytes:
+    if isinstance(text, str):
+        return text.encode("utf-8", "surrogatepass")
+    return bytes(text)
+
+
+def _json_problem(err: orjson.JSONDecodeError) -> str:
+    if err.msg.startswith("depth limit exceeded"):
+        return (
+            f"it nests arrays and objects deeper than {MAX_NESTING} levels, the limit "
+            f"(column {err.colno})"
+        )
+    return f"{err.msg} at column {err.colno}"
+
+
+def too_long(source: str | None, lineno: int) -> SessionLogError:
+    """The error for a line longer than :data:`MAX_LINE_BYTES`."""
+    return SessionLogError(
+        f"line is longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB ({MAX_LINE_BYTES} "
+        "bytes), the limit for one record; it was refused before parsing (is this a "
+        "session log?)",
+        path=source,
+        line=lineno,
+    )
+
+
+_WHOLE_READ_BYTES: Final = 1 << 20
+
+
+def raw_lines(data: bytes | bytearray | memoryview | Iterable[bytes]) -> Iterator[bytes]:
+    r"""The raw lines of a log, each ending in ``\n`` except perhaps the last.
+
+    A log of at most 1 MiB (bytes, or a file that small) is split at once; a larger one
+    is read at most :data:`MAX_LINE_BYTES` + 1 bytes at a time, so an overlong line is
+    never read whole (:func:`line_too_long` spots it).
+
+    Args:
+        data: The log as bytes, a binary file object, or an iterable of raw lines.
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        readline = getattr(data, "readline", None)
+        if readline is None:
+            return iter(data)
+        whole = _small_file(data)
+        if whole is None:
+            return iter(partial(readline, MAX_LINE_BYTES + 1), b"")
+        data = whole
+    if len(data) > _WHOLE_READ_BYTES:
+        return iter(partial(io.BytesIO(data).readline, MAX_LINE_BYTES + 1), b"")
+    pieces = bytes(data).split(b"\n")
+    last = pieces.pop()
+    lines = [piece + b"\n" for piece in pieces]
+    if last:
+        lines.append(last)
+    return iter(lines)
+
+
+def _small_file(f: Any) -> bytes | None:
+    """A whole file object's remaining bytes when they are at most 1 MiB, else ``None``."""
+    if isinstance(f, io.BytesIO):
+        view = f.getbuffer()
+        small = len(view) - f.tell() <= _WHOLE_READ_BYTES
+        view.release()
+        return f.read() if small else None
+    try:
+        size = os.fstat(f.fileno()).st_size - f.tell()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
+    if size > _WHOLE_READ_BYTES:
+        return None
+    data: bytes = f.read()
+    return data
+
+
+def line_too_long(raw: bytes) -> bool:
+    """Whether a raw line holds more than :data:`MAX_LINE_BYTES` before its newline."""
+    return len(raw) > MAX_LINE_BYTES and len(raw.rstrip(b"\n")) > MAX_LINE_BYTES
+
+
+def bad_line(
+    raw: bytes, err: orjson.JSONDecodeError, source: str | None, lineno: int
+) -> SessionLogError | None:
+    """The error for a line that does not parse; ``None`` when it is blank (skipped)."""
+    line = raw[3:] if lineno == 1 and raw.startswith(_BOM) else raw
+    if not line.strip() or not line.decode("utf-8", "replace").strip():
+        return None  # blank or whitespace-only: skipped, as the reference does
+    if not raw.endswith(b"\n"):
+        return SessionLogError(
+            "truncated last line: the file ends inside a record "
+            f"({_json_problem(err)}); expected a complete JSON object ending in "
+            "a newline (was the recording interrupted?)",
+            path=source,
+            line=lineno,
+        )
+    return SessionLogError(
+        f"invalid JSON ({_json_problem(err)}); expected one JSON object per line",
+        path=source,
+        line=lineno,
+    )
+
+
+_NOT_JSON: Final = object()
+
+
+def _with_lone_surrogates(raw: bytes, err: orjson.JSONDecodeError) -> Any:
+    r"""A line whose only fault is a lone surrogate escape (``"\ud83d"``), parsed.
+
+    JavaScript writes the halves of a surrogate pair split across two stream deltas as
+    two lone escapes; ``orjson`` refuses them, the standard library's parser keeps them
+    (the script builder joins the halves again). Anything else stays refused.
+    """
+    if "surrogate" not in err.msg:
+        return _NOT_JSON
+    import json  # only for such a line: not on the cold path
+
+    try:
+        return json.loads(raw.removeprefix(_BOM))
+    except (ValueError, RecursionError):
+        return _NOT_JSON
+
+
+def read_failed(err: OSError, source: str | None, lineno: int | None = None) -> SessionLogError:
+    """The error for a log file that cannot be read."""
+    return SessionLogError(
+        f"cannot read session log: {err.strerror or err}", path=source, line=lineno
+    )
+
+
+def iter_log_lines(
+    data: bytes | Iterable[bytes], *, source: str | None = None, calls: bool = False
+) -> Generator[tuple[int, Any], None, None]:
+    r"""Yield ``(line_number, value)`` for every non-blank line of a log, header included.
+
+    Args:
+        data: The whole log as bytes, a binary file object (read line by line), or an
+            iterable of raw lines each ending in ``\n``.
+        source: The file name used in error messages.
+        calls: Decode packed rows and ``assistant/message``/``assistant/attempt`` events
+            with :func:`~pytest_dsh_replay._format.typed.decode_call_line` when it is certain of
+            them (the script builder's fast path); such lines are yielded as its
+            :class:`~pytest_dsh_replay._format.typed.PackedLine` or
+            :class:`~pytest_dsh_replay._format.typed.StreamLine`, already checked.
+
+    Yields:
+        The 1-based physical line number (blank lines counted) and the parsed JSON
+        value (or, with ``calls``, a decoded call line). Nothing is checked beyond JSON
+        syntax and the limits.
+
+    Raises:
+        SessionLogError: A line is not valid JSON (a final line without ``\n`` is
+            reported as a truncated last line), is longer than :data:`MAX_LINE_BYTES`,
+            nests deeper than :data:`MAX_NESTING`, or the file cannot be read.
+    """
+    loads = orjson.loads
+    prefixes: tuple[bytes, ...] = ()  # the header (the first value) is never a call line
+    lineno = 0
+    try:
+        for raw in raw_lines(data):
+            lineno += 1
+            if len(raw) > MAX_LINE_BYTES and line_too_long(raw):
+                raise too_long(source, lineno)
+            if prefixes and raw.startswith(prefixes):
+                decoded = decode_call_line(raw)
+                if decoded is not None:
+                    yield lineno, decoded
+                    continue
+            try:
+                value = loads(raw[3:] if lineno == 1 and raw.startswith(_BOM) else raw)
+            except orjson.JSONDecodeError as err:
+                value = _with_lone_surrogates(raw, err)
+                if value is _NOT_JSON:
+                    error = bad_line(raw, err, source, lineno)
+                    if error is not None:
+                        raise error from None
+                    continue  # a blank line
+            if calls and not prefixes:  # after the header: its format says which lines
+                version = value.get("version") if value.__class__ is dict else None
+                streams = version.__class__ is int and version >= SEEDED_FORMAT
+                prefixes = STREAM_LINE_PREFIXES if streams else ROW_LINE_PREFIXES
+            yield lineno, value
+    except OSError as err:  # reading the file failed (not the consumer: it runs outside)
+        raise read_failed(err, source, lineno + 1) from None
+
+
+def read_header(
+    value: Any, lineno: int, source: str | None, *, mode: HeaderMode = "replay"
+) -> SessionHeader:
+    """Validate a parsed header line (:func:`~pytest_dsh_replay._format.events.header_problem`).
+
+    Raises:
+        SessionLogError: The header breaks a rule of ``mode``, naming the file and line.
+    """
+    problem = header_problem(value, mode)
+    if problem is not None:
+        raise SessionLogError(problem, path=source, line=lineno)
+    return SessionHeader.from_json(value)
+
+
+def header_line(data: bytes, *, source: str | None = None) -> tuple[bytes, Any]:
+    r"""A log's header line exactly as found, and its parsed value.
+
+    The header is the first non-blank line, as :func:`iter_log_lines` reads it; the line
+    comes without its ``\n``, a trailing ``\r`` and a leading byte-order mark.
+
+    Raises:
+        SessionLogError: The log is empty, or its first non-blank line does not parse.
+    """
+    first = next(iter_log_lines(data, source=source), None)
+    if first is None:
+        raise _empty(source)
+    lineno, value = first
+    raw = next(islice(raw_lines(data), lineno - 1, None))
+    return raw.removesuffix(b"\n").rstrip(b"\r").removeprefix(_BOM), value
+
+
+def not_an_event(value: Any, source: str | None, lineno: int) -> SessionLogError:
+    """The error for a body line that is not a JSON object."""
+    return SessionLogError(
+        f"each line after the header must be a JSON object (an event), got {describe_json(value)}",
+        path=source,
+        line=lineno,
+    )
+
+
+def _empty(source: str | None) -> SessionLogError:
+    return SessionLogError(
+        "empty session log: expected a session header line (a JSON object) first",
+        path=source,
+    )
+
+
+def parse_session_header(text: str | bytes, *, source: str | None = None) -> SessionHeader:
+    """Read the header of a session log, leniently.
+
+    Args:
+        text: The whole log, or just its first line.
+        source: The file name used in error messages.
+
+    Returns:
+        The header of the first non-blank line; ``id``, ``created_at`` and
+        ``seed_length`` default to ``""``, ``0`` and ``0`` when absent or mistyped.
+
+    Raises:
+        SessionLogError: The log is empty, or its first line is not a JSON object.
+    """
+    # Only the header line is read and parsed, however long the log.
+    for lineno, value in iter_log_lines(_as_bytes(text), source=source):
+        return read_header(value, lineno, source, mode="lenient")
+    raise _empty(source)
+
+
+def iter_records(
+    lines: Iterator[tuple[int, Any]], *, source: str | None = None
+) -> Iterator[tuple[int, Event | PackedRow]]:
+    """Turn body lines into records with their envelopes filled in (SPEC 1.5, 4.2).
+
+    Args:
+        lines: ``(line_number, value)`` pairs after the header, from
+            :func:`iter_log_lines`.
+        source: The file name used in error messages.
+
+    Yields:
+        ``(line_number, record)``: an ordinary event (``seq`` set to the number of
+        logical events before it and ``time`` to 0 when absent), or a validated
+        :class:`~pytest_dsh_replay.chunk_rows.PackedRow` standing for its members.
+
+    Raises:
+        SessionLogError: A line is not a JSON object, or a packed row is malformed.
+    """
+    next_seq = 0
+    for lineno, value in lines:
+        if value.__class__ is not dict:
+            raise not_an_event(value, source, lineno)
+        tag = value.get("type")
+        if tag.__class__ is str and tag in PACKED_TAGS:
+            if "seq0" not in value:
+                value["seq0"] = next_seq
+            if "time0" not in value:
+                value["time0"] = 0
+            try:
+                row = validate_packed_row(value)
+            except SessionLogError as err:
+                raise err.at(path=source, line=lineno) from None
+            yield lineno, row
+            next_seq += len(row.payload)
+        else:
+            if "seq" not in value:
+                value["seq"] = next_seq
+            if "time" not in value:
+                value["time"] = 0
+            yield lineno, value
+            next_seq += 1
+
+
+def parse_session_log(text: str | bytes, *, source: str | None = None) -> list[Event]:
+    """Decode a session log into its events, leniently.
+
+    Args:
+        text: The whole log (header line first). ``bytes`` must be UTF-8.
+        source: The file name used in error messages.
+
+    Returns:
+        The events after the header, in log order. Projected records get ``seq`` set to
+        the number of events decoded before them and ``time`` set to 0; packed chunk
+        rows are expanded into one ``assistant/chunk`` event per member. Ordinary
+        events are not validated (the reference does not validate them either).
+
+    Raises:
+        SessionLogError: The log is empty, a line is not valid JSON, a body line is not
+            a JSON object, or a packed row is malformed; the error names ``source`` and
+            the physical line.
+    """
+    lines = iter_log_lines(_as_bytes(text), source=source)
+    if next(lines, None) is None:
+        raise _empty(source)
+    return expand_records(r for _, r in iter_records(lines, source=source))
+
+
+def read_log_bytes(path: str | os.PathLike[str]) -> bytes:
+    """Read a log file's text, decompressing zstd logs (SPEC 1.1, 1.6).
+
+    Args:
+        path: A ``.jsonl`` file, or a ``.jsonl.zst``/``.jsonl.zstd`` file holding a
+            sequence of zstd frames. A file that starts with the zstd frame magic is
+            decompressed whatever its name.
+
+    Returns:
+        The UTF-8 log text as bytes.
+
+    Raises:
+        SessionLogError: The file cannot be read, zstd support is missing, or the zstd
+            container is damaged (a torn or corrupt frame), naming the file and offset.
+    """
+    with open_log(path) as f:
+        try:
+            return f.read()
+        except OSError as err:
+            raise read_failed(err, str(path)) from None
+
+
+_READ_BUFFER: Final = 1 << 16
+
+
+def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
+    """Open a log file for reading its plain text, line by line (SPEC 1.1, 1.6).
+
+    A plain log is streamed from disk, so only the line being parsed is in memory; a
+    zstd log (by name or by its frame magic) is decompressed whole first (its frames
+    must all be checked anyway). Use the result in a ``with`` block and pass it to
+    :func:`iter_log_lines`.
+
+    Args:
+        path: A ``.jsonl``, ``.jsonl.zst`` or ``.jsonl.zstd`` file.
+
+    Returns:
+        A binary file object positioned at the start of the log text.
+
+    Raises:
+        SessionLogError: The file cannot be opened, zstd support is missing, or the zstd
+            container is damaged.
+    """
+    name = os.fspath(path)
+    try:
+        f = cast(io.BufferedReader, open(name, "rb", buffering=_READ_BUFFER))  # noqa: SIM115
+    except OSError as err:
+        raise read_failed(err, name) from None
+    try:
+        if name.endswith(ZSTD_SUFFIXES) or f.peek(4)[:4] == ZSTD_MAGIC:
+            with f:
+                return io.BytesIO(decompress_frames(f.read(), name))
+    except OSError as err:
+        f.close()
+        raise read_failed(err, name) from None
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+TYPED_MIN_BYTES: Final = 1 << 20
+"""The smallest log (plain text bytes) whose call lines the script builder decodes typed."""
+
+
+def _log_size(f: IO[bytes]) -> int:
+    if isinstance(f, io.BytesIO):
+        return len(f.getbuffer())
+    try:
+        return os.fstat(f.fileno()).st_size
+    except (OSError, ValueError):
+        return 0
+
+
+def _parsed_small_log(f: IO[bytes], source: str) -> Iterator[tuple[int, Any]] | None:
+    """:func:`iter_log_lines` of a small log whose every line parses, all parsed at once.
+
+    ``None`` (after rewinding ``f``) when the log is larger than 1 MiB or any line does
+    not parse as it is (a blank line, a byte-order mark, a lone surrogate, bad JSON):
+    :func:`iter_log_lines` then reads it and raises its errors.
+    """
+    start = f.tell()
+    try:
+        data = _small_file(f)
+    except OSError as err:
+        raise read_failed(err, source, 1) from None
+    if data is None or data.startswith(_BOM):
+        f.seek(start)
+        return None
+    pieces = data.split(b"\n")
+    if not pieces[-1]:
+        pieces.pop()
+    try:
+        values = list(map(orjson.loads, pieces))
+    except orjson.JSONDecodeError:
+        f.seek(start)
+        return None
+    return zip(count(1), values)
+
+
+@contextmanager
+def open_session_log(
+    path: str | os.PathLike[str], *, mode: HeaderMode = "replay", calls: bool = False
+) -> Iterator[tuple[SessionHeader, int, Iterator[tuple[int, Any]]]]:
+    """Open a log file and read its header; the body follows as parsed lines.
+
+    Args:
+        path: A log (plain or zstd).
+        mode: How strictly the header is checked (:data:`HeaderMode`).
+        calls: Decode call lines typed (see :func:`iter_log_lines`) when the log holds
+            :data:`TYPED_MIN_BYTES` or more: for the script builder only.
+
+    Yields:
+        ``(header, header_line, body)``: the validated header, its line number, and
+        the body's ``(line number, value)`` pairs from :func:`iter_log_lines`.
+
+    Raises:
+        SessionLogError: The file is unreadable or empty, its header breaks a rule of
+            ``mode``, or its name's generation disagrees with the header.
+    """
+    source = os.fspath(path)
+    with open_log(path) as f:
+        if calls:  # typed decoding pays for importing msgspec only in a large log
+            calls = _log_size(f) >= TYPED_MIN_BYTES
+        parsed = None if calls else _parsed_small_log(f, source)
+        lines = parsed if parsed is not None else iter_log_lines(f, source=source, calls=calls)
+        first = next(lines, None)
+        if first is None:
+            raise _empty(source)
+        header = read_header(first[1], first[0], source, mode=mode)
+        if mode != "lenient":
+            check_log_name(header, source, first[0])
+        yield header, first[0], lines
+
+
+def read_session_log(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Event]]:
+    """Read a log file: its header and its events (plain or zstd, any format 0 to 4).
+
+    Raises:
+        SessionLogError: As :func:`read_log_bytes`, :func:`parse_session_header` and
+            :func:`parse_session_log`, naming the file; a header another format
+            version's rules refuse.
+    """
+    with open_session_log(path) as (header, _, lines):
+        return header, expand_records(r for _, r in iter_records(lines, source=os.fspath(path)))
+
+
+def session_log_from_body(
+    header: SessionHeader, body: Iterable[tuple[int, Any]], *, source: str
+) -> tuple[SessionHeader, list[Event]]:
+    """:func:`read_session_log`'s result from a log's body lines read before.
+
+    Args:
+        header: The log's header, as :func:`open_session_log` read it.
+        body: The body lines as :func:`iter_log_lines` gave them (plain parsed values,
+            not typed ones), e.g. kept while the log's script was derived.
+        source: The file name used in error messages.
+
+    Raises:
+        SessionLogError: As :func:`read_session_log`.
+    """
+    return header, expand_records(r for _, r in iter_records(iter(body), source=source))
+
+
+def project_record(record: JSONObject) -> JSONObject:
+    """Return ``record`` without its top-level envelope keys (SPEC 1.5 committed form).
+
+    ``seq``, ``time``, ``seq0`` and ``time0`` are removed at the top level only; nested
+    fields with those names stay.
+    """
+    return {k: v for k, v in record.items() if k not in _ENVELOPE_KEYS}
+
+
+def dump_session_log(
+    header: SessionHeader | JSONObject,
+    events: Iterable[Event],
+    *,
+    pack_chunks: bool = True,
+    envelope: bool = True,
+) -> bytes:
+    r"""Serialize a session log.
+
+    Args:
+        header: The header, as a :class:`SessionHeader` (written in its format's field
+            order) or as the exact header object to write. A format 2-4 header keeps
+            every event as it is (``seq``/``time`` kept, nothing packed): those formats
+            have no other form.
+        events: The events in log order, each with ``seq`` and ``time``.
+        pack_chunks: Pack delta runs of 3 or more into chunk rows, as the harness does.
+        envelope: Keep ``seq``/``time`` (``seq0``/``time0``); ``False`` gives the
+            committed ("projected") form, which replay reads back into the same events.
+
+    Returns:
+        UTF-8 bytes: one compact JSON record per line (keys in insertion order,
+        non-ASCII kept raw), every line ending in ``\\n``.
+
+    Raises:
+        SessionLogError: The header or an event is not serializable JSON (a value that
+            is not a JSON type, an integer beyond 64 bits, a string with a lone
+            surrogate, or nesting deeper than 254 levels).
+    """
+    head = header.to_json() if isinstance(header, SessionHeader) else header
+    if header_version(head) >= SEEDED_FORMAT:
+        # Formats 2 to 4 have no packed rows and no committed form without seq/time.
+        pack_chunks, envelope = False, True
+    records: Iterable[JSONObject] = pack_chunk_runs(events) if pack_chunks else events
+    dumps = orjson.dumps
+    parts: list[bytes] = []
+    try:
+        parts.append(dumps(head))
+        for record in records:
+            if not envelope and isinstance(record, dict):
+                record = project_record(record)
+            parts.append(dumps(record))
+    except orjson.JSONEncodeError as err:
+        what = f"record {len(parts)}" if parts else "the header"
+        raise SessionLogError(
+            f"cannot write session log: {what} (line {len(parts) + 1}) is not serializable "
+            f"as JSON ({err})"
+        ) from None
+    parts.append(b"")
+    return b"\n".join(parts)
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Flush a directory's entries to disk, so a rename or link in it survives a crash.
+
+    Best effort: where directories cannot be opened or synced (some platforms and file
+    systems), nothing happens.
+    """
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,296 @@
+"""Embedded model streams: the ``data.stream`` records of session log formats 2 to 4.
+
+From format 2 on, a model call's chunks are not events of their own: each
+``assistant/message`` (a settled call) and ``assistant/attempt`` (a failed or cancelled
+one) carries the call's stream as a list of records::
+
+    {"type": "chunk", "time": 1796100231570, "chunk": {"type": "block-start", ...}}
+    {"type": "text-chunks", "time0": 1796100231571, "index": 0, "dt": [1, 0],
+     "texts": ["Hel", "lo", "!"]}
+    {"type": "tool-call-chunks", "time0": ..., "index": 1, "dt": [], "id": "call-1",
+     "name": "bash", "args": [""]}
+
+A ``chunk`` record holds one stream chunk as it was received; a run record
+(``text-chunks``, ``reasoning-chunks``, ``tool-call-chunks``) holds consecutive deltas of
+one block, members one to many. :func:`stream_runs` validates the records in the
+runtime's order of checks, with the runtime's own error texts, and returns them as chunk
+runs (see :data:`~pytest_dsh_replay._format.events.ChunkRun`): the exact chunk sequence the
+model adapter yielded, every delta boundary kept.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+
+import orjson
+
+from .._errors import SessionLogError
+from .events import MAX_SAFE_INTEGER, ChunkRun, is_safe_integer
+
+__all__ = ["STREAM_EVENTS", "stream_runs"]
+
+STREAM_EVENTS: Final = frozenset({"assistant/message", "assistant/attempt"})
+"""The event types that carry a model call's ``data.stream`` (formats 2 to 4)."""
+
+_RUN_CHUNK: Final[dict[str, str]] = {
+    "text-chunks": "text-delta",
+    "reasoning-chunks": "reasoning-delta",
+    "tool-call-chunks": "tool-call-delta",
+}
+_TEXT_KEYS: Final = frozenset({"type", "time0", "index", "dt", "texts"})
+_TOOL_KEYS: Final = frozenset({"type", "time0", "index", "dt", "id", "args"})
+_TOOL_KEYS_NAMED: Final = frozenset({"type", "time0", "index", "dt", "id", "name", "args"})
+_RAW_KEYS: Final = frozenset({"type", "time", "chunk"})
+_INT: Final = frozenset({int})
+_STR: Final = frozenset({str})
+
+
+def _js(value: Any) -> str:
+    """``value`` as JavaScript's ``String(value)`` prints a parsed JSON value (roughly)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return str(int(value)) if abs(value) < 1e21 else repr(value)
+    if isinstance(value, int | float | str):
+        return str(value)
+    if isinstance(value, list):
+        return ",".join("" if v is None else _js(v) for v in value)
+    return "[object Object]"
+
+
+def _quoted(value: Any) -> str:
+    """``value`` as ``JSON.stringify`` writes it (``undefined`` when absent)."""
+    if value is _ABSENT:
+        return "undefined"
+    try:
+        return orjson.dumps(value).decode("utf-8")
+    except TypeError:
+        return "[unprintable]"
+
+
+_ABSENT: Final = object()
+
+
+def _lossless(value: Any) -> bool:
+    """Whether a parsed JSON value reads back unchanged in JavaScript (safe integers)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        cls = item.__class__
+        if cls is dict:
+            stack.extend(item.values())
+        elif cls is list:
+            stack.extend(item)
+        elif (cls is int and not is_safe_integer(item)) or (
+            cls is float and not math.isfinite(item)
+        ):
+            return False
+    return True
+
+
+def _record_problem(record: Any) -> tuple[str, ChunkRun | None]:
+    """Validate one record; return ``("", run)`` or ``(problem, None)``."""
+    if record.__class__ is not dict:
+        return "Assistant stream record must be an object", None
+    kind = record.get("type", _ABSENT)
+    keys = record.keys()
+    if kind == "chunk":
+        if keys != _RAW_KEYS:
+            return "chunk Assistant stream record must contain exactly type, time, chunk", None
+        if not is_safe_integer(record["time"]):
+            return f"Assistant stream time must be a safe integer, got {_js(record['time'])}", None
+        chunk = record["chunk"]
+        if chunk.__class__ is not dict or not _lossless(chunk):
+            return "Assistant stream raw chunk must be a lossless JSON object", None
+        return "", chunk
+    chunk_type = _RUN_CHUNK.get(kind) if isinstance(kind, str) else None
+    if chunk_type is None:
+        return f"Unsupported Assistant stream record {_quoted(kind)}", None
+    tool = kind == "tool-call-chunks"
+    if tool:
+        named = "name" in keys
+        if keys != (_TOOL_KEYS_NAMED if named else _TOOL_KEYS):
+            fields = "dt, id, name, args" if named else "dt, id, args"
+            return (
+                f"{kind} Assistant stream record must contain exactly type, time0, index, {fields}",
+                None,
+            )
+        payload = record["args"]
+        if payload.__class__ is not list or not set(map(type, payload)) <= _STR:
+            return "tool-call-chunks args must be a string array", None
+        if not payload:
+            return "tool-call-chunks args must be non-empty", None
+        cid = record["id"]
+        if cid.__class__ is not str or not cid:
+            return "tool-call-chunks id must be a non-empty string", None
+        name = record.get("name")
+        if named and (name.__class__ is not str or not name):
+            return "tool-call-chunks name must be a non-empty string", None
+    else:
+        if keys != _TEXT_KEYS:
+            return (
+                f"{kind} Assistant stream record must contain exactly type, time0, index, dt, "
+                "texts",
+                None,
+            )
+        payload = record["texts"]
+        if payload.__class__ is not list or not set(map(type, payload)) <= _STR:
+            return f"{kind} texts must be a string array", None
+        if not payload:
+            return f"{kind} texts must be non-empty", None
+    time0 = record["time0"]
+    if not is_safe_integer(time0):
+        return f"Assistant stream time must be a safe integer, got {_js(time0)}", None
+    index = record["index"]
+    if (
+        not is_safe_integer(index)
+        or index < 0
+        or (isinstance(index, float) and math.copysign(1.0, index) < 0)
+    ):
+        return f"{kind} index must be a non-negative safe integer", None
+    dt = record["dt"]
+    if dt.__class__ is not list:
+        return f"{kind} dt must contain safe integers", None
+    # The common case in whole-list operations that run in C: plain ints whose absolute
+    # sum keeps every member and every running time safe. Anything else is checked one
+    # by one, in the runtime's order.
+    if not (
+        time0.__class__ is int
+        and set(map(type, dt)) <= _INT
+        and abs(time0) + sum(map(abs, dt)) <= MAX_SAFE_INTEGER
+    ):
+        if not all(is_safe_integer(d) for d in dt):
+            return f"{kind} dt must contain safe integers", None
+        if len(dt) != len(payload) - 1:
+            return f"{kind} dt length must be one less than its members", None
+        t = time0
+        for d in dt:
+            t += d
+            if not is_safe_integer(t):
+                return f"{kind} member times must stay safe integers", None
+    elif len(dt) != len(payload) - 1:
+        return f"{kind} dt length must be one less than its members", None
+    index = int(index)
+    if not tool:
+        return "", [chunk_type, index, payload]
+    if named:
+        return "", [chunk_type, index, payload, record["id"], record["name"]]
+    return "", [chunk_type, index, payload, record["id"]]
+
+
+_INT_ONLY: Final = frozenset({int})
+_STR_ONLY: Final = frozenset({str})
+
+
+def _fast_run(record: Any) -> ChunkRun | None:
+    """A run record checked with whole-list operations that run in C, or ``None``.
+
+    Returns the run only when every rule :func:`_record_problem` applies certainly holds:
+    exact ``int`` numbers, exact ``str`` members, ``|time0| + sum(|dt|)`` within the safe
+    range (which bounds every member time), a raw chunk the strict serializer writes
+    without ``null``. Anything else (an integral float, a record that breaks a rule)
+    returns ``None`` and goes through :func:`_record_problem`, which gives the same run
+    or the runtime's message.
+    """
+    if record.__class__ is not dict:
+        return None
+    kind = record.get("type")
+    keys = record.keys()
+    if kind == "chunk":
+        # Lossless in C: the serializer refuses unsafe integers; a non-finite float
+        # becomes null, so a chunk holding null is left to the walk.
+        chunk, time = record.get("chunk"), record.get("time")
+        if (
+            keys != _RAW_KEYS
+            or time.__class__ is not int
+            or not -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER
+            or chunk.__class__ is not dict
+        ):
+            return None
+        try:
+            blob = orjson.dumps(chunk, option=orjson.OPT_STRICT_INTEGER)
+        except TypeError:  # orjson.JSONEncodeError included
+            return None
+        return None if b"null" in blob else chunk
+    chunk_type = _RUN_CHUNK.get(kind) if kind.__class__ is str else None
+    if chunk_type is None:
+        return None
+    if chunk_type == "tool-call-delta":
+        named = keys == _TOOL_KEYS_NAMED
+        if not named and keys != _TOOL_KEYS:
+            return None
+        payload, cid = record["args"], record["id"]
+        if cid.__class__ is not str or not cid:
+            return None
+        if named and (record["name"].__class__ is not str or not record["name"]):
+            return None
+    elif keys == _TEXT_KEYS:
+        payload = record["texts"]
+    else:
+        return None
+    time0, index, dt = record["time0"], record["index"], record["dt"]
+    if (
+        payload.__class__ is not list
+        or not payload
+        or {*map(type, payload)} != _STR_ONLY
+        or time0.__class__ is not int
+        or index.__class__ is not int
+        or index < 0
+        or index > MAX_SAFE_INTEGER
+        or dt.__class__ is not list
+        or len(dt) != len(payload) - 1
+        or (dt and {*map(type, dt)} != _INT_ONLY)
+        or abs(time0) + sum(map(abs, dt)) > MAX_SAFE_INTEGER
+    ):
+        return None
+    if chunk_type != "tool-call-delta":
+        return [chunk_type, index, payload]
+    if named:
+        return [chunk_type, index, payload, cid, record["name"]]
+    return [chunk_type, index, payload, cid]
+
+
+def stream_runs(
+    stream: Any, *, event_type: str, source: str | None, line: int | None
+) -> list[ChunkRun]:
+    """Validate a call's ``data.stream`` and return it as chunk runs, in order.
+
+    Args:
+        stream: The event's ``data.stream`` value.
+        event_type: ``assistant/message`` or ``assistant/attempt`` (for messages).
+        source: The log file, for messages.
+        line: The log line of the event, for messages.
+
+    Returns:
+        One chunk run per record: a ``chunk`` record's chunk object as it is, a run
+        record as ``[chunk_type, index, members]`` (``[..., id]`` or ``[..., id, name]``
+        for tool-call runs; a named run puts ``name`` on every member chunk).
+
+    Raises:
+        SessionLogError: ``stream`` is not an array, or a record breaks a rule:
+            ``<event_type> stream record <i>: <the runtime's message>``, naming the file
+            and line.
+    """
+    if stream.__class__ is not list:
+        raise SessionLogError(
+            f"{event_type} data.stream must be an array of stream records, got "
+            f"{type(stream).__name__}",
+            path=source,
+            line=line,
+        )
+    runs: list[ChunkRun] = []
+    for i, record in enumerate(stream):
+        run = _fast_run(record)
+        if run is not None:
+            runs.append(run)
+            continue
+        problem, run = _record_problem(record)
+        if run is None:
+            raise SessionLogError(
+                f"{event_type} stream record {i}: {problem}", path=source, line=line
+            )
+        runs.append(run)
+    return runs

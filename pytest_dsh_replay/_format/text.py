@@ -1,0 +1,243 @@
+r"""Text that every path can carry: surrogates repaired, control characters made visible.
+
+What each kind of character does on each path (the README's *Limits* section says the
+same for users):
+
+- **U+0000-U+001F** (C0 controls: NUL, ``\t``, ``\n``, ``\r``, ESC, ...) and
+  **U+2028/U+2029** (line and paragraph separators) are ordinary text: recorded exactly
+  (JSON escapes the C0 controls, the separators are written as they are), replayed
+  exactly, checked like any text. Only a transcript (Markdown, stored by syrupy as a
+  text file whose reader turns ``\r`` and ``\r\n`` into ``\n``) shows them as
+  visible symbols (:func:`visible`), so a transcript always matches its own snapshot.
+- **Surrogates** (U+D800-U+DFFF) are not characters: UTF-8 files and JSON writers
+  cannot hold them alone. A high and a low surrogate that a stream split across two
+  deltas of one block (as UTF-16 based servers do) are joined again in the later delta
+  (:class:`TextSafeModel`), so the code under test receives the character whole, and a
+  recording holds valid UTF-8. A lone surrogate anywhere in a chunk or a request
+  becomes U+FFFD (the replacement character) before the recorder sees it, and a
+  transcript shows any it still meets as ``<U+D83D>``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Any, Final
+
+from .events import StreamChunk
+
+__all__ = ["TextSafeModel", "join_split_surrogates", "repair_surrogates", "text_safe", "visible"]
+
+_DELTA_FIELDS: Final = {
+    "text-delta": "text",
+    "reasoning-delta": "text",
+    "tool-call-delta": "argumentsDelta",
+}
+
+
+def _has_surrogate(text: str) -> bool:
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def repair_surrogates(text: str) -> str:
+    r"""Join surrogate pairs into their characters and replace lone surrogates by U+FFFD.
+
+    Args:
+        text: Any string (for example one decoded from JSON with ``\ud83d`` escapes).
+
+    Returns:
+        ``text`` itself when it holds no surrogate, else a string that encodes to UTF-8.
+    """
+    if not _has_surrogate(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def text_safe(value: Any) -> Any:
+    """A JSON value with :func:`repair_surrogates` applied to every string and key.
+
+    Returns:
+        ``value`` itself when nothing changed (no copy is made), else a copy.
+    """
+    if isinstance(value, str):
+        return repair_surrogates(value)
+    if isinstance(value, dict):
+        changed = False
+        out: dict[Any, Any] = {}
+        for k, v in value.items():
+            key = repair_surrogates(k) if isinstance(k, str) else k
+            item = text_safe(v)
+            changed = changed or key is not k or item is not v
+            out[key] = item
+        return out if changed else value
+    if isinstance(value, list | tuple):
+        items = [text_safe(v) for v in value]
+        if any(a is not b for a, b in zip(items, value, strict=True)):
+            return items
+        return value
+    return value
+
+
+def _ends_high(text: str) -> bool:
+    return bool(text) and "\ud800" <= text[-1] <= "\udbff"
+
+
+def _starts_low(text: str) -> bool:
+    return bool(text) and "\udc00" <= text[0] <= "\udfff"
+
+
+class _Joiner:
+    """One call's chunks: a delta ending in a high surrogate waits for the next chunk."""
+
+    def __init__(self) -> None:
+        self.held: StreamChunk | None = None
+
+    def _key(self, chunk: StreamChunk) -> tuple[Any, Any] | None:
+        kind = chunk.get("type")
+        field = _DELTA_FIELDS.get(kind) if isinstance(kind, str) else None
+        if field is None or not isinstance(chunk.get(field), str):
+            return None
+        return kind, chunk.get("index")
+
+    def feed(self, chunk: StreamChunk) -> list[StreamChunk]:
+        """The chunks to hand on now, in order, after ``chunk`` arrived."""
+        out: list[StreamChunk] = []
+        key = self._key(chunk) if isinstance(chunk, dict) else None
+        if self.held is not None:
+            held, self.held = self.held, None
+            field = _DELTA_FIELDS[held["type"]]
+            if (
+                key is not None
+                and key == self._key(held)
+                and _starts_low(chunk[_DELTA_FIELDS[key[0]]])
+            ):
+                chunk = {**chunk, field: held[field][-1] + chunk[field]}
+                held = {**held, field: held[field][:-1]}
+            out.append(text_safe(held))
+        if key is not None and _ends_high(chunk[_DELTA_FIELDS[key[0]]]):
+            self.held = chunk
+            return out
+        out.append(text_safe(chunk))
+        return out
+
+    def flush(self) -> list[StreamChunk]:
+        """What is still held when the stream ends (its surrogate becomes U+FFFD)."""
+        held, self.held = self.held, None
+        return [] if held is None else [text_safe(held)]
+
+
+def join_split_surrogates(chunks: list[StreamChunk]) -> list[StreamChunk]:
+    """One call's chunks with valid Unicode text only.
+
+    A surrogate pair split across two consecutive deltas of one block is joined into the
+    later delta; a lone surrogate anywhere becomes U+FFFD (as the recorder does live).
+    """
+    joiner = _Joiner()
+    out: list[StreamChunk] = []
+    for chunk in chunks:
+        out.extend(joiner.feed(chunk))
+    out.extend(joiner.flush())
+    return out
+
+
+class TextSafeModel:
+    """Wraps a model so that requests and chunks hold only valid Unicode text.
+
+    Requests are passed on with lone surrogates replaced (:func:`text_safe`); chunks
+    come back with surrogate pairs that were split across two deltas joined in the later
+    delta and every other lone surrogate replaced by U+FFFD. A chunk is delayed only
+    when its delta ends with a high surrogate (until the next chunk shows whether the
+    pair continues). Everything else is passed through unchanged, the same objects.
+
+    Args:
+        model: Anything with ``stream(request, **kwargs)`` (and optionally ``astream``).
+    """
+
+    astream: Callable[..., AsyncIterator[StreamChunk]]
+
+    def __init__(self, model: Any):
+        self.model = model
+        if hasattr(model, "astream"):  # else callers fall back to stream(), as without us
+            self.astream = self._astream
+
+    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
+        """The wrapped model's chunks for ``request``, text made safe."""
+        return self._relay(iter(self.model.stream(text_safe(request), **kwargs)))
+
+    def _relay(self, upstream: Iterator[StreamChunk]) -> Iterator[StreamChunk]:
+        joiner = _Joiner()
+        try:
+            for chunk in upstream:
+                yield from joiner.feed(chunk)
+            yield from joiner.flush()
+        finally:
+            close = getattr(upstream, "close", None)
+            if close is not None:
+                close()
+
+    def _astream(self, request: Mapping[str, Any], **kwargs: Any) -> AsyncIterator[StreamChunk]:
+        """The async form of :meth:`stream` (``astream``, when the wrapped model has one)."""
+        return self._arelay(self.model.astream(text_safe(request), **kwargs))
+
+    async def _arelay(self, upstream: AsyncIterator[StreamChunk]) -> AsyncIterator[StreamChunk]:
+        joiner = _Joiner()
+        try:
+            async for chunk in upstream:
+                for out in joiner.feed(chunk):
+                    yield out
+            for out in joiner.flush():
+                yield out
+        finally:
+            aclose = getattr(upstream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("model", "astream"):
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+    def __repr__(self) -> str:
+        return f"TextSafeModel({self.model!r})"
+
+
+_VISIBLE: Final = {
+    **{chr(c): chr(0x2400 + c) for c in range(0x20) if chr(c) not in "\n\t"},
+    "\x7f": "\u2421",
+    "\u2028": "<U+2028>",
+    "\u2029": "<U+2029>",
+}
+
+
+@functools.cache
+def _invisible() -> re.Pattern[str]:  # compiled on first use: not on the replay path
+    return re.compile("[\x00-\x08\x0b-\x1f\x7f\u2028\u2029\ud800-\udfff]")
+
+
+def _show(match: re.Match[str]) -> str:
+    ch = match.group(0)
+    return _VISIBLE.get(ch) or f"<U+{ord(ch):04X}>"
+
+
+def visible(text: str) -> str:
+    r"""Show the characters a text file or a terminal would lose or obey.
+
+    ``\n`` and ``\t`` stay; every other C0 control and DEL becomes its Unicode control
+    picture (``\r`` -> ``␍``, NUL -> ``␀``, ESC -> ``␛``), so ``\r\n`` reads ``␍`` at
+    the end of a line; U+2028, U+2029 and lone surrogates become ``<U+2028>``,
+    ``<U+D83D>``.
+
+    Args:
+        text: Any string.
+
+    Returns:
+        ``text`` with those characters replaced (``text`` itself when it has none).
+    """
+    return _invisible().sub(_show, text)

@@ -1,0 +1,345 @@
+"""Typed decoding of the lines that carry a log's model calls, checked while decoding.
+
+Most of a log's bytes are in a few kinds of lines: packed chunk rows (``text-chunks``,
+``reasoning-chunks``, ``tool-call-chunks``; formats 0 and 1) and the ``assistant/message``
+/ ``assistant/attempt`` events whose ``data.stream`` embeds a call (formats 2 to 4).
+:func:`decode_call_line` decodes such a line with ``msgspec`` into typed structs, so the
+checks the readers apply to them (exact fields, string members, safe integers) run in C
+while decoding, and returns what the script builder needs (:class:`PackedLine`,
+:class:`StreamLine`).
+
+It is a fast path only: it returns ``None`` whenever it is not certain that the plain
+path (``orjson`` and the reference's checks in :mod:`~pytest_dsh_replay._format.chunk_rows` and
+:mod:`~pytest_dsh_replay._format.stream_records`) would accept the line and derive the same values;
+the caller then decodes the line the plain way, which raises the exact error a bad line
+deserves. Every field of an accepted line is decoded (none skipped), so a line the JSON
+parser would refuse anywhere is never accepted here.
+"""
+
+import functools
+from typing import Any, Final
+
+import orjson
+
+from .events import MAX_SAFE_INTEGER, ChunkRun
+
+__all__ = [
+    "ABSENT",
+    "ROW_LINE_PREFIXES",
+    "STREAM_LINE_PREFIXES",
+    "PackedLine",
+    "StreamLine",
+    "decode_call_line",
+]
+
+ROW_LINE_PREFIXES: Final = (
+    b'{"type":"text-chunks",',
+    b'{"type":"reasoning-chunks",',
+    b'{"type":"tool-call-chunks",',
+)
+"""How packed rows (formats 0 and 1) begin as the writers write them."""
+
+STREAM_LINE_PREFIXES: Final = (b'{"type":"assistant/message",', b'{"type":"assistant/attempt",')
+"""How the events that embed a call's stream (formats 2 to 4) begin as written."""
+
+ABSENT: Final = object()
+""":attr:`StreamLine.turn` / :attr:`StreamLine.step` when the event has none."""
+
+# Member times are safe when |time0| <= 2**52, every |gap| <= 2**40 (35 years in ms) and
+# there are at most 4,096 members: 2**52 + 4096 * 2**40 = 2**53. Checked so, no sum is
+# needed; a line beyond these bounds takes the plain path.
+_MAX_MEMBERS: Final = 4096
+
+
+class _Decoders:
+    """The msgspec decoders and the struct types the checks look at."""
+
+    __slots__ = (
+        "errors",
+        "raw_chunk",
+        "stream_event",
+        "text_row",
+        "text_run",
+        "tool_row",
+        "tool_row_data",
+        "tool_run",
+        "unset",
+    )
+
+    def __init__(self, text_row: Any, tool_row: Any, stream_event: Any, tool_row_data: Any,
+                 raw_chunk: Any, tool_run: Any, text_run: Any, unset: Any,
+                 errors: tuple[type[BaseException], ...]):  # fmt: skip
+        self.text_row = text_row
+        self.tool_row = tool_row
+        self.stream_event = stream_event
+        self.tool_row_data = tool_row_data
+        self.raw_chunk = raw_chunk
+        self.tool_run = tool_run
+        self.text_run = text_run
+        self.unset = unset
+        self.errors = errors
+
+
+@functools.cache
+def _decoders() -> _Decoders:
+    """The typed decoders, built on first use.
+
+    ``msgspec`` is imported only then, so a process that reads only small logs never
+    pays for importing it.
+    """
+    from typing import Annotated, Literal
+
+    import msgspec
+    from msgspec import UNSET, Meta, Struct, UnsetType
+
+    _Safe = Annotated[int, Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
+    _Time = Annotated[int, Meta(ge=-(2**52), le=2**52)]
+    _Gap = Annotated[int, Meta(ge=-(2**40), le=2**40)]
+    _Index = Annotated[int, Meta(ge=0, le=MAX_SAFE_INTEGER)]
+    # Integers the JSON parser keeps as integers (beyond them it gives floats).
+    _Int64 = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
+    _Number = _Int64 | float
+    _Members = Annotated[list[str], Meta(min_length=1)]
+    _NonEmpty = Annotated[str, Meta(min_length=1)]
+
+    # --- formats 0 and 1: packed rows ------------------------------------------------------
+
+    class _TextRowData(Struct, forbid_unknown_fields=True):
+        turn: _Number
+        step: _Number
+        index: _Number
+        dt: list[_Gap]
+        texts: _Members
+
+    class _ToolRowData(Struct, forbid_unknown_fields=True):
+        turn: _Number
+        step: _Number
+        index: _Number
+        id: str
+        dt: list[_Gap]
+        args: _Members
+        name: str | UnsetType = UNSET
+
+    class _TextRow(Struct, forbid_unknown_fields=True):
+        type: Literal["text-chunks", "reasoning-chunks"]
+        data: _TextRowData
+        seq0: _Index | UnsetType = UNSET
+        time0: _Time | UnsetType = UNSET
+
+    class _ToolRow(Struct, forbid_unknown_fields=True):
+        type: Literal["tool-call-chunks"]
+        data: _ToolRowData
+        seq0: _Index | UnsetType = UNSET
+        time0: _Time | UnsetType = UNSET
+
+    # --- formats 2 to 4: embedded streams ----------------------------------------------------
+
+    class _RawChunk(Struct, tag="chunk", tag_field="type", forbid_unknown_fields=True):
+        time: _Safe
+        chunk: dict[str, Any]
+
+    class _TextRun(Struct, tag="text-chunks", tag_field="type", forbid_unknown_fields=True):
+        time0: _Time
+        index: _Index
+        dt: list[_Gap]
+        texts: _Members
+
+    class _ReasoningRun(
+        Struct, tag="reasoning-chunks", tag_field="type", forbid_unknown_fields=True
+    ):
+        time0: _Time
+        index: _Index
+        dt: list[_Gap]
+        texts: _Members
+
+    class _ToolRun(Struct, tag="tool-call-chunks", tag_field="type", forbid_unknown_fields=True):
+        time0: _Time
+        index: _Index
+        dt: list[_Gap]
+        id: _NonEmpty
+        args: _Members
+        name: _NonEmpty | UnsetType = UNSET
+
+    _Record = _RawChunk | _TextRun | _ReasoningRun | _ToolRun
+
+    class _StreamData(Struct, forbid_unknown_fields=True):
+        stream: list[_Record]
+        turn: _Int64 | UnsetType = UNSET
+        step: _Int64 | UnsetType = UNSET
+        message: Any = UNSET
+        usage: Any = UNSET
+        interrupted: Any = UNSET
+
+    class _StreamEvent(Struct, forbid_unknown_fields=True):
+        type: Literal["assistant/message", "assistant/attempt"]
+        data: _StreamData
+        seq: Any = UNSET
+        time: Any = UNSET
+        surfaceOp: Any = UNSET
+        sourceEventSeqs: Any = UNSET
+        ignorable: Any = UNSET
+
+    return _Decoders(
+        msgspec.json.Decoder(_TextRow),
+        msgspec.json.Decoder(_ToolRow),
+        msgspec.json.Decoder(_StreamEvent),
+        _ToolRowData,
+        _RawChunk,
+        _ToolRun,
+        _TextRun,
+        UNSET,
+        (msgspec.DecodeError, RecursionError),  # ValidationError is a DecodeError
+    )
+
+
+# --- what the script builder gets ----------------------------------------------------------
+
+
+class PackedLine:
+    """A packed row that certainly passes the reference's checks.
+
+    Attributes:
+        chunk_type: The members' chunk type (``text-delta``, ...).
+        turn: The row's turn.
+        step: The row's step.
+        index: The block index of every member.
+        payload: The members' texts or argument deltas (at least one).
+        id: The tool call id (tool-call rows), else ``None``.
+        name: The tool name when the row carries one.
+        has_name: Whether the row carries ``name``.
+    """
+
+    __slots__ = ("chunk_type", "has_name", "id", "index", "name", "payload", "step", "turn")
+
+    def __init__(
+        self,
+        chunk_type: str,
+        turn: Any,
+        step: Any,
+        index: Any,
+        payload: list[str],
+        cid: str | None,
+        name: str | None,
+        has_name: bool,
+    ):
+        self.chunk_type = chunk_type
+        self.turn = turn
+        self.step = step
+        self.index = index
+        self.payload = payload
+        self.id = cid
+        self.name = name
+        self.has_name = has_name
+
+
+class StreamLine:
+    """An ``assistant/message`` or ``assistant/attempt`` whose stream certainly passes.
+
+    Attributes:
+        kind: The event type.
+        turn: ``data.turn``, or :data:`ABSENT`.
+        step: ``data.step``, or :data:`ABSENT`.
+        runs: The stream as chunk runs, as
+            :func:`~pytest_dsh_replay._format.stream_records.stream_runs` returns them.
+    """
+
+    __slots__ = ("kind", "runs", "step", "turn")
+
+    def __init__(self, kind: str, turn: Any, step: Any, runs: list[ChunkRun]):
+        self.kind = kind
+        self.turn = turn
+        self.step = step
+        self.runs = runs
+
+
+_CHUNK_TYPES: Final = {
+    "text-chunks": "text-delta",
+    "reasoning-chunks": "reasoning-delta",
+    "tool-call-chunks": "tool-call-delta",
+}
+
+
+def _lossless(chunk: dict[str, Any]) -> bool:
+    """Whether a raw chunk is certainly lossless JSON.
+
+    The strict serializer refuses unsafe integers, and a non-finite float would be
+    written as ``null`` (a chunk holding ``null`` is left to the plain path).
+    """
+    try:
+        return b"null" not in orjson.dumps(chunk, option=orjson.OPT_STRICT_INTEGER)
+    except TypeError:  # orjson.JSONEncodeError included
+        return False
+
+
+def _packed(raw: bytes, d: _Decoders) -> PackedLine | None:
+    if raw.startswith(b'{"type":"tool-call-chunks",'):
+        row = d.tool_row.decode(raw)
+    else:
+        row = d.text_row.decode(raw)
+    data = row.data
+    tool = data.__class__ is d.tool_row_data
+    payload = data.args if tool else data.texts
+    n = len(payload)
+    if len(data.dt) != n - 1 or n > _MAX_MEMBERS:
+        return None
+    if row.seq0 is not d.unset and row.seq0 > MAX_SAFE_INTEGER - n + 1:
+        return None
+    if tool:
+        has_name = data.name is not d.unset
+        name = data.name if isinstance(data.name, str) else None
+        return PackedLine(
+            "tool-call-delta", data.turn, data.step, data.index, payload, data.id, name, has_name
+        )
+    return PackedLine(
+        _CHUNK_TYPES[row.type], data.turn, data.step, data.index, payload, None, None, False
+    )
+
+
+def _stream(raw: bytes, d: _Decoders) -> StreamLine | None:
+    event = d.stream_event.decode(raw)
+    runs: list[ChunkRun] = []
+    for record in event.data.stream:
+        if record.__class__ is d.raw_chunk:
+            if not _lossless(record.chunk):
+                return None
+            runs.append(record.chunk)
+            continue
+        tool = record.__class__ is d.tool_run
+        payload = record.args if tool else record.texts
+        if len(record.dt) != len(payload) - 1 or len(payload) > _MAX_MEMBERS:
+            return None
+        if tool:
+            if record.name is d.unset:
+                runs.append(["tool-call-delta", record.index, payload, record.id])
+            else:
+                runs.append(["tool-call-delta", record.index, payload, record.id, record.name])
+        elif record.__class__ is d.text_run:
+            runs.append(["text-delta", record.index, payload])
+        else:
+            runs.append(["reasoning-delta", record.index, payload])
+    data = event.data
+    turn = ABSENT if data.turn is d.unset else data.turn
+    step = ABSENT if data.step is d.unset else data.step
+    return StreamLine(event.type, turn, step, runs)
+
+
+def decode_call_line(raw: bytes) -> PackedLine | StreamLine | None:
+    """Decode a packed row or a stream event line, or say it must take the plain path.
+
+    Args:
+        raw: One line of a log (after the header), beginning with one of
+            :data:`ROW_LINE_PREFIXES` or :data:`STREAM_LINE_PREFIXES`.
+
+    Returns:
+        The decoded line when the plain path would certainly accept it with the same
+        values; ``None`` otherwise (a line that does not decode, breaks a rule, or holds
+        anything this decoder does not judge: the plain path then decides, with its
+        messages).
+    """
+    d = _decoders()
+    try:
+        if raw.startswith(b'{"type":"assistant/'):
+            return _stream(raw, d)
+        return _packed(raw, d)
+    except d.errors:
+        return None

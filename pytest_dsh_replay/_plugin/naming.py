@@ -1,0 +1,98 @@
+"""Scenario names and paths: from a test's name, or a ``dsh_scenario`` marker argument."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+from .._errors import ScenarioError
+from .._scripts.scenario import iter_scenario_dirs
+
+__all__ = ["MAX_SCENARIO_NAME", "find_scenario_dirs", "resolve_scenario", "scenario_name"]
+
+MAX_SCENARIO_NAME: Final = 100
+"""The longest scenario directory name derived from a test name, in characters."""
+
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._\[\]-]")
+
+
+def scenario_name(test_name: str) -> str:
+    """Derive a scenario directory name from a test's name.
+
+    Args:
+        test_name: The test's name inside its module as pytest spells it, classes
+            included: ``test_spawn``, ``TestAgent::test_fork[gpt/4-x]``.
+
+    Returns:
+        A single path segment made of ``A-Z a-z 0-9 . _ - [ ]`` that never starts with
+        ``.`` and is at most :data:`MAX_SCENARIO_NAME` characters. ``::`` becomes ``.``.
+        A name that had to be changed in any other way (a ``.`` of its own, ``/``,
+        ``..``, spaces, non-ASCII) or shortened gets a hash of the original appended,
+        so the mapping is injective: two different test names never share a directory.
+        (Names that differ only in letter case are distinct here but share a directory
+        on case-insensitive file systems; the plugin refuses such pairs.)
+    """
+    readable = test_name.replace("::", ".")
+    safe = _UNSAFE.sub("_", readable).lstrip(".") or "_"
+    # A "." of the name's own would read back as "::": only "::" may become ".".
+    ambiguous = "." in test_name.replace("::", "")
+    if ambiguous or safe != readable or len(safe) > MAX_SCENARIO_NAME:
+        digest = hashlib.sha256(test_name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        safe = f"{safe[: MAX_SCENARIO_NAME - len(digest) - 1]}-{digest}"
+    return safe
+
+
+def resolve_scenario(
+    root: Path, name_or_path: str | os.PathLike[str], *, resolved_root: str | None = None
+) -> Path:
+    """Resolve a ``dsh_scenario`` marker argument to a scenario path.
+
+    Args:
+        root: The snapshot root (``dsh_snapshot_dir``).
+        name_or_path: An absolute path (used as it is), or a name relative to ``root``
+            (``"spawn"``, ``"agents/fork"``).
+        resolved_root: ``str(root.resolve())`` when the caller knows it already (the
+            plugin resolves each root once per run); a one-part name that is not a
+            symbolic link is then checked without resolving anything.
+
+    Returns:
+        The scenario path.
+
+    Raises:
+        ScenarioError: A relative name escapes ``root`` (``..``), or is empty.
+    """
+    text = os.fspath(name_or_path)
+    if "\x00" in text:
+        raise ScenarioError(f"a scenario name cannot contain a NUL byte: {text!r}", path=str(root))
+    candidate = Path(text)
+    if candidate.is_absolute():
+        return candidate
+    if not text.strip():
+        raise ScenarioError("a scenario name must not be empty", path=str(root))
+    parts = candidate.parts
+    if (
+        resolved_root is not None
+        and len(parts) == 1
+        and parts[0] not in (".", "..")
+        and not os.path.islink(root / candidate)
+    ):
+        return root / candidate  # directly inside the root: it cannot leave it
+    resolved = (root / candidate).resolve()
+    base = root.resolve() if resolved_root is None else Path(resolved_root)
+    if resolved != base and base not in resolved.parents:
+        raise ScenarioError(
+            f"scenario name {str(name_or_path)!r} leaves the snapshot root; use a name "
+            "inside it or an absolute path",
+            path=str(root),
+        )
+    return root / candidate
+
+
+def find_scenario_dirs(root: Path) -> Iterator[Path]:
+    """Yield every scenario directory under ``root`` (none when ``root`` is missing)."""
+    if root.is_dir():
+        yield from iter_scenario_dirs(root)

@@ -1,0 +1,631 @@
+"""Recording: a model wrapper that logs each call's conversation into the calling session.
+
+:class:`RecordingModel` has the interface of :class:`~pytest_dsh_replay.ReplayModel`
+(``stream`` / ``astream``). It passes each call to another model (the live model in
+record mode, a replay model in replay mode) and logs, in the calling session of a
+session store, what the harness logs for a model call, so a recording is a faithful dsh
+session and a replay that asks something else shows as a different log:
+
+- the request's system prompt, tools and model settings as a ``request/header``
+  (``reason: "initial"``, then ``"change"`` whenever they change);
+- each message of the request the session's log does not hold yet (``user/message``,
+  ``tool/result``, ``assistant/message``), in order; what the code under test logged
+  itself is not repeated;
+- every chunk the caller receives as an ``assistant/chunk`` event, before it is
+  yielded, so the log derives back into exactly those chunks;
+- in a turn the recorder runs (the code under test opened none): ``turn/start``,
+  ``step/start``, the assembled ``assistant/message``, a ``tool/call`` per requested
+  tool call, ``step/end`` and ``turn/end`` as the harness brackets them. A call whose
+  new messages are only tool results continues the turn in its next step; a call that
+  repeats the request after a failed one retries in the same step.
+
+A stream that raises is logged as a call ending in an error ``finish`` and the error is
+re-raised. A stream the caller stops reading (closing it, breaking out of ``async for``
+without ``aclose()``, or keeping a generator open while the session makes its next
+call) ends with what the caller received and an ``aborted`` finish, as the harness logs
+a cancelled stream, so the recording replays.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any, Final, Protocol
+
+from .._errors import RecordingError
+from .._format.events import JSONObject, StreamChunk
+from .._store.log_rules import completed_turn_prefix
+from .conversation import (
+    ASSISTANT,
+    TOOL_RESULT,
+    USER,
+    Item,
+    RequestView,
+    assemble_reply,
+    read_request,
+    surface_item,
+)
+
+__all__ = ["LiveModel", "RecordingModel", "failure_finish"]
+
+
+class LiveModel(Protocol):
+    """What the recorder needs of a model: ``stream`` (and ``astream`` for async callers)."""
+
+    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
+        """Stream the chunks of one call."""
+
+
+def failure_finish(error: BaseException, *, kind: str = "error") -> StreamChunk:
+    """The terminal ``finish`` chunk that stands for a failed stream.
+
+    Args:
+        error: The exception the stream raised. Its ``code`` attribute (a string) is
+            used when present, else ``UNKNOWN``; an integer ``status`` or
+            ``status_code`` in 100..599 is kept as ``status``.
+        kind: ``"error"`` or ``"aborted"``.
+
+    Returns:
+        ``{"type": "finish", "reason": {"kind", "failure": {"message", "code", "status"?}}}``.
+    """
+    code = getattr(error, "code", None)
+    message = str(error) or type(error).__name__
+    failure: dict[str, Any] = {
+        "message": message,
+        "code": code if isinstance(code, str) and code else "UNKNOWN",
+    }
+    status = getattr(error, "status", getattr(error, "status_code", None))
+    if isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599:
+        failure["status"] = status
+    return {"type": "finish", "reason": {"kind": kind, "failure": failure}}
+
+
+_ABANDONED: Final[StreamChunk] = {
+    "type": "finish",
+    "reason": {
+        "kind": "aborted",
+        "failure": {"message": "the caller stopped reading the stream", "code": "ABORTED"},
+    },
+}
+_OPEN: Final = "open"
+_FINISHED: Final = "finished"
+_CLOSED: Final = "closed"
+
+
+class _SessionLog:
+    """What the recorder knows of one session's log (kept current by :meth:`scan`)."""
+
+    __slots__ = (
+        "calls",
+        "failure",
+        "header",
+        "last",
+        "open_turn",
+        "own_starts",
+        "own_turn",
+        "pending",
+        "scanned",
+        "session",
+        "step",
+        "step_open",
+        "surface",
+        "turn",
+    )
+
+    def __init__(self, session: Any):
+        self.session = session
+        self.scanned = 0
+        self.surface: list[tuple[int, Item]] = []  # the model-visible conversation
+        self.header: Any = None  # the last request/header's header
+        self.turn = 0  # the highest turn number seen
+        self.open_turn = False
+        self.own_turn = False  # the open turn is the recorder's
+        self.own_starts: set[int] = set()  # seqs of the recorder's turn/start events
+        self.step = 0
+        self.step_open = False
+        self.calls: dict[str, int] = {}  # tool call id -> its tool/call seq
+        self.pending: _Call | None = None  # the last call
+        self.last: str | None = None  # the finish kind of the last call of the open turn
+        self.failure: Any = None  # the last error finish's failure
+
+    def scan(self) -> None:
+        new = self.session.events[self.scanned :]
+        for event in new:
+            kind = event["type"]
+            data = event.get("data")
+            data = data if isinstance(data, dict) else {}
+            if kind == "turn/start":
+                turn = data.get("turn")
+                self.turn = max(self.turn, turn) if isinstance(turn, int) else self.turn
+                self.open_turn = True
+                self.own_turn = event["seq"] in self.own_starts
+                self.step = 0
+                self.step_open = False
+                self.last = None
+            elif kind == "turn/end":
+                turn = data.get("turn")
+                self.turn = max(self.turn, turn) if isinstance(turn, int) else self.turn
+                self.open_turn = self.own_turn = self.step_open = False
+            elif kind == "step/start":
+                step = data.get("step")
+                self.step = step if isinstance(step, int) else self.step + 1
+                self.step_open = True
+            elif kind == "step/end":
+                self.step_open = False
+            elif kind == "request/header":
+                self.header = data.get("header")
+            elif kind == "tool/call" and isinstance(data.get("callId"), str):
+                self.calls[data["callId"]] = event["seq"]
+            elif kind == "assistant/chunk":
+                continue  # the bulk of a log, and never a conversation item
+            else:
+                item = surface_item(event)
+                if item is not None:
+                    self._apply(event, item)
+        self.scanned += len(new)
+
+    def _apply(self, event: Any, item: Item) -> None:
+        op = event.get("surfaceOp")
+        if isinstance(op, dict) and op.get("op") == "replace":
+            seqs = [seq for seq, _ in self.surface]
+            try:
+                first, last = seqs.index(op["start"]), seqs.index(op["end"])
+            except (KeyError, ValueError):
+                first, last = len(seqs), len(seqs) - 1
+            self.surface[first : last + 1] = [(event["seq"], item)]
+        else:
+            self.surface.append((event["seq"], item))
+
+
+class _Call:
+    """One call's logging: where it goes, its chunks so far, and whether it is over."""
+
+    __slots__ = ("log", "model", "own", "provider", "seqs", "state", "step", "turn")
+
+    def __init__(self, log: _SessionLog | None, turn: Any, step: Any, own: bool, view: RequestView):
+        self.log = log
+        self.turn = turn
+        self.step = step
+        self.own = own
+        self.provider = view.provider
+        self.model = view.model
+        self.seqs: list[int] = []  # its assistant/chunk events
+        self.state = _OPEN
+
+
+def _common_prefix(surface: list[tuple[int, Item]], items: list[Item]) -> int:
+    n = 0
+    for (_, known), item in zip(surface, items, strict=False):
+        if known.key != item.key:
+            break
+        n += 1
+    return n
+
+
+class RecordingModel:
+    """Wraps a model and logs each call's conversation into the calling session.
+
+    Args:
+        model: The model that answers: anything with ``stream(request, **kwargs)``
+            returning dsh stream chunks, and ``astream`` for async callers (without it,
+            ``astream`` iterates ``stream`` in the event loop's thread).
+        store: The :class:`~pytest_dsh_replay.SessionStore` holding the callers'
+            sessions.
+        create_sessions: Whether a call from a session the store does not have creates
+            it (a child when ``parent_session_id`` is given: ``parentSession``,
+            ``origin: "subagent"``, the parent's ``delegationDepth`` + 1). So code that
+            never touches the store still leaves a replayable recording whose children
+            bind by their task. The ids of such sessions are kept in :attr:`created`.
+            Without it, calls from unknown sessions are not logged.
+        parsed_chunks: ``model``'s chunks hold only what a JSON parser makes, as a
+            :class:`~pytest_dsh_replay.ReplayModel`'s do: each is logged with the
+            store's cheap check (:meth:`~pytest_dsh_replay.Session.append_chunk`).
+
+    Requests may be the in-process shape (``{"messages": [...]}``), an OpenAI
+    chat-completions body or an Anthropic Messages body; the module docstring lists
+    what is logged. In a turn the code under test opened (its own ``turn/start``), the
+    recorder adds only the header, the new messages and the chunks, logged with the
+    caller's ``turn`` and ``step`` keyword arguments (default: the open turn and step).
+    All keyword arguments (``session_id``, ``parent_session_id``, ``turn``, ``step``,
+    ...) are passed through to ``model``; attributes it does not have (``bindings``,
+    ``assert_consumed``, ``cancel``, ...) are the wrapped model's.
+    """
+
+    def __init__(
+        self, model: Any, store: Any, *, create_sessions: bool = True, parsed_chunks: bool = False
+    ):
+        self.model = model
+        self.store = store
+        self.create_sessions = create_sessions
+        self.parsed_chunks = parsed_chunks
+        # Reentrant: a generator finalized by the garbage collector may close its call
+        # while this thread holds the lock.
+        self._lock = threading.RLock()
+        self._logs: dict[str, _SessionLog] = {}
+        self._anonymous: str | None = None
+        self.created: set[str] = set()
+
+    # --- sessions ------------------------------------------------------------------------
+
+    def _session(
+        self,
+        session_id: str | None,
+        parent_session_id: str | None,
+        fork: bool = False,
+        cwd: str | None = None,
+    ) -> Any:  # the lock is held
+        if session_id is None:
+            if self._anonymous is not None:
+                return self.store.get(self._anonymous)
+            if not self.create_sessions:
+                return None
+            session = self._create(None, parent_session_id, fork, cwd)
+            self._anonymous = session.id
+            return session
+        session = self.store.get(session_id)
+        if session is None and self.create_sessions:
+            session = self._create(session_id, parent_session_id, fork, cwd)
+        return session
+
+    def _create(
+        self, session_id: str | None, parent: str | None, fork: bool = False, cwd: str | None = None
+    ) -> Any:
+        """Create a session the caller never created (a child of ``parent``, if given).
+
+        With ``fork`` (the model endpoint found the request continuing the parent's
+        completed turns), the child is a fork: seeded with the parent's completed-turn
+        prefix, ``seedLength`` stamped. ``cwd`` (the caller's working directory, when its
+        request says) goes into the header, so recordings write it as ``{{cwd}}``.
+        """
+        meta: dict[str, Any] | None = {"cwd": cwd} if cwd is not None else None
+        seed = None
+        if parent is not None:
+            parent_session = self.store.get(parent)
+            depth = 0 if parent_session is None else parent_session.header.delegation_depth or 0
+            meta = {
+                **(meta or {}),
+                "parentSession": parent,
+                "origin": "subagent",
+                "delegationDepth": depth + 1,
+            }
+            if fork and parent_session is not None:
+                seed = completed_turn_prefix(parent_session)
+                if seed is not None:
+                    meta["seedLength"] = len(seed)
+        session = self.store.create(session_id, seed=seed, meta=meta)
+        self.created.add(session.id)
+        return session
+
+    def _log_of(self, session: Any) -> _SessionLog:
+        log = self._logs.get(session.id)
+        if log is None or log.session is not session:
+            log = self._logs[session.id] = _SessionLog(session)
+        log.scan()
+        return log
+
+    # --- opening a call ------------------------------------------------------------------
+
+    def _begin(self, request: Any, kwargs: Mapping[str, Any]) -> _Call:
+        view = read_request(request) if isinstance(request, Mapping) else RequestView(None, [])
+        with self._lock:
+            session = self._session(
+                kwargs.get("session_id"),
+                kwargs.get("parent_session_id"),
+                bool(kwargs.get("fork")),
+                kwargs.get("session_cwd"),
+            )
+            if session is None:
+                return _Call(None, kwargs.get("turn"), kwargs.get("step"), False, view)
+            log = self._log_of(session)
+            if log.pending is not None and log.pending.state == _OPEN:
+                self._abandon(log.pending, None)  # left open across this call
+                log.scan()
+            with session.batch():
+                call = self._open(log, view, kwargs.get("turn"), kwargs.get("step"))
+            log.pending = call
+            return call
+
+    def _open(self, log: _SessionLog, view: RequestView, turn_kw: Any, step_kw: Any) -> _Call:
+        session = log.session
+        known = _common_prefix(log.surface, view.items)
+        new = view.items[known:]
+        if log.open_turn and not log.own_turn:  # the code under test runs this turn
+            turn = log.turn if turn_kw is None else turn_kw
+            step = (log.step or 1) if step_kw is None else step_kw
+            self._log_items(log, new, known, turn, step, view)
+            self._log_header(log, view)
+            return _Call(log, turn, step, False, view)
+        if log.open_turn and (turn_kw is None or turn_kw == log.turn):
+            tools = 0
+            while tools < len(new) and new[tools].kind == TOOL_RESULT:
+                tools += 1
+            if not new and log.last == "error":  # a retry: same turn, same step
+                step = log.step if step_kw is None else step_kw
+                self._log_header(log, view)
+                return _Call(log, log.turn, step, True, view)
+            if log.last == "tool-calls" and (tools or not new):  # the turn's next step
+                turn, step = log.turn, log.step
+                self._log_items(log, new[:tools], known, turn, step, view)
+                session.append("step/end", {"turn": turn, "step": step})
+                step = step + 1 if step_kw is None else step_kw
+                session.append("step/start", {"turn": turn, "step": step})
+                self._log_items(log, new[tools:], known + tools, turn, step, view)
+                self._log_header(log, view)
+                return _Call(log, turn, step, True, view)
+            self._close_turn(log)
+        turn = log.turn + 1 if turn_kw is None else turn_kw
+        step = 1 if step_kw is None else step_kw
+        start = session.append("turn/start", {"turn": turn})
+        log.own_starts.add(start["seq"])
+        session.append("step/start", {"turn": turn, "step": step})
+        self._log_items(log, new, known, turn, step, view)
+        self._log_header(log, view)
+        log.scan()
+        return _Call(log, turn, step, True, view)
+
+    def _log_items(
+        self,
+        log: _SessionLog,
+        items: list[Item],
+        known: int,
+        turn: Any,
+        step: Any,
+        view: RequestView,
+    ) -> None:
+        """Append ``items``; the first replaces the surface after ``known`` if it diverged."""
+        log.scan()
+        for i, item in enumerate(items):
+            envelope: dict[str, Any] = {"surfaceOp": "append"}
+            shadowed = [seq for seq, _ in log.surface[known:]] if i == 0 else []
+            if shadowed and item.kind != TOOL_RESULT:
+                # The request dropped or rewrote messages the log holds: this message
+                # replaces them on the model-visible surface.
+                envelope = {
+                    "surfaceOp": {"op": "replace", "start": shadowed[0], "end": shadowed[-1]},
+                    "sourceEventSeqs": shadowed,
+                }
+            message = dict(item.message)
+            if item.kind == USER:
+                log.session.append(USER, {**message, "id": str(uuid.uuid4())}, **envelope)
+            elif item.kind == TOOL_RESULT:
+                call_seq = log.calls.get(item.call_id or "")
+                if call_seq is not None and "sourceEventSeqs" not in envelope:
+                    envelope["sourceEventSeqs"] = [call_seq]
+                data = {"turn": turn, "step": step, "message": {**message, "id": str(uuid.uuid4())}}
+                log.session.append(TOOL_RESULT, data, **envelope)
+            else:
+                source = {"kind": "model", "provider": view.provider, "model": view.model}
+                assistant = {
+                    "role": "assistant",
+                    "content": message["content"],
+                    "source": source,
+                    "id": str(uuid.uuid4()),
+                }
+                log.session.append(
+                    ASSISTANT, {"turn": turn, "step": step, "message": assistant}, **envelope
+                )
+            log.scan()
+
+    @staticmethod
+    def _log_header(log: _SessionLog, view: RequestView) -> None:
+        if view.header is None or view.header == log.header:
+            return
+        reason = "initial" if log.header is None else "change"
+        log.session.append("request/header", {"header": view.header, "reason": reason})
+        log.scan()
+
+    # --- closing a call and its turn -----------------------------------------------------
+
+    def _log_chunk(self, call: _Call, chunk: StreamChunk) -> None:
+        log = call.log
+        if log is None:  # a call that is not logged
+            if chunk.get("type") == "finish":
+                call.state = _FINISHED
+            return
+        with self._lock:
+            if call.state != _OPEN:
+                return  # closed while the caller kept reading: the log has moved on
+            call.seqs.append(
+                log.session.append_chunk(call.turn, call.step, chunk, parsed=self.parsed_chunks)
+            )
+            if chunk.get("type") == "finish":
+                call.state = _FINISHED
+                self._finish(call)
+
+    def _finish(self, call: _Call) -> None:
+        """Log what follows a finished call's chunks in the recorder's own turn."""
+        log = call.log
+        assert log is not None
+        first = call.seqs[0] if call.seqs else 0
+        span = log.session.events[first : call.seqs[-1] + 1] if call.seqs else []
+        reply = assemble_reply([span[seq - first]["data"]["chunk"] for seq in call.seqs])
+        kind = reply.finish_kind
+        if log.pending is call:
+            log.last = kind
+        if kind == "error":
+            failure = reply.finish.get("failure") if reply.finish else None
+            log.failure = failure
+        if not call.own:
+            return
+        session = log.session
+        with session.batch():
+            if kind in ("stop", "tool-calls", "max-tokens", "aborted"):
+                source: JSONObject = {
+                    "kind": "model",
+                    "provider": call.provider,
+                    "model": call.model,
+                }
+                if reply.replay_state is not None:
+                    source["replayState"] = reply.replay_state
+                message = {
+                    "role": "assistant",
+                    "content": reply.content,
+                    "source": source,
+                    "id": str(uuid.uuid4()),
+                }
+                data: JSONObject = {"turn": call.turn, "step": call.step, "message": message}
+                if reply.usage is not None:
+                    data["usage"] = reply.usage
+                if kind == "aborted":
+                    data["interrupted"] = True
+                session.append(ASSISTANT, data, sourceEventSeqs=call.seqs, surfaceOp="append")
+            if kind == "tool-calls":
+                for block in reply.tool_calls:
+                    session.append(
+                        "tool/call",
+                        {
+                            "turn": call.turn,
+                            "step": call.step,
+                            "callId": block.get("id"),
+                            "name": block.get("name"),
+                            "arguments": block.get("arguments", ""),
+                        },
+                    )
+            log.scan()
+            if kind in ("stop", "max-tokens", "aborted") and log.open_turn and log.own_turn:
+                self._close_turn(log)
+
+    def _close_turn(self, log: _SessionLog) -> None:
+        """End the recorder's open turn: ``step/end`` and ``turn/end`` by its last call."""
+        session = log.session
+        if log.step_open:
+            session.append("step/end", {"turn": log.turn, "step": log.step})
+        reason: JSONObject = {"kind": "completed"}
+        if log.last == "error" and isinstance(log.failure, dict):
+            reason = {"kind": "error", "error": log.failure}
+        elif log.last == "max-tokens":
+            reason = {"kind": "max-tokens"}
+        elif log.last == "aborted":
+            reason = {"kind": "aborted", "reason": {"kind": "user"}}
+        session.append("turn/end", {"turn": log.turn, "reason": reason})
+        log.scan()
+
+    def _abandon(self, call: _Call, error: BaseException | None) -> None:
+        """Close a call that stopped before its ``finish`` (the lock may be held)."""
+        with self._lock:
+            if call.state != _OPEN:
+                return
+            if isinstance(error, Exception):
+                self._log_chunk(call, failure_finish(error))
+            else:  # the caller stopped reading, or a cancellation
+                self._log_chunk(call, dict(_ABANDONED))
+            call.state = _CLOSED
+
+    def close_open_calls(self) -> None:
+        """Close every call and turn the recorder still has open, as the harness would.
+
+        A stream nobody finished reading ends with an ``aborted`` finish; a turn the
+        recorder runs that is still open (its last call asked for tools, or failed)
+        gets its ``step/end`` and ``turn/end`` (``completed``, or ``error`` with the
+        failure). Called before a recording is written and before a replayed run's logs
+        are compared; calls made afterwards start new turns.
+        """
+        with self._lock:
+            for log in list(self._logs.values()):
+                if self.store.get(log.session.id) is not log.session:
+                    continue
+                if log.pending is not None and log.pending.state == _OPEN:
+                    self._abandon(log.pending, None)
+                log.scan()
+                if log.open_turn and log.own_turn:
+                    self._close_turn(log)
+
+    # --- streaming ---------------------------------------------------------------------
+
+    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
+        """Stream one call from the wrapped model, logging it (see the class docstring).
+
+        Args:
+            request: The request mapping, passed through.
+            **kwargs: Passed through; ``session_id``, ``parent_session_id``, ``turn`` and
+                ``step`` also choose where the call is logged.
+
+        Raises:
+            RecordingError: The wrapped stream ended without a ``finish`` chunk.
+            Exception: Whatever the wrapped model raises, after the call was logged
+                with an error ``finish``.
+        """
+        call = self._begin(request, kwargs)
+        try:
+            upstream = iter(self.model.stream(request, **kwargs))
+        except BaseException as err:
+            self._abandon(call, err)
+            raise
+        return self._relay(call, upstream)
+
+    def _relay(self, call: _Call, upstream: Iterator[StreamChunk]) -> Iterator[StreamChunk]:
+        error: BaseException | None = None
+        completed = False
+        try:
+            for chunk in upstream:
+                self._log_chunk(call, chunk)
+                yield chunk
+            completed = True
+        except GeneratorExit:
+            close = getattr(upstream, "close", None)
+            if close is not None:
+                close()
+            raise
+        except BaseException as err:
+            error = err
+            raise
+        finally:
+            if not completed:
+                self._abandon(call, error)
+        self._check_complete(call)
+
+    def _check_complete(self, call: _Call) -> None:
+        if call.state == _OPEN:
+            problem = RecordingError(
+                "the model's stream ended without a finish chunk; such a call cannot be "
+                "replayed from the log (every stream must end with a finish chunk)"
+            )
+            self._abandon(call, problem)
+            raise problem
+
+    def astream(self, request: Mapping[str, Any], **kwargs: Any) -> AsyncIterator[StreamChunk]:
+        """The async form of :meth:`stream`: the same logging, the same errors."""
+        call = self._begin(request, kwargs)
+        astream = getattr(self.model, "astream", None)
+        try:
+            if astream is None:
+                return self._arelay_sync(call, iter(self.model.stream(request, **kwargs)))
+            upstream = astream(request, **kwargs)
+        except BaseException as err:
+            self._abandon(call, err)
+            raise
+        return self._arelay(call, upstream)
+
+    async def _arelay(
+        self, call: _Call, upstream: AsyncIterator[StreamChunk]
+    ) -> AsyncIterator[StreamChunk]:
+        error: BaseException | None = None
+        completed = False
+        try:
+            async for chunk in upstream:
+                self._log_chunk(call, chunk)
+                yield chunk
+            completed = True
+        except GeneratorExit:
+            aclose = getattr(upstream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+            raise
+        except BaseException as err:
+            error = err
+            raise
+        finally:
+            if not completed:
+                self._abandon(call, error)
+        self._check_complete(call)
+
+    async def _arelay_sync(
+        self, call: _Call, upstream: Iterator[StreamChunk]
+    ) -> AsyncIterator[StreamChunk]:
+        for chunk in self._relay(call, upstream):
+            yield chunk
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything else (assert_consumed, bindings, cancel, ...) is the wrapped model's.
+        return getattr(self.model, name)

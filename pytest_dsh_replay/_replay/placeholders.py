@@ -1,0 +1,269 @@
+r"""``{{fromRequest:<pattern>}}`` placeholders in replayed entries (SPEC 8.3).
+
+A recorded entry can carry a value that only exists at replay time, such as an id the
+code under test generates (``goal-3f2a...``). The entry spells it as
+``{{fromRequest:<pattern>}}``; when the entry is served, the placeholder is replaced by
+the last match of ``<pattern>`` in the live request's message text.
+
+The rules (SPEC 8.3, 13.16):
+
+- The **corpus** is every string leaf of ``request["messages"]``, collected depth-first
+  (list items in order, then mapping values in insertion order), joined with ``"\n"``.
+  Numbers, booleans and ``None`` are skipped; the system prompt and tools are not
+  included.
+- **Every string** of the entry is resolved (chunk fields, ``message``, ``code``,
+  ``readyFile``); object keys are never changed. A string without the marker is kept.
+- The **terminator** is the first ``}}`` after the marker, moved right while a further
+  ``}`` follows: the last two braces of a run of ``}``. So
+  ``{{fromRequest:id-[0-9a-f]{4}}}`` has the pattern ``id-[0-9a-f]{4}``.
+- The **last** match wins (matches are found as JavaScript's global flag finds them);
+  the replacement is group 1 when it took part in the match (an empty group 1 gives
+  ``""``), else the whole match.
+- Errors (:class:`~pytest_dsh_replay.errors.PlaceholderError`): an unterminated
+  placeholder, a pattern that does not compile, a pattern that matches nothing, and a
+  search that runs longer than :data:`PATTERN_TIMEOUT_S` (catastrophic backtracking).
+
+Patterns are written in JavaScript regular-expression syntax without flags (the
+reference compiles them with ``new RegExp(pattern, "g")``);
+:mod:`~pytest_dsh_replay._replay.jsregex` translates them for the ``regex`` package.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from typing import Any, Final
+
+import orjson
+
+from .._errors import PlaceholderError
+from .jsregex import JsPatternError, translate_js_pattern
+
+__all__ = [
+    "MARKER",
+    "PATTERN_TIMEOUT_S",
+    "find_last_match",
+    "request_corpus",
+    "resolve_placeholders",
+    "resolve_text",
+]
+
+MARKER: Final = "{{fromRequest:"
+"""The text that opens a placeholder."""
+
+PATTERN_TIMEOUT_S: Final = 1.0
+"""The time budget, in seconds, for finding every match of one placeholder's pattern.
+
+A pattern that backtracks catastrophically on the request text fails with a
+:class:`~pytest_dsh_replay.PlaceholderError` instead of hanging the test.
+"""
+
+_TERMINATOR: Final = "}}"
+
+
+# --- the corpus ---------------------------------------------------------------------------
+
+
+def _leaves(value: object, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            _leaves(item, out)
+    elif isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        for item in value:
+            _leaves(item, out)
+
+
+def request_corpus(messages: object) -> str:
+    r"""Join every string leaf of a request's messages into the placeholder corpus.
+
+    Args:
+        messages: The request's ``messages`` value: usually a list of message mappings.
+            Lists and tuples are walked in order, mappings by value in insertion order;
+            strings are kept; every other value (numbers, booleans, ``None``, objects)
+            is skipped.
+
+    Returns:
+        The leaves joined with ``"\n"``; ``""`` when there is none.
+    """
+    out: list[str] = []
+    _leaves(messages, out)
+    return "\n".join(out)
+
+
+@lru_cache(maxsize=256)
+def _compile(pattern: str) -> Any:
+    try:
+        translated = translate_js_pattern(pattern)
+    except JsPatternError as err:
+        raise PlaceholderError(_invalid(pattern, str(err))) from None
+    import regex  # type: ignore[import-untyped, unused-ignore]  # only when a placeholder is met
+
+    try:
+        return regex.compile(translated, regex.V0)
+    except regex.error as err:  # pragma: no cover - the translator rejects these first
+        raise PlaceholderError(_invalid(pattern, str(err))) from None
+
+
+def _quote(text: str) -> str:
+    return orjson.dumps(text).decode()
+
+
+def _invalid(pattern: str, reason: str) -> str:
+    return (
+        f"fromRequest has an invalid pattern {_quote(pattern)}: {reason} "
+        "(patterns use JavaScript regular-expression syntax)"
+    )
+
+
+def find_last_match(pattern: str, corpus: str, *, timeout: float = PATTERN_TIMEOUT_S) -> str | None:
+    """Find the replacement for one placeholder: the last match of ``pattern``.
+
+    Matches are enumerated as JavaScript's ``g`` flag does: each search starts where
+    the previous match ended, one character further after an empty match.
+
+    Args:
+        pattern: The JavaScript pattern.
+        corpus: The text to search (:func:`request_corpus`).
+        timeout: The budget for the whole search, in seconds (> 0).
+
+    Returns:
+        Group 1 of the last match when that group took part in it (possibly ``""``),
+        else the whole last match; ``None`` when nothing matches.
+
+    Raises:
+        PlaceholderError: ``pattern`` is invalid, or the search ran out of time.
+    """
+    compiled = _compile(pattern)
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    pos = 0
+    end = len(corpus)
+    try:
+        while pos <= end:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            # finditer runs in C. It differs from JavaScript's global matching in one
+            # case only: after an empty match at p it may still take a non-empty match
+            # at p, where JavaScript moves on to p + 1. Restart there when that happens.
+            restart = -1
+            empty_at = -1
+            for m in compiled.finditer(corpus, pos, timeout=remaining):
+                start = m.start()
+                if start == empty_at:
+                    restart = start + 1
+                    break
+                last = m
+                empty_at = start if m.end() == start else -1
+            if restart < 0:
+                break
+            pos = restart
+    except TimeoutError:
+        raise PlaceholderError(
+            f"fromRequest pattern {_quote(pattern)} took longer than {timeout:g} s to search "
+            f"the request's {len(corpus)} characters of message text: it backtracks "
+            "catastrophically (nested quantifiers such as (a+)+) or matches at almost every "
+            "position; write a pattern that is anchored by literal text, such as "
+            "goal-[0-9a-f-]+"
+        ) from None
+    if last is None:
+        return None
+    if compiled.groups >= 1:
+        group = last.group(1)
+        if group is not None:
+            return str(group)
+    return str(last.group(0))
+
+
+def resolve_text(
+    text: str,
+    corpus: str | Callable[[], str],
+    *,
+    timeout: float = PATTERN_TIMEOUT_S,
+) -> str:
+    """Replace every placeholder in one string (SPEC 8.3 steps 1-6).
+
+    Args:
+        text: The string; returned as it is when it holds no marker.
+        corpus: The request corpus, or a function that builds it (called at most once,
+            and only when ``text`` holds a marker).
+        timeout: The search budget per placeholder, in seconds.
+
+    Returns:
+        ``text`` with each placeholder replaced; replacements are not searched again.
+
+    Raises:
+        PlaceholderError: An unterminated placeholder, an invalid pattern, a pattern
+            that matches nothing, or a search that ran out of time.
+    """
+    found = text.find(MARKER)
+    if found < 0:
+        return text
+    haystack = corpus if isinstance(corpus, str) else corpus()
+    parts: list[str] = []
+    pos = 0
+    while found >= 0:
+        body = found + len(MARKER)
+        close = text.find(_TERMINATOR, body)
+        if close < 0:
+            raise PlaceholderError(
+                f"fromRequest placeholder is unterminated in {_quote(text)}: expected "
+                f'"}}}}" after "{MARKER}"'
+            )
+        while close + 2 < len(text) and text[close + 2] == "}":
+            close += 1
+        pattern = text[body:close]
+        value = find_last_match(pattern, haystack, timeout=timeout)
+        if value is None:
+            raise PlaceholderError(
+                f"fromRequest pattern {_quote(pattern)} matched nothing in the request "
+                f"({len(haystack)} characters of message text searched); the live request "
+                "does not carry the value this recorded entry expects"
+            )
+        parts.append(text[pos:found])
+        parts.append(value)
+        pos = close + 2
+        found = text.find(MARKER, pos)
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+def resolve_placeholders(
+    value: Any, messages: object, *, timeout: float = PATTERN_TIMEOUT_S
+) -> Any:
+    """Resolve every placeholder in every string of a JSON value (SPEC 8.3).
+
+    Args:
+        value: A JSON value: an entry's wire form, a chunk list, a string. Mapping keys
+            are never changed.
+        messages: The live request's ``messages`` (the corpus source); the corpus is
+            built only if a placeholder is found.
+        timeout: The search budget per placeholder, in seconds.
+
+    Returns:
+        A value of the same shape. Containers holding a placeholder are new objects;
+        the rest is returned as given (not copied).
+
+    Raises:
+        PlaceholderError: See :func:`resolve_text`.
+    """
+    cache: list[str] = []
+
+    def corpus() -> str:
+        if not cache:
+            cache.append(request_corpus(messages))
+        return cache[0]
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, str):
+            return resolve_text(item, corpus, timeout=timeout) if MARKER in item else item
+        if isinstance(item, dict):
+            return {k: walk(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [walk(v) for v in item]
+        return item
+
+    return walk(value)

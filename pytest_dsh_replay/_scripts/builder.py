@@ -1,0 +1,687 @@
+"""Replay scripts: one entry per recorded model call, derived from a session's events.
+
+:func:`derive_replay_script` turns a session's events into its script, one entry per
+``stream()`` call:
+
+- formats 0 and 1: a call is the run of ``assistant/chunk`` events (packed chunk rows
+  stand for their members) up to and including its ``finish`` chunk, so retries under
+  one (turn, step) are separate calls;
+- formats 2 to 4: each ``assistant/message`` and ``assistant/attempt`` event is one call,
+  its chunks the event's embedded ``data.stream``;
+- in every format, a ``compaction/summary`` (older name ``compact/summary``) with
+  ``llmStreamCall: true`` is a synthetic call at its position.
+
+:class:`ScriptBuilder` does the work for every reader: log files (through
+:func:`~pytest_dsh_replay._format.jsonl.iter_log_lines`), SQLite rows, and event lists.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final
+
+import orjson
+
+from .._errors import DshReplayError, ScriptError, SessionLogError
+from .._format.chunk_rows import PACKED_TAGS, PackedRow, fast_row_fields, validate_packed_row
+from .._format.events import END_SEED, ChunkRun, Event, JSONObject, StreamChunk
+from .._format.jsonl import not_an_event
+from .._format.stream_records import STREAM_EVENTS, stream_runs
+from .._format.text import join_split_surrogates
+from .._format.typed import ABSENT, PackedLine, StreamLine
+from .entries import MAX_CHUNK_NESTING, ChunksEntry, ReplayEntry, materialize_runs
+
+__all__ = [
+    "END_SEED",
+    "SUMMARY_EVENTS",
+    "ScriptBuilder",
+    "derive_replay_script",
+    "last_user_text",
+    "message_text",
+]
+
+SUMMARY_EVENTS: Final = frozenset({"compaction/summary", "compact/summary"})
+"""Compaction summaries (``compact/summary`` is the older name); a call when they carry
+``llmStreamCall: true``."""
+
+
+def _js_scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return str(int(value)) if abs(value) < 1e21 else repr(value)
+    if isinstance(value, int | float | str):
+        return str(value)
+    return "[object Object]"
+
+
+def _js_str(value: Any) -> str:
+    """Format a value as a JavaScript template literal would (for call keys).
+
+    Arrays join their elements with ``,`` (``null`` elements are empty), nested arrays
+    too; the walk keeps its own stack, so any nesting depth works.
+    """
+    if not isinstance(value, list):
+        return _js_scalar(value)
+    stack: list[tuple[Iterator[Any], list[str]]] = [(iter(value), [])]
+    while True:
+        items, parts = stack[-1]
+        for item in items:
+            if isinstance(item, list):
+                stack.append((iter(item), []))
+                break
+            parts.append("" if item is None else _js_scalar(item))
+        else:
+            stack.pop()
+            text = ",".join(parts)
+            if not stack:
+                return text
+            stack[-1][1].append(text)
+
+
+_MISSING: Final = object()
+
+
+def _call_key(turn: Any, step: Any) -> str:
+    """The reference's call key, ``f"{turn}/{step}"`` as JavaScript formats it."""
+    return (
+        f"{'undefined' if turn is _MISSING else _js_str(turn)}/"
+        f"{'undefined' if step is _MISSING else _js_str(step)}"
+    )
+
+
+def message_text(message: object) -> str | None:
+    """The text of a message, as binding compares it (dsh and OpenAI-style messages).
+
+    Args:
+        message: A message mapping, ``{"role", "content", ...}``.
+
+    Returns:
+        Its ``content`` when that is a string, else the concatenated ``text`` of its
+        ``type: "text"`` blocks; ``None`` when it is not a message.
+    """
+    if not isinstance(message, Mapping):
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "".join(
+            block["text"]
+            for block in content
+            if isinstance(block, Mapping)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        )
+    return None
+
+
+def last_user_text(messages: object) -> str | None:
+    """The text of the last ``role: "user"`` message of a request's messages.
+
+    Args:
+        messages: The request's ``messages``: a sequence of message mappings (dsh and
+            OpenAI-style shapes both work).
+
+    Returns:
+        Its ``content`` when that is a string, else the concatenated ``text`` of its
+        ``type: "text"`` blocks; ``None`` when there is no user message.
+    """
+    if isinstance(messages, str) or not isinstance(messages, Sequence):
+        return None
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            return message_text(message)
+    return None
+
+
+_READ_EVENTS: Final = STREAM_EVENTS | SUMMARY_EVENTS | {"user/message", END_SEED}
+"""Event types other than ``assistant/chunk`` that derivation reads."""
+
+
+def _text_safe_entry(runs: list[ChunkRun]) -> ChunksEntry | None:
+    """The call with surrogates repaired, or ``None`` when that is not what failed.
+
+    A log written by JavaScript may split a surrogate pair across two deltas, or hold a
+    lone one; its chunks are then joined into valid text as the recorder joins them live.
+    """
+    chunks = join_split_surrogates(materialize_runs(runs))
+    try:
+        return ChunksEntry(chunks)
+    except ScriptError:
+        return None
+
+
+def _run_size(run: ChunkRun) -> int:
+    return 1 if run.__class__ is dict else len(run[2])
+
+
+class ScriptBuilder:
+    """Incremental script derivation shared by every reader.
+
+    Feed it a log's records in order and call :meth:`finish`:
+
+    - :meth:`feed` takes parsed body lines ``(line number, value)`` straight from
+      :func:`~pytest_dsh_replay._format.jsonl.iter_log_lines` (one pass; packed rows are
+      validated but never expanded);
+    - :meth:`record` takes one record at a time: an event or a
+      :class:`~pytest_dsh_replay._format.chunk_rows.PackedRow` (the SQLite reader);
+    - :meth:`event` takes one logical event (:func:`derive_replay_script`).
+
+    Args:
+        version: The log's format version: ``0``/``1`` read ``assistant/chunk`` events
+            and packed rows, ``2``-``4`` read embedded streams; ``None`` reads both
+            (events of unknown origin).
+        skip: Leading logical events that are counted but not derived: a format 0/1
+            fork child's inherited seed (its header's ``seedLength``).
+        cut_at_marker: Derive only what follows the last ``session/end-seed`` with
+            ``inherited: true`` (a format 2-4 fork child). Problems in the events
+            before it are the parent's, so they are raised only if no such marker
+            follows them.
+        source: The log's name for messages.
+        derive: ``False`` counts events and reads the first user message only (a
+            script an override replaces as a whole).
+
+    Not part of the public API; :func:`derive_replay_script` is.
+    """
+
+    __slots__ = (
+        "_chunk_events",
+        "_count",
+        "_entries",
+        "_items",
+        "_lines",
+        "_n_chunks",
+        "_pending",
+        "_start_index",
+        "_start_line",
+        "_step",
+        "_stream_events",
+        "_turn",
+        "boundary",
+        "cut_at_marker",
+        "derive",
+        "first_user_text",
+        "markers",
+        "skip",
+        "source",
+    )
+
+    def __init__(
+        self,
+        *,
+        version: int | None = 0,
+        skip: int = 0,
+        cut_at_marker: bool = False,
+        source: str | None = None,
+        derive: bool = True,
+    ):
+        self._chunk_events = version is None or version < 2
+        self._stream_events = version is None or version >= 2
+        self.skip = skip
+        self.cut_at_marker = cut_at_marker
+        self.source = source
+        self.derive = derive
+        self.first_user_text: str | None = None
+        #: How many inherited ``session/end-seed`` markers were seen (formats 2-4).
+        self.markers = 0
+        #: The position of the last inherited marker: the inherited prefix's length.
+        self.boundary: int | None = None
+        self._count = 0
+        self._entries: list[ReplayEntry] = []
+        self._pending: DshReplayError | None = None
+        # The open call of formats 0/1: its chunk runs, the line of each, its chunk
+        # count, and the (turn, step) it was opened with.
+        self._items: list[ChunkRun] = []
+        self._lines: list[int | None] = []
+        self._n_chunks = 0
+        self._turn: Any = _MISSING
+        self._step: Any = _MISSING
+        self._start_index = 0
+        self._start_line: int | None = None
+
+    @property
+    def event_count(self) -> int:
+        """How many logical events were fed so far (seed included)."""
+        return self._count
+
+    @property
+    def _key(self) -> str:
+        return _call_key(self._turn, self._step)
+
+    def _same_call(self, turn: Any, step: Any) -> bool:
+        """Whether (turn, step) has the open call's key (as the reference compares keys)."""
+        t0, s0 = self._turn, self._step
+        if (
+            turn.__class__ is int
+            and step.__class__ is int
+            and t0.__class__ is int
+            and s0.__class__ is int
+        ):
+            return bool(turn == t0 and step == s0)
+        return _call_key(turn, step) == _call_key(t0, s0)
+
+    def _open(self, turn: Any, step: Any, index: int, line: int | None) -> None:
+        self._turn = turn
+        self._step = step
+        self._start_index = index
+        self._start_line = line
+
+    def _unterminated_at(self, key: str, index: int, line: int | None) -> ScriptError:
+        n = len(self._entries) + 1
+        return ScriptError(
+            f"model call {key} (call #{n} of this session) ended without a finish "
+            "chunk (a thrown or cancelled stream), so it cannot be replayed from the log; "
+            'this scenario needs a replay.override.json sidecar: a "throw" or "hang" entry '
+            f"for this call (patch at {n - 1})",
+            path=self.source,
+            line=line,
+            call_key=key,
+            event_index=index,
+        )
+
+    def _unterminated(self) -> ScriptError:
+        return self._unterminated_at(self._key, self._start_index, self._start_line)
+
+    def _fail(self, error: DshReplayError) -> None:
+        """Raise ``error`` now, or (before a possible inherited marker) at :meth:`finish`."""
+        if not self.cut_at_marker:
+            raise error
+        if self._pending is None:
+            self._pending = error
+
+    def _close(self) -> None:
+        items = self._items
+        try:
+            entry = ChunksEntry.from_runs(items, self._n_chunks)
+        except TypeError:
+            safe = _text_safe_entry(items)
+            if safe is None:
+                raise self._unstorable() from None
+            entry = safe
+        self._entries.append(entry)
+        items.clear()  # in place: feed() holds these lists
+        self._lines.clear()
+        self._n_chunks = 0
+
+    def _unstorable(self) -> ScriptError:
+        """The error for an open call whose chunks cannot be serialized (too deep)."""
+        for item, line in zip(self._items, self._lines, strict=True):
+            try:
+                orjson.dumps([item])  # as in the list of the call's items
+            except TypeError as err:
+                return ScriptError(
+                    f"the stream chunk of model call {self._key} on this line cannot be "
+                    f"stored ({err}): a chunk may nest at most {MAX_CHUNK_NESTING} levels "
+                    "of arrays and objects",
+                    path=self.source,
+                    line=line,
+                    call_key=self._key,
+                )
+        raise AssertionError("unreachable: the call's chunks serialized one by one")
+
+    def _cut(self) -> None:
+        """An inherited ``session/end-seed``: all before it is the parent's."""
+        self._entries.clear()
+        self._items.clear()
+        self._lines.clear()
+        self._n_chunks = 0
+        self._pending = None
+        self.first_user_text = None
+
+    def record(self, record: Event | PackedRow, line: int | None = None) -> None:
+        """Feed one record: an event, or a validated packed row standing for its members."""
+        if isinstance(record, PackedRow):
+            self.packed(record, line)
+        else:
+            self.event(record, line)
+
+    def event(self, event: Event, line: int | None = None) -> None:
+        """Feed one logical event.
+
+        Raises:
+            SessionLogError: An embedded stream is malformed.
+            ScriptError: A call cannot be derived.
+        """
+        index = self._count
+        self._count = index + 1
+        if index < self.skip:
+            return
+        kind = event.get("type")
+        if kind.__class__ is not str:
+            return
+        if kind == "assistant/chunk":
+            if not (self.derive and self._chunk_events):
+                return
+            data = event.get("data")
+            chunk = data.get("chunk") if isinstance(data, dict) else None
+            if not isinstance(chunk, dict):
+                raise ScriptError(
+                    "assistant/chunk event must carry data.chunk, a stream chunk object",
+                    path=self.source,
+                    line=line,
+                    event_index=index,
+                )
+            assert isinstance(data, dict)
+            turn = data.get("turn", _MISSING)
+            step = data.get("step", _MISSING)
+            if self._items:
+                if not self._same_call(turn, step):
+                    raise self._unterminated()
+            else:
+                self._open(turn, step, index, line)
+            self._items.append(chunk)
+            self._lines.append(line)
+            self._n_chunks += 1
+            if chunk.get("type") == "finish":
+                self._close()
+        elif kind in STREAM_EVENTS:
+            if self.derive and self._stream_events:
+                self._stream_call(event, index, line)
+        elif kind in SUMMARY_EVENTS:
+            if not self.derive:
+                return
+            if self._items:
+                raise self._unterminated()
+            data = event.get("data")
+            if data.__class__ is dict and data.get("llmStreamCall") is True:
+                assert isinstance(data, dict)
+                self._entries.append(self._summary_call(data, index, line))
+        elif kind == "user/message":
+            if self.first_user_text is None:
+                self.first_user_text = message_text(event.get("data"))
+        elif kind == END_SEED and self._stream_events:
+            data = event.get("data")
+            if data.__class__ is dict and data.get("inherited") is True:
+                self.markers += 1
+                self.boundary = index
+                if self.cut_at_marker:
+                    self._cut()
+
+    def _stream_call(self, event: Event, index: int, line: int | None) -> None:
+        """One ``assistant/message`` / ``assistant/attempt``: one call (formats 2-4)."""
+        data = event.get("data")
+        if data.__class__ is not dict or "stream" not in data:
+            return  # a message without an embedded stream carries no call
+        kind = event["type"]
+        key = _call_key(data.get("turn", _MISSING), data.get("step", _MISSING))
+        try:
+            runs = stream_runs(data["stream"], event_type=kind, source=self.source, line=line)
+        except SessionLogError as err:
+            self._fail(err)
+            return
+        self._stream_entry(kind, key, runs, index, line)
+
+    def _stream_entry(
+        self, kind: str, key: str, runs: list[ChunkRun], index: int, line: int | None
+    ) -> None:
+        """A stream event's call from its validated runs (formats 2-4)."""
+        if self._items:
+            raise self._unterminated()
+        if not runs and kind == "assistant/message":
+            return  # an empty settled stream (a migrated log lost its chunks): no call
+        last = runs[-1] if runs else None
+        if last.__class__ is not dict or last.get("type") != "finish":
+            self._fail(self._unterminated_at(key, index, line))
+            return
+        try:
+            entry = ChunksEntry.from_runs(runs, sum(map(_run_size, runs)))
+        except TypeError as err:
+            safe = _text_safe_entry(runs)
+            if safe is not None:
+                self._entries.append(safe)
+                return
+            self._fail(
+                ScriptError(
+                    f"model call {key} cannot be stored ({err}): a chunk may nest at most "
+                    f"{MAX_CHUNK_NESTING} levels of arrays and objects",
+                    path=self.source,
+                    line=line,
+                    call_key=key,
+                    event_index=index,
+                )
+            )
+            return
+        self._entries.append(entry)
+
+    def packed(self, row: PackedRow, line: int | None = None) -> None:
+        """Feed a validated packed row: its members, without expanding them."""
+        self._members(
+            row.payload, row.turn, row.step, row.chunk_type, row.index, row.id, row.name,
+            row.has_name, line,
+        )  # fmt: skip
+
+    def _members(
+        self,
+        payload: list[str],
+        turn: Any,
+        step: Any,
+        chunk_type: str,
+        index: Any,
+        cid: str | None,
+        name: str | None,
+        has_name: bool,
+        line: int | None,
+    ) -> None:
+        n = len(payload)
+        first = self._count
+        self._count = first + n
+        start = self.skip - first
+        if start < 0:
+            start = 0
+        elif start >= n:
+            return
+        if not (self.derive and self._chunk_events):
+            return
+        if self._items:
+            if not self._same_call(turn, step):
+                raise self._unterminated()
+        else:
+            self._open(turn, step, first + start, line)
+        if start:
+            payload = payload[start:]
+        if cid is None:
+            item: list[Any] = [chunk_type, index, payload]
+        elif has_name:
+            item = [chunk_type, index, payload, cid, name]
+        else:
+            item = [chunk_type, index, payload, cid]
+        self._items.append(item)
+        self._lines.append(line)
+        self._n_chunks += len(payload)
+
+    def _packed_value(self, value: JSONObject, lineno: int) -> None:
+        """A packed row as parsed from a line: validated, then fed as its members."""
+        if "seq0" not in value:
+            value["seq0"] = self._count
+        if "time0" not in value:
+            value["time0"] = 0
+        fields = fast_row_fields(value)
+        if fields is None:
+            try:
+                row = validate_packed_row(value)  # the reference's checks and errors
+            except SessionLogError as err:
+                raise err.at(path=self.source, line=lineno) from None
+            self.packed(row, lineno)
+            return
+        chunk_type, index, payload, cid, name, has_name, turn, step, _ = fields
+        self._members(payload, turn, step, chunk_type, index, cid, name, has_name, lineno)
+
+    def feed(self, lines: Iterable[tuple[int, Any]]) -> None:
+        """Feed a log's body lines: ``(line number, parsed value)`` after the header.
+
+        The reader of every log file: packed rows get a missing ``seq0``/``time0``
+        filled in, are validated and fed as their members; everything else is an event.
+        The loop handles the common case (an ``assistant/chunk`` of the open or a new
+        call, past the seed) itself; :meth:`event` holds the rules.
+
+        Raises:
+            SessionLogError: A line is not a JSON object, a packed row or an embedded
+                stream is malformed (and whatever ``lines`` raises while reading).
+            ScriptError: A call cannot be derived.
+        """
+        source = self.source
+        skip = self.skip
+        fast = self.derive and self._chunk_events
+        items = self._items
+        item_lines = self._lines
+        count = self._count  # kept in a local; self._count is set around every method call
+        try:
+            for lineno, value in lines:
+                if value.__class__ is not dict:
+                    if value.__class__ is PackedLine:  # decoded typed and checked
+                        self._count = count
+                        self._members(
+                            value.payload, value.turn, value.step, value.chunk_type,
+                            value.index, value.id, value.name, value.has_name, lineno,
+                        )  # fmt: skip
+                        count = self._count
+                        continue
+                    if value.__class__ is StreamLine:
+                        index = count
+                        count += 1
+                        if index >= skip and self.derive and self._stream_events:
+                            self._count = count
+                            turn = _MISSING if value.turn is ABSENT else value.turn
+                            step = _MISSING if value.step is ABSENT else value.step
+                            key = _call_key(turn, step)
+                            self._stream_entry(value.kind, key, value.runs, index, lineno)
+                        continue
+                    raise not_an_event(value, source, lineno)
+                tag = value.get("type")
+                if tag == "assistant/chunk" and fast and count >= skip:
+                    data = value.get("data")
+                    if type(data) is dict and type(chunk := data.get("chunk")) is dict:
+                        turn = data.get("turn", _MISSING)
+                        step = data.get("step", _MISSING)
+                        if items:
+                            t0, s0 = self._turn, self._step
+                            if not (
+                                turn.__class__ is int
+                                and step.__class__ is int
+                                and t0.__class__ is int
+                                and s0.__class__ is int
+                                and turn == t0
+                                and step == s0
+                            ) and not self._same_call(turn, step):
+                                raise self._unterminated()
+                        else:
+                            self._open(turn, step, count, lineno)
+                        count += 1
+                        items.append(chunk)
+                        item_lines.append(lineno)
+                        self._n_chunks += 1
+                        if chunk.get("type") == "finish":
+                            self._close()
+                        continue
+                elif tag.__class__ is str and tag in PACKED_TAGS:
+                    self._count = count
+                    self._packed_value(value, lineno)
+                    count = self._count
+                    continue
+                elif tag.__class__ is not str or tag not in _READ_EVENTS:
+                    count += 1  # an event replay does not read
+                    continue
+                self._count = count
+                self.event(value, lineno)
+                count = self._count
+        finally:
+            self._count = count
+
+    def _summary_call(self, data: JSONObject, index: int, line: int | None) -> ChunksEntry:
+        if "rawOutput" not in data:
+            raise ScriptError(
+                "compaction/summary marks an LLM stream call (llmStreamCall: true) but has no "
+                "rawOutput, so the summarizer's output cannot be replayed; re-record the "
+                "scenario or add a replay.override.json entry for this call",
+                path=self.source,
+                line=line,
+                event_index=index,
+            )
+        raw = data["rawOutput"]
+        if not isinstance(raw, list):
+            raise ScriptError(
+                "compaction/summary rawOutput must be an array of content blocks, got "
+                f"{type(raw).__name__}",
+                path=self.source,
+                line=line,
+                event_index=index,
+            )
+        chunks: list[StreamChunk] = []
+        for i, block in enumerate(raw):
+            start: StreamChunk = {"type": "block-start", "index": i}
+            if isinstance(block, dict) and "type" in block:
+                start["blockType"] = block["type"]
+            chunks.append(start)
+            chunks.append({"type": "block-end", "index": i, "block": block})
+        if "usage" in data:
+            chunks.append({"type": "usage", "usage": data["usage"]})
+        chunks.append({"type": "finish", "reason": {"kind": "stop"}})
+        try:
+            return ChunksEntry.from_runs(chunks, len(chunks))
+        except TypeError as err:
+            raise ScriptError(
+                f"compaction/summary rawOutput or usage cannot be stored ({err}): a chunk "
+                f"may nest at most {MAX_CHUNK_NESTING} levels of arrays and objects",
+                path=self.source,
+                line=line,
+                event_index=index,
+            ) from None
+
+    def finish(self) -> list[ReplayEntry]:
+        """Close the script.
+
+        Raises:
+            ScriptError: The last call has no ``finish`` chunk, or a call (after the
+                last inherited marker, for ``cut_at_marker``) could not be derived.
+            SessionLogError: An embedded stream after that marker is malformed.
+        """
+        if self._items:
+            raise self._unterminated()
+        if self._pending is not None:
+            raise self._pending
+        return self._entries
+
+
+def derive_replay_script(
+    events: Iterable[Event], *, source: str | None = None
+) -> list[ReplayEntry]:
+    """Derive a session's replay script from its events.
+
+    A call is, by format: the run of ``assistant/chunk`` chunks up to and including its
+    ``finish`` chunk (formats 0 and 1; retries under the same (turn, step) are separate
+    calls), or one ``assistant/message`` / ``assistant/attempt`` event with its embedded
+    ``data.stream`` (formats 2 to 4). A ``compaction/summary`` (or ``compact/summary``)
+    with ``llmStreamCall: true`` is a synthetic call at its log position
+    (block-start/block-end per ``rawOutput`` block, the recorded ``usage``, then a
+    ``stop`` finish). Every other event is ignored.
+
+    Args:
+        events: Logical events in log order (as :func:`parse_session_log` returns them).
+            Slice a fork child's seed off first (``events[seed_length:]``).
+        source: The file name used in error messages.
+
+    Returns:
+        One :class:`ChunksEntry` per call, in call order; ``[]`` when there is no call.
+
+    Raises:
+        ScriptError: A call ends without ``finish`` (its (turn, step) changes, a summary
+            arrives, the log ends while it is open, or an embedded stream does not end
+            with one), a marked summary has no ``rawOutput``, or an ``assistant/chunk``
+            has no chunk object. ``call`` names the call as ``turn/step`` and
+            ``event_index`` where it began.
+        SessionLogError: An embedded stream is malformed.
+    """
+    builder = ScriptBuilder(version=None, source=source)
+    for event in events:
+        if event.__class__ is not dict:
+            raise ScriptError(
+                f"events must be JSON objects, got {type(event).__name__}",
+                path=source,
+                event_index=builder.event_count,
+            )
+        builder.event(event)
+    return builder.finish()

@@ -1,0 +1,345 @@
+"""Replay entries: what one recorded model call replays.
+
+A :class:`ChunksEntry` streams its chunks and finishes; a :class:`ThrowEntry` streams a
+prefix and then fails; a :class:`HangEntry` streams two chunks and blocks until it is
+cancelled. Entries store their chunks compactly, in serialized form, and hand out new
+chunk objects on every access: a consumer that mutates what it was given cannot change
+what a later replay yields, and a large script costs about what its log costs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, Literal, TypeAlias
+
+import orjson
+
+from .._errors import OverrideError, ScriptError
+from .._format.events import CHUNK_TYPES, ChunkRun, JSONObject, StreamChunk
+
+__all__ = [
+    "MAX_CHUNK_NESTING",
+    "ChunksEntry",
+    "HangEntry",
+    "ReplayEntry",
+    "ThrowEntry",
+    "entry_from_json",
+    "invalid_entry",
+    "materialize_runs",
+]
+
+# --- entries -----------------------------------------------------------------------------
+
+MAX_CHUNK_NESTING: Final = 253
+"""The deepest nesting of arrays and objects inside one stream chunk.
+
+Entries keep their chunks serialized; the serializer stops at 255 levels, and a call's
+chunk list adds one. A log line holding a deeper chunk is refused when the script is
+derived, naming the line.
+"""
+
+# An entry stores its chunks as a serialized list of chunk runs (ChunkRun): single
+# chunk objects, or runs of deltas of one block that materialize into one chunk each.
+
+
+def materialize_runs(items: list[ChunkRun]) -> list[StreamChunk]:
+    """The chunks that chunk runs stand for, as new objects."""
+    out: list[StreamChunk] = []
+    append = out.append
+    for item in items:
+        if item.__class__ is dict:
+            append(item)
+            continue
+        # Each member is a copy of one template with its payload key set: a dict copy
+        # is cheaper than building the dict from a display, and keeps the key order.
+        kind = item[0]
+        if kind == "tool-call-delta":
+            key = "argumentsDelta"
+            if len(item) == 5:
+                template = {
+                    "type": kind,
+                    "index": item[1],
+                    "id": item[3],
+                    "name": item[4],
+                    key: None,
+                }
+            else:
+                template = {"type": kind, "index": item[1], "id": item[3], key: None}
+        else:
+            key = "text"
+            template = {"type": kind, "index": item[1], key: None}
+        copy = template.copy
+        for member in item[2]:
+            chunk = copy()
+            chunk[key] = member
+            append(chunk)
+    return out
+
+
+def _serialize_chunks(chunks: Iterable[StreamChunk], where: str) -> tuple[bytes, int]:
+    items = list(chunks)
+    try:
+        return orjson.dumps(items), len(items)
+    except TypeError as err:
+        raise ScriptError(f"{where}: chunks must be JSON values ({err})") from None
+
+
+class _ChunkHolder:
+    __slots__ = ("_blob", "_count", "_marked")
+
+    _blob: bytes
+    _count: int
+    _marked: bool | None  # whether the blob holds a placeholder (None: not looked yet)
+
+    @property
+    def chunks(self) -> list[StreamChunk]:
+        """The call's stream chunks, as new objects on every access."""
+        return materialize_runs(orjson.loads(self._blob))
+
+    @property
+    def chunk_count(self) -> int:
+        """How many chunks the call streams (before a ``throw`` entry raises)."""
+        return self._count
+
+    @property
+    def has_placeholders(self) -> bool:
+        """Whether a ``{{fromRequest:...}}`` placeholder occurs anywhere in the entry."""
+        marked = self._marked
+        if marked is None:
+            marked = self._marked = b"{{fromRequest:" in self._blob
+        return marked
+
+
+class ChunksEntry(_ChunkHolder):
+    """A recorded call that streams its chunks and finishes.
+
+    Args:
+        chunks: The stream chunks in order; the last is normally a
+            ``finish``. They are copied: later changes to the given objects do not
+            reach the entry.
+
+    Raises:
+        ScriptError: A chunk is not a JSON value.
+    """
+
+    __slots__ = ()
+    kind: Final = "chunks"
+
+    def __init__(self, chunks: Iterable[StreamChunk]):
+        self._blob, self._count = _serialize_chunks(chunks, "chunks entry")
+        self._marked = None
+
+    @classmethod
+    def from_runs(cls, runs: list[ChunkRun], count: int) -> ChunksEntry:
+        """Build an entry from chunk runs already validated by a reader.
+
+        Args:
+            runs: The call's chunks as chunk runs (``ChunkRun``), in order.
+            count: How many chunks the runs materialize into.
+
+        Raises:
+            TypeError: A run cannot be serialized (nested deeper than
+                :data:`MAX_CHUNK_NESTING`).
+        """
+        entry = cls.__new__(cls)
+        entry._blob = orjson.dumps(runs)
+        entry._count = count
+        entry._marked = None
+        return entry
+
+    def to_json(self) -> JSONObject:
+        """The wire form: ``{"kind": "chunks", "chunks": [...]}``."""
+        return {"kind": "chunks", "chunks": self.chunks}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ChunksEntry):
+            return NotImplemented
+        return self._blob == other._blob or self.chunks == other.chunks
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ChunksEntry(<{self._count} chunks>)"
+
+
+class ThrowEntry(_ChunkHolder):
+    """A call that streams ``chunks`` and then fails with ``message``/``code``.
+
+    Args:
+        chunks: The prefix chunks streamed before the failure (often empty).
+        message: The failure message (non-empty).
+        code: The failure code (non-empty), e.g. ``AUTH``, ``RATE_LIMIT``.
+
+    Raises:
+        ScriptError: ``message`` or ``code`` is empty, or a chunk is not a JSON value.
+    """
+
+    __slots__ = ("code", "message")
+    kind: Final = "throw"
+
+    def __init__(self, chunks: Iterable[StreamChunk], message: str, code: str):
+        if not isinstance(message, str) or not message:
+            raise ScriptError("throw entry: message must be a non-empty string")
+        if not isinstance(code, str) or not code:
+            raise ScriptError("throw entry: code must be a non-empty string")
+        self._blob, self._count = _serialize_chunks(chunks, "throw entry")
+        self._marked = None
+        self.message = message
+        self.code = code
+
+    def to_json(self) -> JSONObject:
+        """The wire form: ``{"kind": "throw", "chunks": [...], "message", "code"}``."""
+        return {"kind": "throw", "chunks": self.chunks, "message": self.message, "code": self.code}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ThrowEntry):
+            return NotImplemented
+        return (self.message, self.code, self.chunks) == (other.message, other.code, other.chunks)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ThrowEntry(<{self._count} chunks>, message={self.message!r}, code={self.code!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class HangEntry:
+    """A call that streams two fixed chunks and then blocks until cancelled.
+
+    Attributes:
+        ready_file: A file written (empty) when the consumer asks for the third chunk, so
+            a test can wait for the stream to be in flight; relative paths resolve
+            against the scenario's working directory. ``None``: no file.
+    """
+
+    ready_file: str | None = None
+    kind: ClassVar[Literal["hang"]] = "hang"
+    PREFIX: ClassVar[tuple[StreamChunk, ...]] = (
+        {"type": "block-start", "index": 0, "blockType": "text"},
+        {"type": "text-delta", "index": 0, "text": "partial"},
+    )
+
+    @property
+    def chunks(self) -> list[StreamChunk]:
+        """The two chunks streamed before the hang, as new objects."""
+        return [dict(c) for c in self.PREFIX]
+
+    @property
+    def has_placeholders(self) -> bool:
+        """Whether ``ready_file`` holds a ``{{fromRequest:...}}`` placeholder."""
+        return self.ready_file is not None and "{{fromRequest:" in self.ready_file
+
+    def to_json(self) -> JSONObject:
+        """The wire form: ``{"kind": "hang"}`` or ``{"kind": "hang", "readyFile": ...}``."""
+        if self.ready_file is None:
+            return {"kind": "hang"}
+        return {"kind": "hang", "readyFile": self.ready_file}
+
+
+ReplayEntry: TypeAlias = ChunksEntry | ThrowEntry | HangEntry
+"""One recorded model call: a :class:`ChunksEntry`, :class:`ThrowEntry` or :class:`HangEntry`."""
+
+
+# --- entries from JSON and the override sidecar (SPEC 8.2) -----------------------------
+
+
+def invalid_entry(where: str, loc: str, detail: str) -> OverrideError:
+    """The error for a bad override entry: ``invalid override: <loc> <detail>``."""
+    return OverrideError(f"invalid override: {loc} {detail}", path=where)
+
+
+_THROW_KEYS: Final = frozenset({"kind", "chunks", "message", "code"})
+_CHUNKS_KEYS: Final = frozenset({"kind", "chunks"})
+
+
+def _read_chunks(value: Any, where: str, loc: str) -> list[StreamChunk]:
+    if not isinstance(value, list):
+        raise invalid_entry(where, loc, "chunks must be an array")
+    for j, chunk in enumerate(value):
+        kind = chunk.get("type") if isinstance(chunk, dict) else None
+        if not isinstance(kind, str) or kind not in CHUNK_TYPES:
+            raise invalid_entry(
+                where,
+                f"{loc}.chunks[{j}]",
+                "must have a known StreamChunk type (one of "
+                + ", ".join(sorted(CHUNK_TYPES))
+                + ")",
+            )
+    return value
+
+
+def _json_text(value: Any, limit: int = 80) -> str:
+    """``value`` as JSON text for a message, shortened; never fails."""
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        text = f"<{type(value).__name__} nested too deep to show>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _stored(build: Callable[[], ReplayEntry], where: str, loc: str) -> ReplayEntry:
+    """Build an entry; chunks that cannot be stored (too deep) are an override error."""
+    try:
+        return build()
+    except ScriptError as err:
+        raise invalid_entry(
+            where,
+            loc,
+            f"has chunks that cannot be stored: {err.reason}; a chunk may nest at most "
+            f"{MAX_CHUNK_NESTING} levels of arrays and objects",
+        ) from None
+
+
+def entry_from_json(value: Any, *, where: str = "<entry>", loc: str = "entry") -> ReplayEntry:
+    """Validate and build one entry from its wire form (SPEC 8.2 table).
+
+    Args:
+        value: ``{"kind":"chunks","chunks":[...]}``,
+            ``{"kind":"throw","chunks":[...],"message":str,"code":str}`` or
+            ``{"kind":"hang"}`` / ``{"kind":"hang","readyFile":str}``.
+        where: The file name used in error messages.
+        loc: The location used in error messages (``entry 3``, ``patch 0.entry``).
+
+    Returns:
+        The entry. Only each chunk's ``type`` is checked, as the reference does.
+
+    Raises:
+        OverrideError: ``invalid override: <loc> <detail>`` as in the SPEC 8.2 table.
+    """
+    if not isinstance(value, dict):
+        raise invalid_entry(where, loc, "must be an object")
+    kind = value.get("kind")
+    keys = value.keys()
+    if kind == "chunks":
+        if keys != _CHUNKS_KEYS:
+            raise invalid_entry(
+                where, loc, "has invalid chunks-entry fields (expected kind, chunks)"
+            )
+        return _stored(lambda: ChunksEntry(_read_chunks(value["chunks"], where, loc)), where, loc)
+    if kind == "throw":
+        if keys != _THROW_KEYS:
+            raise invalid_entry(
+                where, loc, "has invalid throw-entry fields (expected kind, chunks, message, code)"
+            )
+        message, code = value["message"], value["code"]
+        if not isinstance(message, str) or not message:
+            raise invalid_entry(where, loc, "message must be a non-empty string")
+        if not isinstance(code, str) or not code:
+            raise invalid_entry(where, loc, "code must be a non-empty string")
+        chunks = _read_chunks(value["chunks"], where, loc)
+        return _stored(lambda: ThrowEntry(chunks, message, code), where, loc)
+    if kind == "hang":
+        if keys != {"kind"} and keys != {"kind", "readyFile"}:
+            raise invalid_entry(
+                where, loc, "has invalid hang-entry fields (expected kind and optional readyFile)"
+            )
+        ready = value.get("readyFile")
+        if "readyFile" in value and (not isinstance(ready, str) or not ready):
+            raise invalid_entry(where, loc, "readyFile must be a non-empty string")
+        return HangEntry(ready_file=ready)
+    raise invalid_entry(
+        where,
+        loc,
+        f'has unknown kind {_json_text(kind)} (expected "chunks", "throw" or "hang")',
+    )

@@ -1,0 +1,559 @@
+"""Where scenarios come from: directories, single logs, SQLite stores, a runtime's sessions.
+
+:func:`load_scenario` accepts
+
+- a scenario directory: the primary's log ``session.jsonl`` and one log per child,
+  ``session.1.jsonl``, ``session.2.jsonl``, ... with no gaps; each may carry a format
+  generation (``session.v4.jsonl``, ``session.1.v4.jsonl``) and be zstd-compressed
+  (``.zst``/``.zstd``); ``replay.override.json`` patches or replaces the primary's
+  script and ``replay.<n>.override.json`` child ``n``'s;
+- a single log file: one primary script, unsliced;
+- a dsh SQLite session store: every session in it;
+- the dsh runtime's sessions root (``$DSH_HOME/sessions``:
+  ``<root>/<project key>/<session id>/session.v4.jsonl[.zstd]``) plus a session id: that
+  session is the primary, its descendants by ``parentSession`` are the children.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from .._errors import ScenarioError
+from .._format.events import Event, SessionHeader
+from .._format.jsonl import open_session_log, read_session_log, session_log_from_body
+from .._format.log_names import LogName, parse_log_name
+from .builder import ScriptBuilder
+from .scenario import (
+    PRIMARY_LOG,
+    Scenario,
+    SessionScript,
+    derived_script,
+    iter_scenario_dirs,
+    load_session_script,
+    scenario_of,
+)
+
+if TYPE_CHECKING:
+    from .._store.backends.sqlite import SqliteBackend
+    from .override import Override
+
+__all__ = [
+    "ScenarioCache",
+    "iter_scenario_dirs",
+    "load_scenario",
+    "scenario_files",
+]
+
+_CHILD_OVERRIDE: Final = r"replay\.([1-9][0-9]*)\.override\.json"  # compiled on first use
+_PRIMARY_OVERRIDE: Final = "replay.override.json"
+_SQLITE_MAGIC: Final = b"SQLite format 3\x00"
+
+
+# --- the scenario directory -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Inventory:
+    primary: str
+    children: tuple[str, ...]
+    overrides: dict[int, str]
+
+
+def scenario_files(directory: str | os.PathLike[str]) -> tuple[str, list[str], dict[int, str]]:
+    """List a scenario directory's logs and sidecars by the naming rules.
+
+    Args:
+        directory: The scenario directory.
+
+    Returns:
+        ``(primary, children, overrides)``: the primary log's name, the child logs'
+        names in number order (``session.1.jsonl`` first), and the override sidecars by
+        session number (0 is the primary).
+
+    Raises:
+        ScenarioError: The directory cannot be listed; there is no primary log; a
+            ``session.*.jsonl`` or ``replay.*.override.json`` name breaks the rules;
+            child numbers have a gap; one session has two logs; an override names a
+            missing child.
+    """
+    d = Path(directory)
+    inv = _inventory(d, _names(d))
+    return inv.primary, list(inv.children), inv.overrides
+
+
+def _names(d: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(d))
+    except OSError as err:
+        raise ScenarioError(
+            f"cannot list scenario directory: {err.strerror or err}", path=str(d)
+        ) from None
+
+
+def _is_log_name(name: str) -> bool:
+    return name.startswith("session.") and name.endswith((".jsonl", ".jsonl.zst", ".jsonl.zstd"))
+
+
+def _inventory(d: Path, names: list[str]) -> _Inventory:
+    primaries: list[str] = []
+    children: dict[int, str] = {}
+    overrides: dict[int, str] = {}
+    for name in names:
+        if _is_log_name(name):
+            parsed: LogName | None = parse_log_name(name)
+            if parsed is None:
+                raise ScenarioError(
+                    f"invalid session log name {name!r}: logs are named session.jsonl "
+                    "(the primary) and session.<n>.jsonl with n = 1, 2, ... (children, no "
+                    "leading zeros), optionally with a format generation (session.v4.jsonl) "
+                    "and .zst or .zstd",
+                    path=str(d / name),
+                )
+            if parsed.child is None:
+                primaries.append(name)
+                continue
+            n = parsed.child
+            if n in children:
+                raise ScenarioError(
+                    f"child session {n} has two logs, {children[n]!r} and {name!r}; keep one",
+                    path=str(d),
+                )
+            children[n] = name
+        elif name.startswith("replay.") and name.endswith(".override.json"):
+            if name == _PRIMARY_OVERRIDE:
+                overrides[0] = name
+                continue
+            m = re.fullmatch(_CHILD_OVERRIDE, name)
+            if m is None:
+                raise ScenarioError(
+                    f"invalid override sidecar name {name!r}: expected replay.override.json "
+                    "(primary) or replay.<n>.override.json (child n)",
+                    path=str(d / name),
+                )
+            overrides[int(m.group(1))] = name
+    if not primaries:
+        hint = ""
+        if any((d / n).is_dir() and n.startswith("--") for n in names):
+            hint = (
+                "; this looks like the dsh runtime's sessions root: pass the primary's "
+                "session id too (load_scenario(root, session_id=...), dsh-replay ... "
+                "--session ID)"
+            )
+        raise ScenarioError(
+            f"missing {PRIMARY_LOG}: a scenario directory needs its primary session log{hint}",
+            path=str(d),
+        )
+    if len(primaries) > 1:
+        raise ScenarioError(
+            f"the primary session has several logs ({', '.join(primaries)}); keep one",
+            path=str(d),
+        )
+    ordered: list[str] = []
+    for k, n in enumerate(sorted(children), start=1):
+        if n != k:
+            raise ScenarioError(
+                f"child session logs must be contiguous: expected session.{k}.jsonl, "
+                f"found {children[n]}",
+                path=str(d / children[n]),
+            )
+        ordered.append(children[n])
+    for n, name in overrides.items():
+        if n > len(ordered):
+            raise ScenarioError(
+                f"override sidecar {name} has no child log session.{n}.jsonl to apply to",
+                path=str(d / name),
+            )
+    return _Inventory(primaries[0], tuple(ordered), overrides)
+
+
+def _load_directory(d: Path, bodies: dict[str, list[tuple[int, Any]]] | None = None) -> Scenario:
+    """The scenario of a directory; ``bodies`` receives each log's body lines by name."""
+    inv = _inventory(d, _names(d))
+
+    def override_for(n: int) -> Override | None:
+        name = inv.overrides.get(n)
+        if name is None:
+            return None
+        from .override import load_override  # only for a sidecar
+
+        return load_override(d / name)
+
+    def body(name: str) -> list[tuple[int, Any]] | None:
+        return None if bodies is None else bodies.setdefault(name, [])
+
+    primary = load_session_script(
+        d / inv.primary, primary=True, override=override_for(0), body=body(inv.primary)
+    )
+    children = [
+        load_session_script(d / name, primary=False, override=override_for(n), body=body(name))
+        for n, name in enumerate(inv.children, start=1)
+    ]
+    return scenario_of(d, primary, children)
+
+
+# --- a SQLite store ----------------------------------------------------------------------
+
+
+def _is_sqlite(p: Path) -> bool:
+    try:
+        with open(p, "rb") as f:
+            return f.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _store_script(path: Path, header: SessionHeader, backend: SqliteBackend) -> SessionScript:
+    primary = header.parent_session is None
+    source = f"{path}#{header.id}"
+    seed_length = header.seed_length if header.seeded else 0
+    builder = ScriptBuilder(skip=0 if primary else seed_length, source=source)
+    for record in backend.records(header.id):
+        builder.record(record)
+    return derived_script(
+        builder,
+        header,
+        file=f"{path.name}#{header.id}",
+        path=path,
+        primary=primary,
+        seed_length=seed_length,
+    )
+
+
+def _load_store(p: Path) -> Scenario:
+    """Every session of a store; the primary is the one without ``parentSession``."""
+    from .._store.backends.sqlite import (
+        SqliteBackend,  # imported only for a store: sqlite3 is not cheap
+    )
+
+    with SqliteBackend(p, read_only=True) as backend:
+        headers = [h for h in map(backend.header, backend.session_ids()) if h is not None]
+        roots = [h for h in headers if h.parent_session is None]
+        if len(roots) != 1:
+            ids = ", ".join(repr(h.id) for h in roots) or "none"
+            raise ScenarioError(
+                f"a store scenario needs exactly one primary session (one without "
+                f"parentSession); this store has {len(headers)} session(s) and "
+                f"{len(roots)} primary: {ids}",
+                path=str(p),
+            )
+        scripts = [_store_script(p, h, backend) for h in headers]
+    primary = next(s for s in scripts if s.primary)
+    return scenario_of(p, primary, (s for s in scripts if not s.primary))
+
+
+# --- the runtime's sessions root ------------------------------------------------------
+
+
+def _session_log(session_dir: Path) -> Path | None:
+    """The log the runtime reads in a session directory: the highest generation."""
+    found: dict[int, list[Path]] = {}
+    try:
+        entries = list(session_dir.iterdir())
+    except OSError:
+        return None
+    for entry in entries:
+        parsed = parse_log_name(entry.name)
+        if parsed is None or parsed.child is not None or entry.name.endswith(".zst"):
+            continue
+        found.setdefault(parsed.version or 0, []).append(entry)
+    if not found:
+        return None
+    newest = found[max(found)]
+    if len(newest) > 1:
+        names = ", ".join(sorted(p.name for p in newest))
+        raise ScenarioError(
+            f"session directory holds one generation twice ({names}), compressed and "
+            "plain; keep one",
+            path=str(session_dir),
+        )
+    return newest[0]
+
+
+def _runtime_sessions(root: Path) -> dict[str, tuple[Path, SessionHeader]]:
+    """Every session under a sessions root: id -> (its log, its header)."""
+    from .._store.backends.jsonl import decode_segment
+
+    sessions: dict[str, tuple[Path, SessionHeader]] = {}
+    try:
+        projects = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError as err:
+        raise ScenarioError(
+            f"cannot list the sessions root: {err.strerror or err}", path=str(root)
+        ) from None
+    for project in projects:
+        for session_dir in sorted(project.iterdir()):
+            if not session_dir.is_dir() or decode_segment(session_dir.name) is None:
+                continue
+            log = _session_log(session_dir)
+            if log is None:
+                continue
+            with open_session_log(log) as (header, _, _lines):
+                pass
+            if header.id in sessions:
+                raise ScenarioError(
+                    f"session id {header.id!r} appears twice under the sessions root: "
+                    f"{sessions[header.id][0]} and {log}",
+                    path=str(root),
+                )
+            sessions[header.id] = (log, header)
+    return sessions
+
+
+def _load_sessions_root(root: Path, session_id: str) -> Scenario:
+    sessions = _runtime_sessions(root)
+    if session_id not in sessions:
+        known = ", ".join(repr(s) for s in sorted(sessions)[:8]) or "none"
+        raise ScenarioError(
+            f"no session {session_id!r} under this sessions root (sessions found: {known})",
+            path=str(root),
+        )
+    descendants: list[str] = []
+    frontier = [session_id]
+    while frontier:
+        parent = frontier.pop()
+        kids = sorted(s for s, (_, h) in sessions.items() if h.parent_session == parent)
+        descendants.extend(kids)
+        frontier.extend(kids)
+
+    def script(sid: str, primary: bool) -> SessionScript:
+        log = sessions[sid][0]
+        return load_session_script(log, primary=primary, file=str(log.relative_to(root)))
+
+    return scenario_of(root, script(session_id, True), (script(s, False) for s in descendants))
+
+
+# --- the entry point ---------------------------------------------------------------------
+
+
+def load_scenario(path: str | os.PathLike[str], session_id: str | None = None) -> Scenario:
+    """Load a scenario: every recorded session's replay script, in replay order.
+
+    Args:
+        path: One of
+            - a scenario directory (``session.jsonl``, ``session.<n>.jsonl``, optional
+              ``replay.override.json`` and ``replay.<n>.override.json``);
+            - a single log file (``.jsonl``, ``.jsonl.zst``, ``.jsonl.zstd``; any format
+              0 to 4): one primary script, unsliced;
+            - a dsh SQLite session store: every session in it; the primary is the one
+              without ``parentSession``;
+            - with ``session_id``: the dsh runtime's sessions root
+              (``$DSH_HOME/sessions``).
+        session_id: The primary's id under a sessions root (the id the runtime printed);
+            its descendants by ``parentSession`` become the children.
+
+    Returns:
+        The scenario. ``scripts[0]`` is the primary; children follow by (``createdAt``,
+        id), each derived from its own events only (after its seed).
+
+    Raises:
+        ScenarioError: Nothing exists at ``path``; the directory breaks the naming
+            rules; the session id is not under the root; a store has no single primary.
+        SessionLogError: A log is malformed or of a format version this build does not
+            read (file and line named).
+        ScriptError: A call cannot be derived (file, line and call key named).
+        OverrideError: A sidecar is invalid.
+        SchemaVersionError: A SQLite store has a foreign schema.
+    """
+    p = path if isinstance(path, Path) else Path(path)  # Path(Path) parses it again
+    if session_id is not None:
+        if not p.is_dir():
+            raise ScenarioError(
+                "a session id goes with the runtime's sessions root (a directory of project "
+                "directories), not with a file",
+                path=str(p),
+            )
+        return _load_sessions_root(p, session_id)
+    if p.is_dir():
+        return _load_directory(p)
+    if p.is_file():
+        if _is_sqlite(p):
+            return _load_store(p)
+        return scenario_of(p, load_session_script(p, primary=True), ())
+    raise ScenarioError(
+        "no scenario here: expected a scenario directory, a session log or a SQLite store",
+        path=str(p),
+    )
+
+
+# --- sharing loaded scenarios ------------------------------------------------------------
+
+
+def _stamp(path: Path) -> tuple[int, Any] | None:
+    """What identifies the files at ``path`` as they are now: ``(bytes, signature)``.
+
+    A directory's signature covers the directory itself and every entry in it (name,
+    inode, size, modification time), so a rewrite (a recording replaces the directory),
+    an edit or a new sidecar changes it. ``None`` when ``path`` cannot be examined.
+    """
+    try:
+        st = os.stat(path)
+        if not stat.S_ISDIR(st.st_mode):
+            return st.st_size, (st.st_ino, st.st_size, st.st_mtime_ns)
+        total = 0
+        entries = []
+        with os.scandir(path) as found:
+            for entry in found:
+                est = entry.stat()
+                total += est.st_size
+                entries.append((entry.name, est.st_ino, est.st_size, est.st_mtime_ns))
+    except OSError:
+        return None
+    entries.sort()
+    return total, (st.st_ino, st.st_mtime_ns, tuple(entries))
+
+
+def _file_stamps(stamp: tuple[int, Any]) -> dict[str, tuple[int, Any]] | None:
+    """Each file's stamp, from a directory's :func:`_stamp`; ``None`` for a file's.
+
+    The stamps are the ones :func:`_stamp` gives for each file itself.
+    """
+    signature = stamp[1]
+    if len(signature) != 3 or not isinstance(signature[2], tuple):
+        return None  # a file's signature: (inode, size, mtime)
+    return {name: (size, (ino, size, mtime)) for name, ino, size, mtime in signature[2]}
+
+
+class _Lru:
+    """One table of :class:`ScenarioCache`: ``key -> (signature, bytes, value)``, oldest first."""
+
+    __slots__ = ("entries", "total")
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[str, tuple[Any, int, Any]] = OrderedDict()
+        self.total = 0  # the bytes of every entry
+
+
+class _Body:
+    """A recorded log's body lines kept from a load, turned into its events when asked."""
+
+    __slots__ = ("header", "lines", "source")
+
+    def __init__(self, header: SessionHeader, lines: list[tuple[int, Any]], source: str):
+        self.header = header
+        self.lines = lines
+        self.source = source
+
+    def log(self) -> tuple[SessionHeader, list[Event]]:
+        return session_log_from_body(self.header, self.lines, source=self.source)
+
+
+class ScenarioCache:
+    """Loaded scenarios and recorded logs, shared while their files stay unchanged.
+
+    Many tests of a run replay the same scenario: each gets the one loaded
+    :class:`~pytest_dsh_replay._scripts.scenario.Scenario` (it is read-only; every replayed call
+    still builds new chunk objects), loaded again only when its files changed (their
+    names, inodes, sizes or modification times). At most ``max_entries`` scenarios and
+    ``max_bytes`` bytes of logs are kept, least recently used dropped first, so memory
+    does not grow with the number of scenarios a suite replays. Thread-safe.
+
+    Args:
+        max_entries: How many scenarios (and, separately, recorded logs) to keep: tests
+            that replay one scenario mostly run one after the other, and every entry
+            kept is work for the garbage collector while it lives.
+        max_bytes: The most log bytes kept; a larger scenario is loaded every time.
+    """
+
+    def __init__(self, *, max_entries: int = 8, max_bytes: int = 64 * 1024 * 1024):
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._scenarios = _Lru()
+        self._logs = _Lru()
+
+    def _get(self, table: _Lru, key: str, signature: Any) -> Any:
+        with self._lock:
+            found = table.entries.get(key)
+            if found is None or found[0] != signature:
+                return None
+            table.entries.move_to_end(key)
+            return found[2]
+
+    def _put(self, table: _Lru, key: str, stamp: tuple[int, Any], value: Any) -> None:
+        size, signature = stamp
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            entries = table.entries
+            old = entries.pop(key, None)
+            if old is not None:
+                table.total -= old[1]
+            entries[key] = (signature, size, value)
+            table.total += size
+            while len(entries) > self.max_entries or table.total > self.max_bytes:
+                table.total -= entries.popitem(last=False)[1][1]
+
+    def load(self, path: str | os.PathLike[str], *, keep_logs: bool = False) -> Scenario:
+        """:func:`load_scenario` ``(path)``, or the copy loaded before from the same files.
+
+        Args:
+            path: As for :func:`load_scenario`.
+            keep_logs: The caller will read the recorded logs (:meth:`recorded_log`):
+                when a scenario directory is read, its logs' lines are kept as the
+                load parsed them, so the logs are not read a second time (logs of
+                :data:`~pytest_dsh_replay._format.jsonl.TYPED_MIN_BYTES` or more are read
+                again when asked for).
+
+        Raises:
+            DshReplayError: As :func:`load_scenario` (errors are not cached).
+        """
+        key = os.fspath(path)
+        p = Path(key)
+        stamp = _stamp(p)
+        if stamp is not None:
+            found = self._get(self._scenarios, key, stamp[1])
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+        files = _file_stamps(stamp) if keep_logs and stamp is not None else None
+        bodies: dict[str, list[tuple[int, Any]]] = {}
+        scenario = load_scenario(key) if files is None else _load_directory(p, bodies)
+        if stamp is not None and _stamp(p) == stamp:  # unchanged while loading
+            self._put(self._scenarios, key, stamp, scenario)
+            if files is not None:
+                self._keep_bodies(files, scenario, bodies)
+        return scenario
+
+    def _keep_bodies(
+        self,
+        files: dict[str, tuple[int, Any]],
+        scenario: Scenario,
+        bodies: dict[str, list[tuple[int, Any]]],
+    ) -> None:
+        """Keep the logs' lines as :meth:`recorded_log` entries, stamped as the files are."""
+        for script in scenario.scripts:
+            if script.path is None:
+                continue
+            name = script.path.name
+            lines = bodies.get(name)
+            if lines and name in files:
+                key = os.fspath(script.path)  # as the log check asks for it
+                self._put(self._logs, key, files[name], _Body(script.header, lines, key))
+
+    def recorded_log(self, path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Event]]:
+        """:func:`~pytest_dsh_replay._format.jsonl.read_session_log` ``(path)``, shared.
+
+        The events are shared with other callers: treat them as read-only.
+
+        Raises:
+            SessionLogError: As ``read_session_log``.
+        """
+        key = os.fspath(path)
+        stamp = _stamp(Path(key))
+        if stamp is not None:
+            found = self._get(self._logs, key, stamp[1])
+            if found.__class__ is _Body:
+                found = found.log()
+                self._put(self._logs, key, stamp, found)
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+        log = read_session_log(key)
+        if stamp is not None:
+            self._put(self._logs, key, stamp, log)
+        return log

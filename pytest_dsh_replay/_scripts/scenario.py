@@ -1,0 +1,489 @@
+"""Scenarios: a primary session and its children, as ordered replay scripts.
+
+A :class:`Scenario` holds one :class:`SessionScript` per recorded session: the primary
+first, then the children by (``createdAt``, id). A child's script comes only from its
+own events (a fork child's inherited prefix is not its own work); the primary is never
+sliced. :func:`load_session_script` reads one log; where scenarios are loaded from
+(directories, stores, the runtime's sessions root) is
+:func:`~pytest_dsh_replay._scripts.loading.load_scenario`'s business. :func:`write_scenario`
+writes sessions as a scenario directory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from .._errors import RecordingError, SessionLogError
+from .._format.events import SEEDED_FORMAT, Event, JSONObject, SessionHeader
+from .._format.jsonl import dump_session_log, open_session_log
+from .._format.log_names import parse_log_name
+from .builder import ScriptBuilder
+from .entries import ReplayEntry
+
+if TYPE_CHECKING:
+    from .override import Override
+
+__all__ = [
+    "PRIMARY_LOG",
+    "Scenario",
+    "SessionLike",
+    "SessionScript",
+    "child_order",
+    "derived_script",
+    "holds_primary_log",
+    "iter_scenario_dirs",
+    "load_session_script",
+    "locale_sort_key",
+    "nested_scenario",
+    "order_sessions",
+    "refuse_nested",
+    "scenario_of",
+    "write_scenario",
+]
+
+PRIMARY_LOG: Final = "session.jsonl"
+"""The primary session's log in a scenario directory (children: ``session.<n>.jsonl``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionScript:
+    """One recorded session's replay script.
+
+    Attributes:
+        file: The log's name inside the scenario (``session.jsonl``,
+            ``session.2.jsonl``; for a SQLite store ``<store>#<session id>``).
+        recorded_id: The recorded session id (header ``id``; ``""`` when absent).
+        created_at: The recorded creation time, Unix ms (header ``createdAt``).
+        seed_length: Leading events inherited from a fork parent (header ``seedLength``).
+        parent_session: The recorded parent's id, ``None`` for a top-level session.
+        primary: ``True`` for the primary session.
+        entries: The model calls in call order, one entry per ``stream()`` call.
+        path: The log file on disk, when there is one.
+        header: The full header.
+        event_count: Logical events in the log, seed included.
+        first_user_text: The text of the session's first own ``user/message`` (at or
+            after ``seed_length`` for children), used to bind concurrent children.
+    """
+
+    file: str
+    recorded_id: str
+    created_at: int
+    seed_length: int
+    parent_session: str | None
+    primary: bool
+    entries: tuple[ReplayEntry, ...]
+    path: Path | None = None
+    header: SessionHeader = field(default_factory=SessionHeader, compare=False)
+    event_count: int = 0
+    first_user_text: str | None = None
+
+    def to_json(self) -> JSONObject:
+        """``{"file", "recordedId", "createdAt", "seedLength", "primary", "entries"}``."""
+        return {
+            "file": self.file,
+            "recordedId": self.recorded_id,
+            "createdAt": self.created_at,
+            "seedLength": self.seed_length,
+            "primary": self.primary,
+            "entries": [e.to_json() for e in self.entries],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A loaded scenario: every recorded session's script, in replay order.
+
+    Attributes:
+        path: The scenario directory, log file or SQLite store it was loaded from.
+        scripts: The primary's script first, then the children by (``createdAt``, id).
+    """
+
+    path: Path
+    scripts: tuple[SessionScript, ...]
+
+    @property
+    def primary(self) -> SessionScript:
+        """The primary session's script."""
+        return self.scripts[0]
+
+    @property
+    def children(self) -> tuple[SessionScript, ...]:
+        """The children's scripts, in replay order."""
+        return self.scripts[1:]
+
+    @property
+    def call_count(self) -> int:
+        """The number of recorded model calls over every session."""
+        return sum(len(s.entries) for s in self.scripts)
+
+    def to_json(self) -> JSONObject:
+        """``{"scripts": [SessionScript.to_json(), ...]}`` in replay order."""
+        return {"scripts": [s.to_json() for s in self.scripts]}
+
+
+# --- ordering ------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4096)  # ids repeat across loads of the same scenarios
+def locale_sort_key(text: str) -> tuple[tuple[tuple[int, str], ...], tuple[int, ...]]:
+    """A sort key approximating JavaScript ``localeCompare`` (ICU root collation).
+
+    The reference breaks ``createdAt`` ties between children with
+    ``a.localeCompare(b)`` (SPEC 7 step 4, 13.9). ICU's default order compares letters
+    case-insensitively first (lowercase before uppercase only as a tie-break) and puts
+    whitespace, then punctuation, then symbols, then digits before letters. This key
+    reproduces that order for the ids that occur in practice (UUIDs, ``session-<n>``,
+    labels); it is not a full Unicode Collation Algorithm.
+
+    Returns:
+        ``(primary, tertiary)``: per character a (group, case-folded letter) pair, then
+        the per-character case flags (0 lower, 1 upper).
+    """
+    import unicodedata  # only to order children: not on a one-session scenario's path
+
+    primary: list[tuple[int, str]] = []
+    tertiary: list[int] = []
+    for ch in unicodedata.normalize("NFD", text):
+        if unicodedata.combining(ch):
+            continue
+        cat = unicodedata.category(ch)
+        if ch.isspace():
+            group = 0
+        elif cat.startswith("P"):
+            group = 1
+        elif cat.startswith("S"):
+            group = 2
+        elif ch.isdigit():
+            group = 3
+        else:
+            group = 4
+        primary.append((group, ch.casefold()))
+        tertiary.append(1 if ch.isupper() else 0)
+    return tuple(primary), tuple(tertiary)
+
+
+def child_order(created_at: int, session_id: str) -> tuple[int, Any]:
+    """The sort key of children in replay order: by ``createdAt``, then by id."""
+    return created_at, locale_sort_key(session_id)
+
+
+def _child_order(script: SessionScript) -> tuple[int, Any]:
+    return child_order(script.created_at, script.recorded_id)
+
+
+# --- reading one log -------------------------------------------------------------------
+
+
+def load_session_script(
+    path: str | os.PathLike[str],
+    *,
+    primary: bool = True,
+    override: Override | None = None,
+    file: str | None = None,
+    body: list[tuple[int, Any]] | None = None,
+) -> SessionScript:
+    """Read one log file and derive its script.
+
+    Args:
+        path: A log of format 0 to 4, plain or zstd (``.jsonl``, ``.jsonl.zst``,
+            ``.jsonl.zstd``; generation names such as ``session.v4.jsonl`` too).
+        primary: ``True`` derives from every event; ``False`` (a child) derives only
+            from its own events: those at or after the header's ``seedLength``
+            (formats 0 and 1), or after its last inherited ``session/end-seed``
+            (formats 2 to 4).
+        override: A sidecar to apply. A bare-array override replaces the script and
+            the log's calls are not derived at all.
+        file: The name to report as :attr:`SessionScript.file` (default: the file name).
+        body: A list that receives the log's body lines as read, ``(line number,
+            parsed value)`` pairs, when every line of the body parsed as plain JSON (a
+            log under :data:`~pytest_dsh_replay._format.jsonl.TYPED_MIN_BYTES`); left empty
+            otherwise. :func:`~pytest_dsh_replay._format.jsonl.session_log_from_body` turns
+            them into the log's events without reading the file again.
+
+    Returns:
+        The session's script.
+
+    Raises:
+        SessionLogError: The log is unreadable or malformed; its header breaks its
+            format's rules (an unknown version, a format 2-4 header that does not
+            parse as one, a ``seedLength`` that is not a non-negative integer); its
+            seed does not fit the log.
+        ScriptError: A call cannot be derived (names the file and line).
+        OverrideError: The override's patches do not fit the derived script.
+    """
+    p = path if isinstance(path, Path) else Path(path)  # Path(Path) parses it again
+    source = str(p)
+    derive = override is None or override.replace is None
+    with open_session_log(p, calls=True) as (header, header_line, lines):
+        fmt = header.format
+        marked = fmt >= SEEDED_FORMAT
+        seed_length = header.seed_length if header.seeded and not marked else 0
+        builder = ScriptBuilder(
+            version=fmt,
+            skip=0 if primary else seed_length,
+            cut_at_marker=marked and not primary,
+            source=source,
+            derive=derive,
+        )
+        if body is None:
+            builder.feed(lines)
+        else:
+            builder.feed(_kept(lines, body))
+            if any(value.__class__ is not dict for _, value in body):
+                body.clear()  # decoded typed: not the values an event reader gets
+    if marked:
+        if header.seeded and not builder.markers:
+            raise SessionLogError(
+                f"format v{fmt} seeded session lacks an inherited end-seed marker: its "
+                'header says isSeeded but no session/end-seed event says "inherited": true',
+                path=source,
+                line=header_line,
+            )
+        if not header.seeded and builder.markers:
+            raise SessionLogError(
+                f"format v{fmt} unseeded session contains an inherited end-seed marker: "
+                "its header says isSeeded false",
+                path=source,
+                line=header_line,
+            )
+        seed_length = builder.boundary or 0
+    return derived_script(
+        builder,
+        header,
+        file=file if file is not None else p.name,
+        path=p,
+        primary=primary,
+        seed_length=seed_length,
+        line=None if marked else header_line,
+        override=override,
+    )
+
+
+def _kept(
+    lines: Iterable[tuple[int, Any]], body: list[tuple[int, Any]]
+) -> Iterator[tuple[int, Any]]:
+    for line in lines:
+        body.append(line)
+        yield line
+
+
+def derived_script(
+    builder: ScriptBuilder,
+    header: SessionHeader,
+    *,
+    file: str,
+    path: Path,
+    primary: bool,
+    seed_length: int,
+    line: int | None = None,
+    override: Override | None = None,
+) -> SessionScript:
+    """A session's script from a builder that has read the whole log.
+
+    Args:
+        builder: The builder, fed every record of the log.
+        header: The log's header.
+        file: The name reported as :attr:`SessionScript.file`.
+        path: The log (or store) the session was read from.
+        primary: Whether this is the scenario's primary session.
+        seed_length: The inherited prefix the builder skipped (``0`` for none); for a
+            header count (formats 0 and 1, given with ``line``), it must fit the log.
+        line: The header's line, when ``seed_length`` is the header's count to check.
+        override: A sidecar to apply to the derived entries.
+
+    Raises:
+        ScriptError: A call cannot be derived.
+        SessionLogError: A header count larger than the log.
+        OverrideError: The override's patches do not fit the derived script.
+    """
+    entries = builder.finish()
+    if not primary and seed_length > builder.event_count:
+        raise SessionLogError(
+            f"header seedLength {seed_length} is larger than the log's "
+            f"{builder.event_count} events; a fork child's seed is a prefix of its own log",
+            path=builder.source,
+            line=line,
+        )
+    if override is not None:
+        from .override import apply_override  # only for a sidecar
+
+        entries = apply_override(entries, override)
+    return SessionScript(
+        file=file,
+        recorded_id=header.id,
+        created_at=header.created_at,
+        seed_length=seed_length,
+        parent_session=header.parent_session,
+        primary=primary,
+        entries=tuple(entries),
+        path=path,
+        header=header,
+        event_count=builder.event_count,
+        first_user_text=builder.first_user_text,
+    )
+
+
+def scenario_of(path: Path, primary: SessionScript, children: Iterable[SessionScript]) -> Scenario:
+    """A scenario from its primary and its children, the children put in replay order."""
+    return Scenario(path=path, scripts=(primary, *sorted(children, key=_child_order)))
+
+
+# --- writing a scenario (SPEC 10.3, 10.4) -----------------------------------------------
+
+
+class SessionLike(Protocol):
+    """Anything :func:`write_scenario` can write: a header and its events."""
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session header."""
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """The session's events, each with ``seq`` and ``time``."""
+
+
+def order_sessions(sessions: Iterable[SessionLike]) -> list[SessionLike]:
+    """Order sessions as a scenario stores them: primary, then children (SPEC 10.3).
+
+    The primary is the one session without ``parentSession``; the children follow by
+    (``createdAt``, id), the order replay binds them in.
+
+    Raises:
+        RecordingError: No session, or more than one, lacks ``parentSession``.
+    """
+    items = list(sessions)
+    roots = [s for s in items if s.header.parent_session is None]
+    if len(roots) != 1:
+        ids = ", ".join(repr(s.header.id) for s in roots) or "none"
+        raise RecordingError(
+            "a scenario needs exactly one primary session (a session without "
+            f"parentSession); found {len(roots)}: {ids}"
+        )
+    children = [s for s in items if s is not roots[0]]
+    children.sort(key=lambda s: child_order(s.header.created_at, s.header.id))
+    return [roots[0], *children]
+
+
+def write_scenario(path: str | os.PathLike[str], sessions: Iterable[SessionLike]) -> list[Path]:
+    """Write sessions as a scenario directory in the committed form, atomically.
+
+    The primary goes to ``session.jsonl`` and the children to ``session.<n>.jsonl`` in
+    replay order (:func:`order_sessions`). Each log is written as the harness commits
+    fixtures: the header line, then every event with delta runs packed into
+    chunk rows and the top-level ``seq``/``time`` envelope removed.
+
+    The directory is replaced as a whole: everything is written and flushed to a hidden
+    sibling first, which then takes the place of ``path`` (on Linux in one step, so
+    ``path`` never stops existing). If anything fails, ``path`` is left exactly as it
+    was; files of an older recording (a child that no longer exists) do not survive a
+    successful write. After a crash mid-write, the next write (or
+    :func:`~pytest_dsh_replay._store.atomic.recover`) finds the old or the new recording and
+    removes the hidden leftovers.
+
+    Args:
+        path: The scenario directory to create or replace.
+        sessions: The sessions to write; exactly one has no ``parentSession``.
+
+    Returns:
+        The written log files, primary first.
+
+    Raises:
+        RecordingError: Not exactly one primary session; ``path`` holds another
+            scenario below it or lies inside one (replacing it would delete the other);
+            or the directory cannot be written or replaced (the message names the
+            error).
+    """
+    from .._store.atomic import replace_path  # writing only: reading never needs it
+
+    target = Path(path)
+    ordered = order_sessions(sessions)
+    refuse_nested(target)
+    blobs = [dump_session_log(s.header, s.events, envelope=False) for s in ordered]
+    names = [PRIMARY_LOG] + [f"session.{n}.jsonl" for n in range(1, len(ordered))]
+
+    def fill(staging: Path) -> None:
+        for name, blob in zip(names, blobs, strict=True):
+            with open(staging / name, "xb") as f:
+                f.write(blob)
+                f.flush()
+                os.fsync(f.fileno())
+
+    try:
+        replace_path(target, fill)
+    except OSError as err:
+        raise RecordingError(f"cannot write scenario {target}: {err}") from err
+    return [target / name for name in names]
+
+
+def holds_primary_log(directory: Path) -> bool:
+    """Whether ``directory`` holds a scenario's primary log (``session.jsonl`` or a variant)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return False
+    return any(_is_primary_log(name) for name in names)
+
+
+def _is_primary_log(name: str) -> bool:
+    parsed = parse_log_name(name) if name.startswith("session.") else None
+    return parsed is not None and parsed.child is None
+
+
+def iter_scenario_dirs(root: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield every directory under ``root`` (itself included) that holds a primary log.
+
+    Directories are yielded in sorted path order; hidden directories are skipped.
+    """
+    for dirpath, dirnames, filenames in os.walk(Path(root)):
+        dirnames[:] = sorted(n for n in dirnames if not n.startswith("."))
+        if any(_is_primary_log(name) for name in filenames):
+            yield Path(dirpath)
+
+
+def nested_scenario(path: str | os.PathLike[str]) -> Path | None:
+    """Another scenario directory below ``path`` or above it, if there is one.
+
+    A scenario directory is replaced as a whole when it is recorded, so a scenario kept
+    inside another would be deleted by the outer one's next recording.
+
+    Args:
+        path: A scenario directory (it need not exist yet).
+
+    Returns:
+        The first scenario directory found strictly below ``path`` (hidden directories
+        skipped), else the nearest ancestor of ``path`` that holds a primary log, else
+        ``None``.
+    """
+    target = Path(path)
+    if target.is_dir():
+        for found in iter_scenario_dirs(target):
+            if found != target:
+                return found
+    for ancestor in target.absolute().parents:
+        if holds_primary_log(ancestor):
+            return ancestor
+    return None
+
+
+def refuse_nested(path: str | os.PathLike[str]) -> None:
+    """Refuse to record ``path`` when another scenario lies below or above it.
+
+    Raises:
+        RecordingError: Naming both scenarios and how to lay them out instead.
+    """
+    target = Path(path)
+    other = nested_scenario(target)
+    if other is None:
+        return
+    where = "inside it" if target.absolute() in other.absolute().parents else "around it"
+    raise RecordingError(
+        f"cannot record scenario {target}: scenario {other} is {where}, and recording "
+        "replaces the whole directory; give the scenarios sibling directories (for "
+        "example agents/main and agents/fork instead of agents and agents/fork)"
+    )

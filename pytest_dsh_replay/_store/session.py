@@ -1,0 +1,396 @@
+"""A session of the store: its header, its append-only event log and how events are built.
+
+:class:`Session` objects come from :class:`~pytest_dsh_replay._store.store.SessionStore`
+(``create``, ``fork``, ``load``); each append is checked (the event rules, lossless JSON,
+the surface rule) and written through the store's backend. ``assistant/chunk`` events,
+the bulk of a log, can be appended cheaply (:meth:`Session.append_chunk`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Final, Protocol, overload
+
+import orjson
+
+from .._errors import DshReplayError, SessionStoreError
+from .._format.chunk_rows import PACKED_TAGS
+from .._format.events import Event, SessionHeader, is_safe_integer
+from .backends.base import SessionBackend
+from .log_rules import Surface, interrupted_turn_closers, json_copy, quote
+
+__all__ = ["Session", "SessionOwner"]
+
+
+class SessionOwner(Protocol):
+    """What a :class:`Session` asks of the store that owns it (a ``SessionStore``)."""
+
+    @property
+    def backend(self) -> SessionBackend:
+        """Where the session's events are written."""
+
+    def now(self) -> int:
+        """The store clock, Unix ms."""
+
+    def get(self, session_id: str) -> Session | None:
+        """The live session with this id, if any."""
+
+
+_ENVELOPE_ALIASES: Final[dict[str, str]] = {
+    "sourceEventSeqs": "sourceEventSeqs",
+    "source_event_seqs": "sourceEventSeqs",
+    "surfaceOp": "surfaceOp",
+    "surface_op": "surfaceOp",
+    "ignorable": "ignorable",
+    "time": "time",
+}
+
+
+def _build_event(
+    kind: Any, data: Any, envelope: Mapping[str, Any], now: Callable[[], int]
+) -> Event:
+    """A new event from :meth:`Session.append`'s arguments, copied and checked."""
+    if not isinstance(kind, str) or not kind:
+        raise SessionStoreError(f"event type must be a non-empty string, got {kind!r}")
+    if kind in PACKED_TAGS:
+        raise SessionStoreError(
+            f"{quote(kind)} is a packed chunk row tag (a storage encoding), not an event "
+            "type; append assistant/chunk events and the backend packs them"
+        )
+    event: Event = {"type": kind, "seq": -1, "time": 0, "data": None}
+    if not envelope:  # the common case (a chunk): no envelope fields to check
+        event["time"] = now()
+        event["data"] = json_copy(data, f"{kind} data")
+        return event
+    unknown = sorted(set(envelope) - set(_ENVELOPE_ALIASES))
+    if unknown:
+        raise SessionStoreError(
+            f"{kind} has an invalid event envelope: unknown field(s) {', '.join(unknown)} "
+            "(allowed: surfaceOp, sourceEventSeqs, ignorable, time)"
+        )
+    fields = {_ENVELOPE_ALIASES[k]: v for k, v in envelope.items() if v is not None}
+    when = fields.pop("time", None)
+    if when is None:
+        when = now()
+    elif not is_safe_integer(when):
+        raise SessionStoreError(f"{kind}: time must be a safe integer (Unix ms), got {when!r}")
+    event["time"] = int(when)
+    event["data"] = json_copy(data, f"{kind} data")
+    if "sourceEventSeqs" in fields:
+        seqs = fields["sourceEventSeqs"]
+        if not isinstance(seqs, list | tuple):
+            raise SessionStoreError(
+                f"{kind}: sourceEventSeqs must be a list of earlier seqs, got {seqs!r}"
+            )
+        event["sourceEventSeqs"] = json_copy(list(seqs), f"{kind} sourceEventSeqs")
+    if "surfaceOp" in fields:
+        event["surfaceOp"] = json_copy(fields["surfaceOp"], f"{kind} surfaceOp")
+    ignorable = fields.get("ignorable", False)
+    if ignorable is True:
+        event["ignorable"] = True
+    elif ignorable is not False:
+        raise SessionStoreError(f"{kind}: ignorable may only be True, got {ignorable!r}")
+    return event
+
+
+class _EventsView(Sequence[Event]):
+    """A read-only view of a session's events (the event dicts must not be mutated).
+
+    ``settle`` is called before each read, so chunks appended with
+    :meth:`Session.append_chunk` are there for views taken before them too.
+    """
+
+    __slots__ = ("_events", "_settle")
+
+    def __init__(self, events: list[Event], settle: Callable[[], None]):
+        self._events = events
+        self._settle = settle
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Event]: ...
+
+    def __getitem__(self, index: int | slice) -> Event | list[Event]:
+        self._settle()
+        return self._events[index]
+
+    def __len__(self) -> int:
+        self._settle()
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[Event]:
+        self._settle()
+        return iter(self._events[:])
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} events>"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _EventsView):
+            return self[:] == other[:]
+        if isinstance(other, list):
+            return self[:] == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Session:
+    """One session of a :class:`SessionStore`: a header and an append-only event log.
+
+    Get sessions from :meth:`SessionStore.create`, :meth:`SessionStore.fork` or
+    :meth:`SessionStore.load`, never by constructing one. A session satisfies
+    :class:`~pytest_dsh_replay.scenario.SessionLike`, so
+    ``write_scenario(path, store.sessions())`` writes a store's sessions as a scenario.
+
+    Attributes:
+        id: The session id.
+        header: The :class:`~pytest_dsh_replay.events.SessionHeader` (fixed for life).
+        events: A read-only sequence of the event dicts, seq order; do not mutate them.
+        seed_length: The header's ``seedLength`` (0 when absent): leading events
+            inherited from a fork parent.
+    """
+
+    __slots__ = (
+        "_batch_depth",
+        "_events",
+        "_header",
+        "_lock",
+        "_pending",
+        "_persisted",
+        "_run",
+        "_run_times",
+        "_store",
+        "_surface",
+        "_written",
+    )
+
+    def __init__(
+        self,
+        store: SessionOwner,
+        header: SessionHeader,
+        events: list[Event],
+        *,
+        persisted: bool,
+    ):
+        self._store = store
+        self._header = header
+        self._events = events
+        self._lock = threading.RLock()
+        self._surface = Surface()
+        for i, event in enumerate(events):
+            self._surface.apply(i, self._surface.plan(event, events))
+        self._persisted = persisted
+        self._written = len(events) if persisted else 0
+        self._pending: list[Event] = []
+        self._batch_depth = 0
+        self._run: list[bytes] = []  # chunk event data from append_chunk, not built yet
+        self._run_times: list[int] = []
+        if not persisted and events:
+            self._write(list(events))  # a seed and its marker are written at once
+        elif persisted:
+            closers = interrupted_turn_closers(events)
+            if closers:  # a turn a crash left open is closed, and that is persisted
+                self._write(closers)
+                for event in closers:
+                    events.append(event)
+                    self._surface.apply(event["seq"], self._surface.plan(event, events))
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        return self._header.id
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session header."""
+        return self._header
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """The events in seq order, a read-only live view."""
+        return _EventsView(self._events, self._settle)
+
+    @property
+    def seed_length(self) -> int:
+        """The header ``seedLength`` (0 when absent)."""
+        return self._header.seed_length
+
+    @property
+    def parent_session(self) -> str | None:
+        """The header ``parentSession``."""
+        return self._header.parent_session
+
+    def __repr__(self) -> str:
+        return f"Session(id={self.id!r}, events={len(self.events)})"
+
+    def append(self, type: str, data: Any, **envelope: Any) -> Event:
+        """Append one event and persist it.
+
+        Args:
+            type: The event type, e.g. ``"turn/start"`` (not a packed-row tag).
+            data: The payload: lossless JSON (no NaN, infinities, ``-0.0``, integers
+                beyond 2**53 - 1, tuples or other objects). It is copied.
+            **envelope: ``surfaceOp`` (``"append"`` or ``{"op": "replace", "start",
+                "end"}``; required on ``user/message``, ``assistant/message`` and
+                ``tool/result`` and allowed only there), ``sourceEventSeqs`` (earlier
+                seqs; the same types only), ``ignorable=True``, and ``time`` (Unix ms;
+                default: the store's clock). Snake-case spellings are accepted.
+
+        Returns:
+            The stored event ``{"type", "seq", "time", "data", ...}``; ``seq`` is its
+            position in the log. Do not mutate it.
+
+        Raises:
+            SessionStoreError: The event is invalid (the message says which rule), the
+                session is no longer live, or the write failed (nothing was appended).
+        """
+        event = _build_event(type, data, envelope, self._store.now)
+        with self._lock:
+            self._settle()
+            if self._store.get(self.id) is not self:
+                raise SessionStoreError(f"session {quote(self.id)} is not live in this store")
+            seq = len(self._events)
+            event["seq"] = seq
+            try:
+                span = self._surface.plan(event, self._events)
+            except ValueError as err:
+                raise SessionStoreError(
+                    f"session {quote(self.id)}: {type} at seq {seq}: {err}"
+                ) from None
+            if self._batch_depth:
+                self._events.append(event)
+                self._surface.apply(seq, span)
+                self._pending.append(event)
+                return event
+            self._write([event])
+            self._events.append(event)
+            self._surface.apply(seq, span)
+            return event
+
+    def append_chunk(self, turn: Any, step: Any, chunk: Any, *, parsed: bool = False) -> int:
+        """Append one ``assistant/chunk`` event ``{"turn", "step", "chunk"}``, cheaply.
+
+        The same event :meth:`append` would store, for the bulk of a log: the data is
+        serialized at once (so later changes to ``chunk`` do not reach the log) and the
+        event is built, with every chunk appended since, on the next read of
+        :attr:`events` or the next other write (:meth:`append`, :meth:`flush`, the end
+        of a :meth:`batch`), in one backend write. Until then a crash loses the run, as
+        the harness's write-behind window does.
+
+        Args:
+            turn: The event's ``turn``.
+            step: The event's ``step``.
+            chunk: The stream chunk: lossless JSON, as for :meth:`append`.
+            parsed: The caller vouches that ``chunk`` holds only what a JSON parser
+                makes (dicts, lists, strings, ints, floats, booleans, ``None``), as a
+                replayed chunk does; then only lone surrogates, unsafe integers and
+                ``-0.0`` are checked, which is much cheaper than the whole check.
+
+        Returns:
+            The event's ``seq``.
+
+        Raises:
+            SessionStoreError: The data is not lossless JSON (nothing was appended), or
+                the session is no longer live.
+        """
+        data = {"turn": turn, "step": step, "chunk": chunk}
+        try:
+            blob = orjson.dumps(data, option=orjson.OPT_STRICT_INTEGER)
+        except TypeError:  # orjson.JSONEncodeError: what json_copy names in words
+            blob = b""
+        if not blob or b"-0.0" in blob or not (parsed or orjson.loads(blob) == data):
+            blob = orjson.dumps(json_copy(data, "assistant/chunk data"))
+        when = self._store.now()
+        with self._lock:
+            if self._store.get(self.id) is not self:
+                raise SessionStoreError(f"session {quote(self.id)} is not live in this store")
+            self._run.append(blob)
+            self._run_times.append(when)
+            return len(self._events) + len(self._run) - 1
+
+    def _settle(self) -> None:
+        """Build the events of the pending :meth:`append_chunk` run and write them."""
+        if not self._run:
+            return
+        with self._lock:
+            run, times = self._run, self._run_times
+            if not run:
+                return
+            self._run, self._run_times = [], []
+            base = len(self._events)
+            datas = orjson.loads(b"[" + b",".join(run) + b"]")
+            events: list[Event] = [
+                {"type": "assistant/chunk", "seq": base + i, "time": when, "data": data}
+                for i, (when, data) in enumerate(zip(times, datas, strict=True))
+            ]
+            if self._batch_depth:
+                self._events.extend(events)
+                self._pending.extend(events)
+                return
+            self._write(events)
+            self._events.extend(events)
+
+    @contextmanager
+    def batch(self) -> Iterator[Session]:
+        """Group appends into one write (one packed batch, one transaction).
+
+        Appends inside the block are visible at once in :attr:`events` and written
+        together when the outermost block exits, also when it exits with an exception;
+        delta runs are packed per batch, so batching gives the compact
+        layout the harness's write-behind window gives. Appends from other threads
+        during the block join the batch.
+
+        Raises:
+            SessionStoreError: The write failed; the batch's events are removed again.
+        """
+        with self._lock:
+            self._batch_depth += 1
+        try:
+            yield self
+        finally:
+            with self._lock:
+                self._batch_depth -= 1
+                if not self._batch_depth:
+                    self.flush()
+
+    def flush(self) -> None:
+        """Write the events appended inside :meth:`batch` blocks that are not written yet.
+
+        Raises:
+            SessionStoreError: The write failed; those events are removed again.
+        """
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._settle()
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        try:
+            self._write(pending)
+        except BaseException:
+            del self._events[self._written :]
+            self._surface = Surface()
+            for i, event in enumerate(self._events):
+                self._surface.apply(i, self._surface.plan(event, self._events))
+            raise
+
+    def _write(self, events: list[Event]) -> None:
+        backend = self._store.backend
+        try:
+            backend.append(self._header, events, create=not self._persisted)
+        except DshReplayError:
+            raise
+        except (OSError, ValueError) as err:
+            raise SessionStoreError(
+                f"session {quote(self.id)}: cannot persist {len(events)} event(s) to "
+                f"{backend.describe()}: {err}"
+            ) from err
+        self._persisted = True
+        self._written += len(events)

@@ -1,0 +1,390 @@
+"""The session store: create, append, fork and reload sessions over a backend.
+
+Agents under test persist their sessions through a :class:`SessionStore`; record mode
+harvests them. The store keeps every live session in memory and writes each append
+through a backend that satisfies :class:`SessionBackend`:
+
+- :class:`~pytest_dsh_replay._store.backends.jsonl.JsonlBackend`: the dsh harness's on-disk
+  JSONL layout, plain or zstd-compressed, with packed chunk rows and crash repair;
+- :class:`~pytest_dsh_replay._store.backends.sqlite.SqliteBackend`: the harness's SQLite store;
+- :class:`~pytest_dsh_replay._store.backends.base.MemoryBackend`: nothing written anywhere.
+
+Every operation is thread-safe: agents under test append from several threads.
+
+Example::
+
+    store = SessionStore(JsonlBackend(tmp_path / "sessions"))
+    parent = store.create(meta={"cwd": "/work"})
+    parent.append("turn/start", {"turn": 1})
+    parent.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    child = store.fork(parent)              # seed = the whole log, then session/end-seed
+    assert child.seed_length == 2 and child.events[2]["type"] == "session/end-seed"
+"""
+
+from __future__ import annotations
+
+import threading
+import time as _time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+from .._errors import SessionForkError, SessionLogError, SessionStoreError
+from .._format.events import (
+    END_SEED,
+    Event,
+    JSONObject,
+    SessionHeader,
+    header_problem,
+    is_safe_integer,
+)
+from .backends.base import SessionBackend
+from .log_rules import json_copy, quote, validate_log
+from .session import Session
+
+__all__ = [
+    "Session",
+    "SessionBackend",
+    "SessionStore",
+]
+
+_META_KEYS: Final = (
+    "cwd",
+    "parentSession",
+    "seedLength",
+    "origin",
+    "delegationDepth",
+    "agentPreset",
+    "owner",
+)
+
+
+def _now_ms() -> int:
+    return _time.time_ns() // 1_000_000
+
+
+# --- headers ------------------------------------------------------------------------------
+
+
+def _meta_fields(meta: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate ``create``'s ``meta`` by the store's header rules; the fields to stamp.
+
+    Raises:
+        SessionStoreError: ``meta`` is not a mapping, has an unknown field, or a field
+            breaks the header rules (the message names it).
+    """
+    if meta is None:
+        return {}
+    if not isinstance(meta, Mapping):
+        raise SessionStoreError(f"meta must be a mapping of header fields, got {type(meta)}")
+    unknown = sorted(set(meta) - set(_META_KEYS))
+    if unknown:
+        raise SessionStoreError(
+            f"unknown session meta field(s) {', '.join(map(repr, unknown))}; allowed: "
+            + ", ".join(_META_KEYS)
+        )
+    fields = {k: v for k, v in meta.items() if v is not None}
+    problem = header_problem(
+        {"type": "session", "version": 0, "id": "", "createdAt": 0, "delegationDepth": 0} | fields,
+        "store",
+    )
+    if problem is not None:
+        raise SessionStoreError(f"session header {problem}")
+    for key in ("seedLength", "delegationDepth"):
+        if key in fields:
+            fields[key] = int(fields[key])
+    return fields
+
+
+def _make_header(session_id: str, created_at: int, fields: Mapping[str, Any]) -> SessionHeader:
+    obj: JSONObject = {"type": "session", "version": 0, "id": session_id, "createdAt": created_at}
+    for key in _META_KEYS:
+        if key in fields:
+            obj[key] = fields[key]
+    return SessionHeader.from_json(obj)
+
+
+class SessionStore:
+    """Live sessions over a persistence backend.
+
+    Args:
+        backend: Where sessions are persisted: a :class:`JsonlBackend`, a
+            :class:`~pytest_dsh_replay.sqlite.SqliteBackend`, or anything satisfying
+            :class:`SessionBackend`.
+        clock: Returns the current time in Unix milliseconds (an ``int``); used for
+            ``createdAt``, event ``time`` and ``session/end-seed``. Default: the wall
+            clock. Inject a fake one for deterministic logs.
+
+    Every method is thread-safe. A session created without a seed reaches the backend
+    with its first append (the reference writes nothing before); a seeded session is
+    written at once, seed and ``session/end-seed`` together.
+    """
+
+    def __init__(self, backend: SessionBackend, *, clock: Callable[[], int] | None = None):
+        self._backend = backend
+        self._clock = clock or _now_ms
+        self._lock = threading.RLock()
+        self._live: dict[str, Session] = {}
+        self._closed = False
+
+    @property
+    def backend(self) -> SessionBackend:
+        """The persistence backend."""
+        return self._backend
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Write pending batches, detach every session and close the backend."""
+        with self._lock:
+            if self._closed:
+                return
+            for session in list(self._live.values()):
+                session.flush()
+            self._closed = True
+            self._live.clear()
+            self._backend.close()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def now(self) -> int:
+        """The store clock's current time, Unix ms.
+
+        Raises:
+            SessionStoreError: The injected clock returned something else than an int.
+        """
+        if self._clock is _now_ms:
+            return _time.time_ns() // 1_000_000
+        value = self._clock()
+        if not is_safe_integer(value):
+            raise SessionStoreError(f"the store clock must return Unix ms as an int, got {value!r}")
+        return int(value)
+
+    def _new_id(self) -> str:
+        while True:
+            candidate = str(uuid.uuid4())
+            if candidate not in self._live and not self._backend.exists(candidate):
+                return candidate
+
+    def _copy_seed(self, seed: Iterable[Event]) -> list[Event]:
+        if isinstance(seed, str | bytes | Mapping) or not isinstance(seed, Iterable):
+            raise SessionStoreError(f"seed must be a sequence of events, got {type(seed).__name__}")
+        events = [json_copy(e, f"seed event at index {i}") for i, e in enumerate(seed)]
+        try:
+            return validate_log(events, what="seed event")
+        except ValueError as err:
+            raise SessionStoreError(f"{err}; seed must be contiguous from 0") from None
+
+    # -- the API -----------------------------------------------------------------------------
+
+    def create(
+        self,
+        session_id: str | None = None,
+        *,
+        seed: Iterable[Event] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """Create a session.
+
+        Args:
+            session_id: The id; ``None`` mints a fresh UUID.
+            seed: Events to start from, seqs contiguous from 0 with valid envelopes
+                (deep-copied). A seed, even an empty one, is followed by
+                ``session/end-seed`` (``data: {}``, seq ``len(seed)``) unless its last
+                event already is one; the seed and marker are persisted at once. No seed
+                means no marker, and nothing is written before the first append.
+            meta: Header fields: ``cwd`` (absolute), ``parentSession``, ``seedLength``
+                (at most ``len(seed)``), ``origin`` (``"subagent"``),
+                ``delegationDepth``, ``agentPreset``, ``owner``. ``createdAt`` comes from
+                the clock.
+
+        Returns:
+            The new live session.
+
+        Raises:
+            SessionStoreError: The id is taken (live or stored) or empty, a meta field
+                or seed event is invalid, or the seed cannot be written.
+        """
+        fields = _meta_fields(meta)
+        events = self._copy_seed(seed) if seed is not None else None
+        if "seedLength" in fields and fields["seedLength"] > len(events or ()):
+            raise SessionStoreError(
+                f"seedLength {fields['seedLength']} exceeds the seed's {len(events or ())} "
+                "events; seedLength counts inherited events at the start of the seed"
+            )
+        with self._lock:
+            if self._closed:
+                raise SessionStoreError("this session store is closed")
+            if session_id is None:
+                sid = self._new_id()
+            elif not isinstance(session_id, str) or not session_id:
+                raise SessionStoreError(
+                    f"a session id must be a non-empty string, got {session_id!r}"
+                )
+            else:
+                sid = session_id
+                if sid in self._live or self._backend.exists(sid):
+                    raise SessionStoreError(f"session {quote(sid)} already exists")
+            header = _make_header(sid, self.now(), fields)
+            if events is not None and (not events or events[-1]["type"] != END_SEED):
+                events.append(
+                    {"type": END_SEED, "seq": len(events), "time": self.now(), "data": {}}
+                )
+            session = Session(self, header, events or [], persisted=False)
+            self._live[sid] = session
+            return session
+
+    def fork(
+        self,
+        source: Session | str,
+        boundary: int | None = None,
+        child_session_id: str | None = None,
+    ) -> Session:
+        """Fork a live session at an inclusive boundary.
+
+        Checks, in order: a given ``child_session_id`` that is taken
+        (``SESSION_ALREADY_EXISTS``); the source (``SESSION_NOT_FOUND`` for an id or
+        object that is not live, ``SESSION_NOT_LIVE`` for a stale object whose id is
+        live on another); the boundary (default: the last event's seq; an empty source
+        gives an empty seed) must be a non-negative safe integer naming an existing,
+        contiguous seq (``INVALID_BOUNDARY``); and it must not fall inside an open turn:
+        the last ``turn/start``/``turn/end`` at or before it must not be a ``turn/start``
+        (``OPEN_TURN``). It need not be a ``turn/end`` itself.
+
+        The child is ``create(child_session_id, seed=<events 0..boundary, deep-copied>,
+        meta={cwd (when the source has one), parentSession: source id, seedLength})``:
+        its log is the seed, then ``session/end-seed`` at seq ``seedLength``. ``origin``
+        and ``delegationDepth`` are not stamped.
+
+        Returns:
+            The child session.
+
+        Raises:
+            SessionForkError: With ``.code`` as above and the reference's message.
+        """
+        with self._lock:
+            if child_session_id is not None and (
+                child_session_id in self._live or self._backend.exists(child_session_id)
+            ):
+                raise SessionForkError(
+                    "SESSION_ALREADY_EXISTS", f"session {quote(child_session_id)} already exists"
+                )
+            if isinstance(source, Session):
+                live = self._live.get(source.id)
+                if live is None:
+                    raise SessionForkError(
+                        "SESSION_NOT_FOUND", f"session {quote(source.id)} not found in this store"
+                    )
+                if live is not source:
+                    raise SessionForkError(
+                        "SESSION_NOT_LIVE", f"session {quote(source.id)} is not live in this store"
+                    )
+            else:
+                found = self._live.get(source) if isinstance(source, str) else None
+                if found is None:
+                    raise SessionForkError(
+                        "SESSION_NOT_FOUND", f"session {source!r} not found in this store"
+                    )
+                live = found
+            sid = live.id
+            events = list(live.events)
+            if boundary is None and not events:
+                seed: list[Event] = []
+            else:
+                b = events[-1]["seq"] if boundary is None else boundary
+                if not is_safe_integer(b) or b < 0:
+                    raise SessionForkError(
+                        "INVALID_BOUNDARY",
+                        f"fork boundary for session {quote(sid)} must be a non-negative safe "
+                        f"integer, got {b!r}",
+                    )
+                b = int(b)
+                if b >= len(events):
+                    last = len(events) - 1 if events else "none"
+                    raise SessionForkError(
+                        "INVALID_BOUNDARY",
+                        f"fork boundary {b} does not exist in session {quote(sid)} "
+                        f"(last seq: {last})",
+                    )
+                if events[b].get("seq") != b:
+                    raise SessionForkError(
+                        "INVALID_BOUNDARY",
+                        f"fork boundary {b} in session {quote(sid)} does not match a contiguous "
+                        "event seq",
+                    )
+                for event in reversed(events[: b + 1]):
+                    kind = event.get("type")
+                    if kind == "turn/end":
+                        break
+                    if kind == "turn/start":
+                        turn = (
+                            event["data"].get("turn") if isinstance(event["data"], dict) else None
+                        )
+                        raise SessionForkError(
+                            "OPEN_TURN",
+                            f"fork boundary {b} in session {quote(sid)} ends inside open "
+                            f"turn {turn}",
+                        )
+                seed = events[: b + 1]
+            meta: dict[str, Any] = {"parentSession": sid, "seedLength": len(seed)}
+            if live.header.cwd is not None:
+                meta["cwd"] = live.header.cwd
+            return self.create(child_session_id, seed=seed, meta=meta)
+
+    def get(self, session_id: str) -> Session | None:
+        """The live session with this id, or ``None``."""
+        with self._lock:
+            return self._live.get(session_id)
+
+    def sessions(self) -> list[Session]:
+        """Every live session, in the order they were created or loaded."""
+        with self._lock:
+            return list(self._live.values())
+
+    def stored_ids(self) -> list[str]:
+        """The ids of every session the backend holds (live or not)."""
+        return self._backend.session_ids()
+
+    def load(self, session_id: str) -> Session:
+        """Reopen a stored session from the backend's log.
+
+        The header is kept as stored: ``seedLength`` and ``createdAt`` are never
+        recomputed (a seed's length is not the lineage boundary). A torn tail is cut
+        off on disk and, when a turn was left open, the closers of
+        :func:`interrupted_turn_closers` are appended and persisted. No
+        ``session/end-seed`` is added.
+
+        Returns:
+            The live session.
+
+        Raises:
+            SessionStoreError: The session is already live here, or not stored.
+            SessionLogError: The stored log is damaged or fails validation (names the
+                file and the event index).
+        """
+        with self._lock:
+            if self._closed:
+                raise SessionStoreError("this session store is closed")
+            if session_id in self._live:
+                raise SessionStoreError(
+                    f"session {quote(session_id)} is already live in this store; use get()"
+                )
+            stored = self._backend.read(session_id)
+            if stored is None:
+                raise SessionStoreError(
+                    f"session {quote(session_id)} not found in {self._backend.describe()}"
+                )
+            try:
+                events = validate_log(stored.events, what="stored event")
+            except ValueError as err:
+                raise SessionLogError(
+                    f"stored session {quote(session_id)} failed validation: {err}",
+                    path=stored.source,
+                ) from None
+            session = Session(self, stored.header, events, persisted=True)
+            self._live[session_id] = session
+            return session

@@ -1,0 +1,623 @@
+"""dsh stream chunks <-> the Anthropic Messages wire (``/v1/messages`` SSE).
+
+This is the wire the dsh runtime's ``deepseek-official`` route speaks, and the one the
+``anthropic`` SDK reads:
+
+- :class:`AnthropicEncoder` turns the chunks of one replayed call into the events a
+  provider sends: ``message_start``; per block ``content_block_start`` /
+  ``content_block_delta`` (``text_delta``, ``thinking_delta``, ``input_json_delta``) /
+  ``content_block_stop``; ``message_delta`` with the ``stop_reason`` and usage;
+  ``message_stop``. Each frame is ``event: <type>`` + ``data: <json>``.
+- :func:`anthropic_message` assembles the ``message`` object of ``stream: false``.
+- :class:`AnthropicDecoder` maps a live provider's events back to dsh chunks the way
+  the dsh runtime does, for recording; :func:`anthropic_failure` classifies an HTTP error
+  response with the runtime's failure codes.
+
+Block indexes on the wire count the blocks started so far. A ``tool-call`` block starts
+on the wire at its first ``tool-call-delta`` that names the tool (``content_block_start``
+needs the id and name); the runtime turns that start back into the first delta, so a
+recorded first delta's empty ``argumentsDelta`` has no frame of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import orjson
+
+from .._format.events import StreamChunk
+from .openai import CONTEXT_OVERFLOW, retry_after_ms
+
+__all__ = [
+    "AnthropicDecoder",
+    "AnthropicEncoder",
+    "anthropic_failure",
+    "anthropic_message",
+]
+
+_STOP_REASONS: Final = {"stop": "end_turn", "tool-calls": "tool_use", "max-tokens": "max_tokens"}
+_FROM_STOP: Final = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool-calls",
+    "max_tokens": "max-tokens",
+}
+_WIRE_BLOCK: Final = {"text": "text", "reasoning": "thinking", "tool-call": "tool_use"}
+
+
+def _event(kind: str, data: Mapping[str, Any]) -> bytes:
+    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def anthropic_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
+    """A dsh ``usage`` object as Anthropic usage (``input_tokens``, ``output_tokens``, ...)."""
+    usage = usage or {}
+    out = {
+        "input_tokens": _int(usage.get("inputTokens")) or 0,
+        "output_tokens": _int(usage.get("outputTokens")) or 0,
+    }
+    if "cacheReadTokens" in usage:
+        out["cache_read_input_tokens"] = _int(usage.get("cacheReadTokens")) or 0
+    if "cacheWriteTokens" in usage:
+        out["cache_creation_input_tokens"] = _int(usage.get("cacheWriteTokens")) or 0
+    return out
+
+
+class _Wire:
+    __slots__ = ("id", "kind", "name", "position", "sent", "started", "stopped")
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.position = -1
+        self.id = ""
+        self.name = ""
+        self.sent: list[str] = []
+        self.started = False
+        self.stopped = False
+
+
+def _recorded_signatures(replay_state: Mapping[str, Any] | None) -> dict[int, str | None] | None:
+    """Block position -> recorded thinking signature (``None``: none), from a replay state."""
+    blocks = replay_state.get("blocks") if isinstance(replay_state, Mapping) else None
+    if not isinstance(blocks, list):
+        return None
+    found: dict[int, str | None] = {}
+    for position, block in enumerate(blocks):
+        if isinstance(block, Mapping) and block.get("type") == "reasoning":
+            signature = block.get("signature")
+            found[position] = signature if isinstance(signature, str) else None
+    return found
+
+
+class AnthropicEncoder:
+    """Encodes the chunks of one call as Anthropic Messages SSE events.
+
+    Feed the call's chunks in order to :meth:`feed` (each returns the bytes to send, maybe
+    ``b""``) after :meth:`start`; a ``finish`` goes to :meth:`finish`. Error finishes are
+    the caller's (an HTTP error, or :meth:`error_event` once the stream has started).
+
+    Args:
+        model: The ``model`` of the message (the request's model).
+        message_id: The message ``id``.
+        replay_state: The call's recorded ``finish.replayState``, when it is known before
+            the call is encoded. The dsh runtime keeps a thinking block's signature
+            there (its ``blocks``), not in the block: a thinking block is then sent
+            with exactly the signature the recording shows (none, ``""`` or a value),
+            so the runtime settles the same replay state again.
+    """
+
+    def __init__(
+        self, *, model: str, message_id: str, replay_state: Mapping[str, Any] | None = None
+    ):
+        self._model = model
+        self._id = message_id
+        self._signatures = _recorded_signatures(replay_state)
+        self._blocks: dict[Any, _Wire] = {}
+        self._started = 0
+        self._usage: Mapping[str, Any] | None = None
+
+    def marks(self) -> list[str]:
+        """The answer's text and tool call ids so far (how a next request quotes it)."""
+        text = "".join("".join(b.sent) for b in self._blocks.values() if b.kind == "text")
+        ids = sorted(b.id for b in self._blocks.values() if b.kind == "tool-call" and b.id)
+        return [text, *ids]
+
+    def start(self) -> bytes:
+        """The ``message_start`` event."""
+        return _event(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": self._id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": self._model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 0, "output_tokens": 0},
+                },
+            },
+        )
+
+    def _begin(self, block: _Wire) -> bytes:
+        block.started = True
+        block.position = self._started
+        self._started += 1
+        content: dict[str, Any]
+        if block.kind == "tool-call":
+            content = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
+        elif block.kind == "reasoning":
+            content = {"type": "thinking", "thinking": "", "signature": ""}
+            if self._signatures is not None and self._signatures.get(block.position) is None:
+                del content["signature"]  # the recording's block had none
+        else:
+            content = {"type": "text", "text": ""}
+        return _event(
+            "content_block_start",
+            {"type": "content_block_start", "index": block.position, "content_block": content},
+        )
+
+    def _delta(self, block: _Wire, delta: Mapping[str, Any]) -> bytes:
+        return _event(
+            "content_block_delta",
+            {"type": "content_block_delta", "index": block.position, "delta": delta},
+        )
+
+    def _stop(self, block: _Wire) -> bytes:
+        block.stopped = True
+        return _event("content_block_stop", {"type": "content_block_stop", "index": block.position})
+
+    def _block(self, index: Any, kind: str) -> _Wire:
+        block = self._blocks.get(index)
+        if block is None or block.stopped:
+            block = self._blocks[index] = _Wire(kind)
+        return block
+
+    def feed(self, chunk: Mapping[str, Any]) -> bytes:
+        """The events for one dsh chunk (``b""`` when it has no wire form of its own)."""
+        kind = chunk.get("type")
+        index = chunk.get("index", 0)
+        if kind == "block-start":
+            block_type = chunk.get("blockType")
+            block = self._block(index, block_type if block_type in _WIRE_BLOCK else "text")
+            return b"" if block.kind == "tool-call" else self._begin(block)
+        if kind in ("text-delta", "reasoning-delta"):
+            text = chunk.get("text", "")
+            block = self._block(index, "text" if kind == "text-delta" else "reasoning")
+            out = b"" if block.started else self._begin(block)
+            block.sent.append(text)
+            if block.kind == "reasoning":
+                return out + self._delta(block, {"type": "thinking_delta", "thinking": text})
+            return out + self._delta(block, {"type": "text_delta", "text": text})
+        if kind == "tool-call-delta":
+            block = self._block(index, "tool-call")
+            if not block.id and isinstance(chunk.get("id"), str):
+                block.id = chunk["id"]
+            if not block.name and isinstance(chunk.get("name"), str):
+                block.name = chunk["name"]
+            args = chunk.get("argumentsDelta", "")
+            args = args if isinstance(args, str) else ""
+            if block.started:
+                block.sent.append(args)
+                return self._delta(block, {"type": "input_json_delta", "partial_json": args})
+            block.sent.append(args)
+            if not block.name:
+                return b""  # held back until the name is known
+            out = self._begin(block)
+            held = "".join(block.sent)
+            if held:
+                out += self._delta(block, {"type": "input_json_delta", "partial_json": held})
+            return out
+        if kind == "block-end":
+            return self._block_end(index, chunk.get("block"))
+        if kind == "usage" and isinstance(chunk.get("usage"), Mapping):
+            self._usage = chunk["usage"]
+        return b""
+
+    def _block_end(self, index: Any, block_value: Any) -> bytes:
+        full = block_value if isinstance(block_value, Mapping) else {}
+        kind = full.get("type")
+        block = self._blocks.get(index)
+        if block is None or block.stopped:
+            block = self._block(index, kind if kind in _WIRE_BLOCK else "text")
+        out = b""
+        sent = "".join(block.sent)
+        if block.kind == "tool-call":
+            if not block.started:
+                block.id = block.id or str(full.get("id", ""))
+                block.name = block.name or str(full.get("name", ""))
+                out += self._begin(block)
+                arguments = full.get("arguments")
+                text = arguments if isinstance(arguments, str) else sent
+                if text:
+                    out += self._delta(block, {"type": "input_json_delta", "partial_json": text})
+            return out + self._stop(block)
+        if not block.started:
+            out += self._begin(block)
+        final = full.get("text")
+        if isinstance(final, str) and final.startswith(sent) and len(final) > len(sent):
+            rest = final[len(sent) :]
+            if block.kind == "reasoning":
+                out += self._delta(block, {"type": "thinking_delta", "thinking": rest})
+            else:
+                out += self._delta(block, {"type": "text_delta", "text": rest})
+        signature = full.get("signature")
+        if not (isinstance(signature, str) and signature) and self._signatures is not None:
+            signature = self._signatures.get(block.position)
+        if block.kind == "reasoning" and isinstance(signature, str) and signature:
+            out += self._delta(block, {"type": "signature_delta", "signature": signature})
+        return out + self._stop(block)
+
+    def finish(self, reason: Mapping[str, Any]) -> bytes:
+        """Close open blocks, then ``message_delta`` (stop reason, usage) and ``message_stop``."""
+        out = b""
+        for block in self._blocks.values():
+            if block.started and not block.stopped:
+                out += self._stop(block)
+        stop = _STOP_REASONS.get(str(reason.get("kind")), "end_turn")
+        out += _event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": anthropic_usage(self._usage),
+            },
+        )
+        return out + _event("message_stop", {"type": "message_stop"})
+
+    @staticmethod
+    def error_event(message: str, error_type: str) -> bytes:
+        """An in-stream ``error`` event (the stream failed after it started)."""
+        return _event("error", {"type": "error", "error": {"type": error_type, "message": message}})
+
+
+def anthropic_message(chunks: list[StreamChunk], *, model: str, message_id: str) -> dict[str, Any]:
+    """The ``message`` object (``stream: false``) assembled from a call's chunks."""
+    blocks: dict[Any, dict[str, Any]] = {}
+    parts: dict[Any, list[str]] = {}
+    tools: dict[Any, dict[str, str]] = {}
+    usage: Mapping[str, Any] | None = None
+    reason: Mapping[str, Any] = {"kind": "stop"}
+    for chunk in chunks:
+        kind = chunk.get("type")
+        index = chunk.get("index", 0)
+        if kind in ("text-delta", "reasoning-delta", "tool-call-delta"):
+            text = chunk.get("text", chunk.get("argumentsDelta", ""))
+            parts.setdefault(index, []).append(text if isinstance(text, str) else "")
+            kind_name = {"text-delta": "text", "reasoning-delta": "reasoning"}.get(
+                str(kind), "tool-call"
+            )
+            blocks.setdefault(index, {"type": kind_name})
+            if kind == "tool-call-delta":
+                tool = tools.setdefault(index, {"id": "", "name": ""})
+                tool["id"] = tool["id"] or str(chunk.get("id", ""))
+                tool["name"] = tool["name"] or str(chunk.get("name", ""))
+        elif kind == "block-end" and isinstance(chunk.get("block"), Mapping):
+            blocks[index] = dict(chunk["block"])
+        elif kind == "usage":
+            usage = chunk.get("usage")
+        elif kind == "finish":
+            reason = chunk.get("reason") or reason
+    content: list[dict[str, Any]] = []
+    for index in sorted(blocks, key=lambda i: (not isinstance(i, int), i)):
+        block = blocks[index]
+        joined = "".join(parts.get(index, ()))
+        if block["type"] == "tool-call":
+            tool = tools.get(index, {"id": "", "name": ""})
+            arguments = block.get("arguments", joined)
+            try:
+                parsed = orjson.loads(arguments) if arguments else {}
+            except orjson.JSONDecodeError:
+                parsed = {}
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": block.get("id") or tool["id"],
+                    "name": block.get("name") or tool["name"],
+                    "input": parsed if isinstance(parsed, dict) else {},
+                }
+            )
+        elif block["type"] == "reasoning":
+            thinking = {"type": "thinking", "thinking": block.get("text", joined)}
+            thinking["signature"] = str(block.get("signature", ""))
+            content.append(thinking)
+        elif block["type"] == "text":
+            content.append({"type": "text", "text": block.get("text", joined)})
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": _STOP_REASONS.get(str(reason.get("kind")), "end_turn"),
+        "stop_sequence": None,
+        "usage": anthropic_usage(usage),
+    }
+
+
+# --- decoding: a live provider's events -> dsh chunks (as the dsh runtime maps them) -------
+
+
+class _Open:
+    __slots__ = ("id", "index", "input", "kind", "name", "parts", "signature")
+
+    def __init__(self, index: int, kind: str):
+        self.index = index
+        self.kind = kind
+        self.id = ""
+        self.name = ""
+        self.input: Any = None
+        self.parts: list[str] = []
+        self.signature = ""
+
+
+def _error(message: str, code: str) -> dict[str, Any]:
+    return {"kind": "error", "failure": {"message": message, "code": code}}
+
+
+class AnthropicDecoder:
+    """Turns Anthropic Messages events (parsed JSON) into dsh chunks; one per call.
+
+    Follows the dsh runtime's mapping: block indexes count the blocks started;
+    ``tool_use`` starts with a ``tool-call-delta`` carrying id, name and an empty
+    ``argumentsDelta``; ``content_block_stop`` is ``block-end`` with the assembled block;
+    ``message_stop`` gives ``usage`` (``totalTokens`` the sum of every count) and the
+    ``finish``. A stream that ends before ``message_stop`` finishes with
+    ``STREAM_CLOSED``; an ``error`` event with the error's code.
+    """
+
+    def __init__(self) -> None:
+        self._blocks: dict[Any, _Open] = {}
+        self._count = 0
+        self._usage: dict[str, int] = {}
+        self._stop: str | None = None
+        self._done = False
+
+    @property
+    def done(self) -> bool:
+        """Whether the ``finish`` was produced."""
+        return self._done
+
+    def feed(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        """The dsh chunks for one event object."""
+        kind = event.get("type")
+        out: list[StreamChunk] = []
+        if self._done:
+            return out
+        if kind == "message_start":
+            message = event.get("message")
+            if isinstance(message, Mapping):
+                self._merge_usage(message.get("usage"))
+        elif kind == "content_block_start":
+            self._block_start(event, out)
+        elif kind == "content_block_delta":
+            self._block_delta(event, out)
+        elif kind == "content_block_stop":
+            block = self._blocks.pop(event.get("index"), None)
+            if block is not None:
+                out.append({"type": "block-end", "index": block.index, "block": _assembled(block)})
+        elif kind == "message_delta":
+            delta = event.get("delta")
+            if isinstance(delta, Mapping) and isinstance(delta.get("stop_reason"), str):
+                self._stop = delta["stop_reason"]
+            self._merge_usage(event.get("usage"))
+        elif kind == "message_stop":
+            out.extend(self._finish())
+        elif kind == "error":
+            error = event.get("error")
+            error = error if isinstance(error, Mapping) else {}
+            failure = anthropic_failure(None, {"error": error}, {})
+            out.append(self.failed(failure))
+        return out
+
+    def end(self) -> list[StreamChunk]:
+        """The closing chunks when the HTTP stream ended (``STREAM_CLOSED`` if unfinished)."""
+        if self._done:
+            return []
+        self._done = True
+        return [
+            {
+                "type": "finish",
+                "reason": _error(
+                    "DeepSeek Messages stream ended before message_stop", "STREAM_CLOSED"
+                ),
+            }
+        ]
+
+    def failed(self, failure: dict[str, Any]) -> StreamChunk:
+        """The error ``finish`` for a call that failed with ``failure``."""
+        self._done = True
+        return {"type": "finish", "reason": {"kind": "error", "failure": failure}}
+
+    def _merge_usage(self, usage: Any) -> None:
+        if not isinstance(usage, Mapping):
+            return
+        for wire, dsh in (
+            ("input_tokens", "inputTokens"),
+            ("output_tokens", "outputTokens"),
+            ("cache_read_input_tokens", "cacheReadTokens"),
+            ("cache_creation_input_tokens", "cacheWriteTokens"),
+        ):
+            value = _int(usage.get(wire))
+            if value is not None and value >= 0:
+                self._usage[dsh] = value
+
+    def _block_start(self, event: Mapping[str, Any], out: list[StreamChunk]) -> None:
+        content = event.get("content_block")
+        content = content if isinstance(content, Mapping) else {}
+        wire = content.get("type")
+        kind = {"text": "text", "thinking": "reasoning", "tool_use": "tool-call"}.get(str(wire))
+        if kind is None:
+            out.append(
+                self.failed(
+                    {
+                        "message": f"unsupported content block {wire!r}",
+                        "code": "UNSUPPORTED_CONTENT",
+                    }
+                )
+            )
+            return
+        block = _Open(self._count, kind)
+        self._count += 1
+        self._blocks[event.get("index")] = block
+        out.append({"type": "block-start", "index": block.index, "blockType": kind})
+        if kind == "tool-call":
+            block.id = str(content.get("id", ""))
+            block.name = str(content.get("name", ""))
+            block.input = content.get("input")
+            out.append(
+                {
+                    "type": "tool-call-delta",
+                    "index": block.index,
+                    "id": block.id,
+                    "name": block.name,
+                    "argumentsDelta": "",
+                }
+            )
+            return
+        initial = content.get("text" if kind == "text" else "thinking")
+        if isinstance(initial, str) and initial:
+            block.parts.append(initial)
+            out.append({"type": f"{kind}-delta", "index": block.index, "text": initial})
+
+    def _block_delta(self, event: Mapping[str, Any], out: list[StreamChunk]) -> None:
+        block = self._blocks.get(event.get("index"))
+        delta = event.get("delta")
+        if block is None or not isinstance(delta, Mapping):
+            return
+        kind = delta.get("type")
+        if kind == "text_delta" and block.kind == "text":
+            text = str(delta.get("text", ""))
+            block.parts.append(text)
+            out.append({"type": "text-delta", "index": block.index, "text": text})
+        elif kind == "thinking_delta" and block.kind == "reasoning":
+            text = str(delta.get("thinking", ""))
+            block.parts.append(text)
+            out.append({"type": "reasoning-delta", "index": block.index, "text": text})
+        elif kind == "signature_delta" and block.kind == "reasoning":
+            block.signature += str(delta.get("signature", ""))
+        elif kind == "input_json_delta" and block.kind == "tool-call":
+            partial = str(delta.get("partial_json", ""))
+            block.parts.append(partial)
+            out.append(
+                {
+                    "type": "tool-call-delta",
+                    "index": block.index,
+                    "id": block.id,
+                    "argumentsDelta": partial,
+                }
+            )
+
+    def _finish(self) -> list[StreamChunk]:
+        self._done = True
+        out: list[StreamChunk] = []
+        usage = dict(self._usage)
+        usage.setdefault("inputTokens", 0)
+        usage.setdefault("outputTokens", 0)
+        usage["totalTokens"] = sum(
+            usage.get(k, 0)
+            for k in ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
+        )
+        ordered = {
+            k: usage[k]
+            for k in (
+                "inputTokens",
+                "outputTokens",
+                "totalTokens",
+                "cacheReadTokens",
+                "cacheWriteTokens",
+            )
+            if k in usage
+        }
+        out.append({"type": "usage", "usage": ordered})
+        stop = self._stop
+        if stop is None:
+            reason = _error(
+                "DeepSeek Messages stream: message_stop without a stop reason", "MALFORMED_RESPONSE"
+            )
+        elif stop not in _FROM_STOP:
+            reason = _error(
+                f"DeepSeek Messages stream: unsupported stop reason {stop}", "MALFORMED_RESPONSE"
+            )
+        elif self._count == 0 and _FROM_STOP[stop] == "stop":
+            reason = _error("DeepSeek Messages returned no content", "EMPTY_RESPONSE")
+        else:
+            reason = {"kind": _FROM_STOP[stop]}
+        out.append({"type": "finish", "reason": reason})
+        return out
+
+
+def _assembled(block: _Open) -> dict[str, Any]:
+    text = "".join(block.parts)
+    if block.kind == "tool-call":
+        if not text and block.input is not None:
+            text = orjson.dumps(block.input).decode()
+        return {"type": "tool-call", "id": block.id, "name": block.name, "arguments": text}
+    return {"type": block.kind, "text": text}
+
+
+def anthropic_failure(
+    status: int | None, body: Any, headers: Mapping[str, str], *, message: str | None = None
+) -> dict[str, Any]:
+    """The dsh failure for an Anthropic Messages error, with the dsh runtime's codes.
+
+    Args:
+        status: The HTTP status; ``None`` for an ``error`` event inside the stream.
+        body: The parsed JSON body (``{"type": "error", "error": {"type", "message"}}``),
+            or anything else when it was not JSON.
+        headers: The response headers (lower-case names): ``retry-after`` becomes
+            ``providerRetryAfterMs``; ``request-id``, ``x-request-id`` or
+            ``x-deepseek-request-id`` becomes ``requestId``.
+        message: The message to use instead of the body's.
+
+    Returns:
+        ``{"message", "code", "status"?, "requestId"?, "providerRetryAfterMs"?}``; the
+        code, first match: ``AUTH`` (401, 403, ``authentication_error``,
+        ``permission_error``), ``QUOTA`` (402 or quota wording), ``RATE_LIMIT`` (429,
+        ``rate_limit_error``), ``CONTEXT_WINDOW_EXCEEDED`` (context-overflow wording),
+        ``INVALID_REQUEST`` (400, 413, ``invalid_request_error``), ``SERVER`` (>= 500,
+        ``api_error``, ``overloaded_error``, or no status), else ``HTTP_<status>``.
+    """
+    error = body.get("error") if isinstance(body, Mapping) else None
+    error = error if isinstance(error, Mapping) else {}
+    kind = error.get("type")
+    text = message
+    if text is None:
+        found = error.get("message")
+        text = (
+            found
+            if isinstance(found, str) and found
+            else f"DeepSeek Messages request failed ({status})"
+        )
+    if status in (401, 403) or kind in ("authentication_error", "permission_error"):
+        code = "AUTH"
+    elif status == 402 or "quota" in text.lower():
+        code = "QUOTA"
+    elif status == 429 or kind == "rate_limit_error":
+        code = "RATE_LIMIT"
+    elif CONTEXT_OVERFLOW.search(text):
+        code = "CONTEXT_WINDOW_EXCEEDED"
+    elif status in (400, 413) or kind == "invalid_request_error":
+        code = "INVALID_REQUEST"
+    elif status is None or status >= 500 or kind in ("api_error", "overloaded_error"):
+        code = "SERVER"
+    else:
+        code = f"HTTP_{status}"
+    failure: dict[str, Any] = {"message": text, "code": code}
+    if status is not None:
+        failure["status"] = status
+    for name in ("request-id", "x-request-id", "x-deepseek-request-id"):
+        if headers.get(name):
+            failure["requestId"] = headers[name]
+            break
+    retry = retry_after_ms(headers)
+    if retry is not None:
+        failure["providerRetryAfterMs"] = retry
+    return failure

@@ -1,0 +1,36 @@
+"""What every inner pytest run (``pytester``) of the plugin and e2e tests starts with."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import pytest
+
+# An in-process inner run drops from sys.modules what was first imported during its test;
+# an HTTP library first imported there comes back to later tests as a second copy (httpx2
+# then maps none of the second httpcore2's errors). Imported once per session, before any
+# test's pytester takes its snapshot of sys.modules.
+_HTTP_LIBRARIES = ("httpcore2", "httpcore", "httpx2", "httpx", "openai", "anthropic")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _http_libraries_outlive_inner_runs() -> None:
+    for name in _HTTP_LIBRARIES:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_third_party_config(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pytest-asyncio warns at start-up when its loop scope is unset, and the outer run
+    # turns warnings into errors: every inner run sets it, as a user's project would.
+    # (Set after pytester, which clears PYTEST_ADDOPTS when it starts.)
+    # pytest-benchmark, when installed, warns under xdist: keep it out of inner runs.
+    # Hypothesis and pytest-recording (vcr) are not used by any inner run and cost about
+    # a second of start-up in every inner subprocess and xdist worker: keep them out too.
+    monkeypatch.setenv(
+        "PYTEST_ADDOPTS",
+        "-o asyncio_default_fixture_loop_scope=function"
+        " -p no:benchmark -p no:hypothesispytest -p no:recording",
+    )

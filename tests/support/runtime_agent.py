@@ -1,0 +1,395 @@
+"""The real dsh runtime as the code under test: a small driver and the model's plans.
+
+The runtime (PyPI ``deepseek-harness-runtime-bin``, driven through its Python SDK
+``deepseek-harness-sdk``, the ``e2e`` extra) is started with everything private to one
+test: ``DSH_HOME``, the working directory and the sessions root live in the test's
+temporary directory, telemetry is off, and session logs are patched to plain JSONL under
+that root. Its model is whatever ``base_url`` points at: ``dsh_replay.base_url`` in the
+tests (the recording proxy under ``--dsh-record``, the replay endpoint otherwise), or
+the scripted loopback server directly.
+
+:class:`RuntimeDriver` runs prompts in the primary session ``sess-main`` and waits,
+bounded, until every child the runtime started has finished and its notice reached the
+parent. :class:`RuntimePlan` is the live model's script for the scripted server (see
+``tests/support/openai_server.py``): each answer depends only on the request it answers, never
+on arrival order, so concurrent children get the same answers on every run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.openai_server import HttpError, Reply, ToolCall
+
+PRIMARY_ID = "sess-main"
+PROVIDER = "deepseek-official"
+MODEL = "deepseek-flash"  # in the runtime's catalog (its SDK default is not)
+TIMEOUT_S = 30.0  # the longest a test waits for the runtime, per step
+
+WARMUP = "WARMUP: remember the codeword MARMALADE."
+SPAWN_TASK = "SPAWN_TASK: reply SPAWN_OK"
+SLOW_SPAWN_TASK = "SPAWN_TASK (slow): reply SPAWN_OK"
+FORK_TASK = "FORK_TASK: what is the codeword?"
+
+
+def runtime_missing() -> str | None:
+    """Why the runtime cannot run here (``None`` when it can)."""
+    try:
+        import deepseek_harness  # noqa: F401
+        from deepseek_harness_runtime import bundled_runtime_path
+
+        bundled_runtime_path()
+    except (ImportError, FileNotFoundError, OSError, ValueError) as error:
+        return (
+            "the dsh runtime is not installed here (the e2e extra installs "
+            f"deepseek-harness-runtime-bin on linux x86_64 only): {error}"
+        )
+    return None
+
+
+def require_runtime() -> None:
+    """Skip the calling test, with the reason, where the runtime cannot run."""
+    reason = runtime_missing()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+# --- the live model's plan ----------------------------------------------------------------
+
+
+def _task(description: str, prompt: str) -> str:
+    return json.dumps({"description": description, "prompt": prompt})
+
+
+SCENARIOS: dict[str, list[str]] = {
+    "runtime-spawn": [WARMUP, "MAIN_TASK: delegate to a spawn child."],
+    "runtime-fork": [WARMUP, "MAIN_TASK: delegate to a fork child."],
+    "runtime-mixed": [WARMUP, "MAIN_TASK: delegate to a spawn and a fork child."],
+    "runtime-retry": [f"{WARMUP} [[fail 429]]", "MAIN_TASK: delegate to a flaky spawn child."],
+}
+"""The prompts each example scenario sends to the primary, in order."""
+
+_DELEGATIONS: dict[str, list[ToolCall]] = {
+    "delegate to a spawn child.": [ToolCall("subagent", _task("Spawn check", SPAWN_TASK))],
+    "delegate to a fork child.": [ToolCall("subagent_fork", _task("Fork check", FORK_TASK))],
+    "delegate to a spawn and a fork child.": [
+        ToolCall("subagent", _task("Spawn check", SLOW_SPAWN_TASK)),
+        ToolCall("subagent_fork", _task("Fork check", FORK_TASK)),
+    ],
+    "delegate to a flaky spawn child.": [
+        ToolCall("subagent", _task("Flaky check", f"{SPAWN_TASK} [[fail 500]]"))
+    ],
+    # The README's example.
+    "Ask a fork child for the codeword and a spawn child to say hi.": [
+        ToolCall("subagent_fork", _task("Fork check", FORK_TASK)),
+        ToolCall("subagent", _task("Spawn check", SLOW_SPAWN_TASK)),
+    ],
+}
+_FAIL = re.compile(r"\[\[fail (\d{3})\]\]")
+_CODEWORD = re.compile(r"codeword ([A-Z]{3,})")
+_SLOW_S = 0.3  # the slow spawn child answers this late, so its notice comes last
+
+
+def _texts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"]
+
+
+def _is_receipt(note: Any, message_id: str) -> bool:
+    """Whether a notification is the primary's inbox taking the prompt ``message_id``."""
+    if note.method != "session.event" or note.payload.get("sessionId") != PRIMARY_ID:
+        return False
+    event = note.payload.get("event")
+    data = event.get("data") if isinstance(event, dict) else None
+    inserted = data.get("inserted") if isinstance(data, dict) else None
+    return (
+        isinstance(event, dict)
+        and event.get("type") == "agent/inbox/spliced"
+        and isinstance(inserted, list)
+        and any(isinstance(m, dict) and m.get("id") == message_id for m in inserted)
+    )
+
+
+class RuntimePlan:
+    """The scripted server's answers to the runtime (Anthropic Messages requests).
+
+    Read from the request alone: tool results get ``DELEGATED``; a child's notice
+    (``Background subagent ... finished``) gets ``NOTED``; otherwise the first text block
+    of the last user message (the user's own words, before the runtime's context) picks
+    the answer: the warm-up is acknowledged with a thought, a delegation task (see
+    ``_DELEGATIONS``) makes tool calls, a spawn child says ``SPAWN_OK`` and a fork child
+    answers with the codeword it finds in its inherited conversation. ``[[fail NNN]]`` in
+    that text fails the first request carrying it with HTTP ``NNN`` (the runtime retries).
+    """
+
+    def __init__(self) -> None:
+        self._failed: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, request: dict[str, Any]) -> Reply:
+        messages = request.get("messages") or []
+        last = messages[-1] if messages else {}
+        content = last.get("content")
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+        ):
+            return Reply(text="DELEGATED")
+        texts = _texts(content)
+        said = texts[0] if texts else ""
+        failing = _FAIL.search(said)
+        if failing is not None:
+            with self._lock:
+                first = said not in self._failed
+                self._failed.add(said)
+            if first:
+                status = int(failing.group(1))
+                return Reply(error=HttpError(status, f"scripted failure {status}"))
+        if said.startswith("Background subagent"):
+            return Reply(text="NOTED")
+        if said.startswith("SPAWN_TASK"):
+            return Reply(text="SPAWN_OK", delay=_SLOW_S if "(slow)" in said else 0.0)
+        if said.startswith("FORK_TASK"):
+            history = " ".join(t for m in messages[:-1] for t in _texts(m.get("content")))
+            found = _CODEWORD.search(history)
+            return Reply(text=f"FORK_OK: {found.group(1) if found else 'no codeword known'}")
+        for task, calls in _DELEGATIONS.items():
+            if task in said:
+                return Reply(tool_calls=calls)
+        if said.startswith(("WARMUP", "Remember the codeword")):
+            return Reply(reasoning="The user wants me to remember it.", text="OK remembered")
+        return Reply(text="UNPLANNED")
+
+
+# --- the driver -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Child:
+    parent: str
+    finished: bool = False
+    noticed: bool = False
+
+
+@dataclass
+class RuntimeDriver:
+    """The dsh runtime in a subprocess, private to one test; use it as a context manager.
+
+    Args:
+        base_url: Where the runtime's model calls go (``POST {base_url}/v1/messages``).
+        workdir: A directory of the test's own: ``home/`` (``DSH_HOME``), ``work/`` (the
+            session's working directory), ``sessions/`` (the sessions root) and the
+            persistence patch are created in it.
+        api_key: The key the runtime sends (a dummy: the endpoint ignores it).
+        timeout: The longest wait of each step, in seconds.
+        compression: How the runtime writes its logs: ``"none"`` (plain JSONL, what the
+            fixture records) or ``"zstd"`` (the runtime's default).
+
+    Attributes:
+        root: The sessions root the runtime writes its logs under.
+        answers: The primary's final answer to each prompt.
+        children: Every child the runtime started: child id -> parent id.
+    """
+
+    base_url: str
+    workdir: Path
+    api_key: str = "dsh-replay-dummy-key"
+    timeout: float = TIMEOUT_S
+    compression: str = "none"
+    root: Path = field(init=False)
+    answers: list[str] = field(default_factory=list, init=False)
+    children: dict[str, str] = field(default_factory=dict, init=False)
+    _harness: Any = field(default=None, init=False, repr=False)
+    _subscription: Any = field(default=None, init=False, repr=False)
+    _seen: list[Any] = field(default_factory=list, init=False, repr=False)
+    _kids: dict[str, _Child] = field(default_factory=dict, init=False, repr=False)
+    _status: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.root = self.workdir / "sessions"
+
+    def __enter__(self) -> RuntimeDriver:
+        from deepseek_harness import DeepSeekHarness
+
+        home, cwd = self.workdir / "home", self.workdir / "work"
+        for directory in (home, cwd, self.root):
+            directory.mkdir(parents=True, exist_ok=True)
+        patch = self.workdir / "persistence.yml"
+        patch.write_text(
+            "- id: session-persistence-jsonl\n"
+            "  config:\n"
+            f"    root: {json.dumps(str(self.root.resolve()))}\n"
+            f"    compression: {self.compression}\n",
+            encoding="utf-8",
+        )
+        self._harness = DeepSeekHarness(
+            provider=PROVIDER,
+            model=MODEL,
+            cwd=str(cwd),
+            dsh_home=str(home),
+            api_key=self.api_key,
+            base_url=self.base_url,
+            patches=(str(patch),),
+            env={
+                "DSH_TELEMETRY_DISABLED": "1",
+                "NO_PROXY": "127.0.0.1,localhost",
+                "no_proxy": "127.0.0.1,localhost",
+            },
+            initialize_timeout_seconds=self.timeout,
+            request_timeout_seconds=self.timeout,
+            shutdown_timeout_seconds=2.0,
+        )
+        try:
+            self._harness.start()
+            self._subscription = self._harness.client.subscribe_notifications(None)
+        except BaseException:
+            self._harness.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the runtime process (shutdown, then terminate or kill); safe to call twice."""
+        harness, self._harness = self._harness, None
+        if harness is None:
+            return
+        # The SDK stops the process but leaves its pipes open (a ResourceWarning when they
+        # are collected): close them once it has stopped.
+        process = getattr(harness.client, "_proc", None)
+        try:
+            harness.close()
+        finally:
+            for pipe in (getattr(process, name, None) for name in ("stdout", "stderr")):
+                if pipe is not None:
+                    pipe.close()
+
+    # --- notifications -------------------------------------------------------------------
+
+    def _drain(self) -> int:
+        got: list[Any] = []
+        self._subscription.drain(got.append)
+        for note in got:
+            payload = note.payload
+            if note.method == "subagent.started":
+                child, parent = payload.get("childSessionId"), payload.get("parentSessionId")
+                if isinstance(child, str) and isinstance(parent, str):
+                    self._kids.setdefault(child, _Child(parent))
+                    self.children[child] = parent
+            elif note.method == "subagent.finished":
+                child = payload.get("childSessionId")
+                if isinstance(child, str):
+                    self._kids.setdefault(child, _Child(str(payload.get("parentSessionId"))))
+                    self._kids[child].finished = True
+            elif note.method == "session.status":
+                self._status[str(payload.get("sessionId"))] = str(payload.get("status"))
+            elif note.method == "session.event":
+                event = payload.get("event")
+                if isinstance(event, dict):
+                    self._notice(event)
+        self._seen.extend(got)
+        return len(got)
+
+    def _notice(self, event: dict[str, Any]) -> None:
+        if event.get("type") != "user/message":
+            return
+        data = event.get("data")
+        source = data.get("source") if isinstance(data, dict) else None
+        if isinstance(source, dict) and source.get("kind") == "subagent-settled":
+            sender = source.get("senderSessionId")
+            if isinstance(sender, str) and sender in self._kids:
+                self._kids[sender].noticed = True
+
+    def _wait(self, done: Callable[[], bool], what: str, *, quiet: float = 0.0) -> None:
+        deadline = time.monotonic() + self.timeout
+        calm = time.monotonic()
+        while True:
+            if self._drain():
+                calm = time.monotonic()
+            if done() and time.monotonic() - calm >= quiet:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the dsh runtime did not {what} within {self.timeout:g} s (children: "
+                    f"{self._kids}, status: {self._status})"
+                )
+            time.sleep(0.01)
+
+    # --- driving ------------------------------------------------------------------------
+
+    def prompt(self, text: str) -> str:
+        """Send one prompt to the primary and wait until it is idle again.
+
+        Returns:
+            The text of the primary's last ``assistant/message`` of that run.
+        """
+        from deepseek_harness.api import final_response
+
+        client = self._harness.client
+        start = len(self._seen)
+        message_id = client.session_prompt(PRIMARY_ID, [{"type": "text", "text": text}])
+
+        def receipt() -> int | None:
+            for k in range(start, len(self._seen)):
+                if _is_receipt(self._seen[k], message_id):
+                    return k
+            return None
+
+        def idle_after() -> bool:
+            mark = receipt()
+            return mark is not None and any(
+                note.method == "session.status"
+                and note.payload.get("sessionId") == PRIMARY_ID
+                and note.payload.get("status") == "idle"
+                for note in self._seen[mark:]
+            )
+
+        self._wait(idle_after, "finish the prompt")
+        mark = receipt()
+        assert mark is not None
+        own = [
+            note.payload["event"]
+            for note in self._seen[mark:]
+            if note.method == "session.event"
+            and note.payload.get("sessionId") == PRIMARY_ID
+            and isinstance(note.payload.get("event"), dict)
+        ]
+        answer = str(final_response(own))
+        self.answers.append(answer)
+        return answer
+
+    def settle(self) -> None:
+        """Wait until every child finished, its notice reached its parent, and all is idle.
+
+        A finished child's notice starts another turn of its parent (or joins the one
+        running), so the run is over only when each notice arrived and the primary is
+        idle and quiet afterwards.
+        """
+
+        def over() -> bool:
+            kids = self._kids.values()
+            return (
+                all(k.finished and k.noticed for k in kids)
+                and self._status.get(PRIMARY_ID) == "idle"
+            )
+
+        self._wait(over, "finish its children", quiet=0.3)
+
+    def run(self, prompts: Sequence[str]) -> list[str]:
+        """Send each prompt in turn, then :meth:`settle`; returns the final answers."""
+        for text in prompts:
+            self.prompt(text)
+        self.settle()
+        return list(self.answers)

@@ -1,0 +1,209 @@
+"""Every corpus call served over both HTTP routes and read back by a raw SSE reader.
+
+For each corpus scenario that ``ReplayModel`` replays, every recorded call is made over
+``/v1/chat/completions`` and over ``/v1/messages`` through the in-process transport with
+a plain ``httpx`` client (no SDK). The SSE frames are parsed here and decoded with the
+wire decoders; the blocks (text, reasoning, tool calls), usage and finish reassembled
+from them must equal the script's.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.corpus_support import corpus_params, corpus_scenarios, require_corpus
+
+from pytest_dsh_replay import load_scenario
+from pytest_dsh_replay._endpoint.endpoint import Endpoint
+from pytest_dsh_replay._endpoint.transport import sync_transport
+from pytest_dsh_replay._errors import DshReplayError, ReplayCancelledError
+from pytest_dsh_replay._replay.model import ReplayModel
+from pytest_dsh_replay._scripts.entries import HangEntry, ThrowEntry
+from pytest_dsh_replay._wire.anthropic import AnthropicDecoder, anthropic_failure
+from pytest_dsh_replay._wire.base import httpx_module
+from pytest_dsh_replay._wire.openai import OpenAIDecoder, openai_failure
+
+GOAL = "goal-0c0ffee0-1234"
+
+
+def _replayable() -> list[Path]:
+    out = []
+    for path in corpus_scenarios():
+        if json.loads((path / "expected.json").read_text("utf-8"))["ok"]:
+            out.append(path)
+    return out
+
+
+SCENARIOS = _replayable()
+
+
+def sse_frames(raw: bytes) -> list[tuple[str | None, str]]:
+    """(event, data) of each SSE frame (the test's own reader)."""
+    frames = []
+    for block in raw.replace(b"\r\n", b"\n").split(b"\n\n"):
+        event, data = None, []
+        for line in block.decode().split("\n"):
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip())
+        if data:
+            frames.append((event, "\n".join(data)))
+    return frames
+
+
+def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, Any]) -> list[Any]:
+    """Make one streamed call with a raw httpx client; the dsh chunks decoded from it."""
+    httpx = httpx_module()
+    path = "/v1/messages" if route == "anthropic" else "/v1/chat/completions"
+    decoder = AnthropicDecoder() if route == "anthropic" else OpenAIDecoder()
+    try:
+        with client.stream("POST", path, json=body, headers=headers) as response:
+            raw = response.read()
+            if response.status_code != 200:
+                parsed = json.loads(raw)
+                failure = (
+                    anthropic_failure(response.status_code, parsed, response.headers)
+                    if route == "anthropic"
+                    else openai_failure(response.status_code, parsed, response.headers)
+                )
+                return [decoder.failed(failure)]
+    except (httpx.ReadError, httpx.RemoteProtocolError):
+        return [decoder.failed({"message": "dropped", "code": "TRANSPORT"})]
+    chunks: list[Any] = []
+    for event, data in sse_frames(raw):
+        if data == "[DONE]":
+            break
+        payload = json.loads(data)
+        if route == "anthropic":
+            assert event == payload["type"]
+            chunks.extend(decoder.feed(payload))
+        elif "error" in payload:
+            chunks.append(decoder.failed({"message": payload["error"]["message"], "code": "X"}))
+            return chunks
+        else:
+            chunks.extend(decoder.feed(payload))
+    chunks.extend(decoder.end())
+    return chunks
+
+
+def _args(text: str) -> Any:
+    try:
+        return json.loads(text) if text else {}
+    except ValueError:
+        return text
+
+
+def summary(chunks: list[Any], route: str) -> dict[str, Any]:
+    """What a call means: blocks in order, usage, finish (wire-independent parts).
+
+    A block's content is its deltas joined (what the wire carries), else its
+    ``block-end`` (a block recorded without deltas). Tool arguments compare as JSON.
+    """
+    blocks: dict[int, dict[str, Any]] = {}
+    usage: dict[str, Any] | None = None
+    finish: Any = None
+    for chunk in chunks:
+        kind = chunk["type"]
+        if kind == "block-start":
+            blocks.setdefault(chunk["index"], {"type": chunk["blockType"], "parts": []})
+        elif kind in ("text-delta", "reasoning-delta", "tool-call-delta"):
+            block = blocks.setdefault(chunk["index"], {"type": kind[:-6], "parts": []})
+            block["parts"].append(chunk.get("text", chunk.get("argumentsDelta", "")))
+            if kind == "tool-call-delta":
+                block.setdefault("id", chunk.get("id"))
+                if chunk.get("name"):
+                    block.setdefault("name", chunk["name"])
+        elif kind == "block-end":
+            block = blocks.setdefault(chunk["index"], {"type": chunk["block"]["type"], "parts": []})
+            block["end"] = chunk["block"]
+        elif kind == "usage":
+            usage = chunk["usage"]
+        elif kind == "finish":
+            finish = chunk["reason"]
+    out_blocks: list[Any] = []
+    for block in blocks.values():
+        end = block.get("end", {})
+        if block["type"] == "tool-call":
+            arguments = "".join(block["parts"]) or end.get("arguments", "")
+            name = end.get("name", block.get("name"))
+            out_blocks.append(("tool-call", end.get("id", block.get("id")), name, _args(arguments)))
+        else:
+            text = "".join(block["parts"]) or end.get("text", "")
+            if text:
+                out_blocks.append((block["type"], text))
+    done = "error" if finish is None or finish["kind"] in ("error", "aborted") else finish["kind"]
+    return {
+        "blocks": out_blocks,
+        "usage": _usage(usage, route) if done != "error" else None,
+        "finish": done,
+    }
+
+
+def _usage(usage: dict[str, Any] | None, route: str) -> Any:
+    if usage is None:  # the Messages wire always carries usage: zeros when none was recorded
+        return None if route == "openai" else (0, 0, 0, 0)
+    read = usage.get("cacheReadTokens", 0)
+    write = usage.get("cacheWriteTokens", 0)
+    if route == "openai":  # cache writes count as input on this wire
+        return (usage.get("inputTokens", 0) + write, usage.get("outputTokens", 0), read)
+    return (usage.get("inputTokens", 0), usage.get("outputTokens", 0), read, write)
+
+
+def request_body(route: str, first: str | None, number: int) -> dict[str, Any]:
+    text = first if first is not None else "no message"
+    messages: list[Any] = [{"role": "user", "content": f"work on {GOAL}"}]
+    messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+    body: dict[str, Any] = {"model": "m", "messages": messages, "stream": True}
+    if route == "openai":
+        body["stream_options"] = {"include_usage": True}
+    else:
+        body["max_tokens"] = 100
+    return body
+
+
+@pytest.mark.parametrize("route", ["openai", "anthropic"])
+@pytest.mark.parametrize("path", corpus_params(SCENARIOS))
+def test_every_corpus_call_round_trips_over_http(path: Path | None, route: str) -> None:
+    require_corpus()
+    assert path is not None
+    scenario = load_scenario(path)
+    model = ReplayModel(scenario, workdir=path)
+    endpoint = Endpoint(model)
+    client = httpx_module().Client(transport=sync_transport(endpoint), base_url="http://t")
+    live = {script.recorded_id: f"live-{i}" for i, script in enumerate(scenario.scripts)}
+    for i, script in enumerate(scenario.scripts):
+        headers = {"x-dsh-session-id": f"live-{i}"}
+        parent = live.get(script.parent_session or "")
+        if parent is not None and not script.primary:
+            headers["x-dsh-parent-session-id"] = parent
+        for number, entry in enumerate(script.entries):
+            body = request_body(route, script.first_user_text, number)
+            if isinstance(entry, HangEntry):  # hangs have their own test: skip the call
+                cancelled = threading.Event()
+                cancelled.set()
+                kwargs: dict[str, Any] = {
+                    "parent_session_id": parent,
+                    "cancel": cancelled,
+                    "by_content": True,
+                }
+                with pytest.raises(ReplayCancelledError):
+                    list(model.stream(body, session_id=f"live-{i}", **kwargs))
+                continue
+            got = read_call(client, route, headers, body)
+            if isinstance(entry, ThrowEntry):
+                assert summary(got, route)["finish"] == "error"
+                continue
+            chunks = json.loads(
+                json.dumps(entry.chunks).replace("{{fromRequest:goal-[0-9a-f-]+}}", GOAL)
+            )
+            assert summary(got, route) == summary(chunks, route), (script.file, number)
+    assert endpoint.errors == []
+    try:
+        model.assert_consumed()
+    except DshReplayError as error:  # pragma: no cover - the message says which
+        pytest.fail(str(error))

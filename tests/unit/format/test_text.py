@@ -1,0 +1,137 @@
+"""Surrogate repair of streams and requests; visible control characters."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Generator, Iterator
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_dsh_replay._format.text import TextSafeModel, repair_surrogates, text_safe, visible
+
+
+def delta(text: str, index: int = 0, kind: str = "text-delta") -> dict[str, Any]:
+    field = "argumentsDelta" if kind == "tool-call-delta" else "text"
+    return {"type": kind, "index": index, field: text}
+
+
+class Scripted:
+    def __init__(self, chunks: list[dict[str, Any]]):
+        self.chunks = chunks
+        self.requests: list[Any] = []
+
+    def stream(self, request: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        self.requests.append(request)
+        yield from self.chunks
+
+
+class ScriptedAsync(Scripted):
+    async def astream(self, request: Any, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
+        self.requests.append(request)
+        for chunk in self.chunks:
+            yield chunk
+
+
+def test_a_split_pair_is_joined_in_the_later_delta() -> None:
+    chunks = [delta("a\ud83d"), delta("\ude00b"), {"type": "finish"}]
+    out = list(TextSafeModel(Scripted(chunks)).stream({}))
+    assert out == [delta("a"), delta("\U0001f600b"), {"type": "finish"}]
+
+
+def test_lone_surrogates_become_the_replacement_character() -> None:
+    chunks = [
+        delta("x\ud83d"),  # the next chunk does not continue it
+        {"type": "block-end", "index": 0, "block": {"type": "text", "text": "y\udfff"}},
+        delta("a\ud83d", index=1),  # continued by another block's delta: not a pair
+        delta("\ude00", index=2),
+        delta("end\ud800"),  # held at the end of the stream
+    ]
+    out = list(TextSafeModel(Scripted(chunks)).stream({}))
+    assert [orjson.dumps(c) for c in out]  # every chunk is valid UTF-8 JSON now
+    assert out == [
+        delta("x\ufffd"),
+        {"type": "block-end", "index": 0, "block": {"type": "text", "text": "y\ufffd"}},
+        delta("a\ufffd", index=1),
+        delta("\ufffd", index=2),
+        delta("end\ufffd"),
+    ]
+
+
+def test_requests_are_repaired_and_clean_values_are_not_copied() -> None:
+    live = Scripted([{"type": "finish"}])
+    clean = {"messages": [{"role": "user", "content": "héllo ✓ \U0001f600"}]}
+    list(TextSafeModel(live).stream(clean))
+    assert live.requests[0] is clean
+    dirty = {"messages": [{"role": "user", "content": "a\udfff", "k\ud800": ["\ud83d\ude00"]}]}
+    list(TextSafeModel(live).stream(dirty))
+    assert live.requests[1] == {
+        "messages": [{"role": "user", "content": "a\ufffd", "k\ufffd": ["\U0001f600"]}]
+    }
+    assert dirty["messages"][0]["content"] == "a\udfff"  # the caller's value is untouched
+    assert text_safe(clean) is clean
+
+
+def test_async_streams_are_repaired_and_astream_exists_only_when_wrapped_has_it() -> None:
+    chunks = [delta("a\ud83d"), delta("\ude00b")]
+    safe = TextSafeModel(ScriptedAsync(chunks))
+
+    async def collect() -> list[dict[str, Any]]:
+        return [c async for c in safe.astream({})]
+
+    assert asyncio.run(collect()) == [delta("a"), delta("\U0001f600b")]
+    assert not hasattr(TextSafeModel(Scripted(chunks)), "astream")
+
+
+def test_closing_the_stream_early_closes_the_wrapped_stream() -> None:
+    closed: list[bool] = []
+
+    class Live:
+        def stream(self, request: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+            try:
+                yield delta("a")
+                yield delta("b")
+            finally:
+                closed.append(True)
+
+    stream = TextSafeModel(Live()).stream({})
+    assert isinstance(stream, Generator)
+    assert next(stream) == delta("a")
+    stream.close()
+    assert closed == [True]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=20), st.lists(st.integers(0, 40), max_size=5))
+def test_any_utf16_split_reassembles_the_text(text: str, cuts: list[int]) -> None:
+    units = text.encode("utf-16-le")
+    points = sorted({2 * min(c, len(units) // 2) for c in cuts})
+    pieces = [
+        units[a:b].decode("utf-16-le", "surrogatepass")
+        for a, b in zip([0, *points], [*points, len(units)], strict=True)
+    ]
+    out = list(TextSafeModel(Scripted([delta(p) for p in pieces])).stream({}))
+    assert len(out) == len(pieces)
+    assert "".join(c["text"] for c in out) == repair_surrogates(text) == text
+
+
+def test_visible_shows_what_a_text_file_or_terminal_would_lose() -> None:
+    assert visible("a\r\nb\tc\n") == "a\u240d\nb\tc\n"
+    assert visible("\x00\x1b[1m\x7f") == "\u2400\u241b[1m\u2421"
+    assert visible("x\u2028y\u2029z\ud83d") == "x<U+2028>y<U+2029>z<U+D83D>"
+    plain = "nothing to show: é ✓ \U0001f600"
+    assert visible(plain) == plain
+
+
+@pytest.mark.parametrize("code", range(0x20))
+def test_every_c0_control_is_shown_or_kept(code: int) -> None:
+    ch = chr(code)
+    shown = visible(f"a{ch}b")
+    if ch in "\n\t":
+        assert shown == f"a{ch}b"
+    else:
+        assert shown == f"a{chr(0x2400 + code)}b"
+        assert shown.splitlines() == [shown]  # never a line break of its own

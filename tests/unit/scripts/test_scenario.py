@@ -1,0 +1,316 @@
+"""Scenario directories (SPEC 8.1): naming, slicing at seedLength, order, sidecars."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from pytest_dsh_replay import (
+    OverrideError,
+    ScenarioError,
+    ScriptError,
+    SessionLogError,
+    load_scenario,
+)
+from pytest_dsh_replay._scripts.scenario import locale_sort_key
+
+STOP = {"type": "finish", "reason": {"kind": "stop"}}
+
+
+def call(turn: int, word: str) -> list[dict[str, Any]]:
+    return [
+        {"type": "assistant/chunk", "data": {"turn": turn, "step": 1, "chunk": c}}
+        for c in (
+            {"type": "block-start", "index": 0, "blockType": "text"},
+            {"type": "text-delta", "index": 0, "text": word},
+            STOP,
+        )
+    ]
+
+
+def write_log(path: Path, header: dict[str, Any], events: list[dict[str, Any]]) -> Path:
+    path.write_bytes(
+        b"".join(orjson.dumps(x) + b"\n" for x in [{"type": "session", **header}, *events])
+    )
+    return path
+
+
+def words(script: Any) -> list[str]:
+    return [c["text"] for e in script.entries for c in e.chunks if c["type"] == "text-delta"]
+
+
+@pytest.fixture
+def fork_scenario(tmp_path: Path) -> Path:
+    parent = [*call(1, "P1"), {"type": "turn/end", "data": {"turn": 1}}, *call(2, "P2")]
+    write_log(tmp_path / "session.jsonl", {"id": "p", "createdAt": 10}, parent)
+    seed = parent[:4]
+    child = [*seed, {"type": "session/end-seed", "data": {}}, *call(2, "FORK")]
+    write_log(
+        tmp_path / "session.1.jsonl",
+        {"id": "f", "createdAt": 30, "parentSession": "p", "seedLength": 4},
+        child,
+    )
+    write_log(
+        tmp_path / "session.2.jsonl",
+        {"id": "s", "createdAt": 20, "parentSession": "p"},
+        call(1, "SPAWN"),
+    )
+    return tmp_path
+
+
+def test_children_sliced_at_seed_length_and_ordered_by_created_at(fork_scenario: Path) -> None:
+    scenario = load_scenario(fork_scenario)
+    assert [s.file for s in scenario.scripts] == [
+        "session.jsonl",
+        "session.2.jsonl",
+        "session.1.jsonl",
+    ]
+    assert [words(s) for s in scenario.scripts] == [["P1", "P2"], ["SPAWN"], ["FORK"]]
+    fork = scenario.scripts[2]
+    assert (fork.seed_length, fork.event_count, fork.parent_session) == (4, 8, "p")
+    assert scenario.to_json()["scripts"][2]["seedLength"] == 4
+
+
+def test_the_primary_is_never_sliced(tmp_path: Path) -> None:
+    write_log(tmp_path / "session.jsonl", {"id": "p", "seedLength": 3}, call(1, "A"))
+    assert words(load_scenario(tmp_path).primary) == ["A"]
+
+
+def test_primary_comes_first_whatever_its_created_at(tmp_path: Path) -> None:
+    write_log(tmp_path / "session.jsonl", {"id": "p", "createdAt": 99}, [])
+    write_log(tmp_path / "session.1.jsonl", {"id": "c", "createdAt": 1, "parentSession": "p"}, [])
+    assert [s.recorded_id for s in load_scenario(tmp_path).scripts] == ["p", "c"]
+
+
+def test_created_at_ties_break_by_id_like_locale_compare(tmp_path: Path) -> None:
+    write_log(tmp_path / "session.jsonl", {"id": "p"}, [])
+    for n, cid in enumerate(["b", "B", "a", "_x", "10", "A"], start=1):
+        write_log(tmp_path / f"session.{n}.jsonl", {"id": cid, "parentSession": "p"}, [])
+    ids = [s.recorded_id for s in load_scenario(tmp_path).children]
+    assert ids == ["_x", "10", "a", "A", "b", "B"]
+    assert sorted(["{{child-2}}", "{{child-1}}"], key=locale_sort_key) == [
+        "{{child-1}}",
+        "{{child-2}}",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [(-1, "-1"), (1.5, "1.5"), ("4", "'4'"), (None, "None"), (True, "True")],
+)
+def test_bad_seed_length_is_a_session_log_error(tmp_path: Path, value: Any, problem: str) -> None:
+    write_log(tmp_path / "session.jsonl", {"id": "p"}, [])
+    write_log(
+        tmp_path / "session.1.jsonl",
+        {"id": "c", "parentSession": "p", "seedLength": value},
+        call(1, "x"),
+    )
+    with pytest.raises(SessionLogError) as info:
+        load_scenario(tmp_path)
+    assert info.value.path == str(tmp_path / "session.1.jsonl")
+    assert info.value.line == 1
+    assert "seedLength must be a non-negative integer" in str(info.value)
+    assert problem in str(info.value)
+
+
+def test_seed_length_beyond_the_log_is_an_error(tmp_path: Path) -> None:
+    write_log(tmp_path / "session.jsonl", {"id": "p"}, [])
+    write_log(
+        tmp_path / "session.1.jsonl",
+        {"id": "c", "parentSession": "p", "seedLength": 4},
+        call(1, "x"),
+    )
+    with pytest.raises(
+        SessionLogError,
+        match=r"session\.1\.jsonl:1: header seedLength 4 is larger than the log's 3 events",
+    ):
+        load_scenario(tmp_path)
+
+
+def test_missing_primary_gap_and_bad_names(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="missing session.jsonl"):
+        load_scenario(tmp_path)
+    write_log(tmp_path / "session.jsonl", {"id": "p"}, [])
+    write_log(tmp_path / "session.2.jsonl", {"id": "c"}, [])
+    with pytest.raises(ScenarioError, match="expected session.1.jsonl, found session.2.jsonl"):
+        load_scenario(tmp_path)
+    (tmp_path / "session.2.jsonl").rename(tmp_path / "session.01.jsonl")
+    with pytest.raises(ScenarioError, match="invalid session log name 'session.01.jsonl'") as info:
+        load_scenario(tmp_path)
+    assert info.value.path == str(tmp_path / "session.01.jsonl")
+    (tmp_path / "session.01.jsonl").rename(tmp_path / "session.child.jsonl")
+    with pytest.raises(ScenarioError, match="invalid session log name"):
+        load_scenario(tmp_path)
+
+
+def test_nothing_at_the_path(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="no scenario here"):
+        load_scenario(tmp_path / "absent")
+
+
+def test_unterminated_call_names_file_and_line(tmp_path: Path) -> None:
+    events = [{"type": "turn/start", "data": {"turn": 1}}, *call(1, "a")[:2]]
+    write_log(tmp_path / "session.jsonl", {"id": "p"}, events)
+    with pytest.raises(ScriptError) as info:
+        load_scenario(tmp_path)
+    assert (info.value.path, info.value.line, info.value.call_key) == (
+        str(tmp_path / "session.jsonl"),
+        3,
+        "1/1",
+    )
+
+
+def test_summary_without_raw_output_names_file_and_line(tmp_path: Path) -> None:
+    events = [*call(1, "a"), {"type": "compaction/summary", "data": {"llmStreamCall": True}}]
+    write_log(tmp_path / "session.jsonl", {"id": "p"}, events)
+    with pytest.raises(ScriptError, match="rawOutput") as info:
+        load_scenario(tmp_path)
+    assert info.value.line == 5
+
+
+def test_array_override_means_the_log_is_not_derived(tmp_path: Path) -> None:
+    write_log(tmp_path / "session.jsonl", {"id": "p", "createdAt": 3}, call(1, "a")[:2])
+    (tmp_path / "replay.override.json").write_text('[{"kind":"hang"}]')
+    scenario = load_scenario(tmp_path)
+    assert scenario.to_json()["scripts"][0] == {
+        "file": "session.jsonl",
+        "recordedId": "p",
+        "createdAt": 3,
+        "seedLength": 0,
+        "primary": True,
+        "entries": [{"kind": "hang"}],
+    }
+
+
+def test_child_overrides_apply_to_their_child_only(fork_scenario: Path) -> None:
+    throw = {"kind": "throw", "chunks": [], "message": "m", "code": "C"}
+    (fork_scenario / "replay.1.override.json").write_text(
+        json.dumps({"patches": [{"at": 1, "entry": throw}]})
+    )
+    scenario = load_scenario(fork_scenario)
+    fork = next(s for s in scenario.scripts if s.file == "session.1.jsonl")
+    assert [e.kind for e in fork.entries] == ["chunks", "throw"]
+    assert [len(s.entries) for s in scenario.scripts] == [2, 1, 2]
+
+
+def test_override_for_a_missing_child_or_bad_name(fork_scenario: Path) -> None:
+    (fork_scenario / "replay.3.override.json").write_text("[]")
+    with pytest.raises(ScenarioError, match="has no child log session.3.jsonl"):
+        load_scenario(fork_scenario)
+    (fork_scenario / "replay.3.override.json").rename(fork_scenario / "replay.x.override.json")
+    with pytest.raises(ScenarioError, match="invalid override sidecar name"):
+        load_scenario(fork_scenario)
+
+
+def test_override_patch_out_of_range_is_reported_with_the_file(fork_scenario: Path) -> None:
+    (fork_scenario / "replay.override.json").write_text(
+        json.dumps({"patches": [{"at": 5, "entry": {"kind": "hang"}}]})
+    )
+    with pytest.raises(
+        OverrideError, match=r"replay\.override\.json: override patch index 5 out of range"
+    ):
+        load_scenario(fork_scenario)
+
+
+def test_single_log_file_is_a_one_session_scenario(fork_scenario: Path) -> None:
+    scenario = load_scenario(fork_scenario / "session.1.jsonl")
+    assert len(scenario.scripts) == 1
+    assert words(scenario.primary) == ["P1", "FORK"]  # unsliced: a lone file is a primary
+
+
+def test_compressed_logs_in_a_scenario(fork_scenario: Path) -> None:
+    zstandard = pytest.importorskip("zstandard")
+    log = fork_scenario / "session.2.jsonl"
+    (fork_scenario / "session.2.jsonl.zst").write_bytes(
+        zstandard.ZstdCompressor().compress(log.read_bytes())
+    )
+    with pytest.raises(ScenarioError, match="child session 2 has two logs"):
+        load_scenario(fork_scenario)
+    log.unlink()
+    assert words(load_scenario(fork_scenario).scripts[1]) == ["SPAWN"]
+
+
+class _Log:
+    def __init__(self, sid: str, parent: str | None = None, created: int = 0):
+        from pytest_dsh_replay._format.events import SessionHeader
+
+        self.header = SessionHeader(id=sid, parent_session=parent, created_at=created)
+        self.events: list[dict[str, Any]] = []
+
+
+def test_write_scenario_needs_exactly_one_primary(tmp_path: Path) -> None:
+    from pytest_dsh_replay import RecordingError, write_scenario
+
+    with pytest.raises(RecordingError, match="exactly one primary session.*found 0"):
+        write_scenario(tmp_path / "x", [_Log("c", parent="p")])
+    with pytest.raises(RecordingError, match="found 2: 'a', 'b'"):
+        write_scenario(tmp_path / "x", [_Log("a"), _Log("b")])
+    assert not (tmp_path / "x").exists()
+
+
+def test_write_scenario_orders_children_and_replaces_the_directory(tmp_path: Path) -> None:
+    from pytest_dsh_replay import write_scenario
+
+    target = tmp_path / "s"
+    target.mkdir()
+    (target / "session.5.jsonl").write_text("stale")
+    (target / "notes.txt").write_text("not ours")
+    files = write_scenario(target, [_Log("late", "p", 9), _Log("p"), _Log("early", "p", 1)])
+    assert [f.name for f in files] == ["session.jsonl", "session.1.jsonl", "session.2.jsonl"]
+    assert sorted(p.name for p in target.iterdir()) == [f.name for f in sorted(files)]
+    assert [s.recorded_id for s in load_scenario(target).scripts] == ["p", "early", "late"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def _three_scenarios(tmp_path: Path) -> list[Path]:
+    """Scenarios ``s0``..``s2``, one call each (``w0``..``w2``)."""
+    dirs = []
+    for n in range(3):
+        d = tmp_path / f"s{n}"
+        d.mkdir()
+        write_log(d / "session.jsonl", {"id": f"p{n}", "createdAt": n}, call(1, f"w{n}"))
+        dirs.append(d)
+    return dirs
+
+
+def test_scenario_cache_shares_until_the_files_change_and_stays_bounded(tmp_path: Path) -> None:
+    from pytest_dsh_replay._scripts.loading import ScenarioCache
+
+    dirs = _three_scenarios(tmp_path)
+    cache = ScenarioCache(max_entries=2)
+    first = cache.load(dirs[0])
+    assert cache.load(dirs[0]) is first
+    assert words(first.primary) == ["w0"]
+    cache.load(dirs[1])
+    cache.load(dirs[2])  # s0 is the least recently used of three: dropped
+    assert cache.load(dirs[0]) is not first
+    write_log(dirs[2] / "session.jsonl", {"id": "p2", "createdAt": 2}, call(1, "changed!"))
+    assert words(cache.load(dirs[2]).primary) == ["changed!"]
+    log = cache.recorded_log(dirs[1] / "session.jsonl")
+    assert cache.recorded_log(dirs[1] / "session.jsonl") is log
+    small = ScenarioCache(max_bytes=10)  # every log is larger: nothing is kept
+    assert small.load(dirs[0]) is not small.load(dirs[0])
+
+
+def test_scenario_cache_counts_the_bytes_it_keeps_once_per_scenario(tmp_path: Path) -> None:
+    from pytest_dsh_replay._scripts.loading import ScenarioCache
+
+    dirs = _three_scenarios(tmp_path)
+    size = max((d / "session.jsonl").stat().st_size for d in dirs)
+    cache = ScenarioCache(max_bytes=2 * size + 1)  # two scenarios fit, three do not
+    first = cache.load(dirs[0])
+    for _ in range(3):  # loaded again after a change: its bytes replace, not add
+        (dirs[1] / "session.jsonl").touch()
+        os.utime(dirs[1] / "session.jsonl", ns=(time.time_ns(), time.time_ns()))
+        second = cache.load(dirs[1])
+    assert cache.load(dirs[0]) is first  # still kept: s1 counted once
+    assert cache.load(dirs[1]) is second
+    cache.load(dirs[2])  # the third: the least recently used (s0) goes
+    assert cache.load(dirs[1]) is second
+    assert cache.load(dirs[0]) is not first

@@ -1,0 +1,150 @@
+"""The dsh-replay command (DESIGN 5)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.corpus_support import require_corpus, scenario
+
+from pytest_dsh_replay.cli import main
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_scripts_json_for_a_directory_is_scenario_to_json() -> None:
+    require_corpus()
+    d = scenario("subagent-fork-in-process")
+    code, out, err = run("scripts", str(d), "--json")
+    assert (code, err) == (0, "")
+    expected = json.loads((d / "expected.json").read_text())
+    assert json.loads(out) == {"scripts": expected["scripts"]}
+
+
+def test_scripts_json_for_a_single_log_is_unsliced() -> None:
+    require_corpus()
+    d = scenario("subagent-fork-in-process")
+    code, out, _ = run("scripts", str(d / "session.1.jsonl"), "--json")
+    expected = json.loads((d / "expected-files.json").read_text())["session.1.jsonl"]
+    assert code == 0
+    assert json.loads(out) == {
+        "header": expected["header"]["value"],
+        "eventCount": expected["eventCount"],
+        "entries": expected["script"]["entries"],
+    }
+
+
+def test_console_script_prints_the_same_json() -> None:
+    require_corpus()
+    d = scenario("subagent-mixed")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_dsh_replay", "scripts", str(d), "--json"],
+        capture_output=True,
+        check=True,
+    )
+    assert json.loads(proc.stdout) == {
+        "scripts": json.loads((d / "expected.json").read_text())["scripts"]
+    }
+
+
+def test_show_and_plain_scripts_summarize(tmp_path: Path) -> None:
+    require_corpus()
+    code, out, _ = run("show", str(scenario("subagent-mixed")))
+    assert code == 0
+    assert "3 session(s), 6 model call(s)" in out
+    assert "seedLength 36" in out
+    assert 'call #1: chunks, 40 chunk(s), stop  "SAFFRON"' in out
+    code, out, _ = run("scripts", str(scenario("subagent-mixed")))
+    assert "tools: subagent_fork" in out
+
+
+def test_invalid_input_exits_1_with_one_line_and_no_traceback(tmp_path: Path) -> None:
+    (tmp_path / "session.jsonl").write_text('{"type":"session"}\n{"type": broken}\n')
+    code, out, err = run("scripts", str(tmp_path), "--json")
+    assert (code, out) == (1, "")
+    assert err.count("\n") == 1
+    assert f"{tmp_path / 'session.jsonl'}:2: invalid JSON" in err
+    assert "Traceback" not in err
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run()[0] == 2
+    assert run("scripts")[0] == 2
+    assert run("frobnicate", "x")[0] == 2
+
+
+def test_check_reports_each_problem_and_passes_good_scenarios(tmp_path: Path) -> None:
+    good = tmp_path / "root" / "good"
+    good.mkdir(parents=True)
+    (good / "session.jsonl").write_text('{"type":"session","id":"a"}\n')
+    assert run("check", str(tmp_path / "root")) == (0, "ok: 1 scenario(s)\n", "")
+    bad = tmp_path / "root" / "bad"
+    bad.mkdir()
+    (bad / "session.jsonl").write_text('{"type":"session"}\n')
+    (bad / "session.2.jsonl").write_text('{"type":"session"}\n')
+    code, _, err = run("check", str(tmp_path / "root"))
+    assert code == 1
+    assert "expected session.1.jsonl, found session.2.jsonl" in err
+    assert err.endswith("1 problem(s) in 2 scenario(s)\n")
+
+
+def test_check_accepts_the_harness_s_full_form_unless_asked_for_the_strict_form() -> None:
+    require_corpus()
+    root = scenario("subagent-mixed").parent
+    code, _, err = run("check", str(root))
+    assert code == 1  # only the scenario that cannot replay
+    (line, total) = err.splitlines()
+    assert "plain-turn" in line
+    assert "replay.override.json" in line
+    assert total == "1 problem(s) in 121 scenario(s)"
+    code, _, err = run("check", "--strict-form", str(root))
+    assert code == 1
+    lines = err.splitlines()
+    unreplayable = [line for line in lines if "replay.override.json" in line]
+    uncommitted = [line for line in lines if "not in the committed form" in line]
+    assert len(unreplayable) == 1
+    assert "plain-turn" in unreplayable[0]
+    # The reference repository itself still holds many logs with full envelopes.
+    assert len(uncommitted) == 104
+    assert all("dsh-replay fmt" in line for line in uncommitted)
+    assert not [line for line in lines if "secret" in line]
+    assert lines[-1] == "105 problem(s) in 121 scenario(s)"
+
+
+def test_fmt_canonicalizes_without_changing_what_replays(tmp_path: Path) -> None:
+    require_corpus()
+    source = scenario("subagent-mixed")
+    copy = tmp_path / "mixed"
+    shutil.copytree(source, copy)
+    before = run("scripts", str(copy), "--json")[1]
+    assert run("fmt", "--check", str(copy))[0] == 1
+    assert run("check", "--strict-form", str(copy))[0] == 1
+    code, out, _ = run("fmt", str(copy))
+    assert code == 0
+    assert "3 of 3 log(s) were rewritten" in out
+    assert run("fmt", "--check", str(copy)) == (0, "0 of 3 log(s) need rewriting\n", "")
+    assert run("scripts", str(copy), "--json")[1] == before
+    assert run("check", "--strict-form", str(copy)) == (0, "ok: 1 scenario(s)\n", "")
+    assert (copy / "session.2.jsonl").stat().st_size < (source / "session.2.jsonl").stat().st_size
+
+
+def test_check_finds_secrets_with_file_line_and_path(tmp_path: Path) -> None:
+    d = tmp_path / "leaky"
+    d.mkdir()
+    (d / "session.jsonl").write_text(
+        '{"type":"session","id":"s"}\n'
+        '{"type":"user/message","data":{"content":[{"type":"text",'
+        '"text":"my key is sk-abcdefghijklmnopqrstuvwx"}]}}\n'
+    )
+    code, _, err = run("check", str(d))
+    assert code == 1
+    assert f"{d / 'session.jsonl'}:2: $.data.content[0].text looks like a secret" in err
