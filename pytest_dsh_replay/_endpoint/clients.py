@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .endpoint import Endpoint
+    from .._errors import DshReplayError
+    from .._replay.model import ReplayModel
+    from .endpoint import Endpoint, StreamingModel
     from .server import EndpointServer
     from .transport import _Pool
 
@@ -20,39 +22,37 @@ __all__ = ["EndpointClients"]
 
 
 class EndpointClients:
-    """The model endpoint of one run, and clients on it (a base of ``DshReplay``).
+    """The model endpoint of one run, and clients on it.
 
-    The class using it provides the attributes annotated here: the model the endpoint
-    serves, the mode, and the slots for the endpoint, the server and the worker pool
-    (``None`` until first use; ``DshReplay.close`` stops them).
+    Args:
+        model: What the endpoint's calls stream from (the run's recorder).
+        replay: The replay model the recorder wraps (replay mode): new sessions bind
+            through it before their call; ``None`` in record mode, where calls go
+            through the recording proxy.
     """
 
-    model: Any
-    mode: str
-    _endpoint: Endpoint | None
-    _server: EndpointServer | None
-    _pool: _Pool | None
+    def __init__(self, model: StreamingModel, *, replay: ReplayModel | None):
+        self._model = model
+        self._replay = replay
+        self._endpoint: Endpoint | None = None
+        self._server: EndpointServer | None = None
+        self._pool: _Pool | None = None
 
     @property
     def endpoint(self) -> Endpoint:
-        """The HTTP model endpoint of this run (created on first use).
-
-        It serves :attr:`model` over the OpenAI and Anthropic wires; replay errors it met
-        are in ``endpoint.errors`` (:meth:`close` raises the first).
-        """
+        """The HTTP model endpoint of this run (created on first use)."""
         if self._endpoint is None:
             from .endpoint import Endpoint
 
-            self._endpoint = Endpoint(self.model, replay=self.mode == "replay")
+            if self._replay is None:
+                self._endpoint = Endpoint(self._model, record=True)
+            else:
+                self._endpoint = Endpoint.replaying(self._replay, model=self._model)
         return self._endpoint
 
     @property
     def base_url(self) -> str:
-        """The endpoint's root URL, ``http://127.0.0.1:<port>`` (clients add ``/v1``).
-
-        The server starts on first use, listens on 127.0.0.1 only, and stops at
-        :meth:`close` (the fixture's teardown).
-        """
+        """The endpoint's root URL, ``http://127.0.0.1:<port>`` (the server starts now)."""
         if self._server is None:
             from .server import EndpointServer
 
@@ -61,54 +61,39 @@ class EndpointClients:
 
     @property
     def env(self) -> dict[str, str]:
-        """Environment variables that point an agent process at :attr:`base_url`.
-
-        ``OPENAI_BASE_URL`` (with ``/v1``), ``ANTHROPIC_BASE_URL`` and
-        ``DEEPSEEK_BASE_URL`` (the root), their ``*_API_KEY`` with a dummy key, and
-        ``NO_PROXY`` for the loopback address. Merge them into the process's
-        environment: ``subprocess.run(cmd, env={**os.environ, **dsh_replay.env})``.
-        """
+        """Environment variables that point an agent process at :attr:`base_url`."""
         from .transport import endpoint_env
 
         return endpoint_env(self.base_url)
 
-    def _pool_for_async(self) -> _Pool:
-        from .transport import worker_pool
-
-        if self._pool is None:
-            self._pool = worker_pool()
-        return self._pool
-
-    def _sdk_client(self, sdk: str, options: dict[str, Any], *, asynchronous: bool) -> Any:
-        """An ``sdk`` client on :attr:`endpoint`; async ones share the run's worker pool."""
-        from .transport import sdk_client
-
-        pool = self._pool_for_async() if asynchronous else None
-        return sdk_client(sdk, self.endpoint, pool, options)
-
-    def openai_client(self, **options: Any) -> Any:
-        """An ``openai.OpenAI`` client that talks to the endpoint in process (no socket).
-
-        Args:
-            **options: Passed to ``openai.OpenAI`` (``max_retries``, ``timeout``, ...).
+    def sdk_client(self, sdk: str, options: dict[str, Any], *, asynchronous: bool) -> Any:
+        """An ``sdk`` client on :attr:`endpoint`; async ones share the run's worker pool.
 
         Raises:
-            DshReplayError: The ``openai`` package is not installed.
+            DshReplayError: The SDK package is not installed.
         """
-        return self._sdk_client("openai", options, asynchronous=False)
+        from .transport import sdk_client, worker_pool
 
-    def async_openai_client(self, **options: Any) -> Any:
-        """An ``openai.AsyncOpenAI`` client on the endpoint, like :meth:`openai_client`."""
-        return self._sdk_client("openai", options, asynchronous=True)
+        pool = None
+        if asynchronous:
+            if self._pool is None:
+                self._pool = worker_pool()
+            pool = self._pool
+        return sdk_client(sdk, self.endpoint, pool, options)
 
-    def anthropic_client(self, **options: Any) -> Any:
-        """An ``anthropic.Anthropic`` client on the endpoint, like :meth:`openai_client`.
+    def take_errors(self) -> list[DshReplayError]:
+        """The replay errors HTTP calls met so far (the endpoint forgets them)."""
+        endpoint = self._endpoint
+        if endpoint is None or not endpoint.errors:
+            return []
+        errors, endpoint.errors = endpoint.errors, []
+        return errors
 
-        ``options`` go to ``anthropic.Anthropic``; without the ``anthropic`` package it
-        raises :class:`~pytest_dsh_replay.DshReplayError`.
-        """
-        return self._sdk_client("anthropic", options, asynchronous=False)
-
-    def async_anthropic_client(self, **options: Any) -> Any:
-        """An ``anthropic.AsyncAnthropic`` client on the endpoint (as :meth:`anthropic_client`)."""
-        return self._sdk_client("anthropic", options, asynchronous=True)
+    def close(self) -> None:
+        """Stop the server and the endpoint (hanging calls end); safe to call twice."""
+        if self._server is not None:
+            self._server.stop()
+        if self._endpoint is not None:
+            self._endpoint.close()
+        if self._pool is not None:
+            self._pool.shutdown()

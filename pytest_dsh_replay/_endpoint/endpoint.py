@@ -1,28 +1,26 @@
-"""The model endpoint: OpenAI and Anthropic HTTP requests in, a model's stream out.
+"""The model endpoint: provider HTTP requests in, a model's stream out on the same wire.
 
 :class:`Endpoint` handles one request independently of the transport:
 ``handle(method, path, headers, body)`` returns an :class:`EndpointResponse` whose body
-is an iterator of bytes. The socket server (:mod:`pytest_dsh_replay._endpoint.server`) and the
-in-process ``httpx`` transports (:mod:`pytest_dsh_replay._endpoint.transport`) are thin adapters
-over it.
+is an iterator of bytes. The socket server (:mod:`.server`) and the in-process ``httpx``
+transports (:mod:`.transport`) are thin adapters over it.
 
-Routes: ``POST /v1/chat/completions`` (and ``/chat/completions``) answer in the OpenAI
-chat-completions wire, ``POST /v1/messages`` (and ``/messages``) in the Anthropic
-Messages wire; ``"stream": true`` gives SSE, otherwise one JSON object.
+Which wire a request speaks is the route's (the table in ``_wire.table``: OpenAI chat
+completions on ``POST /v1/chat/completions``, Anthropic Messages on ``POST /v1/messages``,
+each also without ``/v1``); ``"stream": true`` gives the wire's SSE events, otherwise one
+JSON object. See docs/wires.md.
 
 Each request goes to the model the test uses (``dsh_replay.model``) as one call: the
-parsed JSON body, unchanged, is the ``request``, with ``session_id`` and
-``parent_session_id`` from :mod:`pytest_dsh_replay._endpoint.routing`. So HTTP calls bind, replay
-and are logged exactly like in-process calls. What the call's chunks become:
+parsed JSON body, read once into a request view, is the ``request``, with ``session_id``
+and ``parent_session_id`` from :mod:`.routing`. So HTTP calls bind, replay and are logged
+exactly like in-process calls. What the call's chunks become:
 
 - content chunks stream as the wire's events; the ``finish`` ends the stream;
 - an error ``finish`` (or a ``throw`` entry) before any content becomes the HTTP error
-  the provider sends for that failure (``status`` when recorded, else by code: 401
-  ``AUTH``, 402 ``QUOTA``, 429 ``RATE_LIMIT`` with ``retry-after``, 400
-  ``CONTEXT_WINDOW_EXCEEDED`` / ``INVALID_REQUEST``, 529/503 ``OVERLOADED``, 500
-  otherwise); after content it is an in-stream error event. ``EMPTY_RESPONSE`` is an
-  empty answer, ``STREAM_CLOSED`` a stream cut before its end, and ``TRANSPORT``,
-  ``NETWORK``, ``TIMEOUT``, ``ABORTED`` a dropped connection;
+  the provider sends for that failure (the wire's status and body for the code); after
+  content it is the wire's in-stream error event. ``EMPTY_RESPONSE`` is an empty answer,
+  ``STREAM_CLOSED`` a stream cut before its end, and ``TRANSPORT``, ``NETWORK``,
+  ``TIMEOUT``, ``ABORTED`` a dropped connection;
 - a ``hang`` entry keeps the response open until the client goes away, its read
   timeout passes, or the endpoint closes (the test ends);
 - a replay error (binding, exhausted, placeholder, script) answers 500 with the message
@@ -35,43 +33,73 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
 
 from .._errors import DshReplayError, ReplayCancelledError, ReplayedModelError
 from .._format.events import StreamChunk
+from .._format.reply import finish_failure
 from .._recording.proxy import Relay
-from .._wire.anthropic import AnthropicEncoder, anthropic_message
-from .._wire.openai import OpenAIEncoder, openai_completion
+from .._wire.base import Encoder, Failure, Wire, WireError
+from .._wire.request import RequestView
+from .._wire.table import wire_for
 from .response import (
-    ANTHROPIC,
-    OPENAI,
     CallCancel,
     DroppedConnection,
     EndpointResponse,
     TimedOut,
-    http_error,
     json_response,
 )
 from .routing import Route, Router
 
-__all__ = ["Endpoint", "EndpointResponse", "http_error"]
+if TYPE_CHECKING:
+    from .._replay.model import ReplayModel
 
-_ROUTES: Final = {
-    "/v1/chat/completions": OPENAI,
-    "/chat/completions": OPENAI,
-    "/v1/messages": ANTHROPIC,
-    "/messages": ANTHROPIC,
-}
+__all__ = ["Endpoint", "EndpointResponse", "ReplaySessions", "StreamingModel"]
+
 _CONTENT: Final = frozenset({"text-delta", "reasoning-delta", "tool-call-delta"})
 # Failures that are a stream of their own rather than an HTTP error.
 _IN_STREAM: Final = frozenset({"EMPTY_RESPONSE", "CONTENT_FILTER", "STREAM_CLOSED"})
+# Failures that finish a stream normally (the stream shows them, no error event).
+_FINISHING: Final = frozenset({"EMPTY_RESPONSE", "CONTENT_FILTER"})
 _DROP_CODES: Final = frozenset({"TRANSPORT", "NETWORK", "TIMEOUT", "ABORTED"})
 _SSE: Final = [
     ("content-type", "text/event-stream"),
     ("cache-control", "no-cache"),
 ]
+
+
+class StreamingModel(Protocol):
+    """What the endpoint streams a call from: a replay model, or the recorder around one."""
+
+    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
+        """Stream the chunks of one call."""
+        ...
+
+
+class ReplaySessions(Protocol):
+    """What the endpoint asks a replay about live sessions before a call."""
+
+    def bind(
+        self,
+        request: Mapping[str, Any],
+        *,
+        session_id: str | None,
+        parent_session_id: str | None = None,
+        seed_length: int | None = None,
+        by_content: bool = False,
+    ) -> object:
+        """Bind a new live session now (its recorded parent becomes known)."""
+        ...
+
+    def live_parent(self, session_id: str | None) -> str | None:
+        """The live session bound to the recorded parent of ``session_id``'s recording."""
+        ...
+
+    def may_wait(self, session_id: str | None) -> bool:
+        """Whether the next call of ``session_id`` may wait before its chunks end."""
+        ...
 
 
 def _pieces(data: bytes, dropped: bool) -> Iterator[bytes]:
@@ -88,36 +116,123 @@ def _marks(chunks: list[StreamChunk]) -> list[str]:
 
 
 def _failure_of(chunk: Mapping[str, Any]) -> dict[str, Any] | None:
-    reason = chunk.get("reason")
-    if isinstance(reason, Mapping) and reason.get("kind") in ("error", "aborted"):
-        failure = reason.get("failure")
-        if isinstance(failure, Mapping):
-            return dict(failure)
-        return {"message": "the recorded call failed", "code": "UNKNOWN"}
-    return None
+    return finish_failure(chunk.get("reason"))
+
+
+def _dropped() -> EndpointResponse:
+    return EndpointResponse(0, [], iter(()), drop=True)
+
+
+def _error_response(error: WireError) -> EndpointResponse:
+    return EndpointResponse(error.status, list(error.headers), iter((error.body,)))
+
+
+def _failure_response(wire: Wire, failure: Failure) -> EndpointResponse:
+    """A failure before content: a dropped connection, or the wire's HTTP error."""
+    if failure.get("code") in _DROP_CODES:
+        return _dropped()
+    return _error_response(wire.error(failure))
+
+
+def _late_failure(encoder: Encoder, failure: Failure) -> bytes:
+    """A failure after content: the wire's error event (a transport failure drops)."""
+    code = str(failure.get("code", "UNKNOWN"))
+    if code in _DROP_CODES:
+        raise DroppedConnection(f"the recorded call failed with {code}")
+    return encoder.failure_event(failure)
+
+
+def _route(method: str, path: str) -> Wire | EndpointResponse:
+    """The wire a request speaks, or the HTTP error for a route the endpoint does not serve."""
+    wire = wire_for(path)
+    if wire is None:
+        return json_response(
+            404, {"error": {"message": f"no route {method} {path}", "type": "not_found"}}
+        )
+    if method.upper() != "POST":
+        return json_response(
+            405, {"error": {"message": f"{path} takes POST", "type": "invalid_request"}}
+        )
+    return wire
+
+
+def _parse(body: bytes) -> RequestView | EndpointResponse:
+    """The request body's view, or the HTTP error for a body that is not a JSON object."""
+    try:
+        request = orjson.loads(body or b"null")
+    except orjson.JSONDecodeError as err:
+        message = f"the body is not JSON: {err}"
+        return json_response(400, {"error": {"message": message, "type": "invalid_request_error"}})
+    if not isinstance(request, dict):
+        message = "the body must be a JSON object"
+        return json_response(400, {"error": {"message": message, "type": "invalid_request_error"}})
+    return RequestView(request)
+
+
+class _Call:
+    """One HTTP call being answered: its wire, request, route and what it is called."""
+
+    __slots__ = ("cancel", "id", "model", "request", "route", "wire")
+
+    def __init__(
+        self, wire: Wire, request: RequestView, route: Route, number: int, cancel: CallCancel
+    ):
+        self.wire = wire
+        self.request = request
+        self.route = route
+        self.cancel = cancel
+        self.model = str(request.get("model") or "dsh-replay")
+        self.id = wire.call_id(number)
+
+    def encoder(self, replay_state: Any = None) -> Encoder:
+        state = replay_state if isinstance(replay_state, Mapping) else None
+        return self.wire.encoder(
+            self.request, model=self.model, call_id=self.id, replay_state=state
+        )
 
 
 class Endpoint:
-    """Serves model calls over the OpenAI and Anthropic HTTP wires (one per test).
+    """Serves model calls over the provider wires (one per test).
 
     Args:
-        model: The model calls go to: anything with ``stream(request, **kwargs)``. When
-            it has ``bind`` and ``live_parent`` (a replay model), a new session binds
-            before its call, so a child found by content is logged under the live
-            session its recording's parent is bound to.
-        replay: Whether ``model`` replays (replay-only keywords ``cancel``,
-            ``seed_length`` and ``by_content`` are passed to it).
+        model: What calls stream from: anything with ``stream(request, **kwargs)`` (the
+            request is a read-only mapping, the request view).
+        sessions: The replay's live sessions, asked before a new session's call (it
+            binds first, so a child found by content is logged under the live session
+            its recording's parent is bound to); ``None`` when nothing binds first.
+        record: Whether ``model`` records from the live provider: calls carry a
+            :class:`~.._recording.proxy.Relay` for the recording proxy, and
+            replay-only keywords (``cancel``, ``seed_length``, ``by_content``) are not
+            passed.
     """
 
-    def __init__(self, model: Any, *, replay: bool = True):
+    def __init__(
+        self,
+        model: StreamingModel,
+        *,
+        sessions: ReplaySessions | None = None,
+        record: bool = False,
+    ):
         self.model = model
-        self.replay = replay
+        self.sessions = sessions
+        self.replay = not record
         self.router = Router()
         self.errors: list[DshReplayError] = []
         self._lock = threading.Lock()
         self._cancels: set[CallCancel] = set()
         self._closed = False
         self._count = 0
+
+    @classmethod
+    def replaying(cls, replay: ReplayModel, *, model: StreamingModel | None = None) -> Endpoint:
+        """An endpoint over a replay model: new sessions bind through its live sessions.
+
+        Args:
+            replay: The replay model.
+            model: What calls stream from (the fixture's recorder around ``replay``);
+                default: ``replay`` itself.
+        """
+        return cls(replay if model is None else model, sessions=replay._sessions)
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -158,41 +273,16 @@ class Endpoint:
         Returns:
             The response; its body streams while the caller reads it.
         """
-        wire = _ROUTES.get(path.split("?", 1)[0].rstrip("/") or "/")
-        if wire is None:
-            return json_response(
-                404, {"error": {"message": f"no route {method} {path}", "type": "not_found"}}
-            )
-        if method.upper() != "POST":
-            return json_response(
-                405, {"error": {"message": f"{path} takes POST", "type": "invalid_request"}}
-            )
+        wire = _route(method, path)
+        if isinstance(wire, EndpointResponse):
+            return wire
         if self._closed:
             return json_response(
                 503, {"error": {"message": "the test has ended", "type": "unavailable"}}
             )
-        try:
-            request = orjson.loads(body or b"null")
-        except orjson.JSONDecodeError as err:
-            return json_response(
-                400,
-                {
-                    "error": {
-                        "message": f"the body is not JSON: {err}",
-                        "type": "invalid_request_error",
-                    }
-                },
-            )
-        if not isinstance(request, dict):
-            return json_response(
-                400,
-                {
-                    "error": {
-                        "message": "the body must be a JSON object",
-                        "type": "invalid_request_error",
-                    }
-                },
-            )
+        request = _parse(body)
+        if isinstance(request, EndpointResponse):
+            return request
         try:
             route = self.router.route(headers, request)
             parent = self._parent(route, request)
@@ -201,36 +291,62 @@ class Endpoint:
         with self._lock:
             self._count += 1
             number = self._count
-        cancel = CallCancel(probe, timeout)
+        call = _Call(wire, request, route, number, CallCancel(probe, timeout))
+        relay = None if self.replay else Relay(wire, body, headers)
+        response = self._answer(call, parent, relay)
+        if response.drop or response.status != 200:
+            self.router.answered(route.session_id, failed=True)
+        return response
+
+    def _answer(self, call: _Call, parent: str | None, relay: Relay | None) -> EndpointResponse:
+        route = call.route
         kwargs: dict[str, Any] = {"session_id": route.session_id, "parent_session_id": parent}
         if route.new and route.fork:
             kwargs["fork"] = True  # it continues its parent's completed turns
         if route.cwd is not None:
             kwargs["session_cwd"] = route.cwd  # a new session's header: its cwd is tokenized
-        if self.replay:
-            kwargs.update(cancel=cancel, seed_length=route.seed_length, by_content=True)
-        model_name = str(request.get("model") or "dsh-replay")
-        call_id = f"{'msg' if wire == ANTHROPIC else 'chatcmpl'}-dsh-replay-{number}"
-        relay: Relay | None = None
-        if not self.replay:
-            relay = kwargs["relay"] = Relay(wire, body, headers)
-        may_wait = getattr(self.model, "may_wait", None)
-        whole = self.replay and may_wait is not None and not may_wait(route.session_id)
-        chunks = iter(self.model.stream(request, **kwargs))
+        if relay is not None:
+            kwargs["relay"] = relay
+        else:
+            kwargs.update(cancel=call.cancel, seed_length=route.seed_length, by_content=True)
+        sessions = self.sessions
+        whole = sessions is not None and not sessions.may_wait(route.session_id)
+        chunks = iter(self.model.stream(call.request, **kwargs))
         if relay is not None:
             relayed, head = self._relayed(route, relay, chunks)
             if relayed is not None:
                 return relayed
             chunks = itertools.chain(head, chunks)
-        if request.get("stream") is not True:
-            response = self._whole(wire, route, chunks, model_name, call_id)
-        elif whole:  # nothing can wait: the whole stream in one piece
-            response = self._at_once(wire, route, chunks, request, model_name, call_id)
-        else:
-            response = self._streamed(wire, route, chunks, request, model_name, call_id, cancel)
-        if response.drop or response.status != 200:
-            self.router.answered(route.session_id, failed=True)
-        return response
+        if call.request.get("stream") is not True:
+            return self._whole(call, chunks)
+        if whole:  # nothing can wait: the whole stream in one piece
+            return self._at_once(call, chunks)
+        return self._streamed(call, chunks)
+
+    def _parent(self, route: Route, request: RequestView) -> str | None:
+        parent = route.parent_session_id
+        if not self.replay:
+            return parent or route.parent_guess
+        if self.sessions is None or not route.new:
+            return parent
+        self.sessions.bind(
+            request,
+            session_id=route.session_id,
+            parent_session_id=parent,
+            seed_length=route.seed_length,
+            by_content=True,
+        )
+        return parent or self.sessions.live_parent(route.session_id)
+
+    def _replay_error(self, error: DshReplayError) -> EndpointResponse:
+        self._keep(error)
+        body = {
+            "type": "error",
+            "error": {"type": "dsh_replay_error", "message": f"{type(error).__name__}: {error}"},
+        }
+        return json_response(500, body, [("x-should-retry", "false")])
+
+    # --- the recording proxy's answer --------------------------------------------------
 
     def _relayed(
         self, route: Route, relay: Relay, chunks: Iterator[StreamChunk]
@@ -273,7 +389,7 @@ class Endpoint:
         close = getattr(chunks, "close", None)
         held = b""  # the answer's last bytes wait until the call is logged as finished
         try:
-            for chunk in chunks if first is None else self._chained(first, chunks):
+            for chunk in chunks if first is None else itertools.chain((first,), chunks):
                 data = relay.take()
                 if chunk.get("type") == "finish" and relay.status < 400:
                     self._answered(route, chunk, [])
@@ -288,75 +404,27 @@ class Endpoint:
             if close is not None:
                 close()
 
-    @staticmethod
-    def _chained(first: StreamChunk, chunks: Iterator[StreamChunk]) -> Iterator[StreamChunk]:
-        yield first
-        yield from chunks
+    # --- replayed answers --------------------------------------------------------------
 
-    def _parent(self, route: Route, request: Mapping[str, Any]) -> str | None:
-        parent = route.parent_session_id
-        if not self.replay:
-            return parent or route.parent_guess
-        bind = getattr(self.model, "bind", None)
-        if bind is None or not route.new:
-            return parent
-        bind(
-            request,
-            session_id=route.session_id,
-            parent_session_id=parent,
-            seed_length=route.seed_length,
-            by_content=True,
-        )
-        return parent or self.model.live_parent(route.session_id)
-
-    def _replay_error(self, error: DshReplayError) -> EndpointResponse:
-        self._keep(error)
-        body = {
-            "type": "error",
-            "error": {"type": "dsh_replay_error", "message": f"{type(error).__name__}: {error}"},
-        }
-        return json_response(500, body, [("x-should-retry", "false")])
-
-    def _whole(
-        self,
-        wire: str,
-        route: Route,
-        chunks: Iterator[StreamChunk],
-        model_name: str,
-        call_id: str,
-    ) -> EndpointResponse:
+    def _whole(self, call: _Call, chunks: Iterator[StreamChunk]) -> EndpointResponse:
+        """The whole (``stream: false``) answer."""
         try:
             collected = list(chunks)
         except ReplayedModelError as error:
-            return http_error(wire, {"message": error.message, "code": error.code})
+            return _error_response(call.wire.error({"message": error.message, "code": error.code}))
         except ReplayCancelledError:
-            return EndpointResponse(0, [], iter(()), drop=True)
+            return _dropped()
         except DshReplayError as error:
             return self._replay_error(error)
         finish = next((c for c in reversed(collected) if c.get("type") == "finish"), None)
         failure = None if finish is None else _failure_of(finish)
-        if failure is not None:
-            code = failure.get("code")
-            if code in _DROP_CODES:
-                return EndpointResponse(0, [], iter(()), drop=True)
-            if code not in ("EMPTY_RESPONSE", "CONTENT_FILTER", "STREAM_CLOSED"):
-                return http_error(wire, failure)
-        self._answered(route, finish, _marks(collected))
-        if wire == ANTHROPIC:
-            body = anthropic_message(collected, model=model_name, message_id=call_id)
-        else:
-            body = openai_completion(collected, model=model_name, completion_id=call_id)
+        if failure is not None and failure.get("code") not in _IN_STREAM:
+            return _failure_response(call.wire, failure)
+        self._answered(call.route, finish, _marks(collected))
+        body = call.wire.whole(collected, model=call.model, call_id=call.id)
         return json_response(200, body)
 
-    def _at_once(
-        self,
-        wire: str,
-        route: Route,
-        chunks: Iterator[StreamChunk],
-        request: Mapping[str, Any],
-        model_name: str,
-        call_id: str,
-    ) -> EndpointResponse:
+    def _at_once(self, call: _Call, chunks: Iterator[StreamChunk]) -> EndpointResponse:
         """A streamed answer produced at once (the call cannot wait): one body piece."""
         collected: list[StreamChunk] = []
         failure: dict[str, Any] | None = None
@@ -367,30 +435,19 @@ class Endpoint:
             failure = {"message": error.message, "code": error.code}
         except DshReplayError as error:
             return self._replay_error(error)
-        content = False
-        for chunk in collected:
-            kind = chunk.get("type")
-            if kind in _CONTENT:
-                content = True
-            elif kind == "finish" and not content:
-                found = _failure_of(chunk)
-                if found is not None and found.get("code") not in _IN_STREAM:
-                    failure = found
-                break
-        if failure is not None and not content:
-            if failure.get("code") in _DROP_CODES:
-                return EndpointResponse(0, [], iter(()), drop=True)
-            return http_error(wire, failure)
+        content = any(c.get("type") in _CONTENT for c in collected)
+        if not content:
+            early = _early_failure(collected)
+            failure = early if early is not None else failure
+            if failure is not None:
+                return _failure_response(call.wire, failure)
         finish = next((c for c in reversed(collected) if c.get("type") == "finish"), None)
-        state = finish.get("replayState") if finish is not None else None
-        encoder = self._encoder(
-            wire, request, model_name, call_id, state if isinstance(state, Mapping) else None
-        )
+        encoder = call.encoder(finish.get("replayState") if finish is not None else None)
         out = [encoder.start()]
         dropped = False
         for chunk in collected:
             try:
-                piece, done = self._encode(wire, route, encoder, chunk)
+                piece, done = self._encode(call.route, encoder, chunk)
             except DroppedConnection:  # a transport failure after content: cut mid-body
                 dropped = True
                 break
@@ -399,26 +456,12 @@ class Endpoint:
                 break
         else:
             if failure is not None:
-                self.router.answered(route.session_id, failed=True)
+                self.router.answered(call.route.session_id, failed=True)
                 if failure.get("code") in _DROP_CODES:
                     dropped = True
                 else:
-                    out.extend(self._late_failure(wire, encoder, failure))
+                    out.append(encoder.failure_event(failure))
         return EndpointResponse(200, list(_SSE), _pieces(b"".join(out), dropped))
-
-    def _encoder(
-        self,
-        wire: str,
-        request: Mapping[str, Any],
-        model_name: str,
-        call_id: str,
-        replay_state: Mapping[str, Any] | None = None,
-    ) -> OpenAIEncoder | AnthropicEncoder:
-        if wire == ANTHROPIC:
-            return AnthropicEncoder(model=model_name, message_id=call_id, replay_state=replay_state)
-        options = request.get("stream_options")
-        usage = isinstance(options, Mapping) and options.get("include_usage") is True
-        return OpenAIEncoder(model=model_name, completion_id=call_id, include_usage=usage)
 
     def _answered(self, route: Route, finish: Mapping[str, Any] | None, served: list[str]) -> None:
         reason = finish.get("reason") if finish is not None else None
@@ -430,16 +473,8 @@ class Endpoint:
             served=tuple(served),
         )
 
-    def _streamed(
-        self,
-        wire: str,
-        route: Route,
-        chunks: Iterator[StreamChunk],
-        request: Mapping[str, Any],
-        model_name: str,
-        call_id: str,
-        cancel: CallCancel,
-    ) -> EndpointResponse:
+    def _streamed(self, call: _Call, chunks: Iterator[StreamChunk]) -> EndpointResponse:
+        """A streamed answer: its head is read now (a failure before content is an error)."""
         head: list[StreamChunk] = []
         try:
             for chunk in chunks:
@@ -449,113 +484,95 @@ class Endpoint:
                     break
                 if kind == "finish":
                     failure = _failure_of(chunk)
-                    if failure is not None and failure.get("code") not in (
-                        "EMPTY_RESPONSE",
-                        "CONTENT_FILTER",
-                        "STREAM_CLOSED",
-                    ):
+                    if failure is not None and failure.get("code") not in _IN_STREAM:
                         for _ in chunks:  # let the call end (and be logged) as recorded
                             pass
-                        if failure.get("code") in _DROP_CODES:
-                            return EndpointResponse(0, [], iter(()), drop=True)
-                        return http_error(wire, failure)
+                        return _failure_response(call.wire, failure)
                     break
         except ReplayedModelError as error:
-            failure = {"message": error.message, "code": error.code}
-            if failure["code"] in _DROP_CODES:
-                return EndpointResponse(0, [], iter(()), drop=True)
-            return http_error(wire, failure)
+            return _failure_response(call.wire, {"message": error.message, "code": error.code})
         except ReplayCancelledError:
-            return EndpointResponse(0, [], iter(()), drop=True)
+            return _dropped()
         except DshReplayError as error:
             return self._replay_error(error)
-        encoder = self._encoder(wire, request, model_name, call_id)
-        body = self._body(wire, route, encoder, head, chunks, cancel)
-        return EndpointResponse(200, list(_SSE), body, cancel=cancel)
+        body = self._body(call, call.encoder(), head, chunks)
+        return EndpointResponse(200, list(_SSE), body, cancel=call.cancel)
 
     def _body(
         self,
-        wire: str,
-        route: Route,
-        encoder: OpenAIEncoder | AnthropicEncoder,
+        call: _Call,
+        encoder: Encoder,
         head: list[StreamChunk],
         chunks: Iterator[StreamChunk],
-        cancel: CallCancel,
     ) -> Iterator[bytes]:
+        cancel = call.cancel
         with self._lock:
             self._cancels.add(cancel)
         close = getattr(chunks, "close", None)
         try:
-            pending = encoder.start()
-            for chunk in head:
-                out, done = self._encode(wire, route, encoder, chunk)
-                pending += out
-                if done:
-                    yield pending
-                    return
-            yield pending
-            cancel.touch()
-            for chunk in chunks:
-                out, done = self._encode(wire, route, encoder, chunk)
-                if out:
-                    yield out
-                    cancel.touch()
-                if done:
-                    for _ in chunks:
-                        pass
-                    return
+            yield from self._events(call.route, encoder, head, chunks, cancel)
         except ReplayedModelError as error:
-            self.router.answered(route.session_id, failed=True)
-            yield from self._late_failure(
-                wire, encoder, {"message": error.message, "code": error.code}
-            )
+            self.router.answered(call.route.session_id, failed=True)
+            yield _late_failure(encoder, {"message": error.message, "code": error.code})
         except ReplayCancelledError:
             if cancel.timed_out:
                 raise TimedOut("the call hung past the client's read timeout") from None
             raise DroppedConnection("the call was cancelled") from None
         except DshReplayError as error:
             self._keep(error)
-            yield encoder.error_event(f"{type(error).__name__}: {error}", "api_error")
+            yield encoder.replay_error_event(f"{type(error).__name__}: {error}")
         finally:
             with self._lock:
                 self._cancels.discard(cancel)
             if close is not None:
                 close()
 
-    def _encode(
+    def _events(
         self,
-        wire: str,
         route: Route,
-        encoder: OpenAIEncoder | AnthropicEncoder,
-        chunk: StreamChunk,
-    ) -> tuple[bytes, bool]:
+        encoder: Encoder,
+        head: list[StreamChunk],
+        chunks: Iterator[StreamChunk],
+        cancel: CallCancel,
+    ) -> Iterator[bytes]:
+        """The stream's events: the head in one piece, then one piece per chunk."""
+        pending = encoder.start()
+        for chunk in head:
+            out, done = self._encode(route, encoder, chunk)
+            pending += out
+            if done:
+                yield pending
+                return
+        yield pending
+        cancel.touch()
+        for chunk in chunks:
+            out, done = self._encode(route, encoder, chunk)
+            if out:
+                yield out
+                cancel.touch()
+            if done:
+                for _ in chunks:
+                    pass
+                return
+
+    def _encode(self, route: Route, encoder: Encoder, chunk: StreamChunk) -> tuple[bytes, bool]:
         if chunk.get("type") != "finish":
             return encoder.feed(chunk), False
         failure = _failure_of(chunk)
-        if failure is None or failure.get("code") in ("EMPTY_RESPONSE", "CONTENT_FILTER"):
+        if failure is None or failure.get("code") in _FINISHING:
             self._answered(route, chunk, encoder.marks())
             reason = chunk.get("reason")
             return encoder.finish(reason if isinstance(reason, Mapping) else {}), True
         self.router.answered(route.session_id, failed=True)
         if failure.get("code") == "STREAM_CLOSED":
             return b"", True
-        return b"".join(self._late_failure(wire, encoder, failure)), True
+        return _late_failure(encoder, failure), True
 
-    @staticmethod
-    def _late_failure(
-        wire: str, encoder: OpenAIEncoder | AnthropicEncoder, failure: Mapping[str, Any]
-    ) -> Iterator[bytes]:
-        code = str(failure.get("code", "UNKNOWN"))
-        if code in _DROP_CODES:
-            raise DroppedConnection(f"the recorded call failed with {code}")
-        message = str(failure.get("message", "")) or code
-        if wire == ANTHROPIC:
-            kind = {
-                "RATE_LIMIT": "rate_limit_error",
-                "AUTH": "authentication_error",
-                "OVERLOADED": "overloaded_error",
-                "INVALID_REQUEST": "invalid_request_error",
-            }.get(code, "api_error")
-            yield encoder.error_event(message, kind)
-        else:
-            yield encoder.error_event(message, code)
+
+def _early_failure(collected: list[StreamChunk]) -> dict[str, Any] | None:
+    """The failure a call without content ends with, unless it is a stream of its own."""
+    for chunk in collected:
+        if chunk.get("type") == "finish":
+            found = _failure_of(chunk)
+            return found if found is not None and found.get("code") not in _IN_STREAM else None
+    return None

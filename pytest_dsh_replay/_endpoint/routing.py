@@ -29,8 +29,8 @@ First answer wins:
      decide either, the call fails with their first user messages. Children whose first
      requests are identical therefore bind in arrival order.
 
-The latest request of each session is kept as one serialized form per message, so a
-comparison costs one pass over the messages.
+The latest request of each session is kept as one serialized form per message (the
+request view's ``message_keys``), so a comparison costs one pass over the messages.
 """
 
 from __future__ import annotations
@@ -38,14 +38,15 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import orjson
 
 from .._errors import ReplayBindingError
-from .._replay.matching import opening_texts, seed_messages, trim
+from .._replay.matching import trim
+from .._wire.request import RequestView
 
 __all__ = ["Route", "Router"]
 
@@ -85,20 +86,6 @@ class Route:
     cwd: str | None = None
 
 
-def _canonical(messages: Sequence[Any]) -> tuple[bytes, ...]:
-    return tuple(orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in messages)
-
-
-def _conversation(body: Mapping[str, Any]) -> tuple[list[Any], tuple[bytes, ...]]:
-    messages = body.get("messages")
-    if isinstance(messages, str) or not isinstance(messages, Sequence):
-        messages = []
-    messages = list(messages)
-    system = body.get("system")
-    head = [{"role": "system", "content": system}] if system is not None else []
-    return messages, _canonical([*head, *messages])
-
-
 class Router:
     """Tells live sessions apart for the endpoint (thread-safe; one per test)."""
 
@@ -110,28 +97,28 @@ class Router:
         self._failed: set[str] = set()  # sessions whose last call failed (may retry)
         self._served: dict[str, tuple[str, ...]] = {}  # live id -> its last answer's marks
 
-    def route(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> Route:
+    def route(self, headers: Mapping[str, str], request: Mapping[str, Any]) -> Route:
         """Find the calling session of one request.
 
         Args:
             headers: The request headers, lower-case names.
-            body: The parsed JSON body.
+            request: The parsed JSON body (or its request view).
 
         Raises:
             ReplayBindingError: Content cannot decide (two live sessions sent the same
                 latest request); the message shows their first user messages.
         """
-        messages, key = _conversation(body)
+        view = RequestView.of(request)
         runtime_id = headers.get(RUNTIME_SESSION_HEADER)
         if runtime_id:
-            parent, seed, cwd = _runtime_lineage(body)
-            route = self._named(runtime_id, parent, seed, "runtime", messages, key)
+            parent, seed, cwd = _runtime_lineage(view)
+            route = self._named(runtime_id, parent, seed, "runtime", view)
             return replace(route, cwd=cwd)
         own_id = headers.get(SESSION_HEADER)
         if own_id:
             parent = headers.get(PARENT_HEADER) or None
-            return self._named(own_id, parent, None, "headers", messages, key)
-        return self._by_content(messages, key)
+            return self._named(own_id, parent, None, "headers", view)
+        return self._by_content(view)
 
     def answered(
         self,
@@ -173,32 +160,31 @@ class Router:
         parent: str | None,
         seed: int | None,
         how: str,
-        messages: list[Any],
-        key: tuple[bytes, ...],
+        view: RequestView,
     ) -> Route:
         with self._lock:
             new = session_id not in self._latest
             fork = bool(seed)
             if new and parent is not None and seed is None:
-                fork = self._seeded_by(parent, messages, key)
-            self._remember(session_id, messages, key)
+                fork = self._seeded_by(parent, view)
+            self._remember(session_id, view)
         return Route(session_id, parent, None, seed, how, new, fork)
 
-    def _seeded_by(self, parent: str, messages: list[Any], key: tuple[bytes, ...]) -> bool:
+    def _seeded_by(self, parent: str, view: RequestView) -> bool:
         """Whether the request starts with earlier messages of ``parent``'s latest request."""
-        prefix = _seed_key(messages, key)
+        prefix = view.seed_keys
         latest = self._latest.get(parent)
         return bool(prefix) and latest is not None and latest[: len(prefix)] == prefix
 
-    def _remember(self, session_id: str, messages: list[Any], key: tuple[bytes, ...]) -> None:
+    def _remember(self, session_id: str, view: RequestView) -> None:
         if session_id not in self._first:
-            openings = opening_texts(messages)
-            self._first[session_id] = openings[-1] if openings else None
-        self._latest[session_id] = key
+            self._first[session_id] = view.first_user
+        self._latest[session_id] = view.message_keys
         if session_id in self._waiting:
             self._waiting.remove(session_id)
 
-    def _by_content(self, messages: list[Any], key: tuple[bytes, ...]) -> Route:
+    def _by_content(self, view: RequestView) -> Route:
+        key = view.message_keys
         with self._lock:
             best = -1
             tied: list[str] = []
@@ -225,11 +211,11 @@ class Router:
                 )
             if tied:
                 session_id = tied[0]
-                self._remember(session_id, messages, key)
+                self._remember(session_id, view)
                 return Route(session_id, None, None, None, "content", False)
             parent: str | None = None
             guess: str | None = None
-            prefix = _seed_key(messages, key)
+            prefix = view.seed_keys
             if prefix:
                 for session_id, latest in self._latest.items():  # creation order
                     if len(latest) > len(prefix) and latest[: len(prefix)] == prefix:
@@ -240,18 +226,9 @@ class Router:
             else:  # a subagent that starts after its parent went on: the first session
                 guess = next(iter(self._latest), None)
             session_id = str(uuid.uuid4())
-            self._remember(session_id, messages, key)
+            self._remember(session_id, view)
             seeded = None if prefix else 0
             return Route(session_id, parent, guess, seeded, "content", True, parent is not None)
-
-
-def _seed_key(messages: list[Any], key: tuple[bytes, ...]) -> tuple[bytes, ...]:
-    """The serialized system head and seed messages of a request (``()``: no seed)."""
-    seed = seed_messages(messages)
-    if not seed:
-        return ()
-    head = len(key) - len(messages)
-    return key[: head + len(seed)]
 
 
 def _served_in(served: tuple[str, ...], raw: bytes) -> bool:

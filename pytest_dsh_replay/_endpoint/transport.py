@@ -131,6 +131,43 @@ class _Pool:
             executor.shutdown(wait=False, cancel_futures=True)
 
 
+def _pump(
+    response: EndpointResponse,
+    closed: threading.Event,
+    loop: asyncio.AbstractEventLoop,
+    queue: asyncio.Queue[Any],
+) -> None:
+    """Read a response body in a worker thread, handing each piece to the event loop."""
+    item: Any = _END
+    try:
+        for piece in response.body:
+            if closed.is_set():
+                break
+            loop.call_soon_threadsafe(queue.put_nowait, piece)
+    except BaseException as error:  # handed to the reader
+        item = error
+    finally:
+        if closed.is_set():
+            response.close()
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody reads any more
+        loop.call_soon_threadsafe(queue.put_nowait, item)
+
+
+async def _pieces(queue: asyncio.Queue[Any], httpx: Any, request: Any) -> AsyncIterator[bytes]:
+    """The pieces :func:`_pump` hands over; its errors raised as ``httpx`` raises them."""
+    while True:
+        item = await queue.get()
+        if item is _END:
+            return
+        if isinstance(item, DroppedConnection):
+            raise httpx.ReadError(str(item), request=request)
+        if isinstance(item, TimedOut):
+            raise httpx.ReadTimeout(str(item), request=request)
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
 def async_transport(endpoint: Endpoint, pool: _Pool | None = None) -> Any:
     """An ``httpx.AsyncBaseTransport`` (of :func:`httpx_module`) that calls ``endpoint``.
 
@@ -147,37 +184,15 @@ def async_transport(endpoint: Endpoint, pool: _Pool | None = None) -> Any:
             self._request = request
             self._closed = threading.Event()
 
-        def _pump(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]) -> None:
-            item: Any = _END
-            try:
-                for piece in self._response.body:
-                    if self._closed.is_set():
-                        break
-                    loop.call_soon_threadsafe(queue.put_nowait, piece)
-            except BaseException as error:  # handed to the reader
-                item = error
-            finally:
-                if self._closed.is_set():
-                    self._response.close()
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody reads any more
-                loop.call_soon_threadsafe(queue.put_nowait, item)
-
         async def __aiter__(self) -> AsyncIterator[bytes]:
             loop = asyncio.get_running_loop()
             queue: asyncio.Queue[Any] = asyncio.Queue()
-            done = loop.run_in_executor(workers.get(), self._pump, loop, queue)
+            done = loop.run_in_executor(
+                workers.get(), _pump, self._response, self._closed, loop, queue
+            )
             try:
-                while True:
-                    item = await queue.get()
-                    if item is _END:
-                        break
-                    if isinstance(item, DroppedConnection):
-                        raise httpx.ReadError(str(item), request=self._request)
-                    if isinstance(item, TimedOut):
-                        raise httpx.ReadTimeout(str(item), request=self._request)
-                    if isinstance(item, BaseException):
-                        raise item
-                    yield item
+                async for piece in _pieces(queue, httpx, self._request):
+                    yield piece
             finally:
                 self._closed.set()
                 if not done.done():
@@ -212,6 +227,8 @@ DUMMY_API_KEY: Final = "dsh-replay-dummy-key"
 """The API key the endpoint's environment and ready clients give (the endpoint ignores it)."""
 
 _IN_PROCESS_URL: Final = "http://dsh-replay.invalid"
+# SDK package -> its client class and the path its base URL ends with
+_SDKS: Final = {"openai": ("OpenAI", "/v1"), "anthropic": ("Anthropic", "")}
 
 
 def endpoint_env(root: str) -> dict[str, str]:
@@ -250,7 +267,7 @@ def sdk_client(sdk: str, endpoint: Endpoint, pool: _Pool | None, options: dict[s
     else:
         http = httpx.AsyncClient(transport=async_transport(endpoint, pool))
     options.setdefault("api_key", DUMMY_API_KEY)
-    base = f"{_IN_PROCESS_URL}/v1" if sdk == "openai" else _IN_PROCESS_URL
-    name = {"openai": "OpenAI", "anthropic": "Anthropic"}[sdk]
+    name, path = _SDKS[sdk]
     cls = getattr(module, name if pool is None else f"Async{name}")
+    base = f"{_IN_PROCESS_URL}{path}"
     return cls(base_url=base, http_client=http, **options)

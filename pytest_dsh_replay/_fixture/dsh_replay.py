@@ -30,7 +30,6 @@ from .._endpoint.clients import EndpointClients
 from .._errors import DshReplayError, LogMismatchError, RecordingError
 from .._format.events import Event, SessionHeader
 from .._format.jsonl import read_session_log
-from .._format.text import TextSafeModel, text_safe
 from .._recording.recorder import RecordingModel
 from .._replay.model import ReplayModel
 from .._scripts.loading import ScenarioCache, load_scenario
@@ -48,8 +47,6 @@ from .runtime_logs import RuntimeSessions, compare_model_views
 
 if TYPE_CHECKING:
     from .._endpoint.endpoint import Endpoint
-    from .._endpoint.server import EndpointServer
-    from .._endpoint.transport import _Pool
 
 __all__ = [
     "DshReplay",
@@ -58,31 +55,6 @@ __all__ = [
 
 Mode = Literal["replay", "record"]
 """``"replay"`` serves recordings; ``"record"`` calls the live model and writes them."""
-
-
-class _TextSafeRecordingModel(RecordingModel):
-    """A :class:`RecordingModel` whose requests and chunks hold only valid Unicode.
-
-    Lone surrogates in a request become U+FFFD before the request is logged or sent.
-    With ``live=True`` the answering model is wrapped in a
-    :class:`~pytest_dsh_replay._format.text.TextSafeModel`, so a surrogate pair split across
-    two deltas reaches the code under test (and the recording) joined; a replay model
-    serves recorded text, which is valid already.
-    """
-
-    def __init__(self, model: Any, store: Any, *, live: bool):
-        super().__init__(
-            TextSafeModel(model) if live else model,
-            store,
-            create_sessions=True,
-            parsed_chunks=not live,
-        )
-
-    def stream(self, request: Any, **kwargs: Any) -> Any:
-        return super().stream(text_safe(request), **kwargs)
-
-    def astream(self, request: Any, **kwargs: Any) -> Any:
-        return super().astream(text_safe(request), **kwargs)
 
 
 def _new_store() -> SessionStore:
@@ -96,7 +68,7 @@ def _log_path(script: SessionScript) -> Path:
 
 
 @dataclass
-class DshReplay(RuntimeSessions, EndpointClients):
+class DshReplay(RuntimeSessions):
     """The ``dsh_replay`` fixture's value: one test's recorded scenario and its model.
 
     Attributes:
@@ -120,7 +92,7 @@ class DshReplay(RuntimeSessions, EndpointClients):
         redact_hook: Extra redaction, called with each event copy (changes it in place).
         redact_header_hook: Extra redaction, called with each session header's JSON
             object (``{"type": "session", "id", ...}``; changes it in place).
-        unchanged: Set by :meth:`save`: the recording equals the previous one
+        unchanged: Set by :meth:`finish` in record mode: the recording equals the previous one
             (normalized), whose files were left untouched.
     """
 
@@ -135,13 +107,12 @@ class DshReplay(RuntimeSessions, EndpointClients):
     redact_hook: Callable[[Event], object] | None = None
     redact_header_hook: Callable[[dict[str, Any]], object] | None = None
     unchanged: bool = field(default=False, init=False)
-    _endpoint: Endpoint | None = field(default=None, init=False, repr=False)
-    _server: EndpointServer | None = field(default=None, init=False, repr=False)
-    _pool: _Pool | None = field(default=None, init=False, repr=False)
+    _http: EndpointClients = field(init=False, repr=False)
     _live: Any = field(default=None, init=False, repr=False)
     _live_mark: int = field(default=0, init=False, repr=False)
     _cache: ScenarioCache | None = field(default=None, init=False, repr=False)
     _replayer: ReplayModel | None = field(default=None, init=False, repr=False)
+    _recorder: RecordingModel = field(init=False, repr=False)
     _runtime_sessions: tuple[Path, str] | None = field(default=None, init=False, repr=False)
 
     @classmethod
@@ -187,11 +158,10 @@ class DshReplay(RuntimeSessions, EndpointClients):
         # The replay model answers; the recorder logs each call into the calling
         # session exactly as recording does, so the two runs' logs can be compared.
         replay = cls._logged_run(
-            p, "replay", scenario, replayer, workdir, redactor, redact_hook, redact_header_hook
+            p, scenario, replayer, replayer, workdir, redactor, redact_hook, redact_header_hook
         )
         replay.compare_logs = compare_logs
         replay._cache = cache
-        replay._replayer = replayer
         return replay
 
     @classmethod
@@ -247,7 +217,7 @@ class DshReplay(RuntimeSessions, EndpointClients):
             except DshReplayError:
                 previous = None  # a broken old recording is about to be replaced
         replay = cls._logged_run(
-            p, "record", previous, live, workdir, redactor, redact_hook, redact_header_hook
+            p, previous, live, None, workdir, redactor, redact_hook, redact_header_hook
         )
         replay._live = live
         replay._live_mark = len(getattr(live, "network_failures", ()))
@@ -257,9 +227,9 @@ class DshReplay(RuntimeSessions, EndpointClients):
     def _logged_run(
         cls,
         path: Path,
-        mode: Mode,
         scenario: Scenario | None,
         answering: Any,
+        replayer: ReplayModel | None,
         workdir: Path,
         redactor: Redactor | None,
         redact_hook: Callable[[Event], object] | None,
@@ -267,14 +237,22 @@ class DshReplay(RuntimeSessions, EndpointClients):
     ) -> DshReplay:
         """A run whose model logs every call ``answering`` answers, in a new in-memory store.
 
-        ``answering`` is the replay model (replay mode) or the live model (record mode:
-        made text-safe); either way the recorder logs each call into the calling session.
+        ``answering`` is the replay model ``replayer`` (replay mode) or the live model
+        (record mode, ``replayer`` ``None``); either way the recorder logs each call into
+        the calling session, with requests (and a live model's chunks) made text-safe.
         """
         sessions = _new_store()
-        model = _TextSafeRecordingModel(answering, sessions, live=mode == "record")
-        return cls(
+        model = RecordingModel(
+            answering,
+            sessions,
+            create_sessions=True,
+            parsed_chunks=replayer is not None,
+            text_safe=True,
+            request_views=replayer is not None,
+        )
+        replay = cls(
             path=path,
-            mode=mode,
+            mode="record" if replayer is None else "replay",
             scenario=scenario,
             model=model,
             sessions=sessions,
@@ -283,6 +261,10 @@ class DshReplay(RuntimeSessions, EndpointClients):
             redact_hook=redact_hook,
             redact_header_hook=redact_header_hook,
         )
+        replay._replayer = replayer
+        replay._recorder = model
+        replay._http = EndpointClients(model, replay=replayer)
+        return replay
 
     def _network_problem(self) -> RecordingError | None:
         """The live model could not be reached during this recording (reported once)."""
@@ -309,19 +291,67 @@ class DshReplay(RuntimeSessions, EndpointClients):
             RecordingError: While recording, the live model could not be reached (the
                 message names its base URL and the network error).
         """
-        endpoint = self._endpoint
-        if self._server is not None:
-            self._server.stop()
-        if endpoint is not None:
-            endpoint.close()
-        if self._pool is not None:
-            self._pool.shutdown()
-        if endpoint is not None and endpoint.errors:
-            errors, endpoint.errors = endpoint.errors, []
+        self._http.close()
+        errors = self._http.take_errors()
+        if errors:
             raise errors[0]
         problem = self._network_problem() if self.mode == "record" else None
         if problem is not None:
             raise problem
+
+    # --- the model endpoint --------------------------------------------------------------
+
+    @property
+    def _endpoint(self) -> Endpoint:
+        """The HTTP model endpoint of this run (created on first use)."""
+        return self._http.endpoint
+
+    @property
+    def base_url(self) -> str:
+        """The endpoint's root URL, ``http://127.0.0.1:<port>`` (clients add ``/v1``).
+
+        The server starts on first use, listens on 127.0.0.1 only, and stops at
+        :meth:`close` (the fixture's teardown).
+        """
+        return self._http.base_url
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment variables that point an agent process at :attr:`base_url`.
+
+        ``OPENAI_BASE_URL`` (with ``/v1``), ``ANTHROPIC_BASE_URL`` and
+        ``DEEPSEEK_BASE_URL`` (the root), their ``*_API_KEY`` with a dummy key, and
+        ``NO_PROXY`` for the loopback address. Merge them into the process's
+        environment: ``subprocess.run(cmd, env={**os.environ, **dsh_replay.env})``.
+        """
+        return self._http.env
+
+    def openai_client(self, **options: Any) -> Any:
+        """An ``openai.OpenAI`` client that talks to the endpoint in process (no socket).
+
+        Args:
+            **options: Passed to ``openai.OpenAI`` (``max_retries``, ``timeout``, ...).
+
+        Raises:
+            DshReplayError: The ``openai`` package is not installed.
+        """
+        return self._http.sdk_client("openai", options, asynchronous=False)
+
+    def async_openai_client(self, **options: Any) -> Any:
+        """An ``openai.AsyncOpenAI`` client on the endpoint, like :meth:`openai_client`."""
+        return self._http.sdk_client("openai", options, asynchronous=True)
+
+    def anthropic_client(self, **options: Any) -> Any:
+        """An ``anthropic.Anthropic`` client on the endpoint, like :meth:`openai_client`.
+
+        ``options`` go to ``anthropic.Anthropic``; without the ``anthropic`` package it
+        raises :class:`~pytest_dsh_replay.DshReplayError`.
+        """
+        return self._http.sdk_client("anthropic", options, asynchronous=False)
+
+    def async_anthropic_client(self, **options: Any) -> Any:
+        """An ``anthropic.AsyncAnthropic`` client on the endpoint (as :meth:`anthropic_client`)."""
+        return self._http.sdk_client("anthropic", options, asynchronous=True)
 
     # --- views -------------------------------------------------------------------------
 
@@ -375,7 +405,7 @@ class DshReplay(RuntimeSessions, EndpointClients):
                 session with calls was never bound; the message lists each one.
         """
         if self.mode == "replay":
-            self.model.assert_consumed()
+            self.model.assert_consumed()  # the model's (a hook may have wrapped it)
 
     def _redacted(self, header: SessionHeader, events: Sequence[Event]) -> SessionLog:
         """A session as it is written or shown: secrets redacted, cwd tokenized, hooks run."""
@@ -401,6 +431,10 @@ class DshReplay(RuntimeSessions, EndpointClients):
                 return True
         return False
 
+    def _bindings(self) -> dict[str | None, Any]:
+        """The replay's bindings (live id -> binding); ``{}`` when recording."""
+        return {} if self._replayer is None else self._replayer.bindings
+
     def bound_ids(self) -> dict[str, str]:
         """``{recorded id: live id}`` of the sessions this replay bound (empty when recording).
 
@@ -408,13 +442,13 @@ class DshReplay(RuntimeSessions, EndpointClients):
         names the live session that replays it; the log check, transcripts and
         ``.jsonl`` snapshots count the one as the other.
         """
-        bindings = getattr(self.model, "bindings", {})
+        bindings = self._bindings()
         return {b.recorded_id: key for key, b in bindings.items() if key and b.recorded_id}
 
     def _redaction(self) -> Redaction:
         return Redaction(self.redactor, self.redact_hook, self.redact_header_hook)
 
-    def written_logs(self) -> list[SessionLog]:
+    def _written_logs(self) -> list[SessionLog]:
         """The sessions the code under test wrote, redacted, in scenario order.
 
         With :meth:`use_sessions`, the dsh runtime's logs.
@@ -425,7 +459,7 @@ class DshReplay(RuntimeSessions, EndpointClients):
             self._redacted(s.header, s.events) for s in order_sessions(self.sessions.sessions())
         ]
 
-    def check_logs(self) -> None:
+    def _check_logs(self) -> None:
         """Compare the logs of this replayed run with the recording (replay mode).
 
         Every session of :attr:`sessions` is compared: the ones the code under test
@@ -445,9 +479,7 @@ class DshReplay(RuntimeSessions, EndpointClients):
         if self._runtime_sessions is not None:
             self._check_runtime_logs()
             return
-        close = getattr(self.model, "close_open_calls", None)
-        if close is not None:
-            close()
+        self._recorder.close_open_calls()
         live = self.sessions.sessions()
         if not live:
             return  # no model call and no session: nothing to compare
@@ -455,9 +487,7 @@ class DshReplay(RuntimeSessions, EndpointClients):
         if len(recorded) != len(self.scenario.scripts):
             return  # a SQLite scenario: no per-session file to compare with
         by_file = {s.file: s for s in recorded}
-        bound = {
-            key: by_file.get(b.file) for key, b in self.model.bindings.items() if key is not None
-        }
+        bound = {key: by_file.get(b.file) for key, b in self._bindings().items() if key is not None}
         pairs: list[tuple[SessionScript, Any]] = []
         # Top-level first, then creation order (ids are random and times can tie).
         free_live = sorted(live, key=lambda s: s.header.parent_session is not None)
@@ -554,7 +584,7 @@ class DshReplay(RuntimeSessions, EndpointClients):
             ),
         )
 
-    def save(self) -> list[Path]:
+    def _save(self) -> list[Path]:
         """Write the recorded sessions as the scenario, atomically (record mode).
 
         A re-record of unchanged behaviour is stable: when the new logs equal the
@@ -570,9 +600,7 @@ class DshReplay(RuntimeSessions, EndpointClients):
             RecordingError: The test wrote no session, or not exactly one primary, or the
                 directory cannot be written.
         """
-        close = getattr(self.model, "close_open_calls", None)
-        if close is not None:
-            close()
+        self._recorder.close_open_calls()
         if self._runtime_sessions is not None:
             return self._save_runtime_logs()
         sessions = self.sessions.sessions()
@@ -581,7 +609,7 @@ class DshReplay(RuntimeSessions, EndpointClients):
                 f"nothing to record for {self.path}: the test made no model call through "
                 "dsh_replay.model and created no session in dsh_replay.sessions"
             )
-        logs = self.written_logs()
+        logs = self._written_logs()
         kept = self._unchanged(logs, diff_logs)
         if kept is not None:
             self.unchanged = True
@@ -593,7 +621,7 @@ class DshReplay(RuntimeSessions, EndpointClients):
         assert self._runtime_sessions is not None
         root, session_id = self._runtime_sessions
         try:
-            logs = self.written_logs()
+            logs = self._written_logs()
         except DshReplayError as err:
             raise RecordingError(
                 f"nothing to record for {self.path}: the dsh runtime's session {session_id!r} "
@@ -615,8 +643,9 @@ class DshReplay(RuntimeSessions, EndpointClients):
         """Run the end-of-test work of a passing test.
 
         Replay mode: the first replay error an HTTP call met (if any), then
-        :meth:`assert_consumed`, then :meth:`check_logs` (when :attr:`compare_logs`).
-        Record mode: :meth:`save`.
+        :meth:`assert_consumed`, then the replayed-log check (when :attr:`compare_logs`).
+        Record mode: the recording is written (atomically; a re-record of unchanged
+        behaviour keeps the files as they are, and :attr:`unchanged` says so).
 
         Returns:
             The files written (record mode), else ``[]``.
@@ -628,11 +657,11 @@ class DshReplay(RuntimeSessions, EndpointClients):
             problem = self._network_problem()
             if problem is not None:
                 raise problem
-            return self.save()
-        if self._endpoint is not None and self._endpoint.errors:
-            errors, self._endpoint.errors = self._endpoint.errors, []
+            return self._save()
+        errors = self._http.take_errors()
+        if errors:
             raise errors[0]  # the root cause: unused calls would only be its echo
         self.assert_consumed()
         if self.compare_logs:
-            self.check_logs()
+            self._check_logs()
         return []

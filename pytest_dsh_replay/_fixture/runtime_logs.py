@@ -312,7 +312,8 @@ class RuntimeSessions:
         logs = runtime_logs(root, session_id)
         if self.mode == "replay" and self.scenario is not None:
             files = [s.file for s in self.scenario.scripts]
-            bound = {k: b.file for k, b in self.model.bindings.items() if k is not None}
+            bindings = {} if self._replayer is None else self._replayer.bindings
+            bound = {k: b.file for k, b in bindings.items() if k is not None}
 
             def place(log: RuntimeLog) -> int:
                 file = bound.get(log.header.id)

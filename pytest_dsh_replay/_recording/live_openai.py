@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import RecordingError
 from .._format.events import StreamChunk
+from .._wire.anthropic import WIRE as ANTHROPIC_WIRE
 from .._wire.openai import OpenAIDecoder, openai_failure
-from .proxy import Relay, messages_url, proxy_stream
+from .proxy import Relay, proxy_stream
 from .proxy import _is_network_error as _is_network_error
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ RECORD_ENV_VARS: Final[tuple[str, str, str]] = (
 the endpoint's base URL (``https://api.deepseek.com/v1``), the API key, and (optional)
 a model name that replaces the one each request asks for."""
 
-ANTHROPIC_BASE_URL_VAR: Final = "DSH_RECORD_ANTHROPIC_BASE_URL"
+ANTHROPIC_BASE_URL_VAR: Final = ANTHROPIC_WIRE.record_base_url_variable
 """Where ``/v1/messages`` calls go while recording (default: ``DSH_RECORD_BASE_URL``)."""
 
 # dsh request keys this adapter converts; every other key is sent as it is.
@@ -125,6 +126,8 @@ class OpenAICompatibleModel:
         self.timeout = float(timeout)
         self.extra_body: dict[str, Any] = dict(extra_body or {})
         self.anthropic_base_url = anthropic_base_url or base_url
+        # wire name -> where the recording proxy sends its calls (else base_url)
+        self._upstream_bases = {ANTHROPIC_WIRE.name: self.anthropic_base_url}
         self.network_failures: list[str] = []
         self._api_key = api_key
         self._client: OpenAI | None = None
@@ -243,10 +246,7 @@ class OpenAICompatibleModel:
 
                 self._proxy_client = httpx_module().Client()
             client = self._proxy_client
-        if relay.route == "anthropic":
-            url = messages_url(self.anthropic_base_url)
-        else:
-            url = f"{self.base_url.rstrip('/')}/chat/completions"
+        url = relay.wire.upstream_url(self._upstream_bases.get(relay.wire.name, self.base_url))
         return proxy_stream(
             relay,
             client=client,

@@ -16,16 +16,15 @@ that base already ends in ``/v1``; default: ``DSH_RECORD_BASE_URL``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any, Final
 
 import orjson
 
 from .._format.events import StreamChunk
-from .._wire.anthropic import AnthropicDecoder, anthropic_failure
-from .._wire.openai import OpenAIDecoder, openai_failure
+from .._wire.base import Decoder, SSEParser, Wire
 
-__all__ = ["Relay", "SSEParser", "messages_url", "proxy_stream"]
+__all__ = ["Relay", "proxy_stream"]
 
 # Request headers that are the connection's, the client's credentials, or the proxy's to set.
 _NOT_FORWARDED: Final = frozenset(
@@ -54,13 +53,13 @@ class Relay:
     """Carries one HTTP call from the endpoint to the proxy and the raw answer back.
 
     Args:
-        route: ``"openai"`` or ``"anthropic"``.
+        wire: The wire the call speaks.
         body: The request body as the client sent it.
         headers: The request headers, lower-case names.
     """
 
-    def __init__(self, route: str, body: bytes, headers: Mapping[str, str]):
-        self.route = route
+    def __init__(self, wire: Wire, body: bytes, headers: Mapping[str, str]):
+        self.wire = wire
         self.body = body
         self.headers = dict(headers)
         self.status = 0
@@ -89,91 +88,20 @@ class Relay:
         return data
 
 
-class SSEParser:
-    """Splits a byte stream into server-sent events: ``(event name or None, data)``."""
-
-    def __init__(self) -> None:
-        self._buffer = b""
-
-    def feed(self, data: bytes) -> list[tuple[str | None, str]]:
-        """The events completed by ``data``."""
-        self._buffer += data.replace(b"\r\n", b"\n")
-        events: list[tuple[str | None, str]] = []
-        while True:
-            end = self._buffer.find(b"\n\n")
-            if end < 0:
-                return events
-            block, self._buffer = self._buffer[:end], self._buffer[end + 2 :]
-            name: str | None = None
-            data_lines: list[str] = []
-            for line in block.decode("utf-8", "replace").split("\n"):
-                if line.startswith("event:"):
-                    name = line[6:].strip()
-                elif line.startswith("data:"):
-                    data_lines.append(line[5:].removeprefix(" "))
-            if data_lines:
-                events.append((name, "\n".join(data_lines)))
+def _not_json() -> StreamChunk:
+    failure = {"message": "the provider's answer is not JSON", "code": "UNKNOWN"}
+    return {"type": "finish", "reason": {"kind": "error", "failure": failure}}
 
 
-def messages_url(base_url: str) -> str:
-    """The Messages URL for a base URL, by the dsh runtime's rule (``/v1`` not doubled)."""
-    base = base_url.rstrip("/")
-    return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
-
-
-def _decoded_whole(route: str, raw: bytes) -> list[StreamChunk]:
-    """The dsh chunks of a whole (``stream: false``) answer, through the stream decoders."""
+def _decoded_whole(wire: Wire, raw: bytes) -> list[StreamChunk]:
+    """The dsh chunks of a whole (``stream: false``) answer, through the wire's decoder."""
     try:
         answer = orjson.loads(raw)
     except orjson.JSONDecodeError:
         answer = None
     if not isinstance(answer, Mapping):
-        return [
-            {
-                "type": "finish",
-                "reason": {
-                    "kind": "error",
-                    "failure": {"message": "the provider's answer is not JSON", "code": "UNKNOWN"},
-                },
-            }
-        ]
-    if route == "anthropic":
-        decoder = AnthropicDecoder()
-        out = decoder.feed({"type": "message_start", "message": {"usage": {}}})
-        for index, block in enumerate(answer.get("content") or ()):
-            if not isinstance(block, Mapping):
-                continue
-            start = dict(block)
-            if block.get("type") == "tool_use":
-                start["input"] = {}
-            out += decoder.feed(
-                {"type": "content_block_start", "index": index, "content_block": start}
-            )
-            if block.get("type") == "tool_use":
-                partial = orjson.dumps(block.get("input", {})).decode()
-                delta = {"type": "input_json_delta", "partial_json": partial}
-                out += decoder.feed({"type": "content_block_delta", "index": index, "delta": delta})
-            out += decoder.feed({"type": "content_block_stop", "index": index})
-        usage = answer.get("usage")
-        stop = {"stop_reason": answer.get("stop_reason")}
-        out += decoder.feed({"type": "message_delta", "delta": stop, "usage": usage})
-        return out + decoder.feed({"type": "message_stop"})
-    openai_decoder = OpenAIDecoder()
-    chunk: dict[str, Any] = {"usage": answer.get("usage")}
-    choices = []
-    for choice in answer.get("choices") or ():
-        if isinstance(choice, Mapping):
-            message = dict(choice.get("message") or {})
-            calls = message.get("tool_calls")
-            if isinstance(calls, list):
-                message["tool_calls"] = [
-                    {**call, "index": i}
-                    for i, call in enumerate(calls)
-                    if isinstance(call, Mapping)
-                ]
-            choices.append({**choice, "delta": message})
-    chunk["choices"] = choices
-    return openai_decoder.feed(chunk) + openai_decoder.end()
+        return [_not_json()]
+    return wire.decode_whole(answer)
 
 
 def proxy_stream(
@@ -189,10 +117,10 @@ def proxy_stream(
     """Forward one call to the provider; yield its dsh chunks, relaying its raw answer.
 
     Args:
-        relay: The call (route, body, headers) and where its answer goes.
+        relay: The call (wire, body, headers) and where its answer goes.
         client: An ``httpx`` client (``httpx2`` with current SDKs).
         url: The provider's URL for this route.
-        api_key: Sent as ``Authorization: Bearer`` (OpenAI) or ``x-api-key`` (Anthropic).
+        api_key: Sent in the wire's authentication headers.
         model: When set, replaces the body's ``"model"`` (the user asked for it).
         timeout: Seconds for connecting and for each read.
         on_network_error: Called with a message naming ``url`` and the network error
@@ -202,61 +130,24 @@ def proxy_stream(
         The answer as dsh chunks, ending in one ``finish`` (an error ``finish`` for an
         HTTP error or a network failure).
     """
-    body = relay.body
-    if model is not None:
-        parsed = orjson.loads(body)
-        parsed["model"] = model
-        body = orjson.dumps(parsed)
-    headers = {k: v for k, v in relay.headers.items() if k not in _NOT_FORWARDED}
-    headers["accept-encoding"] = "identity"  # the bytes are relayed and decoded as they are
-    if relay.route == "anthropic":
-        headers["x-api-key"] = api_key
-    else:
-        headers["authorization"] = f"Bearer {api_key}"
-    decoder: OpenAIDecoder | AnthropicDecoder = (
-        AnthropicDecoder() if relay.route == "anthropic" else OpenAIDecoder()
-    )
+    wire = relay.wire
+    body, headers = _outgoing(relay, api_key, model)
+    decoder = wire.decoder()
     try:
         with client.stream("POST", url, content=body, headers=headers, timeout=timeout) as answer:
             relay.start(answer.status_code, [(k.lower(), v) for k, v in answer.headers.items()])
             if answer.status_code >= 400:
                 raw = answer.read()
                 relay.write(raw)
-                yield decoder.failed(_http_failure(relay.route, answer, raw, api_key))
+                yield decoder.failed(_http_failure(wire, answer, raw, api_key))
                 return
             if "text/event-stream" not in answer.headers.get("content-type", ""):
                 raw = answer.read()
                 relay.write(raw)
-                yield from _decoded_whole(relay.route, raw)
+                yield from _decoded_whole(wire, raw)
                 return
-            parser = SSEParser()
-            for data in answer.iter_raw():
-                relay.write(data)
-                events = parser.feed(data)
-                if any(_ends_answer(name, text) for name, text in events):
-                    # Known before any chunk of this read goes out: the endpoint holds
-                    # these bytes until the call is logged as finished, so a client that
-                    # closes at [DONE] cannot cut the call short.
-                    relay.ended = True
-                for _, text in events:
-                    if text == "[DONE]":
-                        continue
-                    try:
-                        event = orjson.loads(text)
-                    except orjson.JSONDecodeError:
-                        continue
-                    if not isinstance(event, Mapping):
-                        continue
-                    if relay.route != "anthropic" and isinstance(event.get("error"), Mapping):
-                        error = event["error"]
-                        message = str(error.get("message") or "stream error")
-                        yield decoder.failed({"message": message, "code": "UNKNOWN"})
-                        return
-                    yield from decoder.feed(event)
-                    if isinstance(decoder, AnthropicDecoder) and decoder.done:
-                        relay.ended = True
-                if relay.ended:
-                    break
+            if (yield from _relay_events(relay, answer, decoder)):
+                return
     except Exception as error:
         if not _is_network_error(error):
             raise
@@ -268,21 +159,71 @@ def proxy_stream(
     yield from decoder.end()
 
 
-def _ends_answer(name: str | None, text: str) -> bool:
-    """Whether a server-sent event ends the provider's answer (``[DONE]``, ``message_stop``)."""
-    return text == "[DONE]" or name == "message_stop"
+def _outgoing(relay: Relay, api_key: str, model: str | None) -> tuple[bytes, dict[str, str]]:
+    """The body and headers sent to the provider: the client's, the live key added."""
+    body = relay.body
+    if model is not None:
+        parsed = orjson.loads(body)
+        parsed["model"] = model
+        body = orjson.dumps(parsed)
+    headers = {k: v for k, v in relay.headers.items() if k not in _NOT_FORWARDED}
+    headers["accept-encoding"] = "identity"  # the bytes are relayed and decoded as they are
+    headers.update(relay.wire.auth_headers(api_key))
+    return body, headers
 
 
-def _http_failure(route: str, answer: Any, raw: bytes, api_key: str) -> dict[str, Any]:
+def _relay_events(
+    relay: Relay, answer: Any, decoder: Decoder
+) -> Generator[StreamChunk, None, bool]:
+    """Relay a streamed answer's bytes and yield its chunks.
+
+    Returns:
+        ``True`` when an error event in the stream ended the call (its failure was
+        yielded), ``False`` when the stream ended otherwise.
+    """
+    wire = relay.wire
+    parser = SSEParser()
+    for data in answer.iter_raw():
+        relay.write(data)
+        events = parser.feed(data)
+        if any(wire.ends_answer(name, text) for name, text in events):
+            # Known before any chunk of this read goes out: the endpoint holds these
+            # bytes until the call is logged as finished, so a client that closes at
+            # the answer's end cannot cut the call short.
+            relay.ended = True
+        for event in _parsed(events):
+            failure = wire.stream_failure(event)
+            if failure is not None:
+                yield decoder.failed(failure)
+                return True
+            yield from decoder.feed(event)
+            if decoder.done:
+                relay.ended = True
+        if relay.ended:
+            break
+    return False
+
+
+def _parsed(events: list[tuple[str | None, str]]) -> Iterator[Mapping[str, Any]]:
+    """The JSON objects of server-sent events (``[DONE]`` and anything else skipped)."""
+    for _, text in events:
+        if text == "[DONE]":
+            continue
+        try:
+            event = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(event, Mapping):
+            yield event
+
+
+def _http_failure(wire: Wire, answer: Any, raw: bytes, api_key: str) -> dict[str, Any]:
     try:
         parsed = orjson.loads(raw)
     except orjson.JSONDecodeError:
         parsed = None
     headers = {k.lower(): v for k, v in answer.headers.items()}
-    if route == "anthropic":
-        failure = anthropic_failure(answer.status_code, parsed, headers)
-    else:
-        failure = openai_failure(answer.status_code, parsed, headers)
+    failure = wire.failure(answer.status_code, parsed, headers)
     if len(api_key) >= 8:
         failure["message"] = failure["message"].replace(api_key, "[REDACTED]")
     return failure

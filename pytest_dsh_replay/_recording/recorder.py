@@ -35,17 +35,11 @@ from typing import Any, Final, Protocol
 
 from .._errors import RecordingError
 from .._format.events import JSONObject, StreamChunk
+from .._format.reply import assemble_reply
+from .._format.text import TextSafeModel
 from .._store.log_rules import completed_turn_prefix
-from .conversation import (
-    ASSISTANT,
-    TOOL_RESULT,
-    USER,
-    Item,
-    RequestView,
-    assemble_reply,
-    read_request,
-    surface_item,
-)
+from .._wire.request import ASSISTANT, TOOL_RESULT, USER, Conversation, Item, RequestView
+from .conversation import surface_item
 
 __all__ = ["LiveModel", "RecordingModel", "failure_finish"]
 
@@ -183,7 +177,9 @@ class _Call:
 
     __slots__ = ("log", "model", "own", "provider", "seqs", "state", "step", "turn")
 
-    def __init__(self, log: _SessionLog | None, turn: Any, step: Any, own: bool, view: RequestView):
+    def __init__(
+        self, log: _SessionLog | None, turn: Any, step: Any, own: bool, view: Conversation
+    ):
         self.log = log
         self.turn = turn
         self.step = step
@@ -221,6 +217,16 @@ class RecordingModel:
         parsed_chunks: ``model``'s chunks hold only what a JSON parser makes, as a
             :class:`~pytest_dsh_replay.ReplayModel`'s do: each is logged with the
             store's cheap check (:meth:`~pytest_dsh_replay.Session.append_chunk`).
+        text_safe: Requests hold only valid Unicode before they are logged or passed on
+            (lone surrogates become U+FFFD), and so do the chunks of a model whose chunks
+            are not ``parsed_chunks``: a surrogate pair split across two deltas reaches
+            the caller and the log joined (a replayed model serves recorded text, which
+            is valid already).
+        request_views: ``model`` takes the request as the recorder's
+            :class:`~pytest_dsh_replay._wire.request.RequestView` of it (a
+            :class:`~pytest_dsh_replay.ReplayModel` does, and reads what it needs of the
+            request from the view the recorder already read); otherwise ``model`` gets the
+            request mapping itself.
 
     Requests may be the in-process shape (``{"messages": [...]}``), an OpenAI
     chat-completions body or an Anthropic Messages body; the module docstring lists
@@ -233,12 +239,21 @@ class RecordingModel:
     """
 
     def __init__(
-        self, model: Any, store: Any, *, create_sessions: bool = True, parsed_chunks: bool = False
+        self,
+        model: Any,
+        store: Any,
+        *,
+        create_sessions: bool = True,
+        parsed_chunks: bool = False,
+        text_safe: bool = False,
+        request_views: bool = False,
     ):
-        self.model = model
+        self.model = TextSafeModel(model) if text_safe and not parsed_chunks else model
         self.store = store
         self.create_sessions = create_sessions
         self.parsed_chunks = parsed_chunks
+        self.text_safe = text_safe
+        self.request_views = request_views
         # Reentrant: a generator finalized by the garbage collector may close its call
         # while this thread holds the lock.
         self._lock = threading.RLock()
@@ -306,8 +321,20 @@ class RecordingModel:
 
     # --- opening a call ------------------------------------------------------------------
 
+    def _view(self, request: Any) -> Any:
+        """The request's view (text-safe when asked for); a non-mapping stays as it is."""
+        if not isinstance(request, Mapping):
+            return request
+        return RequestView.safe(request) if self.text_safe else RequestView.of(request)
+
+    def _passed(self, view: Any) -> Any:
+        """What the wrapped model gets as the request: the view, or the request mapping."""
+        if self.request_views or not isinstance(view, RequestView):
+            return view
+        return view.body
+
     def _begin(self, request: Any, kwargs: Mapping[str, Any]) -> _Call:
-        view = read_request(request) if isinstance(request, Mapping) else RequestView(None, [])
+        view = request.conversation if isinstance(request, RequestView) else Conversation(None, [])
         with self._lock:
             session = self._session(
                 kwargs.get("session_id"),
@@ -326,7 +353,7 @@ class RecordingModel:
             log.pending = call
             return call
 
-    def _open(self, log: _SessionLog, view: RequestView, turn_kw: Any, step_kw: Any) -> _Call:
+    def _open(self, log: _SessionLog, view: Conversation, turn_kw: Any, step_kw: Any) -> _Call:
         session = log.session
         known = _common_prefix(log.surface, view.items)
         new = view.items[known:]
@@ -371,7 +398,7 @@ class RecordingModel:
         known: int,
         turn: Any,
         step: Any,
-        view: RequestView,
+        view: Conversation,
     ) -> None:
         """Append ``items``; the first replaces the surface after ``known`` if it diverged."""
         log.scan()
@@ -408,7 +435,7 @@ class RecordingModel:
             log.scan()
 
     @staticmethod
-    def _log_header(log: _SessionLog, view: RequestView) -> None:
+    def _log_header(log: _SessionLog, view: Conversation) -> None:
         if view.header is None or view.header == log.header:
             return
         reason = "initial" if log.header is None else "change"
@@ -546,7 +573,9 @@ class RecordingModel:
             Exception: Whatever the wrapped model raises, after the call was logged
                 with an error ``finish``.
         """
-        call = self._begin(request, kwargs)
+        view = self._view(request)
+        call = self._begin(view, kwargs)
+        request = self._passed(view)
         try:
             upstream = iter(self.model.stream(request, **kwargs))
         except BaseException as err:
@@ -586,7 +615,9 @@ class RecordingModel:
 
     def astream(self, request: Mapping[str, Any], **kwargs: Any) -> AsyncIterator[StreamChunk]:
         """The async form of :meth:`stream`: the same logging, the same errors."""
-        call = self._begin(request, kwargs)
+        view = self._view(request)
+        call = self._begin(view, kwargs)
+        request = self._passed(view)
         astream = getattr(self.model, "astream", None)
         try:
             if astream is None:

@@ -1,8 +1,10 @@
-"""Which recorded session a new live session replays: the replay model's one binder.
+"""Which recorded session each live session replays, and how far it got.
 
-:class:`Binder` holds which recorded scripts are taken and chooses the script of a live
-session at its first call; :class:`~pytest_dsh_replay._replay.model.ReplayModel` (and through
-it the HTTP endpoint) binds only through it. The rules:
+:class:`LiveSessions` is the replay model's bookkeeping of live sessions: their bindings,
+cursors and the calls they are admitted; it is also what the HTTP endpoint asks before a
+call (:meth:`LiveSessions.bind`, :meth:`~LiveSessions.live_parent`,
+:meth:`~LiveSessions.may_wait`). :class:`Binder` chooses the script of a new live session
+at its first call; everything binds through it. The rules:
 
 - A call without ``parent_session_id`` (and without ``by_content``) takes the next
   unbound script in scenario order: first-call order, the primary first.
@@ -19,12 +21,33 @@ it the HTTP endpoint) binds only through it. The rules:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
 
-from .._scripts.scenario import SessionScript
-from .matching import FirstMessage, opening_texts, seed_messages, shared_start, trim
+from .._errors import ReplayBindingError, ReplayExhaustedError
+from .._scripts.entries import HangEntry
+from .._scripts.scenario import Scenario, SessionScript
+from .._wire.request import RequestView, opening_texts
+from .call import (
+    BoundSession,
+    ReplayCall,
+    SessionKey,
+    describe_session,
+    entry_has_placeholders,
+    wake_all,
+)
+from .matching import FirstMessage, shared_start, trim
 
-__all__ = ["Binder"]
+if TYPE_CHECKING:
+    import asyncio
+
+    from .order import OrderGate
+
+__all__ = ["Binder", "LiveSessions", "ReplayBinding"]
+
+RERECORD: Final = "re-record with --dsh-record"
 
 
 def _all_bound(files: list[str]) -> str:
@@ -62,7 +85,7 @@ class Binder:
 
     def choose(
         self,
-        messages: object,
+        request: RequestView,
         *,
         parent: str | None,
         parent_script: SessionScript | None,
@@ -72,7 +95,7 @@ class Binder:
         """The index of the script a new live session takes, or why there is none.
 
         Args:
-            messages: The live session's first request's messages.
+            request: The live session's first request.
             parent: The live parent's id, when the call names one.
             parent_script: The script that live parent replays, when it is bound.
             seed_length: Events a fork child inherited (``0``: none; ``None``: judged from
@@ -115,8 +138,8 @@ class Binder:
         free = [i for i in kids if not self.taken[i]]
         if not free:
             return f"{owner} {_all_bound([self.scripts[i].file for i in kids])}"
-        seeded = bool(seed_messages(messages)) if seed_length is None else seed_length > 0
-        return self._match(free, opening_texts(messages), seeded, where)
+        seeded = bool(request.seed) if seed_length is None else seed_length > 0
+        return self._match(free, request.openings, seeded, where)
 
     def take(self, index: int) -> SessionScript:
         """Mark a script bound; return it."""
@@ -159,4 +182,280 @@ class Binder:
         return (
             f"its first user message {trim(live, near=self._nearest(free, live))} matches no "
             f"unbound recorded child {where} (unbound: {listed})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayBinding:
+    """Which recording a live session replays, and how far it got (for diagnostics).
+
+    Attributes:
+        recorded_id: The recorded session's id (header ``id``; ``""`` when absent).
+        file: The recorded session's log (``session.jsonl``, ``session.2.jsonl``, ...).
+        cursor: How many calls the live session has made (the next call is number
+            ``cursor + 1``); larger than ``length`` after refused calls.
+        length: How many calls the recording holds.
+    """
+
+    recorded_id: str
+    file: str
+    cursor: int
+    length: int
+
+    @property
+    def remaining(self) -> int:
+        """Recorded calls not made yet (never negative)."""
+        return max(self.length - self.cursor, 0)
+
+
+def _binding(bound: BoundSession) -> ReplayBinding:
+    return ReplayBinding(
+        bound.script.recorded_id, bound.script.file, bound.cursor, len(bound.entries)
+    )
+
+
+class LiveSessions:
+    """The live sessions of one replay: their bindings and cursors (thread-safe).
+
+    Each live session (keyed by its ``session_id``; ``None`` is the anonymous session)
+    binds to one recorded script at its first call (:class:`Binder`'s rules) and takes
+    that script's entries one per call. The replay model admits its calls here; the HTTP
+    endpoint binds a new session here before its call, to learn its recorded parent.
+
+    Args:
+        scenario: The scenario replayed.
+        paced: Whether calls wait before their chunks (:meth:`may_wait`).
+    """
+
+    def __init__(self, scenario: Scenario, *, paced: bool = False):
+        self.scenario = scenario
+        self.lock = threading.Lock()
+        self._paced = paced
+        self._scripts = scenario.scripts
+        self._bound: dict[SessionKey, BoundSession] = {}
+        self._binder = Binder(self._scripts)
+        self._unrecorded: dict[SessionKey, int] = {}
+        # live key -> its first request's messages (a shallow copy: the caller may add to
+        # its list); the first message is read from them only for an error message.
+        self._first: dict[SessionKey, object] = {}
+
+    # --- what the endpoint asks ---------------------------------------------------------
+
+    def bind(
+        self,
+        request: Mapping[str, Any],
+        *,
+        session_id: str | None,
+        parent_session_id: str | None = None,
+        seed_length: int | None = None,
+        by_content: bool = False,
+    ) -> ReplayBinding:
+        """Bind a live session now, without a call (a bound session stays as it is).
+
+        Args:
+            request: The session's first request (its messages choose the recording).
+            session_id: The live session.
+            parent_session_id: The live session that started it, if known.
+            seed_length: Events a fork child inherited (``0``: none; ``None``: unknown).
+            by_content: Bind by the first user message once the primary is bound.
+
+        Returns:
+            The session's binding.
+
+        Raises:
+            ReplayBindingError: No recorded session is left for it, or none matches its
+                first user message.
+        """
+        with self.lock:
+            bound = self._bound.get(session_id)
+            if bound is None:
+                found = self._bind(session_id, parent_session_id, request, seed_length, by_content)
+                if isinstance(found, str):
+                    raise self._binding_error(session_id, self._refused(session_id), found)
+                bound = found
+            return _binding(bound)
+
+    def may_wait(self, session_id: str | None) -> bool:
+        """Whether the next call of a live session may wait before its chunks end.
+
+        True with pacing, for a ``hang`` entry, and for a session that is not bound yet
+        (nothing is known); the HTTP endpoint answers calls that cannot wait in one piece.
+        """
+        if self._paced:
+            return True
+        with self.lock:
+            bound = self._bound.get(session_id)
+            if bound is None:
+                return True
+            return bound.cursor < len(bound.entries) and isinstance(
+                bound.entries[bound.cursor], HangEntry
+            )
+
+    def live_parent(self, session_id: str | None) -> str | None:
+        """The live session bound to the recorded parent of ``session_id``'s recording.
+
+        Returns:
+            Its id, or ``None`` when ``session_id`` is not bound, its recording has no
+            parent, or no live session replays that parent (or it is anonymous).
+        """
+        with self.lock:
+            bound = self._bound.get(session_id)
+            if bound is None or not bound.script.parent_session:
+                return None
+            for key, other in self._bound.items():
+                if other.script.recorded_id == bound.script.parent_session:
+                    return key
+        return None
+
+    # --- what the replay model asks -----------------------------------------------------
+
+    def admit(
+        self,
+        request: Mapping[str, Any],
+        key: SessionKey,
+        parent: SessionKey,
+        flag: threading.Event | asyncio.Event | None,
+        seed_length: int | None,
+        by_content: bool,
+        gate: OrderGate | None,
+    ) -> ReplayCall:
+        """Admit one call of a live session: bind it if new, take its next entry.
+
+        The one place where the cursor of a bound session moves. A call that cannot be
+        served carries the error it raises when read (:class:`ReplayBindingError`,
+        :class:`ReplayExhaustedError`).
+        """
+        with self.lock:
+            bound = self._bound.get(key)
+            if bound is None:
+                found = self._bind(key, parent, request, seed_length, by_content)
+                if isinstance(found, str):
+                    error = self._binding_error(key, self._refused(key), found)
+                    return ReplayCall(error=error)
+                bound = found
+            index = bound.cursor
+            bound.cursor = index + 1
+        entries = bound.entries
+        if index >= len(entries):
+            return ReplayCall(error=self._exhausted(bound, index + 1))
+        order = None
+        if gate is not None:
+            order = (bound.index, index)
+            gate.arrived(*order)
+        # bound, number, entry, placeholders, request, flag, error, order
+        entry = entries[index]
+        return ReplayCall(
+            bound, index + 1, entry, bound.placeholders[index], request, flag, None, order
+        )
+
+    def snapshot(self) -> dict[str | None, ReplayBinding]:
+        """Live session id -> its :class:`ReplayBinding`, in the order they bound."""
+        with self.lock:
+            return {key: _binding(b) for key, b in self._bound.items()}
+
+    def cancel(self, key: SessionKey) -> None:
+        """Cancel every unfinished call a live session made so far (see ``ReplayModel.cancel``)."""
+        with self.lock:
+            bound = self._bound.get(key)
+            if bound is None:
+                return
+            waiters = bound.cancel()
+        wake_all(waiters)
+
+    def unconsumed(self) -> list[str]:
+        """One line per bound session with unused calls and per never-bound recording."""
+        problems: list[str] = []
+        with self.lock:
+            for key, b in self._bound.items():
+                if b.cursor < len(b.entries):
+                    problems.append(
+                        f"{self._who(key)} made {b.cursor} of the {len(b.entries)} call(s) "
+                        f"recorded in {b.script.file} (recorded session {b.script.recorded_id!r})"
+                    )
+            for i, script in enumerate(self._scripts):
+                if not self._binder.taken[i] and script.entries:
+                    problems.append(
+                        f"recorded session {script.recorded_id!r} ({script.file}, "
+                        f"{len(script.entries)} call(s)) was never bound to a live session"
+                    )
+        return problems
+
+    def __len__(self) -> int:
+        return len(self._bound)
+
+    # --- binding ------------------------------------------------------------------------
+
+    def _bind(
+        self,
+        key: SessionKey,
+        parent: SessionKey,
+        request: Mapping[str, Any],
+        seed_length: int | None,
+        by_content: bool,
+    ) -> BoundSession | str:
+        """Bind ``key`` (the lock is held); return the binding or why there is none."""
+        messages = request.get("messages")
+        self._first[key] = list(messages) if messages.__class__ is list else messages
+        live_parent = None if parent is None else self._bound.get(parent)
+        found = self._binder.choose(
+            RequestView.of(request),
+            parent=parent,
+            parent_script=None if live_parent is None else live_parent.script,
+            seed_length=seed_length,
+            by_content=by_content,
+        )
+        return found if isinstance(found, str) else self._take(key, found)
+
+    def _take(self, key: SessionKey, index: int) -> BoundSession:
+        script = self._binder.take(index)
+        flags = tuple(map(entry_has_placeholders, script.entries))
+        bound = BoundSession(key, index, script, flags)
+        self._bound[key] = bound
+        return bound
+
+    def _refused(self, key: SessionKey) -> int:
+        """Count one more refused call of an unrecorded session; its number."""
+        number = self._unrecorded.get(key, 0) + 1
+        self._unrecorded[key] = number
+        return number
+
+    # --- messages -----------------------------------------------------------------------
+
+    def _who(self, key: SessionKey) -> str:
+        who = describe_session(key)
+        first = self._binder.first_message(self._first.get(key))
+        return who if first is None else f"{who} (first user message {trim(first)})"
+
+    def _binding_error(self, key: SessionKey, number: int, reason: str) -> ReplayBindingError:
+        bound = ", ".join(
+            f"{b.script.file} -> {'anonymous' if k is None else repr(k)}"
+            for k, b in list(self._bound.items())[:8]
+        )
+        more = " ..." if len(self._bound) > 8 else ""
+        cause = (
+            "The child's first message differs from every unbound recorded child's (its "
+            "task changed, or it is a session the recording does not have)"
+            if "matches no unbound recorded child" in reason
+            else "The code under test started more sessions than were recorded"
+        )
+        return ReplayBindingError(
+            f"{self._who(key)} made model call #{number}, but no "
+            "recorded session is left for it: "
+            f"{reason} (scenario {self.scenario.path}; bound: {bound or 'none'}{more}). "
+            f"{cause}; {RERECORD}"
+        )
+
+    def _exhausted(self, bound: BoundSession, number: int) -> ReplayExhaustedError:
+        script = bound.script
+        length = len(bound.entries)
+        return ReplayExhaustedError(
+            f"{self._who(bound.key)} asked for call #{number}, "
+            f"but its recording ({script.file}, "
+            f"recorded session {script.recorded_id!r}) has {length} call(s); the code under "
+            f"test made more model calls than were recorded; {RERECORD}",
+            session_id=bound.key,
+            recorded_id=script.recorded_id,
+            file=script.file,
+            call_number=number,
+            recorded=length,
         )

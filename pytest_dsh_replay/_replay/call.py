@@ -1,10 +1,12 @@
-"""One replayed call's state and its waits (the replay model's internals).
+"""One replayed call: what it serves, how it paces and hangs, and how it is cancelled.
 
-A live session's binding (:class:`BoundSession`: script, cursor, cancellation epoch, waiters)
-and one call (:class:`ReplayCall`), and the two waits a call may do until it is cancelled
-(a ``hang`` entry, pacing): :func:`wait_cancelled` for threads and
-:func:`await_cancelled` for asyncio tasks. ``model.cancel()`` wakes them through
-:func:`wake`.
+A live session's binding (:class:`BoundSession`: its script, cursor, cancellation epoch
+and waiters) and one call of it (:class:`ReplayCall`). The replay model binds the session
+and admits the call; from then on the call replays itself: :meth:`ReplayCall.stream` and
+:meth:`ReplayCall.astream` hand out its chunks (placeholders resolved), wait when it is
+paced or its entry hangs (:class:`Pacing` says how), and end with its recorded failure.
+``model.cancel()`` raises the session's epoch and wakes its waiters
+(:meth:`BoundSession.cancel`).
 """
 
 from __future__ import annotations
@@ -13,14 +15,16 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Mapping
+from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
-from .._errors import PlaceholderError, ReplayedModelError, ScriptError
+from .._errors import PlaceholderError, ReplayCancelledError, ReplayedModelError, ScriptError
 from .._format.events import StreamChunk
 from .._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from .._scripts.scenario import SessionScript
+from .._wire.request import RequestView
 
 if TYPE_CHECKING:
     import asyncio
@@ -28,18 +32,11 @@ if TYPE_CHECKING:
 __all__ = [
     "BoundSession",
     "ChunkStream",
+    "Pacing",
     "ReplayCall",
     "SessionKey",
-    "await_cancelled",
-    "cut_reads",
-    "describe_call",
     "describe_session",
     "entry_has_placeholders",
-    "prepare_call",
-    "read_chunks",
-    "wait_cancelled",
-    "wake",
-    "write_ready_file",
 ]
 
 # How often a synchronous wait that also watches a caller's threading.Event looks for a
@@ -48,6 +45,36 @@ _POLL_S: Final = 0.05
 
 SessionKey: TypeAlias = "str | None"
 _Waiter: TypeAlias = "threading.Event | tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]"
+
+
+def describe_session(key: SessionKey) -> str:
+    """How messages name a live session."""
+    return "the anonymous session (calls without session_id)" if key is None else f"session {key!r}"
+
+
+def entry_has_placeholders(entry: ReplayEntry) -> bool:
+    """Whether an entry holds a ``{{fromRequest:...}}`` placeholder anywhere."""
+    if entry.has_placeholders:
+        return True
+    if not isinstance(entry, ThrowEntry):
+        return False
+    from .placeholders import MARKER
+
+    return MARKER in entry.message or MARKER in entry.code
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _wake(waiter: _Waiter) -> None:
+    if isinstance(waiter, threading.Event):
+        waiter.set()
+        return
+    loop, future = waiter
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+        loop.call_soon_threadsafe(_settle, future)
 
 
 class BoundSession:
@@ -72,11 +99,55 @@ class BoundSession:
         self.entries = script.entries
         self.placeholders = flags
         self.cursor = 0
-        # model.cancel() increments the epoch: every call made before it is cancelled.
+        # cancel() increments the epoch: every call made before it is cancelled.
         self.epoch = 0
         self.waiters: set[_Waiter] = set()
-        # Calls being read by read_chunks(): model.cancel() cuts their chunk lists.
+        # Calls being read from their chunk lists: cancel() cuts those lists.
         self.reading: set[ReplayCall] = set()
+
+    def cancel(self) -> list[_Waiter]:
+        """Cancel every call made so far (the model's lock is held); return the waiters.
+
+        A call read from its chunk list stops before its next chunk (its list is cut); a
+        call whose chunks were all handed out already is left to finish. The caller wakes
+        the returned waiters (:func:`wake_all`) once it released the lock.
+        """
+        self.epoch += 1
+        for call in list(self.reading):
+            if call.rest.__length_hint__():  # type: ignore[attr-defined]
+                call.cut = True
+                del call.chunks[:]
+        return list(self.waiters)
+
+
+def wake_all(waiters: list[_Waiter]) -> None:
+    """Wake the waiters :meth:`BoundSession.cancel` returned."""
+    for waiter in waiters:
+        _wake(waiter)
+
+
+@dataclass(frozen=True, slots=True)
+class Pacing:
+    """How a replay model's calls wait: the pause before each chunk and the wait functions.
+
+    Attributes:
+        pace_s: Seconds to wait before each chunk (``0``: no pacing).
+        sleep: The blocking wait of paced sync calls, called with seconds.
+        asleep: The awaitable wait of paced async calls (``None``: ``asyncio.sleep``).
+        default_sleep: ``sleep`` is ``time.sleep``: a cancel ends the wait at once.
+        default_asleep: ``asleep`` is ``asyncio.sleep`` (or unset): the same.
+        lock: The model's lock, which guards the sessions' waiters.
+        workdir: Where relative ``readyFile`` paths resolve (``None``: the working
+            directory when the file is written).
+    """
+
+    pace_s: float
+    sleep: Callable[[float], object]
+    asleep: Callable[[float], Awaitable[object]] | None
+    default_sleep: bool
+    default_asleep: bool
+    lock: threading.Lock
+    workdir: os.PathLike[str] | str | None
 
 
 class ReplayCall:
@@ -90,10 +161,10 @@ class ReplayCall:
         "epoch",
         "error",
         "flag",
-        "messages",
         "number",
         "order",
         "placeholders",
+        "request",
         "rest",
     )
 
@@ -103,7 +174,7 @@ class ReplayCall:
         number: int = 0,
         entry: ReplayEntry | None = None,
         placeholders: bool = False,
-        messages: object = None,
+        request: Mapping[str, Any] | None = None,
         flag: threading.Event | asyncio.Event | None = None,
         error: Exception | None = None,
         order: tuple[int, int] | None = None,
@@ -114,267 +185,303 @@ class ReplayCall:
         self.number = number
         self.entry = entry
         self.placeholders = placeholders
-        self.messages = messages
+        self.request = request
         self.flag = flag
         self.error = error
-        # chunks, rest, cut: set by read_chunks() before cut_reads() can see the call
-        # (its chunk list, the iterator over it, whether model.cancel() cut it).
+        # chunks, rest, cut: set by _read() before BoundSession.cancel() can see the call
+        # (its chunk list, the iterator over it, whether a cancel cut it).
         self.chunks: list[StreamChunk]
         self.rest: Iterator[StreamChunk]
         self.cut: bool
 
+    # --- what it is ---------------------------------------------------------------------
+
     def cancelled(self) -> bool:
+        """Whether the call was cancelled (``model.cancel()`` or the caller's event)."""
         bound = self.bound
         if bound is not None and bound.epoch != self.epoch:
             return True
         return self.flag is not None and self.flag.is_set()
 
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-def wake(waiter: _Waiter) -> None:
-    if isinstance(waiter, threading.Event):
-        waiter.set()
-        return
-    loop, future = waiter
-    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-        loop.call_soon_threadsafe(_settle, future)
-
-
-def wait_cancelled(lock: threading.Lock, call: ReplayCall, timeout: float | None) -> bool:
-    """Block until ``call`` is cancelled (True) or ``timeout`` seconds pass (False)."""
-    bound = call.bound
-    assert bound is not None
-    flag = call.flag
-    if isinstance(flag, threading.Event):
-        # The caller's event is waited on directly; model.cancel() is polled.
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            step = _POLL_S
-            if deadline is not None:
-                step = min(step, deadline - time.monotonic())
-                if step <= 0:
-                    return call.cancelled()
-            if flag.wait(step) or bound.epoch != call.epoch:
-                return True
-    event = threading.Event()
-    with lock:
-        if call.cancelled():
-            return True
-        bound.waiters.add(event)
-    try:
-        event.wait(timeout)
-    finally:
-        with lock:
-            bound.waiters.discard(event)
-    return call.cancelled()
-
-
-async def await_cancelled(lock: threading.Lock, call: ReplayCall, timeout: float | None) -> bool:
-    """Wait until ``call`` is cancelled (True) or ``timeout`` seconds pass (False).
-
-    Task cancellation propagates as :class:`asyncio.CancelledError`.
-    """
-    bound = call.bound
-    assert bound is not None
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[None] = loop.create_future()
-    waiter = (loop, future)
-    with lock:
-        if call.cancelled():
-            return True
-        bound.waiters.add(waiter)
-    timer = None if timeout is None else loop.call_later(timeout, _settle, future)
-    watcher: asyncio.Task[Any] | None = None
-    flag = call.flag
-    if isinstance(flag, asyncio.Event):
-        watcher = loop.create_task(flag.wait())
-        watcher.add_done_callback(lambda _task: _settle(future))
-    try:
-        await future
-    finally:
-        with lock:
-            bound.waiters.discard(waiter)
-        if timer is not None:
-            timer.cancel()
-        if watcher is not None:
-            watcher.cancel()
-    return call.cancelled()
-
-
-# --- what one call replays ----------------------------------------------------------------
-
-
-def describe_session(key: SessionKey) -> str:
-    """How messages name a live session."""
-    return "the anonymous session (calls without session_id)" if key is None else f"session {key!r}"
-
-
-def describe_call(call: ReplayCall) -> str:
-    """How messages name a call: its session, number and recording."""
-    assert call.bound is not None
-    script = call.bound.script
-    return (
-        f"{describe_session(call.bound.key)}, call #{call.number} (recorded session "
-        f"{script.recorded_id!r}, {script.file})"
-    )
-
-
-def entry_has_placeholders(entry: ReplayEntry) -> bool:
-    """Whether an entry holds a ``{{fromRequest:...}}`` placeholder anywhere."""
-    if entry.has_placeholders:
-        return True
-    if not isinstance(entry, ThrowEntry):
-        return False
-    from .placeholders import MARKER
-
-    return MARKER in entry.message or MARKER in entry.code
-
-
-def _resolve(call: ReplayCall, value: Any) -> Any:
-    from .placeholders import resolve_placeholders  # only for calls that hold one
-
-    try:
-        return resolve_placeholders(value, call.messages)
-    except PlaceholderError as err:
-        assert call.bound is not None
-        script = call.bound.script
-        raise PlaceholderError(
-            f"{describe_call(call)}: {err.reason}",
-            path=str(script.path) if script.path is not None else script.file,
-        ) from None
-
-
-def prepare_call(
-    call: ReplayCall,
-) -> tuple[list[StreamChunk], str | None, str | None, str | None]:
-    """The call's chunks, throw message and code, and readyFile, placeholders resolved.
-
-    Raises:
-        PlaceholderError: A placeholder does not resolve against the call's request.
-    """
-    entry = call.entry
-    assert entry is not None
-    if isinstance(entry, HangEntry):
-        ready = entry.ready_file
-        if call.placeholders and ready is not None:
-            ready = _resolve(call, ready)
-        return entry.chunks, None, None, ready
-    if isinstance(entry, ThrowEntry):
-        if call.placeholders:
-            wire = _resolve(call, entry.to_json())
-            return wire["chunks"], wire["message"], wire["code"], None
-        return entry.chunks, entry.message, entry.code, None
-    chunks = entry.chunks
-    if call.placeholders:
-        chunks = _resolve(call, chunks)
-    return chunks, None, None, None
-
-
-def write_ready_file(call: ReplayCall, name: str, workdir: Any) -> None:
-    """Write a ``hang`` entry's ``readyFile`` (empty), inside ``workdir`` only.
-
-    Args:
-        call: The hanging call.
-        name: The file name, relative to ``workdir``.
-        workdir: The directory it must stay in (``None``: the working directory).
-
-    Raises:
-        ScriptError: The name holds a NUL byte, leaves ``workdir``, or cannot be written.
-    """
-    base = os.path.realpath(workdir if workdir is not None else os.getcwd())
-    where = describe_call(call)
-    if "\x00" in name:
-        raise ScriptError(f"{where}: the hang entry's readyFile {name!r} contains a NUL byte")
-    target = os.path.realpath(os.path.join(base, name))
-    if target == base or os.path.commonpath([base, target]) != base:
-        place = "which is" if target == base else "outside"
-        raise ScriptError(
-            f"{where}: the hang entry's readyFile {name!r} resolves to "
-            f"{target}, {place} the working directory {base}; use a file name inside it"
+    def describe(self) -> str:
+        """How messages name the call: its session, number and recording."""
+        assert self.bound is not None
+        script = self.bound.script
+        return (
+            f"{describe_session(self.bound.key)}, call #{self.number} (recorded session "
+            f"{script.recorded_id!r}, {script.file})"
         )
-    try:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "wb"):
-            pass
-    except OSError as err:
-        raise ScriptError(
-            f"{where}: cannot write the hang entry's readyFile {target}: {err.strerror or err}"
-        ) from None
 
+    def cancelled_error(self, during: str = "") -> ReplayCancelledError:
+        """The error a cancelled call raises (``during`` says where it was)."""
+        return ReplayCancelledError(f"{self.describe()} was cancelled{during}")
 
-# --- reading a call without a frame per chunk -----------------------------------------
+    def _resolve(self, value: Any) -> Any:
+        from .placeholders import resolve_placeholders  # only for calls that hold one
 
-
-def read_chunks(
-    call: ReplayCall, cancelled: Callable[[ReplayCall], Exception]
-) -> Generator[Iterator[StreamChunk], None, None]:
-    """A call's replay for ``itertools.chain.from_iterable``: one iterator over its chunks.
-
-    For a call that neither paces, hangs nor watches a caller's event: the chunks are
-    handed out by a list iterator, and :func:`cut_reads` (``model.cancel()``) empties
-    the list, so the next read raises the cancellation instead of a chunk.
-
-    Args:
-        call: The call (``call.error`` set: raised at the first read).
-        cancelled: Builds the error of a cancelled call.
-
-    Raises:
-        Exception: ``call.error``; what :func:`prepare_call` raises; ``cancelled(call)``
-            when the call was cancelled before a chunk; :class:`ReplayedModelError` at
-            the end of a ``throw`` entry.
-    """
-    if call.error is not None:
-        raise call.error
-    entry = call.entry
-    if entry.__class__ is ChunksEntry and not call.placeholders:
-        chunks, message, code = entry.chunks, None, None  # prepare_call, without its branches
-    else:
-        chunks, message, code, _ready = prepare_call(call)
-    if chunks:
-        bound = call.bound
-        assert bound is not None
-        call.chunks = chunks
-        call.rest = rest = iter(chunks)
-        call.cut = False
-        reading = bound.reading
-        reading.add(call)
         try:
-            # After registering: a cancel() that missed this call raised the epoch first.
-            if bound.epoch != call.epoch:
-                raise cancelled(call)
-            yield rest
-        except GeneratorExit:  # closed: the rest of the list is not handed out
-            del chunks[:]
-            raise
+            return resolve_placeholders(value, RequestView.of(self.request or {}))
+        except PlaceholderError as err:
+            assert self.bound is not None
+            script = self.bound.script
+            raise PlaceholderError(
+                f"{self.describe()}: {err.reason}",
+                path=str(script.path) if script.path is not None else script.file,
+            ) from None
+
+    def prepare(self) -> tuple[list[StreamChunk], str | None, str | None, str | None]:
+        """The call's chunks, throw message and code, and readyFile, placeholders resolved.
+
+        Raises:
+            PlaceholderError: A placeholder does not resolve against the call's request.
+        """
+        entry = self.entry
+        assert entry is not None
+        if isinstance(entry, HangEntry):
+            ready = entry.ready_file
+            if self.placeholders and ready is not None:
+                ready = self._resolve(ready)
+            return entry.chunks, None, None, ready
+        if isinstance(entry, ThrowEntry):
+            if self.placeholders:
+                wire = self._resolve(entry.to_json())
+                return wire["chunks"], wire["message"], wire["code"], None
+            return entry.chunks, entry.message, entry.code, None
+        chunks = entry.chunks
+        if self.placeholders:
+            chunks = self._resolve(chunks)
+        return chunks, None, None, None
+
+    def write_ready_file(self, name: str, workdir: os.PathLike[str] | str | None) -> None:
+        """Write a ``hang`` entry's ``readyFile`` (empty), inside ``workdir`` only.
+
+        Args:
+            name: The file name, relative to ``workdir``.
+            workdir: The directory it must stay in (``None``: the working directory).
+
+        Raises:
+            ScriptError: The name holds a NUL byte, leaves ``workdir``, or cannot be written.
+        """
+        base = os.path.realpath(workdir if workdir is not None else os.getcwd())
+        where = self.describe()
+        if "\x00" in name:
+            raise ScriptError(f"{where}: the hang entry's readyFile {name!r} contains a NUL byte")
+        target = os.path.realpath(os.path.join(base, name))
+        if target == base or os.path.commonpath([base, target]) != base:
+            place = "which is" if target == base else "outside"
+            raise ScriptError(
+                f"{where}: the hang entry's readyFile {name!r} resolves to "
+                f"{target}, {place} the working directory {base}; use a file name inside it"
+            )
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb"):
+                pass
+        except OSError as err:
+            raise ScriptError(
+                f"{where}: cannot write the hang entry's readyFile {target}: {err.strerror or err}"
+            ) from None
+
+    # --- replaying it -------------------------------------------------------------------
+
+    def stream(self, pacing: Pacing) -> Iterator[StreamChunk]:
+        """The call's replay for a sync caller (see the module docstring)."""
+        if not pacing.pace_s and self.flag is None and self.entry.__class__ is not HangEntry:
+            # No frame per chunk: a list iterator hands them out (see _read).
+            return ChunkStream.of(self._read())
+        if not self._pauses(pacing):
+            return self._steps(pacing)  # type: ignore[return-value]
+        return self._paced(pacing)
+
+    async def astream(self, pacing: Pacing) -> AsyncIterator[StreamChunk]:
+        """The call's replay for an async caller: the same chunks, pauses and errors."""
+        if not pacing.pace_s and self.flag is None and self.entry.__class__ is not HangEntry:
+            for item in chain.from_iterable(self._read()):
+                yield item
+            return
+        if not self._pauses(pacing):
+            for chunk in self._steps(pacing):
+                yield chunk  # type: ignore[misc]
+            return
+        for step in self._steps(pacing):
+            if not isinstance(step, _Pause):
+                yield step
+            elif step is _HANG:
+                await self._await_cancelled(pacing.lock, None)
+            elif pacing.default_asleep:
+                if await self._await_cancelled(pacing.lock, pacing.pace_s):
+                    raise self.cancelled_error(" while pacing")
+            else:
+                assert pacing.asleep is not None
+                await pacing.asleep(pacing.pace_s)
+                if self.cancelled():
+                    raise self.cancelled_error(" while pacing")
+
+    def _pauses(self, pacing: Pacing) -> bool:
+        """Whether the call can pause at all (pacing, or a ``hang`` entry)."""
+        return bool(pacing.pace_s) or isinstance(self.entry, HangEntry)
+
+    def _steps(self, pacing: Pacing) -> Iterator[StreamChunk | _Pause]:
+        """The replay, the same for both drivers: its chunks, and where it pauses.
+
+        The sync and async drivers only carry out the pauses (a pacing wait before a
+        chunk, or a ``hang`` entry's wait until the call is cancelled) their own way.
+        """
+        if self.error is not None:
+            raise self.error
+        chunks, message, code, ready = self.prepare()
+        if isinstance(self.entry, HangEntry):
+            yield chunks[0]
+            yield chunks[1]
+            if ready is not None:
+                self.write_ready_file(ready, pacing.workdir)
+            yield _HANG
+            raise self.cancelled_error(" while its recorded stream hung")
+        # Only paced calls and calls with a caller's event come here (see stream).
+        pace = _PACE if pacing.pace_s else None
+        for chunk in chunks:
+            if self.cancelled():
+                raise self.cancelled_error()
+            if pace is not None:
+                yield pace
+            yield chunk
+        if message is not None:
+            assert code is not None
+            raise ReplayedModelError(message, code)
+
+    def _paced(self, pacing: Pacing) -> Iterator[StreamChunk]:
+        for step in self._steps(pacing):
+            if not isinstance(step, _Pause):
+                yield step
+            elif step is _HANG:
+                self._wait_cancelled(pacing.lock, None)
+            elif pacing.default_sleep:
+                if self._wait_cancelled(pacing.lock, pacing.pace_s):
+                    raise self.cancelled_error(" while pacing")
+            else:
+                pacing.sleep(pacing.pace_s)
+                if self.cancelled():
+                    raise self.cancelled_error(" while pacing")
+
+    def _read(self) -> Generator[Iterator[StreamChunk], None, None]:
+        """The replay for ``itertools.chain.from_iterable``: one iterator over the chunks.
+
+        For a call that neither paces, hangs nor watches a caller's event: the chunks are
+        handed out by a list iterator, and :meth:`BoundSession.cancel` empties the list,
+        so the next read raises the cancellation instead of a chunk.
+
+        Raises:
+            Exception: ``error``; what :meth:`prepare` raises; the cancellation when the
+                call was cancelled before a chunk; :class:`ReplayedModelError` at the end
+                of a ``throw`` entry.
+        """
+        if self.error is not None:
+            raise self.error
+        entry = self.entry
+        if entry.__class__ is ChunksEntry and not self.placeholders:
+            chunks, message, code = entry.chunks, None, None  # prepare(), without its branches
+        else:
+            chunks, message, code, _ready = self.prepare()
+        if chunks:
+            bound = self.bound
+            assert bound is not None
+            self.chunks = chunks
+            self.rest = rest = iter(chunks)
+            self.cut = False
+            reading = bound.reading
+            reading.add(self)
+            try:
+                # After registering: a cancel() that missed this call raised the epoch first.
+                if bound.epoch != self.epoch:
+                    raise self.cancelled_error()
+                yield rest
+            except GeneratorExit:  # closed: the rest of the list is not handed out
+                del chunks[:]
+                raise
+            finally:
+                reading.discard(self)
+            if self.cut:
+                raise self.cancelled_error()
+        if message is not None:
+            assert code is not None
+            raise ReplayedModelError(message, code)
+
+    # --- waiting until cancelled --------------------------------------------------------
+
+    def _wait_cancelled(self, lock: threading.Lock, timeout: float | None) -> bool:
+        """Block until the call is cancelled (True) or ``timeout`` seconds pass (False)."""
+        bound = self.bound
+        assert bound is not None
+        flag = self.flag
+        if isinstance(flag, threading.Event):
+            # The caller's event is waited on directly; model.cancel() is polled.
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                step = _POLL_S
+                if deadline is not None:
+                    step = min(step, deadline - time.monotonic())
+                    if step <= 0:
+                        return self.cancelled()
+                if flag.wait(step) or bound.epoch != self.epoch:
+                    return True
+        event = threading.Event()
+        with lock:
+            if self.cancelled():
+                return True
+            bound.waiters.add(event)
+        try:
+            event.wait(timeout)
         finally:
-            reading.discard(call)
-        if call.cut:
-            raise cancelled(call)
-    if message is not None:
-        assert code is not None
-        raise ReplayedModelError(message, code)
+            with lock:
+                bound.waiters.discard(event)
+        return self.cancelled()
+
+    async def _await_cancelled(self, lock: threading.Lock, timeout: float | None) -> bool:
+        """Wait until the call is cancelled (True) or ``timeout`` seconds pass (False).
+
+        Task cancellation propagates as :class:`asyncio.CancelledError`.
+        """
+        bound = self.bound
+        assert bound is not None
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        waiter = (loop, future)
+        with lock:
+            if self.cancelled():
+                return True
+            bound.waiters.add(waiter)
+        timer = None if timeout is None else loop.call_later(timeout, _settle, future)
+        watcher: asyncio.Task[Any] | None = None
+        flag = self.flag
+        if isinstance(flag, asyncio.Event):
+            watcher = loop.create_task(flag.wait())
+            watcher.add_done_callback(lambda _task: _settle(future))
+        try:
+            await future
+        finally:
+            with lock:
+                bound.waiters.discard(waiter)
+            if timer is not None:
+                timer.cancel()
+            if watcher is not None:
+                watcher.cancel()
+        return self.cancelled()
 
 
-def cut_reads(bound: BoundSession) -> None:
-    """Stop every call of ``bound`` read by :func:`read_chunks` before its next chunk.
+class _Pause:
+    """A step of a replayed call where the driver waits (see ``ReplayCall._steps``)."""
 
-    Called by ``model.cancel()`` (under the model's lock) after it raised the epoch. A
-    call whose chunks were all handed out already is left to finish.
-    """
-    for call in list(bound.reading):
-        if call.rest.__length_hint__():  # type: ignore[attr-defined]
-            call.cut = True
-            del call.chunks[:]
+    __slots__ = ()
+
+
+_HANG: Final = _Pause()  # wait until the call is cancelled
+_PACE: Final = _Pause()  # wait pace_s before the next chunk
 
 
 class ChunkStream(chain[StreamChunk]):
-    """``chain.from_iterable`` over :func:`read_chunks` that can be closed like a generator.
+    """``chain.from_iterable`` over a call's reader that can be closed like a generator.
 
     The chunks still come from C (no Python frame per chunk); :meth:`close` closes the
     underlying reader, which hands out nothing more afterwards.
@@ -385,6 +492,7 @@ class ChunkStream(chain[StreamChunk]):
 
     @classmethod
     def of(cls, source: Generator[Iterator[StreamChunk], None, None]) -> ChunkStream:
+        """The stream over ``source``."""
         stream = cast(ChunkStream, cls.from_iterable(source))
         stream._source = source
         return stream

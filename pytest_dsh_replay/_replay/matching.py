@@ -20,22 +20,14 @@ what legitimately differs:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Final
 
-__all__ = [
-    "FirstMessage",
-    "opening_texts",
-    "opening_units",
-    "seed_messages",
-    "shared_start",
-    "trim",
-]
+__all__ = ["FirstMessage", "shared_start", "trim"]
 
 _ID_VALUE: Final = r"[^\s\"'`]+"
 _PATH_VALUE: Final = r"/[^\n\"'`]*?"
 _TRIM: Final = 80
-_MAX_RUN: Final = 16  # trailing user messages considered
 
 
 def shared_start(a: str, b: str) -> int:
@@ -66,89 +58,6 @@ def trim(text: str | None, limit: int = _TRIM, *, near: str | None = None) -> st
     if len(text) - start > len(shown) - (3 if start else 0):
         shown = shown[: limit - 3] + "..."
     return repr(shown)
-
-
-def _units(message: Mapping[str, object]) -> list[str]:
-    content = message.get("content")
-    if isinstance(content, str):
-        return [content]
-    if isinstance(content, Sequence):
-        return [
-            block["text"]
-            for block in content
-            if isinstance(block, Mapping)
-            and block.get("type") == "text"
-            and isinstance(block.get("text"), str)
-        ]
-    return []
-
-
-def _trailing_user(messages: object) -> int:
-    """The index where the request's trailing run of user messages starts (-1: none)."""
-    if isinstance(messages, str) or not isinstance(messages, Sequence):
-        return -1
-    start = len(messages)
-    while start > 0:
-        message = messages[start - 1]
-        if not (isinstance(message, Mapping) and message.get("role") == "user"):
-            break
-        start -= 1
-    return start if start < len(messages) else -1
-
-
-def _run(messages: object) -> list[list[str]]:
-    start = _trailing_user(messages)
-    if start < 0:
-        return []
-    assert isinstance(messages, Sequence)
-    return [_units(message) for message in messages[start:]]
-
-
-def opening_units(messages: object) -> list[str]:
-    """The text units (string contents and text blocks) of the trailing user messages.
-
-    Args:
-        messages: A request's ``messages`` (dsh, OpenAI or Anthropic shapes).
-
-    Returns:
-        In order; ``[]`` when the request does not end with user messages.
-    """
-    return [unit for units in _run(messages) for unit in units]
-
-
-def opening_texts(messages: object) -> list[str]:
-    """The texts a recorded first user message may equal, the whole run last.
-
-    Starting at each of the trailing user messages (a request may put other user
-    messages first), the joined text units up to each block or message boundary.
-    """
-    run = _run(messages)[-_MAX_RUN:]
-    texts: list[str] = []
-    for first in range(len(run)):
-        joined = ""
-        for units in run[first:]:
-            for unit in units:
-                joined += unit
-                texts.append(joined)
-    whole = "".join(unit for units in run for unit in units)
-    if texts and texts[-1] != whole:
-        texts.append(whole)
-    return texts
-
-
-def seed_messages(messages: object) -> list[object]:
-    """The messages before the trailing user messages: a fork child's inherited part.
-
-    Leading system messages alone are no seed (``[]``).
-    """
-    start = _trailing_user(messages)
-    if start <= 0:
-        return []
-    assert isinstance(messages, Sequence)
-    seed = list(messages[:start])
-    if all(isinstance(m, Mapping) and m.get("role") == "system" for m in seed):
-        return []
-    return seed
 
 
 class FirstMessage:

@@ -416,16 +416,12 @@ class OrderGate:
         self,
         call: ReplayCall,
         chunks: Iterator[StreamChunk],
-        where: str,
-        cancelled: Callable[[ReplayCall, str], Exception],
     ) -> Iterator[StreamChunk]:
         """A call's chunks, released when the recorded order lets it go.
 
         Args:
             call: The call (its ``order`` is set).
             chunks: Its chunks, not started yet.
-            where: Who is calling, for a :class:`ReplayOrderError`.
-            cancelled: Builds the error of a call cancelled while it waited.
         """
         order = call.order
         assert order is not None
@@ -433,9 +429,9 @@ class OrderGate:
             try:
                 stopped = self.wait(*order, call.cancelled)
             except ReplayOrderError as error:
-                raise ReplayOrderError(f"{where} {error}") from None
+                raise ReplayOrderError(f"{call.describe()} {error}") from None
             if stopped:
-                raise cancelled(call, " while it waited for the recorded order")
+                raise call.cancelled_error(" while it waited for the recorded order")
             yield from chunks
         finally:
             self.served(*order)
@@ -444,8 +440,6 @@ class OrderGate:
         self,
         call: ReplayCall,
         chunks: AsyncIterator[StreamChunk],
-        where: str,
-        cancelled: Callable[[ReplayCall, str], Exception],
     ) -> AsyncIterator[StreamChunk]:
         """:meth:`ordered` for async callers."""
         order = call.order
@@ -454,9 +448,9 @@ class OrderGate:
             try:
                 stopped = await self.await_ready(*order, call.cancelled)
             except ReplayOrderError as error:
-                raise ReplayOrderError(f"{where} {error}") from None
+                raise ReplayOrderError(f"{call.describe()} {error}") from None
             if stopped:
-                raise cancelled(call, " while it waited for the recorded order")
+                raise call.cancelled_error(" while it waited for the recorded order")
             async for chunk in chunks:
                 yield chunk
         finally:

@@ -31,13 +31,14 @@ reference compiles them with ``new RegExp(pattern, "g")``);
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Final
 
 import orjson
 
 from .._errors import PlaceholderError
+from .._wire.request import RequestView, request_corpus
 from .jsregex import JsPatternError, translate_js_pattern
 
 __all__ = [
@@ -60,37 +61,6 @@ A pattern that backtracks catastrophically on the request text fails with a
 """
 
 _TERMINATOR: Final = "}}"
-
-
-# --- the corpus ---------------------------------------------------------------------------
-
-
-def _leaves(value: object, out: list[str]) -> None:
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            _leaves(item, out)
-    elif isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
-        for item in value:
-            _leaves(item, out)
-
-
-def request_corpus(messages: object) -> str:
-    r"""Join every string leaf of a request's messages into the placeholder corpus.
-
-    Args:
-        messages: The request's ``messages`` value: usually a list of message mappings.
-            Lists and tuples are walked in order, mappings by value in insertion order;
-            strings are kept; every other value (numbers, booleans, ``None``, objects)
-            is skipped.
-
-    Returns:
-        The leaves joined with ``"\n"``; ``""`` when there is none.
-    """
-    out: list[str] = []
-    _leaves(messages, out)
-    return "\n".join(out)
 
 
 @lru_cache(maxsize=256)
@@ -231,16 +201,16 @@ def resolve_text(
     return "".join(parts)
 
 
-def resolve_placeholders(
-    value: Any, messages: object, *, timeout: float = PATTERN_TIMEOUT_S
-) -> Any:
+def resolve_placeholders(value: Any, source: object, *, timeout: float = PATTERN_TIMEOUT_S) -> Any:
     """Resolve every placeholder in every string of a JSON value (SPEC 8.3).
 
     Args:
         value: A JSON value: an entry's wire form, a chunk list, a string. Mapping keys
             are never changed.
-        messages: The live request's ``messages`` (the corpus source); the corpus is
-            built only if a placeholder is found.
+        source: The live request's :class:`~pytest_dsh_replay._wire.request.RequestView`
+            (its :attr:`~pytest_dsh_replay._wire.request.RequestView.corpus`), or the
+            request's ``messages`` themselves; the corpus is read only if a placeholder
+            is found.
         timeout: The search budget per placeholder, in seconds.
 
     Returns:
@@ -254,7 +224,8 @@ def resolve_placeholders(
 
     def corpus() -> str:
         if not cache:
-            cache.append(request_corpus(messages))
+            found = source.corpus if isinstance(source, RequestView) else request_corpus(source)
+            cache.append(found)
         return cache[0]
 
     def walk(item: Any) -> Any:

@@ -26,14 +26,27 @@ from typing import Any, Final
 
 import orjson
 
-from .._format.events import StreamChunk
-from .openai import CONTEXT_OVERFLOW, retry_after_ms
+from .._format.events import JSONObject, StreamChunk
+from .._format.reply import assemble_reply
+from .base import (
+    CONTEXT_OVERFLOW,
+    Failure,
+    WireError,
+    failure_message,
+    failure_status,
+    int_field,
+    retry_after_ms,
+    wire_error,
+)
 
 __all__ = [
+    "WIRE",
     "AnthropicDecoder",
     "AnthropicEncoder",
+    "AnthropicWire",
     "anthropic_failure",
     "anthropic_message",
+    "messages_url",
 ]
 
 _STOP_REASONS: Final = {"stop": "end_turn", "tool-calls": "tool_use", "max-tokens": "max_tokens"}
@@ -44,27 +57,39 @@ _FROM_STOP: Final = {
     "max_tokens": "max-tokens",
 }
 _WIRE_BLOCK: Final = {"text": "text", "reasoning": "thinking", "tool-call": "tool_use"}
+_EVENT_ERROR_TYPES: Final = {
+    "RATE_LIMIT": "rate_limit_error",
+    "AUTH": "authentication_error",
+    "OVERLOADED": "overloaded_error",
+    "INVALID_REQUEST": "invalid_request_error",
+}
+_ERROR_TYPES: Final = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
 
 
 def _event(kind: str, data: Mapping[str, Any]) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def anthropic_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
     """A dsh ``usage`` object as Anthropic usage (``input_tokens``, ``output_tokens``, ...)."""
     usage = usage or {}
     out = {
-        "input_tokens": _int(usage.get("inputTokens")) or 0,
-        "output_tokens": _int(usage.get("outputTokens")) or 0,
+        "input_tokens": int_field(usage.get("inputTokens")) or 0,
+        "output_tokens": int_field(usage.get("outputTokens")) or 0,
     }
     if "cacheReadTokens" in usage:
-        out["cache_read_input_tokens"] = _int(usage.get("cacheReadTokens")) or 0
+        out["cache_read_input_tokens"] = int_field(usage.get("cacheReadTokens")) or 0
     if "cacheWriteTokens" in usage:
-        out["cache_creation_input_tokens"] = _int(usage.get("cacheWriteTokens")) or 0
+        out["cache_creation_input_tokens"] = int_field(usage.get("cacheWriteTokens")) or 0
     return out
 
 
@@ -277,59 +302,44 @@ class AnthropicEncoder:
         """An in-stream ``error`` event (the stream failed after it started)."""
         return _event("error", {"type": "error", "error": {"type": error_type, "message": message}})
 
+    def failure_event(self, failure: Failure) -> bytes:
+        """A recorded failure after content: an ``error`` event of Anthropic's error type."""
+        code = str(failure.get("code", "UNKNOWN"))
+        message = str(failure.get("message", "")) or code
+        return self.error_event(message, _EVENT_ERROR_TYPES.get(code, "api_error"))
+
+    def replay_error_event(self, message: str) -> bytes:
+        """A replay error mid-stream: an ``api_error`` event."""
+        return self.error_event(message, "api_error")
+
+
+def _content_block(block: Mapping[str, Any]) -> JSONObject | None:
+    kind = block.get("type")
+    if kind == "tool-call":
+        arguments = block.get("arguments", "")
+        try:
+            parsed = orjson.loads(arguments) if arguments else {}
+        except (orjson.JSONDecodeError, TypeError):
+            parsed = {}
+        return {
+            "type": "tool_use",
+            "id": block.get("id") or "",
+            "name": block.get("name") or "",
+            "input": parsed if isinstance(parsed, dict) else {},
+        }
+    if kind == "reasoning":
+        text = block.get("text", "")
+        return {"type": "thinking", "thinking": text, "signature": str(block.get("signature", ""))}
+    if kind == "text":
+        return {"type": "text", "text": block.get("text", "")}
+    return None
+
 
 def anthropic_message(chunks: list[StreamChunk], *, model: str, message_id: str) -> dict[str, Any]:
     """The ``message`` object (``stream: false``) assembled from a call's chunks."""
-    blocks: dict[Any, dict[str, Any]] = {}
-    parts: dict[Any, list[str]] = {}
-    tools: dict[Any, dict[str, str]] = {}
-    usage: Mapping[str, Any] | None = None
-    reason: Mapping[str, Any] = {"kind": "stop"}
-    for chunk in chunks:
-        kind = chunk.get("type")
-        index = chunk.get("index", 0)
-        if kind in ("text-delta", "reasoning-delta", "tool-call-delta"):
-            text = chunk.get("text", chunk.get("argumentsDelta", ""))
-            parts.setdefault(index, []).append(text if isinstance(text, str) else "")
-            kind_name = {"text-delta": "text", "reasoning-delta": "reasoning"}.get(
-                str(kind), "tool-call"
-            )
-            blocks.setdefault(index, {"type": kind_name})
-            if kind == "tool-call-delta":
-                tool = tools.setdefault(index, {"id": "", "name": ""})
-                tool["id"] = tool["id"] or str(chunk.get("id", ""))
-                tool["name"] = tool["name"] or str(chunk.get("name", ""))
-        elif kind == "block-end" and isinstance(chunk.get("block"), Mapping):
-            blocks[index] = dict(chunk["block"])
-        elif kind == "usage":
-            usage = chunk.get("usage")
-        elif kind == "finish":
-            reason = chunk.get("reason") or reason
-    content: list[dict[str, Any]] = []
-    for index in sorted(blocks, key=lambda i: (not isinstance(i, int), i)):
-        block = blocks[index]
-        joined = "".join(parts.get(index, ()))
-        if block["type"] == "tool-call":
-            tool = tools.get(index, {"id": "", "name": ""})
-            arguments = block.get("arguments", joined)
-            try:
-                parsed = orjson.loads(arguments) if arguments else {}
-            except orjson.JSONDecodeError:
-                parsed = {}
-            content.append(
-                {
-                    "type": "tool_use",
-                    "id": block.get("id") or tool["id"],
-                    "name": block.get("name") or tool["name"],
-                    "input": parsed if isinstance(parsed, dict) else {},
-                }
-            )
-        elif block["type"] == "reasoning":
-            thinking = {"type": "thinking", "thinking": block.get("text", joined)}
-            thinking["signature"] = str(block.get("signature", ""))
-            content.append(thinking)
-        elif block["type"] == "text":
-            content.append({"type": "text", "text": block.get("text", joined)})
+    reply = assemble_reply(chunks)
+    content = [b for b in map(_content_block, reply.content) if b is not None]
+    reason = reply.finish or {"kind": "stop"}
     return {
         "id": message_id,
         "type": "message",
@@ -338,8 +348,23 @@ def anthropic_message(chunks: list[StreamChunk], *, model: str, message_id: str)
         "content": content,
         "stop_reason": _STOP_REASONS.get(str(reason.get("kind")), "end_turn"),
         "stop_sequence": None,
-        "usage": anthropic_usage(usage),
+        "usage": anthropic_usage(reply.usage),
     }
+
+
+def anthropic_error(failure: Failure) -> WireError:
+    """The HTTP error the Anthropic Messages API answers for a recorded failure.
+
+    The status comes from :func:`~.base.failure_status` (529 for ``OVERLOADED``); the body
+    is ``{"type": "error", "error": {"type", "message"}}`` with Anthropic's error type for
+    the status (``overloaded_error`` for ``OVERLOADED``).
+    """
+    status = failure_status(failure, overloaded=529)
+    kind = _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    if failure.get("code") == "OVERLOADED":
+        kind = "overloaded_error"
+    body = {"type": "error", "error": {"type": kind, "message": failure_message(failure)}}
+    return wire_error(failure, status, body)
 
 
 # --- decoding: a live provider's events -> dsh chunks (as the dsh runtime maps them) -------
@@ -445,7 +470,7 @@ class AnthropicDecoder:
             ("cache_read_input_tokens", "cacheReadTokens"),
             ("cache_creation_input_tokens", "cacheWriteTokens"),
         ):
-            value = _int(usage.get(wire))
+            value = int_field(usage.get(wire))
             if value is not None and value >= 0:
                 self._usage[dsh] = value
 
@@ -621,3 +646,103 @@ def anthropic_failure(
     if retry is not None:
         failure["providerRetryAfterMs"] = retry
     return failure
+
+
+def decode_message(answer: Mapping[str, Any]) -> list[StreamChunk]:
+    """The chunks of a whole ``message`` answer, through the stream decoder."""
+    decoder = AnthropicDecoder()
+    out = decoder.feed({"type": "message_start", "message": {"usage": {}}})
+    for index, block in enumerate(answer.get("content") or ()):
+        if not isinstance(block, Mapping):
+            continue
+        start = dict(block)
+        if block.get("type") == "tool_use":
+            start["input"] = {}
+        out += decoder.feed({"type": "content_block_start", "index": index, "content_block": start})
+        if block.get("type") == "tool_use":
+            partial = orjson.dumps(block.get("input", {})).decode()
+            delta = {"type": "input_json_delta", "partial_json": partial}
+            out += decoder.feed({"type": "content_block_delta", "index": index, "delta": delta})
+        out += decoder.feed({"type": "content_block_stop", "index": index})
+    stop = {"stop_reason": answer.get("stop_reason")}
+    out += decoder.feed({"type": "message_delta", "delta": stop, "usage": answer.get("usage")})
+    return out + decoder.feed({"type": "message_stop"})
+
+
+def messages_url(base_url: str) -> str:
+    """The Messages URL for a base URL, by the dsh runtime's rule (``/v1`` not doubled)."""
+    base = base_url.rstrip("/")
+    return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+
+
+class AnthropicWire:
+    """The Anthropic Messages wire (``POST /v1/messages``): the dsh runtime's route."""
+
+    name: Final = "anthropic"
+    routes: Final = ("/v1/messages", "/messages")
+    record_base_url_variable: Final = "DSH_RECORD_ANTHROPIC_BASE_URL"
+
+    @staticmethod
+    def call_id(number: int) -> str:
+        """``msg-dsh-replay-<number>``."""
+        return f"msg-dsh-replay-{number}"
+
+    @staticmethod
+    def encoder(
+        request: Mapping[str, Any],
+        *,
+        model: str,
+        call_id: str,
+        replay_state: Mapping[str, Any] | None = None,
+    ) -> AnthropicEncoder:
+        """An encoder; a known ``replay_state`` gives thinking blocks their signatures."""
+        return AnthropicEncoder(model=model, message_id=call_id, replay_state=replay_state)
+
+    @staticmethod
+    def whole(chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
+        """The ``message`` object."""
+        return anthropic_message(chunks, model=model, message_id=call_id)
+
+    @staticmethod
+    def error(failure: Failure) -> WireError:
+        """See :func:`anthropic_error`."""
+        return anthropic_error(failure)
+
+    @staticmethod
+    def upstream_url(base_url: str) -> str:
+        """See :func:`messages_url`."""
+        return messages_url(base_url)
+
+    @staticmethod
+    def auth_headers(api_key: str) -> dict[str, str]:
+        """``x-api-key: <key>``."""
+        return {"x-api-key": api_key}
+
+    @staticmethod
+    def decoder() -> AnthropicDecoder:
+        """A stream decoder (the dsh runtime's mapping)."""
+        return AnthropicDecoder()
+
+    @staticmethod
+    def decode_whole(answer: Mapping[str, Any]) -> list[StreamChunk]:
+        """See :func:`decode_message`."""
+        return decode_message(answer)
+
+    @staticmethod
+    def failure(status: int | None, body: Any, headers: Mapping[str, str]) -> dict[str, Any]:
+        """See :func:`anthropic_failure`."""
+        return anthropic_failure(status, body, headers)
+
+    @staticmethod
+    def stream_failure(event: Mapping[str, Any]) -> dict[str, Any] | None:
+        """``None``: the decoder turns ``error`` events into the failure itself."""
+        return None
+
+    @staticmethod
+    def ends_answer(name: str | None, data: str) -> bool:
+        """The ``message_stop`` event ends the answer."""
+        return name == "message_stop"
+
+
+WIRE: Final = AnthropicWire()
+"""The Anthropic Messages wire."""

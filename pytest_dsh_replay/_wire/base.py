@@ -1,12 +1,335 @@
-"""What every wire shares: the HTTP client library the provider SDKs use."""
+"""The wire seam: what every HTTP wire implements, and what the wires share.
+
+A *wire* is one provider's HTTP API for model calls, in both directions: the chunks of a
+replayed call become that provider's stream events (or its whole response), a recorded
+failure becomes the provider's HTTP error, and, while recording through the proxy, the
+live provider's events become chunks again. Each wire module (:mod:`.openai`,
+:mod:`.anthropic`) implements :class:`Wire`; :mod:`.table` maps the endpoint's routes to
+them. Code outside this package asks a :class:`Wire` and never compares wire names.
+
+What the wires share lives here: the HTTP status a recorded failure is answered with
+(:func:`failure_status`), the wording of a context-window overflow
+(:data:`CONTEXT_OVERFLOW`), ``retry-after`` parsing (:func:`retry_after_ms`), the
+server-sent-events splitter (:class:`SSEParser`) and the HTTP client library the SDKs use
+(:func:`httpx_module`).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any, Final, Protocol
+
+import orjson
 
 from .._errors import DshReplayError
+from .._format.events import JSONObject, StreamChunk
 
-__all__ = ["httpx_module"]
+__all__ = [
+    "CONTEXT_OVERFLOW",
+    "Decoder",
+    "Encoder",
+    "Failure",
+    "SSEParser",
+    "Wire",
+    "WireError",
+    "failure_headers",
+    "failure_status",
+    "httpx_module",
+    "retry_after_ms",
+]
+
+Failure = Mapping[str, Any]
+"""A dsh failure: ``{"message", "code", "status"?, "providerRetryAfterMs"?, "requestId"?}``."""
+
+CONTEXT_OVERFLOW: Final = re.compile(
+    r"context[\s_-]*(length|window)|maximum context|maximum (allowed )?(number of )?tokens"
+    r"|too many (input )?tokens|prompt is too long|input is too long",
+    re.IGNORECASE,
+)
+"""Wording of a 400/413 that is a context-window overflow, not another bad parameter."""
+
+_STATUS_BY_CODE: Final = {
+    "AUTH": 401,
+    "MISSING_CREDENTIAL": 401,
+    "QUOTA": 402,
+    "RATE_LIMIT": 429,
+    "CONTEXT_WINDOW_EXCEEDED": 400,
+    "INVALID_REQUEST": 400,
+    "CONTENT_FILTER": 400,
+    "SERVER": 500,
+}
+_JSON: Final = ("content-type", "application/json")
+
+
+@dataclass(frozen=True, slots=True)
+class WireError:
+    """An HTTP error response as a wire answers it.
+
+    Attributes:
+        status: The HTTP status (400-599).
+        headers: ``(name, value)`` pairs, lower-case names (``content-type`` first).
+        body: The provider's error body, serialized.
+    """
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+class Encoder(Protocol):
+    """Turns the chunks of one call into a wire's stream events, in order.
+
+    :meth:`start` gives the opening events, :meth:`feed` those of each chunk (``b""``
+    when a chunk has no event of its own), :meth:`finish` the closing events for the
+    ``finish`` chunk's reason. Failures are the caller's: before any content they become
+    a :class:`WireError`; after content :meth:`failure_event` or
+    :meth:`replay_error_event` ends the stream.
+    """
+
+    def start(self) -> bytes:
+        """The events that open the stream."""
+        ...
+
+    def feed(self, chunk: Mapping[str, Any]) -> bytes:
+        """The events for one chunk (``b""`` when it has none of its own)."""
+        ...
+
+    def finish(self, reason: Mapping[str, Any]) -> bytes:
+        """The events that close the stream, for a ``finish`` chunk's ``reason``."""
+        ...
+
+    def marks(self) -> list[str]:
+        """The answer's text and sorted tool call ids so far (how a next request quotes it)."""
+        ...
+
+    def failure_event(self, failure: Failure) -> bytes:
+        """The in-stream error event of a recorded failure after content started."""
+        ...
+
+    def replay_error_event(self, message: str) -> bytes:
+        """The in-stream error event of a replay error (not the provider's) mid-stream."""
+        ...
+
+
+class Decoder(Protocol):
+    """Turns a live provider's events (parsed JSON) into dsh chunks; one per call.
+
+    Attributes:
+        done: Whether the ``finish`` chunk was produced (the answer is complete).
+    """
+
+    @property
+    def done(self) -> bool:
+        """Whether the ``finish`` chunk was produced."""
+        ...
+
+    def feed(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+        """The chunks for one event."""
+        ...
+
+    def end(self) -> list[StreamChunk]:
+        """The closing chunks when the provider's stream ended."""
+        ...
+
+    def failed(self, failure: dict[str, Any]) -> StreamChunk:
+        """The error ``finish`` for a call that failed with ``failure``."""
+        ...
+
+
+class Wire(Protocol):
+    """One provider's HTTP wire: routes, encoding, errors, and decoding for recording.
+
+    Attributes:
+        name: A short name for messages and logs (``"openai"``, ``"anthropic"``).
+        routes: The request paths the endpoint serves in this wire.
+        record_base_url_variable: The environment variable naming where the recording
+            proxy sends this wire's calls, when it differs from ``DSH_RECORD_BASE_URL``.
+    """
+
+    @property
+    def name(self) -> str:
+        """A short name for messages and logs."""
+        ...
+
+    @property
+    def routes(self) -> tuple[str, ...]:
+        """The request paths the endpoint serves in this wire."""
+        ...
+
+    @property
+    def record_base_url_variable(self) -> str | None:
+        """The variable naming where the recording proxy sends this wire's calls."""
+        ...
+
+    def call_id(self, number: int) -> str:
+        """The id of the endpoint's ``number``-th answer (a completion or message id)."""
+        ...
+
+    def encoder(
+        self,
+        request: Mapping[str, Any],
+        *,
+        model: str,
+        call_id: str,
+        replay_state: Mapping[str, Any] | None = None,
+    ) -> Encoder:
+        """An encoder for one streamed answer to ``request``."""
+        ...
+
+    def whole(self, chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
+        """The whole (``stream: false``) response body assembled from a call's chunks."""
+        ...
+
+    def error(self, failure: Failure) -> WireError:
+        """The HTTP error the provider answers for a recorded failure."""
+        ...
+
+    def upstream_url(self, base_url: str) -> str:
+        """Where the recording proxy sends this wire's calls, for a configured base URL."""
+        ...
+
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        """The headers that carry the live provider's API key."""
+        ...
+
+    def decoder(self) -> Decoder:
+        """A decoder for one live streamed answer."""
+        ...
+
+    def decode_whole(self, answer: Mapping[str, Any]) -> list[StreamChunk]:
+        """The chunks of a live whole (``stream: false``) answer."""
+        ...
+
+    def failure(self, status: int | None, body: Any, headers: Mapping[str, str]) -> dict[str, Any]:
+        """The dsh failure for a live HTTP error response (``body`` parsed, or not JSON)."""
+        ...
+
+    def stream_failure(self, event: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The failure an event of a live stream reports, when the decoder does not."""
+        ...
+
+    def ends_answer(self, name: str | None, data: str) -> bool:
+        """Whether a server-sent event ends the provider's answer."""
+        ...
+
+
+def failure_status(failure: Failure, *, overloaded: int) -> int:
+    """The HTTP status a recorded failure is answered with.
+
+    Args:
+        failure: The recorded failure.
+        overloaded: The status this wire's provider uses for ``OVERLOADED``.
+
+    Returns:
+        The recorded ``status`` when it is 400-599; else by ``code``: 401 ``AUTH``, 402
+        ``QUOTA``, 429 ``RATE_LIMIT``, 400 ``CONTEXT_WINDOW_EXCEEDED`` /
+        ``INVALID_REQUEST`` / ``CONTENT_FILTER``, ``overloaded`` for ``OVERLOADED``, the
+        number of an ``HTTP_<status>`` code, 500 otherwise.
+    """
+    status = failure.get("status")
+    if isinstance(status, int) and 400 <= status <= 599:
+        return status
+    code = str(failure.get("code", "UNKNOWN"))
+    if code == "OVERLOADED":
+        return overloaded
+    if code.startswith("HTTP_") and code[5:].isdigit() and 400 <= int(code[5:]) <= 599:
+        return int(code[5:])
+    return _STATUS_BY_CODE.get(code, 500)
+
+
+def _seconds(ms: int) -> str:
+    return str(ms // 1000) if ms % 1000 == 0 else f"{ms / 1000:g}"
+
+
+def failure_headers(failure: Failure) -> list[tuple[str, str]]:
+    """The headers of an HTTP error answer: JSON, the recorded retry delay and request id."""
+    headers: list[tuple[str, str]] = [_JSON]
+    retry = failure.get("providerRetryAfterMs")
+    if isinstance(retry, int) and not isinstance(retry, bool) and retry > 0:
+        headers.append(("retry-after", _seconds(retry)))
+        headers.append(("retry-after-ms", str(retry)))
+    request_id = failure.get("requestId")
+    if isinstance(request_id, str) and request_id:
+        headers.append(("x-request-id", request_id))
+        headers.append(("request-id", request_id))
+    return headers
+
+
+def failure_message(failure: Failure) -> str:
+    """The failure's message (its code when the message is empty), overflow wording kept.
+
+    A ``CONTEXT_WINDOW_EXCEEDED`` whose message does not say so gets the words clients
+    look for (SDKs and the dsh runtime classify an overflow by its wording).
+    """
+    code = str(failure.get("code", "UNKNOWN"))
+    message = str(failure.get("message", "")) or code
+    if code == "CONTEXT_WINDOW_EXCEEDED" and not CONTEXT_OVERFLOW.search(message):
+        message = f"{message} (prompt is too long for the model's context window)"
+    return message
+
+
+def wire_error(failure: Failure, status: int, body: Any) -> WireError:
+    """A :class:`WireError` with the failure's headers and ``body`` serialized."""
+    return WireError(status, failure_headers(failure), orjson.dumps(body))
+
+
+def retry_after_ms(headers: Mapping[str, str]) -> int | None:
+    """``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), as whole ms > 0."""
+    raw_ms = headers.get("retry-after-ms")
+    seconds: float | None = None
+    if raw_ms is not None:
+        try:
+            seconds = float(raw_ms) / 1000
+        except ValueError:
+            seconds = None
+    raw = headers.get("retry-after")
+    if seconds is None and raw is not None:
+        try:
+            seconds = float(raw)
+        except ValueError:
+            try:
+                seconds = parsedate_to_datetime(raw).timestamp() - time.time()
+            except (TypeError, ValueError):
+                seconds = None
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+        return None
+    return math.ceil(seconds * 1000)
+
+
+def int_field(value: Any) -> int | None:
+    """``value`` when it is an integer (not a bool), else ``None``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class SSEParser:
+    """Splits a byte stream into server-sent events: ``(event name or None, data)``."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, data: bytes) -> list[tuple[str | None, str]]:
+        """The events completed by ``data``."""
+        self._buffer += data.replace(b"\r\n", b"\n")
+        events: list[tuple[str | None, str]] = []
+        while True:
+            end = self._buffer.find(b"\n\n")
+            if end < 0:
+                return events
+            block, self._buffer = self._buffer[:end], self._buffer[end + 2 :]
+            name: str | None = None
+            data_lines: list[str] = []
+            for line in block.decode("utf-8", "replace").split("\n"):
+                if line.startswith("event:"):
+                    name = line[6:].strip()
+                elif line.startswith("data:"):
+                    data_lines.append(line[5:].removeprefix(" "))
+            if data_lines:
+                events.append((name, "\n".join(data_lines)))
 
 
 def httpx_module() -> Any:

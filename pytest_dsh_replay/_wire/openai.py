@@ -21,44 +21,40 @@ last chunk with no choices (when the request asked for it with
 
 from __future__ import annotations
 
-import math
-import re
-import time
 from collections.abc import Callable, Mapping
-from email.utils import parsedate_to_datetime
 from typing import Any, Final
 
 import orjson
 
-from .._format.events import StreamChunk
+from .._format.events import JSONObject, StreamChunk
+from .._format.reply import assemble_reply
+from .base import (
+    CONTEXT_OVERFLOW,
+    Failure,
+    WireError,
+    failure_message,
+    failure_status,
+    int_field,
+    retry_after_ms,
+    wire_error,
+)
 
 __all__ = [
-    "CONTEXT_OVERFLOW",
+    "WIRE",
     "OpenAIDecoder",
     "OpenAIEncoder",
+    "OpenAIWire",
     "openai_completion",
     "openai_failure",
-    "retry_after_ms",
 ]
 
 DONE: Final = b"data: [DONE]\n\n"
-
-CONTEXT_OVERFLOW: Final = re.compile(
-    r"context[\s_-]*(length|window)|maximum context|maximum (allowed )?(number of )?tokens"
-    r"|too many (input )?tokens|prompt is too long|input is too long",
-    re.IGNORECASE,
-)
-"""Wording of a 400/413 that is a context-window overflow, not another bad parameter."""
 
 _FINISH_REASONS: Final = {"stop": "stop", "tool-calls": "tool_calls", "max-tokens": "length"}
 
 
 def _frame(obj: Mapping[str, Any]) -> bytes:
     return b"data: " + orjson.dumps(obj) + b"\n\n"
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def openai_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
@@ -68,11 +64,11 @@ def openai_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
     ``prompt_tokens_details.cached_tokens``, reasoning tokens in
     ``completion_tokens_details.reasoning_tokens``.
     """
-    read = _int(usage.get("cacheReadTokens")) or 0
-    write = _int(usage.get("cacheWriteTokens")) or 0
-    prompt = (_int(usage.get("inputTokens")) or 0) + read + write
-    completion = _int(usage.get("outputTokens")) or 0
-    total = _int(usage.get("totalTokens"))
+    read = int_field(usage.get("cacheReadTokens")) or 0
+    write = int_field(usage.get("cacheWriteTokens")) or 0
+    prompt = (int_field(usage.get("inputTokens")) or 0) + read + write
+    completion = int_field(usage.get("outputTokens")) or 0
+    total = int_field(usage.get("totalTokens"))
     out: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
@@ -80,7 +76,7 @@ def openai_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
     }
     if "cacheReadTokens" in usage:
         out["prompt_tokens_details"] = {"cached_tokens": read}
-    reasoning = _int(usage.get("reasoningTokens"))
+    reasoning = int_field(usage.get("reasoningTokens"))
     if reasoning is not None:
         out["completion_tokens_details"] = {"reasoning_tokens": reasoning}
     return out
@@ -227,8 +223,17 @@ class OpenAIEncoder:
 
     @staticmethod
     def error_event(message: str, code: str) -> bytes:
-        """An in-stream error event (the stream failed after it started), then ``[DONE]``."""
+        """An in-stream error event (the stream failed after it started)."""
         return _frame({"error": {"message": message, "type": "server_error", "code": code}})
+
+    def failure_event(self, failure: Failure) -> bytes:
+        """A recorded failure after content: an error event carrying its code."""
+        code = str(failure.get("code", "UNKNOWN"))
+        return self.error_event(str(failure.get("message", "")) or code, code)
+
+    def replay_error_event(self, message: str) -> bytes:
+        """A replay error mid-stream: an ``api_error`` event."""
+        return self.error_event(message, "api_error")
 
 
 def _failure_code(reason: Mapping[str, Any]) -> str:
@@ -238,58 +243,28 @@ def _failure_code(reason: Mapping[str, Any]) -> str:
     return "UNKNOWN"
 
 
+def _tool_call(block: Mapping[str, Any]) -> JSONObject:
+    return {
+        "id": block.get("id") or "",
+        "type": "function",
+        "function": {"name": block.get("name") or "", "arguments": block.get("arguments", "")},
+    }
+
+
 def openai_completion(
     chunks: list[StreamChunk], *, model: str, completion_id: str
 ) -> dict[str, Any]:
     """The ``chat.completion`` object (``stream: false``) assembled from a call's chunks."""
-    blocks: dict[int, dict[str, Any]] = {}
-    parts: dict[int, list[str]] = {}
-    tools: dict[int, dict[str, Any]] = {}
-    usage: Mapping[str, Any] | None = None
-    reason: Mapping[str, Any] = {"kind": "stop"}
-    for chunk in chunks:
-        kind = chunk.get("type")
-        index = chunk.get("index", 0)
-        if kind in ("text-delta", "reasoning-delta"):
-            parts.setdefault(index, []).append(chunk.get("text", ""))
-            blocks.setdefault(index, {"type": kind[: -len("-delta")]})
-        elif kind == "tool-call-delta":
-            tool = tools.setdefault(index, {"id": "", "name": "", "args": []})
-            tool["id"] = tool["id"] or chunk.get("id", "")
-            tool["name"] = tool["name"] or chunk.get("name", "")
-            tool["args"].append(chunk.get("argumentsDelta", ""))
-            blocks.setdefault(index, {"type": "tool-call"})
-        elif kind == "block-end" and isinstance(chunk.get("block"), Mapping):
-            blocks[index] = dict(chunk["block"])
-        elif kind == "usage":
-            usage = chunk.get("usage")
-        elif kind == "finish":
-            reason = chunk.get("reason") or reason
-    message: dict[str, Any] = {"role": "assistant", "content": None}
-    texts: list[str] = []
-    reasoning: list[str] = []
-    calls: list[dict[str, Any]] = []
-    for index in sorted(blocks):
-        block = blocks[index]
-        if block["type"] == "tool-call":
-            tool = tools.get(index, {"id": "", "name": "", "args": []})
-            arguments = block.get("arguments", "".join(tool["args"]))
-            calls.append(
-                {
-                    "id": block.get("id") or tool["id"],
-                    "type": "function",
-                    "function": {"name": block.get("name") or tool["name"], "arguments": arguments},
-                }
-            )
-        elif block["type"] in ("text", "reasoning"):
-            text = block.get("text", "".join(parts.get(index, ())))
-            (texts if block["type"] == "text" else reasoning).append(text)
-    if texts:
-        message["content"] = "".join(texts)
+    reply = assemble_reply(chunks)
+    texts = [str(b.get("text", "")) for b in reply.content if b.get("type") == "text"]
+    reasoning = [str(b.get("text", "")) for b in reply.content if b.get("type") == "reasoning"]
+    calls = [_tool_call(block) for block in reply.tool_calls]
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
     if reasoning:
         message["reasoning_content"] = "".join(reasoning)
     if calls:
         message["tool_calls"] = calls
+    reason = reply.finish or {"kind": "stop"}
     finish = _FINISH_REASONS.get(str(reason.get("kind")), "stop")
     if reason.get("kind") == "error" and _failure_code(reason) == "CONTENT_FILTER":
         finish = "content_filter"
@@ -300,9 +275,40 @@ def openai_completion(
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
     }
-    if usage is not None:
-        out["usage"] = openai_usage(usage)
+    if reply.usage is not None:
+        out["usage"] = openai_usage(reply.usage)
     return out
+
+
+_OPENAI_TYPES: Final = {
+    400: ("invalid_request_error", None),
+    401: ("authentication_error", "invalid_api_key"),
+    402: ("insufficient_quota", "insufficient_quota"),
+    403: ("permission_error", None),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+}
+
+
+def openai_error(failure: Failure) -> WireError:
+    """The HTTP error an OpenAI-compatible provider answers for a recorded failure.
+
+    The status comes from :func:`~.base.failure_status` (503 for ``OVERLOADED``); the body
+    is ``{"error": {"message", "type", "param", "code"}}`` with OpenAI's type and code for
+    the status (``context_length_exceeded`` for a context-window overflow).
+    """
+    status = failure_status(failure, overloaded=503)
+    kind, wire_code = _OPENAI_TYPES.get(status, ("server_error", None))
+    if failure.get("code") == "CONTEXT_WINDOW_EXCEEDED":
+        kind, wire_code = "invalid_request_error", "context_length_exceeded"
+    body = {
+        "error": {
+            "message": failure_message(failure),
+            "type": kind,
+            "param": None,
+            "code": wire_code,
+        }
+    }
+    return wire_error(failure, status, body)
 
 
 # --- decoding: what a live provider streams -> dsh chunks ----------------------------------
@@ -351,6 +357,12 @@ class OpenAIDecoder:
         self._tool_calls = 0
         self._finish_reason: str | None = None
         self._usage: dict[str, int] | None = None
+        self._ended = False
+
+    @property
+    def done(self) -> bool:
+        """Whether :meth:`end` produced the ``finish`` (the answer's end is ``[DONE]``)."""
+        return self._ended
 
     def feed(self, chunk: Mapping[str, Any]) -> list[StreamChunk]:
         """The dsh chunks for one ``chat.completion.chunk`` object."""
@@ -380,6 +392,7 @@ class OpenAIDecoder:
 
     def end(self) -> list[StreamChunk]:
         """Close every open block, then ``usage`` (if any) and the ``finish``."""
+        self._ended = True
         out: list[StreamChunk] = []
         self._close(out, lambda block: True)
         if self._usage is not None:
@@ -485,16 +498,16 @@ class OpenAIDecoder:
 
 def dsh_usage(usage: Mapping[str, Any]) -> dict[str, int]:
     """An OpenAI ``usage`` object as a dsh ``usage`` (cached input split out)."""
-    prompt = _int(usage.get("prompt_tokens")) or 0
-    completion = _int(usage.get("completion_tokens")) or 0
-    cached = _int(usage.get("prompt_cache_hit_tokens"))  # DeepSeek
+    prompt = int_field(usage.get("prompt_tokens")) or 0
+    completion = int_field(usage.get("completion_tokens")) or 0
+    cached = int_field(usage.get("prompt_cache_hit_tokens"))  # DeepSeek
     details = usage.get("prompt_tokens_details")
     if cached is None and isinstance(details, Mapping):
-        cached = _int(details.get("cached_tokens"))
+        cached = int_field(details.get("cached_tokens"))
     reasoning = None
     completion_details = usage.get("completion_tokens_details")
     if isinstance(completion_details, Mapping):
-        reasoning = _int(completion_details.get("reasoning_tokens"))
+        reasoning = int_field(completion_details.get("reasoning_tokens"))
     out = {"inputTokens": max(prompt - (cached or 0), 0), "outputTokens": completion}
     if cached is not None:
         out["cacheReadTokens"] = cached
@@ -567,24 +580,97 @@ def openai_failure(
     return failure
 
 
-def retry_after_ms(headers: Mapping[str, str]) -> int | None:
-    """``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), as whole ms > 0."""
-    raw_ms = headers.get("retry-after-ms")
-    seconds: float | None = None
-    if raw_ms is not None:
-        try:
-            seconds = float(raw_ms) / 1000
-        except ValueError:
-            seconds = None
-    raw = headers.get("retry-after")
-    if seconds is None and raw is not None:
-        try:
-            seconds = float(raw)
-        except ValueError:
-            try:
-                seconds = parsedate_to_datetime(raw).timestamp() - time.time()
-            except (TypeError, ValueError):
-                seconds = None
-    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
-        return None
-    return math.ceil(seconds * 1000)
+def decode_completion(answer: Mapping[str, Any]) -> list[StreamChunk]:
+    """The chunks of a whole ``chat.completion`` answer, through the stream decoder."""
+    decoder = OpenAIDecoder()
+    choices = []
+    for choice in answer.get("choices") or ():
+        if isinstance(choice, Mapping):
+            message = dict(choice.get("message") or {})
+            calls = message.get("tool_calls")
+            if isinstance(calls, list):
+                message["tool_calls"] = [
+                    {**call, "index": i}
+                    for i, call in enumerate(calls)
+                    if isinstance(call, Mapping)
+                ]
+            choices.append({**choice, "delta": message})
+    return decoder.feed({"usage": answer.get("usage"), "choices": choices}) + decoder.end()
+
+
+class OpenAIWire:
+    """The OpenAI chat-completions wire (``POST /v1/chat/completions``)."""
+
+    name: Final = "openai"
+    routes: Final = ("/v1/chat/completions", "/chat/completions")
+    record_base_url_variable: Final = None
+
+    @staticmethod
+    def call_id(number: int) -> str:
+        """``chatcmpl-dsh-replay-<number>``."""
+        return f"chatcmpl-dsh-replay-{number}"
+
+    @staticmethod
+    def encoder(
+        request: Mapping[str, Any],
+        *,
+        model: str,
+        call_id: str,
+        replay_state: Mapping[str, Any] | None = None,
+    ) -> OpenAIEncoder:
+        """An encoder; usage is sent when the request asks (``stream_options.include_usage``)."""
+        options = request.get("stream_options")
+        usage = isinstance(options, Mapping) and options.get("include_usage") is True
+        return OpenAIEncoder(model=model, completion_id=call_id, include_usage=usage)
+
+    @staticmethod
+    def whole(chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
+        """The ``chat.completion`` object."""
+        return openai_completion(chunks, model=model, completion_id=call_id)
+
+    @staticmethod
+    def error(failure: Failure) -> WireError:
+        """See :func:`openai_error`."""
+        return openai_error(failure)
+
+    @staticmethod
+    def upstream_url(base_url: str) -> str:
+        """``<base_url>/chat/completions`` (the base URL includes the version segment)."""
+        return f"{base_url.rstrip('/')}/chat/completions"
+
+    @staticmethod
+    def auth_headers(api_key: str) -> dict[str, str]:
+        """``Authorization: Bearer <key>``."""
+        return {"authorization": f"Bearer {api_key}"}
+
+    @staticmethod
+    def decoder() -> OpenAIDecoder:
+        """A stream decoder."""
+        return OpenAIDecoder()
+
+    @staticmethod
+    def decode_whole(answer: Mapping[str, Any]) -> list[StreamChunk]:
+        """See :func:`decode_completion`."""
+        return decode_completion(answer)
+
+    @staticmethod
+    def failure(status: int | None, body: Any, headers: Mapping[str, str]) -> dict[str, Any]:
+        """See :func:`openai_failure`."""
+        return openai_failure(0 if status is None else status, body, headers)
+
+    @staticmethod
+    def stream_failure(event: Mapping[str, Any]) -> dict[str, Any] | None:
+        """An ``{"error": {...}}`` event in the stream: its message, code ``UNKNOWN``."""
+        error = event.get("error")
+        if not isinstance(error, Mapping):
+            return None
+        return {"message": str(error.get("message") or "stream error"), "code": "UNKNOWN"}
+
+    @staticmethod
+    def ends_answer(name: str | None, data: str) -> bool:
+        """``data: [DONE]`` ends the answer."""
+        return data == "[DONE]"
+
+
+WIRE: Final = OpenAIWire()
+"""The OpenAI chat-completions wire."""

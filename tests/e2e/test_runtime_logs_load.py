@@ -19,7 +19,7 @@ from support.openai_server import OpenAIServer
 from support.runtime_agent import PRIMARY_ID, SCENARIOS, RuntimeDriver, RuntimePlan, runtime_missing
 
 from pytest_dsh_replay import load_scenario
-from pytest_dsh_replay._recording.proxy import SSEParser
+from pytest_dsh_replay._wire.base import SSEParser
 
 pytestmark = [
     pytest.mark.e2e,

@@ -68,7 +68,8 @@ def check(agent: Any, dsh_replay: Any) -> None:
             if key != primary:
                 script = scripts[binding.file]
                 tasks[script.first_user_text] = script.seed_length > 0
-                assert dsh_replay.model.live_parent(key) == primary
+                assert dsh_replay._replayer._sessions.live_parent(key) == primary
+                assert dsh_replay.sessions.get(key).header.parent_session == primary
         assert tasks == {"Reply ALPHA.": False, "Recall the codeword.": True}
         if agent.identify:  # our headers name the sessions
             assert primary == agent.session_id

@@ -90,7 +90,7 @@ def sdk_anthropic(endpoint: Endpoint) -> anthropic.Anthropic:
 
 
 def test_openai_stream_has_role_first_usage_last_and_done() -> None:
-    endpoint = Endpoint(ReplayModel(single(ChunksEntry(TEXT))))
+    endpoint = Endpoint.replaying(ReplayModel(single(ChunksEntry(TEXT))))
     body = ask("hi", stream=True, stream_options={"include_usage": True})
     raw = client(endpoint).post("/v1/chat/completions", json=body).text
     frames = [f[len("data: ") :] for f in raw.split("\n\n") if f]
@@ -109,14 +109,14 @@ def test_openai_stream_has_role_first_usage_last_and_done() -> None:
 
 
 def test_openai_stream_without_include_usage_sends_no_usage() -> None:
-    endpoint = Endpoint(ReplayModel(single(ChunksEntry(TEXT))))
+    endpoint = Endpoint.replaying(ReplayModel(single(ChunksEntry(TEXT))))
     raw = client(endpoint).post("/chat/completions", json=ask("hi", stream=True)).text
     assert '"usage"' not in raw
 
 
 def test_the_sdks_read_streamed_and_whole_answers() -> None:
     model = ReplayModel(single(ChunksEntry(TEXT), ChunksEntry(TEXT), ChunksEntry(TEXT)))
-    endpoint = Endpoint(model)
+    endpoint = Endpoint.replaying(model)
     headers = {"x-dsh-session-id": "s"}
     stream = sdk_openai(endpoint).chat.completions.create(
         model="m", messages=[{"role": "user", "content": "hi"}], stream=True, extra_headers=headers
@@ -156,7 +156,7 @@ def test_anthropic_events_for_thinking_and_tool_use() -> None:
         },
         {"type": "finish", "reason": {"kind": "tool-calls"}},
     ]
-    endpoint = Endpoint(ReplayModel(single(ChunksEntry(chunks))))
+    endpoint = Endpoint.replaying(ReplayModel(single(ChunksEntry(chunks))))
     raw = client(endpoint).post("/v1/messages", json=ask("hi", stream=True, max_tokens=5)).text
     events = [json.loads(frame.split("\ndata: ")[1]) for frame in raw.split("\n\n") if frame]
     kinds = [e["type"] for e in events]
@@ -240,7 +240,7 @@ def test_a_recorded_failure_is_the_providers_http_error(
     model = ReplayModel(
         single(failed(failure), ThrowEntry([], failure["message"], failure["code"]))
     )
-    endpoint = Endpoint(model)
+    endpoint = Endpoint.replaying(model)
     with pytest.raises(openai_error) as oa:
         sdk_openai(endpoint).chat.completions.create(model="m", messages=[], stream=True)
     with pytest.raises(anthropic_error) as an:  # a throw entry, the other wire
@@ -265,7 +265,7 @@ def test_a_failure_after_content_is_an_in_stream_error_event() -> None:
             "reason": {"kind": "error", "failure": {"message": "cut", "code": "SERVER"}},
         },
     ]
-    endpoint = Endpoint(ReplayModel(single(ChunksEntry(chunks), ChunksEntry(chunks))))
+    endpoint = Endpoint.replaying(ReplayModel(single(ChunksEntry(chunks), ChunksEntry(chunks))))
     with pytest.raises(openai.APIError, match="cut"):
         list(sdk_openai(endpoint).chat.completions.create(model="m", messages=[], stream=True))
     raw = client(endpoint).post("/v1/messages", json=ask("x", stream=True)).text
@@ -276,7 +276,7 @@ def test_a_failure_after_content_is_an_in_stream_error_event() -> None:
 
 def test_a_transport_failure_drops_the_connection() -> None:
     failure = {"message": "gone", "code": "TRANSPORT"}
-    endpoint = Endpoint(ReplayModel(single(failed(failure))))
+    endpoint = Endpoint.replaying(ReplayModel(single(failed(failure))))
     with pytest.raises(openai.APIConnectionError):
         sdk_openai(endpoint).chat.completions.create(model="m", messages=[], stream=True)
 
@@ -285,7 +285,7 @@ def test_a_transport_failure_drops_the_connection() -> None:
 
 
 def test_a_replay_error_answers_500_with_the_message_and_is_kept() -> None:
-    endpoint = Endpoint(ReplayModel(single(reply("only"))))
+    endpoint = Endpoint.replaying(ReplayModel(single(reply("only"))))
     sdk = sdk_openai(endpoint)
     sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "a"}])
     with pytest.raises(openai.InternalServerError) as info:
@@ -310,7 +310,7 @@ def test_content_that_cannot_decide_fails_showing_the_first_messages() -> None:
         script("session.1.jsonl", [reply("a")], rid="child-a", parent="primary-rec", first="same"),
         script("session.2.jsonl", [reply("b")], rid="child-b", parent="primary-rec", first="same"),
     )
-    endpoint = Endpoint(ReplayModel(Scenario(Path("mem"), scripts)))
+    endpoint = Endpoint.replaying(ReplayModel(Scenario(Path("mem"), scripts)))
     http = client(endpoint)
     for text, answer in (("go", "p"), ("same", "a"), ("same", "b")):  # arrival order
         response = http.post("/v1/chat/completions", json=ask(text))
@@ -362,7 +362,7 @@ def forked_scenario() -> Scenario:
 
 def test_content_routing_tells_parent_fork_and_spawn_apart() -> None:
     model = ReplayModel(forked_scenario())
-    endpoint = Endpoint(model)
+    endpoint = Endpoint.replaying(model)
     http = client(endpoint)
 
     def post(messages: list[dict[str, Any]]) -> str:
@@ -402,12 +402,12 @@ def test_content_routing_tells_parent_fork_and_spawn_apart() -> None:
     parent_id = next(k for k, b in model.bindings.items() if b.file == "session.jsonl")
     for file in ("session.1.jsonl", "session.2.jsonl"):
         child = next(k for k, b in model.bindings.items() if b.file == file)
-        assert model.live_parent(child) == parent_id
+        assert model._sessions.live_parent(child) == parent_id
 
 
 def test_runtime_headers_name_the_session_and_its_fork_parent() -> None:
     model = ReplayModel(forked_scenario())
-    endpoint = Endpoint(model)
+    endpoint = Endpoint.replaying(model)
     http = client(endpoint)
     warm = {"x-deepseek-harness-session-id": "sess-main"}
     assert (
@@ -427,7 +427,7 @@ def test_runtime_headers_name_the_session_and_its_fork_parent() -> None:
 
 def test_a_hang_ends_at_the_clients_read_timeout(tmp_path: Path) -> None:
     model = ReplayModel(single(HangEntry(ready_file="ready")), workdir=tmp_path)
-    endpoint = Endpoint(model)
+    endpoint = Endpoint.replaying(model)
     sdk = sdk_openai(endpoint)
     started = time.monotonic()
     with deadline(20):
@@ -447,7 +447,7 @@ def test_a_hang_over_the_socket_ends_when_the_client_leaves_or_the_server_stops(
     model = ReplayModel(
         single(HangEntry(ready_file="r1"), HangEntry(ready_file="r2")), workdir=tmp_path
     )
-    server = EndpointServer(Endpoint(model))
+    server = EndpointServer(Endpoint.replaying(model))
     try:
         assert server.base_url.startswith("http://127.0.0.1:")
         body = json.dumps(ask("x", stream=True)).encode()
@@ -481,7 +481,7 @@ def test_the_async_transport_does_not_block_the_loop_while_a_call_hangs(tmp_path
     from pytest_dsh_replay._endpoint.transport import async_transport
 
     model = ReplayModel(single(HangEntry(ready_file="ready"), reply("after")), workdir=tmp_path)
-    endpoint = Endpoint(model)
+    endpoint = Endpoint.replaying(model)
 
     async def run() -> str:
         http = httpx_module().AsyncClient(transport=async_transport(endpoint))
@@ -555,7 +555,7 @@ def test_a_transport_failure_after_content_cuts_the_body_as_a_dropped_connection
     # The whole answer is produced at once (nothing can wait), so the failure is found
     # while the endpoint encodes it: the content goes out, then the body breaks off.
     chunks = [*TEXT[:3], {"type": "finish", "reason": reason}]
-    endpoint = Endpoint(ReplayModel(single(ChunksEntry(chunks))))
+    endpoint = Endpoint.replaying(ReplayModel(single(ChunksEntry(chunks))))
     stream = sdk_openai(endpoint).chat.completions.create(
         model="m", messages=[{"role": "user", "content": "hi"}], stream=True
     )

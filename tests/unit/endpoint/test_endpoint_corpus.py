@@ -173,7 +173,7 @@ def test_every_corpus_call_round_trips_over_http(path: Path | None, route: str) 
     assert path is not None
     scenario = load_scenario(path)
     model = ReplayModel(scenario, workdir=path)
-    endpoint = Endpoint(model)
+    endpoint = Endpoint.replaying(model)
     client = httpx_module().Client(transport=sync_transport(endpoint), base_url="http://t")
     live = {script.recorded_id: f"live-{i}" for i, script in enumerate(scenario.scripts)}
     for i, script in enumerate(scenario.scripts):

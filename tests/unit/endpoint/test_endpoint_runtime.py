@@ -19,10 +19,9 @@ from support.corpus_support import CORPUS, require_corpus
 
 from pytest_dsh_replay._endpoint.endpoint import Endpoint
 from pytest_dsh_replay._endpoint.transport import sync_transport
-from pytest_dsh_replay._recording.proxy import SSEParser
 from pytest_dsh_replay._replay.model import ReplayModel
 from pytest_dsh_replay._wire.anthropic import AnthropicDecoder, anthropic_failure
-from pytest_dsh_replay._wire.base import httpx_module
+from pytest_dsh_replay._wire.base import SSEParser, httpx_module
 
 SAMPLES = CORPUS.parent / "runtime-samples"
 SESSION = "x-deepseek-harness-session-id"
@@ -61,7 +60,9 @@ def test_the_runtimes_own_requests_replay_over_the_messages_route(t5: Path) -> N
     from pytest_dsh_replay import load_scenario
 
     model = ReplayModel(load_scenario(t5))
-    http = httpx_module().Client(transport=sync_transport(Endpoint(model)), base_url="http://t")
+    http = httpx_module().Client(
+        transport=sync_transport(Endpoint.replaying(model)), base_url="http://t"
+    )
     pair1, pair2 = (
         sample("pair1-t5-main-turn2-tool-use.json"),
         sample("pair2-t5-fork-child-first-call.json"),
@@ -88,7 +89,7 @@ def test_the_runtimes_own_requests_replay_over_the_messages_route(t5: Path) -> N
     chunks = [c for _, data in events(fork.content) for c in decoder.feed(data)]
     assert "".join(c["text"] for c in chunks if c["type"] == "text-delta") == "FORK_OK seen"
     assert model.bindings["live-fork"].file == "session.2.jsonl"
-    assert model.live_parent("live-fork") == "live-main"
+    assert model._sessions.live_parent("live-fork") == "live-main"
 
 
 def test_runtime_failure_codes_from_the_samples() -> None:

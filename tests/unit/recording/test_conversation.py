@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 from support.corpus_support import CORPUS, require_corpus
 
-from pytest_dsh_replay._recording.conversation import assemble_reply, read_request, surface_item
+from pytest_dsh_replay._format.reply import assemble_reply
+from pytest_dsh_replay._recording.conversation import surface_item
+from pytest_dsh_replay._wire.request import read_request
 
 SAMPLES = CORPUS.parent / "runtime-samples"
 

@@ -79,7 +79,7 @@ def test_an_abandoned_read_is_forgotten() -> None:
     model = ReplayModel(one_session(ChunksEntry(text_call("abc"))))
     stream = model.stream(REQUEST, session_id="s")
     next(stream)
-    bound = model._bound["s"]
+    bound = model._sessions._bound["s"]
     assert len(bound.reading) == 1
     del stream
     gc.collect()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pytest_dsh_replay import MemoryBackend, SessionStoreError
 from pytest_dsh_replay._format.jsonl import parse_session_log
-from pytest_dsh_replay._recording.conversation import assemble_reply
+from pytest_dsh_replay._format.reply import assemble_reply
 from pytest_dsh_replay._store.backends.jsonl import JsonlBackend
 from pytest_dsh_replay._store.store import SessionStore
 
