@@ -199,11 +199,6 @@ class _XdistController:
             _state(node.config).merge(report)
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Keep the session: the summary needs to know whether the run stopped early."""
-    _state(session.config).session = session
-
-
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Workers hand their report to the controller; the controller finds unused scenarios."""
     state = _state(session.config)

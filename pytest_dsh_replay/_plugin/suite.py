@@ -42,7 +42,6 @@ class SuiteState:
     recordings: list[tuple[str, int, int, bool]] = field(default_factory=list)
     kept: int = 0
     unused: list[Path] | None = None
-    session: Any = None  # the pytest session
     env_model: Any = None
     workbase: Path | None = None
     runs: int = 0
