@@ -1,16 +1,14 @@
 """The pytest plugin, registered through the ``pytest11`` entry point ``dsh_replay``.
 
-This layer only wires pytest to the core: options and ini keys, the ``dsh_scenario``
-marker, the ``dsh_replay`` fixture, the end-of-test checks and the terminal summary.
-The core (``runtime``, ``scenario``, ``model``, ``store``) is imported only when a test
-asks for the fixture, so loading the plugin costs next to nothing.
+Only pytest wiring: options and ini keys, the ``dsh_scenario`` marker, the fixtures, and
+hooks that turn pytest objects into plain values and ask the pytest-free policy in
+``_plugin``. The policy and the core are imported inside the hooks and fixtures that
+need them, so loading the plugin costs next to nothing.
 """
 
 from __future__ import annotations
 
-import os
-import shlex
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -21,83 +19,36 @@ if TYPE_CHECKING:
     from syrupy.assertion import SnapshotAssertion
 
     from ._fixture.dsh_replay import DshReplay
-    from ._plugin.suite import SuiteState
+    from ._plugin.collected import CollectedTest
+    from ._plugin.suite import RunScope, SuiteState
 
 RECORD_MODES: Final = ("all", "missing")
 """The values ``--dsh-record`` accepts (a bare ``--dsh-record`` means ``all``)."""
 
 DEFAULT_SNAPSHOT_DIR: Final = "dsh_snapshots"
-_DEFAULT_ROOT_PART: Final = f"{os.sep}{DEFAULT_SNAPSHOT_DIR}{os.sep}"
-_MARKER_KEYWORDS: Final = frozenset({"compare_logs", "record"})
+"""The snapshot root beside each test module when ``dsh_snapshot_dir`` is not set."""
+
+
+@dataclass
+class _Run:
+    """One test's run: the fixture value it received, and whether its body passed."""
+
+    replay: DshReplay
+    passed: bool = False
+
+
+_STATE = pytest.StashKey["SuiteState"]()
+_RUN = pytest.StashKey[_Run]()
+_LAYOUT_PROBLEM = pytest.StashKey[str]()
 
 
 def _parse_record_mode(value: str) -> str:
     """Validate ``--dsh-record``'s value (argparse ``type=``)."""
     if value in RECORD_MODES:
         return value
-    hint = ""
-    if "/" in value or os.sep in value or "::" in value or value.endswith(".py"):
-        hint = f"; it looks like a test path: write --dsh-record=all {value}"
-    raise pytest.UsageError(
-        f"--dsh-record accepts {' or '.join(RECORD_MODES)} (a bare --dsh-record means all), "
-        f"got {value!r}{hint}"
-    )
+    from ._plugin.messages import bad_record_mode
 
-
-_HOW_TO_RECORD: Final = (
-    "--dsh-record needs a live model: set DSH_RECORD_BASE_URL, DSH_RECORD_API_KEY (and "
-    "DSH_RECORD_MODEL to override the model requests ask for) for an OpenAI-compatible "
-    "endpoint (pip install 'pytest-dsh-replay[record]'), or implement the hook "
-    "pytest_dsh_replay_live_model"
-    "(config, scenario_path) in a conftest.py at the root of your tests"
-)
-
-
-def _env_live_model(config: pytest.Config) -> Any:
-    """The built-in adapter configured from ``DSH_RECORD_*`` (one per run), or ``None``."""
-    state = _state(config)
-    if state.env_model is None:
-        from ._errors import RecordingError
-        from ._recording.live_openai import OpenAICompatibleModel
-
-        try:
-            state.env_model = OpenAICompatibleModel.from_env()
-        except RecordingError as err:
-            raise pytest.UsageError(str(err)) from None
-    return state.env_model
-
-
-def _check_live_model_available(config: pytest.Config) -> None:
-    """Stop at start-up when ``--dsh-record`` has no live model to record from."""
-    if config.pluginmanager.hook.pytest_dsh_replay_live_model.get_hookimpls():
-        return
-    if _env_live_model(config) is None:
-        raise pytest.UsageError(_HOW_TO_RECORD)
-
-
-def _live_model(config: pytest.Config, path: Path) -> Any:
-    live = config.hook.pytest_dsh_replay_live_model(config=config, scenario_path=path)
-    if live is not None:
-        return live
-    live = _env_live_model(config)
-    if live is None:
-        pytest.fail(f"no live model to record {path}: {_HOW_TO_RECORD}", pytrace=False)
-    return live
-
-
-_STATE = pytest.StashKey["SuiteState"]()
-
-
-@dataclass
-class _Run:
-    """One test's run: the fixture value the test received."""
-
-    replay: DshReplay
-
-
-_RUN = pytest.StashKey[_Run]()
-_PASSED = pytest.StashKey[bool]()
-_LAYOUT_PROBLEM = pytest.StashKey[str]()
+    raise pytest.UsageError(bad_record_mode(value, RECORD_MODES))
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -155,20 +106,17 @@ def pytest_configure(config: pytest.Config) -> None:
         "skips the replayed-log check; record=False makes the test replay even under "
         "--dsh-record (another test records the scenario).",
     )
-    raw_root = str(config.getini("dsh_snapshot_dir")).strip()
-    base = config.inipath.parent if config.inipath is not None else config.rootpath
     from ._plugin.suite import SuiteState
 
-    state = SuiteState(
+    raw_root = str(config.getini("dsh_snapshot_dir")).strip()
+    base = config.inipath.parent if config.inipath is not None else config.rootpath
+    config.stash[_STATE] = state = SuiteState(
         record=config.getoption("dsh_record"),
         ini_root=(base / raw_root) if raw_root else None,
         subset=bool(config.getoption("keyword") or config.getoption("markexpr")),
         compare_logs=bool(config.getini("dsh_compare_logs")),
         fail_unused=bool(config.getoption("dsh_fail_unused")),
     )
-    if state.ini_root is not None:
-        state.ini_root_prefix = os.path.join(os.path.normpath(state.ini_root), "")
-    config.stash[_STATE] = state
     if config.option.collectonly:
         # Nothing is asserted in a collect-only run, so no snapshot can be "unused";
         # syrupy (a dependency of this plugin) would fail `pytest --co` saying so.
@@ -199,142 +147,61 @@ class _XdistController:
             _state(node.config).merge(report)
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Keep the session: the summary needs to know whether the run stopped early."""
-    _state(session.config).session = session
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Workers hand their report to the controller; the controller finds unused scenarios."""
-    state = _state(session.config)
-    workeroutput = getattr(session.config, "workeroutput", None)
-    if workeroutput is not None:
-        workeroutput["dsh_replay"] = state.report()
-        return
-    if (state.used or state.ini_root is not None) and _is_complete_run(session, state):
-        from ._plugin.suite import unused_scenarios
-
-        state.unused = unused_scenarios(state)
-        if state.unused and state.fail_unused and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
 def _state(config: pytest.Config) -> SuiteState:
     return config.stash[_STATE]
 
 
-def _snapshot_root(item: pytest.Item, state: SuiteState) -> Path:
-    if state.ini_root is not None:
-        return state.ini_root
-    return item.path.parent / DEFAULT_SNAPSHOT_DIR
+def _env_live_model(config: pytest.Config) -> Any:
+    from ._errors import RecordingError
 
-
-def _resolved_root(state: SuiteState, root: Path) -> str:
-    """``str(root.resolve())``, resolved once per run and root."""
-    resolved = state.resolved_roots.get(root)
-    if resolved is None:
-        resolved = state.resolved_roots[root] = str(root.resolve())
-    return resolved
-
-
-def _test_name(item: pytest.Item) -> str:
-    """The test's name inside its module, classes included (``TestX::test_y[id]``)."""
-    module = item.nodeid.split("::", 1)
-    return module[1] if len(module) == 2 else item.name
-
-
-def _scenario_path(item: pytest.Item, state: SuiteState) -> Path:
-    from ._errors import ScenarioError
-    from ._plugin.naming import resolve_scenario, scenario_name
-
-    root = _snapshot_root(item, state)
-    marker = item.get_closest_marker("dsh_scenario")
-    if marker is not None and not marker.args:
-        marker = None
-    if marker is None:
-        # Named after the module and the test, so tests of different modules that
-        # share a root (one dsh_snapshot_dir, or modules side by side) never collide.
-        rel = Path(item.path.name)
-        if state.ini_root is not None and item.path.is_relative_to(item.config.rootpath):
-            rel = item.path.relative_to(item.config.rootpath)
-        name = "::".join([*rel.with_suffix("").parts, _test_name(item)])
-        return root / scenario_name(name)
-    if len(marker.args) != 1 or not isinstance(marker.args[0], str | os.PathLike):
-        raise pytest.UsageError(
-            f"{item.nodeid}: @pytest.mark.dsh_scenario takes one scenario name or path, "
-            f"got args={marker.args!r}"
-        )
-    unknown = set(marker.kwargs) - _MARKER_KEYWORDS
-    if unknown:
-        raise pytest.UsageError(
-            f"{item.nodeid}: @pytest.mark.dsh_scenario accepts the keywords "
-            f"{', '.join(sorted(_MARKER_KEYWORDS))}, got {', '.join(sorted(unknown))}"
-        )
     try:
-        return resolve_scenario(root, marker.args[0], resolved_root=_resolved_root(state, root))
-    except ScenarioError as err:
-        raise pytest.UsageError(f"{item.nodeid}: {err}") from None
+        return _state(config).env_live_model()
+    except RecordingError as err:
+        raise pytest.UsageError(str(err)) from None
 
 
-def _replay_only(item: pytest.Item) -> bool:
-    """Whether the test's marker says ``record=False`` (another test records the scenario)."""
+def _check_live_model_available(config: pytest.Config) -> None:
+    """Stop at start-up when ``--dsh-record`` has no live model to record from."""
+    if config.pluginmanager.hook.pytest_dsh_replay_live_model.get_hookimpls():
+        return
+    if _env_live_model(config) is None:
+        from ._plugin.messages import HOW_TO_RECORD
+
+        raise pytest.UsageError(HOW_TO_RECORD)
+
+
+def _live_model(config: pytest.Config, path: Path) -> Any:
+    live = config.hook.pytest_dsh_replay_live_model(config=config, scenario_path=path)
+    if live is None:
+        live = _env_live_model(config)
+    if live is None:
+        from ._plugin.messages import no_live_model
+
+        pytest.fail(no_live_model(path), pytrace=False)
+    return live
+
+
+def _collected(item: pytest.Item) -> CollectedTest:
+    """What the policy needs of ``item``, as plain values."""
+    from ._plugin.collected import CollectedTest
+
     marker = item.get_closest_marker("dsh_scenario")
-    return marker is not None and marker.kwargs.get("record", True) is False
-
-
-def _recording_test(item: pytest.Item, path: Path) -> str | None:
-    """The node id of a collected test that records ``path``, or ``None``."""
-    state = _state(item.config)
-    target = path.resolve()
-    for other in state.recorders:
-        try:
-            if _scenario_path(other, state).resolve() == target:
-                return str(other.nodeid)
-        except pytest.UsageError:
-            continue  # a broken marker fails that test on its own
-    return None
-
-
-def _record_command(item: pytest.Item, path: Path, mode: str) -> str:
-    """The command that (re-)records ``path``, node ids quoted for any shell.
-
-    A replay-only test (``record=False``) would only replay again under
-    ``--dsh-record``: the command names the test that records the scenario instead.
-    """
-    if not _replay_only(item):
-        return f"pytest --dsh-record={mode} {shlex.quote(item.nodeid)}"
-    recorder = _recording_test(item, path)
-    if recorder is not None:
-        return f"pytest --dsh-record={mode} {shlex.quote(recorder)}"
-    return (
-        f"{item.nodeid} only replays {path} (dsh_scenario(..., record=False)): run the "
-        f"test that records this scenario with --dsh-record={mode}"
+    module, rootpath = item.path, item.config.rootpath
+    parts = item.nodeid.split("::", 1)
+    return CollectedTest(
+        nodeid=item.nodeid,
+        path=module,
+        relpath=module.relative_to(rootpath) if module.is_relative_to(rootpath) else None,
+        name=parts[1] if len(parts) == 2 else item.name,
+        scenario_args=() if marker is None else tuple(marker.args),
+        scenario_kwargs={} if marker is None else dict(marker.kwargs),
+        fixturenames=tuple(getattr(item, "fixturenames", ())),
     )
 
 
-def _compare_logs(item: pytest.Item, state: SuiteState) -> bool:
-    marker = item.get_closest_marker("dsh_scenario")
-    if marker is not None and "compare_logs" in marker.kwargs:
-        return bool(marker.kwargs["compare_logs"])
-    return state.compare_logs
-
-
-def _records(item: pytest.Item, state: SuiteState, path: Path) -> bool:
-    """Whether this test records (rather than replays) under the current options."""
-    if _replay_only(item):
-        return False  # another test records this scenario
-    return state.record == "all" or (state.record == "missing" and not path.exists())
-
-
-def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:
-    """Once per run and directory: put back or clean up what a killed recording left."""
-    key = str(directory)
-    if key in state.recovered:
-        return
-    state.recovered.add(key)
-    from ._store.atomic import recover_directory
-
-    state.cleaned += len(recover_directory(directory))
+def _recorders(state: SuiteState) -> Iterator[CollectedTest]:
+    """The collected tests that record, converted only as far as they are read."""
+    return (_collected(item) for item in state.recorders)
 
 
 @pytest.fixture
@@ -348,98 +215,39 @@ def dsh_replay(
     load), also when the fixture is requested through another fixture. At teardown the
     model endpoint stops; a replay error an HTTP call met fails the test there.
     """
-    from ._errors import DshReplayError
-    from ._fixture.dsh_replay import DshReplay
+    from ._plugin import runs
+    from ._plugin.scenarios import ScenarioMarkerError
+    from ._plugin.suite import hook_redaction
 
-    item = request.node
+    item, config = request.node, request.config
     if not isinstance(item, pytest.Item):  # pragma: no cover - function scope guarantees it
         raise pytest.UsageError("dsh_replay is a function-scoped fixture")
-    config = request.config
     state = _state(config)
-    path = _scenario_path(item, state)
-    _recover_interrupted_writes(state, path.parent)
-    state.used.add(str(path))  # resolved only if needed, once, at the end of the run
-    state.roots.add(_resolved_root(state, _snapshot_root(item, state)))
-    if state.workbase is None:
-        state.workbase = tmp_path_factory.mktemp("dsh-replay")
-    state.runs += 1
-    workdir = state.workbase / str(state.runs)  # created on first use, if ever
-    if state.redaction is None:
-        from ._plugin.suite import hook_redaction
-
-        state.redaction = hook_redaction(config)
-    redactor, redact_hook, redact_header_hook = state.redaction
     problem: str | None = None
-    replay: DshReplay | None = None
-    layout_problem = item.stash.get(_LAYOUT_PROBLEM, None)
-    if layout_problem is not None:
-        problem = layout_problem
-    elif _records(item, state, path):
-        try:
-            replay = DshReplay.record(
-                path,
-                live=_live_model(config, path),
-                workdir=workdir,
-                redactor=redactor,
-                redact_hook=redact_hook,
-                redact_header_hook=redact_header_hook,
-            )
-        except DshReplayError as err:
-            problem = f"cannot record the dsh scenario for {item.nodeid}:\n  {err}"
-    elif not path.exists():
-        state.missing += 1
-        problem = (
-            f"no recorded dsh scenario for {item.nodeid}\n"
-            f"  looked at: {path}\n"
-            f"  record it: {_record_command(item, path, 'missing')}\n"
-            "  (recording calls the live model; see pytest --help, group dsh-replay)"
+    try:
+        replay = runs.start(
+            _collected(item),
+            state,
+            layout_problem=item.stash.get(_LAYOUT_PROBLEM, None),
+            workbase=lambda: tmp_path_factory.mktemp("dsh-replay"),
+            redaction=lambda: hook_redaction(config),
+            live=lambda path: _live_model(config, path),
+            recorders=_recorders(state),
         )
-    else:
-        if state.cache is None:
-            from ._scripts.loading import ScenarioCache
-
-            state.cache = ScenarioCache()
-        try:
-            replay = DshReplay.open(
-                path,
-                cache=state.cache,
-                workdir=workdir,
-                compare_logs=_compare_logs(item, state),
-                redactor=redactor,
-                redact_hook=redact_hook,
-                redact_header_hook=redact_header_hook,
-            )
-        except DshReplayError as err:
-            state.broken += 1
-            problem = f"the dsh scenario for {item.nodeid} does not load:\n  {err}"
-        else:
-            state.replayed += 1
-    if replay is None:  # failed outside the except blocks: no chained traceback
-        pytest.fail(problem or f"no dsh scenario for {item.nodeid}", pytrace=False)
-    item.stash[_RUN] = _Run(replay=replay)
+    except ScenarioMarkerError as err:
+        raise pytest.UsageError(str(err)) from None
+    except runs.ScenarioUnavailable as err:
+        problem = str(err)
+    if problem is not None:  # failed outside the except block: no chained traceback
+        pytest.fail(problem, pytrace=False)
+    item.stash[_RUN] = _Run(replay)
     config.hook.pytest_dsh_replay_configure(config=config, replay=replay)
     try:
         yield replay
     finally:
-        _close_endpoint(replay)
-
-
-def _close_endpoint(replay: DshReplay) -> None:
-    """Stop the model endpoint; a replay error an HTTP call met fails the test here."""
-    from ._errors import DshReplayError, RecordingError
-
-    problem: str | None = None
-    try:
-        replay.close()
-    except RecordingError as err:
-        problem = f"{type(err).__name__}: {err}"
-    except DshReplayError as err:
-        problem = (
-            "a model call over HTTP failed (the client got a 500 with this message):\n"
-            f"{type(err).__name__}: {err}"
-        )
-    if problem is not None:
-        pytest.fail(problem, pytrace=False)
+        problem = runs.close(replay)
+        if problem is not None:
+            pytest.fail(problem, pytrace=False)
 
 
 @pytest.fixture
@@ -460,27 +268,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     result = yield
     run = item.stash.get(_RUN, None)
     if run is not None and run.replay.mode == "replay":
-        from ._errors import DshReplayError, LogMismatchError
+        from ._plugin.runs import check_replayed
 
-        problem: str | None = None
-        try:
-            run.replay.finish()
-        except LogMismatchError as err:
-            problem = str(err)
-            if run.replay.recorded_elsewhere():
-                problem += (
-                    "\n(this recording was not written by pytest-dsh-replay; one made by "
-                    "other code, such as the dsh harness's own, replays without this check: "
-                    "@pytest.mark.dsh_scenario(..., compare_logs=False))"
-                )
-        except DshReplayError as err:
-            problem = str(err)
-        if problem is not None:  # failed outside the except block: no chained traceback
-            command = _record_command(item, run.replay.path, "all")
-            pytest.fail(
-                f"{problem}\n(if the new behaviour is right, re-record: {command})",
-                pytrace=False,
-            )
+        state = _state(item.config)
+        problem = check_replayed(_collected(item), state, run.replay, _recorders(state))
+        if problem is not None:
+            pytest.fail(problem, pytrace=False)
     return result
 
 
@@ -490,63 +283,33 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Remember whether the test body passed: only a passing test writes a recording."""
     report = yield
-    if report.when == "call" and _RUN in item.stash:
-        item.stash[_PASSED] = report.passed
+    run = item.stash.get(_RUN, None)
+    if report.when == "call" and run is not None:
+        run.passed = report.passed
     return report
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
-    """Write a recording after the test and every fixture teardown succeeded.
-
-    The test's replay (scenario, model, sessions) is dropped afterwards: pytest keeps
-    every finished item, and a suite's memory would grow with each test.
-    """
-    try:
-        return (yield from _teardown(item))
-    finally:
-        if _RUN in item.stash:
-            del item.stash[_RUN]
-        if _PASSED in item.stash:
-            del item.stash[_PASSED]
-
-
-def _teardown(item: pytest.Item) -> Generator[None, object, object]:
+    """Write a recording after the test and every fixture teardown succeeded."""
     run = item.stash.get(_RUN, None)
-    recording = run is not None and run.replay.mode == "record"
+    if run is None:
+        return (yield)
+    # pytest keeps every finished item: the replay (scenario, model, sessions) is dropped
+    # here, or a suite's memory would grow with each test.
+    del item.stash[_RUN]
+    if run.replay.mode != "record":
+        return (yield)
+    from ._plugin.runs import end_recording
+
     try:
         result = yield
     except BaseException:
-        if recording:
-            _state(item.config).kept += 1
+        end_recording(item.nodeid, _state(item.config), run.replay, passed=False)
         raise
-    if recording and run is not None:
-        if not item.stash.get(_PASSED, False):
-            _state(item.config).kept += 1
-            return result
-        from ._errors import DshReplayError
-
-        problem: str | None = None
-        try:
-            files = run.replay.finish()
-        except DshReplayError as err:
-            problem = str(err)
-        if problem is not None:  # failed outside the except block: no chained traceback
-            _state(item.config).unwritten += 1
-            pytest.fail(
-                f"the recording of {item.nodeid} was not written: {problem}; the previous "
-                "recording, if any, is kept",
-                pytrace=False,
-            )
-        calls = sum(
-            1
-            for s in run.replay.sessions.sessions()
-            for e in s.events[s.seed_length :]  # a fork's inherited calls are not its own
-            if e["type"] == "assistant/chunk" and e["data"]["chunk"].get("type") == "finish"
-        )
-        _state(item.config).recordings.append(
-            (str(run.replay.path), len(files), calls, run.replay.unchanged)
-        )
+    problem = end_recording(item.nodeid, _state(item.config), run.replay, passed=run.passed)
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
     return result
 
 
@@ -554,106 +317,47 @@ def _teardown(item: pytest.Item) -> Generator[None, object, object]:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> Generator[None, None, None]:
-    """Note the tests that record; in record mode, refuse two that record one scenario.
+    """Note the tests that record (before any deselection); refuse unsafe layouts.
 
-    The tests that record are noted before any deselection (``-k``, ``-m``), so the
-    re-record hint of a replay-only test can name the test that records its scenario.
-
-    Also refused: recording a scenario that holds another one or lies inside one. Under
-    ``pytest-xdist`` a worker cannot stop the run, so there the tests concerned fail
-    with the same message instead, before anything is recorded.
+    Case collisions fail the tests concerned at set-up; in record mode, two tests that
+    record one scenario or nested scenarios stop the run (under ``pytest-xdist``, where a
+    worker cannot stop it, the tests concerned fail at set-up instead).
     """
+    from ._plugin.layout import case_collisions, recording_layout_problem
+    from ._plugin.scenarios import ScenarioMarkerError
+
     state = _state(config)
+    tests = [_collected(item) for item in items]
     state.recorders = [
-        item
-        for item in items
-        if "dsh_replay" in getattr(item, "fixturenames", ()) and not _replay_only(item)
+        i for i, t in zip(items, tests, strict=True) if t.uses_replay and not t.replay_only
     ]
-    _refuse_case_collisions(state, items)
+    for message, pair in case_collisions(tests, state):
+        for k in pair:
+            items[k].stash[_LAYOUT_PROBLEM] = message
     yield
     if state.record is None:
         return
-    problem = _recording_layout_problem(state, items)
+    try:
+        problem = recording_layout_problem([_collected(item) for item in items], state)
+    except ScenarioMarkerError as err:
+        raise pytest.UsageError(str(err)) from None
     if problem is None:
         return
     message, involved = problem
     if not hasattr(config, "workerinput"):
         raise pytest.UsageError(message)
-    for item in involved:
-        item.stash[_LAYOUT_PROBLEM] = message
-
-
-def _refuse_case_collisions(state: SuiteState, items: list[pytest.Item]) -> None:
-    """Fail (at set-up) tests whose derived scenario names differ only in letter case.
-
-    Derived names are injective, but a case-insensitive file system (macOS, Windows)
-    would give two such tests one directory, and one would replay the other's recording.
-    """
-    seen: dict[str, tuple[pytest.Item, Path]] = {}
-    for item in items:
-        if "dsh_replay" not in getattr(item, "fixturenames", ()):
-            continue
-        marker = item.get_closest_marker("dsh_scenario")
-        if marker is not None and marker.args:
-            continue  # an explicit name: sharing it is the user's choice
-        try:
-            path = _scenario_path(item, state)
-        except pytest.UsageError:
-            continue
-        key = str(path).casefold()
-        found = seen.get(key)
-        if found is None:
-            seen[key] = (item, path)
-            continue
-        other, other_path = found
-        message = (
-            f"{other.nodeid} and {item.nodeid} derive scenario names that differ only in "
-            f"letter case ({other_path.name}, {path.name}): on a case-insensitive file "
-            "system (macOS, Windows) they would share one recording; give one of them a "
-            "@pytest.mark.dsh_scenario name or another parametrize id"
-        )
-        other.stash[_LAYOUT_PROBLEM] = item.stash[_LAYOUT_PROBLEM] = message
-
-
-def _recording_layout_problem(
-    state: SuiteState, items: list[pytest.Item]
-) -> tuple[str, list[pytest.Item]] | None:
-    """The first duplicate or nested scenario among the tests that record, if any."""
-    from ._plugin.suite import recording_layout_problem
-
-    recording: list[tuple[pytest.Item, Path]] = []
-    for item in items:
-        if "dsh_replay" in getattr(item, "fixturenames", ()):
-            path = _scenario_path(item, state)
-            if _records(item, state, path):
-                recording.append((item, path))
-    found = recording_layout_problem([(i.nodeid, p) for i, p in recording])
-    if found is None:
-        return None
-    message, which = found
-    return message, [recording[k][0] for k in which]
+    for k in involved:
+        items[k].stash[_LAYOUT_PROBLEM] = message
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Keep pytest out of recorded scenarios: they hold session logs, never tests.
-
-    A directory under a snapshot root (``dsh_snapshot_dir``, else any ``dsh_snapshots``
-    directory) that holds a primary session log is not walked; grouping directories
-    between the root and the scenarios still are. Anything else is left to pytest.
-    """
+    """Keep pytest out of recorded scenarios: they hold session logs, never tests."""
     state = config.stash.get(_STATE, None)
     if state is None:
         return None
-    # Cheap string tests first: pytest asks about every file and directory it meets.
-    text = str(collection_path)
-    if state.ini_root_prefix is not None:
-        if not text.startswith(state.ini_root_prefix):
-            return None
-    elif _DEFAULT_ROOT_PART not in text:
-        return None
-    from ._scripts.scenario import holds_primary_log
+    from ._plugin.scenarios import ignores
 
-    return True if holds_primary_log(collection_path) else None
+    return True if ignores(state, collection_path) else None
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
@@ -662,24 +366,35 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
         items[0].config.stash[_STATE].subset = True
 
 
-def _is_complete_run(session: pytest.Session, state: SuiteState) -> bool:
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Workers hand their report to the controller; the controller finds unused scenarios."""
+    state = _state(session.config)
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["dsh_replay"] = state.report()
+        return
+    from ._plugin.suite import find_unused
+
+    if find_unused(state, _run_scope(session)) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _run_scope(session: pytest.Session) -> RunScope:
+    """What the complete-run rule reads of the session, as plain values."""
+    from ._plugin.suite import RunScope
+
     config = session.config
-    if config.option.collectonly:  # nothing ran: no scenario can have been used
-        return False
-    if state.subset or session.shouldstop or session.shouldfail:
-        return False
-    if (
-        session.testsfailed
-        and config.getoption("maxfail")
-        and (session.testsfailed >= config.getoption("maxfail"))
-    ):
-        return False
-    if config.args_source == pytest.Config.ArgsSource.ARGS:
-        base = config.rootpath
-        defaults = {base.resolve()} | {(base / p).resolve() for p in config.getini("testpaths")}
-        here = config.invocation_params.dir
-        return all("::" not in arg and (here / arg).resolve() in defaults for arg in config.args)
-    return True
+    from_args = config.args_source == pytest.Config.ArgsSource.ARGS
+    return RunScope(
+        collect_only=bool(config.option.collectonly),
+        stopped=bool(session.shouldstop or session.shouldfail),
+        failed=session.testsfailed,
+        maxfail=config.getoption("maxfail") or 0,
+        args=tuple(config.args) if from_args else None,
+        rootpath=config.rootpath,
+        testpaths=tuple(config.getini("testpaths")),
+        invocation_dir=config.invocation_params.dir,
+    )
 
 
 def pytest_terminal_summary(

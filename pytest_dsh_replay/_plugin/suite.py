@@ -1,19 +1,31 @@
-"""The state of one test run and its summary, kept by the plugin (pytest-free)."""
+"""The state of one test run, the complete-run rule and the summary (pytest-free)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeAlias
+
+    from .._check.redact import Redactor
     from .._scripts.loading import ScenarioCache
 
+    Redaction: TypeAlias = tuple[
+        Redactor, Callable[[dict[str, Any]], None], Callable[[dict[str, Any]], None]
+    ]
+    """The built-in redactor, the redact hook for events and the one for headers."""
+
 __all__ = [
+    "RunScope",
     "SuiteState",
+    "find_unused",
     "hook_redaction",
+    "is_complete_run",
     "plural",
-    "recording_layout_problem",
     "summary_lines",
     "unused_scenarios",
 ]
@@ -42,11 +54,10 @@ class SuiteState:
     recordings: list[tuple[str, int, int, bool]] = field(default_factory=list)
     kept: int = 0
     unused: list[Path] | None = None
-    session: Any = None  # the pytest session
     env_model: Any = None
     workbase: Path | None = None
     runs: int = 0
-    redaction: tuple[Any, Any, Any] | None = None
+    redaction: Redaction | None = None
     recorders: list[Any] = field(default_factory=list)  # pytest items that record
     recovered: set[str] = field(default_factory=set)
     cleaned: int = 0
@@ -54,6 +65,25 @@ class SuiteState:
     cache: ScenarioCache | None = None
     resolved_roots: dict[Path, str] = field(default_factory=dict)
     ini_root_prefix: str | None = None  # ini_root normalized, with a trailing separator
+
+    def __post_init__(self) -> None:
+        if self.ini_root is not None and self.ini_root_prefix is None:
+            self.ini_root_prefix = os.path.join(os.path.normpath(self.ini_root), "")
+
+    def env_live_model(self) -> Any:
+        """The built-in live model configured from ``DSH_RECORD_*`` (one per run).
+
+        Returns:
+            The OpenAI-compatible adapter, or ``None`` when the variables are not set.
+
+        Raises:
+            RecordingError: The variables are set but ``openai`` is not installed.
+        """
+        if self.env_model is None:
+            from .._recording.live_openai import OpenAICompatibleModel
+
+            self.env_model = OpenAICompatibleModel.from_env()
+        return self.env_model
 
     def merge(self, report: dict[str, Any]) -> None:
         """Add a worker's report (``pytest-xdist``) to this state."""
@@ -84,7 +114,7 @@ class SuiteState:
         }
 
 
-def hook_redaction(config: Any) -> tuple[Any, Any, Any]:
+def hook_redaction(config: Any) -> Redaction:
     """The built-in redactor, and the redact hook for events and for headers.
 
     Args:
@@ -120,6 +150,66 @@ def unused_scenarios(state: SuiteState) -> list[Path]:
     used = set(state.used)
     used.update(str(Path(u).resolve()) for u in state.used if u not in found)
     return sorted(Path(p) for p in found - used)
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """What decides whether a run was complete, read from the pytest session at its end.
+
+    Attributes:
+        collect_only: ``--collect-only``: nothing ran.
+        stopped: The session stopped early (``-x``, ``--sw``, a plugin's ``shouldstop``
+            or ``shouldfail``).
+        failed: The number of failed tests.
+        maxfail: ``--maxfail`` (``0`` when unset).
+        args: The paths given on the command line, as typed, or ``None`` when pytest
+            chose them itself (``testpaths`` or the current directory).
+        rootpath: The rootdir.
+        testpaths: The ``testpaths`` ini value, relative to the rootdir.
+        invocation_dir: The directory pytest was started in.
+    """
+
+    collect_only: bool
+    stopped: bool
+    failed: int
+    maxfail: int
+    args: tuple[str, ...] | None
+    rootpath: Path
+    testpaths: tuple[str, ...]
+    invocation_dir: Path
+
+
+def is_complete_run(scope: RunScope, state: SuiteState) -> bool:
+    """Whether the run selected every test, so a scenario no test used is unused.
+
+    A run is a subset when it only collected, stopped early or at ``--maxfail``, was
+    narrowed (``-k``, ``-m``, any deselection), or named paths on the command line other
+    than the rootdir or its ``testpaths`` (a node id, ``path::test``, always narrows).
+    """
+    if scope.collect_only:  # nothing ran: no scenario can have been used
+        return False
+    if state.subset or scope.stopped:
+        return False
+    if scope.failed and scope.maxfail and scope.failed >= scope.maxfail:
+        return False
+    if scope.args is not None:
+        base = scope.rootpath
+        defaults = {base.resolve()} | {(base / p).resolve() for p in scope.testpaths}
+        here = scope.invocation_dir
+        return all("::" not in arg and (here / arg).resolve() in defaults for arg in scope.args)
+    return True
+
+
+def find_unused(state: SuiteState, scope: RunScope) -> bool:
+    """On a complete run, note the unused scenarios in ``state.unused``.
+
+    Returns:
+        Whether they fail the run: some are unused and ``--dsh-fail-unused`` is on.
+    """
+    if not (state.used or state.ini_root is not None) or not is_complete_run(scope, state):
+        return False
+    state.unused = unused_scenarios(state)
+    return bool(state.unused) and state.fail_unused
 
 
 def plural(n: int, word: str) -> str:
@@ -161,46 +251,3 @@ def summary_lines(state: SuiteState) -> list[str]:
         lines.append(f"unused scenarios ({verdict}):")
         lines.extend(f"  {p}" for p in state.unused)
     return lines
-
-
-def recording_layout_problem(tests: list[tuple[str, Path]]) -> tuple[str, list[int]] | None:
-    """The first duplicate or nested scenario among the tests that record, if any.
-
-    Args:
-        tests: ``(node id, scenario path)`` of every selected test that records.
-
-    Returns:
-        ``(message, indexes of the tests involved)``, or ``None`` when the layout is safe:
-        no two tests record one scenario, and no recorded scenario lies inside another
-        (recorded or on disk), since recording replaces a whole directory.
-    """
-    from .._errors import RecordingError
-    from .._scripts.scenario import refuse_nested
-
-    seen: dict[str, int] = {}
-    for k, (nodeid, path) in enumerate(tests):
-        key = str(path.resolve())
-        other = seen.get(key)
-        if other is not None:
-            return (
-                f"--dsh-record: {tests[other][0]} and {nodeid} would both record {path}; "
-                "give one of them its own @pytest.mark.dsh_scenario name"
-            ), [other, k]
-        seen[key] = k
-    for key, k in seen.items():
-        path = Path(key)
-        for ancestor in path.parents:
-            other = seen.get(str(ancestor))
-            if other is not None:
-                return (
-                    f"--dsh-record: {tests[other][0]} and {tests[k][0]} record nested "
-                    f"scenarios {ancestor} and {path}; recording replaces a whole directory, "
-                    "so give the scenarios sibling directories"
-                ), [other, k]
-        if path.exists() and not path.is_dir():
-            continue  # a single log or store: the fixture says it cannot be recorded into
-        try:
-            refuse_nested(path)
-        except RecordingError as err:
-            return f"{tests[k][0]}: {err}", [k]
-    return None

@@ -1,0 +1,139 @@
+"""What the plugin tells users when a test cannot replay or record, and how to fix it.
+
+Each function returns the whole text the plugin shows (as a usage error or a test
+failure without a traceback); the wording is part of the plugin's interface.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from .collected import CollectedTest
+    from .suite import SuiteState
+
+__all__ = [
+    "HOW_TO_RECORD",
+    "RECORDED_ELSEWHERE",
+    "bad_record_mode",
+    "cannot_record",
+    "does_not_load",
+    "http_call_failed",
+    "missing_recording",
+    "no_live_model",
+    "not_written",
+    "record_command",
+    "rerecord",
+]
+
+HOW_TO_RECORD: Final = (
+    "--dsh-record needs a live model: set DSH_RECORD_BASE_URL, DSH_RECORD_API_KEY (and "
+    "DSH_RECORD_MODEL to override the model requests ask for) for an OpenAI-compatible "
+    "endpoint (pip install 'pytest-dsh-replay[record]'), or implement the hook "
+    "pytest_dsh_replay_live_model"
+    "(config, scenario_path) in a conftest.py at the root of your tests"
+)
+"""Where ``--dsh-record`` gets its live model from (shown when it has none)."""
+
+RECORDED_ELSEWHERE: Final = (
+    "\n(this recording was not written by pytest-dsh-replay; one made by "
+    "other code, such as the dsh harness's own, replays without this check: "
+    "@pytest.mark.dsh_scenario(..., compare_logs=False))"
+)
+"""Appended to a log mismatch when another program wrote the recording."""
+
+
+def bad_record_mode(value: str, modes: Sequence[str]) -> str:
+    """``--dsh-record`` got ``value``, none of ``modes``; a test path gets a hint."""
+    hint = ""
+    if "/" in value or os.sep in value or "::" in value or value.endswith(".py"):
+        hint = f"; it looks like a test path: write --dsh-record=all {value}"
+    return (
+        f"--dsh-record accepts {' or '.join(modes)} (a bare --dsh-record means all), "
+        f"got {value!r}{hint}"
+    )
+
+
+def no_live_model(path: Path) -> str:
+    """No hook and no ``DSH_RECORD_*`` variables give a live model to record ``path``."""
+    return f"no live model to record {path}: {HOW_TO_RECORD}"
+
+
+def record_command(
+    test: CollectedTest,
+    path: Path,
+    mode: str,
+    state: SuiteState,
+    recorders: Iterable[CollectedTest],
+) -> str:
+    """The command that (re-)records ``path``, node ids quoted for any shell.
+
+    Args:
+        test: The test that replays ``path``.
+        path: Its scenario.
+        mode: The ``--dsh-record`` value the command uses (``"all"`` or ``"missing"``).
+        state: The run's state.
+        recorders: The collected tests that record (read only for a replay-only test).
+
+    Returns:
+        ``pytest --dsh-record=<mode> <node id>``. A replay-only test (``record=False``)
+        would only replay again under ``--dsh-record``: the command names the test that
+        records the scenario instead, or, when none was collected, the text says to run
+        that test.
+    """
+    if not test.replay_only:
+        return f"pytest --dsh-record={mode} {shlex.quote(test.nodeid)}"
+    from .scenarios import recording_test
+
+    recorder = recording_test(path, recorders, state)
+    if recorder is not None:
+        return f"pytest --dsh-record={mode} {shlex.quote(recorder)}"
+    return (
+        f"{test.nodeid} only replays {path} (dsh_scenario(..., record=False)): run the "
+        f"test that records this scenario with --dsh-record={mode}"
+    )
+
+
+def missing_recording(nodeid: str, path: Path, command: str) -> str:
+    """A replayed test has no recording: where it looked and how to record one."""
+    return (
+        f"no recorded dsh scenario for {nodeid}\n"
+        f"  looked at: {path}\n"
+        f"  record it: {command}\n"
+        "  (recording calls the live model; see pytest --help, group dsh-replay)"
+    )
+
+
+def cannot_record(nodeid: str, err: Exception) -> str:
+    """A test's recording could not be prepared (``err`` says why)."""
+    return f"cannot record the dsh scenario for {nodeid}:\n  {err}"
+
+
+def does_not_load(nodeid: str, err: Exception) -> str:
+    """A test's recording exists but does not load (``err`` names the file and line)."""
+    return f"the dsh scenario for {nodeid} does not load:\n  {err}"
+
+
+def rerecord(problem: str, command: str) -> str:
+    """An end-of-test check failed: the problem, then the command that re-records."""
+    return f"{problem}\n(if the new behaviour is right, re-record: {command})"
+
+
+def not_written(nodeid: str, problem: str) -> str:
+    """A passing test's recording could not be saved; the old one stays."""
+    return (
+        f"the recording of {nodeid} was not written: {problem}; the previous "
+        "recording, if any, is kept"
+    )
+
+
+def http_call_failed(err: Exception) -> str:
+    """A replay error an HTTP call met (its client got a 500), shown at teardown."""
+    return (
+        "a model call over HTTP failed (the client got a 500 with this message):\n"
+        f"{type(err).__name__}: {err}"
+    )

@@ -1,0 +1,238 @@
+"""One test's run of the ``dsh_replay`` fixture, from set-up to teardown (pytest-free).
+
+:func:`start` resolves the test's scenario and opens it for replay or for recording,
+counting what the summary reports; :func:`check_replayed`, :func:`end_recording` and
+:func:`close` run the end-of-test work and return the failure text, if any. The plugin
+supplies what only pytest has (the temporary base, the redact hooks, the live model) as
+callables, and turns :class:`ScenarioUnavailable` and the returned texts into test
+failures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._errors import DshReplayError
+
+if TYPE_CHECKING:
+    from .._fixture.dsh_replay import DshReplay
+    from .collected import CollectedTest
+    from .suite import Redaction, SuiteState
+
+__all__ = [
+    "ScenarioUnavailable",
+    "check_replayed",
+    "close",
+    "end_recording",
+    "recorded_calls",
+    "start",
+]
+
+
+class ScenarioUnavailable(DshReplayError):
+    """A test cannot get its scenario; the message is the whole text shown to the user.
+
+    Raised at set-up for a refused layout, a missing recording, a recording that does
+    not load, or a recording that cannot be prepared.
+    """
+
+
+def start(
+    test: CollectedTest,
+    state: SuiteState,
+    *,
+    layout_problem: str | None,
+    workbase: Callable[[], Path],
+    redaction: Callable[[], Redaction],
+    live: Callable[[Path], Any],
+    recorders: Iterable[CollectedTest],
+) -> DshReplay:
+    """Open the test's scenario for replay, or prepare to record it.
+
+    Args:
+        test: The test that requested the fixture.
+        state: The run's state; its counts (replayed, missing, broken), the scenarios
+            used and the shared scenario cache are updated here.
+        layout_problem: Why collection refused this test's scenario, if it did.
+        workbase: Makes the run's temporary base directory (called once per run).
+        redaction: Makes the redactor and the redact hooks (called once per run).
+        live: Gives the live model that records the scenario at the given path.
+        recorders: The collected tests that record (read only for a missing recording
+            of a replay-only test, to name the test that records it).
+
+    Returns:
+        The test's :class:`~pytest_dsh_replay.DshReplay`, in ``"record"`` mode when the
+        test records under ``--dsh-record``, else in ``"replay"`` mode.
+
+    Raises:
+        ScenarioMarkerError: The test's ``dsh_scenario`` marker is broken.
+        ScenarioUnavailable: The layout was refused, the recording is missing or does
+            not load, or it cannot be recorded.
+    """
+    from .._fixture.dsh_replay import DshReplay
+    from .messages import cannot_record, does_not_load, missing_recording, record_command
+    from .scenarios import compare_logs, records, resolved_root, scenario_path, snapshot_root
+
+    path = scenario_path(test, state)
+    _recover_interrupted_writes(state, path.parent)
+    state.used.add(str(path))  # resolved only if needed, once, at the end of the run
+    state.roots.add(resolved_root(state, snapshot_root(test, state)))
+    if state.workbase is None:
+        state.workbase = workbase()
+    state.runs += 1
+    workdir = state.workbase / str(state.runs)  # created on first use, if ever
+    if state.redaction is None:
+        state.redaction = redaction()
+    redactor, redact_hook, redact_header_hook = state.redaction
+    if layout_problem is not None:
+        raise ScenarioUnavailable(layout_problem)
+    if records(test, state, path):
+        try:
+            return DshReplay.record(
+                path,
+                live=live(path),
+                workdir=workdir,
+                redactor=redactor,
+                redact_hook=redact_hook,
+                redact_header_hook=redact_header_hook,
+            )
+        except DshReplayError as err:
+            raise ScenarioUnavailable(cannot_record(test.nodeid, err)) from None
+    if not path.exists():
+        state.missing += 1
+        command = record_command(test, path, "missing", state, recorders)
+        raise ScenarioUnavailable(missing_recording(test.nodeid, path, command))
+    if state.cache is None:
+        from .._scripts.loading import ScenarioCache
+
+        state.cache = ScenarioCache()
+    try:
+        replay = DshReplay.open(
+            path,
+            cache=state.cache,
+            workdir=workdir,
+            compare_logs=compare_logs(test, state),
+            redactor=redactor,
+            redact_hook=redact_hook,
+            redact_header_hook=redact_header_hook,
+        )
+    except DshReplayError as err:
+        state.broken += 1
+        raise ScenarioUnavailable(does_not_load(test.nodeid, err)) from None
+    state.replayed += 1
+    return replay
+
+
+def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:
+    """Once per run and directory: put back or clean up what a killed recording left."""
+    key = str(directory)
+    if key in state.recovered:
+        return
+    state.recovered.add(key)
+    from .._store.atomic import recover_directory
+
+    state.cleaned += len(recover_directory(directory))
+
+
+def check_replayed(
+    test: CollectedTest,
+    state: SuiteState,
+    replay: DshReplay,
+    recorders: Iterable[CollectedTest],
+) -> str | None:
+    """The end-of-test check of a passing replayed test: every call used, logs as recorded.
+
+    Args:
+        test: The test.
+        state: The run's state.
+        replay: The test's replay (``"replay"`` mode).
+        recorders: The collected tests that record (read only for a replay-only test).
+
+    Returns:
+        ``None`` when the check passed, else the failure text: the problem, a note when
+        another program wrote the recording and the logs differ, and the command that
+        re-records the scenario.
+    """
+    from .._errors import LogMismatchError
+    from .messages import RECORDED_ELSEWHERE, record_command, rerecord
+
+    try:
+        replay.finish()
+    except LogMismatchError as err:
+        problem = str(err)
+        if replay.recorded_elsewhere():
+            problem += RECORDED_ELSEWHERE
+    except DshReplayError as err:
+        problem = str(err)
+    else:
+        return None
+    return rerecord(problem, record_command(test, replay.path, "all", state, recorders))
+
+
+def end_recording(nodeid: str, state: SuiteState, replay: DshReplay, *, passed: bool) -> str | None:
+    """Write a recording after its test (body and teardown) passed, and count the outcome.
+
+    Args:
+        nodeid: The test's node id.
+        state: The run's state; the recording (files and calls written, unchanged or
+            not), or that the old recording was kept or not replaced, is counted here.
+        replay: The test's replay (``"record"`` mode).
+        passed: Whether the test and every fixture teardown passed; if not, nothing is
+            written and the previous recording stays.
+
+    Returns:
+        ``None``, or the failure text when the recording could not be written.
+    """
+    if not passed:
+        state.kept += 1
+        return None
+    from .messages import not_written
+
+    try:
+        files = replay.finish()
+    except DshReplayError as err:
+        state.unwritten += 1
+        return not_written(nodeid, str(err))
+    state.recordings.append(
+        (str(replay.path), len(files), recorded_calls(replay.sessions), replay.unchanged)
+    )
+    return None
+
+
+def recorded_calls(sessions: Any) -> int:
+    """The model calls recorded in a store's sessions (a fork's inherited calls left out).
+
+    Args:
+        sessions: A :class:`~pytest_dsh_replay.SessionStore` (or anything whose
+            ``sessions()`` yields sessions with ``events`` and ``seed_length``).
+
+    Returns:
+        The number of finished calls: ``finish`` chunks after each session's seed.
+    """
+    return sum(
+        1
+        for s in sessions.sessions()
+        for e in s.events[s.seed_length :]  # a fork's inherited calls are not its own
+        if e["type"] == "assistant/chunk" and e["data"]["chunk"].get("type") == "finish"
+    )
+
+
+def close(replay: DshReplay) -> str | None:
+    """Stop the model endpoint.
+
+    Returns:
+        ``None``, or the failure text: a replay error an HTTP call met (its client got
+        a 500), or that the live model could not be reached while recording.
+    """
+    from .._errors import RecordingError
+    from .messages import http_call_failed
+
+    try:
+        replay.close()
+    except RecordingError as err:
+        return f"{type(err).__name__}: {err}"
+    except DshReplayError as err:
+        return http_call_failed(err)
+    return None

@@ -1,0 +1,160 @@
+"""Which scenario a test uses, and whether it records or replays it (pytest-free).
+
+The plugin turns each ``pytest.Item`` into a :class:`~.collected.CollectedTest` and asks
+here: where the test's scenario lives (its ``dsh_scenario`` marker, else a name derived
+from the module and the test), whether it records under ``--dsh-record``, whether its
+replayed logs are compared, and which paths pytest must not collect.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from .._errors import DshReplayError, ScenarioError
+
+if TYPE_CHECKING:
+    from .collected import CollectedTest
+    from .suite import SuiteState
+
+__all__ = [
+    "DEFAULT_SNAPSHOT_DIR",
+    "MARKER_KEYWORDS",
+    "ScenarioMarkerError",
+    "compare_logs",
+    "ignores",
+    "recording_test",
+    "records",
+    "resolved_root",
+    "scenario_path",
+    "snapshot_root",
+]
+
+DEFAULT_SNAPSHOT_DIR: Final = "dsh_snapshots"
+"""The snapshot root beside each test module when ``dsh_snapshot_dir`` is not set."""
+
+MARKER_KEYWORDS: Final = frozenset({"compare_logs", "record"})
+"""The keyword arguments ``@pytest.mark.dsh_scenario`` accepts."""
+
+_DEFAULT_ROOT_PART: Final = f"{os.sep}{DEFAULT_SNAPSHOT_DIR}{os.sep}"
+
+
+class ScenarioMarkerError(DshReplayError, ValueError):
+    """A ``dsh_scenario`` marker cannot name a scenario.
+
+    The message starts with the test's node id, then says what the marker takes and
+    what it got (the plugin shows it as a usage error).
+    """
+
+
+def snapshot_root(test: CollectedTest, state: SuiteState) -> Path:
+    """The directory a test's scenario names are relative to.
+
+    Returns:
+        ``dsh_snapshot_dir`` when set, else ``dsh_snapshots/`` beside the test module.
+    """
+    if state.ini_root is not None:
+        return state.ini_root
+    return test.path.parent / DEFAULT_SNAPSHOT_DIR
+
+
+def resolved_root(state: SuiteState, root: Path) -> str:
+    """``str(root.resolve())``, resolved once per run and root (kept in ``state``)."""
+    resolved = state.resolved_roots.get(root)
+    if resolved is None:
+        resolved = state.resolved_roots[root] = str(root.resolve())
+    return resolved
+
+
+def scenario_path(test: CollectedTest, state: SuiteState) -> Path:
+    """The scenario a test replays or records.
+
+    Args:
+        test: The test.
+        state: The run's state (the snapshot root, the roots resolved so far).
+
+    Returns:
+        The marker's name resolved against the snapshot root (an absolute path as it
+        is); without a named scenario, ``<root>/<derived name>``, named after the module
+        (relative to the rootdir when ``dsh_snapshot_dir`` is set, so modules sharing
+        one root never collide) and the test.
+
+    Raises:
+        ScenarioMarkerError: The marker has other than one ``str``/``PathLike``
+            argument or an unknown keyword, or its name leaves the snapshot root.
+    """
+    from .naming import resolve_scenario, scenario_name
+
+    root = snapshot_root(test, state)
+    if not test.names_scenario:
+        rel = Path(test.path.name)
+        if state.ini_root is not None and test.relpath is not None:
+            rel = test.relpath
+        return root / scenario_name("::".join([*rel.with_suffix("").parts, test.name]))
+    args = test.scenario_args
+    if len(args) != 1 or not isinstance(args[0], str | os.PathLike):
+        raise ScenarioMarkerError(
+            f"{test.nodeid}: @pytest.mark.dsh_scenario takes one scenario name or path, "
+            f"got args={args!r}"
+        )
+    unknown = set(test.scenario_kwargs) - MARKER_KEYWORDS
+    if unknown:
+        raise ScenarioMarkerError(
+            f"{test.nodeid}: @pytest.mark.dsh_scenario accepts the keywords "
+            f"{', '.join(sorted(MARKER_KEYWORDS))}, got {', '.join(sorted(unknown))}"
+        )
+    try:
+        return resolve_scenario(root, args[0], resolved_root=resolved_root(state, root))
+    except ScenarioError as err:
+        raise ScenarioMarkerError(f"{test.nodeid}: {err}") from None
+
+
+def compare_logs(test: CollectedTest, state: SuiteState) -> bool:
+    """Whether the test's replayed logs are compared: the marker's say, else the ini's."""
+    if "compare_logs" in test.scenario_kwargs:
+        return bool(test.scenario_kwargs["compare_logs"])
+    return state.compare_logs
+
+
+def records(test: CollectedTest, state: SuiteState, path: Path) -> bool:
+    """Whether the test records (rather than replays) ``path`` under the run's options.
+
+    ``--dsh-record=all`` records every test, ``--dsh-record=missing`` only those whose
+    scenario does not exist yet; a replay-only test (``record=False``) never records.
+    """
+    if test.replay_only:
+        return False  # another test records this scenario
+    return state.record == "all" or (state.record == "missing" and not path.exists())
+
+
+def recording_test(path: Path, recorders: Iterable[CollectedTest], state: SuiteState) -> str | None:
+    """The node id of the first of ``recorders`` that records ``path``, or ``None``."""
+    target = path.resolve()
+    for other in recorders:
+        try:
+            if scenario_path(other, state).resolve() == target:
+                return other.nodeid
+        except ScenarioMarkerError:
+            continue  # a broken marker fails that test on its own
+    return None
+
+
+def ignores(state: SuiteState, collection_path: Path) -> bool:
+    """Whether pytest must not collect ``collection_path``: a recorded scenario.
+
+    A directory under a snapshot root (``dsh_snapshot_dir``, else any ``dsh_snapshots``
+    directory) that holds a primary session log holds session logs, never tests;
+    grouping directories between the root and the scenarios are collected as usual.
+    """
+    # Cheap string tests first: pytest asks about every file and directory it meets.
+    text = str(collection_path)
+    if state.ini_root_prefix is not None:
+        if not text.startswith(state.ini_root_prefix):
+            return False
+    elif _DEFAULT_ROOT_PART not in text:
+        return False
+    from .._scripts.scenario import holds_primary_log
+
+    return holds_primary_log(collection_path)

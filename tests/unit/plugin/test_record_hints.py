@@ -1,0 +1,91 @@
+"""What the plugin tells users about recordings: the hints, called without pytester."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.collected import collected, suite_state
+
+from pytest_dsh_replay._plugin.collected import CollectedTest
+from pytest_dsh_replay._plugin.messages import (
+    HOW_TO_RECORD,
+    bad_record_mode,
+    missing_recording,
+    no_live_model,
+    record_command,
+)
+
+
+def test_the_record_command_quotes_the_node_id_for_a_shell(tmp_path: Path) -> None:
+    test = collected(tmp_path, "tests/test_m.py::test_x[a b]")
+    command = record_command(test, tmp_path / "s", "missing", suite_state(), [])
+    assert command == "pytest --dsh-record=missing 'tests/test_m.py::test_x[a b]'"
+
+
+def test_a_replay_only_test_names_the_test_that_records_its_scenario(tmp_path: Path) -> None:
+    state = suite_state(tmp_path / "snaps")
+    replayer = collected(tmp_path, "tests/test_m.py::test_replays", "shared", record=False)
+    recorders = [
+        collected(tmp_path, "tests/test_m.py::test_other", "other"),
+        collected(tmp_path, "tests/test_m.py::test_records[x y]", "shared"),
+    ]
+    path = tmp_path / "snaps/shared"
+    command = record_command(replayer, path, "all", state, recorders)
+    assert command == "pytest --dsh-record=all 'tests/test_m.py::test_records[x y]'"
+
+
+def test_a_replay_only_test_without_a_recording_test_says_to_run_that_test(
+    tmp_path: Path,
+) -> None:
+    replayer = collected(tmp_path, "tests/test_m.py::test_replays", "shared", record=False)
+    path = tmp_path / "snaps/shared"
+    command = record_command(replayer, path, "missing", suite_state(tmp_path / "snaps"), [])
+    assert command == (
+        f"tests/test_m.py::test_replays only replays {path} (dsh_scenario(..., "
+        "record=False)): run the test that records this scenario with --dsh-record=missing"
+    )
+
+
+def test_recorders_are_read_only_for_a_replay_only_test(tmp_path: Path) -> None:
+    def never() -> Iterator[CollectedTest]:
+        raise AssertionError("the recorders were read")
+        yield  # a generator: it fails only when read
+
+    test = collected(tmp_path, "tests/test_m.py::test_x")
+    command = record_command(test, tmp_path / "s", "all", suite_state(), never())
+    assert command == "pytest --dsh-record=all tests/test_m.py::test_x"
+
+
+def test_the_missing_recording_message_says_where_and_how(tmp_path: Path) -> None:
+    message = missing_recording("t.py::test_x", tmp_path / "s", "pytest --dsh-record=missing x")
+    assert message.splitlines() == [
+        "no recorded dsh scenario for t.py::test_x",
+        f"  looked at: {tmp_path / 's'}",
+        "  record it: pytest --dsh-record=missing x",
+        "  (recording calls the live model; see pytest --help, group dsh-replay)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        ("some", ""),
+        ("tests/test_a.py", "; it looks like a test path: write --dsh-record=all tests/test_a.py"),
+        (
+            "test_a.py::test_x",
+            "; it looks like a test path: write --dsh-record=all test_a.py::test_x",
+        ),
+    ],
+)
+def test_a_bad_record_mode_names_the_modes_and_spots_a_test_path(value: str, hint: str) -> None:
+    assert bad_record_mode(value, ("all", "missing")) == (
+        f"--dsh-record accepts all or missing (a bare --dsh-record means all), got {value!r}{hint}"
+    )
+
+
+def test_without_a_live_model_the_message_says_how_to_get_one(tmp_path: Path) -> None:
+    assert no_live_model(tmp_path) == f"no live model to record {tmp_path}: {HOW_TO_RECORD}"
+    assert "DSH_RECORD_BASE_URL" in HOW_TO_RECORD
+    assert "pytest_dsh_replay_live_model(config, scenario_path)" in HOW_TO_RECORD
