@@ -6,7 +6,10 @@ which imports neither pytest nor syrupy. The pytest layer lives in ``plugin.py``
 through the ``pytest11`` entry point, so importing this package never does.
 
 Names are imported on first use (PEP 562), so ``import pytest_dsh_replay`` (and loading
-the pytest plugin, which lives inside the package) stays cheap.
+the pytest plugin, which lives inside the package) stays cheap. The limits on recorded
+input are exported too (``MAX_LINE_BYTES``, ``MAX_NESTING``, ``MAX_CHUNK_NESTING``,
+``PATTERN_TIMEOUT_S``, ``MAX_SAFE_INTEGER``, ``MAX_CONNECTIONS``); docs/limits.md says
+what each bounds.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._endpoint.server import MAX_CONNECTIONS
     from ._errors import (
         DshReplayError,
         LogMismatchError,
@@ -36,8 +40,10 @@ if TYPE_CHECKING:
     )
     from ._fixture.dsh_replay import DshReplay
     from ._format.chunk_rows import decode_storage_record, pack_chunk_runs
-    from ._format.events import Event, SessionHeader, StreamChunk
+    from ._format.events import MAX_SAFE_INTEGER, Event, SessionHeader, StreamChunk
     from ._format.jsonl import (
+        MAX_LINE_BYTES,
+        MAX_NESTING,
         dump_session_log,
         parse_session_header,
         parse_session_log,
@@ -45,8 +51,9 @@ if TYPE_CHECKING:
     )
     from ._recording.recorder import RecordingModel
     from ._replay.model import ReplayBinding, ReplayModel
+    from ._replay.placeholders import PATTERN_TIMEOUT_S
     from ._scripts.builder import derive_replay_script
-    from ._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
+    from ._scripts.entries import MAX_CHUNK_NESTING, ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
     from ._scripts.loading import load_scenario
     from ._scripts.scenario import Scenario, SessionScript, write_scenario
     from ._store.backends.base import MemoryBackend, SessionBackend, StoredLog
@@ -56,7 +63,8 @@ if TYPE_CHECKING:
     from ._store.session import Session
     from ._store.store import SessionStore
 
-__all__ = [
+# In plain sorted order (the constants among the classes), as test_layering checks.
+__all__ = [  # noqa: RUF022
     "ChunksEntry",
     "DshReplay",
     "DshReplayError",
@@ -64,8 +72,14 @@ __all__ = [
     "HangEntry",
     "JsonlBackend",
     "LogMismatchError",
+    "MAX_CHUNK_NESTING",
+    "MAX_CONNECTIONS",
+    "MAX_LINE_BYTES",
+    "MAX_NESTING",
+    "MAX_SAFE_INTEGER",
     "MemoryBackend",
     "OverrideError",
+    "PATTERN_TIMEOUT_S",
     "PlaceholderError",
     "RecordingError",
     "RecordingModel",
@@ -115,8 +129,14 @@ _MODULE_OF: dict[str, str] = {
     "HangEntry": "_scripts.entries",
     "JsonlBackend": "_store.backends.jsonl",
     "LogMismatchError": "_errors",
+    "MAX_CHUNK_NESTING": "_scripts.entries",
+    "MAX_CONNECTIONS": "_endpoint.server",
+    "MAX_LINE_BYTES": "_format.jsonl",
+    "MAX_NESTING": "_format.jsonl",
+    "MAX_SAFE_INTEGER": "_format.events",
     "MemoryBackend": "_store.backends.base",
     "OverrideError": "_errors",
+    "PATTERN_TIMEOUT_S": "_replay.placeholders",
     "PlaceholderError": "_errors",
     "RecordingError": "_errors",
     "RecordingModel": "_recording.recorder",

@@ -1,4 +1,4 @@
-"""The exception tree of pytest-dsh-replay (DESIGN section 4).
+"""The exception tree of pytest-dsh-replay (see docs/api.md#errors).
 
 Every error this package raises on purpose derives from :class:`DshReplayError`, so a
 caller can catch one base. Each subclass also inherits the builtin whose meaning it
@@ -12,7 +12,7 @@ shares, so code that already catches ``ValueError`` or ``RuntimeError`` keeps wo
     ├── OverrideError(ValueError)              a replay.override.json sidecar is invalid
     ├── SchemaVersionError(ValueError)         a SQLite store has the wrong schema or identity
     ├── SessionStoreError(ValueError)          a store operation was refused
-    │   └── SessionForkError                   fork refused; ``.code`` says why (SPEC 6.2)
+    │   └── SessionForkError                   fork refused; ``.code`` says why
     ├── ReplayBindingError(RuntimeError)       a live session has no recorded script
     ├── ReplayExhaustedError(RuntimeError)     a session asked for more calls than recorded
     ├── ReplayConsumptionError(AssertionError) recorded calls were left unused
@@ -23,7 +23,8 @@ shares, so code that already catches ``ValueError`` or ``RuntimeError`` keeps wo
     └── RecordingError(RuntimeError)           a recording could not be written
 
 Messages follow one form: where (file:line, session, call), what was expected, what was
-found, and the fix when there is one.
+found, and the fix when there is one. The fork codes are explained in
+docs/scenarios.md#store-fork.
 """
 
 from __future__ import annotations
@@ -195,7 +196,7 @@ FORK_ERROR_CODES: Final[frozenset[str]] = frozenset(
 
 
 class SessionForkError(SessionStoreError):
-    """``SessionStore.fork`` refused.
+    """``SessionStore.fork`` refused (see docs/scenarios.md#store-fork).
 
     Attributes:
         code: One of ``SESSION_NOT_FOUND``, ``SESSION_NOT_LIVE``,

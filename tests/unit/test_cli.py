@@ -1,4 +1,4 @@
-"""The dsh-replay command (DESIGN 5)."""
+"""The dsh-replay command (see docs/cli.md)."""
 
 from __future__ import annotations
 

@@ -45,6 +45,10 @@ def test_all_lists_exactly_the_public_names() -> None:
     for name in pytest_dsh_replay.__all__:
         obj = getattr(pytest_dsh_replay, name)
         module = importlib.import_module(obj.__module__) if hasattr(obj, "__module__") else None
+        if module is None and isinstance(obj, int | float):  # a limit: its home is the lazy map's
+            module = importlib.import_module(
+                f"pytest_dsh_replay.{pytest_dsh_replay._MODULE_OF[name]}"
+            )
         if module is not None and name in getattr(module, "__all__", ()):
             continue
         aliases = {"Event", "ReplayEntry", "StreamChunk"}  # type aliases have no home module

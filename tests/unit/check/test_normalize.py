@@ -1,4 +1,4 @@
-"""Normalization, redaction and the replayed-log comparison (SPEC 11, adapted)."""
+"""Normalization, redaction and the replayed-log comparison (see docs/checks.md#normalization)."""
 
 from __future__ import annotations
 

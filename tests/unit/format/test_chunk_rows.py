@@ -1,4 +1,4 @@
-"""Packed chunk rows: decoding exactly as SPEC 4.2, encoding as SPEC 4.3/4.4."""
+"""Packed chunk rows: decoding as the harness does, encoding (see docs/format.md#packed-rows)."""
 
 from __future__ import annotations
 

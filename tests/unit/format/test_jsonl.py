@@ -1,4 +1,7 @@
-"""Reading session logs: the lenient replay rules of SPEC 1.2/1.5 and typed errors."""
+"""Reading session logs: the lenient replay rules and typed errors.
+
+See docs/format.md#lenient-reading.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""ReplayModel: binding, cursors, entries, cancellation, pacing and errors (SPEC 8.2, 9).
+"""ReplayModel: binding, cursors, entries, cancellation, pacing and errors.
+
+See docs/scenarios.md#binding and docs/scenarios.md#entry-replay.
 
 Scenarios here are built in memory; ``test_model_corpus.py`` replays the real corpus and
 ``test_model_lineage.py`` binds concurrent children from logs written to disk.

@@ -202,7 +202,7 @@ def test_the_corpus_exercises_every_entry_kind() -> None:
     assert len(LOADABLE) == 120
 
 
-# --- fork children (SPEC 6.5) ----------------------------------------------------------------
+# --- fork children (see docs/format.md#child-scripts) ----------------------------------------
 
 
 def _text(chunks: list[dict[str, Any]]) -> str:

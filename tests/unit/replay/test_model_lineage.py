@@ -1,4 +1,4 @@
-"""Concurrent children bind deterministically (beyond the reference, SPEC 9 and 13.30).
+"""Concurrent children bind deterministically (beyond the reference; see docs/scenarios.md#binding).
 
 A synthetic scenario is written to disk as real session logs: one parent and three
 children, whose ``createdAt`` order differs from the order their tasks are named in. The

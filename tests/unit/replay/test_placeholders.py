@@ -1,4 +1,6 @@
-"""``{{fromRequest:<pattern>}}`` placeholders (SPEC 8.3) and the JavaScript regex translation.
+"""``{{fromRequest:<pattern>}}`` placeholders and the JavaScript regex translation.
+
+See docs/placeholders.md.
 
 Every expected value in the translation tables was checked against Node.js
 (``[...text.matchAll(new RegExp(pattern, "g"))]``, last match, group 1 or the whole

@@ -1,4 +1,7 @@
-"""Scenario directories (SPEC 8.1): naming, slicing at seedLength, order, sidecars."""
+"""Scenario directories: naming, slicing at seedLength, order, sidecars.
+
+See docs/scenarios.md#layout.
+"""
 
 from __future__ import annotations
 

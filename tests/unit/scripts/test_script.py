@@ -1,4 +1,7 @@
-"""Script derivation (SPEC 7), entries, and the override sidecar (SPEC 8.2)."""
+"""Script derivation, entries, and the override sidecar.
+
+See docs/format.md#scripts and docs/scenarios.md#overrides.
+"""
 
 from __future__ import annotations
 

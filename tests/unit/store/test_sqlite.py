@@ -1,4 +1,6 @@
-"""The SQLite store (SPEC 5): the harness's real stores, schema identity, row encoding.
+"""The SQLite store: the harness's real stores, schema identity, row encoding.
+
+See docs/format.md#sqlite-store.
 
 ``../shared/corpus/dsh-sqlite`` holds stores written by the harness's own SQLite backend
 from recorded scenarios, each with the events the harness read back

@@ -1,4 +1,7 @@
-"""SessionStore semantics (SPEC 1.4, 6) and the JSONL backend's layout and repair (SPEC 1)."""
+"""SessionStore semantics and the JSONL backend's layout and repair.
+
+See docs/format.md#envelopes, docs/scenarios.md#store-fork and docs/format.md#jsonl-store.
+"""
 
 from __future__ import annotations
 
@@ -77,7 +80,7 @@ def tool_result(call_id: str, text: str) -> dict[str, Any]:
     }
 
 
-# --- create and seeds (SPEC 6.1) ---------------------------------------------------------
+# --- create and seeds (see docs/scenarios.md#seeds) --------------------------------------
 
 
 def test_create_mints_a_fresh_id_and_uses_the_clock(store: SessionStore) -> None:
@@ -204,7 +207,7 @@ def test_meta_becomes_the_header_in_reference_order(store: SessionStore) -> None
     ]
 
 
-# --- append (SPEC 1.4) ---------------------------------------------------------------------
+# --- append (see docs/format.md#envelopes) -------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -389,7 +392,7 @@ def test_closed_store_detaches_sessions(store: SessionStore) -> None:
         store.create("t")
 
 
-# --- fork (SPEC 6.2) ---------------------------------------------------------------------------
+# --- fork (see docs/scenarios.md#store-fork) ---------------------------------------------------
 
 
 def _code(call: Callable[[], object]) -> str:
@@ -483,7 +486,8 @@ def test_fork_child_shape(store: SessionStore) -> None:
     assert store.fork(no_cwd).header.cwd is None
 
 
-# --- subagent seeds and crash closers (SPEC 6.3, 1.7) --------------------------------------
+# --- subagent seeds and crash closers -----------------------------------------------------
+# (see docs/scenarios.md#seeds and docs/format.md#crash-repair)
 
 
 def test_completed_turn_prefix(store: SessionStore) -> None:
@@ -557,7 +561,7 @@ def test_load_refuses_live_missing_and_invalid(store: SessionStore, tmp_path: Pa
     assert info.value.path == str(path)
 
 
-# --- the JSONL layout (SPEC 1.1) ---------------------------------------------------------------
+# --- the JSONL layout (see docs/format.md#jsonl-store) -----------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -696,7 +700,7 @@ def test_zstd_needs_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         JsonlBackend(tmp_path, compression="zstd")
 
 
-# --- the JSONL loader (SPEC 1.7) -----------------------------------------------------------------
+# --- the JSONL loader (see docs/format.md#crash-repair) ------------------------------------------
 
 
 def _write_log(root: Path, sid: str, body: bytes, header: dict[str, Any] | None = None) -> Path:

@@ -1,4 +1,4 @@
-"""One contract for every session-store backend (SPEC 1, 5, 6; DESIGN 2).
+"""One contract for every session-store backend (see docs/api.md#api-stores).
 
 Each test runs against the JSONL backend (plain and zstd) and the SQLite backend: what
 a store writes, a fresh store over the same place reads back, unchanged.
