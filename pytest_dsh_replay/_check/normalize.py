@@ -19,6 +19,7 @@ from typing import Any, Final
 import orjson
 
 from .._format.events import SEEDED_FORMAT, Event, JSONObject, SessionHeader, header_version
+from .._format.json_values import ABSENT
 
 __all__ = [
     "LogDifference",
@@ -190,9 +191,6 @@ class LogDifference:
     note: str
 
 
-_MISSING: Final = object()
-
-
 def _first_difference(expected: Any, actual: Any, path: str) -> tuple[str, Any, Any] | None:
     if type(expected) is not type(actual) and not (
         isinstance(expected, int | float)
@@ -205,7 +203,7 @@ def _first_difference(expected: Any, actual: Any, path: str) -> tuple[str, Any, 
         for k in expected:
             sub = f"{path}.{k}" if _IDENT.fullmatch(k) else f"{path}[{orjson.dumps(k).decode()}]"
             if k not in actual:
-                return sub, expected[k], _MISSING
+                return sub, expected[k], ABSENT
             found = _first_difference(expected[k], actual[k], sub)
             if found is not None:
                 return found
@@ -214,7 +212,7 @@ def _first_difference(expected: Any, actual: Any, path: str) -> tuple[str, Any, 
                 sub = (
                     f"{path}.{k}" if _IDENT.fullmatch(k) else f"{path}[{orjson.dumps(k).decode()}]"
                 )
-                return sub, _MISSING, actual[k]
+                return sub, ABSENT, actual[k]
         return None
     if isinstance(expected, list):
         for i, (e, a) in enumerate(zip(expected, actual, strict=False)):
@@ -225,15 +223,15 @@ def _first_difference(expected: Any, actual: Any, path: str) -> tuple[str, Any, 
             n = min(len(expected), len(actual))
             return (
                 f"{path}[{n}]",
-                expected[n] if n < len(expected) else _MISSING,
-                actual[n] if n < len(actual) else _MISSING,
+                expected[n] if n < len(expected) else ABSENT,
+                actual[n] if n < len(actual) else ABSENT,
             )
         return None
     return None if expected == actual else (path, expected, actual)
 
 
 def _present(value: Any) -> Any:
-    return None if value is _MISSING else value
+    return None if value is ABSENT else value
 
 
 def value_difference(expected: Any, actual: Any, path: str = "$") -> tuple[str, Any, Any] | None:

@@ -23,7 +23,8 @@ from typing import Any, Final, TypeAlias
 import orjson
 
 from .._errors import SessionLogError
-from .events import MAX_SAFE_INTEGER, Event, JSONObject, StreamChunk, is_safe_integer
+from .events import Event, JSONObject, StreamChunk
+from .json_values import MAX_SAFE_INTEGER, is_json_number, is_safe_integer
 
 __all__ = [
     "MIN_RUN",
@@ -110,10 +111,6 @@ class PackedRow:
 
 def _malformed(tag: str, reason: str) -> SessionLogError:
     return SessionLogError(f"malformed {tag} storage row: {reason}")
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def validate_packed_row(value: JSONObject) -> PackedRow:
@@ -239,7 +236,7 @@ def _validate_exact(value: JSONObject) -> PackedRow:
     elif keys != _TEXT_DATA_KEYS:
         raise _malformed(tag, "data must be exactly {turn, step, index, dt, texts}")
     turn, step, index = data["turn"], data["step"], data["index"]
-    if not (_is_number(turn) and _is_number(step) and _is_number(index)):
+    if not (is_json_number(turn) and is_json_number(step) and is_json_number(index)):
         raise _malformed(tag, "turn/step/index must be numbers")
     payload_key = "args" if is_tool else "texts"
     payload = data[payload_key]
@@ -350,10 +347,10 @@ def _packable(event: Any) -> StreamChunk | None:
     data = event["data"]
     if not isinstance(data, dict) or data.keys() != _CHUNK_DATA_KEYS:
         return None
-    if not (_is_number(data["turn"]) and _is_number(data["step"])):
+    if not (is_json_number(data["turn"]) and is_json_number(data["step"])):
         return None
     chunk = data["chunk"]
-    if not isinstance(chunk, dict) or not _is_number(chunk.get("index")):
+    if not isinstance(chunk, dict) or not is_json_number(chunk.get("index")):
         return None
     kind = chunk.get("type")
     keys = chunk.keys()

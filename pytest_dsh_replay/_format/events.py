@@ -9,16 +9,16 @@ a real dataclass.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
+from .json_values import as_safe_integer, describe_json, is_count, is_safe_integer
+
 __all__ = [
     "CHUNK_TYPES",
     "END_SEED",
-    "MAX_SAFE_INTEGER",
     "NEWEST_FORMAT",
     "SEEDED_FORMAT",
     "ChunkRun",
@@ -28,11 +28,8 @@ __all__ = [
     "JSONValue",
     "SessionHeader",
     "StreamChunk",
-    "as_safe_integer",
-    "describe_json",
     "header_problem",
     "header_version",
-    "is_safe_integer",
 ]
 
 JSONValue: TypeAlias = Any
@@ -84,38 +81,6 @@ END_SEED: Final = "session/end-seed"
 """The event that closes a seed: ``data: {}`` (a fork child's seed in formats 0 and 1, a
 resume marker from format 2 on) or ``data: {"inherited": true}`` (formats 2 to 4: the end
 of a fork child's inherited prefix)."""
-
-MAX_SAFE_INTEGER: Final[int] = 2**53 - 1
-"""The largest integer a JavaScript number holds exactly (``Number.MAX_SAFE_INTEGER``)."""
-
-
-def is_safe_integer(value: object) -> bool:
-    """Tell whether ``value`` is a JavaScript safe integer (SPEC 4.2).
-
-    Args:
-        value: Any parsed JSON value.
-
-    Returns:
-        ``True`` for an ``int`` (not ``bool``) or an integral ``float`` with
-        ``|value| <= 2**53 - 1``; ``False`` otherwise. JSON ``3.0`` is an integer in
-        JavaScript, so it counts.
-    """
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
-    if isinstance(value, float):
-        return math.isfinite(value) and value.is_integer() and abs(value) <= MAX_SAFE_INTEGER
-    return False
-
-
-def as_safe_integer(value: object) -> int | None:
-    """Return ``value`` as an ``int`` when :func:`is_safe_integer` holds, else ``None``."""
-    if not is_safe_integer(value):
-        return None
-    assert isinstance(value, int | float)
-    return int(value)
-
 
 _KNOWN_HEADER_KEYS: Final[frozenset[str]] = frozenset(
     {
@@ -175,23 +140,6 @@ HeaderMode: TypeAlias = Literal["lenient", "replay", "store"]
 """
 
 
-def describe_json(value: object) -> str:
-    """How a message names the kind of a parsed JSON value (``a string``, ``null``, ...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
 def _shown(value: object) -> str:
     """A value as messages show it: strings JSON-quoted, the rest as Python writes them."""
     if isinstance(value, str):
@@ -199,15 +147,6 @@ def _shown(value: object) -> str:
 
         return json.dumps(value, ensure_ascii=False)
     return repr(value)
-
-
-def _count(value: object) -> bool:
-    """A non-negative safe integer, and not ``-0.0``."""
-    return (
-        is_safe_integer(value)
-        and value >= 0  # type: ignore[operator]
-        and not (isinstance(value, float) and math.copysign(1.0, value) < 0)
-    )
 
 
 def header_version(value: Mapping[str, Any]) -> int:
@@ -247,7 +186,7 @@ def header_problem(value: object, mode: HeaderMode) -> str | None:
             )
         if version >= SEEDED_FORMAT:
             return _seeded_format_problem(value, version)
-        if "seedLength" in value and not _count(value["seedLength"]):
+        if "seedLength" in value and not is_count(value["seedLength"]):
             return (
                 "header seedLength must be a non-negative integer (the number of events "
                 f"inherited from the fork parent), got {value['seedLength']!r}"
@@ -275,14 +214,14 @@ def _seeded_format_problem(value: dict[str, Any], version: int) -> str | None:
         return f'{where}: type must be "session", got {value.get("type")!r}'
     if not isinstance(value.get("id"), str) or not value["id"]:
         return f"{where}: id must be a non-empty string, got {value.get('id')!r}"
-    if not _count(value.get("createdAt")):
+    if not is_count(value.get("createdAt")):
         return (
             f"{where}: createdAt must be a non-negative integer (Unix ms), "
             f"got {value.get('createdAt')!r}"
         )
     if not isinstance(value.get("isSeeded"), bool):
         return f"{where}: isSeeded must be true or false, got {value.get('isSeeded')!r}"
-    if not _count(value.get("delegationDepth")):
+    if not is_count(value.get("delegationDepth")):
         return (
             f"{where}: delegationDepth must be a non-negative integer, "
             f"got {value.get('delegationDepth')!r}"
@@ -313,9 +252,9 @@ def _store_problem(value: dict[str, Any], version: int) -> str | None:
     if not isinstance(value.get("id"), str):
         return f"id must be a string, got {value.get('id')!r}"
     for key in ("createdAt", "delegationDepth"):
-        if not _count(value.get(key)):
+        if not is_count(value.get(key)):
             return f"{key} must be a non-negative safe integer, got {value.get(key)!r}"
-    if "seedLength" in value and not _count(value["seedLength"]):
+    if "seedLength" in value and not is_count(value["seedLength"]):
         return f"seedLength must be a non-negative safe integer, got {value['seedLength']!r}"
     if "cwd" in value:
         cwd = value["cwd"]

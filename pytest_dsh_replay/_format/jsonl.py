@@ -43,10 +43,10 @@ from .events import (
     HeaderMode,
     JSONObject,
     SessionHeader,
-    describe_json,
     header_problem,
     header_version,
 )
+from .json_values import describe_json
 from .log_names import check_log_name
 from .typed import ROW_LINE_PREFIXES, STREAM_LINE_PREFIXES, decode_call_line
 from .zstd import ZSTD_MAGIC, ZSTD_SUFFIXES, decompress_frames

@@ -19,12 +19,10 @@ parser would refuse anywhere is never accepted here.
 import functools
 from typing import Any, Final
 
-import orjson
-
-from .events import MAX_SAFE_INTEGER, ChunkRun
+from .events import ChunkRun
+from .json_values import ABSENT, MAX_SAFE_INTEGER, surely_lossless
 
 __all__ = [
-    "ABSENT",
     "ROW_LINE_PREFIXES",
     "STREAM_LINE_PREFIXES",
     "PackedLine",
@@ -41,9 +39,6 @@ ROW_LINE_PREFIXES: Final = (
 
 STREAM_LINE_PREFIXES: Final = (b'{"type":"assistant/message",', b'{"type":"assistant/attempt",')
 """How the events that embed a call's stream (formats 2 to 4) begin as written."""
-
-ABSENT: Final = object()
-""":attr:`StreamLine.turn` / :attr:`StreamLine.step` when the event has none."""
 
 # Member times are safe when |time0| <= 2**52, every |gap| <= 2**40 (35 years in ms) and
 # there are at most 4,096 members: 2**52 + 4096 * 2**40 = 2**53. Checked so, no sum is
@@ -237,8 +232,8 @@ class StreamLine:
 
     Attributes:
         kind: The event type.
-        turn: ``data.turn``, or :data:`ABSENT`.
-        step: ``data.step``, or :data:`ABSENT`.
+        turn: ``data.turn``, or :data:`~pytest_dsh_replay._format.json_values.ABSENT`.
+        step: ``data.step``, or :data:`~pytest_dsh_replay._format.json_values.ABSENT`.
         runs: The stream as chunk runs, as
             :func:`~pytest_dsh_replay._format.stream_records.stream_runs` returns them.
     """
@@ -257,18 +252,6 @@ _CHUNK_TYPES: Final = {
     "reasoning-chunks": "reasoning-delta",
     "tool-call-chunks": "tool-call-delta",
 }
-
-
-def _lossless(chunk: dict[str, Any]) -> bool:
-    """Whether a raw chunk is certainly lossless JSON.
-
-    The strict serializer refuses unsafe integers, and a non-finite float would be
-    written as ``null`` (a chunk holding ``null`` is left to the plain path).
-    """
-    try:
-        return b"null" not in orjson.dumps(chunk, option=orjson.OPT_STRICT_INTEGER)
-    except TypeError:  # orjson.JSONEncodeError included
-        return False
 
 
 def _packed(raw: bytes, d: _Decoders) -> PackedLine | None:
@@ -300,7 +283,7 @@ def _stream(raw: bytes, d: _Decoders) -> StreamLine | None:
     runs: list[ChunkRun] = []
     for record in event.data.stream:
         if record.__class__ is d.raw_chunk:
-            if not _lossless(record.chunk):
+            if not surely_lossless(record.chunk):  # a chunk holding null: the plain path
                 return None
             runs.append(record.chunk)
             continue

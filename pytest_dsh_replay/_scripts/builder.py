@@ -17,8 +17,7 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import orjson
@@ -26,10 +25,11 @@ import orjson
 from .._errors import DshReplayError, ScriptError, SessionLogError
 from .._format.chunk_rows import PACKED_TAGS, PackedRow, fast_row_fields, validate_packed_row
 from .._format.events import END_SEED, ChunkRun, Event, JSONObject, StreamChunk
+from .._format.json_values import ABSENT, js_string
 from .._format.jsonl import not_an_event
 from .._format.stream_records import STREAM_EVENTS, stream_runs
 from .._format.text import join_split_surrogates
-from .._format.typed import ABSENT, PackedLine, StreamLine
+from .._format.typed import PackedLine, StreamLine
 from .entries import MAX_CHUNK_NESTING, ChunksEntry, ReplayEntry, materialize_runs
 
 __all__ = [
@@ -46,50 +46,11 @@ SUMMARY_EVENTS: Final = frozenset({"compaction/summary", "compact/summary"})
 ``llmStreamCall: true``."""
 
 
-def _js_scalar(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return str(int(value)) if abs(value) < 1e21 else repr(value)
-    if isinstance(value, int | float | str):
-        return str(value)
-    return "[object Object]"
-
-
-def _js_str(value: Any) -> str:
-    """Format a value as a JavaScript template literal would (for call keys).
-
-    Arrays join their elements with ``,`` (``null`` elements are empty), nested arrays
-    too; the walk keeps its own stack, so any nesting depth works.
-    """
-    if not isinstance(value, list):
-        return _js_scalar(value)
-    stack: list[tuple[Iterator[Any], list[str]]] = [(iter(value), [])]
-    while True:
-        items, parts = stack[-1]
-        for item in items:
-            if isinstance(item, list):
-                stack.append((iter(item), []))
-                break
-            parts.append("" if item is None else _js_scalar(item))
-        else:
-            stack.pop()
-            text = ",".join(parts)
-            if not stack:
-                return text
-            stack[-1][1].append(text)
-
-
-_MISSING: Final = object()
-
-
 def _call_key(turn: Any, step: Any) -> str:
     """The reference's call key, ``f"{turn}/{step}"`` as JavaScript formats it."""
     return (
-        f"{'undefined' if turn is _MISSING else _js_str(turn)}/"
-        f"{'undefined' if step is _MISSING else _js_str(step)}"
+        f"{'undefined' if turn is ABSENT else js_string(turn)}/"
+        f"{'undefined' if step is ABSENT else js_string(step)}"
     )
 
 
@@ -238,8 +199,8 @@ class ScriptBuilder:
         self._items: list[ChunkRun] = []
         self._lines: list[int | None] = []
         self._n_chunks = 0
-        self._turn: Any = _MISSING
-        self._step: Any = _MISSING
+        self._turn: Any = ABSENT
+        self._step: Any = ABSENT
         self._start_index = 0
         self._start_line: int | None = None
 
@@ -366,8 +327,8 @@ class ScriptBuilder:
                     event_index=index,
                 )
             assert isinstance(data, dict)
-            turn = data.get("turn", _MISSING)
-            step = data.get("step", _MISSING)
+            turn = data.get("turn", ABSENT)
+            step = data.get("step", ABSENT)
             if self._items:
                 if not self._same_call(turn, step):
                     raise self._unterminated()
@@ -407,7 +368,7 @@ class ScriptBuilder:
         if data.__class__ is not dict or "stream" not in data:
             return  # a message without an embedded stream carries no call
         kind = event["type"]
-        key = _call_key(data.get("turn", _MISSING), data.get("step", _MISSING))
+        key = _call_key(data.get("turn", ABSENT), data.get("step", ABSENT))
         try:
             runs = stream_runs(data["stream"], event_type=kind, source=self.source, line=line)
         except SessionLogError as err:
@@ -545,9 +506,7 @@ class ScriptBuilder:
                         count += 1
                         if index >= skip and self.derive and self._stream_events:
                             self._count = count
-                            turn = _MISSING if value.turn is ABSENT else value.turn
-                            step = _MISSING if value.step is ABSENT else value.step
-                            key = _call_key(turn, step)
+                            key = _call_key(value.turn, value.step)
                             self._stream_entry(value.kind, key, value.runs, index, lineno)
                         continue
                     raise not_an_event(value, source, lineno)
@@ -555,8 +514,8 @@ class ScriptBuilder:
                 if tag == "assistant/chunk" and fast and count >= skip:
                     data = value.get("data")
                     if type(data) is dict and type(chunk := data.get("chunk")) is dict:
-                        turn = data.get("turn", _MISSING)
-                        step = data.get("step", _MISSING)
+                        turn = data.get("turn", ABSENT)
+                        step = data.get("step", ABSENT)
                         if items:
                             t0, s0 = self._turn, self._step
                             if not (

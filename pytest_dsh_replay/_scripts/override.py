@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from .._errors import OverrideError
-from .._format.events import is_safe_integer
+from .._format.json_values import is_safe_integer
 from .entries import ReplayEntry, entry_from_json, invalid_entry
 
 __all__ = ["Override", "apply_override", "load_override", "parse_override"]

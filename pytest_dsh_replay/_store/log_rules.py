@@ -1,6 +1,5 @@
 """The rules a session log obeys, and how the store reads back a log a crash cut short.
 
-- Lossless JSON (:func:`json_copy`): what an event may hold so that it reads back the same.
 - The event envelope and the model-visible surface (:func:`validate_log`, :class:`Surface`):
   contiguous seqs, ``surfaceOp`` and ``sourceEventSeqs`` on surface events only.
 - Crash repair: :func:`scan_committed` reads the committed prefix of a plain log (a torn
@@ -13,16 +12,16 @@
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 import orjson
 
-from .._errors import SessionLogError, SessionStoreError
+from .._errors import SessionLogError
 from .._format.chunk_rows import PACKED_TAGS, decode_storage_record
-from .._format.events import Event, SessionHeader, header_problem, is_safe_integer
+from .._format.events import Event, SessionHeader, header_problem
+from .._format.json_values import is_safe_integer
 from .._format.jsonl import MAX_LINE_BYTES, raw_lines, too_long
 from .._format.zstd import zstd_frames
 
@@ -34,7 +33,6 @@ __all__ = [
     "completed_turn_prefix",
     "envelope_problem",
     "interrupted_turn_closers",
-    "json_copy",
     "quote",
     "scan_committed",
     "scan_zstd",
@@ -63,82 +61,6 @@ class HasEvents(Protocol):
 def quote(text: str) -> str:
     """Quote a value for a message as the reference does (JSON string form)."""
     return orjson.dumps(text).decode("utf-8")
-
-
-def json_copy(value: Any, where: str) -> Any:
-    """Return a deep copy of ``value`` if it is lossless JSON (SPEC 1.4 ``data`` rule).
-
-    Lossless means what survives ``JSON.stringify`` / ``JSON.parse`` unchanged: ``None``,
-    ``bool``, strings without lone surrogates, safe integers, finite floats other than
-    ``-0.0``, lists and string-keyed dicts of those.
-
-    Raises:
-        SessionStoreError: Naming the path of the first offending value.
-    """
-    if value.__class__ is dict or value.__class__ is list:
-        # The common case in C: a serializer that refuses lone surrogates, non-string
-        # keys and unsafe integers, then a parse. What it cannot refuse is caught after:
-        # -0.0 by its text, NaN and infinities (written as null), tuples and objects it
-        # serializes (enums, UUIDs, dates, dataclasses) by comparing the copy with the
-        # value. Anything doubtful takes the walk below, which names the problem.
-        try:
-            blob = orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
-        except TypeError:  # orjson.JSONEncodeError included
-            blob = b"-0.0"
-        if b"-0.0" not in blob:
-            copy = orjson.loads(blob)
-            if copy == value:
-                return copy
-    return _json_walk(value, where)
-
-
-def _json_walk(value: Any, where: str) -> Any:
-    """:func:`json_copy`, one value at a time."""
-    cls = value.__class__
-    if cls is str:
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise SessionStoreError(
-                f"{where} is not lossless JSON: a string holds a lone surrogate"
-            ) from None
-        return value
-    if value is None or cls is bool:
-        return value
-    if cls is int:
-        if not is_safe_integer(value):
-            raise SessionStoreError(
-                f"{where} is not lossless JSON: integer {value} is outside the safe range "
-                "+-(2**53 - 1) a JSON reader keeps exactly"
-            )
-        return value
-    if cls is float:
-        if not math.isfinite(value):
-            raise SessionStoreError(f"{where} is not lossless JSON: {value!r} has no JSON form")
-        if value == 0.0 and math.copysign(1.0, value) < 0:
-            raise SessionStoreError(f"{where} is not lossless JSON: -0.0 reads back as 0")
-        return value
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            if k.__class__ is not str:
-                raise SessionStoreError(
-                    f"{where} is not lossless JSON: object key {k!r} is not a string"
-                )
-            out[k] = _json_walk(v, f"{where}.{k}")
-        return out
-    if isinstance(value, list):
-        return [_json_walk(v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, str):  # subclasses (enums and the like): keep the plain value
-        return _json_walk(str.__str__(value), where)
-    if isinstance(value, int):
-        return _json_walk(int(value), where)
-    if isinstance(value, float):
-        return _json_walk(float(value), where)
-    raise SessionStoreError(
-        f"{where} is not lossless JSON: {type(value).__name__} values have no exact JSON "
-        "form (use dict, list, str, int, float, bool or None)"
-    )
 
 
 def envelope_problem(event: Any, index: int) -> str | None:

@@ -17,9 +17,10 @@ import orjson
 
 from .._errors import DshReplayError, SessionStoreError
 from .._format.chunk_rows import PACKED_TAGS
-from .._format.events import Event, SessionHeader, is_safe_integer
+from .._format.events import Event, SessionHeader
+from .._format.json_values import is_safe_integer, json_copy
 from .backends.base import SessionBackend
-from .log_rules import Surface, interrupted_turn_closers, json_copy, quote
+from .log_rules import Surface, interrupted_turn_closers, quote
 
 __all__ = ["Session", "SessionOwner"]
 

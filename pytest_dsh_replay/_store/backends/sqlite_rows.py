@@ -38,7 +38,8 @@ from ..._format.chunk_rows import (
     PackedRow,
     validate_packed_row,
 )
-from ..._format.events import MAX_SAFE_INTEGER, Event, JSONObject, SessionHeader
+from ..._format.events import Event, JSONObject, SessionHeader
+from ..._format.json_values import MAX_SAFE_INTEGER
 from ..._format.zstd import ZSTD_MAGIC
 from ..log_rules import store_header
 

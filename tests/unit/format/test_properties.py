@@ -466,7 +466,7 @@ def _same(a: Any, b: Any) -> bool:
 )
 def test_the_fast_lossless_copy_equals_the_walk(value: Any) -> None:
     from pytest_dsh_replay._errors import SessionStoreError
-    from pytest_dsh_replay._store.log_rules import _json_walk, json_copy
+    from pytest_dsh_replay._format.json_values import _json_walk, json_copy
 
     message: str | None = None
     try:
@@ -735,8 +735,9 @@ def single_fault_rows(draw: st.DrawFn) -> bytes:
 @settings(max_examples=250, deadline=None, derandomize=True)
 @given(stream_lines())
 def test_the_typed_decoder_accepts_a_stream_only_as_the_checks_do(line: bytes) -> None:
+    from pytest_dsh_replay._format.json_values import ABSENT
     from pytest_dsh_replay._format.stream_records import stream_runs
-    from pytest_dsh_replay._format.typed import ABSENT, StreamLine, decode_call_line
+    from pytest_dsh_replay._format.typed import StreamLine, decode_call_line
 
     decoded = decode_call_line(line)
     if decoded is None:
