@@ -16,14 +16,13 @@ SQLite limits of SPEC 4.4 when asked). Every malformation raises
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any, Final, TypeAlias
+from typing import Any, Final
 
 import orjson
 
 from .._errors import SessionLogError
-from .events import Event, JSONObject, StreamChunk
+from .events import ChunkRun, Event, JSONObject, StreamChunk
 from .json_values import MAX_SAFE_INTEGER, is_json_number, is_safe_integer
 
 __all__ = [
@@ -63,50 +62,103 @@ _TOOL_DATA_KEYS: Final = frozenset({"turn", "step", "index", "id", "dt", "args"}
 _TOOL_DATA_KEYS_NAMED: Final = frozenset({"turn", "step", "index", "id", "name", "dt", "args"})
 
 
-@dataclass(frozen=True, slots=True)
 class PackedRow:
-    """A validated packed chunk row.
+    """A packed chunk row that passes every rule of the reference's checks.
+
+    The one form of a packed row past its JSON: :func:`validate_packed_row` returns it
+    for a parsed row (the JSONL and SQLite readers), and the typed decoder
+    (:func:`~pytest_dsh_replay._format.typed.decode_call_line`) returns it for a row it
+    decoded and checked in one step. It stands for its members without expanding them.
 
     Attributes:
-        tag: ``text-chunks``, ``reasoning-chunks`` or ``tool-call-chunks``.
-        seq0: The ``seq`` of the first member.
-        time0: The ``time`` of the first member (Unix ms).
+        chunk_type: The ``type`` of every member chunk: ``text-delta``,
+            ``reasoning-delta`` or ``tool-call-delta``.
+        seq0: The ``seq`` of the first member. ``None`` only from the typed decoder, for
+            a row without ``seq0`` (a projected log: the reader numbers its members).
+        time0: The ``time`` of the first member (Unix ms; ``0`` when the row has none).
         turn: The members' turn (any JSON number, as the reference allows).
         step: The members' step.
         index: The block index of every member chunk.
         dt: ``len(payload) - 1`` time gaps in ms between consecutive members.
-        payload: The members' ``text`` (text/reasoning) or ``argumentsDelta`` (tool call).
-        id: The tool call id (tool-call rows only).
+        payload: The members' ``text`` (text/reasoning) or ``argumentsDelta`` (tool
+            call), at least one.
+        id: The tool call id (tool-call rows only, else ``None``).
         name: The tool name when the row carries one.
         has_name: Whether the row carries ``name``.
     """
 
-    tag: str
-    seq0: int
-    time0: int
-    turn: Any
-    step: Any
-    index: Any
-    dt: list[int]
-    payload: list[str]
-    id: str | None = None
-    name: str | None = None
-    has_name: bool = False
+    __slots__ = (
+        "chunk_type",
+        "dt",
+        "has_name",
+        "id",
+        "index",
+        "name",
+        "payload",
+        "seq0",
+        "step",
+        "time0",
+        "turn",
+    )
+
+    def __init__(self, chunk_type: str, seq0: int | None, time0: int, turn: Any, step: Any,
+                 index: Any, dt: list[int], payload: list[str], id: str | None = None,
+                 name: str | None = None, has_name: bool = False):  # fmt: skip
+        self.chunk_type = chunk_type
+        self.seq0 = seq0
+        self.time0 = time0
+        self.turn = turn
+        self.step = step
+        self.index = index
+        self.dt = dt
+        self.payload = payload
+        self.id = id
+        self.name = name
+        self.has_name = has_name
 
     @property
-    def chunk_type(self) -> str:
-        """The ``type`` of every member chunk (``text-delta``, ...)."""
-        return PACKED_TAGS[self.tag]
+    def tag(self) -> str:
+        """The row's ``type``: ``text-chunks``, ``reasoning-chunks`` or ``tool-call-chunks``."""
+        return _TAG_OF_CHUNK[self.chunk_type]
 
     def chunk(self, k: int) -> StreamChunk:
         """Return member ``k``'s stream chunk as a new object."""
-        if self.tag == "tool-call-chunks":
+        if self.chunk_type == "tool-call-delta":
             c: StreamChunk = {"type": "tool-call-delta", "index": self.index, "id": self.id}
             if self.has_name:
                 c["name"] = self.name
             c["argumentsDelta"] = self.payload[k]
             return c
-        return {"type": PACKED_TAGS[self.tag], "index": self.index, "text": self.payload[k]}
+        return {"type": self.chunk_type, "index": self.index, "text": self.payload[k]}
+
+    def run(self, start: int = 0) -> ChunkRun:
+        """The members from ``start`` on, as one chunk run.
+
+        Returns:
+            ``[chunk_type, index, members]``, or ``[..., id]`` / ``[..., id, name]`` for
+            a tool-call row (see :data:`~pytest_dsh_replay._format.events.ChunkRun`).
+        """
+        payload = self.payload[start:] if start else self.payload
+        if self.id is None:
+            return [self.chunk_type, self.index, payload]
+        if self.has_name:
+            return [self.chunk_type, self.index, payload, self.id, self.name]
+        return [self.chunk_type, self.index, payload, self.id]
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, key) for key in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not PackedRow:
+            return NotImplemented
+        assert isinstance(other, PackedRow)
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
+        return f"PackedRow({fields})"
 
 
 def _malformed(tag: str, reason: str) -> SessionLogError:
@@ -128,41 +180,22 @@ def validate_packed_row(value: JSONObject) -> PackedRow:
         SessionLogError: ``malformed <tag> storage row: <reason>`` with the reference's
             reason for the first rule broken (no path or line; callers add them).
     """
-    fields = fast_row_fields(value)
-    if fields is None:
-        return _validate_exact(value)
-    _, index, payload, cid, name, has_name, turn, step, dt = fields
-    return PackedRow(
-        tag=value["type"],
-        seq0=value["seq0"],
-        time0=value["time0"],
-        turn=turn,
-        step=step,
-        index=index,
-        dt=dt,
-        payload=payload,
-        id=cid,
-        name=name,
-        has_name=has_name,
-    )
+    row = _fast_row(value)
+    return _validate_exact(value) if row is None else row
 
 
 _INT_ONLY: Final = frozenset({int})
 _NUMBER_TYPES: Final = frozenset({int, float})
 
-RowFields: TypeAlias = tuple[str, Any, list[str], Any, Any, bool, Any, Any, list[int]]
-"""``(chunk_type, index, payload, id, name, has_name, turn, step, dt)`` of a valid row."""
 
-
-def fast_row_fields(value: JSONObject) -> RowFields | None:
+def _fast_row(value: JSONObject) -> PackedRow | None:
     """Validate the common case of a packed row with whole-list operations that run in C.
 
-    Returns the row's fields when every rule of SPEC 4.2 certainly holds: exact ``int``
-    envelope numbers and gaps, string members, and ``|time0| + sum(|dt|)`` within the
-    safe range (which bounds every partial sum). Returns ``None`` whenever that is not
-    certain; :func:`validate_packed_row` then applies the reference's checks one by one
-    and raises the reference's error for a bad row. Used by readers that do not need a
-    :class:`PackedRow` object.
+    Returns the row when every rule of the reference's checks certainly holds: exact
+    ``int`` envelope numbers and gaps, string members, and ``|time0| + sum(|dt|)``
+    within the safe range (which bounds every partial sum). Returns ``None`` whenever
+    that is not certain; :func:`_validate_exact` then applies the reference's checks one
+    by one and raises the reference's error for a bad row.
     """
     if value.keys() != _ENVELOPE_KEYS:
         return None
@@ -208,7 +241,7 @@ def fast_row_fields(value: JSONObject) -> RowFields | None:
         return None
     if abs(time0) + sum(map(abs, dt)) > MAX_SAFE_INTEGER:
         return None
-    return chunk_type, index, payload, cid, name, has_name, turn, step, dt
+    return PackedRow(chunk_type, seq0, time0, turn, step, index, dt, payload, cid, name, has_name)
 
 
 def _validate_exact(value: JSONObject) -> PackedRow:
@@ -256,17 +289,17 @@ def _validate_exact(value: JSONObject) -> PackedRow:
         if not is_safe_integer(t):
             raise _malformed(tag, "member times must stay safe integers")
     return PackedRow(
-        tag=tag,
-        seq0=int(seq0),
-        time0=int(time0),
-        turn=turn,
-        step=step,
-        index=index,
-        dt=[int(d) for d in dt],
-        payload=payload,
-        id=data["id"] if is_tool else None,
-        name=data.get("name") if is_tool else None,
-        has_name=is_tool and "name" in data,
+        PACKED_TAGS[tag],
+        int(seq0),
+        int(time0),
+        turn,
+        step,
+        index,
+        [int(d) for d in dt],
+        payload,
+        data["id"] if is_tool else None,
+        data.get("name") if is_tool else None,
+        is_tool and "name" in data,
     )
 
 
@@ -276,11 +309,13 @@ def expand_packed_row(row: PackedRow) -> list[Event]:
     Member ``k`` gets ``seq = seq0 + k`` and ``time = time0 + sum(dt[:k])``.
     """
     turn, step, seq0 = row.turn, row.step, row.seq0
+    assert seq0 is not None, "a row the readers numbered (validate_packed_row)"
     times = accumulate(row.dt[: len(row.payload) - 1], initial=row.time0)
-    if row.tag == "tool-call-chunks":
+    chunk_type = row.chunk_type
+    if chunk_type == "tool-call-delta":
         chunks = [row.chunk(k) for k in range(len(row.payload))]
     else:  # the common rows: one literal per member is much cheaper than a method call
-        chunk_type, index = PACKED_TAGS[row.tag], row.index
+        index = row.index
         chunks = [{"type": chunk_type, "index": index, "text": text} for text in row.payload]
     return [
         {

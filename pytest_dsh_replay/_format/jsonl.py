@@ -228,8 +228,8 @@ def iter_log_lines(
         source: The file name used in error messages.
         calls: Decode packed rows and ``assistant/message``/``assistant/attempt`` events
             with :func:`~pytest_dsh_replay._format.typed.decode_call_line` when it is certain of
-            them (the script builder's fast path); such lines are yielded as its
-            :class:`~pytest_dsh_replay._format.typed.PackedLine` or
+            them (the script builder's fast path); such lines are yielded as a
+            :class:`~pytest_dsh_replay._format.chunk_rows.PackedRow` or a
             :class:`~pytest_dsh_replay._format.typed.StreamLine`, already checked.
 
     Yields:
@@ -353,7 +353,7 @@ def iter_records(
     Yields:
         ``(line_number, record)``: an ordinary event (``seq`` set to the number of
         logical events before it and ``time`` to 0 when absent), or a validated
-        :class:`~pytest_dsh_replay.chunk_rows.PackedRow` standing for its members.
+        :class:`~pytest_dsh_replay._format.chunk_rows.PackedRow` standing for its members.
 
     Raises:
         SessionLogError: A line is not a JSON object, or a packed row is malformed.

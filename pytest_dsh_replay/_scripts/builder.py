@@ -23,13 +23,13 @@ from typing import Any, Final
 import orjson
 
 from .._errors import DshReplayError, ScriptError, SessionLogError
-from .._format.chunk_rows import PACKED_TAGS, PackedRow, fast_row_fields, validate_packed_row
+from .._format.chunk_rows import PACKED_TAGS, PackedRow, validate_packed_row
 from .._format.events import END_SEED, ChunkRun, Event, JSONObject, StreamChunk
 from .._format.json_values import ABSENT, js_string
 from .._format.jsonl import not_an_event
 from .._format.stream_records import STREAM_EVENTS, stream_runs
 from .._format.text import join_split_surrogates
-from .._format.typed import PackedLine, StreamLine
+from .._format.typed import StreamLine
 from .entries import MAX_CHUNK_NESTING, ChunksEntry, ReplayEntry, materialize_runs
 
 __all__ = [
@@ -410,23 +410,7 @@ class ScriptBuilder:
 
     def packed(self, row: PackedRow, line: int | None = None) -> None:
         """Feed a validated packed row: its members, without expanding them."""
-        self._members(
-            row.payload, row.turn, row.step, row.chunk_type, row.index, row.id, row.name,
-            row.has_name, line,
-        )  # fmt: skip
-
-    def _members(
-        self,
-        payload: list[str],
-        turn: Any,
-        step: Any,
-        chunk_type: str,
-        index: Any,
-        cid: str | None,
-        name: str | None,
-        has_name: bool,
-        line: int | None,
-    ) -> None:
+        payload = row.payload
         n = len(payload)
         first = self._count
         self._count = first + n
@@ -438,21 +422,13 @@ class ScriptBuilder:
         if not (self.derive and self._chunk_events):
             return
         if self._items:
-            if not self._same_call(turn, step):
+            if not self._same_call(row.turn, row.step):
                 raise self._unterminated()
         else:
-            self._open(turn, step, first + start, line)
-        if start:
-            payload = payload[start:]
-        if cid is None:
-            item: list[Any] = [chunk_type, index, payload]
-        elif has_name:
-            item = [chunk_type, index, payload, cid, name]
-        else:
-            item = [chunk_type, index, payload, cid]
-        self._items.append(item)
+            self._open(row.turn, row.step, first + start, line)
+        self._items.append(row.run(start))
         self._lines.append(line)
-        self._n_chunks += len(payload)
+        self._n_chunks += n - start
 
     def _packed_value(self, value: JSONObject, lineno: int) -> None:
         """A packed row as parsed from a line: validated, then fed as its members."""
@@ -460,16 +436,11 @@ class ScriptBuilder:
             value["seq0"] = self._count
         if "time0" not in value:
             value["time0"] = 0
-        fields = fast_row_fields(value)
-        if fields is None:
-            try:
-                row = validate_packed_row(value)  # the reference's checks and errors
-            except SessionLogError as err:
-                raise err.at(path=self.source, line=lineno) from None
-            self.packed(row, lineno)
-            return
-        chunk_type, index, payload, cid, name, has_name, turn, step, _ = fields
-        self._members(payload, turn, step, chunk_type, index, cid, name, has_name, lineno)
+        try:
+            row = validate_packed_row(value)  # the reference's checks and errors
+        except SessionLogError as err:
+            raise err.at(path=self.source, line=lineno) from None
+        self.packed(row, lineno)
 
     def feed(self, lines: Iterable[tuple[int, Any]]) -> None:
         """Feed a log's body lines: ``(line number, parsed value)`` after the header.
@@ -493,12 +464,9 @@ class ScriptBuilder:
         try:
             for lineno, value in lines:
                 if value.__class__ is not dict:
-                    if value.__class__ is PackedLine:  # decoded typed and checked
+                    if value.__class__ is PackedRow:  # decoded typed and checked
                         self._count = count
-                        self._members(
-                            value.payload, value.turn, value.step, value.chunk_type,
-                            value.index, value.id, value.name, value.has_name, lineno,
-                        )  # fmt: skip
+                        self.packed(value, lineno)
                         count = self._count
                         continue
                     if value.__class__ is StreamLine:
