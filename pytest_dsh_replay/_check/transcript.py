@@ -11,31 +11,30 @@ render the same text.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from .._format.events import END_SEED, SEEDED_FORMAT, Event, SessionHeader
+from .._format.events import (
+    END_SEED,
+    SEEDED_FORMAT,
+    Event,
+    SessionHeader,
+    SessionLike,
+    SessionLog,
+)
 from .._format.text import visible
-from .._scripts.scenario import SessionLike
 from .normalize import Normalizer
 from .redact import Redactor, recording_redactor
 
 __all__ = ["render_transcript", "sessions_as_jsonl"]
 
 
-@dataclass(frozen=True, slots=True)
-class _Shown:
-    header: SessionHeader
-    events: list[Event]
-
-
 def _redacted(sessions: Iterable[SessionLike], redactor: Redactor | None) -> list[SessionLike]:
     """Copies of the sessions with secrets redacted in headers, events and keys."""
     rules = recording_redactor() if redactor is None else redactor
     return [
-        _Shown(
+        SessionLog(
             SessionHeader.from_json(rules.redact(s.header.to_json())), rules.redact_events(s.events)
         )
         for s in sessions

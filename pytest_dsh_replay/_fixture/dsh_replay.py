@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from .._check.log_check import (
     Comparison,
     Redaction,
-    SessionLog,
     first_difference,
     unchanged_recording,
 )
@@ -28,7 +27,7 @@ from .._check.normalize import canonical_log, describe_difference, diff_logs
 from .._check.redact import Redactor
 from .._endpoint.clients import EndpointClients
 from .._errors import DshReplayError, LogMismatchError, RecordingError
-from .._format.events import Event, SessionHeader
+from .._format.events import Event, SessionHeader, SessionLog
 from .._format.jsonl import read_session_log
 from .._format.text import TextSafeModel, text_safe
 from .._recording.recorder import RecordingModel
@@ -486,7 +485,7 @@ class DshReplay(RuntimeSessions, EndpointClients):
             ),
         )
 
-    def _recorded_log(self, script: SessionScript) -> tuple[SessionHeader, list[Event]]:
+    def _recorded_log(self, script: SessionScript) -> SessionLog:
         """The recorded log of ``script``, through the run's cache when there is one.
 
         ``script`` belongs to a scenario with a file per session.

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._check.normalize import LogDifference, Normalizer, value_difference
 from .._errors import SessionLogError
-from .._format.events import Event, JSONObject, SessionHeader
+from .._format.events import Event, JSONObject, SessionHeader, SessionLog
 from .._format.jsonl import read_session_log
 from .._format.stream_records import STREAM_EVENTS, stream_runs
 from .._scripts.entries import ChunksEntry
@@ -78,14 +78,23 @@ class RuntimeLog:
     """One session log the runtime wrote.
 
     Attributes:
-        header: The session header.
-        events: Its events, as written (``seq``, ``time``, embedded streams).
+        log: The session header and its events, as written (``seq``, ``time``, embedded
+            streams).
         path: The log file.
     """
 
-    header: SessionHeader
-    events: list[Event]
+    log: SessionLog
     path: Path
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session header."""
+        return self.log.header
+
+    @property
+    def events(self) -> list[Event]:
+        """The session's events."""
+        return self.log.events
 
 
 def runtime_logs(root: str | os.PathLike[str], session_id: str) -> list[RuntimeLog]:
@@ -107,8 +116,7 @@ def runtime_logs(root: str | os.PathLike[str], session_id: str) -> list[RuntimeL
     logs = []
     for script in scenario.scripts:
         assert script.path is not None  # a sessions root always has files
-        header, events = read_session_log(script.path)
-        logs.append(RuntimeLog(header, events, script.path))
+        logs.append(RuntimeLog(read_session_log(script.path), script.path))
     return logs
 
 

@@ -10,9 +10,9 @@ a real dataclass.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, NamedTuple, Protocol, TypeAlias
 
 from .json_values import as_safe_integer, describe_json, is_count, is_safe_integer
 
@@ -27,6 +27,8 @@ __all__ = [
     "JSONObject",
     "JSONValue",
     "SessionHeader",
+    "SessionLike",
+    "SessionLog",
     "StreamChunk",
     "header_problem",
     "header_version",
@@ -399,3 +401,37 @@ class SessionHeader:
                 out["owner"] = self.owner
             out.update(self.extra)
         return out
+
+
+class SessionLog(NamedTuple):
+    """A session log as read: its header and its logical events.
+
+    The one form of "a header and its events": :func:`~pytest_dsh_replay.read_session_log`
+    returns it (so ``header, events = read_session_log(path)`` unpacks it), and what
+    carries more than a log (where it was read from, how much of it was committed) holds
+    one. Code that only reads a log takes a :class:`SessionLike`.
+
+    Attributes:
+        header: The session header.
+        events: The logical events in log order (packed chunk rows expanded), each
+            with ``seq`` and ``time``.
+    """
+
+    header: SessionHeader
+    events: list[Event]
+
+
+class SessionLike(Protocol):
+    """Anything with a session header and its events, read only.
+
+    A :class:`SessionLog`, a store's :class:`~pytest_dsh_replay.Session` (whose events are
+    a live read-only view), a :class:`~pytest_dsh_replay.StoredLog`.
+    """
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session header."""
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """The session's events in log order, each with ``seq`` and ``time``."""

@@ -43,6 +43,7 @@ from .events import (
     HeaderMode,
     JSONObject,
     SessionHeader,
+    SessionLog,
     header_problem,
     header_version,
 )
@@ -542,8 +543,16 @@ def open_session_log(
         yield header, first[0], lines
 
 
-def read_session_log(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Event]]:
+def read_session_log(path: str | os.PathLike[str]) -> SessionLog:
     """Read a log file: its header and its events (plain or zstd, any format 0 to 4).
+
+    Args:
+        path: A log file (``.jsonl``, ``.jsonl.zst``, ``.jsonl.zstd``).
+
+    Returns:
+        ``(header, events)`` as a :class:`~pytest_dsh_replay._format.events.SessionLog`:
+        the validated header and the logical events (packed rows expanded; projected
+        records get their ``seq``/``time``).
 
     Raises:
         SessionLogError: As :func:`read_log_bytes`, :func:`parse_session_header` and
@@ -551,12 +560,14 @@ def read_session_log(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[
             version's rules refuse.
     """
     with open_session_log(path) as (header, _, lines):
-        return header, expand_records(r for _, r in iter_records(lines, source=os.fspath(path)))
+        return SessionLog(
+            header, expand_records(r for _, r in iter_records(lines, source=os.fspath(path)))
+        )
 
 
 def session_log_from_body(
     header: SessionHeader, body: Iterable[tuple[int, Any]], *, source: str
-) -> tuple[SessionHeader, list[Event]]:
+) -> SessionLog:
     """:func:`read_session_log`'s result from a log's body lines read before.
 
     Args:
@@ -568,7 +579,7 @@ def session_log_from_body(
     Raises:
         SessionLogError: As :func:`read_session_log`.
     """
-    return header, expand_records(r for _, r in iter_records(iter(body), source=source))
+    return SessionLog(header, expand_records(r for _, r in iter_records(iter(body), source=source)))
 
 
 def project_record(record: JSONObject) -> JSONObject:

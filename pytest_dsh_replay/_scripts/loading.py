@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import ScenarioError
-from .._format.events import Event, SessionHeader
+from .._format.events import SessionHeader, SessionLog
 from .._format.jsonl import open_session_log, read_session_log, session_log_from_body
 from .._format.log_names import LogName, parse_log_name
 from .builder import ScriptBuilder
@@ -431,7 +431,12 @@ class _Lru:
 
 
 class _Body:
-    """A recorded log's body lines kept from a load, turned into its events when asked."""
+    """A recorded log's body lines kept from a load, turned into its events when asked.
+
+    Not a log: the lines are the load's parsed values, expanded into events
+    (:func:`~pytest_dsh_replay._format.jsonl.session_log_from_body`) only when the log is
+    asked for, which most loads never do.
+    """
 
     __slots__ = ("header", "lines", "source")
 
@@ -440,7 +445,7 @@ class _Body:
         self.lines = lines
         self.source = source
 
-    def log(self) -> tuple[SessionHeader, list[Event]]:
+    def log(self) -> SessionLog:
         return session_log_from_body(self.header, self.lines, source=self.source)
 
 
@@ -536,7 +541,7 @@ class ScenarioCache:
                 key = os.fspath(script.path)  # as the log check asks for it
                 self._put(self._logs, key, files[name], _Body(script.header, lines, key))
 
-    def recorded_log(self, path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Event]]:
+    def recorded_log(self, path: str | os.PathLike[str]) -> SessionLog:
         """:func:`~pytest_dsh_replay._format.jsonl.read_session_log` ``(path)``, shared.
 
         The events are shared with other callers: treat them as read-only.

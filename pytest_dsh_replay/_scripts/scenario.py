@@ -12,14 +12,14 @@ writes sessions as a scenario directory.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import RecordingError, SessionLogError
-from .._format.events import SEEDED_FORMAT, Event, JSONObject, SessionHeader
+from .._format.events import SEEDED_FORMAT, JSONObject, SessionHeader, SessionLike
 from .._format.jsonl import dump_session_log, open_session_log
 from .._format.log_names import parse_log_name
 from .builder import ScriptBuilder
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 __all__ = [
     "PRIMARY_LOG",
     "Scenario",
-    "SessionLike",
     "SessionScript",
     "child_order",
     "derived_script",
@@ -334,18 +333,6 @@ def scenario_of(path: Path, primary: SessionScript, children: Iterable[SessionSc
 
 
 # --- writing a scenario (SPEC 10.3, 10.4) -----------------------------------------------
-
-
-class SessionLike(Protocol):
-    """Anything :func:`write_scenario` can write: a header and its events."""
-
-    @property
-    def header(self) -> SessionHeader:
-        """The session header."""
-
-    @property
-    def events(self) -> Sequence[Event]:
-        """The session's events, each with ``seq`` and ``time``."""
 
 
 def order_sessions(sessions: Iterable[SessionLike]) -> list[SessionLike]:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import orjson
 
 from .._errors import SessionLogError
 from .._format.chunk_rows import PACKED_TAGS, decode_storage_record
-from .._format.events import Event, SessionHeader, header_problem
+from .._format.events import Event, SessionHeader, SessionLike, SessionLog, header_problem
 from .._format.json_values import is_safe_integer
 from .._format.jsonl import MAX_LINE_BYTES, raw_lines, too_long
 from .._format.zstd import zstd_frames
@@ -28,7 +28,6 @@ from .._format.zstd import zstd_frames
 __all__ = [
     "SURFACE_TYPES",
     "CommittedLog",
-    "HasEvents",
     "Surface",
     "completed_turn_prefix",
     "envelope_problem",
@@ -48,14 +47,6 @@ SURFACE_TYPES: Final[frozenset[str]] = frozenset(
 _ENVELOPE_KEYS: Final = frozenset(
     {"type", "seq", "time", "data", "sourceEventSeqs", "surfaceOp", "ignorable"}
 )
-
-
-class HasEvents(Protocol):
-    """Anything with an ``events`` sequence (a store's session)."""
-
-    @property
-    def events(self) -> Sequence[Event]:
-        """The events in seq order."""
 
 
 def quote(text: str) -> str:
@@ -368,14 +359,15 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
     return closers
 
 
-def completed_turn_prefix(session: HasEvents | Sequence[Event]) -> list[Event] | None:
+def completed_turn_prefix(session: SessionLike | Sequence[Event]) -> list[Event] | None:
     """The seed of a subagent fork child: the balanced completed-turn prefix.
 
     This is the log up to and including its last ``turn/end``: events after it (log-only
     events between turns, the turn still running that delegates) are left out.
 
     Args:
-        session: A session (anything with ``events``) or its events.
+        session: A session or a log (anything with ``header`` and ``events``), or its
+            events.
 
     Returns:
         A deep copy of ``events[0 .. last turn/end]``, or ``None`` when no turn has
@@ -389,7 +381,10 @@ def completed_turn_prefix(session: HasEvents | Sequence[Event]) -> list[Event] |
                 meta["seedLength"] = len(seed)
             child = store.create(seed=seed, meta=meta)
     """
-    events: Sequence[Event] = session if isinstance(session, Sequence) else list(session.events)
+    if isinstance(session, SessionLog) or not isinstance(session, Sequence):
+        events: Sequence[Event] = list(session.events)  # a SessionLog is a tuple too
+    else:
+        events = session
     for i in range(len(events) - 1, -1, -1):
         if events[i].get("type") == "turn/end":
             return copy.deepcopy(list(events[: i + 1]))
@@ -399,18 +394,16 @@ def completed_turn_prefix(session: HasEvents | Sequence[Event]) -> list[Event] |
 # --- reading back what a crash left --------------------------------------------------------
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class CommittedLog:
     """The committed prefix of a stored log.
 
     Attributes:
-        header: The validated header.
-        events: The committed events, seqs contiguous from 0.
+        log: The validated header and the committed events, seqs contiguous from 0.
         committed: Bytes of plaintext holding the header and the accepted records.
     """
 
-    header: SessionHeader
-    events: list[Event]
+    log: SessionLog
     committed: int
 
 
@@ -490,7 +483,7 @@ def scan_committed(data: bytes, source: str) -> CommittedLog:
         if problem is None:
             events.extend(decoded)
             committed = pos
-    return CommittedLog(header, events, committed)
+    return CommittedLog(SessionLog(header, events), committed)
 
 
 def scan_zstd(data: bytes, source: str) -> tuple[CommittedLog, int | None, list[Event]]:
@@ -527,5 +520,5 @@ def scan_zstd(data: bytes, source: str) -> tuple[CommittedLog, int | None, list[
         raise SessionLogError(
             "corrupt zstd session log: a complete frame holds a damaged record", path=source
         )
-    in_complete = len(scan_committed(complete, source).events)
-    return log, torn_at, log.events[in_complete:]
+    in_complete = len(scan_committed(complete, source).log.events)
+    return log, torn_at, log.log.events[in_complete:]

@@ -367,7 +367,7 @@ class JsonlBackend:
         else:
             scan = scan_committed(data, source)
             cut = scan.committed if scan.committed < len(data) else None
-        header = scan.header
+        header = scan.log.header
         if header.id != session_id:
             raise SessionLogError(
                 f"corrupt session log: requested id {quote(session_id)} does not match header "
@@ -396,7 +396,7 @@ class JsonlBackend:
                 raise SessionStoreError(
                     f"cannot repair the torn tail of session log {path}: {err}"
                 ) from None
-        return StoredLog(header, scan.events, source, repaired=cut is not None)
+        return StoredLog(scan.log, source, repaired=cut is not None)
 
     def close(self) -> None:
         """Nothing to release: every write opens and closes its file."""
