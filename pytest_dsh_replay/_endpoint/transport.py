@@ -131,7 +131,7 @@ class _Pool:
             executor.shutdown(wait=False, cancel_futures=True)
 
 
-def async_transport(endpoint: Endpoint, pool: _Pool | None = None) -> Any:
+def async_transport(endpoint: Endpoint, pool: _Pool | None = None) -> Any:  # noqa: C901  # split in the wire-seam work
     """An ``httpx.AsyncBaseTransport`` (of :func:`httpx_module`) that calls ``endpoint``.
 
     Args:

@@ -22,7 +22,7 @@ from typing import Any, Final
 import orjson
 
 from .._errors import SessionLogError
-from .events import ChunkRun, Event, JSONObject, StreamChunk
+from .events import Event, JSONObject, StreamChunk
 from .json_values import MAX_SAFE_INTEGER, is_json_number, is_safe_integer
 
 __all__ = [
@@ -83,14 +83,12 @@ class PackedRow:
         payload: The members' ``text`` (text/reasoning) or ``argumentsDelta`` (tool
             call), at least one.
         id: The tool call id (tool-call rows only, else ``None``).
-        name: The tool name when the row carries one.
-        has_name: Whether the row carries ``name``.
+        name: The tool name when the row carries one (a string), else ``None``.
     """
 
     __slots__ = (
         "chunk_type",
         "dt",
-        "has_name",
         "id",
         "index",
         "name",
@@ -103,7 +101,7 @@ class PackedRow:
 
     def __init__(self, chunk_type: str, seq0: int | None, time0: int, turn: Any, step: Any,
                  index: Any, dt: list[int], payload: list[str], id: str | None = None,
-                 name: str | None = None, has_name: bool = False):  # fmt: skip
+                 name: str | None = None):  # fmt: skip
         self.chunk_type = chunk_type
         self.seq0 = seq0
         self.time0 = time0
@@ -114,7 +112,11 @@ class PackedRow:
         self.payload = payload
         self.id = id
         self.name = name
-        self.has_name = has_name
+
+    @property
+    def has_name(self) -> bool:
+        """Whether the row carries ``name`` (tool-call rows only)."""
+        return self.name is not None
 
     @property
     def tag(self) -> str:
@@ -125,25 +127,11 @@ class PackedRow:
         """Return member ``k``'s stream chunk as a new object."""
         if self.chunk_type == "tool-call-delta":
             c: StreamChunk = {"type": "tool-call-delta", "index": self.index, "id": self.id}
-            if self.has_name:
+            if self.name is not None:
                 c["name"] = self.name
             c["argumentsDelta"] = self.payload[k]
             return c
         return {"type": self.chunk_type, "index": self.index, "text": self.payload[k]}
-
-    def run(self, start: int = 0) -> ChunkRun:
-        """The members from ``start`` on, as one chunk run.
-
-        Returns:
-            ``[chunk_type, index, members]``, or ``[..., id]`` / ``[..., id, name]`` for
-            a tool-call row (see :data:`~pytest_dsh_replay._format.events.ChunkRun`).
-        """
-        payload = self.payload[start:] if start else self.payload
-        if self.id is None:
-            return [self.chunk_type, self.index, payload]
-        if self.has_name:
-            return [self.chunk_type, self.index, payload, self.id, self.name]
-        return [self.chunk_type, self.index, payload, self.id]
 
     def _fields(self) -> tuple[Any, ...]:
         return tuple(getattr(self, key) for key in self.__slots__)
@@ -217,7 +205,6 @@ def _fast_row(value: JSONObject) -> PackedRow | None:
         if keys != _TEXT_DATA_KEYS:
             return None
         cid = name = None
-        has_name = False
         payload = data["texts"]
         chunk_type = PACKED_TAGS[value["type"]]
     turn, step, index = data["turn"], data["step"], data["index"]
@@ -241,12 +228,39 @@ def _fast_row(value: JSONObject) -> PackedRow | None:
         return None
     if abs(time0) + sum(map(abs, dt)) > MAX_SAFE_INTEGER:
         return None
-    return PackedRow(chunk_type, seq0, time0, turn, step, index, dt, payload, cid, name, has_name)
+    return PackedRow(chunk_type, seq0, time0, turn, step, index, dt, payload, cid, name)
 
 
 def _validate_exact(value: JSONObject) -> PackedRow:
     """The reference checks in the reference order (SPEC 4.2 steps 3-10)."""
     tag = value["type"]
+    seq0, time0, data = _exact_envelope(tag, value)
+    is_tool = tag == "tool-call-chunks"
+    _exact_data_fields(tag, data, is_tool)
+    payload, dt = _exact_members(tag, data, is_tool)
+    if not is_safe_integer(seq0 + len(payload) - 1):
+        raise _malformed(tag, "member seqs must stay safe integers")
+    t = time0
+    for d in dt:
+        t += d
+        if not is_safe_integer(t):
+            raise _malformed(tag, "member times must stay safe integers")
+    return PackedRow(
+        PACKED_TAGS[tag],
+        int(seq0),
+        int(time0),
+        data["turn"],
+        data["step"],
+        data["index"],
+        [int(d) for d in dt],
+        payload,
+        data["id"] if is_tool else None,
+        data.get("name") if is_tool else None,
+    )
+
+
+def _exact_envelope(tag: str, value: JSONObject) -> tuple[Any, Any, JSONObject]:
+    """The row's own keys, ``seq0``, ``time0`` and that ``data`` is an object."""
     if value.keys() != _ENVELOPE_KEYS:
         raise _malformed(tag, "envelope must be exactly {type, seq0, time0, data}")
     seq0 = value["seq0"]
@@ -258,8 +272,12 @@ def _validate_exact(value: JSONObject) -> PackedRow:
     data = value["data"]
     if not isinstance(data, dict):
         raise _malformed(tag, "data must be an object")
+    return seq0, time0, data
+
+
+def _exact_data_fields(tag: str, data: JSONObject, is_tool: bool) -> None:
+    """``data``'s key set, a tool row's ``id``/``name``, and the numbers every member shares."""
     keys = data.keys()
-    is_tool = tag == "tool-call-chunks"
     if is_tool:
         if keys != _TOOL_DATA_KEYS and keys != _TOOL_DATA_KEYS_NAMED:
             raise _malformed(tag, "data must be exactly {turn, step, index, id, name?, dt, args}")
@@ -268,9 +286,16 @@ def _validate_exact(value: JSONObject) -> PackedRow:
             raise _malformed(tag, "id (and name when present) must be strings")
     elif keys != _TEXT_DATA_KEYS:
         raise _malformed(tag, "data must be exactly {turn, step, index, dt, texts}")
-    turn, step, index = data["turn"], data["step"], data["index"]
-    if not (is_json_number(turn) and is_json_number(step) and is_json_number(index)):
+    if not (
+        is_json_number(data["turn"])
+        and is_json_number(data["step"])
+        and is_json_number(data["index"])
+    ):
         raise _malformed(tag, "turn/step/index must be numbers")
+
+
+def _exact_members(tag: str, data: JSONObject, is_tool: bool) -> tuple[list[str], list[Any]]:
+    """The members and their time gaps: ``(payload, dt)``."""
     payload_key = "args" if is_tool else "texts"
     payload = data[payload_key]
     if not isinstance(payload, list) or not payload or not all(isinstance(p, str) for p in payload):
@@ -278,29 +303,9 @@ def _validate_exact(value: JSONObject) -> PackedRow:
     dt = data["dt"]
     if not isinstance(dt, list) or not all(is_safe_integer(d) for d in dt):
         raise _malformed(tag, "dt must be an array of safe integers")
-    n = len(payload)
-    if len(dt) != n - 1:
-        raise _malformed(tag, f"dt length {len(dt)} does not match {n} members")
-    if not is_safe_integer(seq0 + n - 1):
-        raise _malformed(tag, "member seqs must stay safe integers")
-    t = time0
-    for d in dt:
-        t += d
-        if not is_safe_integer(t):
-            raise _malformed(tag, "member times must stay safe integers")
-    return PackedRow(
-        PACKED_TAGS[tag],
-        int(seq0),
-        int(time0),
-        turn,
-        step,
-        index,
-        [int(d) for d in dt],
-        payload,
-        data["id"] if is_tool else None,
-        data.get("name") if is_tool else None,
-        is_tool and "name" in data,
-    )
+    if len(dt) != len(payload) - 1:
+        raise _malformed(tag, f"dt length {len(dt)} does not match {len(payload)} members")
+    return payload, dt
 
 
 def expand_packed_row(row: PackedRow) -> list[Event]:

@@ -10,7 +10,7 @@ a real dataclass.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple, Protocol, TypeAlias
 
@@ -243,27 +243,52 @@ def _store_problem(value: dict[str, Any], version: int) -> str | None:
             f"session uses log format v{version}, but this store reads and writes only v0 "
             "(no upgrade or downgrade path exists)"
         )
+    for rule in _STORE_RULES:
+        problem = rule(value)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _store_keys(value: dict[str, Any]) -> str | None:
     for key in _RETIRED_KEYS:
         if key in value:
             return "session header uses retired policy baseline fields"
     unknown = sorted(k for k in value if k not in _STORE_HEADER_KEYS)
     if unknown:
         return f"unknown session header field(s) {', '.join(map(repr, unknown))}"
+    return None
+
+
+def _store_identity(value: dict[str, Any]) -> str | None:
     if value.get("type") != "session":
         return f'type must be "session", got {value.get("type")!r}'
     if not isinstance(value.get("id"), str):
         return f"id must be a string, got {value.get('id')!r}"
+    return None
+
+
+def _store_counts(value: dict[str, Any]) -> str | None:
     for key in ("createdAt", "delegationDepth"):
         if not is_count(value.get(key)):
             return f"{key} must be a non-negative safe integer, got {value.get(key)!r}"
     if "seedLength" in value and not is_count(value["seedLength"]):
         return f"seedLength must be a non-negative safe integer, got {value['seedLength']!r}"
-    if "cwd" in value:
-        cwd = value["cwd"]
-        if not isinstance(cwd, str):
-            return f"cwd must be a string, got {_shown(cwd)}"
-        if not (cwd.startswith("/") or os.path.isabs(cwd)):
-            return f"cwd must be an absolute path, got {_shown(cwd)}"
+    return None
+
+
+def _store_cwd(value: dict[str, Any]) -> str | None:
+    if "cwd" not in value:
+        return None
+    cwd = value["cwd"]
+    if not isinstance(cwd, str):
+        return f"cwd must be a string, got {_shown(cwd)}"
+    if not (cwd.startswith("/") or os.path.isabs(cwd)):
+        return f"cwd must be an absolute path, got {_shown(cwd)}"
+    return None
+
+
+def _store_lineage(value: dict[str, Any]) -> str | None:
     for key in ("parentSession", "agentPreset"):
         if key in value and not isinstance(value[key], str):
             return f"{key} must be a string, got {value[key]!r}"
@@ -272,6 +297,16 @@ def _store_problem(value: dict[str, Any], version: int) -> str | None:
     if "owner" in value and (not isinstance(value["owner"], str) or not value["owner"]):
         return f"owner must be a non-empty string, got {value['owner']!r}"
     return None
+
+
+_STORE_RULES: Final[tuple[Callable[[dict[str, Any]], str | None], ...]] = (
+    _store_keys,
+    _store_identity,
+    _store_counts,
+    _store_cwd,
+    _store_lineage,
+)
+"""The store's header rules after the version, in the order they are checked."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -227,10 +227,9 @@ def _packed(raw: bytes, d: _Decoders) -> PackedRow | None:
         return None
     time0 = 0 if row.time0 is d.unset else row.time0
     if tool:
-        has_name = data.name is not d.unset
-        name = data.name if has_name else None
+        name = None if data.name is d.unset else data.name
         return PackedRow("tool-call-delta", seq0, time0, data.turn, data.step, data.index,
-                         data.dt, payload, data.id, name, has_name)  # fmt: skip
+                         data.dt, payload, data.id, name)  # fmt: skip
     return PackedRow(PACKED_TAGS[row.type], seq0, time0, data.turn, data.step, data.index,
                      data.dt, payload)  # fmt: skip
 

@@ -17,8 +17,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, TypeAlias
 
 import orjson
 
@@ -99,10 +100,6 @@ def last_user_text(messages: object) -> str | None:
     return None
 
 
-_READ_EVENTS: Final = STREAM_EVENTS | SUMMARY_EVENTS | {"user/message", END_SEED}
-"""Event types other than ``assistant/chunk`` that derivation reads."""
-
-
 def _text_safe_entry(runs: list[ChunkRun]) -> ChunksEntry | None:
     """The call with surrogates repaired, or ``None`` when that is not what failed.
 
@@ -157,6 +154,7 @@ class ScriptBuilder:
         "_lines",
         "_n_chunks",
         "_pending",
+        "_readers",
         "_start_index",
         "_start_line",
         "_step",
@@ -182,6 +180,7 @@ class ScriptBuilder:
     ):
         self._chunk_events = version is None or version < 2
         self._stream_events = version is None or version >= 2
+        self._readers = _event_readers(self._chunk_events, self._stream_events, derive)
         self.skip = skip
         self.cut_at_marker = cut_at_marker
         self.source = source
@@ -314,53 +313,57 @@ class ScriptBuilder:
         kind = event.get("type")
         if kind.__class__ is not str:
             return
-        if kind == "assistant/chunk":
-            if not (self.derive and self._chunk_events):
-                return
-            data = event.get("data")
-            chunk = data.get("chunk") if isinstance(data, dict) else None
-            if not isinstance(chunk, dict):
-                raise ScriptError(
-                    "assistant/chunk event must carry data.chunk, a stream chunk object",
-                    path=self.source,
-                    line=line,
-                    event_index=index,
-                )
-            assert isinstance(data, dict)
-            turn = data.get("turn", ABSENT)
-            step = data.get("step", ABSENT)
-            if self._items:
-                if not self._same_call(turn, step):
-                    raise self._unterminated()
-            else:
-                self._open(turn, step, index, line)
-            self._items.append(chunk)
-            self._lines.append(line)
-            self._n_chunks += 1
-            if chunk.get("type") == "finish":
-                self._close()
-        elif kind in STREAM_EVENTS:
-            if self.derive and self._stream_events:
-                self._stream_call(event, index, line)
-        elif kind in SUMMARY_EVENTS:
-            if not self.derive:
-                return
-            if self._items:
+        reader = self._readers.get(kind)
+        if reader is not None:
+            reader(self, event, index, line)
+
+    def _chunk_event(self, event: Event, index: int, line: int | None) -> None:
+        """An ``assistant/chunk``: a chunk of the open call, or the first of a new one."""
+        data = event.get("data")
+        chunk = data.get("chunk") if isinstance(data, dict) else None
+        if not isinstance(chunk, dict):
+            raise ScriptError(
+                "assistant/chunk event must carry data.chunk, a stream chunk object",
+                path=self.source,
+                line=line,
+                event_index=index,
+            )
+        assert isinstance(data, dict)
+        turn = data.get("turn", ABSENT)
+        step = data.get("step", ABSENT)
+        if self._items:
+            if not self._same_call(turn, step):
                 raise self._unterminated()
-            data = event.get("data")
-            if data.__class__ is dict and data.get("llmStreamCall") is True:
-                assert isinstance(data, dict)
-                self._entries.append(self._summary_call(data, index, line))
-        elif kind == "user/message":
-            if self.first_user_text is None:
-                self.first_user_text = message_text(event.get("data"))
-        elif kind == END_SEED and self._stream_events:
-            data = event.get("data")
-            if data.__class__ is dict and data.get("inherited") is True:
-                self.markers += 1
-                self.boundary = index
-                if self.cut_at_marker:
-                    self._cut()
+        else:
+            self._open(turn, step, index, line)
+        self._items.append(chunk)
+        self._lines.append(line)
+        self._n_chunks += 1
+        if chunk.get("type") == "finish":
+            self._close()
+
+    def _summary_event(self, event: Event, index: int, line: int | None) -> None:
+        """A compaction summary: a call of its own when it says ``llmStreamCall: true``."""
+        if self._items:
+            raise self._unterminated()
+        data = event.get("data")
+        if data.__class__ is dict and data.get("llmStreamCall") is True:
+            assert isinstance(data, dict)
+            self._entries.append(self._summary_call(data, index, line))
+
+    def _user_event(self, event: Event, index: int, line: int | None) -> None:
+        """A ``user/message``: the first one's text binds the session."""
+        if self.first_user_text is None:
+            self.first_user_text = message_text(event.get("data"))
+
+    def _end_seed_event(self, event: Event, index: int, line: int | None) -> None:
+        """A ``session/end-seed``: an inherited one ends a fork child's seed (formats 2-4)."""
+        data = event.get("data")
+        if data.__class__ is dict and data.get("inherited") is True:
+            self.markers += 1
+            self.boundary = index
+            if self.cut_at_marker:
+                self._cut()
 
     def _stream_call(self, event: Event, index: int, line: int | None) -> None:
         """One ``assistant/message`` / ``assistant/attempt``: one call (formats 2-4)."""
@@ -426,7 +429,16 @@ class ScriptBuilder:
                 raise self._unterminated()
         else:
             self._open(row.turn, row.step, first + start, line)
-        self._items.append(row.run(start))
+        if start:
+            payload = payload[start:]
+        cid = row.id
+        if cid is None:
+            item: ChunkRun = [row.chunk_type, row.index, payload]
+        elif row.name is None:
+            item = [row.chunk_type, row.index, payload, cid]
+        else:
+            item = [row.chunk_type, row.index, payload, cid, row.name]
+        self._items.append(item)
         self._lines.append(line)
         self._n_chunks += n - start
 
@@ -461,6 +473,7 @@ class ScriptBuilder:
         items = self._items
         item_lines = self._lines
         count = self._count  # kept in a local; self._count is set around every method call
+        reads = frozenset(self._readers).difference(("assistant/chunk",))  # handled here
         try:
             for lineno, value in lines:
                 if value.__class__ is not dict:
@@ -509,7 +522,7 @@ class ScriptBuilder:
                     self._packed_value(value, lineno)
                     count = self._count
                     continue
-                elif tag.__class__ is not str or tag not in _READ_EVENTS:
+                elif tag.__class__ is not str or tag not in reads:
                     count += 1  # an event replay does not read
                     continue
                 self._count = count
@@ -571,6 +584,32 @@ class ScriptBuilder:
         if self._pending is not None:
             raise self._pending
         return self._entries
+
+
+_EventReader: TypeAlias = Callable[[ScriptBuilder, Event, int, int | None], None]
+
+
+@functools.cache
+def _event_readers(
+    chunk_events: bool, stream_events: bool, derive: bool
+) -> dict[str, _EventReader]:
+    """The event types a builder reads, and the method that reads each (the rest it counts).
+
+    Args:
+        chunk_events: Calls are ``assistant/chunk`` runs (formats 0 and 1).
+        stream_events: Calls are embedded streams, seeds end at a marker (formats 2-4).
+        derive: Calls are derived at all (else only the first user message is read).
+    """
+    readers: dict[str, _EventReader] = {"user/message": ScriptBuilder._user_event}
+    if derive and chunk_events:
+        readers["assistant/chunk"] = ScriptBuilder._chunk_event
+    if derive and stream_events:
+        readers.update(dict.fromkeys(STREAM_EVENTS, ScriptBuilder._stream_call))
+    if derive:
+        readers.update(dict.fromkeys(SUMMARY_EVENTS, ScriptBuilder._summary_event))
+    if stream_events:
+        readers[END_SEED] = ScriptBuilder._end_seed_event
+    return readers
 
 
 def derive_replay_script(

@@ -107,37 +107,59 @@ def _inventory(d: Path, names: list[str]) -> _Inventory:
     overrides: dict[int, str] = {}
     for name in names:
         if _is_log_name(name):
-            parsed: LogName | None = parse_log_name(name)
-            if parsed is None:
-                raise ScenarioError(
-                    f"invalid session log name {name!r}: logs are named session.jsonl "
-                    "(the primary) and session.<n>.jsonl with n = 1, 2, ... (children, no "
-                    "leading zeros), optionally with a format generation (session.v4.jsonl) "
-                    "and .zst or .zstd",
-                    path=str(d / name),
-                )
-            if parsed.child is None:
-                primaries.append(name)
-                continue
-            n = parsed.child
-            if n in children:
-                raise ScenarioError(
-                    f"child session {n} has two logs, {children[n]!r} and {name!r}; keep one",
-                    path=str(d),
-                )
-            children[n] = name
+            _add_log(d, name, primaries, children)
         elif name.startswith("replay.") and name.endswith(".override.json"):
-            if name == _PRIMARY_OVERRIDE:
-                overrides[0] = name
-                continue
-            m = re.fullmatch(_CHILD_OVERRIDE, name)
-            if m is None:
-                raise ScenarioError(
-                    f"invalid override sidecar name {name!r}: expected replay.override.json "
-                    "(primary) or replay.<n>.override.json (child n)",
-                    path=str(d / name),
-                )
-            overrides[int(m.group(1))] = name
+            overrides[_override_number(d, name)] = name
+    primary = _the_primary(d, names, primaries)
+    ordered = _contiguous_children(d, children)
+    for n, name in overrides.items():
+        if n > len(ordered):
+            raise ScenarioError(
+                f"override sidecar {name} has no child log session.{n}.jsonl to apply to",
+                path=str(d / name),
+            )
+    return _Inventory(primary, tuple(ordered), overrides)
+
+
+def _add_log(d: Path, name: str, primaries: list[str], children: dict[int, str]) -> None:
+    """File a log name as the primary's or as child ``n``'s."""
+    parsed: LogName | None = parse_log_name(name)
+    if parsed is None:
+        raise ScenarioError(
+            f"invalid session log name {name!r}: logs are named session.jsonl "
+            "(the primary) and session.<n>.jsonl with n = 1, 2, ... (children, no "
+            "leading zeros), optionally with a format generation (session.v4.jsonl) "
+            "and .zst or .zstd",
+            path=str(d / name),
+        )
+    n = parsed.child
+    if n is None:
+        primaries.append(name)
+        return
+    if n in children:
+        raise ScenarioError(
+            f"child session {n} has two logs, {children[n]!r} and {name!r}; keep one",
+            path=str(d),
+        )
+    children[n] = name
+
+
+def _override_number(d: Path, name: str) -> int:
+    """The session an override sidecar patches: 0 for the primary, ``n`` for child ``n``."""
+    if name == _PRIMARY_OVERRIDE:
+        return 0
+    m = re.fullmatch(_CHILD_OVERRIDE, name)
+    if m is None:
+        raise ScenarioError(
+            f"invalid override sidecar name {name!r}: expected replay.override.json "
+            "(primary) or replay.<n>.override.json (child n)",
+            path=str(d / name),
+        )
+    return int(m.group(1))
+
+
+def _the_primary(d: Path, names: list[str], primaries: list[str]) -> str:
+    """The one primary log, or the error for none or several."""
     if not primaries:
         hint = ""
         if any((d / n).is_dir() and n.startswith("--") for n in names):
@@ -155,6 +177,11 @@ def _inventory(d: Path, names: list[str]) -> _Inventory:
             f"the primary session has several logs ({', '.join(primaries)}); keep one",
             path=str(d),
         )
+    return primaries[0]
+
+
+def _contiguous_children(d: Path, children: dict[int, str]) -> list[str]:
+    """The child logs in number order, refusing a gap."""
     ordered: list[str] = []
     for k, n in enumerate(sorted(children), start=1):
         if n != k:
@@ -164,13 +191,7 @@ def _inventory(d: Path, names: list[str]) -> _Inventory:
                 path=str(d / children[n]),
             )
         ordered.append(children[n])
-    for n, name in overrides.items():
-        if n > len(ordered):
-            raise ScenarioError(
-                f"override sidecar {name} has no child log session.{n}.jsonl to apply to",
-                path=str(d / name),
-            )
-    return _Inventory(primaries[0], tuple(ordered), overrides)
+    return ordered
 
 
 def _load_directory(d: Path, bodies: dict[str, list[tuple[int, Any]]] | None = None) -> Scenario:

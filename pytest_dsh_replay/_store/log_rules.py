@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -119,53 +119,8 @@ class Surface:
                 '{"op": "replace", "start": <seq>, "end": <seq>}'
             )
         op = event["surfaceOp"]
-        shadowed: list[int] = []
-        span = (-1, -1)
-        if op != "append":
-            if (
-                not isinstance(op, dict)
-                or op.keys() != {"op", "start", "end"}
-                or op["op"] != "replace"
-                or not all(is_safe_integer(op[k]) and op[k] >= 0 for k in ("start", "end"))
-            ):
-                raise ValueError(
-                    f'surfaceOp must be "append" or {{"op": "replace", "start": <seq>, '
-                    f'"end": <seq>}} with non-negative integer seqs, got {op!r}'
-                )
-            try:
-                first = self.nodes.index(op["start"])
-                last = self.nodes.index(op["end"])
-            except ValueError:
-                raise ValueError(
-                    f"surface replace {op['start']}..{op['end']} names a seq that is not a "
-                    f"current surface node (current nodes: {self.nodes})"
-                ) from None
-            if first > last:
-                raise ValueError(
-                    f"surface replace start seq {op['start']} comes after end seq {op['end']} "
-                    "on the surface"
-                )
-            shadowed = self.nodes[first : last + 1]
-            span = (first, last)
-        sources = event.get("sourceEventSeqs")
-        cited: set[int] = set()
-        if sources is not None or "sourceEventSeqs" in event:
-            if not isinstance(sources, list):
-                raise ValueError("sourceEventSeqs must be a list of earlier event seqs")
-            if not sources and kind != "assistant/message":
-                raise ValueError("sourceEventSeqs must not be empty except on assistant/message")
-            for s in sources:
-                if not is_safe_integer(s) or s < 0:
-                    raise ValueError(
-                        f"sourceEventSeqs must hold non-negative integer seqs, got {s!r}"
-                    )
-                if s >= seq:
-                    raise ValueError(
-                        f"sourceEventSeqs must cite earlier events: {s} >= this event's seq {seq}"
-                    )
-                cited.add(int(s))
-            if len(cited) != len(sources):
-                raise ValueError("sourceEventSeqs must not repeat a seq")
+        shadowed, span = ([], (-1, -1)) if op == "append" else self._replaced(op)
+        cited = _cited_seqs(event, kind, seq)
         missing = [s for s in shadowed if s not in cited]
         if missing:
             raise ValueError(
@@ -175,6 +130,33 @@ class Surface:
         if kind == "tool/result" and op != "append":
             self._check_tool_rewrite(event, shadowed, events)
         return span
+
+    def _replaced(self, op: Any) -> tuple[list[int], tuple[int, int]]:
+        """A replace op's shadowed node seqs and their ``(first, last)`` positions."""
+        if (
+            not isinstance(op, dict)
+            or op.keys() != {"op", "start", "end"}
+            or op["op"] != "replace"
+            or not all(is_safe_integer(op[k]) and op[k] >= 0 for k in ("start", "end"))
+        ):
+            raise ValueError(
+                f'surfaceOp must be "append" or {{"op": "replace", "start": <seq>, '
+                f'"end": <seq>}} with non-negative integer seqs, got {op!r}'
+            )
+        try:
+            first = self.nodes.index(op["start"])
+            last = self.nodes.index(op["end"])
+        except ValueError:
+            raise ValueError(
+                f"surface replace {op['start']}..{op['end']} names a seq that is not a "
+                f"current surface node (current nodes: {self.nodes})"
+            ) from None
+        if first > last:
+            raise ValueError(
+                f"surface replace start seq {op['start']} comes after end seq {op['end']} "
+                "on the surface"
+            )
+        return self.nodes[first : last + 1], (first, last)
 
     @staticmethod
     def _check_tool_rewrite(event: Event, shadowed: list[int], events: Sequence[Event]) -> None:
@@ -204,6 +186,29 @@ class Surface:
             self.nodes.append(seq)
         else:
             self.nodes[span[0] : span[1] + 1] = [seq]
+
+
+def _cited_seqs(event: Event, kind: str, seq: Any) -> set[int]:
+    """The earlier seqs a surface event's ``sourceEventSeqs`` cites (checked)."""
+    sources = event.get("sourceEventSeqs")
+    cited: set[int] = set()
+    if sources is None and "sourceEventSeqs" not in event:
+        return cited
+    if not isinstance(sources, list):
+        raise ValueError("sourceEventSeqs must be a list of earlier event seqs")
+    if not sources and kind != "assistant/message":
+        raise ValueError("sourceEventSeqs must not be empty except on assistant/message")
+    for s in sources:
+        if not is_safe_integer(s) or s < 0:
+            raise ValueError(f"sourceEventSeqs must hold non-negative integer seqs, got {s!r}")
+        if s >= seq:
+            raise ValueError(
+                f"sourceEventSeqs must cite earlier events: {s} >= this event's seq {seq}"
+            )
+        cited.add(int(s))
+    if len(cited) != len(sources):
+        raise ValueError("sourceEventSeqs must not repeat a seq")
+    return cited
 
 
 def validate_log(events: Sequence[Any], *, what: str = "event") -> list[Event]:
@@ -266,85 +271,29 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
         is open, and ``turn/end`` with reason ``{"kind": "interrupted"}``. Their seqs
         continue the log; each reuses the last event's ``time``.
     """
-    open_turn: Any = None
-    open_step: Any = None
-    pending: dict[Any, dict[str, Any]] = {}
+    state = _OpenTurn()
     for event in events:
         kind = event.get("type")
-        data = event.get("data")
-        data = data if isinstance(data, dict) else {}
-        if kind == "turn/start":
-            open_turn, open_step = data.get("turn"), None
-            pending.clear()
-        elif kind == "turn/end":
-            open_turn = open_step = None
-            pending.clear()
-        elif kind == "step/start":
-            open_step = data.get("step")
-        elif kind == "step/end":
-            open_step = None
-            pending.clear()
-        elif kind == "assistant/message":
-            message = data.get("message")
-            content = message.get("content") if isinstance(message, dict) else None
-            for block in content if isinstance(content, list) else ():
-                if isinstance(block, dict) and block.get("type") == "tool-call":
-                    pending[block.get("id")] = {"step": data.get("step")}
-        elif kind == "tool/call":
-            entry = pending.get(data.get("callId"))
-            if entry is not None:
-                entry["callSeq"] = event.get("seq")
-        elif kind == "tool/result":
-            message = data.get("message")
-            source = message.get("source") if isinstance(message, dict) else None
-            if isinstance(source, dict):
-                pending.pop(source.get("callId"), None)
-    if open_turn is None or not events:
+        scan = _TURN_SCAN.get(kind) if isinstance(kind, str) else None
+        if scan is not None:
+            data = event.get("data")
+            scan(state, event, data if isinstance(data, dict) else {})
+    if state.turn is None or not events:
         return []
     last = events[-1]
     seq = int(last["seq"]) + 1
     when = last["time"]
     closers: list[Event] = []
-    for call_id, entry in pending.items():
-        started = "callSeq" in entry
-        message = {
-            "id": f"interrupted-tool-result-{call_id}-{seq}",
-            "role": "user",
-            "source": {"kind": "tool", "callId": call_id},
-            "content": [
-                {
-                    "type": "tool-result",
-                    "toolCallId": call_id,
-                    "isError": True,
-                    "content": [
-                        {"type": "text", "text": _STARTED_TEXT if started else _NOT_STARTED_TEXT}
-                    ],
-                }
-            ],
-        }
-        error = (
-            {"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}
-            if started
-            else {"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}
-        )
-        closer: Event = {
-            "type": "tool/result",
-            "seq": seq,
-            "time": when,
-            "data": {"turn": open_turn, "step": entry["step"], "message": message, "error": error},
-        }
-        if started:
-            closer["sourceEventSeqs"] = [entry["callSeq"]]
-        closer["surfaceOp"] = "append"
-        closers.append(closer)
+    for call_id, entry in state.pending.items():
+        closers.append(_unknown_result(call_id, entry, state.turn, seq, when))
         seq += 1
-    if open_step is not None:
+    if state.step is not None:
         closers.append(
             {
                 "type": "step/end",
                 "seq": seq,
                 "time": when,
-                "data": {"turn": open_turn, "step": open_step},
+                "data": {"turn": state.turn, "step": state.step},
             }
         )
         seq += 1
@@ -353,10 +302,105 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
             "type": "turn/end",
             "seq": seq,
             "time": when,
-            "data": {"turn": open_turn, "reason": {"kind": "interrupted"}},
+            "data": {"turn": state.turn, "reason": {"kind": "interrupted"}},
         }
     )
     return closers
+
+
+class _OpenTurn:
+    """What a scan of a log knows at each event: the open turn and step, pending tool calls.
+
+    ``pending`` maps a requested call's id to ``{"step": ..., "callSeq"?: ...}`` (the seq
+    of its ``tool/call`` once it started).
+    """
+
+    __slots__ = ("pending", "step", "turn")
+
+    def __init__(self) -> None:
+        self.turn: Any = None
+        self.step: Any = None
+        self.pending: dict[Any, dict[str, Any]] = {}
+
+    def turn_start(self, event: Event, data: dict[str, Any]) -> None:
+        self.turn, self.step = data.get("turn"), None
+        self.pending.clear()
+
+    def turn_end(self, event: Event, data: dict[str, Any]) -> None:
+        self.turn = self.step = None
+        self.pending.clear()
+
+    def step_start(self, event: Event, data: dict[str, Any]) -> None:
+        self.step = data.get("step")
+
+    def step_end(self, event: Event, data: dict[str, Any]) -> None:
+        self.step = None
+        self.pending.clear()
+
+    def assistant_message(self, event: Event, data: dict[str, Any]) -> None:
+        message = data.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool-call":
+                self.pending[block.get("id")] = {"step": data.get("step")}
+
+    def tool_call(self, event: Event, data: dict[str, Any]) -> None:
+        entry = self.pending.get(data.get("callId"))
+        if entry is not None:
+            entry["callSeq"] = event.get("seq")
+
+    def tool_result(self, event: Event, data: dict[str, Any]) -> None:
+        message = data.get("message")
+        source = message.get("source") if isinstance(message, dict) else None
+        if isinstance(source, dict):
+            self.pending.pop(source.get("callId"), None)
+
+
+_TURN_SCAN: Final[dict[str, Callable[[_OpenTurn, Event, dict[str, Any]], None]]] = {
+    "turn/start": _OpenTurn.turn_start,
+    "turn/end": _OpenTurn.turn_end,
+    "step/start": _OpenTurn.step_start,
+    "step/end": _OpenTurn.step_end,
+    "assistant/message": _OpenTurn.assistant_message,
+    "tool/call": _OpenTurn.tool_call,
+    "tool/result": _OpenTurn.tool_result,
+}
+"""How each event type moves :class:`_OpenTurn` (other events leave it as it is)."""
+
+
+def _unknown_result(call_id: Any, entry: dict[str, Any], turn: Any, seq: int, when: Any) -> Event:
+    """The error ``tool/result`` that closes a tool call a crash left pending."""
+    started = "callSeq" in entry
+    message = {
+        "id": f"interrupted-tool-result-{call_id}-{seq}",
+        "role": "user",
+        "source": {"kind": "tool", "callId": call_id},
+        "content": [
+            {
+                "type": "tool-result",
+                "toolCallId": call_id,
+                "isError": True,
+                "content": [
+                    {"type": "text", "text": _STARTED_TEXT if started else _NOT_STARTED_TEXT}
+                ],
+            }
+        ],
+    }
+    error = (
+        {"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}
+        if started
+        else {"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}
+    )
+    closer: Event = {
+        "type": "tool/result",
+        "seq": seq,
+        "time": when,
+        "data": {"turn": turn, "step": entry["step"], "message": message, "error": error},
+    }
+    if started:
+        closer["sourceEventSeqs"] = [entry["callSeq"]]
+    closer["surfaceOp"] = "append"
+    return closer
 
 
 def completed_turn_prefix(session: SessionLike | Sequence[Event]) -> list[Event] | None:
