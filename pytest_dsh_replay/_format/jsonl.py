@@ -47,7 +47,7 @@ from .events import (
     header_problem,
     header_version,
 )
-from .json_values import describe_json
+from .json_values import ABSENT, describe_json
 from .log_names import check_log_name
 from .typed import ROW_LINE_PREFIXES, STREAM_LINE_PREFIXES, decode_call_line
 from .zstd import ZSTD_MAGIC, ZSTD_SUFFIXES, decompress_frames
@@ -191,24 +191,22 @@ def bad_line(
     )
 
 
-_NOT_JSON: Final = object()
-
-
 def _with_lone_surrogates(raw: bytes, err: orjson.JSONDecodeError) -> Any:
     r"""A line whose only fault is a lone surrogate escape (``"\ud83d"``), parsed.
 
     JavaScript writes the halves of a surrogate pair split across two stream deltas as
     two lone escapes; ``orjson`` refuses them, the standard library's parser keeps them
-    (the script builder joins the halves again). Anything else stays refused.
+    (the script builder joins the halves again). Anything else stays refused: the result
+    is then :data:`~pytest_dsh_replay._format.json_values.ABSENT`.
     """
     if "surrogate" not in err.msg:
-        return _NOT_JSON
+        return ABSENT
     import json  # only for such a line: not on the cold path
 
     try:
         return json.loads(raw.removeprefix(_BOM))
     except (ValueError, RecursionError):
-        return _NOT_JSON
+        return ABSENT
 
 
 def read_failed(err: OSError, source: str | None, lineno: int | None = None) -> SessionLogError:
@@ -260,7 +258,7 @@ def iter_log_lines(
                 value = loads(raw[3:] if lineno == 1 and raw.startswith(_BOM) else raw)
             except orjson.JSONDecodeError as err:
                 value = _with_lone_surrogates(raw, err)
-                if value is _NOT_JSON:
+                if value is ABSENT:
                     error = bad_line(raw, err, source, lineno)
                     if error is not None:
                         raise error from None
