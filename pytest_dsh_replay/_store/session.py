@@ -145,7 +145,7 @@ class Session:
 
     Get sessions from :meth:`SessionStore.create`, :meth:`SessionStore.fork` or
     :meth:`SessionStore.load`, never by constructing one. A session satisfies
-    :class:`~pytest_dsh_replay.scenario.SessionLike`, so
+    :class:`~pytest_dsh_replay._format.events.SessionLike`, so
     ``write_scenario(path, store.sessions())`` writes a store's sessions as a scenario.
 
     Attributes:
