@@ -118,11 +118,6 @@ class PackedRow:
         """Whether the row carries ``name`` (tool-call rows only)."""
         return self.name is not None
 
-    @property
-    def tag(self) -> str:
-        """The row's ``type``: ``text-chunks``, ``reasoning-chunks`` or ``tool-call-chunks``."""
-        return _TAG_OF_CHUNK[self.chunk_type]
-
     def chunk(self, k: int) -> StreamChunk:
         """Return member ``k``'s stream chunk as a new object."""
         if self.chunk_type == "tool-call-delta":
@@ -137,9 +132,8 @@ class PackedRow:
         return tuple(getattr(self, key) for key in self.__slots__)
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is not PackedRow:
+        if not isinstance(other, PackedRow):
             return NotImplemented
-        assert isinstance(other, PackedRow)
         return self._fields() == other._fields()
 
     __hash__ = None  # type: ignore[assignment]
