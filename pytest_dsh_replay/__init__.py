@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     )
     from ._fixture.dsh_replay import DshReplay
     from ._format.chunk_rows import decode_storage_record, pack_chunk_runs
-    from ._format.events import MAX_SAFE_INTEGER, Event, SessionHeader, StreamChunk
+    from ._format.events import Event, SessionHeader, StreamChunk
+    from ._format.json_values import MAX_SAFE_INTEGER
     from ._format.jsonl import (
         MAX_LINE_BYTES,
         MAX_NESTING,
@@ -133,7 +134,7 @@ _MODULE_OF: dict[str, str] = {
     "MAX_CONNECTIONS": "_endpoint.server",
     "MAX_LINE_BYTES": "_format.jsonl",
     "MAX_NESTING": "_format.jsonl",
-    "MAX_SAFE_INTEGER": "_format.events",
+    "MAX_SAFE_INTEGER": "_format.json_values",
     "MemoryBackend": "_store.backends.base",
     "OverrideError": "_errors",
     "PATTERN_TIMEOUT_S": "_replay.placeholders",

@@ -16,27 +16,18 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .._errors import DshReplayError
-from .._format.events import Event, SessionHeader
+from .._format.events import Event, SessionHeader, SessionLike, SessionLog
 from .._format.jsonl import read_session_log
-from .._scripts.scenario import PRIMARY_LOG, SessionLike
+from .._scripts.scenario import PRIMARY_LOG
 from .normalize import LogDifference, Normalizer, canonical_log, tokenize_cwd
 from .redact import Redactor
 
 __all__ = [
     "Comparison",
     "Redaction",
-    "SessionLog",
     "first_difference",
     "unchanged_recording",
 ]
-
-
-@dataclass(frozen=True)
-class SessionLog:
-    """A header and events: what :func:`~pytest_dsh_replay.write_scenario` writes."""
-
-    header: SessionHeader
-    events: list[Event]
 
 
 class Comparison(Protocol):
@@ -98,7 +89,7 @@ def _normalizers(
 
 
 def first_difference(
-    pairs: Sequence[tuple[str, tuple[SessionHeader, list[Event]], SessionLike]],
+    pairs: Sequence[tuple[str, SessionLog, SessionLike]],
     *,
     recorded: Sequence[SessionHeader],
     live: Sequence[SessionHeader],

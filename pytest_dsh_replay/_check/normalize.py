@@ -19,6 +19,7 @@ from typing import Any, Final
 import orjson
 
 from .._format.events import SEEDED_FORMAT, Event, JSONObject, SessionHeader, header_version
+from .._format.json_values import ABSENT
 
 __all__ = [
     "LogDifference",
@@ -43,7 +44,9 @@ _ENVELOPE: Final = frozenset({"seq", "time", "seq0", "time0"})
 
 
 class Normalizer:
-    """Maps ids, times and paths of a group of logs to stable placeholders (SPEC 11.2).
+    """Maps ids, times and paths of a group of logs to stable placeholders.
+
+    See docs/checks.md#normalization.
 
     One normalizer is used for all sessions of one scenario, primary first, so that a
     parent id and a child's ``parentSession`` map to the same placeholder. Feed the two
@@ -190,9 +193,6 @@ class LogDifference:
     note: str
 
 
-_MISSING: Final = object()
-
-
 def _first_difference(expected: Any, actual: Any, path: str) -> tuple[str, Any, Any] | None:
     if type(expected) is not type(actual) and not (
         isinstance(expected, int | float)
@@ -205,7 +205,7 @@ def _first_difference(expected: Any, actual: Any, path: str) -> tuple[str, Any, 
         for k in expected:
             sub = f"{path}.{k}" if _IDENT.fullmatch(k) else f"{path}[{orjson.dumps(k).decode()}]"
             if k not in actual:
-                return sub, expected[k], _MISSING
+                return sub, expected[k], ABSENT
             found = _first_difference(expected[k], actual[k], sub)
             if found is not None:
                 return found
@@ -214,7 +214,7 @@ def _first_difference(expected: Any, actual: Any, path: str) -> tuple[str, Any, 
                 sub = (
                     f"{path}.{k}" if _IDENT.fullmatch(k) else f"{path}[{orjson.dumps(k).decode()}]"
                 )
-                return sub, _MISSING, actual[k]
+                return sub, ABSENT, actual[k]
         return None
     if isinstance(expected, list):
         for i, (e, a) in enumerate(zip(expected, actual, strict=False)):
@@ -225,15 +225,15 @@ def _first_difference(expected: Any, actual: Any, path: str) -> tuple[str, Any, 
             n = min(len(expected), len(actual))
             return (
                 f"{path}[{n}]",
-                expected[n] if n < len(expected) else _MISSING,
-                actual[n] if n < len(actual) else _MISSING,
+                expected[n] if n < len(expected) else ABSENT,
+                actual[n] if n < len(actual) else ABSENT,
             )
         return None
     return None if expected == actual else (path, expected, actual)
 
 
 def _present(value: Any) -> Any:
-    return None if value is _MISSING else value
+    return None if value is ABSENT else value
 
 
 def value_difference(expected: Any, actual: Any, path: str = "$") -> tuple[str, Any, Any] | None:
@@ -478,8 +478,9 @@ def tokenize_cwd(value: Any, cwd: str | None) -> Any:
     """Replace the working directory ``cwd`` with ``{{cwd}}`` in every string of ``value``.
 
     A recording keeps no machine path: the header's ``cwd`` and every path under it
-    become ``{{cwd}}``-relative (SPEC 10.4, ``tokenizeSessionFixtureCwd``). Only whole
-    path prefixes are replaced (``/w`` does not touch ``/work``).
+    become ``{{cwd}}``-relative (docs/checks.md#normalization; the reference's
+    ``tokenizeSessionFixtureCwd``). Only whole path prefixes are replaced (``/w`` does not
+    touch ``/work``).
 
     Args:
         value: A JSON value (an event or a header object).
@@ -505,7 +506,9 @@ def tokenize_cwd(value: Any, cwd: str | None) -> Any:
 
 
 def canonical_log(data: bytes, *, source: str | None = None) -> bytes:
-    r"""A log in the canonical committed form (SPEC 1.5, ``canonicalSessionFixture``).
+    r"""A log in the canonical committed form.
+
+    See docs/format.md#committed-form (the reference's ``canonicalSessionFixture``).
 
     The header line exactly as found (without a byte-order mark or ``\r``), then every
     event packed into chunk rows in one pass with the top-level ``seq``/``time``

@@ -4,38 +4,38 @@
 section per session, the primary first; per turn the user's message, the assistant's
 reasoning and text, its tool calls and their results; a child session is linked from
 the tool call that started it. Ids, times and the working directory are normalized
-(:class:`~pytest_dsh_replay.normalize.Normalizer`), so two runs of the same behaviour
+(:class:`~.normalize.Normalizer`), so two runs of the same behaviour
 render the same text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from .._format.events import END_SEED, SEEDED_FORMAT, Event, SessionHeader
+from .._format.events import (
+    END_SEED,
+    SEEDED_FORMAT,
+    Event,
+    SessionHeader,
+    SessionLike,
+    SessionLog,
+)
+from .._format.reply import assemble_reply
 from .._format.text import visible
-from .._scripts.scenario import SessionLike
 from .normalize import Normalizer
 from .redact import Redactor, recording_redactor
 
 __all__ = ["render_transcript", "sessions_as_jsonl"]
 
 
-@dataclass(frozen=True, slots=True)
-class _Shown:
-    header: SessionHeader
-    events: list[Event]
-
-
 def _redacted(sessions: Iterable[SessionLike], redactor: Redactor | None) -> list[SessionLike]:
     """Copies of the sessions with secrets redacted in headers, events and keys."""
     rules = recording_redactor() if redactor is None else redactor
     return [
-        _Shown(
+        SessionLog(
             SessionHeader.from_json(rules.redact(s.header.to_json())), rules.redact_events(s.events)
         )
         for s in sessions
@@ -206,7 +206,7 @@ def _render_call(
     chunks: list[dict[str, Any]], unlinked: list[SessionLike], norm: Normalizer
 ) -> list[str]:
     """One model call rendered from its stream chunks."""
-    blocks = [c["block"] for c in chunks if c.get("type") == "block-end" and "block" in c]
+    blocks = assemble_reply(chunks).ended
     message = {"message": {"content": blocks}}
     lines = _render_event({"type": "assistant/message", "data": message}, unlinked, norm)
     for block in blocks:

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any, Final
 
 from .._errors import DshReplayError
+from .._format.json_values import ABSENT
 from .._wire.base import httpx_module
 from .endpoint import Endpoint
 from .response import DroppedConnection, EndpointResponse, TimedOut
@@ -43,8 +44,6 @@ __all__ = [
 
 MAX_WORKERS: Final = 16
 """Worker threads of one endpoint's async transports."""
-
-_END: Final = object()
 
 
 def _read_timeout(request: Any) -> float | None:
@@ -138,7 +137,7 @@ def _pump(
     queue: asyncio.Queue[Any],
 ) -> None:
     """Read a response body in a worker thread, handing each piece to the event loop."""
-    item: Any = _END
+    item: Any = ABSENT
     try:
         for piece in response.body:
             if closed.is_set():
@@ -157,7 +156,7 @@ async def _pieces(queue: asyncio.Queue[Any], httpx: Any, request: Any) -> AsyncI
     """The pieces :func:`_pump` hands over; its errors raised as ``httpx`` raises them."""
     while True:
         item = await queue.get()
-        if item is _END:
+        if item is ABSENT:
             return
         if isinstance(item, DroppedConnection):
             raise httpx.ReadError(str(item), request=request)

@@ -1,4 +1,4 @@
-"""What a test gets from the ``dsh_replay`` fixture, without pytest (DESIGN 3).
+"""What a test gets from the ``dsh_replay`` fixture, without pytest (docs/api.md#api-fixture).
 
 The pytest plugin is a thin layer over this module: it resolves the scenario path from
 the test, builds a :class:`DshReplay`, and calls :meth:`DshReplay.finish` after a passing
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from .._check.log_check import (
     Comparison,
     Redaction,
-    SessionLog,
     first_difference,
     unchanged_recording,
 )
@@ -28,7 +27,7 @@ from .._check.normalize import canonical_log, describe_difference, diff_logs
 from .._check.redact import Redactor
 from .._endpoint.clients import EndpointClients
 from .._errors import DshReplayError, LogMismatchError, RecordingError
-from .._format.events import Event, SessionHeader
+from .._format.events import Event, SessionHeader, SessionLog
 from .._format.jsonl import read_session_log
 from .._recording.recorder import RecordingModel
 from .._replay.model import ReplayModel
@@ -68,7 +67,7 @@ def _log_path(script: SessionScript) -> Path:
 
 
 @dataclass
-class DshReplay(RuntimeSessions):
+class DshReplay:
     """The ``dsh_replay`` fixture's value: one test's recorded scenario and its model.
 
     Attributes:
@@ -81,7 +80,7 @@ class DshReplay(RuntimeSessions):
             :class:`~pytest_dsh_replay.ReplayModel` (replay mode) or the live model
             (record mode). Replay attributes (``bindings``, ``assert_consumed``,
             ``cancel``) are the replay model's.
-        sessions: The :class:`~pytest_dsh_replay.store.SessionStore` the code under test
+        sessions: The :class:`~pytest_dsh_replay.SessionStore` the code under test
             persists its sessions in, in memory (a recording is written, redacted, only
             when the test passed).
         workdir: The temporary directory owned by this run (ready files).
@@ -113,7 +112,7 @@ class DshReplay(RuntimeSessions):
     _cache: ScenarioCache | None = field(default=None, init=False, repr=False)
     _replayer: ReplayModel | None = field(default=None, init=False, repr=False)
     _recorder: RecordingModel = field(init=False, repr=False)
-    _runtime_sessions: tuple[Path, str] | None = field(default=None, init=False, repr=False)
+    _runtime: RuntimeSessions = field(init=False, repr=False)
 
     @classmethod
     def open(
@@ -264,6 +263,7 @@ class DshReplay(RuntimeSessions):
         replay._replayer = replayer
         replay._recorder = model
         replay._http = EndpointClients(model, replay=replayer)
+        replay._runtime = RuntimeSessions(scenario, replayer)
         return replay
 
     def _network_problem(self) -> RecordingError | None:
@@ -353,6 +353,41 @@ class DshReplay(RuntimeSessions):
         """An ``anthropic.AsyncAnthropic`` client on the endpoint (as :meth:`anthropic_client`)."""
         return self._http.sdk_client("anthropic", options, asynchronous=True)
 
+    # --- the dsh runtime's own logs --------------------------------------------------------
+
+    def use_sessions(
+        self, root: str | os.PathLike[str], session_id: str, *, order_timeout: float = 10.0
+    ) -> None:
+        """Make the dsh runtime's own session logs this test's recording.
+
+        Call it before the runtime starts, with the sessions root the runtime writes to
+        (its ``session-persistence-jsonl`` patch, plain JSONL) and the id of the session
+        the test prompts. Then:
+
+        - record mode: the scenario directory is written from the runtime's logs of that
+          session and its descendants (spawn and fork children): the primary as
+          ``session.jsonl``, the children as ``session.<n>.jsonl`` by creation time,
+          format 4 as the runtime wrote it, redacted and with the working directory as
+          ``{{cwd}}``, atomically, when the test passes;
+        - replay mode: the replay model keeps the recorded order of calls across
+          sessions (a call waits, bounded, until the calls of other sessions that the
+          recording shows before it have been served), and after the test the runtime's
+          logs of this run must show the model what the recording shows it: the same
+          messages, request settings and served chunks per session, ids, times and the
+          working directory normalized (the runtime's bookkeeping events, whose order
+          varies between runs, are not compared);
+        - :meth:`transcript` renders the runtime's logs.
+
+        Args:
+            root: The runtime's sessions root (``<root>/<project key>/<id>/...``).
+            session_id: The primary session's id (the one the test prompts).
+            order_timeout: Replay mode: the longest a call waits for the recorded order,
+                in seconds; then it fails with
+                :class:`~pytest_dsh_replay.ReplayOrderError` (the runtime gets an HTTP
+                500 and the test fails with the error at teardown).
+        """
+        self._runtime.use(root, session_id, order_timeout=order_timeout)
+
     # --- views -------------------------------------------------------------------------
 
     def transcript(self) -> str:
@@ -391,8 +426,8 @@ class DshReplay(RuntimeSessions):
         Returns:
             Objects with ``.header`` and ``.events``, in the store's creation order.
         """
-        if self._runtime_sessions is not None:
-            return [self._redacted(log.header, log.events) for log in self._runtime_logs()]
+        if self._runtime.source is not None:
+            return [self._redacted(log.header, log.events) for log in self._runtime.logs()]
         return [self._redacted(s.header, s.events) for s in self.sessions.sessions()]
 
     # --- checks ------------------------------------------------------------------------
@@ -453,8 +488,8 @@ class DshReplay(RuntimeSessions):
 
         With :meth:`use_sessions`, the dsh runtime's logs.
         """
-        if self._runtime_sessions is not None:
-            return [self._redacted(log.header, log.events) for log in self._runtime_logs()]
+        if self._runtime.source is not None:
+            return [self._redacted(log.header, log.events) for log in self._runtime.logs()]
         return [
             self._redacted(s.header, s.events) for s in order_sessions(self.sessions.sessions())
         ]
@@ -476,7 +511,7 @@ class DshReplay(RuntimeSessions):
         """
         if self.mode != "replay" or self.scenario is None:
             return
-        if self._runtime_sessions is not None:
+        if self._runtime.source is not None:
             self._check_runtime_logs()
             return
         self._recorder.close_open_calls()
@@ -516,7 +551,7 @@ class DshReplay(RuntimeSessions):
             ),
         )
 
-    def _recorded_log(self, script: SessionScript) -> tuple[SessionHeader, list[Event]]:
+    def _recorded_log(self, script: SessionScript) -> SessionLog:
         """The recorded log of ``script``, through the run's cache when there is one.
 
         ``script`` belongs to a scenario with a file per session.
@@ -554,7 +589,7 @@ class DshReplay(RuntimeSessions):
         assert self.scenario is not None
         recorded = list(self.scenario.scripts)
         try:
-            live = self._runtime_logs()
+            live = self._runtime.logs()
         except DshReplayError as err:
             raise LogMismatchError(
                 f"the dsh runtime's logs of this run cannot be read: {err}"
@@ -570,7 +605,7 @@ class DshReplay(RuntimeSessions):
             return compare_model_views(file, *args, actual_source=sources[file], **options)
 
         self._raise_first_difference(
-            [  # _runtime_logs orders the live logs by the recording they replay
+            [  # logs() orders the live logs by the recording they replay
                 (script.file, self._recorded_log(script), log)
                 for script, log in zip(recorded, live, strict=True)
             ],
@@ -601,7 +636,7 @@ class DshReplay(RuntimeSessions):
                 directory cannot be written.
         """
         self._recorder.close_open_calls()
-        if self._runtime_sessions is not None:
+        if self._runtime.source is not None:
             return self._save_runtime_logs()
         sessions = self.sessions.sessions()
         if not sessions:
@@ -618,8 +653,8 @@ class DshReplay(RuntimeSessions):
 
     def _save_runtime_logs(self) -> list[Path]:
         """Write the dsh runtime's logs of this run as the scenario (record mode)."""
-        assert self._runtime_sessions is not None
-        root, session_id = self._runtime_sessions
+        assert self._runtime.source is not None
+        root, session_id = self._runtime.source
         try:
             logs = self._written_logs()
         except DshReplayError as err:

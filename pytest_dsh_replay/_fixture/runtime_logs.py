@@ -6,7 +6,7 @@ JSONL under a sessions root of the test's own) and names them to the fixture
 those logs; replay compares the logs the runtime writes while replaying with the
 recording. :class:`RuntimeSessions` is the part of
 :class:`~pytest_dsh_replay.DshReplay` that does the naming
-(:meth:`~RuntimeSessions.use_sessions`) and reads those logs back in recorded order.
+(:meth:`~RuntimeSessions.use`) and reads those logs back in recorded order.
 
 Two runs of the runtime never log the same events in the same order: session and
 message ids are random UUIDs, times differ, and parallel tool calls reorder the
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._check.normalize import LogDifference, Normalizer, value_difference
 from .._errors import SessionLogError
-from .._format.events import Event, JSONObject, SessionHeader
+from .._format.events import Event, JSONObject, SessionHeader, SessionLog
 from .._format.jsonl import read_session_log
 from .._format.stream_records import STREAM_EVENTS, stream_runs
 from .._scripts.entries import ChunksEntry
@@ -78,14 +78,23 @@ class RuntimeLog:
     """One session log the runtime wrote.
 
     Attributes:
-        header: The session header.
-        events: Its events, as written (``seq``, ``time``, embedded streams).
+        log: The session header and its events, as written (``seq``, ``time``, embedded
+            streams).
         path: The log file.
     """
 
-    header: SessionHeader
-    events: list[Event]
+    log: SessionLog
     path: Path
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session header."""
+        return self.log.header
+
+    @property
+    def events(self) -> list[Event]:
+        """The session's events."""
+        return self.log.events
 
 
 def runtime_logs(root: str | os.PathLike[str], session_id: str) -> list[RuntimeLog]:
@@ -107,8 +116,7 @@ def runtime_logs(root: str | os.PathLike[str], session_id: str) -> list[RuntimeL
     logs = []
     for script in scenario.scripts:
         assert script.path is not None  # a sessions root always has files
-        header, events = read_session_log(script.path)
-        logs.append(RuntimeLog(header, events, script.path))
+        logs.append(RuntimeLog(read_session_log(script.path), script.path))
     return logs
 
 
@@ -253,66 +261,42 @@ def compare_model_views(
 
 
 class RuntimeSessions:
-    """Naming the dsh runtime's logs as a run's recording (a base of ``DshReplay``).
+    """The dsh runtime's own logs named as a run's recording (a part of ``DshReplay``).
 
-    The class using it provides the attributes annotated here: the mode, the scenario
-    replayed (or the previous recording), the model and its replay model, and the slot
-    :meth:`use_sessions` fills (``None``: the run's own store is the recording).
+    Args:
+        scenario: The scenario replayed (replay mode), or the previous recording.
+        replay: The replay model (replay mode; ``None`` when recording): it keeps the
+            recorded order of calls once logs are named, and its bindings order the
+            logs it read back.
     """
 
-    mode: str
-    scenario: Scenario | None
-    model: Any
-    _replayer: ReplayModel | None
-    _runtime_sessions: tuple[Path, str] | None
+    def __init__(self, scenario: Scenario | None, replay: ReplayModel | None):
+        self._scenario = scenario
+        self._replay = replay
+        self.source: tuple[Path, str] | None = None
+        """The sessions root and the primary's id, once named (``None``: not named)."""
 
-    def use_sessions(
-        self, root: str | os.PathLike[str], session_id: str, *, order_timeout: float = 10.0
-    ) -> None:
-        """Make the dsh runtime's own session logs this test's recording.
+    def use(self, root: str | os.PathLike[str], session_id: str, *, order_timeout: float) -> None:
+        """Name the runtime's logs: its sessions root and the primary session's id.
 
-        Call it before the runtime starts, with the sessions root the runtime writes to
-        (its ``session-persistence-jsonl`` patch, plain JSONL) and the id of the session
-        the test prompts. Then:
-
-        - record mode: the scenario directory is written from the runtime's logs of that
-          session and its descendants (spawn and fork children): the primary as
-          ``session.jsonl``, the children as ``session.<n>.jsonl`` by creation time,
-          format 4 as the runtime wrote it, redacted and with the working directory as
-          ``{{cwd}}``, atomically, when the test passes;
-        - replay mode: the replay model keeps the recorded order of calls across
-          sessions (a call waits, bounded, until the calls of other sessions that the
-          recording shows before it have been served), and after the test the runtime's
-          logs of this run must show the model what the recording shows it: the same
-          messages, request settings and served chunks per session, ids, times and the
-          working directory normalized (the runtime's bookkeeping events, whose order
-          varies between runs, are not compared);
-        - :meth:`transcript` renders the runtime's logs.
-
-        Args:
-            root: The runtime's sessions root (``<root>/<project key>/<id>/...``).
-            session_id: The primary session's id (the one the test prompts).
-            order_timeout: Replay mode: the longest a call waits for the recorded order,
-                in seconds; then it fails with
-                :class:`~pytest_dsh_replay.ReplayOrderError` (the runtime gets an HTTP
-                500 and the test fails with the error at teardown).
+        In replay mode the replay model keeps the recorded order of calls from now on.
         """
-        self._runtime_sessions = (Path(root), session_id)
-        if self._replayer is not None:
-            self._replayer.keep_recorded_order(timeout=order_timeout)
+        self.source = (Path(root), session_id)
+        if self._replay is not None:
+            self._replay.keep_recorded_order(timeout=order_timeout)
 
-    def _runtime_logs(self) -> list[RuntimeLog]:
+    def logs(self) -> list[RuntimeLog]:
         """The runtime's logs of this run, in the order of the recording they replay.
 
         Record mode: creation order (as they are written). Replay mode: the children by
         the recorded file each one replays, so a transcript shows them as recorded.
         """
-        assert self._runtime_sessions is not None
-        root, session_id = self._runtime_sessions
+        assert self.source is not None
+        root, session_id = self.source
         logs = runtime_logs(root, session_id)
-        if self.mode == "replay" and self.scenario is not None:
-            files = [s.file for s in self.scenario.scripts]
-            bindings = {} if self._replayer is None else self._replayer.bindings
+        if self._replay is not None and self._scenario is not None:
+            files = [s.file for s in self._scenario.scripts]
+            bindings = self._replay.bindings
             bound = {k: b.file for k, b in bindings.items() if k is not None}
 
             def place(log: RuntimeLog) -> int:

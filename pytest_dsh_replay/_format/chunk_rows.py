@@ -1,4 +1,4 @@
-"""Packed chunk rows: the storage encoding of runs of stream deltas (SPEC 4).
+"""Packed chunk rows: the storage encoding of runs of stream deltas (docs/format.md#packed-rows).
 
 A run of consecutive ``assistant/chunk`` events that carry ``text-delta``,
 ``reasoning-delta`` or ``tool-call-delta`` chunks of one block is stored as one row::
@@ -8,22 +8,23 @@ A run of consecutive ``assistant/chunk`` events that carry ``text-delta``,
               "texts": ["M", "ARM", "AL", "ADE"]}}
 
 :func:`decode_storage_record` expands a row back into its member events exactly as the
-reference does (SPEC 4.2); :func:`pack_chunk_runs` is the encoder (SPEC 4.3, and the
-SQLite limits of SPEC 4.4 when asked). Every malformation raises
-:class:`~pytest_dsh_replay.errors.SessionLogError` with the reference's reason text.
+reference does (docs/format.md#packed-rows-reading); :func:`pack_chunk_runs` is the encoder
+(docs/format.md#packed-rows-writing, and the
+SQLite limits of docs/format.md#sqlite-store when asked). Every malformation raises
+:class:`~pytest_dsh_replay.SessionLogError` with the reference's reason text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any, Final, TypeAlias
+from typing import Any, Final
 
 import orjson
 
 from .._errors import SessionLogError
-from .events import MAX_SAFE_INTEGER, Event, JSONObject, StreamChunk, is_safe_integer
+from .events import Event, JSONObject, StreamChunk
+from .json_values import MAX_SAFE_INTEGER, is_json_number, is_safe_integer
 
 __all__ = [
     "MIN_RUN",
@@ -51,7 +52,7 @@ MIN_RUN: Final[int] = 3
 """The shortest run the encoder packs (``MIN_RUN`` in the reference)."""
 
 SQLITE_MAX_MEMBERS: Final[int] = 1024
-"""The SQLite codec's largest packed row, in members (SPEC 4.4)."""
+"""The SQLite codec's largest packed row, in members (docs/format.md#sqlite-store)."""
 
 SQLITE_MAX_DATA_BYTES: Final[int] = 1_048_576
 """The SQLite codec's largest serialized ``data`` of a packed row, in UTF-8 bytes."""
@@ -62,67 +63,98 @@ _TOOL_DATA_KEYS: Final = frozenset({"turn", "step", "index", "id", "dt", "args"}
 _TOOL_DATA_KEYS_NAMED: Final = frozenset({"turn", "step", "index", "id", "name", "dt", "args"})
 
 
-@dataclass(frozen=True, slots=True)
 class PackedRow:
-    """A validated packed chunk row.
+    """A packed chunk row that passes every rule of the reference's checks.
+
+    The one form of a packed row past its JSON: :func:`validate_packed_row` returns it
+    for a parsed row (the JSONL and SQLite readers), and the typed decoder
+    (:func:`~pytest_dsh_replay._format.typed.decode_call_line`) returns it for a row it
+    decoded and checked in one step. It stands for its members without expanding them.
 
     Attributes:
-        tag: ``text-chunks``, ``reasoning-chunks`` or ``tool-call-chunks``.
-        seq0: The ``seq`` of the first member.
-        time0: The ``time`` of the first member (Unix ms).
+        chunk_type: The ``type`` of every member chunk: ``text-delta``,
+            ``reasoning-delta`` or ``tool-call-delta``.
+        seq0: The ``seq`` of the first member. ``None`` only from the typed decoder, for
+            a row without ``seq0`` (a projected log: the reader numbers its members).
+        time0: The ``time`` of the first member (Unix ms; ``0`` when the row has none).
         turn: The members' turn (any JSON number, as the reference allows).
         step: The members' step.
         index: The block index of every member chunk.
         dt: ``len(payload) - 1`` time gaps in ms between consecutive members.
-        payload: The members' ``text`` (text/reasoning) or ``argumentsDelta`` (tool call).
-        id: The tool call id (tool-call rows only).
-        name: The tool name when the row carries one.
-        has_name: Whether the row carries ``name``.
+        payload: The members' ``text`` (text/reasoning) or ``argumentsDelta`` (tool
+            call), at least one.
+        id: The tool call id (tool-call rows only, else ``None``).
+        name: The tool name when the row carries one (a string), else ``None``.
     """
 
-    tag: str
-    seq0: int
-    time0: int
-    turn: Any
-    step: Any
-    index: Any
-    dt: list[int]
-    payload: list[str]
-    id: str | None = None
-    name: str | None = None
-    has_name: bool = False
+    __slots__ = (
+        "chunk_type",
+        "dt",
+        "id",
+        "index",
+        "name",
+        "payload",
+        "seq0",
+        "step",
+        "time0",
+        "turn",
+    )
+
+    def __init__(self, chunk_type: str, seq0: int | None, time0: int, turn: Any, step: Any,
+                 index: Any, dt: list[int], payload: list[str], id: str | None = None,
+                 name: str | None = None):  # fmt: skip
+        self.chunk_type = chunk_type
+        self.seq0 = seq0
+        self.time0 = time0
+        self.turn = turn
+        self.step = step
+        self.index = index
+        self.dt = dt
+        self.payload = payload
+        self.id = id
+        self.name = name
 
     @property
-    def chunk_type(self) -> str:
-        """The ``type`` of every member chunk (``text-delta``, ...)."""
-        return PACKED_TAGS[self.tag]
+    def has_name(self) -> bool:
+        """Whether the row carries ``name`` (tool-call rows only)."""
+        return self.name is not None
 
     def chunk(self, k: int) -> StreamChunk:
         """Return member ``k``'s stream chunk as a new object."""
-        if self.tag == "tool-call-chunks":
+        if self.chunk_type == "tool-call-delta":
             c: StreamChunk = {"type": "tool-call-delta", "index": self.index, "id": self.id}
-            if self.has_name:
+            if self.name is not None:
                 c["name"] = self.name
             c["argumentsDelta"] = self.payload[k]
             return c
-        return {"type": PACKED_TAGS[self.tag], "index": self.index, "text": self.payload[k]}
+        return {"type": self.chunk_type, "index": self.index, "text": self.payload[k]}
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, key) for key in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PackedRow):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
+        return f"PackedRow({fields})"
 
 
 def _malformed(tag: str, reason: str) -> SessionLogError:
     return SessionLogError(f"malformed {tag} storage row: {reason}")
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def validate_packed_row(value: JSONObject) -> PackedRow:
-    """Validate a packed row as the reference does (SPEC 4.2 steps 3-10).
+    """Validate a packed row as the reference does (docs/format.md#packed-rows-reading).
 
     Args:
         value: A parsed record whose ``type`` is one of :data:`PACKED_TAGS`; ``seq0``
             and ``time0`` must already be present (replay fills them in for projected
-            logs before decoding, SPEC 1.5).
+            logs before decoding: docs/format.md#committed-form).
 
     Returns:
         The validated row.
@@ -131,41 +163,22 @@ def validate_packed_row(value: JSONObject) -> PackedRow:
         SessionLogError: ``malformed <tag> storage row: <reason>`` with the reference's
             reason for the first rule broken (no path or line; callers add them).
     """
-    fields = fast_row_fields(value)
-    if fields is None:
-        return _validate_exact(value)
-    _, index, payload, cid, name, has_name, turn, step, dt = fields
-    return PackedRow(
-        tag=value["type"],
-        seq0=value["seq0"],
-        time0=value["time0"],
-        turn=turn,
-        step=step,
-        index=index,
-        dt=dt,
-        payload=payload,
-        id=cid,
-        name=name,
-        has_name=has_name,
-    )
+    row = _fast_row(value)
+    return _validate_exact(value) if row is None else row
 
 
 _INT_ONLY: Final = frozenset({int})
 _NUMBER_TYPES: Final = frozenset({int, float})
 
-RowFields: TypeAlias = tuple[str, Any, list[str], Any, Any, bool, Any, Any, list[int]]
-"""``(chunk_type, index, payload, id, name, has_name, turn, step, dt)`` of a valid row."""
 
-
-def fast_row_fields(value: JSONObject) -> RowFields | None:
+def _fast_row(value: JSONObject) -> PackedRow | None:
     """Validate the common case of a packed row with whole-list operations that run in C.
 
-    Returns the row's fields when every rule of SPEC 4.2 certainly holds: exact ``int``
-    envelope numbers and gaps, string members, and ``|time0| + sum(|dt|)`` within the
-    safe range (which bounds every partial sum). Returns ``None`` whenever that is not
-    certain; :func:`validate_packed_row` then applies the reference's checks one by one
-    and raises the reference's error for a bad row. Used by readers that do not need a
-    :class:`PackedRow` object.
+    Returns the row when every rule of the reference's checks certainly holds: exact
+    ``int`` envelope numbers and gaps, string members, and ``|time0| + sum(|dt|)``
+    within the safe range (which bounds every partial sum). Returns ``None`` whenever
+    that is not certain; :func:`_validate_exact` then applies the reference's checks one
+    by one and raises the reference's error for a bad row.
     """
     if value.keys() != _ENVELOPE_KEYS:
         return None
@@ -187,7 +200,6 @@ def fast_row_fields(value: JSONObject) -> RowFields | None:
         if keys != _TEXT_DATA_KEYS:
             return None
         cid = name = None
-        has_name = False
         payload = data["texts"]
         chunk_type = PACKED_TAGS[value["type"]]
     turn, step, index = data["turn"], data["step"], data["index"]
@@ -211,12 +223,39 @@ def fast_row_fields(value: JSONObject) -> RowFields | None:
         return None
     if abs(time0) + sum(map(abs, dt)) > MAX_SAFE_INTEGER:
         return None
-    return chunk_type, index, payload, cid, name, has_name, turn, step, dt
+    return PackedRow(chunk_type, seq0, time0, turn, step, index, dt, payload, cid, name)
 
 
 def _validate_exact(value: JSONObject) -> PackedRow:
-    """The reference checks in the reference order (SPEC 4.2 steps 3-10)."""
+    """The reference checks in the reference order (docs/format.md#packed-rows-reading)."""
     tag = value["type"]
+    seq0, time0, data = _exact_envelope(tag, value)
+    is_tool = tag == "tool-call-chunks"
+    _exact_data_fields(tag, data, is_tool)
+    payload, dt = _exact_members(tag, data, is_tool)
+    if not is_safe_integer(seq0 + len(payload) - 1):
+        raise _malformed(tag, "member seqs must stay safe integers")
+    t = time0
+    for d in dt:
+        t += d
+        if not is_safe_integer(t):
+            raise _malformed(tag, "member times must stay safe integers")
+    return PackedRow(
+        PACKED_TAGS[tag],
+        int(seq0),
+        int(time0),
+        data["turn"],
+        data["step"],
+        data["index"],
+        [int(d) for d in dt],
+        payload,
+        data["id"] if is_tool else None,
+        data.get("name") if is_tool else None,
+    )
+
+
+def _exact_envelope(tag: str, value: JSONObject) -> tuple[Any, Any, JSONObject]:
+    """The row's own keys, ``seq0``, ``time0`` and that ``data`` is an object."""
     if value.keys() != _ENVELOPE_KEYS:
         raise _malformed(tag, "envelope must be exactly {type, seq0, time0, data}")
     seq0 = value["seq0"]
@@ -228,8 +267,12 @@ def _validate_exact(value: JSONObject) -> PackedRow:
     data = value["data"]
     if not isinstance(data, dict):
         raise _malformed(tag, "data must be an object")
+    return seq0, time0, data
+
+
+def _exact_data_fields(tag: str, data: JSONObject, is_tool: bool) -> None:
+    """``data``'s key set, a tool row's ``id``/``name``, and the numbers every member shares."""
     keys = data.keys()
-    is_tool = tag == "tool-call-chunks"
     if is_tool:
         if keys != _TOOL_DATA_KEYS and keys != _TOOL_DATA_KEYS_NAMED:
             raise _malformed(tag, "data must be exactly {turn, step, index, id, name?, dt, args}")
@@ -238,9 +281,16 @@ def _validate_exact(value: JSONObject) -> PackedRow:
             raise _malformed(tag, "id (and name when present) must be strings")
     elif keys != _TEXT_DATA_KEYS:
         raise _malformed(tag, "data must be exactly {turn, step, index, dt, texts}")
-    turn, step, index = data["turn"], data["step"], data["index"]
-    if not (_is_number(turn) and _is_number(step) and _is_number(index)):
+    if not (
+        is_json_number(data["turn"])
+        and is_json_number(data["step"])
+        and is_json_number(data["index"])
+    ):
         raise _malformed(tag, "turn/step/index must be numbers")
+
+
+def _exact_members(tag: str, data: JSONObject, is_tool: bool) -> tuple[list[str], list[Any]]:
+    """The members and their time gaps: ``(payload, dt)``."""
     payload_key = "args" if is_tool else "texts"
     payload = data[payload_key]
     if not isinstance(payload, list) or not payload or not all(isinstance(p, str) for p in payload):
@@ -248,42 +298,26 @@ def _validate_exact(value: JSONObject) -> PackedRow:
     dt = data["dt"]
     if not isinstance(dt, list) or not all(is_safe_integer(d) for d in dt):
         raise _malformed(tag, "dt must be an array of safe integers")
-    n = len(payload)
-    if len(dt) != n - 1:
-        raise _malformed(tag, f"dt length {len(dt)} does not match {n} members")
-    if not is_safe_integer(seq0 + n - 1):
-        raise _malformed(tag, "member seqs must stay safe integers")
-    t = time0
-    for d in dt:
-        t += d
-        if not is_safe_integer(t):
-            raise _malformed(tag, "member times must stay safe integers")
-    return PackedRow(
-        tag=tag,
-        seq0=int(seq0),
-        time0=int(time0),
-        turn=turn,
-        step=step,
-        index=index,
-        dt=[int(d) for d in dt],
-        payload=payload,
-        id=data["id"] if is_tool else None,
-        name=data.get("name") if is_tool else None,
-        has_name=is_tool and "name" in data,
-    )
+    if len(dt) != len(payload) - 1:
+        raise _malformed(tag, f"dt length {len(dt)} does not match {len(payload)} members")
+    return payload, dt
 
 
 def expand_packed_row(row: PackedRow) -> list[Event]:
-    """Expand a validated row into its member ``assistant/chunk`` events (SPEC 4.2 step 11).
+    """Expand a validated row into its member ``assistant/chunk`` events.
+
+    See docs/format.md#packed-rows.
 
     Member ``k`` gets ``seq = seq0 + k`` and ``time = time0 + sum(dt[:k])``.
     """
     turn, step, seq0 = row.turn, row.step, row.seq0
+    assert seq0 is not None, "a row the readers numbered (validate_packed_row)"
     times = accumulate(row.dt[: len(row.payload) - 1], initial=row.time0)
-    if row.tag == "tool-call-chunks":
+    chunk_type = row.chunk_type
+    if chunk_type == "tool-call-delta":
         chunks = [row.chunk(k) for k in range(len(row.payload))]
     else:  # the common rows: one literal per member is much cheaper than a method call
-        chunk_type, index = PACKED_TAGS[row.tag], row.index
+        index = row.index
         chunks = [{"type": chunk_type, "index": index, "text": text} for text in row.payload]
     return [
         {
@@ -329,7 +363,7 @@ def decode_storage_record(value: Any) -> list[Event]:
     return expand_packed_row(validate_packed_row(value))
 
 
-# --- encoding (SPEC 4.3) ---------------------------------------------------------------
+# --- encoding (docs/format.md#packed-rows-writing) ----------------------------------------
 
 _DELTA_KEYS: Final = frozenset({"type", "index", "text"})
 _TOOL_DELTA_KEYS: Final = frozenset({"type", "index", "id", "argumentsDelta"})
@@ -339,7 +373,10 @@ _CHUNK_DATA_KEYS: Final = frozenset({"turn", "step", "chunk"})
 
 
 def _packable(event: Any) -> StreamChunk | None:
-    """Return the event's chunk when the event may join a run (SPEC 4.3), else ``None``."""
+    """Return the event's chunk when the event may join a run, else ``None``.
+
+    See docs/format.md#packed-rows-writing.
+    """
     if not isinstance(event, dict) or event.get("type") != "assistant/chunk":
         return None
     if event.keys() != _EVENT_KEYS:
@@ -350,10 +387,10 @@ def _packable(event: Any) -> StreamChunk | None:
     data = event["data"]
     if not isinstance(data, dict) or data.keys() != _CHUNK_DATA_KEYS:
         return None
-    if not (_is_number(data["turn"]) and _is_number(data["step"])):
+    if not (is_json_number(data["turn"]) and is_json_number(data["step"])):
         return None
     chunk = data["chunk"]
-    if not isinstance(chunk, dict) or not _is_number(chunk.get("index")):
+    if not isinstance(chunk, dict) or not is_json_number(chunk.get("index")):
         return None
     kind = chunk.get("type")
     keys = chunk.keys()

@@ -1,24 +1,24 @@
-"""Typed shapes of the dsh session format (SPEC 1.3, 1.4, 2, 3).
+"""Typed shapes of the dsh session format (docs/format.md).
 
 Events and stream chunks are kept as the plain JSON objects they are on the wire
-(``dict[str, Any]``): the replay parser is deliberately lenient (SPEC 13.18) and passes
-unknown fields through untouched, so a closed ``TypedDict`` would misdescribe them. The
-aliases below name the shapes; the header, which every consumer reads field by field, is
-a real dataclass.
+(``dict[str, Any]``): the replay parser is deliberately lenient
+(docs/format.md#lenient-reading) and passes unknown fields through untouched, so a
+closed ``TypedDict`` would misdescribe them. The aliases below name the shapes; the
+header, which every consumer reads field by field, is a real dataclass.
 """
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, NamedTuple, Protocol, TypeAlias
+
+from .json_values import as_safe_integer, describe_json, is_count, is_safe_integer
 
 __all__ = [
     "CHUNK_TYPES",
     "END_SEED",
-    "MAX_SAFE_INTEGER",
     "NEWEST_FORMAT",
     "SEEDED_FORMAT",
     "ChunkRun",
@@ -27,12 +27,11 @@ __all__ = [
     "JSONObject",
     "JSONValue",
     "SessionHeader",
+    "SessionLike",
+    "SessionLog",
     "StreamChunk",
-    "as_safe_integer",
-    "describe_json",
     "header_problem",
     "header_version",
-    "is_safe_integer",
 ]
 
 JSONValue: TypeAlias = Any
@@ -42,7 +41,7 @@ JSONObject: TypeAlias = dict[str, Any]
 """A JSON object with string keys."""
 
 Event: TypeAlias = dict[str, Any]
-"""One session event (SPEC 1.4): ``{"type", "seq", "time", "data", ...}``.
+"""One session event (docs/format.md#envelopes): ``{"type", "seq", "time", "data", ...}``.
 
 ``type`` is a string such as ``"assistant/chunk"``; ``seq`` is its 0-based position in
 the decoded log; ``time`` is Unix milliseconds; ``data`` is the payload. Optional keys:
@@ -50,7 +49,7 @@ the decoded log; ``time`` is Unix milliseconds; ``data`` is the payload. Optiona
 """
 
 StreamChunk: TypeAlias = dict[str, Any]
-"""One model stream chunk (SPEC 3): ``{"type": <one of CHUNK_TYPES>, ...}``.
+"""One model stream chunk (docs/format.md#stream-chunks): ``{"type": <one of CHUNK_TYPES>, ...}``.
 
 For example ``{"type": "text-delta", "index": 0, "text": "hi"}`` or
 ``{"type": "finish", "reason": {"kind": "stop"}}``.
@@ -78,44 +77,12 @@ CHUNK_TYPES: Final[frozenset[str]] = frozenset(
         "finish",
     }
 )
-"""The seven ``StreamChunk`` types (SPEC 3)."""
+"""The seven ``StreamChunk`` types (docs/format.md#stream-chunks)."""
 
 END_SEED: Final = "session/end-seed"
 """The event that closes a seed: ``data: {}`` (a fork child's seed in formats 0 and 1, a
 resume marker from format 2 on) or ``data: {"inherited": true}`` (formats 2 to 4: the end
 of a fork child's inherited prefix)."""
-
-MAX_SAFE_INTEGER: Final[int] = 2**53 - 1
-"""The largest integer a JavaScript number holds exactly (``Number.MAX_SAFE_INTEGER``)."""
-
-
-def is_safe_integer(value: object) -> bool:
-    """Tell whether ``value`` is a JavaScript safe integer (SPEC 4.2).
-
-    Args:
-        value: Any parsed JSON value.
-
-    Returns:
-        ``True`` for an ``int`` (not ``bool``) or an integral ``float`` with
-        ``|value| <= 2**53 - 1``; ``False`` otherwise. JSON ``3.0`` is an integer in
-        JavaScript, so it counts.
-    """
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
-    if isinstance(value, float):
-        return math.isfinite(value) and value.is_integer() and abs(value) <= MAX_SAFE_INTEGER
-    return False
-
-
-def as_safe_integer(value: object) -> int | None:
-    """Return ``value`` as an ``int`` when :func:`is_safe_integer` holds, else ``None``."""
-    if not is_safe_integer(value):
-        return None
-    assert isinstance(value, int | float)
-    return int(value)
-
 
 _KNOWN_HEADER_KEYS: Final[frozenset[str]] = frozenset(
     {
@@ -175,23 +142,6 @@ HeaderMode: TypeAlias = Literal["lenient", "replay", "store"]
 """
 
 
-def describe_json(value: object) -> str:
-    """How a message names the kind of a parsed JSON value (``a string``, ``null``, ...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
 def _shown(value: object) -> str:
     """A value as messages show it: strings JSON-quoted, the rest as Python writes them."""
     if isinstance(value, str):
@@ -199,15 +149,6 @@ def _shown(value: object) -> str:
 
         return json.dumps(value, ensure_ascii=False)
     return repr(value)
-
-
-def _count(value: object) -> bool:
-    """A non-negative safe integer, and not ``-0.0``."""
-    return (
-        is_safe_integer(value)
-        and value >= 0  # type: ignore[operator]
-        and not (isinstance(value, float) and math.copysign(1.0, value) < 0)
-    )
 
 
 def header_version(value: Mapping[str, Any]) -> int:
@@ -247,7 +188,7 @@ def header_problem(value: object, mode: HeaderMode) -> str | None:
             )
         if version >= SEEDED_FORMAT:
             return _seeded_format_problem(value, version)
-        if "seedLength" in value and not _count(value["seedLength"]):
+        if "seedLength" in value and not is_count(value["seedLength"]):
             return (
                 "header seedLength must be a non-negative integer (the number of events "
                 f"inherited from the fork parent), got {value['seedLength']!r}"
@@ -275,14 +216,14 @@ def _seeded_format_problem(value: dict[str, Any], version: int) -> str | None:
         return f'{where}: type must be "session", got {value.get("type")!r}'
     if not isinstance(value.get("id"), str) or not value["id"]:
         return f"{where}: id must be a non-empty string, got {value.get('id')!r}"
-    if not _count(value.get("createdAt")):
+    if not is_count(value.get("createdAt")):
         return (
             f"{where}: createdAt must be a non-negative integer (Unix ms), "
             f"got {value.get('createdAt')!r}"
         )
     if not isinstance(value.get("isSeeded"), bool):
         return f"{where}: isSeeded must be true or false, got {value.get('isSeeded')!r}"
-    if not _count(value.get("delegationDepth")):
+    if not is_count(value.get("delegationDepth")):
         return (
             f"{where}: delegationDepth must be a non-negative integer, "
             f"got {value.get('delegationDepth')!r}"
@@ -302,27 +243,52 @@ def _store_problem(value: dict[str, Any], version: int) -> str | None:
             f"session uses log format v{version}, but this store reads and writes only v0 "
             "(no upgrade or downgrade path exists)"
         )
+    for rule in _STORE_RULES:
+        problem = rule(value)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _store_keys(value: dict[str, Any]) -> str | None:
     for key in _RETIRED_KEYS:
         if key in value:
             return "session header uses retired policy baseline fields"
     unknown = sorted(k for k in value if k not in _STORE_HEADER_KEYS)
     if unknown:
         return f"unknown session header field(s) {', '.join(map(repr, unknown))}"
+    return None
+
+
+def _store_identity(value: dict[str, Any]) -> str | None:
     if value.get("type") != "session":
         return f'type must be "session", got {value.get("type")!r}'
     if not isinstance(value.get("id"), str):
         return f"id must be a string, got {value.get('id')!r}"
+    return None
+
+
+def _store_counts(value: dict[str, Any]) -> str | None:
     for key in ("createdAt", "delegationDepth"):
-        if not _count(value.get(key)):
+        if not is_count(value.get(key)):
             return f"{key} must be a non-negative safe integer, got {value.get(key)!r}"
-    if "seedLength" in value and not _count(value["seedLength"]):
+    if "seedLength" in value and not is_count(value["seedLength"]):
         return f"seedLength must be a non-negative safe integer, got {value['seedLength']!r}"
-    if "cwd" in value:
-        cwd = value["cwd"]
-        if not isinstance(cwd, str):
-            return f"cwd must be a string, got {_shown(cwd)}"
-        if not (cwd.startswith("/") or os.path.isabs(cwd)):
-            return f"cwd must be an absolute path, got {_shown(cwd)}"
+    return None
+
+
+def _store_cwd(value: dict[str, Any]) -> str | None:
+    if "cwd" not in value:
+        return None
+    cwd = value["cwd"]
+    if not isinstance(cwd, str):
+        return f"cwd must be a string, got {_shown(cwd)}"
+    if not (cwd.startswith("/") or os.path.isabs(cwd)):
+        return f"cwd must be an absolute path, got {_shown(cwd)}"
+    return None
+
+
+def _store_lineage(value: dict[str, Any]) -> str | None:
     for key in ("parentSession", "agentPreset"):
         if key in value and not isinstance(value[key], str):
             return f"{key} must be a string, got {value[key]!r}"
@@ -331,6 +297,16 @@ def _store_problem(value: dict[str, Any], version: int) -> str | None:
     if "owner" in value and (not isinstance(value["owner"], str) or not value["owner"]):
         return f"owner must be a non-empty string, got {value['owner']!r}"
     return None
+
+
+_STORE_RULES: Final[tuple[Callable[[dict[str, Any]], str | None], ...]] = (
+    _store_keys,
+    _store_identity,
+    _store_counts,
+    _store_cwd,
+    _store_lineage,
+)
+"""The store's header rules after the version, in the order they are checked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,3 +436,37 @@ class SessionHeader:
                 out["owner"] = self.owner
             out.update(self.extra)
         return out
+
+
+class SessionLog(NamedTuple):
+    """A session log as read: its header and its logical events.
+
+    The one form of "a header and its events": :func:`~pytest_dsh_replay.read_session_log`
+    returns it (so ``header, events = read_session_log(path)`` unpacks it), and what
+    carries more than a log (where it was read from, how much of it was committed) holds
+    one. Code that only reads a log takes a :class:`SessionLike`.
+
+    Attributes:
+        header: The session header.
+        events: The logical events in log order (packed chunk rows expanded), each
+            with ``seq`` and ``time``.
+    """
+
+    header: SessionHeader
+    events: list[Event]
+
+
+class SessionLike(Protocol):
+    """Anything with a session header and its events, read only.
+
+    A :class:`SessionLog`, a store's :class:`~pytest_dsh_replay.Session` (whose events are
+    a live read-only view), a :class:`~pytest_dsh_replay.StoredLog`.
+    """
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session header."""
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """The session's events in log order, each with ``seq`` and ``time``."""

@@ -1,4 +1,4 @@
-r"""Session-log text <-> header and events (SPEC 1.2, 1.5, 4).
+r"""Session-log text <-> header and events (docs/format.md#lines).
 
 Reading follows the reference replay parser's lenient rules: records are split on ``\\n``
 only (a trailing ``\\r`` is dropped, so CRLF files read the same), blank lines are
@@ -11,7 +11,7 @@ Files named ``*.jsonl.zst`` / ``*.jsonl.zstd`` (or any file starting with the zs
 magic) are a sequence of zstd frames, decompressed by :mod:`pytest_dsh_replay._format.zstd`; a
 name's format generation is checked against the header (:mod:`pytest_dsh_replay._format.log_names`).
 
-Limits (refused with a :class:`~pytest_dsh_replay.errors.SessionLogError` naming the file
+Limits (refused with a :class:`~pytest_dsh_replay.SessionLogError` naming the file
 and line, before the input can exhaust memory): one record may be at most
 :data:`MAX_LINE_BYTES` long, checked before it is parsed (plain files are read line by
 line, never whole), and may nest at most :data:`MAX_NESTING` arrays and objects deep.
@@ -43,10 +43,11 @@ from .events import (
     HeaderMode,
     JSONObject,
     SessionHeader,
-    describe_json,
+    SessionLog,
     header_problem,
     header_version,
 )
+from .json_values import ABSENT, describe_json
 from .log_names import check_log_name
 from .typed import ROW_LINE_PREFIXES, STREAM_LINE_PREFIXES, decode_call_line
 from .zstd import ZSTD_MAGIC, ZSTD_SUFFIXES, decompress_frames
@@ -190,24 +191,22 @@ def bad_line(
     )
 
 
-_NOT_JSON: Final = object()
-
-
 def _with_lone_surrogates(raw: bytes, err: orjson.JSONDecodeError) -> Any:
     r"""A line whose only fault is a lone surrogate escape (``"\ud83d"``), parsed.
 
     JavaScript writes the halves of a surrogate pair split across two stream deltas as
     two lone escapes; ``orjson`` refuses them, the standard library's parser keeps them
-    (the script builder joins the halves again). Anything else stays refused.
+    (the script builder joins the halves again). Anything else stays refused: the result
+    is then :data:`~pytest_dsh_replay._format.json_values.ABSENT`.
     """
     if "surrogate" not in err.msg:
-        return _NOT_JSON
+        return ABSENT
     import json  # only for such a line: not on the cold path
 
     try:
         return json.loads(raw.removeprefix(_BOM))
     except (ValueError, RecursionError):
-        return _NOT_JSON
+        return ABSENT
 
 
 def read_failed(err: OSError, source: str | None, lineno: int | None = None) -> SessionLogError:
@@ -228,8 +227,8 @@ def iter_log_lines(
         source: The file name used in error messages.
         calls: Decode packed rows and ``assistant/message``/``assistant/attempt`` events
             with :func:`~pytest_dsh_replay._format.typed.decode_call_line` when it is certain of
-            them (the script builder's fast path); such lines are yielded as its
-            :class:`~pytest_dsh_replay._format.typed.PackedLine` or
+            them (the script builder's fast path); such lines are yielded as a
+            :class:`~pytest_dsh_replay._format.chunk_rows.PackedRow` or a
             :class:`~pytest_dsh_replay._format.typed.StreamLine`, already checked.
 
     Yields:
@@ -259,7 +258,7 @@ def iter_log_lines(
                 value = loads(raw[3:] if lineno == 1 and raw.startswith(_BOM) else raw)
             except orjson.JSONDecodeError as err:
                 value = _with_lone_surrogates(raw, err)
-                if value is _NOT_JSON:
+                if value is ABSENT:
                     error = bad_line(raw, err, source, lineno)
                     if error is not None:
                         raise error from None
@@ -343,7 +342,7 @@ def parse_session_header(text: str | bytes, *, source: str | None = None) -> Ses
 def iter_records(
     lines: Iterator[tuple[int, Any]], *, source: str | None = None
 ) -> Iterator[tuple[int, Event | PackedRow]]:
-    """Turn body lines into records with their envelopes filled in (SPEC 1.5, 4.2).
+    """Turn body lines into records with their envelopes filled in (docs/format.md#committed-form).
 
     Args:
         lines: ``(line_number, value)`` pairs after the header, from
@@ -353,7 +352,7 @@ def iter_records(
     Yields:
         ``(line_number, record)``: an ordinary event (``seq`` set to the number of
         logical events before it and ``time`` to 0 when absent), or a validated
-        :class:`~pytest_dsh_replay.chunk_rows.PackedRow` standing for its members.
+        :class:`~pytest_dsh_replay._format.chunk_rows.PackedRow` standing for its members.
 
     Raises:
         SessionLogError: A line is not a JSON object, or a packed row is malformed.
@@ -408,7 +407,7 @@ def parse_session_log(text: str | bytes, *, source: str | None = None) -> list[E
 
 
 def read_log_bytes(path: str | os.PathLike[str]) -> bytes:
-    """Read a log file's text, decompressing zstd logs (SPEC 1.1, 1.6).
+    """Read a log file's text, decompressing zstd logs (docs/format.md#zstd).
 
     Args:
         path: A ``.jsonl`` file, or a ``.jsonl.zst``/``.jsonl.zstd`` file holding a
@@ -433,7 +432,7 @@ _READ_BUFFER: Final = 1 << 16
 
 
 def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
-    """Open a log file for reading its plain text, line by line (SPEC 1.1, 1.6).
+    """Open a log file for reading its plain text, line by line (docs/format.md#zstd).
 
     A plain log is streamed from disk, so only the line being parsed is in memory; a
     zstd log (by name or by its frame magic) is decompressed whole first (its frames
@@ -542,8 +541,16 @@ def open_session_log(
         yield header, first[0], lines
 
 
-def read_session_log(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Event]]:
+def read_session_log(path: str | os.PathLike[str]) -> SessionLog:
     """Read a log file: its header and its events (plain or zstd, any format 0 to 4).
+
+    Args:
+        path: A log file (``.jsonl``, ``.jsonl.zst``, ``.jsonl.zstd``).
+
+    Returns:
+        ``(header, events)`` as a :class:`~pytest_dsh_replay._format.events.SessionLog`:
+        the validated header and the logical events (packed rows expanded; projected
+        records get their ``seq``/``time``).
 
     Raises:
         SessionLogError: As :func:`read_log_bytes`, :func:`parse_session_header` and
@@ -551,12 +558,14 @@ def read_session_log(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[
             version's rules refuse.
     """
     with open_session_log(path) as (header, _, lines):
-        return header, expand_records(r for _, r in iter_records(lines, source=os.fspath(path)))
+        return SessionLog(
+            header, expand_records(r for _, r in iter_records(lines, source=os.fspath(path)))
+        )
 
 
 def session_log_from_body(
     header: SessionHeader, body: Iterable[tuple[int, Any]], *, source: str
-) -> tuple[SessionHeader, list[Event]]:
+) -> SessionLog:
     """:func:`read_session_log`'s result from a log's body lines read before.
 
     Args:
@@ -568,11 +577,11 @@ def session_log_from_body(
     Raises:
         SessionLogError: As :func:`read_session_log`.
     """
-    return header, expand_records(r for _, r in iter_records(iter(body), source=source))
+    return SessionLog(header, expand_records(r for _, r in iter_records(iter(body), source=source)))
 
 
 def project_record(record: JSONObject) -> JSONObject:
-    """Return ``record`` without its top-level envelope keys (SPEC 1.5 committed form).
+    """Return ``record`` without its top-level envelope keys (docs/format.md#committed-form).
 
     ``seq``, ``time``, ``seq0`` and ``time0`` are removed at the top level only; nested
     fields with those names stay.

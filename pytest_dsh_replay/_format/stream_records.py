@@ -20,13 +20,20 @@ model adapter yielded, every delta boundary kept.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Final
 
-import orjson
-
 from .._errors import SessionLogError
-from .events import MAX_SAFE_INTEGER, ChunkRun, is_safe_integer
+from .events import ChunkRun
+from .json_values import (
+    ABSENT,
+    MAX_SAFE_INTEGER,
+    is_count,
+    is_lossless,
+    is_safe_integer,
+    js_json,
+    js_string,
+    surely_lossless,
+)
 
 __all__ = ["STREAM_EVENTS", "stream_runs"]
 
@@ -46,137 +53,112 @@ _INT: Final = frozenset({int})
 _STR: Final = frozenset({str})
 
 
-def _js(value: Any) -> str:
-    """``value`` as JavaScript's ``String(value)`` prints a parsed JSON value (roughly)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return str(int(value)) if abs(value) < 1e21 else repr(value)
-    if isinstance(value, int | float | str):
-        return str(value)
-    if isinstance(value, list):
-        return ",".join("" if v is None else _js(v) for v in value)
-    return "[object Object]"
+def _raw_record(record: dict[str, Any]) -> tuple[str, ChunkRun | None]:
+    """A ``chunk`` record: its chunk, or the problem."""
+    if record.keys() != _RAW_KEYS:
+        return "chunk Assistant stream record must contain exactly type, time, chunk", None
+    if not is_safe_integer(record["time"]):
+        return (
+            f"Assistant stream time must be a safe integer, got {js_string(record['time'])}",
+            None,
+        )
+    chunk = record["chunk"]
+    if chunk.__class__ is not dict or not is_lossless(chunk):
+        return "Assistant stream raw chunk must be a lossless JSON object", None
+    return "", chunk
 
 
-def _quoted(value: Any) -> str:
-    """``value`` as ``JSON.stringify`` writes it (``undefined`` when absent)."""
-    if value is _ABSENT:
-        return "undefined"
-    try:
-        return orjson.dumps(value).decode("utf-8")
-    except TypeError:
-        return "[unprintable]"
-
-
-_ABSENT: Final = object()
-
-
-def _lossless(value: Any) -> bool:
-    """Whether a parsed JSON value reads back unchanged in JavaScript (safe integers)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        cls = item.__class__
-        if cls is dict:
-            stack.extend(item.values())
-        elif cls is list:
-            stack.extend(item)
-        elif (cls is int and not is_safe_integer(item)) or (
-            cls is float and not math.isfinite(item)
-        ):
-            return False
-    return True
-
-
-def _record_problem(record: Any) -> tuple[str, ChunkRun | None]:
-    """Validate one record; return ``("", run)`` or ``(problem, None)``."""
-    if record.__class__ is not dict:
-        return "Assistant stream record must be an object", None
-    kind = record.get("type", _ABSENT)
+def _tool_fields_problem(record: dict[str, Any]) -> str:
+    """A ``tool-call-chunks`` record's key set, members, id and name: the problem, or ``""``."""
     keys = record.keys()
-    if kind == "chunk":
-        if keys != _RAW_KEYS:
-            return "chunk Assistant stream record must contain exactly type, time, chunk", None
-        if not is_safe_integer(record["time"]):
-            return f"Assistant stream time must be a safe integer, got {_js(record['time'])}", None
-        chunk = record["chunk"]
-        if chunk.__class__ is not dict or not _lossless(chunk):
-            return "Assistant stream raw chunk must be a lossless JSON object", None
-        return "", chunk
-    chunk_type = _RUN_CHUNK.get(kind) if isinstance(kind, str) else None
-    if chunk_type is None:
-        return f"Unsupported Assistant stream record {_quoted(kind)}", None
-    tool = kind == "tool-call-chunks"
-    if tool:
-        named = "name" in keys
-        if keys != (_TOOL_KEYS_NAMED if named else _TOOL_KEYS):
-            fields = "dt, id, name, args" if named else "dt, id, args"
-            return (
-                f"{kind} Assistant stream record must contain exactly type, time0, index, {fields}",
-                None,
-            )
-        payload = record["args"]
-        if payload.__class__ is not list or not set(map(type, payload)) <= _STR:
-            return "tool-call-chunks args must be a string array", None
-        if not payload:
-            return "tool-call-chunks args must be non-empty", None
-        cid = record["id"]
-        if cid.__class__ is not str or not cid:
-            return "tool-call-chunks id must be a non-empty string", None
-        name = record.get("name")
-        if named and (name.__class__ is not str or not name):
-            return "tool-call-chunks name must be a non-empty string", None
-    else:
-        if keys != _TEXT_KEYS:
-            return (
-                f"{kind} Assistant stream record must contain exactly type, time0, index, dt, "
-                "texts",
-                None,
-            )
-        payload = record["texts"]
-        if payload.__class__ is not list or not set(map(type, payload)) <= _STR:
-            return f"{kind} texts must be a string array", None
-        if not payload:
-            return f"{kind} texts must be non-empty", None
+    named = "name" in keys
+    if keys != (_TOOL_KEYS_NAMED if named else _TOOL_KEYS):
+        fields = "dt, id, name, args" if named else "dt, id, args"
+        return (
+            "tool-call-chunks Assistant stream record must contain exactly type, time0, "
+            f"index, {fields}"
+        )
+    payload = record["args"]
+    if payload.__class__ is not list or not set(map(type, payload)) <= _STR:
+        return "tool-call-chunks args must be a string array"
+    if not payload:
+        return "tool-call-chunks args must be non-empty"
+    cid = record["id"]
+    if cid.__class__ is not str or not cid:
+        return "tool-call-chunks id must be a non-empty string"
+    name = record.get("name")
+    if named and (name.__class__ is not str or not name):
+        return "tool-call-chunks name must be a non-empty string"
+    return ""
+
+
+def _text_fields_problem(record: dict[str, Any], kind: str) -> str:
+    """A text or reasoning run record's key set and members: the problem, or ``""``."""
+    if record.keys() != _TEXT_KEYS:
+        return f"{kind} Assistant stream record must contain exactly type, time0, index, dt, texts"
+    payload = record["texts"]
+    if payload.__class__ is not list or not set(map(type, payload)) <= _STR:
+        return f"{kind} texts must be a string array"
+    if not payload:
+        return f"{kind} texts must be non-empty"
+    return ""
+
+
+def _timing_problem(record: dict[str, Any], kind: str, members: int) -> str:
+    """A run record's ``time0``, ``index`` and ``dt``: the problem, or ``""``."""
     time0 = record["time0"]
     if not is_safe_integer(time0):
-        return f"Assistant stream time must be a safe integer, got {_js(time0)}", None
-    index = record["index"]
-    if (
-        not is_safe_integer(index)
-        or index < 0
-        or (isinstance(index, float) and math.copysign(1.0, index) < 0)
-    ):
-        return f"{kind} index must be a non-negative safe integer", None
+        return f"Assistant stream time must be a safe integer, got {js_string(time0)}"
+    if not is_count(record["index"]):
+        return f"{kind} index must be a non-negative safe integer"
     dt = record["dt"]
     if dt.__class__ is not list:
-        return f"{kind} dt must contain safe integers", None
+        return f"{kind} dt must contain safe integers"
     # The common case in whole-list operations that run in C: plain ints whose absolute
     # sum keeps every member and every running time safe. Anything else is checked one
     # by one, in the runtime's order.
-    if not (
+    if (
         time0.__class__ is int
         and set(map(type, dt)) <= _INT
         and abs(time0) + sum(map(abs, dt)) <= MAX_SAFE_INTEGER
     ):
-        if not all(is_safe_integer(d) for d in dt):
-            return f"{kind} dt must contain safe integers", None
-        if len(dt) != len(payload) - 1:
-            return f"{kind} dt length must be one less than its members", None
-        t = time0
-        for d in dt:
-            t += d
-            if not is_safe_integer(t):
-                return f"{kind} member times must stay safe integers", None
-    elif len(dt) != len(payload) - 1:
-        return f"{kind} dt length must be one less than its members", None
-    index = int(index)
+        return (
+            "" if len(dt) == members - 1 else f"{kind} dt length must be one less than its members"
+        )
+    if not all(is_safe_integer(d) for d in dt):
+        return f"{kind} dt must contain safe integers"
+    if len(dt) != members - 1:
+        return f"{kind} dt length must be one less than its members"
+    t = time0
+    for d in dt:
+        t += d
+        if not is_safe_integer(t):
+            return f"{kind} member times must stay safe integers"
+    return ""
+
+
+def _record_problem(record: Any) -> tuple[str, ChunkRun | None]:
+    """Validate one record in the runtime's order; return ``("", run)`` or ``(problem, None)``."""
+    if record.__class__ is not dict:
+        return "Assistant stream record must be an object", None
+    kind = record.get("type", ABSENT)
+    if kind == "chunk":
+        return _raw_record(record)
+    chunk_type = _RUN_CHUNK.get(kind) if isinstance(kind, str) else None
+    if chunk_type is None:
+        return f"Unsupported Assistant stream record {js_json(kind)}", None
+    tool = chunk_type == "tool-call-delta"
+    problem = _tool_fields_problem(record) if tool else _text_fields_problem(record, kind)
+    if problem:
+        return problem, None
+    payload = record["args"] if tool else record["texts"]
+    problem = _timing_problem(record, kind, len(payload))
+    if problem:
+        return problem, None
+    index = int(record["index"])
     if not tool:
         return "", [chunk_type, index, payload]
-    if named:
+    if "name" in record:
         return "", [chunk_type, index, payload, record["id"], record["name"]]
     return "", [chunk_type, index, payload, record["id"]]
 
@@ -200,8 +182,7 @@ def _fast_run(record: Any) -> ChunkRun | None:
     kind = record.get("type")
     keys = record.keys()
     if kind == "chunk":
-        # Lossless in C: the serializer refuses unsafe integers; a non-finite float
-        # becomes null, so a chunk holding null is left to the walk.
+        # Lossless in C; a chunk holding null is left to the walk.
         chunk, time = record.get("chunk"), record.get("time")
         if (
             keys != _RAW_KEYS
@@ -210,11 +191,7 @@ def _fast_run(record: Any) -> ChunkRun | None:
             or chunk.__class__ is not dict
         ):
             return None
-        try:
-            blob = orjson.dumps(chunk, option=orjson.OPT_STRICT_INTEGER)
-        except TypeError:  # orjson.JSONEncodeError included
-            return None
-        return None if b"null" in blob else chunk
+        return chunk if surely_lossless(chunk) else None
     chunk_type = _RUN_CHUNK.get(kind) if kind.__class__ is str else None
     if chunk_type is None:
         return None

@@ -5,8 +5,9 @@ Most of a log's bytes are in a few kinds of lines: packed chunk rows (``text-chu
 / ``assistant/attempt`` events whose ``data.stream`` embeds a call (formats 2 to 4).
 :func:`decode_call_line` decodes such a line with ``msgspec`` into typed structs, so the
 checks the readers apply to them (exact fields, string members, safe integers) run in C
-while decoding, and returns what the script builder needs (:class:`PackedLine`,
-:class:`StreamLine`).
+while decoding, and returns what the script builder needs: a packed row as the same
+:class:`~pytest_dsh_replay._format.chunk_rows.PackedRow` the plain reader validates, a
+stream event as a :class:`StreamLine`.
 
 It is a fast path only: it returns ``None`` whenever it is not certain that the plain
 path (``orjson`` and the reference's checks in :mod:`~pytest_dsh_replay._format.chunk_rows` and
@@ -19,15 +20,13 @@ parser would refuse anywhere is never accepted here.
 import functools
 from typing import Any, Final
 
-import orjson
-
-from .events import MAX_SAFE_INTEGER, ChunkRun
+from .chunk_rows import PACKED_TAGS, PackedRow
+from .events import ChunkRun
+from .json_values import ABSENT, MAX_SAFE_INTEGER, surely_lossless
 
 __all__ = [
-    "ABSENT",
     "ROW_LINE_PREFIXES",
     "STREAM_LINE_PREFIXES",
-    "PackedLine",
     "StreamLine",
     "decode_call_line",
 ]
@@ -41,9 +40,6 @@ ROW_LINE_PREFIXES: Final = (
 
 STREAM_LINE_PREFIXES: Final = (b'{"type":"assistant/message",', b'{"type":"assistant/attempt",')
 """How the events that embed a call's stream (formats 2 to 4) begin as written."""
-
-ABSENT: Final = object()
-""":attr:`StreamLine.turn` / :attr:`StreamLine.step` when the event has none."""
 
 # Member times are safe when |time0| <= 2**52, every |gap| <= 2**40 (35 years in ms) and
 # there are at most 4,096 members: 2**52 + 4096 * 2**40 = 2**53. Checked so, no sum is
@@ -195,50 +191,13 @@ def _decoders() -> _Decoders:
 # --- what the script builder gets ----------------------------------------------------------
 
 
-class PackedLine:
-    """A packed row that certainly passes the reference's checks.
-
-    Attributes:
-        chunk_type: The members' chunk type (``text-delta``, ...).
-        turn: The row's turn.
-        step: The row's step.
-        index: The block index of every member.
-        payload: The members' texts or argument deltas (at least one).
-        id: The tool call id (tool-call rows), else ``None``.
-        name: The tool name when the row carries one.
-        has_name: Whether the row carries ``name``.
-    """
-
-    __slots__ = ("chunk_type", "has_name", "id", "index", "name", "payload", "step", "turn")
-
-    def __init__(
-        self,
-        chunk_type: str,
-        turn: Any,
-        step: Any,
-        index: Any,
-        payload: list[str],
-        cid: str | None,
-        name: str | None,
-        has_name: bool,
-    ):
-        self.chunk_type = chunk_type
-        self.turn = turn
-        self.step = step
-        self.index = index
-        self.payload = payload
-        self.id = cid
-        self.name = name
-        self.has_name = has_name
-
-
 class StreamLine:
     """An ``assistant/message`` or ``assistant/attempt`` whose stream certainly passes.
 
     Attributes:
         kind: The event type.
-        turn: ``data.turn``, or :data:`ABSENT`.
-        step: ``data.step``, or :data:`ABSENT`.
+        turn: ``data.turn``, or :data:`~pytest_dsh_replay._format.json_values.ABSENT`.
+        step: ``data.step``, or :data:`~pytest_dsh_replay._format.json_values.ABSENT`.
         runs: The stream as chunk runs, as
             :func:`~pytest_dsh_replay._format.stream_records.stream_runs` returns them.
     """
@@ -252,26 +211,7 @@ class StreamLine:
         self.runs = runs
 
 
-_CHUNK_TYPES: Final = {
-    "text-chunks": "text-delta",
-    "reasoning-chunks": "reasoning-delta",
-    "tool-call-chunks": "tool-call-delta",
-}
-
-
-def _lossless(chunk: dict[str, Any]) -> bool:
-    """Whether a raw chunk is certainly lossless JSON.
-
-    The strict serializer refuses unsafe integers, and a non-finite float would be
-    written as ``null`` (a chunk holding ``null`` is left to the plain path).
-    """
-    try:
-        return b"null" not in orjson.dumps(chunk, option=orjson.OPT_STRICT_INTEGER)
-    except TypeError:  # orjson.JSONEncodeError included
-        return False
-
-
-def _packed(raw: bytes, d: _Decoders) -> PackedLine | None:
+def _packed(raw: bytes, d: _Decoders) -> PackedRow | None:
     if raw.startswith(b'{"type":"tool-call-chunks",'):
         row = d.tool_row.decode(raw)
     else:
@@ -282,17 +222,16 @@ def _packed(raw: bytes, d: _Decoders) -> PackedLine | None:
     n = len(payload)
     if len(data.dt) != n - 1 or n > _MAX_MEMBERS:
         return None
-    if row.seq0 is not d.unset and row.seq0 > MAX_SAFE_INTEGER - n + 1:
+    seq0 = None if row.seq0 is d.unset else row.seq0
+    if seq0 is not None and seq0 > MAX_SAFE_INTEGER - n + 1:
         return None
+    time0 = 0 if row.time0 is d.unset else row.time0
     if tool:
-        has_name = data.name is not d.unset
-        name = data.name if isinstance(data.name, str) else None
-        return PackedLine(
-            "tool-call-delta", data.turn, data.step, data.index, payload, data.id, name, has_name
-        )
-    return PackedLine(
-        _CHUNK_TYPES[row.type], data.turn, data.step, data.index, payload, None, None, False
-    )
+        name = None if data.name is d.unset else data.name
+        return PackedRow("tool-call-delta", seq0, time0, data.turn, data.step, data.index,
+                         data.dt, payload, data.id, name)  # fmt: skip
+    return PackedRow(PACKED_TAGS[row.type], seq0, time0, data.turn, data.step, data.index,
+                     data.dt, payload)  # fmt: skip
 
 
 def _stream(raw: bytes, d: _Decoders) -> StreamLine | None:
@@ -300,7 +239,7 @@ def _stream(raw: bytes, d: _Decoders) -> StreamLine | None:
     runs: list[ChunkRun] = []
     for record in event.data.stream:
         if record.__class__ is d.raw_chunk:
-            if not _lossless(record.chunk):
+            if not surely_lossless(record.chunk):  # a chunk holding null: the plain path
                 return None
             runs.append(record.chunk)
             continue
@@ -323,7 +262,7 @@ def _stream(raw: bytes, d: _Decoders) -> StreamLine | None:
     return StreamLine(event.type, turn, step, runs)
 
 
-def decode_call_line(raw: bytes) -> PackedLine | StreamLine | None:
+def decode_call_line(raw: bytes) -> PackedRow | StreamLine | None:
     """Decode a packed row or a stream event line, or say it must take the plain path.
 
     Args:

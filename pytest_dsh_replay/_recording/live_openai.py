@@ -1,9 +1,9 @@
 """The built-in live model for ``--dsh-record``: an OpenAI-compatible chat-completions adapter.
 
 :class:`OpenAICompatibleModel` streams chat completions through the official ``openai``
-package (the ``record`` extra) and maps them to dsh stream chunks (SPEC 3), so a recording
-made against any OpenAI-compatible endpoint (OpenAI, DeepSeek, a local server) looks like
-one made by the dsh runtime:
+package (the ``record`` extra) and maps them to dsh stream chunks
+(docs/format.md#stream-chunks), so a recording made against any OpenAI-compatible
+endpoint (OpenAI, DeepSeek, a local server) looks like one made by the dsh runtime:
 
 - ``delta.reasoning_content`` (DeepSeek) becomes a ``reasoning`` block, ``delta.content``
   a ``text`` block, each ``delta.tool_calls[k]`` a ``tool-call`` block; block indexes
@@ -11,8 +11,8 @@ one made by the dsh runtime:
   assembled block) when the stream moves on to another block kind, or at the end of the
   stream, where every open block ends in index order.
 - Then a ``usage`` chunk (when the provider reports usage) and exactly one ``finish``.
-- A failed call never raises: like the dsh runtime (SPEC 2, "How a failed model attempt
-  is logged") it ends in a ``finish`` with ``{"kind": "error", "failure": LlmFailure}``,
+- A failed call never raises: like the dsh runtime (docs/format.md#failed-calls) it
+  ends in a ``finish`` with ``{"kind": "error", "failure": LlmFailure}``,
   after whatever chunks had already streamed.
 
 Importing this module is cheap: ``openai`` is imported when a model is constructed.
@@ -216,8 +216,8 @@ class OpenAICompatibleModel:
                 ``turn``, ``step``, ...).
 
         Returns:
-            An iterator of new chunk dicts (SPEC 3): blocks, then ``usage`` when the
-            provider reports it (``inputTokens`` excludes cached input, which is
+            An iterator of new chunk dicts (docs/format.md#stream-chunks): blocks, then
+            ``usage`` when the provider reports it (``inputTokens`` excludes cached input, which is
             ``cacheReadTokens``; ``reasoningTokens`` when reported), then one
             ``finish``: ``stop``; ``tool-calls`` (also for ``stop`` with tool calls);
             ``max-tokens`` for ``length``; otherwise ``error`` with an LlmFailure
@@ -517,7 +517,7 @@ class _Mapper(OpenAIDecoder):
 
 
 def _failure_of(error: Exception, openai: Any) -> dict[str, Any]:
-    """The LlmFailure (SPEC 3) for an exception raised by the client."""
+    """The LlmFailure (docs/format.md#stream-chunks) for an exception raised by the client."""
     if isinstance(error, openai.APIStatusError):
         status = int(error.status_code)
         headers = {k.lower(): v for k, v in error.response.headers.items()}

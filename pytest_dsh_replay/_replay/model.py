@@ -1,4 +1,6 @@
-"""The fake streaming model: replay recorded model calls to the sessions that call (SPEC 9).
+"""The fake streaming model: replay recorded model calls to the sessions that call.
+
+How live sessions find their recordings: docs/scenarios.md#binding.
 
 :class:`ReplayModel` stands in for a real LLM. Each live session that calls it is bound
 to one recorded session's script, and each of its calls takes the next entry of that
@@ -9,7 +11,7 @@ script::
         ...
     model.assert_consumed()  # at the end of the test
 
-Binding (SPEC 9, and beyond it):
+Binding (docs/scenarios.md#binding; this goes beyond the reference):
 
 - A live session is keyed by its ``session_id``; calls without one share one anonymous
   session.

@@ -1,11 +1,13 @@
-r"""``{{fromRequest:<pattern>}}`` placeholders in replayed entries (SPEC 8.3).
+r"""``{{fromRequest:<pattern>}}`` placeholders in replayed entries.
+
+See docs/placeholders.md#placeholders.
 
 A recorded entry can carry a value that only exists at replay time, such as an id the
 code under test generates (``goal-3f2a...``). The entry spells it as
 ``{{fromRequest:<pattern>}}``; when the entry is served, the placeholder is replaced by
 the last match of ``<pattern>`` in the live request's message text.
 
-The rules (SPEC 8.3, 13.16):
+The rules (docs/placeholders.md#resolution):
 
 - The **corpus** is every string leaf of ``request["messages"]``, collected depth-first
   (list items in order, then mapping values in insertion order), joined with ``"\n"``.
@@ -19,7 +21,7 @@ The rules (SPEC 8.3, 13.16):
 - The **last** match wins (matches are found as JavaScript's global flag finds them);
   the replacement is group 1 when it took part in the match (an empty group 1 gives
   ``""``), else the whole match.
-- Errors (:class:`~pytest_dsh_replay.errors.PlaceholderError`): an unterminated
+- Errors (:class:`~pytest_dsh_replay.PlaceholderError`): an unterminated
   placeholder, a pattern that does not compile, a pattern that matches nothing, and a
   search that runs longer than :data:`PATTERN_TIMEOUT_S` (catastrophic backtracking).
 
@@ -154,7 +156,7 @@ def resolve_text(
     *,
     timeout: float = PATTERN_TIMEOUT_S,
 ) -> str:
-    """Replace every placeholder in one string (SPEC 8.3 steps 1-6).
+    """Replace every placeholder in one string (docs/placeholders.md#resolution).
 
     Args:
         text: The string; returned as it is when it holds no marker.
@@ -202,7 +204,9 @@ def resolve_text(
 
 
 def resolve_placeholders(value: Any, source: object, *, timeout: float = PATTERN_TIMEOUT_S) -> Any:
-    """Resolve every placeholder in every string of a JSON value (SPEC 8.3).
+    """Resolve every placeholder in every string of a JSON value.
+
+    See docs/placeholders.md#placeholders.
 
     Args:
         value: A JSON value: an entry's wire form, a chunk list, a string. Mapping keys

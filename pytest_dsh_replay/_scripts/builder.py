@@ -17,19 +17,20 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, TypeAlias
 
 import orjson
 
 from .._errors import DshReplayError, ScriptError, SessionLogError
-from .._format.chunk_rows import PACKED_TAGS, PackedRow, fast_row_fields, validate_packed_row
+from .._format.chunk_rows import PACKED_TAGS, PackedRow, validate_packed_row
 from .._format.events import END_SEED, ChunkRun, Event, JSONObject, StreamChunk
+from .._format.json_values import ABSENT, js_string
 from .._format.jsonl import not_an_event
 from .._format.stream_records import STREAM_EVENTS, stream_runs
 from .._format.text import join_split_surrogates
-from .._format.typed import ABSENT, PackedLine, StreamLine
+from .._format.typed import StreamLine
 from .entries import MAX_CHUNK_NESTING, ChunksEntry, ReplayEntry, materialize_runs
 
 __all__ = [
@@ -46,50 +47,11 @@ SUMMARY_EVENTS: Final = frozenset({"compaction/summary", "compact/summary"})
 ``llmStreamCall: true``."""
 
 
-def _js_scalar(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return str(int(value)) if abs(value) < 1e21 else repr(value)
-    if isinstance(value, int | float | str):
-        return str(value)
-    return "[object Object]"
-
-
-def _js_str(value: Any) -> str:
-    """Format a value as a JavaScript template literal would (for call keys).
-
-    Arrays join their elements with ``,`` (``null`` elements are empty), nested arrays
-    too; the walk keeps its own stack, so any nesting depth works.
-    """
-    if not isinstance(value, list):
-        return _js_scalar(value)
-    stack: list[tuple[Iterator[Any], list[str]]] = [(iter(value), [])]
-    while True:
-        items, parts = stack[-1]
-        for item in items:
-            if isinstance(item, list):
-                stack.append((iter(item), []))
-                break
-            parts.append("" if item is None else _js_scalar(item))
-        else:
-            stack.pop()
-            text = ",".join(parts)
-            if not stack:
-                return text
-            stack[-1][1].append(text)
-
-
-_MISSING: Final = object()
-
-
 def _call_key(turn: Any, step: Any) -> str:
     """The reference's call key, ``f"{turn}/{step}"`` as JavaScript formats it."""
     return (
-        f"{'undefined' if turn is _MISSING else _js_str(turn)}/"
-        f"{'undefined' if step is _MISSING else _js_str(step)}"
+        f"{'undefined' if turn is ABSENT else js_string(turn)}/"
+        f"{'undefined' if step is ABSENT else js_string(step)}"
     )
 
 
@@ -136,10 +98,6 @@ def last_user_text(messages: object) -> str | None:
         if isinstance(message, Mapping) and message.get("role") == "user":
             return message_text(message)
     return None
-
-
-_READ_EVENTS: Final = STREAM_EVENTS | SUMMARY_EVENTS | {"user/message", END_SEED}
-"""Event types other than ``assistant/chunk`` that derivation reads."""
 
 
 def _text_safe_entry(runs: list[ChunkRun]) -> ChunksEntry | None:
@@ -196,6 +154,7 @@ class ScriptBuilder:
         "_lines",
         "_n_chunks",
         "_pending",
+        "_readers",
         "_start_index",
         "_start_line",
         "_step",
@@ -221,6 +180,7 @@ class ScriptBuilder:
     ):
         self._chunk_events = version is None or version < 2
         self._stream_events = version is None or version >= 2
+        self._readers = _event_readers(self._chunk_events, self._stream_events, derive)
         self.skip = skip
         self.cut_at_marker = cut_at_marker
         self.source = source
@@ -238,8 +198,8 @@ class ScriptBuilder:
         self._items: list[ChunkRun] = []
         self._lines: list[int | None] = []
         self._n_chunks = 0
-        self._turn: Any = _MISSING
-        self._step: Any = _MISSING
+        self._turn: Any = ABSENT
+        self._step: Any = ABSENT
         self._start_index = 0
         self._start_line: int | None = None
 
@@ -353,53 +313,57 @@ class ScriptBuilder:
         kind = event.get("type")
         if kind.__class__ is not str:
             return
-        if kind == "assistant/chunk":
-            if not (self.derive and self._chunk_events):
-                return
-            data = event.get("data")
-            chunk = data.get("chunk") if isinstance(data, dict) else None
-            if not isinstance(chunk, dict):
-                raise ScriptError(
-                    "assistant/chunk event must carry data.chunk, a stream chunk object",
-                    path=self.source,
-                    line=line,
-                    event_index=index,
-                )
-            assert isinstance(data, dict)
-            turn = data.get("turn", _MISSING)
-            step = data.get("step", _MISSING)
-            if self._items:
-                if not self._same_call(turn, step):
-                    raise self._unterminated()
-            else:
-                self._open(turn, step, index, line)
-            self._items.append(chunk)
-            self._lines.append(line)
-            self._n_chunks += 1
-            if chunk.get("type") == "finish":
-                self._close()
-        elif kind in STREAM_EVENTS:
-            if self.derive and self._stream_events:
-                self._stream_call(event, index, line)
-        elif kind in SUMMARY_EVENTS:
-            if not self.derive:
-                return
-            if self._items:
+        reader = self._readers.get(kind)
+        if reader is not None:
+            reader(self, event, index, line)
+
+    def _chunk_event(self, event: Event, index: int, line: int | None) -> None:
+        """An ``assistant/chunk``: a chunk of the open call, or the first of a new one."""
+        data = event.get("data")
+        chunk = data.get("chunk") if isinstance(data, dict) else None
+        if not isinstance(chunk, dict):
+            raise ScriptError(
+                "assistant/chunk event must carry data.chunk, a stream chunk object",
+                path=self.source,
+                line=line,
+                event_index=index,
+            )
+        assert isinstance(data, dict)
+        turn = data.get("turn", ABSENT)
+        step = data.get("step", ABSENT)
+        if self._items:
+            if not self._same_call(turn, step):
                 raise self._unterminated()
-            data = event.get("data")
-            if data.__class__ is dict and data.get("llmStreamCall") is True:
-                assert isinstance(data, dict)
-                self._entries.append(self._summary_call(data, index, line))
-        elif kind == "user/message":
-            if self.first_user_text is None:
-                self.first_user_text = message_text(event.get("data"))
-        elif kind == END_SEED and self._stream_events:
-            data = event.get("data")
-            if data.__class__ is dict and data.get("inherited") is True:
-                self.markers += 1
-                self.boundary = index
-                if self.cut_at_marker:
-                    self._cut()
+        else:
+            self._open(turn, step, index, line)
+        self._items.append(chunk)
+        self._lines.append(line)
+        self._n_chunks += 1
+        if chunk.get("type") == "finish":
+            self._close()
+
+    def _summary_event(self, event: Event, index: int, line: int | None) -> None:
+        """A compaction summary: a call of its own when it says ``llmStreamCall: true``."""
+        if self._items:
+            raise self._unterminated()
+        data = event.get("data")
+        if data.__class__ is dict and data.get("llmStreamCall") is True:
+            assert isinstance(data, dict)
+            self._entries.append(self._summary_call(data, index, line))
+
+    def _user_event(self, event: Event, index: int, line: int | None) -> None:
+        """A ``user/message``: the first one's text binds the session."""
+        if self.first_user_text is None:
+            self.first_user_text = message_text(event.get("data"))
+
+    def _end_seed_event(self, event: Event, index: int, line: int | None) -> None:
+        """A ``session/end-seed``: an inherited one ends a fork child's seed (formats 2-4)."""
+        data = event.get("data")
+        if data.__class__ is dict and data.get("inherited") is True:
+            self.markers += 1
+            self.boundary = index
+            if self.cut_at_marker:
+                self._cut()
 
     def _stream_call(self, event: Event, index: int, line: int | None) -> None:
         """One ``assistant/message`` / ``assistant/attempt``: one call (formats 2-4)."""
@@ -407,7 +371,7 @@ class ScriptBuilder:
         if data.__class__ is not dict or "stream" not in data:
             return  # a message without an embedded stream carries no call
         kind = event["type"]
-        key = _call_key(data.get("turn", _MISSING), data.get("step", _MISSING))
+        key = _call_key(data.get("turn", ABSENT), data.get("step", ABSENT))
         try:
             runs = stream_runs(data["stream"], event_type=kind, source=self.source, line=line)
         except SessionLogError as err:
@@ -449,23 +413,7 @@ class ScriptBuilder:
 
     def packed(self, row: PackedRow, line: int | None = None) -> None:
         """Feed a validated packed row: its members, without expanding them."""
-        self._members(
-            row.payload, row.turn, row.step, row.chunk_type, row.index, row.id, row.name,
-            row.has_name, line,
-        )  # fmt: skip
-
-    def _members(
-        self,
-        payload: list[str],
-        turn: Any,
-        step: Any,
-        chunk_type: str,
-        index: Any,
-        cid: str | None,
-        name: str | None,
-        has_name: bool,
-        line: int | None,
-    ) -> None:
+        payload = row.payload
         n = len(payload)
         first = self._count
         self._count = first + n
@@ -477,21 +425,22 @@ class ScriptBuilder:
         if not (self.derive and self._chunk_events):
             return
         if self._items:
-            if not self._same_call(turn, step):
+            if not self._same_call(row.turn, row.step):
                 raise self._unterminated()
         else:
-            self._open(turn, step, first + start, line)
+            self._open(row.turn, row.step, first + start, line)
         if start:
             payload = payload[start:]
+        cid = row.id
         if cid is None:
-            item: list[Any] = [chunk_type, index, payload]
-        elif has_name:
-            item = [chunk_type, index, payload, cid, name]
+            item: ChunkRun = [row.chunk_type, row.index, payload]
+        elif row.name is None:
+            item = [row.chunk_type, row.index, payload, cid]
         else:
-            item = [chunk_type, index, payload, cid]
+            item = [row.chunk_type, row.index, payload, cid, row.name]
         self._items.append(item)
         self._lines.append(line)
-        self._n_chunks += len(payload)
+        self._n_chunks += n - start
 
     def _packed_value(self, value: JSONObject, lineno: int) -> None:
         """A packed row as parsed from a line: validated, then fed as its members."""
@@ -499,16 +448,11 @@ class ScriptBuilder:
             value["seq0"] = self._count
         if "time0" not in value:
             value["time0"] = 0
-        fields = fast_row_fields(value)
-        if fields is None:
-            try:
-                row = validate_packed_row(value)  # the reference's checks and errors
-            except SessionLogError as err:
-                raise err.at(path=self.source, line=lineno) from None
-            self.packed(row, lineno)
-            return
-        chunk_type, index, payload, cid, name, has_name, turn, step, _ = fields
-        self._members(payload, turn, step, chunk_type, index, cid, name, has_name, lineno)
+        try:
+            row = validate_packed_row(value)  # the reference's checks and errors
+        except SessionLogError as err:
+            raise err.at(path=self.source, line=lineno) from None
+        self.packed(row, lineno)
 
     def feed(self, lines: Iterable[tuple[int, Any]]) -> None:
         """Feed a log's body lines: ``(line number, parsed value)`` after the header.
@@ -529,15 +473,13 @@ class ScriptBuilder:
         items = self._items
         item_lines = self._lines
         count = self._count  # kept in a local; self._count is set around every method call
+        reads = frozenset(self._readers).difference(("assistant/chunk",))  # handled here
         try:
             for lineno, value in lines:
                 if value.__class__ is not dict:
-                    if value.__class__ is PackedLine:  # decoded typed and checked
+                    if value.__class__ is PackedRow:  # decoded typed and checked
                         self._count = count
-                        self._members(
-                            value.payload, value.turn, value.step, value.chunk_type,
-                            value.index, value.id, value.name, value.has_name, lineno,
-                        )  # fmt: skip
+                        self.packed(value, lineno)
                         count = self._count
                         continue
                     if value.__class__ is StreamLine:
@@ -545,9 +487,7 @@ class ScriptBuilder:
                         count += 1
                         if index >= skip and self.derive and self._stream_events:
                             self._count = count
-                            turn = _MISSING if value.turn is ABSENT else value.turn
-                            step = _MISSING if value.step is ABSENT else value.step
-                            key = _call_key(turn, step)
+                            key = _call_key(value.turn, value.step)
                             self._stream_entry(value.kind, key, value.runs, index, lineno)
                         continue
                     raise not_an_event(value, source, lineno)
@@ -555,8 +495,8 @@ class ScriptBuilder:
                 if tag == "assistant/chunk" and fast and count >= skip:
                     data = value.get("data")
                     if type(data) is dict and type(chunk := data.get("chunk")) is dict:
-                        turn = data.get("turn", _MISSING)
-                        step = data.get("step", _MISSING)
+                        turn = data.get("turn", ABSENT)
+                        step = data.get("step", ABSENT)
                         if items:
                             t0, s0 = self._turn, self._step
                             if not (
@@ -582,7 +522,7 @@ class ScriptBuilder:
                     self._packed_value(value, lineno)
                     count = self._count
                     continue
-                elif tag.__class__ is not str or tag not in _READ_EVENTS:
+                elif tag.__class__ is not str or tag not in reads:
                     count += 1  # an event replay does not read
                     continue
                 self._count = count
@@ -644,6 +584,32 @@ class ScriptBuilder:
         if self._pending is not None:
             raise self._pending
         return self._entries
+
+
+_EventReader: TypeAlias = Callable[[ScriptBuilder, Event, int, int | None], None]
+
+
+@functools.cache
+def _event_readers(
+    chunk_events: bool, stream_events: bool, derive: bool
+) -> dict[str, _EventReader]:
+    """The event types a builder reads, and the method that reads each (the rest it counts).
+
+    Args:
+        chunk_events: Calls are ``assistant/chunk`` runs (formats 0 and 1).
+        stream_events: Calls are embedded streams, seeds end at a marker (formats 2-4).
+        derive: Calls are derived at all (else only the first user message is read).
+    """
+    readers: dict[str, _EventReader] = {"user/message": ScriptBuilder._user_event}
+    if derive and chunk_events:
+        readers["assistant/chunk"] = ScriptBuilder._chunk_event
+    if derive and stream_events:
+        readers.update(dict.fromkeys(STREAM_EVENTS, ScriptBuilder._stream_call))
+    if derive:
+        readers.update(dict.fromkeys(SUMMARY_EVENTS, ScriptBuilder._summary_event))
+    if stream_events:
+        readers[END_SEED] = ScriptBuilder._end_seed_event
+    return readers
 
 
 def derive_replay_script(

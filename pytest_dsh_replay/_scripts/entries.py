@@ -241,7 +241,7 @@ ReplayEntry: TypeAlias = ChunksEntry | ThrowEntry | HangEntry
 """One recorded model call: a :class:`ChunksEntry`, :class:`ThrowEntry` or :class:`HangEntry`."""
 
 
-# --- entries from JSON and the override sidecar (SPEC 8.2) -----------------------------
+# --- entries from JSON and the override sidecar (docs/scenarios.md#override-entries) ------
 
 
 def invalid_entry(where: str, loc: str, detail: str) -> OverrideError:
@@ -292,7 +292,7 @@ def _stored(build: Callable[[], ReplayEntry], where: str, loc: str) -> ReplayEnt
 
 
 def entry_from_json(value: Any, *, where: str = "<entry>", loc: str = "entry") -> ReplayEntry:
-    """Validate and build one entry from its wire form (SPEC 8.2 table).
+    """Validate and build one entry from its wire form (docs/scenarios.md#override-entries).
 
     Args:
         value: ``{"kind":"chunks","chunks":[...]}``,
@@ -305,7 +305,7 @@ def entry_from_json(value: Any, *, where: str = "<entry>", loc: str = "entry") -
         The entry. Only each chunk's ``type`` is checked, as the reference does.
 
     Raises:
-        OverrideError: ``invalid override: <loc> <detail>`` as in the SPEC 8.2 table.
+        OverrideError: ``invalid override: <loc> <detail>`` (docs/scenarios.md#override-entries).
     """
     if not isinstance(value, dict):
         raise invalid_entry(where, loc, "must be an object")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import ScenarioError
-from .._format.events import Event, SessionHeader
+from .._format.events import SessionHeader, SessionLog
 from .._format.jsonl import open_session_log, read_session_log, session_log_from_body
 from .._format.log_names import LogName, parse_log_name
 from .builder import ScriptBuilder
@@ -107,37 +107,59 @@ def _inventory(d: Path, names: list[str]) -> _Inventory:
     overrides: dict[int, str] = {}
     for name in names:
         if _is_log_name(name):
-            parsed: LogName | None = parse_log_name(name)
-            if parsed is None:
-                raise ScenarioError(
-                    f"invalid session log name {name!r}: logs are named session.jsonl "
-                    "(the primary) and session.<n>.jsonl with n = 1, 2, ... (children, no "
-                    "leading zeros), optionally with a format generation (session.v4.jsonl) "
-                    "and .zst or .zstd",
-                    path=str(d / name),
-                )
-            if parsed.child is None:
-                primaries.append(name)
-                continue
-            n = parsed.child
-            if n in children:
-                raise ScenarioError(
-                    f"child session {n} has two logs, {children[n]!r} and {name!r}; keep one",
-                    path=str(d),
-                )
-            children[n] = name
+            _add_log(d, name, primaries, children)
         elif name.startswith("replay.") and name.endswith(".override.json"):
-            if name == _PRIMARY_OVERRIDE:
-                overrides[0] = name
-                continue
-            m = re.fullmatch(_CHILD_OVERRIDE, name)
-            if m is None:
-                raise ScenarioError(
-                    f"invalid override sidecar name {name!r}: expected replay.override.json "
-                    "(primary) or replay.<n>.override.json (child n)",
-                    path=str(d / name),
-                )
-            overrides[int(m.group(1))] = name
+            overrides[_override_number(d, name)] = name
+    primary = _the_primary(d, names, primaries)
+    ordered = _contiguous_children(d, children)
+    for n, name in overrides.items():
+        if n > len(ordered):
+            raise ScenarioError(
+                f"override sidecar {name} has no child log session.{n}.jsonl to apply to",
+                path=str(d / name),
+            )
+    return _Inventory(primary, tuple(ordered), overrides)
+
+
+def _add_log(d: Path, name: str, primaries: list[str], children: dict[int, str]) -> None:
+    """File a log name as the primary's or as child ``n``'s."""
+    parsed: LogName | None = parse_log_name(name)
+    if parsed is None:
+        raise ScenarioError(
+            f"invalid session log name {name!r}: logs are named session.jsonl "
+            "(the primary) and session.<n>.jsonl with n = 1, 2, ... (children, no "
+            "leading zeros), optionally with a format generation (session.v4.jsonl) "
+            "and .zst or .zstd",
+            path=str(d / name),
+        )
+    n = parsed.child
+    if n is None:
+        primaries.append(name)
+        return
+    if n in children:
+        raise ScenarioError(
+            f"child session {n} has two logs, {children[n]!r} and {name!r}; keep one",
+            path=str(d),
+        )
+    children[n] = name
+
+
+def _override_number(d: Path, name: str) -> int:
+    """The session an override sidecar patches: 0 for the primary, ``n`` for child ``n``."""
+    if name == _PRIMARY_OVERRIDE:
+        return 0
+    m = re.fullmatch(_CHILD_OVERRIDE, name)
+    if m is None:
+        raise ScenarioError(
+            f"invalid override sidecar name {name!r}: expected replay.override.json "
+            "(primary) or replay.<n>.override.json (child n)",
+            path=str(d / name),
+        )
+    return int(m.group(1))
+
+
+def _the_primary(d: Path, names: list[str], primaries: list[str]) -> str:
+    """The one primary log, or the error for none or several."""
     if not primaries:
         hint = ""
         if any((d / n).is_dir() and n.startswith("--") for n in names):
@@ -155,6 +177,11 @@ def _inventory(d: Path, names: list[str]) -> _Inventory:
             f"the primary session has several logs ({', '.join(primaries)}); keep one",
             path=str(d),
         )
+    return primaries[0]
+
+
+def _contiguous_children(d: Path, children: dict[int, str]) -> list[str]:
+    """The child logs in number order, refusing a gap."""
     ordered: list[str] = []
     for k, n in enumerate(sorted(children), start=1):
         if n != k:
@@ -164,13 +191,7 @@ def _inventory(d: Path, names: list[str]) -> _Inventory:
                 path=str(d / children[n]),
             )
         ordered.append(children[n])
-    for n, name in overrides.items():
-        if n > len(ordered):
-            raise ScenarioError(
-                f"override sidecar {name} has no child log session.{n}.jsonl to apply to",
-                path=str(d / name),
-            )
-    return _Inventory(primaries[0], tuple(ordered), overrides)
+    return ordered
 
 
 def _load_directory(d: Path, bodies: dict[str, list[tuple[int, Any]]] | None = None) -> Scenario:
@@ -431,7 +452,12 @@ class _Lru:
 
 
 class _Body:
-    """A recorded log's body lines kept from a load, turned into its events when asked."""
+    """A recorded log's body lines kept from a load, turned into its events when asked.
+
+    Not a log: the lines are the load's parsed values, expanded into events
+    (:func:`~pytest_dsh_replay._format.jsonl.session_log_from_body`) only when the log is
+    asked for, which most loads never do.
+    """
 
     __slots__ = ("header", "lines", "source")
 
@@ -440,7 +466,7 @@ class _Body:
         self.lines = lines
         self.source = source
 
-    def log(self) -> tuple[SessionHeader, list[Event]]:
+    def log(self) -> SessionLog:
         return session_log_from_body(self.header, self.lines, source=self.source)
 
 
@@ -536,7 +562,7 @@ class ScenarioCache:
                 key = os.fspath(script.path)  # as the log check asks for it
                 self._put(self._logs, key, files[name], _Body(script.header, lines, key))
 
-    def recorded_log(self, path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Event]]:
+    def recorded_log(self, path: str | os.PathLike[str]) -> SessionLog:
         """:func:`~pytest_dsh_replay._format.jsonl.read_session_log` ``(path)``, shared.
 
         The events are shared with other callers: treat them as read-only.

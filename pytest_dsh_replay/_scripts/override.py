@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from .._errors import OverrideError
-from .._format.events import is_safe_integer
+from .._format.json_values import is_safe_integer
 from .entries import ReplayEntry, entry_from_json, invalid_entry
 
 __all__ = ["Override", "apply_override", "load_override", "parse_override"]
@@ -25,7 +25,7 @@ __all__ = ["Override", "apply_override", "load_override", "parse_override"]
 
 @dataclass(frozen=True, slots=True)
 class Override:
-    """A parsed override sidecar (SPEC 8.2).
+    """A parsed override sidecar (docs/scenarios.md#overrides).
 
     Attributes:
         path: The sidecar file (used in messages).
@@ -39,14 +39,14 @@ class Override:
 
 
 def parse_override(value: Any, *, path: str) -> Override:
-    """Validate a parsed sidecar document (SPEC 8.2).
+    """Validate a parsed sidecar document (docs/scenarios.md#overrides).
 
     Args:
         value: The parsed JSON: an array of entries, or ``{"patches": [{"at", "entry"}...]}``.
         path: The sidecar file, for messages.
 
     Raises:
-        OverrideError: The first validation failure of the SPEC 8.2 table.
+        OverrideError: The first rule of docs/scenarios.md#override-entries it breaks.
     """
     if isinstance(value, list):
         return Override(
@@ -77,7 +77,7 @@ def parse_override(value: Any, *, path: str) -> Override:
 
 
 def load_override(path: str | os.PathLike[str]) -> Override:
-    """Read and validate an override sidecar file (SPEC 8.2).
+    """Read and validate an override sidecar file (docs/scenarios.md#overrides).
 
     Raises:
         OverrideError: The file cannot be read, is not valid JSON (with line and column),
@@ -104,7 +104,7 @@ def load_override(path: str | os.PathLike[str]) -> Override:
 
 
 def apply_override(derived: Sequence[ReplayEntry], override: Override) -> list[ReplayEntry]:
-    """Apply a sidecar to a derived script (SPEC 8.2 "Applying patches").
+    """Apply a sidecar to a derived script (docs/scenarios.md#override-patches).
 
     A bare array replaces the script. Patches apply in file order; ``at`` is checked
     against the length before any patch, so ``at == len(derived)`` appends one entry and

@@ -12,14 +12,14 @@ writes sessions as a scenario directory.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import RecordingError, SessionLogError
-from .._format.events import SEEDED_FORMAT, Event, JSONObject, SessionHeader
+from .._format.events import SEEDED_FORMAT, JSONObject, SessionHeader, SessionLike
 from .._format.jsonl import dump_session_log, open_session_log
 from .._format.log_names import parse_log_name
 from .builder import ScriptBuilder
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 __all__ = [
     "PRIMARY_LOG",
     "Scenario",
-    "SessionLike",
     "SessionScript",
     "child_order",
     "derived_script",
@@ -134,7 +133,7 @@ def locale_sort_key(text: str) -> tuple[tuple[tuple[int, str], ...], tuple[int, 
     """A sort key approximating JavaScript ``localeCompare`` (ICU root collation).
 
     The reference breaks ``createdAt`` ties between children with
-    ``a.localeCompare(b)`` (SPEC 7 step 4, 13.9). ICU's default order compares letters
+    ``a.localeCompare(b)`` (docs/scenarios.md#child-order). ICU's default order compares letters
     case-insensitively first (lowercase before uppercase only as a tie-break) and puts
     whitespace, then punctuation, then symbols, then digits before letters. This key
     reproduces that order for the ids that occur in practice (UUIDs, ``session-<n>``,
@@ -333,23 +332,13 @@ def scenario_of(path: Path, primary: SessionScript, children: Iterable[SessionSc
     return Scenario(path=path, scripts=(primary, *sorted(children, key=_child_order)))
 
 
-# --- writing a scenario (SPEC 10.3, 10.4) -----------------------------------------------
-
-
-class SessionLike(Protocol):
-    """Anything :func:`write_scenario` can write: a header and its events."""
-
-    @property
-    def header(self) -> SessionHeader:
-        """The session header."""
-
-    @property
-    def events(self) -> Sequence[Event]:
-        """The session's events, each with ``seq`` and ``time``."""
+# --- writing a scenario (docs/recording.md#writing) -----------------------------------------------
 
 
 def order_sessions(sessions: Iterable[SessionLike]) -> list[SessionLike]:
-    """Order sessions as a scenario stores them: primary, then children (SPEC 10.3).
+    """Order sessions as a scenario stores them: primary, then children.
+
+    See docs/scenarios.md#child-order.
 
     The primary is the one session without ``parentSession``; the children follow by
     (``createdAt``, id), the order replay binds them in.

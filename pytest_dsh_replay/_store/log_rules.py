@@ -1,6 +1,5 @@
 """The rules a session log obeys, and how the store reads back a log a crash cut short.
 
-- Lossless JSON (:func:`json_copy`): what an event may hold so that it reads back the same.
 - The event envelope and the model-visible surface (:func:`validate_log`, :class:`Surface`):
   contiguous seqs, ``surfaceOp`` and ``sourceEventSeqs`` on surface events only.
 - Crash repair: :func:`scan_committed` reads the committed prefix of a plain log (a torn
@@ -13,28 +12,26 @@
 from __future__ import annotations
 
 import copy
-import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import orjson
 
-from .._errors import SessionLogError, SessionStoreError
+from .._errors import SessionLogError
 from .._format.chunk_rows import PACKED_TAGS, decode_storage_record
-from .._format.events import Event, SessionHeader, header_problem, is_safe_integer
+from .._format.events import Event, SessionHeader, SessionLike, SessionLog, header_problem
+from .._format.json_values import is_safe_integer
 from .._format.jsonl import MAX_LINE_BYTES, raw_lines, too_long
 from .._format.zstd import zstd_frames
 
 __all__ = [
     "SURFACE_TYPES",
     "CommittedLog",
-    "HasEvents",
     "Surface",
     "completed_turn_prefix",
     "envelope_problem",
     "interrupted_turn_closers",
-    "json_copy",
     "quote",
     "scan_committed",
     "scan_zstd",
@@ -52,97 +49,16 @@ _ENVELOPE_KEYS: Final = frozenset(
 )
 
 
-class HasEvents(Protocol):
-    """Anything with an ``events`` sequence (a store's session)."""
-
-    @property
-    def events(self) -> Sequence[Event]:
-        """The events in seq order."""
-
-
 def quote(text: str) -> str:
     """Quote a value for a message as the reference does (JSON string form)."""
     return orjson.dumps(text).decode("utf-8")
 
 
-def json_copy(value: Any, where: str) -> Any:
-    """Return a deep copy of ``value`` if it is lossless JSON (SPEC 1.4 ``data`` rule).
-
-    Lossless means what survives ``JSON.stringify`` / ``JSON.parse`` unchanged: ``None``,
-    ``bool``, strings without lone surrogates, safe integers, finite floats other than
-    ``-0.0``, lists and string-keyed dicts of those.
-
-    Raises:
-        SessionStoreError: Naming the path of the first offending value.
-    """
-    if value.__class__ is dict or value.__class__ is list:
-        # The common case in C: a serializer that refuses lone surrogates, non-string
-        # keys and unsafe integers, then a parse. What it cannot refuse is caught after:
-        # -0.0 by its text, NaN and infinities (written as null), tuples and objects it
-        # serializes (enums, UUIDs, dates, dataclasses) by comparing the copy with the
-        # value. Anything doubtful takes the walk below, which names the problem.
-        try:
-            blob = orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
-        except TypeError:  # orjson.JSONEncodeError included
-            blob = b"-0.0"
-        if b"-0.0" not in blob:
-            copy = orjson.loads(blob)
-            if copy == value:
-                return copy
-    return _json_walk(value, where)
-
-
-def _json_walk(value: Any, where: str) -> Any:
-    """:func:`json_copy`, one value at a time."""
-    cls = value.__class__
-    if cls is str:
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise SessionStoreError(
-                f"{where} is not lossless JSON: a string holds a lone surrogate"
-            ) from None
-        return value
-    if value is None or cls is bool:
-        return value
-    if cls is int:
-        if not is_safe_integer(value):
-            raise SessionStoreError(
-                f"{where} is not lossless JSON: integer {value} is outside the safe range "
-                "+-(2**53 - 1) a JSON reader keeps exactly"
-            )
-        return value
-    if cls is float:
-        if not math.isfinite(value):
-            raise SessionStoreError(f"{where} is not lossless JSON: {value!r} has no JSON form")
-        if value == 0.0 and math.copysign(1.0, value) < 0:
-            raise SessionStoreError(f"{where} is not lossless JSON: -0.0 reads back as 0")
-        return value
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            if k.__class__ is not str:
-                raise SessionStoreError(
-                    f"{where} is not lossless JSON: object key {k!r} is not a string"
-                )
-            out[k] = _json_walk(v, f"{where}.{k}")
-        return out
-    if isinstance(value, list):
-        return [_json_walk(v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, str):  # subclasses (enums and the like): keep the plain value
-        return _json_walk(str.__str__(value), where)
-    if isinstance(value, int):
-        return _json_walk(int(value), where)
-    if isinstance(value, float):
-        return _json_walk(float(value), where)
-    raise SessionStoreError(
-        f"{where} is not lossless JSON: {type(value).__name__} values have no exact JSON "
-        "form (use dict, list, str, int, float, bool or None)"
-    )
-
-
 def envelope_problem(event: Any, index: int) -> str | None:
-    """The first SPEC 1.4 envelope rule ``event`` breaks at position ``index``, or ``None``."""
+    """The first envelope rule ``event`` breaks at ``index``, or ``None``.
+
+    See docs/format.md#envelopes.
+    """
     if not isinstance(event, dict):
         return "is not a JSON object"
     extra = sorted(set(event) - _ENVELOPE_KEYS)
@@ -168,7 +84,7 @@ def envelope_problem(event: Any, index: int) -> str | None:
 
 
 class Surface:
-    """The model-visible surface: the seqs of current surface nodes (SPEC 1.4 rules).
+    """The model-visible surface: the seqs of current surface nodes (docs/format.md#envelopes).
 
     ``append`` adds a node; ``{"op": "replace", "start", "end"}`` replaces the current
     nodes ``start..end`` (inclusive, by position) with the new one, whose
@@ -206,53 +122,8 @@ class Surface:
                 '{"op": "replace", "start": <seq>, "end": <seq>}'
             )
         op = event["surfaceOp"]
-        shadowed: list[int] = []
-        span = (-1, -1)
-        if op != "append":
-            if (
-                not isinstance(op, dict)
-                or op.keys() != {"op", "start", "end"}
-                or op["op"] != "replace"
-                or not all(is_safe_integer(op[k]) and op[k] >= 0 for k in ("start", "end"))
-            ):
-                raise ValueError(
-                    f'surfaceOp must be "append" or {{"op": "replace", "start": <seq>, '
-                    f'"end": <seq>}} with non-negative integer seqs, got {op!r}'
-                )
-            try:
-                first = self.nodes.index(op["start"])
-                last = self.nodes.index(op["end"])
-            except ValueError:
-                raise ValueError(
-                    f"surface replace {op['start']}..{op['end']} names a seq that is not a "
-                    f"current surface node (current nodes: {self.nodes})"
-                ) from None
-            if first > last:
-                raise ValueError(
-                    f"surface replace start seq {op['start']} comes after end seq {op['end']} "
-                    "on the surface"
-                )
-            shadowed = self.nodes[first : last + 1]
-            span = (first, last)
-        sources = event.get("sourceEventSeqs")
-        cited: set[int] = set()
-        if sources is not None or "sourceEventSeqs" in event:
-            if not isinstance(sources, list):
-                raise ValueError("sourceEventSeqs must be a list of earlier event seqs")
-            if not sources and kind != "assistant/message":
-                raise ValueError("sourceEventSeqs must not be empty except on assistant/message")
-            for s in sources:
-                if not is_safe_integer(s) or s < 0:
-                    raise ValueError(
-                        f"sourceEventSeqs must hold non-negative integer seqs, got {s!r}"
-                    )
-                if s >= seq:
-                    raise ValueError(
-                        f"sourceEventSeqs must cite earlier events: {s} >= this event's seq {seq}"
-                    )
-                cited.add(int(s))
-            if len(cited) != len(sources):
-                raise ValueError("sourceEventSeqs must not repeat a seq")
+        shadowed, span = ([], (-1, -1)) if op == "append" else self._replaced(op)
+        cited = _cited_seqs(event, kind, seq)
         missing = [s for s in shadowed if s not in cited]
         if missing:
             raise ValueError(
@@ -262,6 +133,33 @@ class Surface:
         if kind == "tool/result" and op != "append":
             self._check_tool_rewrite(event, shadowed, events)
         return span
+
+    def _replaced(self, op: Any) -> tuple[list[int], tuple[int, int]]:
+        """A replace op's shadowed node seqs and their ``(first, last)`` positions."""
+        if (
+            not isinstance(op, dict)
+            or op.keys() != {"op", "start", "end"}
+            or op["op"] != "replace"
+            or not all(is_safe_integer(op[k]) and op[k] >= 0 for k in ("start", "end"))
+        ):
+            raise ValueError(
+                f'surfaceOp must be "append" or {{"op": "replace", "start": <seq>, '
+                f'"end": <seq>}} with non-negative integer seqs, got {op!r}'
+            )
+        try:
+            first = self.nodes.index(op["start"])
+            last = self.nodes.index(op["end"])
+        except ValueError:
+            raise ValueError(
+                f"surface replace {op['start']}..{op['end']} names a seq that is not a "
+                f"current surface node (current nodes: {self.nodes})"
+            ) from None
+        if first > last:
+            raise ValueError(
+                f"surface replace start seq {op['start']} comes after end seq {op['end']} "
+                "on the surface"
+            )
+        return self.nodes[first : last + 1], (first, last)
 
     @staticmethod
     def _check_tool_rewrite(event: Event, shadowed: list[int], events: Sequence[Event]) -> None:
@@ -293,8 +191,31 @@ class Surface:
             self.nodes[span[0] : span[1] + 1] = [seq]
 
 
+def _cited_seqs(event: Event, kind: str, seq: Any) -> set[int]:
+    """The earlier seqs a surface event's ``sourceEventSeqs`` cites (checked)."""
+    sources = event.get("sourceEventSeqs")
+    cited: set[int] = set()
+    if sources is None and "sourceEventSeqs" not in event:
+        return cited
+    if not isinstance(sources, list):
+        raise ValueError("sourceEventSeqs must be a list of earlier event seqs")
+    if not sources and kind != "assistant/message":
+        raise ValueError("sourceEventSeqs must not be empty except on assistant/message")
+    for s in sources:
+        if not is_safe_integer(s) or s < 0:
+            raise ValueError(f"sourceEventSeqs must hold non-negative integer seqs, got {s!r}")
+        if s >= seq:
+            raise ValueError(
+                f"sourceEventSeqs must cite earlier events: {s} >= this event's seq {seq}"
+            )
+        cited.add(int(s))
+    if len(cited) != len(sources):
+        raise ValueError("sourceEventSeqs must not repeat a seq")
+    return cited
+
+
 def validate_log(events: Sequence[Any], *, what: str = "event") -> list[Event]:
-    """Check a whole log as the reference's ``Session`` constructor does (SPEC 1.4, 6.1).
+    """Check a whole log as the reference's ``Session`` constructor does (docs/format.md#envelopes).
 
     Args:
         events: The events from seq 0.
@@ -322,7 +243,7 @@ def validate_log(events: Sequence[Any], *, what: str = "event") -> list[Event]:
     return out
 
 
-# --- crash repair (SPEC 1.7 step 6) --------------------------------------------------------
+# --- crash repair (docs/format.md#crash-repair) -------------------------------------------
 
 _STARTED_TEXT: Final = (
     "This tool call was recorded as started, but the session stopped before its result "
@@ -353,85 +274,29 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
         is open, and ``turn/end`` with reason ``{"kind": "interrupted"}``. Their seqs
         continue the log; each reuses the last event's ``time``.
     """
-    open_turn: Any = None
-    open_step: Any = None
-    pending: dict[Any, dict[str, Any]] = {}
+    state = _OpenTurn()
     for event in events:
         kind = event.get("type")
-        data = event.get("data")
-        data = data if isinstance(data, dict) else {}
-        if kind == "turn/start":
-            open_turn, open_step = data.get("turn"), None
-            pending.clear()
-        elif kind == "turn/end":
-            open_turn = open_step = None
-            pending.clear()
-        elif kind == "step/start":
-            open_step = data.get("step")
-        elif kind == "step/end":
-            open_step = None
-            pending.clear()
-        elif kind == "assistant/message":
-            message = data.get("message")
-            content = message.get("content") if isinstance(message, dict) else None
-            for block in content if isinstance(content, list) else ():
-                if isinstance(block, dict) and block.get("type") == "tool-call":
-                    pending[block.get("id")] = {"step": data.get("step")}
-        elif kind == "tool/call":
-            entry = pending.get(data.get("callId"))
-            if entry is not None:
-                entry["callSeq"] = event.get("seq")
-        elif kind == "tool/result":
-            message = data.get("message")
-            source = message.get("source") if isinstance(message, dict) else None
-            if isinstance(source, dict):
-                pending.pop(source.get("callId"), None)
-    if open_turn is None or not events:
+        scan = _TURN_SCAN.get(kind) if isinstance(kind, str) else None
+        if scan is not None:
+            data = event.get("data")
+            scan(state, event, data if isinstance(data, dict) else {})
+    if state.turn is None or not events:
         return []
     last = events[-1]
     seq = int(last["seq"]) + 1
     when = last["time"]
     closers: list[Event] = []
-    for call_id, entry in pending.items():
-        started = "callSeq" in entry
-        message = {
-            "id": f"interrupted-tool-result-{call_id}-{seq}",
-            "role": "user",
-            "source": {"kind": "tool", "callId": call_id},
-            "content": [
-                {
-                    "type": "tool-result",
-                    "toolCallId": call_id,
-                    "isError": True,
-                    "content": [
-                        {"type": "text", "text": _STARTED_TEXT if started else _NOT_STARTED_TEXT}
-                    ],
-                }
-            ],
-        }
-        error = (
-            {"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}
-            if started
-            else {"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}
-        )
-        closer: Event = {
-            "type": "tool/result",
-            "seq": seq,
-            "time": when,
-            "data": {"turn": open_turn, "step": entry["step"], "message": message, "error": error},
-        }
-        if started:
-            closer["sourceEventSeqs"] = [entry["callSeq"]]
-        closer["surfaceOp"] = "append"
-        closers.append(closer)
+    for call_id, entry in state.pending.items():
+        closers.append(_unknown_result(call_id, entry, state.turn, seq, when))
         seq += 1
-    if open_step is not None:
+    if state.step is not None:
         closers.append(
             {
                 "type": "step/end",
                 "seq": seq,
                 "time": when,
-                "data": {"turn": open_turn, "step": open_step},
+                "data": {"turn": state.turn, "step": state.step},
             }
         )
         seq += 1
@@ -440,20 +305,116 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
             "type": "turn/end",
             "seq": seq,
             "time": when,
-            "data": {"turn": open_turn, "reason": {"kind": "interrupted"}},
+            "data": {"turn": state.turn, "reason": {"kind": "interrupted"}},
         }
     )
     return closers
 
 
-def completed_turn_prefix(session: HasEvents | Sequence[Event]) -> list[Event] | None:
+class _OpenTurn:
+    """What a scan of a log knows at each event: the open turn and step, pending tool calls.
+
+    ``pending`` maps a requested call's id to ``{"step": ..., "callSeq"?: ...}`` (the seq
+    of its ``tool/call`` once it started).
+    """
+
+    __slots__ = ("pending", "step", "turn")
+
+    def __init__(self) -> None:
+        self.turn: Any = None
+        self.step: Any = None
+        self.pending: dict[Any, dict[str, Any]] = {}
+
+    def turn_start(self, event: Event, data: dict[str, Any]) -> None:
+        self.turn, self.step = data.get("turn"), None
+        self.pending.clear()
+
+    def turn_end(self, event: Event, data: dict[str, Any]) -> None:
+        self.turn = self.step = None
+        self.pending.clear()
+
+    def step_start(self, event: Event, data: dict[str, Any]) -> None:
+        self.step = data.get("step")
+
+    def step_end(self, event: Event, data: dict[str, Any]) -> None:
+        self.step = None
+        self.pending.clear()
+
+    def assistant_message(self, event: Event, data: dict[str, Any]) -> None:
+        message = data.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool-call":
+                self.pending[block.get("id")] = {"step": data.get("step")}
+
+    def tool_call(self, event: Event, data: dict[str, Any]) -> None:
+        entry = self.pending.get(data.get("callId"))
+        if entry is not None:
+            entry["callSeq"] = event.get("seq")
+
+    def tool_result(self, event: Event, data: dict[str, Any]) -> None:
+        message = data.get("message")
+        source = message.get("source") if isinstance(message, dict) else None
+        if isinstance(source, dict):
+            self.pending.pop(source.get("callId"), None)
+
+
+_TURN_SCAN: Final[dict[str, Callable[[_OpenTurn, Event, dict[str, Any]], None]]] = {
+    "turn/start": _OpenTurn.turn_start,
+    "turn/end": _OpenTurn.turn_end,
+    "step/start": _OpenTurn.step_start,
+    "step/end": _OpenTurn.step_end,
+    "assistant/message": _OpenTurn.assistant_message,
+    "tool/call": _OpenTurn.tool_call,
+    "tool/result": _OpenTurn.tool_result,
+}
+"""How each event type moves :class:`_OpenTurn` (other events leave it as it is)."""
+
+
+def _unknown_result(call_id: Any, entry: dict[str, Any], turn: Any, seq: int, when: Any) -> Event:
+    """The error ``tool/result`` that closes a tool call a crash left pending."""
+    started = "callSeq" in entry
+    message = {
+        "id": f"interrupted-tool-result-{call_id}-{seq}",
+        "role": "user",
+        "source": {"kind": "tool", "callId": call_id},
+        "content": [
+            {
+                "type": "tool-result",
+                "toolCallId": call_id,
+                "isError": True,
+                "content": [
+                    {"type": "text", "text": _STARTED_TEXT if started else _NOT_STARTED_TEXT}
+                ],
+            }
+        ],
+    }
+    error = (
+        {"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}
+        if started
+        else {"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}
+    )
+    closer: Event = {
+        "type": "tool/result",
+        "seq": seq,
+        "time": when,
+        "data": {"turn": turn, "step": entry["step"], "message": message, "error": error},
+    }
+    if started:
+        closer["sourceEventSeqs"] = [entry["callSeq"]]
+    closer["surfaceOp"] = "append"
+    return closer
+
+
+def completed_turn_prefix(session: SessionLike | Sequence[Event]) -> list[Event] | None:
     """The seed of a subagent fork child: the balanced completed-turn prefix.
 
     This is the log up to and including its last ``turn/end``: events after it (log-only
     events between turns, the turn still running that delegates) are left out.
 
     Args:
-        session: A session (anything with ``events``) or its events.
+        session: A session or a log (anything with ``header`` and ``events``), or its
+            events.
 
     Returns:
         A deep copy of ``events[0 .. last turn/end]``, or ``None`` when no turn has
@@ -467,7 +428,10 @@ def completed_turn_prefix(session: HasEvents | Sequence[Event]) -> list[Event] |
                 meta["seedLength"] = len(seed)
             child = store.create(seed=seed, meta=meta)
     """
-    events: Sequence[Event] = session if isinstance(session, Sequence) else list(session.events)
+    if isinstance(session, SessionLog) or not isinstance(session, Sequence):
+        events: Sequence[Event] = list(session.events)  # a SessionLog is a tuple too
+    else:
+        events = session
     for i in range(len(events) - 1, -1, -1):
         if events[i].get("type") == "turn/end":
             return copy.deepcopy(list(events[: i + 1]))
@@ -477,18 +441,16 @@ def completed_turn_prefix(session: HasEvents | Sequence[Event]) -> list[Event] |
 # --- reading back what a crash left --------------------------------------------------------
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class CommittedLog:
     """The committed prefix of a stored log.
 
     Attributes:
-        header: The validated header.
-        events: The committed events, seqs contiguous from 0.
+        log: The validated header and the committed events, seqs contiguous from 0.
         committed: Bytes of plaintext holding the header and the accepted records.
     """
 
-    header: SessionHeader
-    events: list[Event]
+    log: SessionLog
     committed: int
 
 
@@ -568,7 +530,7 @@ def scan_committed(data: bytes, source: str) -> CommittedLog:
         if problem is None:
             events.extend(decoded)
             committed = pos
-    return CommittedLog(header, events, committed)
+    return CommittedLog(SessionLog(header, events), committed)
 
 
 def scan_zstd(data: bytes, source: str) -> tuple[CommittedLog, int | None, list[Event]]:
@@ -605,5 +567,5 @@ def scan_zstd(data: bytes, source: str) -> tuple[CommittedLog, int | None, list[
         raise SessionLogError(
             "corrupt zstd session log: a complete frame holds a damaged record", path=source
         )
-    in_complete = len(scan_committed(complete, source).events)
-    return log, torn_at, log.events[in_complete:]
+    in_complete = len(scan_committed(complete, source).log.events)
+    return log, torn_at, log.log.events[in_complete:]

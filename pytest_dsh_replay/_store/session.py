@@ -17,9 +17,10 @@ import orjson
 
 from .._errors import DshReplayError, SessionStoreError
 from .._format.chunk_rows import PACKED_TAGS
-from .._format.events import Event, SessionHeader, is_safe_integer
+from .._format.events import Event, SessionHeader
+from .._format.json_values import is_safe_integer, json_copy
 from .backends.base import SessionBackend
-from .log_rules import Surface, interrupted_turn_closers, json_copy, quote
+from .log_rules import Surface, interrupted_turn_closers, quote
 
 __all__ = ["Session", "SessionOwner"]
 
@@ -144,12 +145,12 @@ class Session:
 
     Get sessions from :meth:`SessionStore.create`, :meth:`SessionStore.fork` or
     :meth:`SessionStore.load`, never by constructing one. A session satisfies
-    :class:`~pytest_dsh_replay.scenario.SessionLike`, so
+    :class:`~pytest_dsh_replay._format.events.SessionLike`, so
     ``write_scenario(path, store.sessions())`` writes a store's sessions as a scenario.
 
     Attributes:
         id: The session id.
-        header: The :class:`~pytest_dsh_replay.events.SessionHeader` (fixed for life).
+        header: The :class:`~pytest_dsh_replay.SessionHeader` (fixed for life).
         events: A read-only sequence of the event dicts, seq order; do not mutate them.
         seed_length: The header's ``seedLength`` (0 when absent): leading events
             inherited from a fork parent.

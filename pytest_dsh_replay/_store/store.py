@@ -36,10 +36,10 @@ from .._format.events import (
     JSONObject,
     SessionHeader,
     header_problem,
-    is_safe_integer,
 )
+from .._format.json_values import is_safe_integer, json_copy
 from .backends.base import SessionBackend
-from .log_rules import json_copy, quote, validate_log
+from .log_rules import quote, validate_log
 from .session import Session
 
 __all__ = [

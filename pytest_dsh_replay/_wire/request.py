@@ -28,6 +28,7 @@ from typing import Any, Final
 import orjson
 
 from .._format.events import JSONObject
+from .._format.json_values import ABSENT, plain_json
 from .._format.text import text_safe
 
 __all__ = [
@@ -53,23 +54,7 @@ USER: Final = "user/message"
 TOOL_RESULT: Final = "tool/result"
 ASSISTANT: Final = "assistant/message"
 
-_MAX_SAFE: Final = 2**53 - 1
 _SYSTEM_ROLES: Final = frozenset({"system", "developer"})
-
-
-def _plain(value: Any) -> Any:
-    """``value`` as lossless JSON: odd types become strings, never an error."""
-    if value is None or isinstance(value, bool | str):
-        return value
-    if isinstance(value, int):
-        return value if -_MAX_SAFE <= value <= _MAX_SAFE else str(value)
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else None
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return str(value)
 
 
 def _canonical(value: Any) -> str:
@@ -132,7 +117,7 @@ class Conversation:
 def _arguments(value: Any) -> str:
     if isinstance(value, str):
         return value
-    return orjson.dumps(_plain(value if value is not None else {})).decode()
+    return orjson.dumps(plain_json(value if value is not None else {})).decode()
 
 
 def _block(block: Any) -> JSONObject | None:
@@ -158,10 +143,10 @@ def _block(block: Any) -> JSONObject | None:
             "arguments": _arguments(block.get("input")),
         }
     if kind == "image_url":
-        return {"type": "image", "attachment": _plain(block.get("image_url"))}
+        return {"type": "image", "attachment": plain_json(block.get("image_url"))}
     if kind == "image" and "source" in block and "attachment" not in block:
-        return {"type": "image", "attachment": _plain(block.get("source"))}
-    plain = _plain(block)
+        return {"type": "image", "attachment": plain_json(block.get("source"))}
+    plain = plain_json(block)
     return plain if isinstance(plain, dict) else None
 
 
@@ -226,7 +211,7 @@ def tool_result_item(block: Mapping[str, Any]) -> Item | None:
     kind = block.get("type")
     if kind == "tool-result":
         extra = {
-            str(k): _plain(v)
+            str(k): plain_json(v)
             for k, v in block.items()
             if k not in ("type", "toolCallId", "content", "isError")
         }
@@ -307,9 +292,9 @@ def _tool_schema(tool: Any) -> JSONObject | None:
     out: JSONObject = {}
     for key, value in source.items():
         if key in ("input_schema", "inputSchema"):
-            out["parameters"] = _plain(value)
+            out["parameters"] = plain_json(value)
         elif not (source is function and key == "type"):
-            out[str(key)] = _plain(value)
+            out[str(key)] = plain_json(value)
     return out
 
 
@@ -332,14 +317,14 @@ def _config(request: Mapping[str, Any]) -> JSONObject:
     if effort:
         config["reasoningEffort"] = effort
     if "temperature" in request and request["temperature"] is not None:
-        config["temperature"] = _plain(request["temperature"])
+        config["temperature"] = plain_json(request["temperature"])
     for key in ("maxTokens", "max_completion_tokens", "max_tokens"):
         if request.get(key) is not None:
-            config["maxTokens"] = _plain(request[key])
+            config["maxTokens"] = plain_json(request[key])
             break
     for key in ("stop", "stop_sequences"):
         if request.get(key) is not None:
-            config["stop"] = _plain(request[key])
+            config["stop"] = plain_json(request[key])
             break
     return config
 
@@ -537,8 +522,6 @@ def request_corpus(messages: object) -> str:
 
 # --- the view -----------------------------------------------------------------------------
 
-_UNSET: Final[Any] = object()
-
 
 def _serialized(message: object) -> bytes:
     return orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
@@ -573,12 +556,12 @@ class RequestView(Mapping[str, Any]):
 
     def __init__(self, body: Mapping[str, Any]):
         self.body = body
-        self._messages: Any = _UNSET
-        self._keys: Any = _UNSET
-        self._openings: Any = _UNSET
-        self._seed: Any = _UNSET
-        self._conversation: Any = _UNSET
-        self._corpus: Any = _UNSET
+        self._messages: Any = ABSENT
+        self._keys: Any = ABSENT
+        self._openings: Any = ABSENT
+        self._seed: Any = ABSENT
+        self._conversation: Any = ABSENT
+        self._corpus: Any = ABSENT
 
     @classmethod
     def of(cls, request: Mapping[str, Any]) -> RequestView:
@@ -620,7 +603,7 @@ class RequestView(Mapping[str, Any]):
     @property
     def messages(self) -> list[Any]:
         """The request's ``messages`` as a list (``[]`` when it is not a list or tuple)."""
-        if self._messages is _UNSET:
+        if self._messages is ABSENT:
             messages = self.body.get("messages")
             if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
                 messages = ()
@@ -630,7 +613,7 @@ class RequestView(Mapping[str, Any]):
     @property
     def message_keys(self) -> tuple[bytes, ...]:
         """The system prompt and each message, serialized with sorted keys, in order."""
-        if self._keys is _UNSET:
+        if self._keys is ABSENT:
             system = self.body.get("system")
             head = [{"role": "system", "content": system}] if system is not None else []
             self._keys = tuple(map(_serialized, [*head, *self.messages]))
@@ -639,7 +622,7 @@ class RequestView(Mapping[str, Any]):
     @property
     def openings(self) -> list[str]:
         """:func:`opening_texts` of the messages."""
-        if self._openings is _UNSET:
+        if self._openings is ABSENT:
             self._openings = opening_texts(self.body.get("messages"))
         return self._openings  # type: ignore[no-any-return]
 
@@ -652,7 +635,7 @@ class RequestView(Mapping[str, Any]):
     @property
     def seed(self) -> list[object]:
         """:func:`seed_messages` of the messages."""
-        if self._seed is _UNSET:
+        if self._seed is ABSENT:
             self._seed = seed_messages(self.body.get("messages"))
         return self._seed  # type: ignore[no-any-return]
 
@@ -668,13 +651,13 @@ class RequestView(Mapping[str, Any]):
     @property
     def conversation(self) -> Conversation:
         """The :class:`Conversation` (see :func:`read_request`)."""
-        if self._conversation is _UNSET:
+        if self._conversation is ABSENT:
             self._conversation = read_request(self.body)
         return self._conversation  # type: ignore[no-any-return]
 
     @property
     def corpus(self) -> str:
         """:func:`request_corpus` of the messages."""
-        if self._corpus is _UNSET:
+        if self._corpus is ABSENT:
             self._corpus = request_corpus(self.body.get("messages"))
         return self._corpus  # type: ignore[no-any-return]

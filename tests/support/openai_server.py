@@ -32,7 +32,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -628,29 +628,8 @@ class _Handler(BaseHTTPRequestHandler):
             chunk({"content": None, "reasoning_content": piece})
         for piece in _split(reply.text, pieces):
             chunk({"content": piece})
-        for k, call in enumerate(calls):
-            chunk(
-                {
-                    "tool_calls": [
-                        {
-                            "index": k,
-                            "id": call.id,
-                            "type": "function",
-                            "function": {"name": call.name, "arguments": ""},
-                        }
-                    ]
-                }
-            )
-            if not reply.interleave:
-                for piece in _split(call.arguments, pieces):
-                    chunk({"tool_calls": [{"index": k, "function": {"arguments": piece}}]})
-        if reply.interleave:
-            split = [_split(call.arguments, pieces) for call in calls]
-            for round_no in range(max((len(s) for s in split), default=0)):
-                for k, parts in enumerate(split):
-                    if round_no < len(parts):
-                        delta = {"index": k, "function": {"arguments": parts[round_no]}}
-                        chunk({"tool_calls": [delta]})
+        for delta in _tool_call_deltas(reply, calls, pieces):
+            chunk({"tool_calls": [delta]})
         if reply.cut_off:
             self.close_connection = True  # no terminating chunk: an incomplete body
             return
@@ -684,6 +663,28 @@ _ANTHROPIC_ERRORS = {
     503: "overloaded_error",
     529: "overloaded_error",
 }
+
+
+def _tool_call_deltas(reply: Reply, calls: list[ToolCall], pieces: int) -> Iterator[dict[str, Any]]:
+    """The streamed ``tool_calls`` deltas: each call's opening delta, then its arguments in
+    ``pieces`` parts (after all openings and round-robin over the calls when
+    ``reply.interleave``)."""
+    for k, call in enumerate(calls):
+        yield {
+            "index": k,
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
+        if not reply.interleave:
+            for piece in _split(call.arguments, pieces):
+                yield {"index": k, "function": {"arguments": piece}}
+    if reply.interleave:
+        split = [_split(call.arguments, pieces) for call in calls]
+        for round_no in range(max((len(s) for s in split), default=0)):
+            for k, parts in enumerate(split):
+                if round_no < len(parts):
+                    yield {"index": k, "function": {"arguments": parts[round_no]}}
 
 
 def _split(text: str, pieces: int) -> list[str]:

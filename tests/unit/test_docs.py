@@ -15,7 +15,6 @@ import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from support.paths import README, REPO
 
 import pytest_dsh_replay
@@ -211,11 +210,6 @@ def test_tests_and_benchmarks_cite_no_private_design_document() -> None:
     assert _private_citations(paths) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="modules being rewritten elsewhere still cite SPEC/DESIGN sections; their "
-    "citations are replaced by docs/ anchors once those rewrites land",
-)
 def test_the_package_cites_no_private_design_document() -> None:
     """Users have neither SPEC.md, DESIGN.md nor RUNTIME.md: comments cite docs/ pages."""
     paths = [p for p in _sources() if p.is_relative_to(PACKAGE)]

@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 import orjson
 
 from ..._errors import SessionStoreError
-from ..._format.events import Event, SessionHeader
+from ..._format.events import Event, SessionHeader, SessionLog
 from ..log_rules import quote
 
 __all__ = ["MemoryBackend", "SessionBackend", "StoredLog"]
@@ -26,18 +26,30 @@ __all__ = ["MemoryBackend", "SessionBackend", "StoredLog"]
 class StoredLog:
     """A session as a backend read it back: its committed, repaired prefix.
 
+    Satisfies :class:`~pytest_dsh_replay._format.events.SessionLike`: ``header`` and
+    ``events`` are the log's.
+
     Attributes:
-        header: The stored header (its ``seedLength`` and ``createdAt`` as stored).
-        events: The logical events, seqs contiguous from 0; a torn tail is already cut
-            off (closers for an interrupted turn are *not* added here, the store does).
+        log: The stored header (its ``seedLength`` and ``createdAt`` as stored) and the
+            logical events, seqs contiguous from 0; a torn tail is already cut off
+            (closers for an interrupted turn are *not* added here, the store does).
         source: Where it was read from, for messages (a file, or ``<store>#<id>``).
         repaired: Whether a torn tail was cut off (and, on disk, removed).
     """
 
-    header: SessionHeader
-    events: list[Event]
+    log: SessionLog
     source: str
     repaired: bool = False
+
+    @property
+    def header(self) -> SessionHeader:
+        """The stored header."""
+        return self.log.header
+
+    @property
+    def events(self) -> list[Event]:
+        """The stored logical events."""
+        return self.log.events
 
 
 @runtime_checkable
@@ -93,7 +105,7 @@ class MemoryBackend:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._logs: dict[str, tuple[SessionHeader, list[Event]]] = {}
+        self._logs: dict[str, SessionLog] = {}
 
     def exists(self, session_id: str) -> bool:
         """Whether a session with this id is stored."""
@@ -116,11 +128,11 @@ class MemoryBackend:
             if create:
                 if stored is not None:
                     raise SessionStoreError(f"session {quote(header.id)} already exists in memory")
-                self._logs[header.id] = (header, batch)
+                self._logs[header.id] = SessionLog(header, batch)
             elif stored is None:
                 raise SessionStoreError(f"session {quote(header.id)} was never written")
             else:
-                stored[1].extend(batch)
+                stored.events.extend(batch)
 
     def read(self, session_id: str) -> StoredLog | None:
         """A copy of a stored session, or ``None``."""
@@ -128,8 +140,8 @@ class MemoryBackend:
             stored = self._logs.get(session_id)
             if stored is None:
                 return None
-            events: list[Event] = orjson.loads(orjson.dumps(stored[1]))
-            return StoredLog(stored[0], events, f"<memory>#{session_id}")
+            events: list[Event] = orjson.loads(orjson.dumps(stored.events))
+            return StoredLog(SessionLog(stored.header, events), f"<memory>#{session_id}")
 
     def session_ids(self) -> list[str]:
         """The stored ids, in the order they were first written."""

@@ -60,7 +60,9 @@ def _escape(unit: str) -> str:
 
 
 def project_key(cwd: str | None) -> str:
-    r"""The project directory name of a session's ``cwd`` (SPEC 1.1 ``projectKey``).
+    r"""The project directory name of a session's ``cwd``.
+
+    See docs/format.md#jsonl-store; the reference's ``projectKey``.
 
     Runs of ``/``, ``\`` and ``:`` become one ``-``; ``[A-Za-z0-9._-]`` stay; every other
     UTF-16 code unit (``~`` included) becomes ``~`` plus 4 uppercase hex digits; leading
@@ -86,7 +88,9 @@ def project_key(cwd: str | None) -> str:
 
 
 def encode_segment(session_id: str) -> str:
-    """The session directory name of an id (SPEC 1.1 ``encodeSegment``); injective.
+    """The session directory name of an id; injective.
+
+    See docs/format.md#jsonl-store; the reference's ``encodeSegment``.
 
     ``[A-Za-z0-9._-]`` stay, every other UTF-16 code unit becomes ``~XXXX``; ``.`` and
     ``..`` become ``~002E`` and ``~002E~002E``.
@@ -367,7 +371,7 @@ class JsonlBackend:
         else:
             scan = scan_committed(data, source)
             cut = scan.committed if scan.committed < len(data) else None
-        header = scan.header
+        header = scan.log.header
         if header.id != session_id:
             raise SessionLogError(
                 f"corrupt session log: requested id {quote(session_id)} does not match header "
@@ -396,7 +400,7 @@ class JsonlBackend:
                 raise SessionStoreError(
                     f"cannot repair the torn tail of session log {path}: {err}"
                 ) from None
-        return StoredLog(header, scan.events, source, repaired=cut is not None)
+        return StoredLog(scan.log, source, repaired=cut is not None)
 
     def close(self) -> None:
         """Nothing to release: every write opens and closes its file."""

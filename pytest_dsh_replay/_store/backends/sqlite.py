@@ -26,7 +26,7 @@ from ..._format.chunk_rows import (
     expand_records,
     pack_chunk_runs,
 )
-from ..._format.events import Event, SessionHeader
+from ..._format.events import Event, SessionHeader, SessionLog
 from .base import StoredLog
 from .sqlite_rows import (
     APPLICATION_ID,
@@ -61,7 +61,9 @@ def _schema_error(path: str, reason: str, found: object) -> SchemaVersionError:
 
 
 def _check_identity(conn: sqlite3.Connection, path: str) -> bool:
-    """Check version, application id and schema; ``True`` for a new, empty file (SPEC 5).
+    """Check version, application id and schema; ``True`` for a new, empty file.
+
+    See docs/format.md#sqlite-store.
 
     Raises:
         SchemaVersionError: Naming the file, what it holds and what this build needs.
@@ -322,7 +324,7 @@ class SqliteBackend:
         rows = self._query(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
         return header_from_row(rows[0], self._source) if rows else None
 
-    def logs(self) -> Iterator[tuple[SessionHeader, list[Event]]]:
+    def logs(self) -> Iterator[SessionLog]:
         """Every stored session's header and committed events, in the order written.
 
         Raises:
@@ -331,7 +333,7 @@ class SqliteBackend:
         for sid in self.session_ids():
             header = self.header(sid)
             if header is not None:
-                yield header, expand_records(self.records(sid))
+                yield SessionLog(header, expand_records(self.records(sid)))
 
     def records(self, session_id: str) -> list[Event | PackedRow]:
         """A session's committed records (events and packed rows), a torn tail left out.
@@ -368,7 +370,8 @@ class SqliteBackend:
                     )
                 )
         source = f"{self._source}#{session_id}"
-        return StoredLog(header, expand_records(records), source, repaired=torn is not None)
+        log = SessionLog(header, expand_records(records))
+        return StoredLog(log, source, repaired=torn is not None)
 
     def _transaction(self, body: Any) -> None:
         if self.read_only:

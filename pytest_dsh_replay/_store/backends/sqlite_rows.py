@@ -38,7 +38,8 @@ from ..._format.chunk_rows import (
     PackedRow,
     validate_packed_row,
 )
-from ..._format.events import MAX_SAFE_INTEGER, Event, JSONObject, SessionHeader
+from ..._format.events import Event, JSONObject, SessionHeader
+from ..._format.json_values import MAX_SAFE_INTEGER
 from ..._format.zstd import ZSTD_MAGIC
 from ..log_rules import store_header
 
@@ -105,7 +106,7 @@ SCHEMA: Final[tuple[str, ...]] = (
   PRIMARY KEY (session_id, seq)
 ) STRICT""",
 )
-"""The schema 18 ``CREATE`` statements, as the harness writes them (SPEC 5)."""
+"""The schema 18 ``CREATE`` statements, as the harness writes them (docs/format.md#sqlite-store)."""
 
 SESSION_COLUMNS: Final = (
     "id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, "
@@ -146,7 +147,7 @@ def schema_objects() -> tuple[tuple[str, str, str, str | None], ...]:
         conn.close()
 
 
-# --- source_event_seqs varints (SPEC 5) ---------------------------------------------------
+# --- source_event_seqs varints (docs/format.md#sqlite-store) ------------------------------
 
 
 def _varint(value: int, out: bytearray) -> None:
@@ -161,7 +162,7 @@ def _varint(value: int, out: bytearray) -> None:
 
 
 def encode_source_event_seqs(seqs: Sequence[int]) -> bytes:
-    r"""Encode ``sourceEventSeqs`` as the SQLite store does (SPEC 5).
+    r"""Encode ``sourceEventSeqs`` as the SQLite store does (docs/format.md#sqlite-store).
 
     Args:
         seqs: Non-negative safe integers, in their order.
@@ -284,7 +285,9 @@ def _decode_data(value: Any, limit: int | None) -> tuple[Any, int]:
 
 
 def decode_row(row: tuple[Any, ...]) -> Event | PackedRow:
-    """Decode one physical ``events`` row (SPEC 5 ``decodeRow``).
+    """Decode one physical ``events`` row.
+
+    See docs/format.md#sqlite-store; the reference's ``decodeRow``.
 
     Raises:
         ValueError: The reason the row is invalid.
@@ -340,7 +343,8 @@ def scan_rows(
     """Decode a session's rows; return (records, event count, torn-from seq or None).
 
     A row that is invalid or out of sequence at or before the last row holding a valid
-    ``turn/end`` is committed damage; after it, a torn tail (SPEC 5 ``scanRows``).
+    ``turn/end`` is committed damage; after it, a torn tail (docs/format.md#sqlite-store;
+    the reference's ``scanRows``).
 
     Raises:
         SessionLogError: ``corrupt session log: invalid committed physical row at seq N``.

@@ -466,7 +466,7 @@ def _same(a: Any, b: Any) -> bool:
 )
 def test_the_fast_lossless_copy_equals_the_walk(value: Any) -> None:
     from pytest_dsh_replay._errors import SessionStoreError
-    from pytest_dsh_replay._store.log_rules import _json_walk, json_copy
+    from pytest_dsh_replay._format.json_values import _json_walk, json_copy
 
     message: str | None = None
     try:
@@ -735,8 +735,9 @@ def single_fault_rows(draw: st.DrawFn) -> bytes:
 @settings(max_examples=250, deadline=None, derandomize=True)
 @given(stream_lines())
 def test_the_typed_decoder_accepts_a_stream_only_as_the_checks_do(line: bytes) -> None:
+    from pytest_dsh_replay._format.json_values import ABSENT
     from pytest_dsh_replay._format.stream_records import stream_runs
-    from pytest_dsh_replay._format.typed import ABSENT, StreamLine, decode_call_line
+    from pytest_dsh_replay._format.typed import StreamLine, decode_call_line
 
     decoded = decode_call_line(line)
     if decoded is None:
@@ -757,21 +758,23 @@ def test_the_typed_decoder_accepts_a_stream_only_as_the_checks_do(line: bytes) -
 @settings(max_examples=250, deadline=None, derandomize=True)
 @given(st.one_of(row_lines(), single_fault_rows()))
 def test_the_typed_decoder_accepts_a_row_only_as_the_checks_do(line: bytes) -> None:
-    from pytest_dsh_replay._format.chunk_rows import validate_packed_row
-    from pytest_dsh_replay._format.typed import ROW_LINE_PREFIXES, PackedLine, decode_call_line
+    from pytest_dsh_replay._format.chunk_rows import PackedRow, validate_packed_row
+    from pytest_dsh_replay._format.typed import ROW_LINE_PREFIXES, decode_call_line
 
     assume(line.startswith(ROW_LINE_PREFIXES))
     decoded = decode_call_line(line)
     if decoded is None:
         return  # the plain path decides, with its messages
-    assert isinstance(decoded, PackedLine)
+    assert isinstance(decoded, PackedRow)
     value = orjson.loads(line)  # the plain path parses it ...
+    numbered = "seq0" in value
     value.setdefault("seq0", 0)
     value.setdefault("time0", 0)
     row = validate_packed_row(value)  # ... and accepts it, with the same fields
-    fields = ("turn", "step", "index", "payload", "id", "name", "has_name")
+    fields = ("turn", "step", "index", "payload", "id", "name", "has_name", "dt", "time0")
     assert all(_same_value(getattr(decoded, f), getattr(row, f)) for f in fields)
     assert decoded.chunk_type == row.chunk_type
+    assert decoded.seq0 == (row.seq0 if numbered else None)
 
 
 @pytest.mark.parametrize(
@@ -813,7 +816,7 @@ def test_a_run_of_equal_chunk_events_still_counts_for_the_ids_it_holds(shared: A
 def test_the_whole_list_checks_equal_the_one_by_one_checks(row: bytes, stream: bytes) -> None:
     """The C-speed checks of packed rows and stream records accept only what the checks in
     the reference's order accept, with the same values (they decide nothing else)."""
-    from pytest_dsh_replay._format.chunk_rows import _validate_exact, fast_row_fields
+    from pytest_dsh_replay._format.chunk_rows import _fast_row, _validate_exact
     from pytest_dsh_replay._format.stream_records import _fast_run, _record_problem
 
     try:
@@ -823,10 +826,11 @@ def test_the_whole_list_checks_equal_the_one_by_one_checks(row: bytes, stream: b
     if isinstance(value, dict):
         value.setdefault("seq0", 0)
         value.setdefault("time0", 0)
-        fields = fast_row_fields(value)
-        if fields is not None:
+        fast = _fast_row(value)
+        if fast is not None:
             exact = _validate_exact(value)
-            assert _same_value(list(fields[1:8]), [exact.index, exact.payload, exact.id,
+            assert _same_value([fast.index, fast.payload, fast.id, fast.name, fast.has_name,
+                fast.turn, fast.step], [exact.index, exact.payload, exact.id,
                 exact.name, exact.has_name, exact.turn, exact.step])  # fmt: skip
     try:
         event = orjson.loads(stream)

@@ -29,7 +29,8 @@ from pytest_dsh_replay import (
     SessionStoreError,
     load_scenario,
 )
-from pytest_dsh_replay._format.events import MAX_SAFE_INTEGER, SessionHeader
+from pytest_dsh_replay._format.events import SessionHeader
+from pytest_dsh_replay._format.json_values import MAX_SAFE_INTEGER
 from pytest_dsh_replay._scripts.loading import scenario_files
 from pytest_dsh_replay._scripts.scenario import load_session_script, locale_sort_key
 from pytest_dsh_replay._store.backends.sqlite import SqliteBackend

@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_dsh_replay import SessionForkError, SessionLogError, SessionStoreError
+from pytest_dsh_replay._format.events import SessionLog
 from pytest_dsh_replay._format.jsonl import parse_session_log
 from pytest_dsh_replay._store.backends.base import SessionBackend
 from pytest_dsh_replay._store.backends.jsonl import (
@@ -503,6 +504,7 @@ def test_completed_turn_prefix(store: SessionStore) -> None:
     assert prefix is not None
     assert prefix[0] is not s.events[0]
     assert completed_turn_prefix(list(s.events)) == prefix
+    assert completed_turn_prefix(SessionLog(s.header, list(s.events))) == prefix  # a tuple too
 
 
 def _assistant_call(call_id: str) -> dict[str, Any]:

@@ -1,0 +1,364 @@
+"""JSON values as JavaScript reads them: the one place for what "lossless" means.
+
+The dsh harness and runtime are JavaScript. A parsed JSON value reads back the same there
+only when its integers are *safe* (``|n| <= 2**53 - 1``) and its floats finite; the
+session store is stricter still for the data it is given to write (no ``-0.0``, no lone
+surrogates, plain ``dict``/``list``/scalar types only). This module holds those rules and
+the small helpers every layer uses to apply them and to word messages about them:
+
+- numbers: :func:`is_safe_integer`, :func:`as_safe_integer`, :func:`is_count`,
+  :func:`is_json_number`;
+- whole values: :func:`is_lossless` and its C-speed precheck :func:`surely_lossless`
+  (parsed values, the runtime's rule), :func:`json_copy` (any Python value, the store's
+  rule, with an error naming the offending path), :func:`plain_json` (never an error:
+  what a value is closest to in lossless JSON);
+- messages: :func:`describe_json`, :func:`js_string`, :func:`js_json`;
+- :data:`ABSENT`, the one "no value here" sentinel (a key that is not there, which is not
+  the same as JSON ``null``).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final
+
+import orjson
+
+from .._errors import SessionStoreError
+
+__all__ = [
+    "ABSENT",
+    "MAX_SAFE_INTEGER",
+    "Absent",
+    "as_safe_integer",
+    "describe_json",
+    "is_count",
+    "is_json_number",
+    "is_lossless",
+    "is_safe_integer",
+    "js_json",
+    "js_string",
+    "json_copy",
+    "plain_json",
+    "surely_lossless",
+]
+
+
+class Absent(enum.Enum):
+    """The type of :data:`ABSENT` (an enum, so a type checker narrows ``x is ABSENT``)."""
+
+    ABSENT = "ABSENT"
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Final = Absent.ABSENT
+"""A value that is not there: a missing key, a field a line leaves out.
+
+Not JSON ``null``, which is a value. Compare with ``is``; annotate as ``T | Absent``.
+"""
+
+MAX_SAFE_INTEGER: Final[int] = 2**53 - 1
+"""The largest integer a JavaScript number holds exactly (``Number.MAX_SAFE_INTEGER``)."""
+
+
+# --- numbers -------------------------------------------------------------------------------
+
+
+def is_safe_integer(value: object) -> bool:
+    """Tell whether ``value`` is a JavaScript safe integer (``Number.isSafeInteger``).
+
+    Args:
+        value: Any parsed JSON value.
+
+    Returns:
+        ``True`` for an ``int`` (not ``bool``) or an integral ``float`` with
+        ``|value| <= 2**53 - 1``; ``False`` otherwise. JSON ``3.0`` is an integer in
+        JavaScript, so it counts.
+    """
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+    if isinstance(value, float):
+        return math.isfinite(value) and value.is_integer() and abs(value) <= MAX_SAFE_INTEGER
+    return False
+
+
+def as_safe_integer(value: object) -> int | None:
+    """Return ``value`` as an ``int`` when :func:`is_safe_integer` holds, else ``None``."""
+    if not is_safe_integer(value):
+        return None
+    assert isinstance(value, int | float)
+    return int(value)
+
+
+def is_count(value: object) -> bool:
+    """Tell whether ``value`` is a non-negative safe integer and not ``-0.0``.
+
+    The rule of counts, indexes and times that may not be negative (``createdAt``,
+    ``delegationDepth``, ``seedLength``, a stream run's ``index``).
+    """
+    return (
+        is_safe_integer(value)
+        and value >= 0  # type: ignore[operator]
+        and not (isinstance(value, float) and math.copysign(1.0, value) < 0)
+    )
+
+
+def is_json_number(value: object) -> bool:
+    """Tell whether ``value`` is a JSON number as parsed: an ``int`` or ``float``, not ``bool``."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+# --- whole values ----------------------------------------------------------------------------
+
+
+def is_lossless(value: Any) -> bool:
+    """Tell whether a parsed JSON value reads back unchanged in JavaScript.
+
+    The dsh runtime's rule for a raw stream chunk: every integer is safe and every float
+    finite, at any depth. Meant for values a JSON parser produced (string keys, plain
+    types); for values built by code use :func:`json_copy`, which is stricter.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        cls = item.__class__
+        if cls is dict:
+            stack.extend(item.values())
+        elif cls is list:
+            stack.extend(item)
+        elif (cls is int and not is_safe_integer(item)) or (
+            cls is float and not math.isfinite(item)
+        ):
+            return False
+    return True
+
+
+def surely_lossless(value: Any) -> bool:
+    """:func:`is_lossless`, decided in C where that is certain.
+
+    The serializer refuses unsafe integers; a non-finite float would be written as
+    ``null``, so a value whose text holds ``null`` anywhere gives ``False`` too, as does
+    anything the serializer refuses. ``True`` therefore implies :func:`is_lossless`;
+    ``False`` means "not certain": ask :func:`is_lossless`.
+    """
+    try:
+        return b"null" not in orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
+    except TypeError:  # orjson.JSONEncodeError included
+        return False
+
+
+def json_copy(value: Any, where: str) -> Any:
+    """Return a deep copy of ``value`` if it is lossless JSON, as the session store requires.
+
+    Lossless means what survives ``JSON.stringify`` / ``JSON.parse`` unchanged: ``None``,
+    ``bool``, strings without lone surrogates, safe integers, finite floats other than
+    ``-0.0``, lists and string-keyed dicts of those. Subclasses of ``str``, ``int`` and
+    ``float`` (enums and the like) are copied as the plain value.
+
+    Args:
+        value: Any Python value.
+        where: How messages name the value (``"user/message data"``); nested values are
+            named by their path below it (``data.items[2]``).
+
+    Returns:
+        The copy: plain ``dict``, ``list`` and scalar objects only.
+
+    Raises:
+        SessionStoreError: The value is not lossless JSON; the message names the path
+            of the first offending value and why (the store refuses what it cannot
+            read back the same).
+    """
+    if value.__class__ is dict or value.__class__ is list:
+        # The common case in C: a serializer that refuses lone surrogates, non-string
+        # keys and unsafe integers, then a parse. What it cannot refuse is caught after:
+        # -0.0 by its text, NaN and infinities (written as null), tuples and objects it
+        # serializes (enums, UUIDs, dates, dataclasses) by comparing the copy with the
+        # value. Anything doubtful takes the walk below, which names the problem.
+        try:
+            blob = orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
+        except TypeError:  # orjson.JSONEncodeError included
+            blob = b"-0.0"
+        if b"-0.0" not in blob:
+            copy = orjson.loads(blob)
+            if copy == value:
+                return copy
+    return _json_walk(value, where)
+
+
+def _not_lossless(where: str, why: str) -> SessionStoreError:
+    return SessionStoreError(f"{where} is not lossless JSON: {why}")
+
+
+def _walk_str(value: str, where: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _not_lossless(where, "a string holds a lone surrogate") from None
+    return value
+
+
+def _walk_scalar(value: Any, where: str) -> Any:
+    return value
+
+
+def _walk_int(value: int, where: str) -> int:
+    if not is_safe_integer(value):
+        raise _not_lossless(
+            where,
+            f"integer {value} is outside the safe range +-(2**53 - 1) a JSON reader keeps exactly",
+        )
+    return value
+
+
+def _walk_float(value: float, where: str) -> float:
+    if not math.isfinite(value):
+        raise _not_lossless(where, f"{value!r} has no JSON form")
+    if value == 0.0 and math.copysign(1.0, value) < 0:
+        raise _not_lossless(where, "-0.0 reads back as 0")
+    return value
+
+
+def _walk_dict(value: Mapping[Any, Any], where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        if k.__class__ is not str:
+            raise _not_lossless(where, f"object key {k!r} is not a string")
+        out[k] = _json_walk(v, f"{where}.{k}")
+    return out
+
+
+def _walk_list(value: list[Any], where: str) -> list[Any]:
+    return [_json_walk(v, f"{where}[{i}]") for i, v in enumerate(value)]
+
+
+_WALKERS: Final[dict[type, Callable[[Any, str], Any]]] = {
+    str: _walk_str,
+    type(None): _walk_scalar,
+    bool: _walk_scalar,
+    int: _walk_int,
+    float: _walk_float,
+    dict: _walk_dict,
+    list: _walk_list,
+}
+"""How :func:`_json_walk` copies a value of each exact JSON type."""
+
+
+def _json_walk(value: Any, where: str) -> Any:
+    """:func:`json_copy`, one value at a time (the slow path, which names a problem)."""
+    walker = _WALKERS.get(value.__class__)
+    if walker is not None:
+        return walker(value, where)
+    # Subclasses: containers are walked, scalars (enums and the like) give their plain value.
+    if isinstance(value, dict):
+        return _walk_dict(value, where)
+    if isinstance(value, list):
+        return _walk_list(value, where)
+    if isinstance(value, str):
+        return _walk_str(str.__str__(value), where)
+    if isinstance(value, int):
+        return _walk_int(int(value), where)
+    if isinstance(value, float):
+        return _walk_float(float(value), where)
+    raise _not_lossless(
+        where,
+        f"{type(value).__name__} values have no exact JSON form (use dict, list, str, int, "
+        "float, bool or None)",
+    )
+
+
+def plain_json(value: Any) -> Any:
+    """``value`` as the nearest JSON value, for logging what a caller sent: never an error.
+
+    ``None``, ``bool`` and strings stay; an integer outside the safe range becomes its
+    decimal string; a NaN or infinite float becomes ``None``; a mapping becomes a dict
+    with string keys (``str(key)``), a list or tuple a list; anything else its
+    ``str()``. Unlike :func:`json_copy` this keeps ``-0.0`` and strings as they are.
+    """
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return value if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else str(value)
+    if isinstance(value, float):
+        return value if value == value and value not in (math.inf, -math.inf) else None
+    if isinstance(value, Mapping):
+        return {str(k): plain_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_json(v) for v in value]
+    return str(value)
+
+
+# --- messages -------------------------------------------------------------------------------
+
+
+def describe_json(value: object) -> str:
+    """How a message names the kind of a parsed JSON value (``a string``, ``null``, ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _js_scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return str(int(value)) if abs(value) < 1e21 else repr(value)
+    if isinstance(value, int | float | str):
+        return str(value)
+    return "[object Object]"
+
+
+def js_string(value: Any) -> str:
+    """A parsed JSON value as JavaScript's ``String(value)`` (or a template literal) prints it.
+
+    ``null``, ``true``/``false``, integral numbers without a fraction (``3.0`` is ``3``),
+    strings as they are, objects as ``[object Object]``; arrays join their elements with
+    ``,`` (``null`` elements empty), nested arrays too, at any depth. Other floats print
+    as Python writes them, which matches JavaScript for the values logs hold.
+    """
+    if not isinstance(value, list):
+        return _js_scalar(value)
+    stack: list[tuple[Iterator[Any], list[str]]] = [(iter(value), [])]
+    while True:
+        items, parts = stack[-1]
+        for item in items:
+            if isinstance(item, list):
+                stack.append((iter(item), []))
+                break
+            parts.append("" if item is None else _js_scalar(item))
+        else:
+            stack.pop()
+            text = ",".join(parts)
+            if not stack:
+                return text
+            stack[-1][1].append(text)
+
+
+def js_json(value: Any) -> str:
+    """``value`` as ``JSON.stringify`` writes it: ``undefined`` for :data:`ABSENT`.
+
+    A value the serializer refuses reads ``[unprintable]``.
+    """
+    if value is ABSENT:
+        return "undefined"
+    try:
+        return orjson.dumps(value).decode("utf-8")
+    except TypeError:
+        return "[unprintable]"
