@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, Final
 from .._errors import ReplayBindingError, ReplayExhaustedError
 from .._scripts.entries import HangEntry
 from .._scripts.scenario import Scenario, SessionScript
-from .._wire.request import RequestView, opening_texts
 from .call import (
     BoundSession,
     ReplayCall,
@@ -40,6 +39,8 @@ from .call import (
 )
 from .matching import FirstMessage, shared_start, trim
 
+# The request view is imported where it is read (binding by content, error messages),
+# not here: replaying in first-call order never reads it, and it is a cold start's cost.
 if TYPE_CHECKING:
     import asyncio
 
@@ -80,12 +81,14 @@ class Binder:
     @staticmethod
     def first_message(messages: object) -> str | None:
         """The live request's opening user text, as messages quote it."""
+        from .._wire.request import opening_texts
+
         openings = opening_texts(messages)
         return openings[-1] if openings else None
 
     def choose(
         self,
-        request: RequestView,
+        request: Mapping[str, Any],
         *,
         parent: str | None,
         parent_script: SessionScript | None,
@@ -138,8 +141,11 @@ class Binder:
         free = [i for i in kids if not self.taken[i]]
         if not free:
             return f"{owner} {_all_bound([self.scripts[i].file for i in kids])}"
-        seeded = bool(request.seed) if seed_length is None else seed_length > 0
-        return self._match(free, request.openings, seeded, where)
+        from .._wire.request import RequestView  # only here: first-call order needs no view
+
+        view = RequestView.of(request)
+        seeded = bool(view.seed) if seed_length is None else seed_length > 0
+        return self._match(free, view.openings, seeded, where)
 
     def take(self, index: int) -> SessionScript:
         """Mark a script bound; return it."""
@@ -398,7 +404,7 @@ class LiveSessions:
         self._first[key] = list(messages) if messages.__class__ is list else messages
         live_parent = None if parent is None else self._bound.get(parent)
         found = self._binder.choose(
-            RequestView.of(request),
+            request,
             parent=parent,
             parent_script=None if live_parent is None else live_parent.script,
             seed_length=seed_length,
@@ -409,7 +415,7 @@ class LiveSessions:
     def _take(self, key: SessionKey, index: int) -> BoundSession:
         script = self._binder.take(index)
         flags = tuple(map(entry_has_placeholders, script.entries))
-        bound = BoundSession(key, index, script, flags)
+        bound = BoundSession(key, index, script, flags, self.lock)
         self._bound[key] = bound
         return bound
 

@@ -16,7 +16,6 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Mapping
-from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
@@ -24,7 +23,6 @@ from .._errors import PlaceholderError, ReplayCancelledError, ReplayedModelError
 from .._format.events import StreamChunk
 from .._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from .._scripts.scenario import SessionScript
-from .._wire.request import RequestView
 
 if TYPE_CHECKING:
     import asyncio
@@ -86,14 +84,23 @@ class BoundSession:
         "epoch",
         "index",
         "key",
+        "lock",
         "placeholders",
         "reading",
         "script",
         "waiters",
     )
 
-    def __init__(self, key: SessionKey, index: int, script: SessionScript, flags: tuple[bool, ...]):
+    def __init__(
+        self,
+        key: SessionKey,
+        index: int,
+        script: SessionScript,
+        flags: tuple[bool, ...],
+        lock: threading.Lock,
+    ):
         self.key = key
+        self.lock = lock  # the live sessions' lock: it guards the cursor and the waiters
         self.index = index
         self.script = script
         self.entries = script.entries
@@ -126,7 +133,6 @@ def wake_all(waiters: list[_Waiter]) -> None:
         _wake(waiter)
 
 
-@dataclass(frozen=True, slots=True)
 class Pacing:
     """How a replay model's calls wait: the pause before each chunk and the wait functions.
 
@@ -136,18 +142,31 @@ class Pacing:
         asleep: The awaitable wait of paced async calls (``None``: ``asyncio.sleep``).
         default_sleep: ``sleep`` is ``time.sleep``: a cancel ends the wait at once.
         default_asleep: ``asleep`` is ``asyncio.sleep`` (or unset): the same.
-        lock: The model's lock, which guards the sessions' waiters.
         workdir: Where relative ``readyFile`` paths resolve (``None``: the working
             directory when the file is written).
     """
 
-    pace_s: float
-    sleep: Callable[[float], object]
-    asleep: Callable[[float], Awaitable[object]] | None
-    default_sleep: bool
-    default_asleep: bool
-    lock: threading.Lock
-    workdir: os.PathLike[str] | str | None
+    __slots__ = ("asleep", "default_asleep", "default_sleep", "pace_s", "sleep", "workdir")
+
+    def __init__(
+        self,
+        pace_s: float = 0.0,
+        sleep: Callable[[float], object] = time.sleep,
+        asleep: Callable[[float], Awaitable[object]] | None = None,
+        default_sleep: bool = True,
+        default_asleep: bool = True,
+        workdir: os.PathLike[str] | str | None = None,
+    ):
+        self.pace_s = pace_s
+        self.sleep = sleep
+        self.asleep = asleep
+        self.default_sleep = default_sleep
+        self.default_asleep = default_asleep
+        self.workdir = workdir
+
+
+NO_PACING: Final = Pacing()
+"""No pause before chunks, the default waits, ready files in the working directory."""
 
 
 class ReplayCall:
@@ -217,7 +236,8 @@ class ReplayCall:
         return ReplayCancelledError(f"{self.describe()} was cancelled{during}")
 
     def _resolve(self, value: Any) -> Any:
-        from .placeholders import resolve_placeholders  # only for calls that hold one
+        from .._wire.request import RequestView  # only for calls that hold a placeholder
+        from .placeholders import resolve_placeholders
 
         try:
             return resolve_placeholders(value, RequestView.of(self.request or {}))
@@ -307,9 +327,9 @@ class ReplayCall:
             if not isinstance(step, _Pause):
                 yield step
             elif step is _HANG:
-                await self._await_cancelled(pacing.lock, None)
+                await self._await_cancelled(None)
             elif pacing.default_asleep:
-                if await self._await_cancelled(pacing.lock, pacing.pace_s):
+                if await self._await_cancelled(pacing.pace_s):
                     raise self.cancelled_error(" while pacing")
             else:
                 assert pacing.asleep is not None
@@ -354,9 +374,9 @@ class ReplayCall:
             if not isinstance(step, _Pause):
                 yield step
             elif step is _HANG:
-                self._wait_cancelled(pacing.lock, None)
+                self._wait_cancelled(None)
             elif pacing.default_sleep:
-                if self._wait_cancelled(pacing.lock, pacing.pace_s):
+                if self._wait_cancelled(pacing.pace_s):
                     raise self.cancelled_error(" while pacing")
             else:
                 pacing.sleep(pacing.pace_s)
@@ -408,7 +428,7 @@ class ReplayCall:
 
     # --- waiting until cancelled --------------------------------------------------------
 
-    def _wait_cancelled(self, lock: threading.Lock, timeout: float | None) -> bool:
+    def _wait_cancelled(self, timeout: float | None) -> bool:
         """Block until the call is cancelled (True) or ``timeout`` seconds pass (False)."""
         bound = self.bound
         assert bound is not None
@@ -425,6 +445,7 @@ class ReplayCall:
                 if flag.wait(step) or bound.epoch != self.epoch:
                     return True
         event = threading.Event()
+        lock = bound.lock
         with lock:
             if self.cancelled():
                 return True
@@ -436,7 +457,7 @@ class ReplayCall:
                 bound.waiters.discard(event)
         return self.cancelled()
 
-    async def _await_cancelled(self, lock: threading.Lock, timeout: float | None) -> bool:
+    async def _await_cancelled(self, timeout: float | None) -> bool:
         """Wait until the call is cancelled (True) or ``timeout`` seconds pass (False).
 
         Task cancellation propagates as :class:`asyncio.CancelledError`.
@@ -448,6 +469,7 @@ class ReplayCall:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         waiter = (loop, future)
+        lock = bound.lock
         with lock:
             if self.cancelled():
                 return True

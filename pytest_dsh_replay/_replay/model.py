@@ -50,7 +50,7 @@ from .._scripts.builder import last_user_text
 from .._scripts.loading import load_scenario
 from .._scripts.scenario import Scenario
 from .binding import RERECORD, LiveSessions, ReplayBinding
-from .call import Pacing, ReplayCall
+from .call import NO_PACING, Pacing
 
 if TYPE_CHECKING:
     import asyncio
@@ -101,17 +101,17 @@ class ReplayModel:
         self._scripts = scenario.scripts
         self._pace_ms = pace_ms
         self._sessions = LiveSessions(scenario, paced=pace_ms > 0)
-        self._pacing = Pacing(
-            pace_s=pace_ms / 1000,
-            sleep=sleep,
-            asleep=asleep,
-            default_sleep=sleep is time.sleep,
-            # asyncio is imported by the first astream() call, not here (a cold start cost).
-            default_asleep=asleep is None
-            or asleep is getattr(sys.modules.get("asyncio"), "sleep", None),
-            lock=self._sessions.lock,
-            workdir=None if workdir is None else Path(workdir),
-        )
+        self._pacing = NO_PACING
+        if pace_ms or sleep is not time.sleep or asleep is not None or workdir is not None:
+            self._pacing = Pacing(
+                pace_ms / 1000,
+                sleep,
+                asleep,
+                sleep is time.sleep,
+                # asyncio is imported by the first astream() call, not here (a cold start).
+                asleep is None or asleep is getattr(sys.modules.get("asyncio"), "sleep", None),
+                None if workdir is None else Path(workdir),
+            )
         self._gate: OrderGate | None = None
 
     # --- public state ------------------------------------------------------------------
@@ -200,10 +200,15 @@ class ReplayModel:
             raise TypeError(
                 f"stream(cancel=...) takes a threading.Event, got {type(cancel).__name__}"
             )
-        call = self._call(request, session_id, parent_session_id, cancel, seed_length, by_content)
-        if self._gate is None or call.order is None:
+        if request.__class__ is not dict and not isinstance(request, Mapping):
+            raise _not_a_request(request)
+        gate = self._gate
+        call = self._sessions.admit(
+            request, session_id, parent_session_id, cancel, seed_length, by_content, gate
+        )
+        if gate is None or call.order is None:
             return call.stream(self._pacing)
-        return self._gate.ordered(call, call.stream(self._pacing))
+        return gate.ordered(call, call.stream(self._pacing))
 
     def astream(
         self,
@@ -246,10 +251,15 @@ class ReplayModel:
                 "astream(cancel=...) takes an asyncio.Event (or cancel the task, or call "
                 f"model.cancel(session_id)), got {type(cancel).__name__}"
             )
-        call = self._call(request, session_id, parent_session_id, cancel, seed_length, by_content)
-        if self._gate is None or call.order is None:
+        if request.__class__ is not dict and not isinstance(request, Mapping):
+            raise _not_a_request(request)
+        gate = self._gate
+        call = self._sessions.admit(
+            request, session_id, parent_session_id, cancel, seed_length, by_content, gate
+        )
+        if gate is None or call.order is None:
             return call.astream(self._pacing)
-        return self._gate.aordered(call, call.astream(self._pacing))
+        return gate.aordered(call, call.astream(self._pacing))
 
     def keep_recorded_order(self, *, timeout: float = 10.0, max_gap: float = 0.5) -> bool:
         """Serve concurrent sessions' calls in the recorded order (the dsh runtime's children).
@@ -311,20 +321,8 @@ class ReplayModel:
                 problems=problems,
             )
 
-    # --- calls -------------------------------------------------------------------------
 
-    def _call(
-        self,
-        request: Mapping[str, Any],
-        key: str | None,
-        parent: str | None,
-        flag: threading.Event | asyncio.Event | None,
-        seed_length: int | None = None,
-        by_content: bool = False,
-    ) -> ReplayCall:
-        if request.__class__ is not dict and not isinstance(request, Mapping):
-            raise TypeError(
-                "the model request must be a mapping with a 'messages' list, got "
-                f"{type(request).__name__}"
-            )
-        return self._sessions.admit(request, key, parent, flag, seed_length, by_content, self._gate)
+def _not_a_request(request: object) -> TypeError:
+    return TypeError(
+        f"the model request must be a mapping with a 'messages' list, got {type(request).__name__}"
+    )

@@ -97,7 +97,7 @@ def test_replaying_a_call_imports_neither_regex_nor_asyncio_nor_sqlite(tmp_path:
     for ``astream``, ``sqlite3`` only for a SQLite store; each costs milliseconds to
     import, which is most of a first chunk's time. Nor does it import what only other
     scenarios need: the override sidecar reader, the placeholder resolver, ``unicodedata``
-    (to order children).
+    (to order children), the request view (read to bind children by content).
     """
     from pytest_dsh_replay import MemoryBackend, RecordingModel, SessionStore, write_scenario
 
@@ -120,6 +120,7 @@ def test_replaying_a_call_imports_neither_regex_nor_asyncio_nor_sqlite(tmp_path:
         assert first["type"] == "text-delta", first
         lazy = ("regex", "asyncio", "sqlite3", "unicodedata")
         lazy += ("pytest_dsh_replay._scripts.override", "pytest_dsh_replay._replay.placeholders")
+        lazy += ("pytest_dsh_replay._wire",)  # the request view: only to bind by content
         print(sorted(m for m in lazy if m in sys.modules))
         """
     )
