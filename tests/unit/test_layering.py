@@ -182,3 +182,17 @@ def test_the_readme_module_map_matches_the_package_and_its_layers() -> None:
         listed = set(re.findall(r"`([a-z_.]+)`", row[3]))
         inside = set().union(*(_modules(root / p) for p in packages if (root / p).is_dir()))
         assert listed == inside, packages  # the modules column names each module
+
+
+def test_no_function_is_above_the_complexity_limit() -> None:
+    """The project's McCabe limit (ruff's C901, ``max-complexity`` in pyproject.toml)."""
+    pytest.importorskip("ruff")
+    command = [sys.executable, "-m", "ruff", "check", "--select", "C901", "--output-format"]
+    result = subprocess.run(
+        [*command, "concise", "pytest_dsh_replay", "tests", "benchmarks"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,238 @@
+"""CPU instructions per unit of work, counted by valgrind's callgrind: an A/B on a noisy machine.
+
+Timings on a shared machine move by 10 to 40 % between runs; instruction counts do not
+(the same code, inputs and interpreter give the same count, whatever else runs). Each
+workload runs twice in a fresh interpreter under ``valgrind --tool=callgrind``, once with
+``small`` units of work and once with ``large``; the difference divided by
+``large - small`` is what one unit costs, so start-up and warm-up cancel out:
+
+- ``load``: loading every scenario of the corpus (one pass);
+- ``replay``: replaying every call of the corpus through ``ReplayModel.stream``, a new
+  model per scenario (one pass), and ``areplay`` the same through ``astream``;
+- ``endpoint``: one 50-chunk streamed call of the ``openai`` SDK through
+  ``DshReplay.openai_client()`` (needs ``openai``);
+- ``first_chunk``: a fresh interpreter importing the package, loading a one-call scenario
+  and reading its first chunk, over one that only imports ``orjson`` (the floor).
+
+Compare two trees by pointing ``PYTHONPATH`` at each::
+
+    PYTHONPATH=. python3 benchmarks/bench_instructions.py
+    PYTHONPATH=/path/to/other/checkout python3 benchmarks/bench_instructions.py
+
+Prints one JSON line. Needs ``valgrind`` on the PATH; takes a few minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE.parent.parent / "shared" / "corpus" / "dsh-harness"
+
+_SCENARIOS = """
+import os, sys
+from pytest_dsh_replay import DshReplayError, load_scenario
+ROOT = sys.argv[1]
+DIRS = [os.path.join(ROOT, d) for d in sorted(os.listdir(ROOT))]
+DIRS = [d for d in DIRS if os.path.isdir(d)]
+"""
+
+WORKLOADS = {
+    "load": _SCENARIOS
+    + """
+def unit():
+    for d in DIRS:
+        try:
+            load_scenario(d)
+        except DshReplayError:
+            pass
+""",
+    "replay": _SCENARIOS
+    + """
+from pytest_dsh_replay import HangEntry, ReplayModel, ReplayedModelError
+LOADED = []
+for d in DIRS:
+    try:
+        LOADED.append(load_scenario(d))
+    except DshReplayError:
+        pass
+REQUEST = {"messages": [{"role": "user", "content": "hi"}]}
+def unit():
+    for scenario in LOADED:
+        model = ReplayModel(scenario)
+        for script in scenario.scripts:
+            for entry in script.entries:
+                stream = model.stream(REQUEST, session_id=script.file)
+                if isinstance(entry, HangEntry) or entry.has_placeholders:
+                    continue
+                try:
+                    for _ in stream:
+                        pass
+                except ReplayedModelError:
+                    pass
+""",
+    "areplay": _SCENARIOS
+    + """
+import asyncio
+from pytest_dsh_replay import HangEntry, ReplayModel, ReplayedModelError
+LOADED = []
+for d in DIRS:
+    try:
+        LOADED.append(load_scenario(d))
+    except DshReplayError:
+        pass
+REQUEST = {"messages": [{"role": "user", "content": "hi"}]}
+async def apass():
+    for scenario in LOADED:
+        model = ReplayModel(scenario)
+        for script in scenario.scripts:
+            for entry in script.entries:
+                stream = model.astream(REQUEST, session_id=script.file)
+                if isinstance(entry, HangEntry) or entry.has_placeholders:
+                    continue
+                try:
+                    async for _ in stream:
+                        pass
+                except ReplayedModelError:
+                    pass
+def unit():
+    asyncio.run(apass())
+""",
+    "endpoint": """
+import sys, tempfile
+from pathlib import Path
+from pytest_dsh_replay import DshReplay, SessionHeader, write_scenario
+class Log:
+    def __init__(self, header, events):
+        self.header, self.events = header, events
+def chunks(n):
+    deltas = [f"word{n}-{k} " for k in range(46)]
+    return [
+        {"type": "block-start", "index": 0, "blockType": "text"},
+        *({"type": "text-delta", "index": 0, "text": d} for d in deltas),
+        {"type": "block-end", "index": 0, "block": {"type": "text", "text": "".join(deltas)}},
+        {"type": "usage", "usage": {"inputTokens": 12, "outputTokens": 46}},
+        {"type": "finish", "reason": {"kind": "stop"}},
+    ]
+TMP = Path(tempfile.mkdtemp())
+CALLS = 200
+events = [
+    {"type": "assistant/chunk", "data": {"turn": n + 1, "step": 1, "chunk": c}}
+    for n in range(CALLS) for c in chunks(n)
+]
+write_scenario(TMP / "s", [Log(SessionHeader(id="s", created_at=1), events)])
+REPLAY = DshReplay.open(TMP / "s", workdir=TMP / "w", compare_logs=False)
+CLIENT = REPLAY.openai_client(max_retries=0)
+def unit():
+    stream = CLIENT.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], stream=True,
+        stream_options={"include_usage": True}, extra_headers={"x-dsh-session-id": "s"},
+    )
+    for _ in stream:
+        pass
+""",
+}
+
+_RUNNER = """
+{code}
+unit()  # warm: imports, caches, first bindings
+for _ in range(int(sys.argv[-1])):
+    unit()
+"""
+
+_FIRST_CHUNK = """
+import sys
+import pytest_dsh_replay
+if sys.argv[-1] == "floor":
+    import orjson
+else:
+    from pytest_dsh_replay import ReplayModel, load_scenario
+    model = ReplayModel(load_scenario(sys.argv[1]))
+    next(iter(model.stream({"messages": [{"role": "user", "content": "hi"}]})))
+"""
+
+
+def instructions(script: Path, args: list[str]) -> int:
+    """The instructions callgrind counts for one run of ``script``."""
+    with tempfile.TemporaryDirectory() as out:
+        done = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={out}/callgrind.out",
+                sys.executable,
+                str(script),
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"bench_instructions: {script.name} failed:\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def one_call_scenario(root: Path) -> Path:
+    """A scenario with one recorded call, as ``--dsh-record`` writes it."""
+    from pytest_dsh_replay import MemoryBackend, RecordingModel, SessionStore, write_scenario
+
+    class Scripted:
+        def stream(self, request: object, **kwargs: object) -> object:
+            yield {"type": "text-delta", "index": 0, "text": "hi"}
+            yield {"type": "finish", "reason": {"kind": "stop"}}
+
+    store = SessionStore(MemoryBackend())
+    model = RecordingModel(Scripted(), store)
+    list(model.stream({"messages": [{"role": "user", "content": "hi"}]}))
+    model.close_open_calls()
+    write_scenario(root / "one", store.sessions())
+    return root / "one"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--small", type=int, default=1, help="units in the short run (1)")
+    parser.add_argument("--large", type=int, default=4, help="units in the long run (4)")
+    parser.add_argument(
+        "--workloads", default="load,replay,areplay,endpoint,first_chunk", help="which ones"
+    )
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit("bench_instructions: valgrind is not on the PATH")
+    result: dict[str, object] = {"benchmark": "instructions"}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for name in args.workloads.split(","):
+            script = root / f"{name}.py"
+            if name == "first_chunk":
+                script.write_text(textwrap.dedent(_FIRST_CHUNK))
+                scenario = str(one_call_scenario(root))
+                ours = instructions(script, [scenario, "first"])
+                floor = instructions(script, [scenario, "floor"])
+                result[name] = {"over_floor": ours - floor, "floor": floor}
+                continue
+            script.write_text(_RUNNER.format(code=WORKLOADS[name]))
+            extra = [str(args.corpus)] if name != "endpoint" else []
+            small = instructions(script, [*extra, str(args.small)])
+            large = instructions(script, [*extra, str(args.large)])
+            result[name] = {"per_unit": (large - small) // (args.large - args.small)}
+    result["pythonpath"] = os.environ.get("PYTHONPATH", "")
+    result["python"] = platform.python_version()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
