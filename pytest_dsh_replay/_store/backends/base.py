@@ -26,30 +26,26 @@ __all__ = ["MemoryBackend", "SessionBackend", "StoredLog"]
 class StoredLog:
     """A session as a backend read it back: its committed, repaired prefix.
 
-    Satisfies :class:`~pytest_dsh_replay._format.events.SessionLike`: ``header`` and
-    ``events`` are the log's.
+    Satisfies :class:`~pytest_dsh_replay._format.events.SessionLike` (``header`` and
+    ``events``); :attr:`log` is the two as the one log type.
 
     Attributes:
-        log: The stored header (its ``seedLength`` and ``createdAt`` as stored) and the
-            logical events, seqs contiguous from 0; a torn tail is already cut off
-            (closers for an interrupted turn are *not* added here, the store does).
+        header: The stored header (its ``seedLength`` and ``createdAt`` as stored).
+        events: The logical events, seqs contiguous from 0; a torn tail is already cut
+            off (closers for an interrupted turn are *not* added here, the store does).
         source: Where it was read from, for messages (a file, or ``<store>#<id>``).
         repaired: Whether a torn tail was cut off (and, on disk, removed).
     """
 
-    log: SessionLog
+    header: SessionHeader
+    events: list[Event]
     source: str
     repaired: bool = False
 
     @property
-    def header(self) -> SessionHeader:
-        """The stored header."""
-        return self.log.header
-
-    @property
-    def events(self) -> list[Event]:
-        """The stored logical events."""
-        return self.log.events
+    def log(self) -> SessionLog:
+        """The header and events as a :class:`~pytest_dsh_replay._format.events.SessionLog`."""
+        return SessionLog(self.header, self.events)
 
 
 @runtime_checkable
@@ -141,7 +137,7 @@ class MemoryBackend:
             if stored is None:
                 return None
             events: list[Event] = orjson.loads(orjson.dumps(stored.events))
-            return StoredLog(SessionLog(stored.header, events), f"<memory>#{session_id}")
+            return StoredLog(stored.header, events, f"<memory>#{session_id}")
 
     def session_ids(self) -> list[str]:
         """The stored ids, in the order they were first written."""

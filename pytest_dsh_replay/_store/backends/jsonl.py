@@ -400,7 +400,7 @@ class JsonlBackend:
                 raise SessionStoreError(
                     f"cannot repair the torn tail of session log {path}: {err}"
                 ) from None
-        return StoredLog(scan.log, source, repaired=cut is not None)
+        return StoredLog(*scan.log, source, repaired=cut is not None)
 
     def close(self) -> None:
         """Nothing to release: every write opens and closes its file."""

@@ -371,7 +371,7 @@ class SqliteBackend:
                 )
         source = f"{self._source}#{session_id}"
         log = SessionLog(header, expand_records(records))
-        return StoredLog(log, source, repaired=torn is not None)
+        return StoredLog(*log, source, repaired=torn is not None)
 
     def _transaction(self, body: Any) -> None:
         if self.read_only:

@@ -450,3 +450,20 @@ def test_any_batches_round_trip(
         again = SessionStore(make(Path(d)))
         assert list(again.load("s").events) == events
         again.close()
+
+
+def test_a_stored_log_is_built_and_read_as_before_and_is_one_log() -> None:
+    # StoredLog is public: a backend of one's own builds it from a header and events.
+    from pytest_dsh_replay import SessionHeader, StoredLog
+
+    header = SessionHeader(id="s", created_at=1)
+    events = [{"type": "user/message", "seq": 0, "time": 1, "data": {}}]
+    stored = StoredLog(header, events, "<mine>#s")
+    assert (stored.header, stored.events, stored.source, stored.repaired) == (
+        header,
+        events,
+        "<mine>#s",
+        False,
+    )
+    log_header, log_events = stored.log
+    assert (log_header, log_events) == (header, events)
