@@ -47,6 +47,21 @@ DIRS = [os.path.join(ROOT, d) for d in sorted(os.listdir(ROOT))]
 DIRS = [d for d in DIRS if os.path.isdir(d)]
 """
 
+# The corpus loaded once, for the replay workloads, and the request every call sends.
+_LOADED = (
+    _SCENARIOS
+    + """
+from pytest_dsh_replay import HangEntry, ReplayModel, ReplayedModelError
+LOADED = []
+for d in DIRS:
+    try:
+        LOADED.append(load_scenario(d))
+    except DshReplayError:
+        pass
+REQUEST = {"messages": [{"role": "user", "content": "hi"}]}
+"""
+)
+
 WORKLOADS = {
     "load": _SCENARIOS
     + """
@@ -57,16 +72,8 @@ def unit():
         except DshReplayError:
             pass
 """,
-    "replay": _SCENARIOS
+    "replay": _LOADED
     + """
-from pytest_dsh_replay import HangEntry, ReplayModel, ReplayedModelError
-LOADED = []
-for d in DIRS:
-    try:
-        LOADED.append(load_scenario(d))
-    except DshReplayError:
-        pass
-REQUEST = {"messages": [{"role": "user", "content": "hi"}]}
 def unit():
     for scenario in LOADED:
         model = ReplayModel(scenario)
@@ -81,17 +88,9 @@ def unit():
                 except ReplayedModelError:
                     pass
 """,
-    "areplay": _SCENARIOS
+    "areplay": _LOADED
     + """
 import asyncio
-from pytest_dsh_replay import HangEntry, ReplayModel, ReplayedModelError
-LOADED = []
-for d in DIRS:
-    try:
-        LOADED.append(load_scenario(d))
-    except DshReplayError:
-        pass
-REQUEST = {"messages": [{"role": "user", "content": "hi"}]}
 async def apass():
     for scenario in LOADED:
         model = ReplayModel(scenario)
