@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         SessionForkError,
         SessionLogError,
         SessionStoreError,
+        UnservedRouteError,
     )
     from ._fixture.dsh_replay import DshReplay
     from ._format.chunk_rows import decode_storage_record, pack_chunk_runs
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
     from ._store.store import SessionStore
 
 # In plain sorted order (the constants among the classes), as test_layering checks.
-__all__ = [  # noqa: RUF022
+__all__ = [
     "ChunksEntry",
     "DshReplay",
     "DshReplayError",
@@ -109,6 +110,7 @@ __all__ = [  # noqa: RUF022
     "StoredLog",
     "StreamChunk",
     "ThrowEntry",
+    "UnservedRouteError",
     "completed_turn_prefix",
     "decode_storage_record",
     "derive_replay_script",
@@ -149,6 +151,7 @@ _MODULE_OF: dict[str, str] = {
     "ReplayExhaustedError": "_errors",
     "ReplayModel": "_replay.model",
     "ReplayOrderError": "_errors",
+    "UnservedRouteError": "_errors",
     "ReplayedModelError": "_errors",
     "Scenario": "_scripts.scenario",
     "ScenarioError": "_errors",

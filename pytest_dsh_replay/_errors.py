@@ -20,6 +20,7 @@ shares, so code that already catches ``ValueError`` or ``RuntimeError`` keeps wo
     ├── ReplayedModelError(RuntimeError)       a recorded ``throw`` entry, replayed
     ├── ReplayCancelledError(RuntimeError)     a replayed call was cancelled
     ├── ReplayOrderError(RuntimeError)         concurrent sessions left the recorded order
+    ├── UnservedRouteError(LookupError)        a client called a route the endpoint does not serve
     └── RecordingError(RuntimeError)           a recording could not be written
 
 Messages follow one form: where (file:line, session, call), what was expected, what was
@@ -51,6 +52,7 @@ __all__ = [
     "SessionForkError",
     "SessionLogError",
     "SessionStoreError",
+    "UnservedRouteError",
 ]
 
 
@@ -283,6 +285,15 @@ class ReplayOrderError(DshReplayError, RuntimeError):
     The recording shows calls of other sessions starting or ending before this call
     ended; replay holds the call until they have, and gives up after a bounded wait:
     the agent did not make those calls (it took another path, or made fewer).
+    """
+
+
+class UnservedRouteError(DshReplayError, LookupError):
+    """A client called the model endpoint on a route it does not serve.
+
+    The endpoint answers such a call 404 with the routes it serves and the closest one
+    (docs/wires.md#unserved-routes); the test fails with this error at teardown, so a
+    client on an unsupported API shows what it asked for instead of a bare 404.
     """
 
 

@@ -37,13 +37,18 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
 
-from .._errors import DshReplayError, ReplayCancelledError, ReplayedModelError
+from .._errors import (
+    DshReplayError,
+    ReplayCancelledError,
+    ReplayedModelError,
+    UnservedRouteError,
+)
 from .._format.events import StreamChunk
 from .._format.reply import finish_failure
 from .._recording.proxy import Relay
-from .._wire.base import Encoder, Failure, Wire, WireError
-from .._wire.request import RequestView
-from .._wire.table import wire_for
+from .._wire.base import BadRequest, Encoder, Failure, Wire, WireError
+from .._wire.request import RequestView, answer_message
+from .._wire.table import closest_route, list_wire, served_routes, wire_for
 from .response import (
     CallCancel,
     DroppedConnection,
@@ -101,6 +106,10 @@ class ReplaySessions(Protocol):
         """Whether the next call of ``session_id`` may wait before its chunks end."""
         ...
 
+    def recorded_models(self) -> list[str]:
+        """The model names the recording used, sorted."""
+        ...
+
 
 def _pieces(data: bytes, dropped: bool) -> Iterator[bytes]:
     yield data
@@ -142,22 +151,20 @@ def _late_failure(encoder: Encoder, failure: Failure) -> bytes:
     return encoder.failure_event(failure)
 
 
-def _route(method: str, path: str) -> Wire | EndpointResponse:
-    """The wire a request speaks, or the HTTP error for a route the endpoint does not serve."""
-    wire = wire_for(path)
-    if wire is None:
-        return json_response(
-            404, {"error": {"message": f"no route {method} {path}", "type": "not_found"}}
-        )
-    if method.upper() != "POST":
-        return json_response(
-            405, {"error": {"message": f"{path} takes POST", "type": "invalid_request"}}
-        )
-    return wire
+def _unserved(method: str, path: str) -> tuple[UnservedRouteError, EndpointResponse]:
+    """The error and 404 for a route the endpoint does not serve (docs/wires.md#unserved-routes)."""
+    served = served_routes()
+    closest = closest_route(method, path)
+    message = f"{method.upper()} {path.split('?', 1)[0]} is not served"
+    if closest is not None:
+        message += f" (the closest is {closest})"
+    message += f"; served: {', '.join(served)}"
+    body = {"error": {"message": message, "type": "not_found", "code": "unserved_route"}}
+    return UnservedRouteError(message), json_response(404, body, [("x-should-retry", "false")])
 
 
-def _parse(body: bytes) -> RequestView | EndpointResponse:
-    """The request body's view, or the HTTP error for a body that is not a JSON object."""
+def _parse(body: bytes) -> dict[str, Any] | EndpointResponse:
+    """The request body, or the HTTP error for a body that is not a JSON object."""
     try:
         request = orjson.loads(body or b"null")
     except orjson.JSONDecodeError as err:
@@ -166,13 +173,13 @@ def _parse(body: bytes) -> RequestView | EndpointResponse:
     if not isinstance(request, dict):
         message = "the body must be a JSON object"
         return json_response(400, {"error": {"message": message, "type": "invalid_request_error"}})
-    return RequestView(request)
+    return request
 
 
 class _Call:
     """One HTTP call being answered: its wire, request, route and what it is called."""
 
-    __slots__ = ("cancel", "id", "model", "request", "route", "wire")
+    __slots__ = ("answer_id", "cancel", "chunks", "id", "model", "request", "route", "wire")
 
     def __init__(
         self, wire: Wire, request: RequestView, route: Route, number: int, cancel: CallCancel
@@ -183,6 +190,9 @@ class _Call:
         self.cancel = cancel
         self.model = str(request.get("model") or "dsh-replay")
         self.id = wire.call_id(number)
+        self.answer_id = self.id  # what a later request names this answer by
+        # the chunks served, kept when the wire continues answers by id
+        self.chunks: list[StreamChunk] | None = [] if wire.remembers else None
 
     def encoder(self, replay_state: Any = None) -> Encoder:
         state = replay_state if isinstance(replay_state, Mapping) else None
@@ -222,6 +232,9 @@ class Endpoint:
         self._cancels: set[CallCancel] = set()
         self._closed = False
         self._count = 0
+        # call id -> the conversation it answered, its answer last (wires that remember)
+        self._served: dict[str, list[Any]] = {}
+        self._models: dict[str, None] = {}  # the models requested, in order
 
     @classmethod
     def replaying(cls, replay: ReplayModel, *, model: StreamingModel | None = None) -> Endpoint:
@@ -273,16 +286,28 @@ class Endpoint:
         Returns:
             The response; its body streams while the caller reads it.
         """
-        wire = _route(method, path)
-        if isinstance(wire, EndpointResponse):
-            return wire
+        wire = wire_for(path)
+        if wire is not None and method.upper() != "POST":
+            return json_response(
+                405, {"error": {"message": f"{path} takes POST", "type": "invalid_request"}}
+            )
+        if wire is None:
+            return (
+                self._get(path, headers)
+                if method.upper() == "GET"
+                else self._unserved(method, path)
+            )
         if self._closed:
             return json_response(
                 503, {"error": {"message": "the test has ended", "type": "unavailable"}}
             )
-        request = _parse(body)
-        if isinstance(request, EndpointResponse):
-            return request
+        body_json = _parse(body)
+        if isinstance(body_json, EndpointResponse):
+            return body_json
+        try:
+            request = RequestView(wire.canonical(body_json, path=path, history=self))
+        except BadRequest as refused:
+            return _error_response(refused.error)
         try:
             route = self.router.route(headers, request)
             parent = self._parent(route, request)
@@ -291,12 +316,47 @@ class Endpoint:
         with self._lock:
             self._count += 1
             number = self._count
+            self._models[str(request.get("model") or "")] = None
         call = _Call(wire, request, route, number, CallCancel(probe, timeout))
-        relay = None if self.replay else Relay(wire, body, headers)
+        relay = None if self.replay else Relay(wire, body, headers, path)
         response = self._answer(call, parent, relay)
         if response.drop or response.status != 200:
             self.router.answered(route.session_id, failed=True)
         return response
+
+    def _get(self, path: str, headers: Mapping[str, str]) -> EndpointResponse:
+        """A ``GET``: a wire's model list (docs/wires.md#model-lists), else a 404."""
+        wire = list_wire(path, headers)
+        if wire is None:
+            return self._unserved("GET", path)
+        return json_response(200, wire.model_list(self.model_names()))
+
+    def _unserved(self, method: str, path: str) -> EndpointResponse:
+        error, response = _unserved(method, path)
+        self._keep(error)
+        return response
+
+    def model_names(self) -> list[str]:
+        """The models the model lists show: the recording's, else those requested so far.
+
+        Returns:
+            Sorted names; ``["dsh-replay"]`` when neither says any.
+        """
+        names = self.sessions.recorded_models() if self.sessions is not None else []
+        if not names:
+            with self._lock:
+                names = sorted(name for name in self._models if name)
+        return names or ["dsh-replay"]
+
+    def conversation(self, call_id: str) -> list[Any] | None:
+        """The messages an answer served in this test continued, its answer last.
+
+        Only answers on wires that continue by id (:attr:`~.._wire.base.Wire.remembers`)
+        are kept; ``None`` for any other id.
+        """
+        with self._lock:
+            messages = self._served.get(call_id)
+        return None if messages is None else list(messages)
 
     def _answer(self, call: _Call, parent: str | None, relay: Relay | None) -> EndpointResponse:
         route = call.route
@@ -313,7 +373,7 @@ class Endpoint:
         whole = sessions is not None and not sessions.may_wait(route.session_id)
         chunks = iter(self.model.stream(call.request, **kwargs))
         if relay is not None:
-            relayed, head = self._relayed(route, relay, chunks)
+            relayed, head = self._relayed(call, relay, chunks)
             if relayed is not None:
                 return relayed
             chunks = itertools.chain(head, chunks)
@@ -349,7 +409,7 @@ class Endpoint:
     # --- the recording proxy's answer --------------------------------------------------
 
     def _relayed(
-        self, route: Route, relay: Relay, chunks: Iterator[StreamChunk]
+        self, call: _Call, relay: Relay, chunks: Iterator[StreamChunk]
     ) -> tuple[EndpointResponse | None, list[StreamChunk]]:
         """A recording proxy's answer, byte for byte (``None``: the model did not relay).
 
@@ -375,13 +435,13 @@ class Endpoint:
                 return json_response(502, body, [("x-should-retry", "false")]), []
             return None, [] if first is None else [first]
         if relay.status >= 400:
-            self.router.answered(route.session_id, failed=True)
-        raw = self._relay_body(route, relay, first, chunks)
+            self.router.answered(call.route.session_id, failed=True)
+        raw = self._relay_body(call, relay, first, chunks)
         return EndpointResponse(relay.status, relay.response_headers, raw), []
 
     def _relay_body(
         self,
-        route: Route,
+        call: _Call,
         relay: Relay,
         first: StreamChunk | None,
         chunks: Iterator[StreamChunk],
@@ -391,8 +451,12 @@ class Endpoint:
         try:
             for chunk in chunks if first is None else itertools.chain((first,), chunks):
                 data = relay.take()
+                if call.chunks is not None:
+                    call.chunks.append(chunk)
                 if chunk.get("type") == "finish" and relay.status < 400:
-                    self._answered(route, chunk, [])
+                    if relay.call_id:
+                        call.answer_id = relay.call_id  # the live provider's id
+                    self._answered(call, chunk, [])
                 if relay.ended:
                     held += data
                 elif data:
@@ -420,7 +484,8 @@ class Endpoint:
         failure = None if finish is None else _failure_of(finish)
         if failure is not None and failure.get("code") not in _IN_STREAM:
             return _failure_response(call.wire, failure)
-        self._answered(call.route, finish, _marks(collected))
+        call.chunks = collected if call.chunks is not None else None
+        self._answered(call, finish, _marks(collected))
         body = call.wire.whole(collected, model=call.model, call_id=call.id)
         return json_response(200, body)
 
@@ -447,7 +512,7 @@ class Endpoint:
         dropped = False
         for chunk in collected:
             try:
-                piece, done = self._encode(call.route, encoder, chunk)
+                piece, done = self._encode(call, encoder, chunk)
             except DroppedConnection:  # a transport failure after content: cut mid-body
                 dropped = True
                 break
@@ -463,15 +528,20 @@ class Endpoint:
                     out.append(encoder.failure_event(failure))
         return EndpointResponse(200, list(_SSE), _pieces(b"".join(out), dropped))
 
-    def _answered(self, route: Route, finish: Mapping[str, Any] | None, served: list[str]) -> None:
+    def _answered(self, call: _Call, finish: Mapping[str, Any] | None, served: list[str]) -> None:
         reason = finish.get("reason") if finish is not None else None
         kind = reason.get("kind") if isinstance(reason, Mapping) else None
+        failed = kind not in ("stop", "tool-calls", "max-tokens")
         self.router.answered(
-            route.session_id,
+            call.route.session_id,
             wants_tools=kind == "tool-calls",
-            failed=kind not in ("stop", "tool-calls", "max-tokens"),
+            failed=failed,
             served=tuple(served),
         )
+        if call.chunks is not None and not failed:
+            answered = [*call.request.messages, answer_message(call.chunks)]
+            with self._lock:
+                self._served[call.answer_id] = answered
 
     def _streamed(self, call: _Call, chunks: Iterator[StreamChunk]) -> EndpointResponse:
         """A streamed answer: its head is read now (a failure before content is an error)."""
@@ -510,7 +580,7 @@ class Endpoint:
             self._cancels.add(cancel)
         close = getattr(chunks, "close", None)
         try:
-            yield from self._events(call.route, encoder, head, chunks, cancel)
+            yield from self._events(call, encoder, head, chunks, cancel)
         except ReplayedModelError as error:
             self.router.answered(call.route.session_id, failed=True)
             yield _late_failure(encoder, {"message": error.message, "code": error.code})
@@ -529,7 +599,7 @@ class Endpoint:
 
     def _events(
         self,
-        route: Route,
+        call: _Call,
         encoder: Encoder,
         head: list[StreamChunk],
         chunks: Iterator[StreamChunk],
@@ -538,7 +608,7 @@ class Endpoint:
         """The stream's events: the head in one piece, then one piece per chunk."""
         pending = encoder.start()
         for chunk in head:
-            out, done = self._encode(route, encoder, chunk)
+            out, done = self._encode(call, encoder, chunk)
             pending += out
             if done:
                 yield pending
@@ -546,7 +616,7 @@ class Endpoint:
         yield pending
         cancel.touch()
         for chunk in chunks:
-            out, done = self._encode(route, encoder, chunk)
+            out, done = self._encode(call, encoder, chunk)
             if out:
                 yield out
                 cancel.touch()
@@ -555,15 +625,17 @@ class Endpoint:
                     pass
                 return
 
-    def _encode(self, route: Route, encoder: Encoder, chunk: StreamChunk) -> tuple[bytes, bool]:
+    def _encode(self, call: _Call, encoder: Encoder, chunk: StreamChunk) -> tuple[bytes, bool]:
+        if call.chunks is not None:
+            call.chunks.append(chunk)
         if chunk.get("type") != "finish":
             return encoder.feed(chunk), False
         failure = _failure_of(chunk)
         if failure is None or failure.get("code") in _FINISHING:
-            self._answered(route, chunk, encoder.marks())
+            self._answered(call, chunk, encoder.marks())
             reason = chunk.get("reason")
             return encoder.finish(reason if isinstance(reason, Mapping) else {}), True
-        self.router.answered(route.session_id, failed=True)
+        self.router.answered(call.route.session_id, failed=True)
         if failure.get("code") == "STREAM_CLOSED":
             return b"", True
         return _late_failure(encoder, failure), True

@@ -246,11 +246,11 @@ class OpenAICompatibleModel:
 
                 self._proxy_client = httpx_module().Client()
             client = self._proxy_client
-        url = relay.wire.upstream_url(self._upstream_bases.get(relay.wire.name, self.base_url))
+        base_url = self._upstream_bases.get(relay.wire.name, self.base_url)
         return proxy_stream(
             relay,
             client=client,
-            url=url,
+            base_url=base_url,
             api_key=self._api_key,
             model=self.model,
             timeout=self.timeout,

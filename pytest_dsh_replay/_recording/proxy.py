@@ -56,12 +56,19 @@ class Relay:
         wire: The wire the call speaks.
         body: The request body as the client sent it.
         headers: The request headers, lower-case names.
+        path: The path (and query) the client called.
+
+    Attributes:
+        call_id: The live provider's id of the answer, once its decoder read one
+            (``None`` when the wire's answers carry none).
     """
 
-    def __init__(self, wire: Wire, body: bytes, headers: Mapping[str, str]):
+    def __init__(self, wire: Wire, body: bytes, headers: Mapping[str, str], path: str = ""):
         self.wire = wire
         self.body = body
         self.headers = dict(headers)
+        self.path = path
+        self.call_id: str | None = None
         self.status = 0
         self.response_headers: list[tuple[str, str]] = []
         self.started = False
@@ -108,7 +115,7 @@ def proxy_stream(
     relay: Relay,
     *,
     client: Any,
-    url: str,
+    base_url: str,
     api_key: str,
     model: str | None,
     timeout: float,
@@ -119,7 +126,7 @@ def proxy_stream(
     Args:
         relay: The call (wire, body, headers) and where its answer goes.
         client: An ``httpx`` client (``httpx2`` with current SDKs).
-        url: The provider's URL for this route.
+        base_url: The provider's base URL for this wire (the wire joins the path).
         api_key: Sent in the wire's authentication headers.
         model: When set, replaces the body's ``"model"`` (the user asked for it).
         timeout: Seconds for connecting and for each read.
@@ -131,7 +138,8 @@ def proxy_stream(
         HTTP error or a network failure).
     """
     wire = relay.wire
-    body, headers = _outgoing(relay, api_key, model)
+    url, body = wire.upstream(base_url, relay.path, relay.body, model)
+    headers = _outgoing(relay, api_key)
     decoder = wire.decoder()
     try:
         with client.stream("POST", url, content=body, headers=headers, timeout=timeout) as answer:
@@ -159,17 +167,12 @@ def proxy_stream(
     yield from decoder.end()
 
 
-def _outgoing(relay: Relay, api_key: str, model: str | None) -> tuple[bytes, dict[str, str]]:
-    """The body and headers sent to the provider: the client's, the live key added."""
-    body = relay.body
-    if model is not None:
-        parsed = orjson.loads(body)
-        parsed["model"] = model
-        body = orjson.dumps(parsed)
+def _outgoing(relay: Relay, api_key: str) -> dict[str, str]:
+    """The headers sent to the provider: the client's, the live key added."""
     headers = {k: v for k, v in relay.headers.items() if k not in _NOT_FORWARDED}
     headers["accept-encoding"] = "identity"  # the bytes are relayed and decoded as they are
     headers.update(relay.wire.auth_headers(api_key))
-    return body, headers
+    return headers
 
 
 def _relay_events(
@@ -197,6 +200,7 @@ def _relay_events(
                 yield decoder.failed(failure)
                 return True
             yield from decoder.feed(event)
+            relay.call_id = decoder.response_id or relay.call_id
             if decoder.done:
                 relay.ended = True
         if relay.ended:

@@ -244,6 +244,7 @@ class LiveSessions:
         # live key -> its first request's messages (a shallow copy: the caller may add to
         # its list); the first message is read from them only for an error message.
         self._first: dict[SessionKey, object] = {}
+        self._models: list[str] | None = None
 
     # --- what the endpoint asks ---------------------------------------------------------
 
@@ -280,6 +281,20 @@ class LiveSessions:
                     raise self._binding_error(session_id, self._refused(session_id), found)
                 bound = found
             return _binding(bound)
+
+    def recorded_models(self) -> list[str]:
+        """The model names the recorded sessions used, sorted (read once, then kept).
+
+        Read from the logs on disk: each ``request/header``'s ``config.model`` and each
+        ``assistant/message``'s ``source.model`` (``"unknown"`` left out). A session
+        stored in SQLite, or a log that no longer reads, adds none.
+        """
+        with self.lock:
+            if self._models is None:
+                self._models = sorted(
+                    {name for script in self._scripts for name in _models_of(script)}
+                )
+            return list(self._models)
 
     def may_wait(self, session_id: str | None) -> bool:
         """Whether the next call of a live session may wait before its chunks end.
@@ -465,3 +480,35 @@ class LiveSessions:
             call_number=number,
             recorded=length,
         )
+
+
+def _models_of(script: SessionScript) -> set[str]:
+    """The model names one recorded session's log names (see ``recorded_models``)."""
+    from .._errors import DshReplayError
+    from .._format.jsonl import read_session_log
+
+    path = script.path
+    if path is None or "#" in script.file:
+        return set()
+    try:
+        events = read_session_log(path).events
+    except (OSError, DshReplayError):
+        return set()
+    names: set[str] = set()
+    for event in events:
+        data = event.get("data")
+        if not isinstance(data, Mapping):
+            continue
+        if event.get("type") == "request/header":
+            header = data.get("header")
+            config = header.get("config") if isinstance(header, Mapping) else None
+            found = config.get("model") if isinstance(config, Mapping) else None
+        elif event.get("type") == "assistant/message":
+            message = data.get("message")
+            source = message.get("source") if isinstance(message, Mapping) else None
+            found = source.get("model") if isinstance(source, Mapping) else None
+        else:
+            continue
+        if isinstance(found, str) and found and found != "unknown":
+            names.add(found)
+    return names

@@ -31,12 +31,14 @@ from .._format.reply import assemble_reply
 from .base import (
     CONTEXT_OVERFLOW,
     Failure,
+    History,
     WireError,
     failure_message,
     failure_status,
     int_field,
     retry_after_ms,
     wire_error,
+    with_model,
 )
 
 __all__ = [
@@ -404,6 +406,8 @@ class AnthropicDecoder:
         self._usage: dict[str, int] = {}
         self._stop: str | None = None
         self._done = False
+        #: The live message's ``id`` (from ``message_start``), once read.
+        self.response_id: str | None = None
 
     @property
     def done(self) -> bool:
@@ -420,6 +424,8 @@ class AnthropicDecoder:
             message = event.get("message")
             if isinstance(message, Mapping):
                 self._merge_usage(message.get("usage"))
+                if isinstance(message.get("id"), str):
+                    self.response_id = message["id"]
         elif kind == "content_block_start":
             self._block_start(event, out)
         elif kind == "content_block_delta":
@@ -680,7 +686,32 @@ class AnthropicWire:
 
     name: Final = "anthropic"
     routes: Final = ("/v1/messages", "/messages")
+    list_routes: Final[tuple[str, ...]] = ("/v1/models", "/models")
+    remembers: Final = False
     record_base_url_variable: Final = "DSH_RECORD_ANTHROPIC_BASE_URL"
+
+    @staticmethod
+    def canonical(body: dict[str, Any], *, path: str, history: History) -> Mapping[str, Any]:
+        """``body`` itself: the in-process shape reads this wire's requests as they are."""
+        return body
+
+    @staticmethod
+    def model_list(names: list[str]) -> JSONObject:
+        """``{"data": [{"type": "model", "id", "display_name", "created_at"}], ...}``."""
+        return {
+            "data": [
+                {
+                    "type": "model",
+                    "id": name,
+                    "display_name": name,
+                    "created_at": "1970-01-01T00:00:00Z",
+                }
+                for name in names
+            ],
+            "has_more": False,
+            "first_id": names[0] if names else None,
+            "last_id": names[-1] if names else None,
+        }
 
     @staticmethod
     def call_id(number: int) -> str:
@@ -709,9 +740,9 @@ class AnthropicWire:
         return anthropic_error(failure)
 
     @staticmethod
-    def upstream_url(base_url: str) -> str:
+    def upstream(base_url: str, path: str, body: bytes, model: str | None) -> tuple[str, bytes]:
         """See :func:`messages_url`."""
-        return messages_url(base_url)
+        return messages_url(base_url), with_model(body, model)
 
     @staticmethod
     def auth_headers(api_key: str) -> dict[str, str]:

@@ -31,9 +31,11 @@ from .._format.events import JSONObject, StreamChunk
 
 __all__ = [
     "CONTEXT_OVERFLOW",
+    "BadRequest",
     "Decoder",
     "Encoder",
     "Failure",
+    "History",
     "SSEParser",
     "Wire",
     "WireError",
@@ -81,6 +83,26 @@ class WireError:
     body: bytes
 
 
+class BadRequest(Exception):
+    """A request a wire refuses the way its provider does (an unknown response id, say).
+
+    Args:
+        error: The provider's HTTP error for it.
+    """
+
+    def __init__(self, error: WireError):
+        super().__init__(error.body.decode("utf-8", "replace"))
+        self.error = error
+
+
+class History(Protocol):
+    """The answers an endpoint served in this test, for wires that continue them by id."""
+
+    def conversation(self, call_id: str) -> list[Any] | None:
+        """The messages of the served call ``call_id`` with its answer last, or ``None``."""
+        ...
+
+
 class Encoder(Protocol):
     """Turns the chunks of one call into a wire's stream events, in order.
 
@@ -121,7 +143,10 @@ class Decoder(Protocol):
 
     Attributes:
         done: Whether the ``finish`` chunk was produced (the answer is complete).
+        response_id: The live provider's id of the answer, once an event carried it.
     """
+
+    response_id: str | None
 
     @property
     def done(self) -> bool:
@@ -146,7 +171,12 @@ class Wire(Protocol):
 
     Attributes:
         name: A short name for messages and logs (``"openai"``, ``"anthropic"``).
-        routes: The request paths the endpoint serves in this wire.
+        routes: The request paths the endpoint serves in this wire (``POST``); a
+            ``{model}`` segment stands for any model name.
+        list_routes: The paths of this wire's model list (``GET``), if it has one.
+        remembers: Whether the endpoint keeps the conversation of each answer it serves
+            on this wire, for requests that continue one by its id
+            (:meth:`canonical`'s ``history``).
         record_base_url_variable: The environment variable naming where the recording
             proxy sends this wire's calls, when it differs from ``DSH_RECORD_BASE_URL``.
     """
@@ -162,8 +192,39 @@ class Wire(Protocol):
         ...
 
     @property
+    def list_routes(self) -> tuple[str, ...]:
+        """The paths of this wire's model list (``GET``)."""
+        ...
+
+    @property
+    def remembers(self) -> bool:
+        """Whether answers served on this wire are kept for continuation by id."""
+        ...
+
+    @property
     def record_base_url_variable(self) -> str | None:
         """The variable naming where the recording proxy sends this wire's calls."""
+        ...
+
+    def canonical(self, body: dict[str, Any], *, path: str, history: History) -> Mapping[str, Any]:
+        """The request in the in-process shape the layers above read (docs/wires.md#routes).
+
+        ``{"messages": [...], "system"?, "tools"?, "model"?, "stream"?, ...}`` with
+        chat-completions messages; the chat-completions and Messages wires return
+        ``body`` itself.
+
+        Args:
+            body: The parsed JSON body (never changed).
+            path: The request path (a model name in it is the request's model).
+            history: What the endpoint served so far in this test.
+
+        Raises:
+            BadRequest: The provider would refuse the request (the error to answer).
+        """
+        ...
+
+    def model_list(self, names: list[str]) -> JSONObject:
+        """The body of this wire's model list for ``names``."""
         ...
 
     def call_id(self, number: int) -> str:
@@ -189,8 +250,17 @@ class Wire(Protocol):
         """The HTTP error the provider answers for a recorded failure."""
         ...
 
-    def upstream_url(self, base_url: str) -> str:
-        """Where the recording proxy sends this wire's calls, for a configured base URL."""
+    def upstream(
+        self, base_url: str, path: str, body: bytes, model: str | None
+    ) -> tuple[str, bytes]:
+        """Where the recording proxy sends a call, and the body it sends.
+
+        Args:
+            base_url: The configured base URL of this wire's provider.
+            path: The path (and query) the client called.
+            body: The body the client sent.
+            model: The model that replaces the one the client asked for, if any.
+        """
         ...
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
@@ -299,6 +369,15 @@ def retry_after_ms(headers: Mapping[str, str]) -> int | None:
     if seconds is None or not math.isfinite(seconds) or seconds <= 0:
         return None
     return math.ceil(seconds * 1000)
+
+
+def with_model(body: bytes, model: str | None) -> bytes:
+    """``body`` (a JSON object) with its ``"model"`` replaced when ``model`` is set."""
+    if model is None:
+        return body
+    parsed = orjson.loads(body)
+    parsed["model"] = model
+    return orjson.dumps(parsed)
 
 
 def int_field(value: Any) -> int | None:

@@ -31,12 +31,14 @@ from .._format.reply import assemble_reply
 from .base import (
     CONTEXT_OVERFLOW,
     Failure,
+    History,
     WireError,
     failure_message,
     failure_status,
     int_field,
     retry_after_ms,
     wire_error,
+    with_model,
 )
 
 __all__ = [
@@ -358,6 +360,8 @@ class OpenAIDecoder:
         self._finish_reason: str | None = None
         self._usage: dict[str, int] | None = None
         self._ended = False
+        #: The live completion's ``id``, once read.
+        self.response_id: str | None = None
 
     @property
     def done(self) -> bool:
@@ -367,6 +371,8 @@ class OpenAIDecoder:
     def feed(self, chunk: Mapping[str, Any]) -> list[StreamChunk]:
         """The dsh chunks for one ``chat.completion.chunk`` object."""
         out: list[StreamChunk] = []
+        if self.response_id is None and isinstance(chunk.get("id"), str):
+            self.response_id = chunk["id"]
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
             self._usage = dsh_usage(usage)
@@ -603,7 +609,25 @@ class OpenAIWire:
 
     name: Final = "openai"
     routes: Final = ("/v1/chat/completions", "/chat/completions")
+    list_routes: Final[tuple[str, ...]] = ("/v1/models", "/models")
+    remembers: Final = False
     record_base_url_variable: Final = None
+
+    @staticmethod
+    def canonical(body: dict[str, Any], *, path: str, history: History) -> Mapping[str, Any]:
+        """``body`` itself: the in-process shape reads this wire's requests as they are."""
+        return body
+
+    @staticmethod
+    def model_list(names: list[str]) -> JSONObject:
+        """``{"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]}``."""
+        return {
+            "object": "list",
+            "data": [
+                {"id": name, "object": "model", "created": 0, "owned_by": "dsh-replay"}
+                for name in names
+            ],
+        }
 
     @staticmethod
     def call_id(number: int) -> str:
@@ -634,9 +658,9 @@ class OpenAIWire:
         return openai_error(failure)
 
     @staticmethod
-    def upstream_url(base_url: str) -> str:
+    def upstream(base_url: str, path: str, body: bytes, model: str | None) -> tuple[str, bytes]:
         """``<base_url>/chat/completions`` (the base URL includes the version segment)."""
-        return f"{base_url.rstrip('/')}/chat/completions"
+        return f"{base_url.rstrip('/')}/chat/completions", with_model(body, model)
 
     @staticmethod
     def auth_headers(api_key: str) -> dict[str, str]:

@@ -27,8 +27,9 @@ from typing import Any, Final
 
 import orjson
 
-from .._format.events import JSONObject
+from .._format.events import JSONObject, StreamChunk
 from .._format.json_values import ABSENT, plain_json
+from .._format.reply import assemble_reply
 from .._format.text import text_safe
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "Conversation",
     "Item",
     "RequestView",
+    "answer_message",
     "content_key",
     "opening_texts",
     "opening_units",
@@ -661,3 +663,39 @@ class RequestView(Mapping[str, Any]):
         if self._corpus is ABSENT:
             self._corpus = request_corpus(self.body.get("messages"))
         return self._corpus  # type: ignore[no-any-return]
+
+
+# --- an answer as the message that continues it ---------------------------------------------
+
+
+def answer_message(chunks: Sequence[StreamChunk]) -> JSONObject:
+    """A served call's answer as the assistant message of the in-process shape.
+
+    Args:
+        chunks: The call's chunks, in order.
+
+    Returns:
+        ``{"role": "assistant", "content": text or None, "reasoning_content"?,
+        "tool_calls"?: [{"id", "type": "function", "function": {"name", "arguments"}}]}``
+        (how a conversation continued by the answer's id goes on).
+    """
+    reply = assemble_reply(list(chunks))
+    texts = [str(b.get("text", "")) for b in reply.content if b.get("type") == "text"]
+    reasoning = [str(b.get("text", "")) for b in reply.content if b.get("type") == "reasoning"]
+    message: JSONObject = {"role": "assistant", "content": "".join(texts) if texts else None}
+    if reasoning:
+        message["reasoning_content"] = "".join(reasoning)
+    calls = [
+        {
+            "id": str(block.get("id") or ""),
+            "type": "function",
+            "function": {
+                "name": str(block.get("name") or ""),
+                "arguments": _arguments(block.get("arguments", "")),
+            },
+        }
+        for block in reply.tool_calls
+    ]
+    if calls:
+        message["tool_calls"] = calls
+    return message
