@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from ._store.store import SessionStore
 
 # In plain sorted order (the constants among the classes), as test_layering checks.
-__all__ = [
+__all__ = [  # noqa: RUF022
     "ChunksEntry",
     "DshReplay",
     "DshReplayError",

@@ -7,8 +7,10 @@ API key is added by the proxy (the agent only ever holds a dummy key), and the p
 answer comes back to the client byte for byte through a :class:`Relay`, while the same
 bytes are decoded into dsh chunks that the recorder logs into the calling session.
 
-Where calls go: ``/v1/chat/completions`` to ``<DSH_RECORD_BASE_URL>/chat/completions``
-(the base URL includes the version, as OpenAI clients take it);
+Where calls go is the wire's (:meth:`~.._wire.base.Wire.upstream`):
+``/v1/chat/completions`` to ``<DSH_RECORD_BASE_URL>/chat/completions`` and
+``/v1/responses`` to ``<DSH_RECORD_BASE_URL>/responses`` (the base URL includes the
+version, as OpenAI clients take it);
 ``/v1/messages`` to ``<DSH_RECORD_ANTHROPIC_BASE_URL>/v1/messages`` (``/messages`` when
 that base already ends in ``/v1``; default: ``DSH_RECORD_BASE_URL``).
 """

@@ -13,12 +13,12 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-from . import anthropic, openai
+from . import anthropic, openai, responses
 from .base import Wire
 
 __all__ = ["ROUTES", "WIRES", "closest_route", "list_wire", "served_routes", "wire_for"]
 
-WIRES: Final[tuple[Wire, ...]] = (openai.WIRE, anthropic.WIRE)
+WIRES: Final[tuple[Wire, ...]] = (openai.WIRE, responses.WIRE, anthropic.WIRE)
 """Every wire the endpoint speaks."""
 
 ROUTES: Final[dict[str, Wire]] = {

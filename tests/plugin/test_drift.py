@@ -81,7 +81,7 @@ def anthropic_agent(model):
 """
 
 TESTS = """
-from agents import anthropic_agent, openai_agent
+from drift_agents import anthropic_agent, openai_agent
 
 def test_openai(dsh_replay):
     assert openai_agent(dsh_replay.model) == "the answer"
@@ -96,7 +96,7 @@ def test_prompt_system_and_tool_result_drift_fail_the_replay(
 ) -> None:
     pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
     pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(agents=AGENTS, test_agents=TESTS)
+    pytester.makepyfile(drift_agents=AGENTS, test_agents=TESTS)
     pytester.runpytest("--dsh-record").assert_outcomes(passed=2)
     pytester.makeconftest("")
     pytester.runpytest().assert_outcomes(passed=2)

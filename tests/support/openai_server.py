@@ -3,8 +3,9 @@
 ``OpenAIServer`` is a real HTTP server (``http.server.ThreadingHTTPServer``) bound to
 127.0.0.1 on an ephemeral port, serving ``POST /v1/chat/completions`` both as SSE
 (``"stream": true``: ``data: {chunk}`` events, then ``data: [DONE]``, chunked transfer
-encoding) and as one JSON object, and ``POST /v1/messages`` (the Anthropic Messages wire:
-its events or one message object) from the same replies. It runs in a daemon thread,
+encoding) and as one JSON object, ``POST /v1/responses`` (the OpenAI Responses wire: its
+typed events or one response object) and ``POST /v1/messages`` (the Anthropic Messages
+wire: its events or one message object) from the same replies. It runs in a daemon thread,
 stops when its ``with`` block ends, and stops by itself after ``idle_timeout`` seconds
 without a request, so a forgotten server never outlives its test for long.
 
@@ -401,7 +402,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             route = self.path.rstrip("/")
             self.messages_route = route == "/v1/messages"
-            if self.command != "POST" or route not in ("/v1/chat/completions", "/v1/messages"):
+            self.responses_route = route == "/v1/responses"
+            if self.command != "POST" or route not in _ROUTES:
                 self._error(HttpError(404, f"no route {self.command} {self.path}"), request_id)
             elif owner.api_key is not None and (
                 headers.get("x-api-key") if self.messages_route else headers.get("authorization")
@@ -418,7 +420,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, owner: OpenAIServer, body: dict[str, Any], request_id: str) -> None:
         try:
-            reply = owner.responder(body)
+            reply = owner.responder(_as_chat(body) if self.responses_route else body)
         except Exception as error:  # a broken test responder: show it to the client
             self._error(HttpError(500, f"responder failed: {error!r}"), request_id)
             return
@@ -428,7 +430,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(reply.error, request_id)
             return
         stable = hashlib.sha256(
-            json.dumps(body.get("messages"), sort_keys=True).encode()
+            json.dumps(body.get("messages", body.get("input")), sort_keys=True).encode()
         ).hexdigest()[:16]
         calls = [
             ToolCall(call.name, call.arguments, call.id or f"call_{stable}_{k}")
@@ -441,6 +443,10 @@ class _Handler(BaseHTTPRequestHandler):
         model = str(body.get("model", ""))
         if self.messages_route:
             self._messages(reply, calls, finish, usage, model, request_id, bool(body.get("stream")))
+        elif self.responses_route:
+            self._responses(
+                reply, calls, finish, usage, model, request_id, bool(body.get("stream"))
+            )
         elif body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             self._stream(reply, calls, finish, usage if include_usage else None, model, request_id)
@@ -555,6 +561,129 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
+    def _responses(
+        self,
+        reply: Reply,
+        calls: list[ToolCall],
+        finish: str,
+        usage: dict[str, Any],
+        model: str,
+        request_id: str,
+        stream: bool,
+    ) -> None:
+        """An OpenAI Responses answer: one response object, or its typed SSE events."""
+        items: list[dict[str, Any]] = []
+        if reply.reasoning:
+            summary = [{"type": "summary_text", "text": reply.reasoning}]
+            items.append({"id": f"rs_{request_id}", "type": "reasoning", "summary": summary})
+        if reply.text:
+            part = {"type": "output_text", "text": reply.text, "annotations": []}
+            items.append(
+                {
+                    "id": f"msg_{request_id}",
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [part],
+                }
+            )
+        for k, call in enumerate(calls):
+            items.append(
+                {
+                    "id": f"fc_{request_id}_{k}",
+                    "type": "function_call",
+                    "status": "completed",
+                    "call_id": call.id,
+                    "name": call.name,
+                    "arguments": call.arguments,
+                }
+            )
+        wire_usage = {
+            "input_tokens": usage.get("prompt_tokens", 0),
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": usage.get("completion_tokens", 0),
+            "output_tokens_details": {"reasoning_tokens": len(reply.reasoning.split())},
+            "total_tokens": usage.get("total_tokens", 0),
+        }
+        status = "incomplete" if finish == "length" else "completed"
+        response: dict[str, Any] = {
+            "id": f"resp_{request_id}",
+            "object": "response",
+            "created_at": 0,
+            "status": status,
+            "model": model,
+            "output": items,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": wire_usage,
+            "incomplete_details": {"reason": "max_output_tokens"}
+            if status != "completed"
+            else None,
+        }
+        if not stream:
+            self._json(200, response, {"x-request-id": request_id})
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("x-request-id", request_id)
+        self.end_headers()
+        number = iter(range(1 << 30))
+
+        def send(kind: str, data: dict[str, Any]) -> None:
+            payload = {"type": kind, "sequence_number": next(number), **data}
+            event = f"event: {kind}\ndata: {json.dumps(payload)}\n\n".encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            self.wfile.flush()
+
+        pieces = max(reply.pieces, 1)
+        opening = {**response, "status": "in_progress", "output": [], "usage": None}
+        send("response.created", {"response": opening})
+        for index, item in enumerate(items):
+            base = {"output_index": index, "item_id": item["id"]}
+            if item["type"] == "function_call":
+                send(
+                    "response.output_item.added",
+                    {"output_index": index, "item": {**item, "arguments": ""}},
+                )
+                for piece in _split(item["arguments"], pieces):
+                    send("response.function_call_arguments.delta", {**base, "delta": piece})
+                send(
+                    "response.function_call_arguments.done",
+                    {**base, "arguments": item["arguments"]},
+                )
+            elif item["type"] == "reasoning":
+                send(
+                    "response.output_item.added",
+                    {"output_index": index, "item": {**item, "summary": []}},
+                )
+                for piece in _split(reply.reasoning, pieces):
+                    send(
+                        "response.reasoning_summary_text.delta",
+                        {**base, "summary_index": 0, "delta": piece},
+                    )
+            else:
+                send(
+                    "response.output_item.added",
+                    {"output_index": index, "item": {**item, "content": []}},
+                )
+                for piece in _split(reply.text, pieces):
+                    send("response.output_text.delta", {**base, "content_index": 0, "delta": piece})
+            send("response.output_item.done", {"output_index": index, "item": item})
+        if reply.cut_off:
+            self.close_connection = True  # no terminating chunk: an incomplete body
+            return
+        if reply.stream_error is not None:
+            send("error", {"code": "server_error", "message": reply.stream_error, "param": None})
+        else:
+            send(
+                "response.completed" if status == "completed" else "response.incomplete",
+                {"response": response},
+            )
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
     def _complete(
         self,
         reply: Reply,
@@ -654,6 +783,30 @@ class _Handler(BaseHTTPRequestHandler):
             send("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+
+_ROUTES = ("/v1/chat/completions", "/v1/responses", "/v1/messages")
+
+
+def _as_chat(body: dict[str, Any]) -> dict[str, Any]:
+    """A Responses body as the chat-completions messages the responder reads (the last
+    message is what matters: a user text, or the trailing function call outputs)."""
+    raw = body.get("input")
+    items = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
+    messages: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, str):
+            messages.append({"role": "user", "content": item})
+        elif isinstance(item, dict) and item.get("type") == "function_call_output":
+            messages.append({"role": "tool", "content": str(item.get("output", ""))})
+        elif isinstance(item, dict) and item.get("role") in ("user", "system", "developer"):
+            content = item.get("content")
+            if isinstance(content, list):
+                content = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            messages.append({"role": item["role"], "content": content})
+        elif isinstance(item, dict):
+            messages.append({"role": "assistant", "content": None})
+    return {**body, "messages": messages}
 
 
 _ANTHROPIC_ERRORS = {

@@ -1,10 +1,10 @@
 """Every corpus call served over both HTTP routes and read back by a raw SSE reader.
 
 For each corpus scenario that ``ReplayModel`` replays, every recorded call is made over
-``/v1/chat/completions`` and over ``/v1/messages`` through the in-process transport with
-a plain ``httpx`` client (no SDK). The SSE frames are parsed here and decoded with the
-wire decoders; the blocks (text, reasoning, tool calls), usage and finish reassembled
-from them must equal the script's.
+``/v1/chat/completions``, ``/v1/responses`` and ``/v1/messages`` through the in-process
+transport with a plain ``httpx`` client (no SDK). The SSE frames are parsed here and
+decoded with the wire decoders; the blocks (text, reasoning, tool calls), usage and
+finish reassembled from them must equal the script's.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pytest_dsh_replay._scripts.entries import HangEntry, ThrowEntry
 from pytest_dsh_replay._wire.anthropic import AnthropicDecoder, anthropic_failure
 from pytest_dsh_replay._wire.base import httpx_module
 from pytest_dsh_replay._wire.openai import OpenAIDecoder, openai_failure
+from pytest_dsh_replay._wire.responses import ResponsesDecoder
 
 GOAL = "goal-0c0ffee0-1234"
 
@@ -59,8 +60,8 @@ def sse_frames(raw: bytes) -> list[tuple[str | None, str]]:
 def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, Any]) -> list[Any]:
     """Make one streamed call with a raw httpx client; the dsh chunks decoded from it."""
     httpx = httpx_module()
-    path = "/v1/messages" if route == "anthropic" else "/v1/chat/completions"
-    decoder = AnthropicDecoder() if route == "anthropic" else OpenAIDecoder()
+    path = PATHS[route]
+    decoder: Any = DECODERS[route]()
     try:
         with client.stream("POST", path, json=body, headers=headers) as response:
             raw = response.read()
@@ -75,11 +76,19 @@ def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, 
     except (httpx.ReadError, httpx.RemoteProtocolError):
         return [decoder.failed({"message": "dropped", "code": "TRANSPORT"})]
     chunks: list[Any] = []
+    numbers: list[int] = []  # the Responses events' sequence numbers, from 0
     for event, data in sse_frames(raw):
         if data == "[DONE]":
             break
         payload = json.loads(data)
-        if route == "anthropic":
+        if route == "responses":
+            assert event == payload["type"]
+            assert payload["sequence_number"] == len(numbers)
+            numbers.append(payload["sequence_number"])
+            if payload["type"] == "error":
+                return [*chunks, decoder.failed({"message": payload["message"], "code": "X"})]
+            chunks.extend(decoder.feed(payload))
+        elif route == "anthropic":
             assert event == payload["type"]
             chunks.extend(decoder.feed(payload))
         elif "error" in payload:
@@ -89,6 +98,18 @@ def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, 
             chunks.extend(decoder.feed(payload))
     chunks.extend(decoder.end())
     return chunks
+
+
+PATHS = {
+    "openai": "/v1/chat/completions",
+    "responses": "/v1/responses",
+    "anthropic": "/v1/messages",
+}
+DECODERS: dict[str, Any] = {
+    "openai": OpenAIDecoder,
+    "responses": ResponsesDecoder,
+    "anthropic": AnthropicDecoder,
+}
 
 
 def _args(text: str) -> Any:
@@ -146,10 +167,10 @@ def summary(chunks: list[Any], route: str) -> dict[str, Any]:
 
 def _usage(usage: dict[str, Any] | None, route: str) -> Any:
     if usage is None:  # the Messages wire always carries usage: zeros when none was recorded
-        return None if route == "openai" else (0, 0, 0, 0)
+        return (0, 0, 0, 0) if route == "anthropic" else None
     read = usage.get("cacheReadTokens", 0)
     write = usage.get("cacheWriteTokens", 0)
-    if route == "openai":  # cache writes count as input on this wire
+    if route != "anthropic":  # cache writes count as input on the OpenAI wires
         return (usage.get("inputTokens", 0) + write, usage.get("outputTokens", 0), read)
     return (usage.get("inputTokens", 0), usage.get("outputTokens", 0), read, write)
 
@@ -158,6 +179,12 @@ def request_body(route: str, first: str | None, number: int) -> dict[str, Any]:
     text = first if first is not None else "no message"
     messages: list[Any] = [{"role": "user", "content": f"work on {GOAL}"}]
     messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+    if route == "responses":
+        return {
+            "model": "m",
+            "input": [{**m, "type": "message"} for m in messages],
+            "stream": True,
+        }
     body: dict[str, Any] = {"model": "m", "messages": messages, "stream": True}
     if route == "openai":
         body["stream_options"] = {"include_usage": True}
@@ -166,7 +193,7 @@ def request_body(route: str, first: str | None, number: int) -> dict[str, Any]:
     return body
 
 
-@pytest.mark.parametrize("route", ["openai", "anthropic"])
+@pytest.mark.parametrize("route", ["openai", "responses", "anthropic"])
 @pytest.mark.parametrize("path", corpus_params(SCENARIOS))
 def test_every_corpus_call_round_trips_over_http(path: Path | None, route: str) -> None:
     require_corpus()
