@@ -5,9 +5,10 @@ hands it from ``dsh_replay``. The recordings in ``example_snapshots/`` were made
 the endpoint's recording proxy against the scripted loopback server (see
 ``tests/conftest.py``)::
 
-    python3 -m pytest tests/plugin/test_agent_stacks.py --dsh-record
+    python3 -m pytest tests/stacks --dsh-record
 
-and replay here with no server.
+and replay here with no server. These tests use the plugin as a user's suite does (no
+``pytester``), so the frameworks are imported once and stay.
 """
 
 from __future__ import annotations
@@ -35,3 +36,15 @@ async def test_openai_agents_sdk_default_model(dsh_replay: Any) -> None:
         # handoff: its instructions differ, so its requests start a conversation of its own
         files = sorted(binding.file for binding in dsh_replay.model.bindings.values())
         assert files == ["session.1.jsonl", "session.2.jsonl", "session.jsonl"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.dsh_scenario("pydantic-ai-responses")
+async def test_pydantic_ai_openai_responses_model(dsh_replay: Any) -> None:
+    pytest.importorskip("pydantic_ai", reason="pydantic-ai is needed")
+    from support.pydantic_ai_agent import PROMPTS, pydantic_ai_agent
+
+    agent = pydantic_ai_agent(dsh_replay.async_openai_client(max_retries=0))
+    assert (await agent.run(PROMPTS[0])).output == "tool results: 9"
+    async with agent.run_stream(PROMPTS[1]) as streamed:
+        assert await streamed.get_output() == "tool results: 3"
