@@ -10,7 +10,9 @@ bytes are decoded into dsh chunks that the recorder logs into the calling sessio
 Where calls go: ``/v1/chat/completions`` to ``<DSH_RECORD_BASE_URL>/chat/completions``
 (the base URL includes the version, as OpenAI clients take it);
 ``/v1/messages`` to ``<DSH_RECORD_ANTHROPIC_BASE_URL>/v1/messages`` (``/messages`` when
-that base already ends in ``/v1``; default: ``DSH_RECORD_BASE_URL``).
+that base already ends in ``/v1``; default: ``DSH_RECORD_BASE_URL``); the Gemini routes
+to ``<DSH_RECORD_GEMINI_BASE_URL><path>`` (default: ``DSH_RECORD_BASE_URL``; see
+docs/wires.md#recording-proxy).
 """
 
 from __future__ import annotations
