@@ -38,6 +38,7 @@ __all__ = [
     "MAX_WORKERS",
     "async_transport",
     "endpoint_env",
+    "gemini_client",
     "sdk_client",
     "sync_transport",
 ]
@@ -231,7 +232,12 @@ _SDKS: Final = {"openai": ("OpenAI", "/v1"), "anthropic": ("Anthropic", "")}
 
 
 def endpoint_env(root: str) -> dict[str, str]:
-    """Environment variables that point an agent process at the endpoint at ``root``."""
+    """Environment variables that point an agent process at the endpoint at ``root``.
+
+    ``GOOGLE_GEMINI_BASE_URL`` is the base URL ``google-genai`` reads (the root: the SDK
+    adds the version segment); ``GEMINI_API_KEY`` and ``GOOGLE_API_KEY`` are the keys it
+    reads.
+    """
     return {
         "OPENAI_BASE_URL": f"{root}/v1",
         "OPENAI_API_KEY": DUMMY_API_KEY,
@@ -239,16 +245,19 @@ def endpoint_env(root: str) -> dict[str, str]:
         "ANTHROPIC_API_KEY": DUMMY_API_KEY,
         "DEEPSEEK_BASE_URL": root,
         "DEEPSEEK_API_KEY": DUMMY_API_KEY,
+        "GOOGLE_GEMINI_BASE_URL": root,
+        "GEMINI_API_KEY": DUMMY_API_KEY,
+        "GOOGLE_API_KEY": DUMMY_API_KEY,
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
     }
 
 
 def sdk_client(sdk: str, endpoint: Endpoint, pool: _Pool | None, options: dict[str, Any]) -> Any:
-    """An ``openai`` or ``anthropic`` client on ``endpoint``, in process (no socket).
+    """An ``openai``, ``anthropic`` or ``google-genai`` client on ``endpoint``, in process.
 
     Args:
-        sdk: ``"openai"`` or ``"anthropic"``.
+        sdk: ``"openai"``, ``"anthropic"`` or ``"gemini"`` (see :func:`gemini_client`).
         endpoint: What answers.
         pool: Worker threads for an async client; ``None`` gives a sync client.
         options: Passed to the client's constructor (``max_retries``, ``timeout``, ...).
@@ -256,6 +265,8 @@ def sdk_client(sdk: str, endpoint: Endpoint, pool: _Pool | None, options: dict[s
     Raises:
         DshReplayError: The SDK package is not installed.
     """
+    if sdk == "gemini":
+        return gemini_client(endpoint, pool, options)
     try:
         module = importlib.import_module(sdk)
     except ImportError:
@@ -270,3 +281,51 @@ def sdk_client(sdk: str, endpoint: Endpoint, pool: _Pool | None, options: dict[s
     cls = getattr(module, name if pool is None else f"Async{name}")
     base = f"{_IN_PROCESS_URL}{path}"
     return cls(base_url=base, http_client=http, **options)
+
+
+def gemini_client(endpoint: Endpoint, pool: _Pool | None, options: dict[str, Any]) -> Any:
+    """A ``google.genai.Client`` on ``endpoint`` in process, or its ``.aio`` async face.
+
+    The client's HTTP options carry the in-process base URL and ``httpx`` clients on the
+    endpoint's transports (nothing goes to the network) and no retry options, so
+    ``google-genai`` makes each call once.
+
+    Args:
+        endpoint: What answers.
+        pool: Worker threads for the async client; ``None`` gives a sync ``Client``.
+        options: Passed to ``google.genai.Client`` (``api_key`` defaults to
+            :data:`DUMMY_API_KEY`); an ``http_options`` given (a mapping or
+            ``types.HttpOptions``) keeps its other settings (``api_version``,
+            ``headers``, ...).
+
+    Returns:
+        The ``Client`` (sync), or ``Client(...).aio`` (``pool`` given): the
+        ``google.genai`` async client, ``await client.models.generate_content(...)``.
+
+    Raises:
+        DshReplayError: ``google-genai`` is not installed.
+    """
+    try:
+        genai = importlib.import_module("google.genai")
+        types = importlib.import_module("google.genai.types")
+    except ImportError:
+        raise DshReplayError(
+            "this client needs the 'google-genai' package: pip install google-genai"
+        ) from None
+    httpx = httpx_module()
+    given = options.pop("http_options", None)
+    if given is None:
+        http_options = types.HttpOptions()
+    elif isinstance(given, types.HttpOptions):
+        http_options = given.model_copy()
+    else:
+        http_options = types.HttpOptions(**dict(given))
+    http_options.base_url = _IN_PROCESS_URL
+    http_options.httpx_client = httpx.Client(transport=sync_transport(endpoint))
+    if pool is not None:
+        http_options.httpx_async_client = httpx.AsyncClient(
+            transport=async_transport(endpoint, pool)
+        )
+    options.setdefault("api_key", DUMMY_API_KEY)
+    client = genai.Client(http_options=http_options, **options)
+    return client if pool is None else client.aio

@@ -319,8 +319,9 @@ class DshReplay:
     def env(self) -> dict[str, str]:
         """Environment variables that point an agent process at :attr:`base_url`.
 
-        ``OPENAI_BASE_URL`` (with ``/v1``), ``ANTHROPIC_BASE_URL`` and
-        ``DEEPSEEK_BASE_URL`` (the root), their ``*_API_KEY`` with a dummy key, and
+        ``OPENAI_BASE_URL`` (with ``/v1``), ``ANTHROPIC_BASE_URL``,
+        ``DEEPSEEK_BASE_URL`` and ``GOOGLE_GEMINI_BASE_URL`` (the root), their
+        ``*_API_KEY`` (and ``GOOGLE_API_KEY``) with a dummy key, and
         ``NO_PROXY`` for the loopback address. Merge them into the process's
         environment: ``subprocess.run(cmd, env={**os.environ, **dsh_replay.env})``.
         """
@@ -352,6 +353,30 @@ class DshReplay:
     def async_anthropic_client(self, **options: Any) -> Any:
         """An ``anthropic.AsyncAnthropic`` client on the endpoint (as :meth:`anthropic_client`)."""
         return self._http.sdk_client("anthropic", options, asynchronous=True)
+
+    def gemini_client(self, **options: Any) -> Any:
+        """A ``google.genai.Client`` on the endpoint in process (the Gemini wire, no socket).
+
+        ``client.models.generate_content(...)`` and ``generate_content_stream(...)`` reach
+        the endpoint's Gemini routes (docs/wires.md#gemini); the client never retries.
+
+        Args:
+            **options: Passed to ``google.genai.Client``; ``http_options`` keeps its
+                other settings, its base URL and HTTP clients are the endpoint's.
+
+        Raises:
+            DshReplayError: The ``google-genai`` package is not installed.
+        """
+        return self._http.sdk_client("gemini", options, asynchronous=False)
+
+    def async_gemini_client(self, **options: Any) -> Any:
+        """The async ``google.genai`` client (a ``Client``'s ``.aio``) on the endpoint.
+
+        ``await client.models.generate_content(...)``, ``async for chunk in await
+        client.models.generate_content_stream(...)``; ``options`` as for
+        :meth:`gemini_client`.
+        """
+        return self._http.sdk_client("gemini", options, asynchronous=True)
 
     # --- the dsh runtime's own logs --------------------------------------------------------
 

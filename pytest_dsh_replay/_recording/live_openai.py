@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .._errors import RecordingError
 from .._format.events import StreamChunk
 from .._wire.anthropic import WIRE as ANTHROPIC_WIRE
+from .._wire.gemini import WIRE as GEMINI_WIRE
 from .._wire.openai import OpenAIDecoder, openai_failure
 from .proxy import Relay, proxy_stream
 from .proxy import _is_network_error as _is_network_error
@@ -48,6 +49,9 @@ a model name that replaces the one each request asks for."""
 
 ANTHROPIC_BASE_URL_VAR: Final = ANTHROPIC_WIRE.record_base_url_variable
 """Where ``/v1/messages`` calls go while recording (default: ``DSH_RECORD_BASE_URL``)."""
+
+GEMINI_BASE_URL_VAR: Final = GEMINI_WIRE.record_base_url_variable
+"""Where Gemini calls go while recording (default: ``DSH_RECORD_BASE_URL``)."""
 
 # dsh request keys this adapter converts; every other key is sent as it is.
 _CONVERTED: Final = frozenset({"messages", "system", "tools", "maxTokens", "model", "stream"})
@@ -88,6 +92,9 @@ class OpenAICompatibleModel:
         anthropic_base_url: Where the recording proxy sends ``/v1/messages`` calls
             (default: ``base_url``, by the dsh runtime's rule: ``/v1/messages`` appended,
             ``/messages`` when it already ends in ``/v1``).
+        gemini_base_url: Where the recording proxy sends Gemini calls (``/v1beta/models/
+            ...:streamGenerateContent``), e.g. ``"https://generativelanguage.googleapis.com"``
+            (default: ``base_url``); see docs/wires.md#recording-proxy.
 
     A call that cannot reach the endpoint (connection refused, DNS, timeout) ends in a
     ``NETWORK`` error finish and is also kept in :attr:`network_failures`, a message naming
@@ -110,6 +117,7 @@ class OpenAICompatibleModel:
         timeout: float = 120.0,
         extra_body: Mapping[str, Any] | None = None,
         anthropic_base_url: str | None = None,
+        gemini_base_url: str | None = None,
     ):
         for name, value in (("base_url", base_url), ("api_key", api_key)):
             if not isinstance(value, str) or not value:
@@ -128,6 +136,8 @@ class OpenAICompatibleModel:
         self.anthropic_base_url = anthropic_base_url or base_url
         # wire name -> where the recording proxy sends its calls (else base_url)
         self._upstream_bases = {ANTHROPIC_WIRE.name: self.anthropic_base_url}
+        if gemini_base_url:
+            self._upstream_bases[GEMINI_WIRE.name] = gemini_base_url
         self.network_failures: list[str] = []
         self._api_key = api_key
         self._client: OpenAI | None = None
@@ -145,7 +155,8 @@ class OpenAICompatibleModel:
             The model, or ``None`` when the base URL or the key is unset or empty (the
             caller reports that as a usage error naming :data:`RECORD_ENV_VARS`).
             ``DSH_RECORD_MODEL``, when set, replaces the model every request asks for;
-            :data:`ANTHROPIC_BASE_URL_VAR` sets where ``/v1/messages`` calls go.
+            :data:`ANTHROPIC_BASE_URL_VAR` sets where ``/v1/messages`` calls go,
+            :data:`GEMINI_BASE_URL_VAR` where Gemini calls go.
 
         Raises:
             RecordingError: The variables are set but ``openai`` is not installed.
@@ -158,6 +169,7 @@ class OpenAICompatibleModel:
             api_key=api_key,
             model=model or None,
             anthropic_base_url=environ.get(ANTHROPIC_BASE_URL_VAR) or None,
+            gemini_base_url=environ.get(GEMINI_BASE_URL_VAR) or None,
         )
 
     def __repr__(self) -> str:

@@ -12,7 +12,9 @@ Where calls go is the wire's (:meth:`~.._wire.base.Wire.upstream`):
 ``/v1/responses`` to ``<DSH_RECORD_BASE_URL>/responses`` (the base URL includes the
 version, as OpenAI clients take it);
 ``/v1/messages`` to ``<DSH_RECORD_ANTHROPIC_BASE_URL>/v1/messages`` (``/messages`` when
-that base already ends in ``/v1``; default: ``DSH_RECORD_BASE_URL``).
+that base already ends in ``/v1``; default: ``DSH_RECORD_BASE_URL``); the Gemini routes
+to ``<DSH_RECORD_GEMINI_BASE_URL><path>`` (default: ``DSH_RECORD_BASE_URL``; see
+docs/wires.md#recording-proxy).
 """
 
 from __future__ import annotations

@@ -13,12 +13,12 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-from . import anthropic, openai, responses
+from . import anthropic, gemini, openai, responses
 from .base import Wire
 
 __all__ = ["ROUTES", "WIRES", "closest_route", "list_wire", "served_routes", "wire_for"]
 
-WIRES: Final[tuple[Wire, ...]] = (openai.WIRE, responses.WIRE, anthropic.WIRE)
+WIRES: Final[tuple[Wire, ...]] = (openai.WIRE, responses.WIRE, anthropic.WIRE, gemini.WIRE)
 """Every wire the endpoint speaks."""
 
 ROUTES: Final[dict[str, Wire]] = {
@@ -58,14 +58,18 @@ def wire_for(path: str) -> Wire | None:
 def list_wire(path: str, headers: Mapping[str, str]) -> Wire | None:
     """The wire whose model list a ``GET`` path is, or ``None``.
 
-    Where two wires list models on one path (``/v1/models``), a request with an
-    ``anthropic-version`` header gets the Anthropic list, any other the first wire's.
+    Where wires list models on one path (``/v1/models``), a request with an
+    ``anthropic-version`` header gets the Anthropic list, one with Google's
+    ``x-goog-api-key`` or ``x-goog-api-client`` header the Gemini list, any other the
+    first wire's.
     """
     wires = _LISTS.get(_bare(path))
     if not wires:
         return None
     if "anthropic-version" in headers:
         return next((w for w in wires if w.name == "anthropic"), wires[0])
+    if "x-goog-api-key" in headers or "x-goog-api-client" in headers:
+        return next((w for w in wires if w.name == "gemini"), wires[0])
     return wires[0]
 
 
