@@ -137,3 +137,22 @@ def test_readme_runtime_section_says_how_to_record_offline_and_keep_web_tools_of
         for line in log.read_text(encoding="utf-8").splitlines():
             if "web_fetch" in line or "web_search" in line:
                 assert json.loads(line)["type"] in offered, f"{log}: {line[:200]}"
+
+
+@pytest.mark.parametrize(
+    ("heading", "scenario", "needs"),
+    [
+        ("### The OpenAI Responses API", "capital-responses", "openai"),
+        ("### The Gemini API (google-genai)", "capital-gemini", "google.genai"),
+    ],
+)
+def test_readme_wire_examples_record_then_replay(
+    pytester: pytest.Pytester, heading: str, scenario: str, needs: str
+) -> None:
+    pytest.importorskip(needs)
+    pytester.makepyfile(test_capital=first_test_code(heading))
+    pytester.makeconftest(FAKE_LIVE)
+    pytester.runpytest("--dsh-record=missing").assert_outcomes(passed=1)
+    assert (pytester.path / "dsh_snapshots" / scenario / "session.jsonl").exists()
+    pytester.makeconftest("")
+    pytester.runpytest().assert_outcomes(passed=1)
