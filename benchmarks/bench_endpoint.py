@@ -98,14 +98,29 @@ def read_call(client: Any) -> int:
     return sum(1 for _ in stream)
 
 
-def timed(calls: int, client_for_pass: Any) -> float:
+def timed(calls: int, client_for_pass: Any, read: Any = read_call) -> float:
+    """CPU ms per call of ``read`` on the client a pass gets from ``client_for_pass``."""
     client, done = client_for_pass()
     started = time.process_time()
     for _ in range(calls):
-        read_call(client)
+        read(client)
     elapsed = time.process_time() - started
     done()
     return elapsed / calls * 1000
+
+
+def floor_client(body: bytes) -> tuple[Any, Any]:
+    """An openai client answered by one prebuilt SSE ``body`` (the floor), and its close."""
+    httpx = httpx_module()
+    sse = {"content-type": "text/event-stream"}
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, headers=sse, content=body))
+    client = openai.OpenAI(
+        base_url="http://floor/v1",
+        api_key="k",
+        max_retries=0,
+        http_client=httpx.Client(transport=transport),
+    )
+    return client, client.close
 
 
 def main() -> None:
@@ -113,24 +128,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    httpx = httpx_module()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         path = make_scenario(root, args.calls)
         body = sse_bytes(call_chunks(0))
-        sse = {"content-type": "text/event-stream"}
 
         def floor() -> Any:
-            transport = httpx.MockTransport(
-                lambda request: httpx.Response(200, headers=sse, content=body)
-            )
-            client = openai.OpenAI(
-                base_url="http://floor/v1",
-                api_key="k",
-                max_retries=0,
-                http_client=httpx.Client(transport=transport),
-            )
-            return client, client.close
+            return floor_client(body)
 
         def endpoint() -> Any:
             replay = DshReplay.open(path, workdir=root)

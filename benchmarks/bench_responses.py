@@ -25,15 +25,12 @@ import datetime
 import json
 import statistics
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-import openai
-from bench_endpoint import HEADERS, call_chunks, make_scenario
+from bench_endpoint import HEADERS, call_chunks, floor_client, make_scenario, timed
 
 from pytest_dsh_replay._fixture.dsh_replay import DshReplay
-from pytest_dsh_replay._wire.base import httpx_module
 from pytest_dsh_replay._wire.responses import ResponsesEncoder
 
 TARGET = 1.1
@@ -54,39 +51,18 @@ def read_call(client: Any) -> int:
     return sum(1 for _ in stream)
 
 
-def timed(calls: int, client_for_pass: Any) -> float:
-    client, done = client_for_pass()
-    started = time.process_time()
-    for _ in range(calls):
-        read_call(client)
-    elapsed = time.process_time() - started
-    done()
-    return elapsed / calls * 1000
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    httpx = httpx_module()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         path = make_scenario(root, args.calls)
         body = event_bytes(call_chunks(0))
-        sse = {"content-type": "text/event-stream"}
 
         def floor() -> Any:
-            transport = httpx.MockTransport(
-                lambda request: httpx.Response(200, headers=sse, content=body)
-            )
-            client = openai.OpenAI(
-                base_url="http://floor/v1",
-                api_key="k",
-                max_retries=0,
-                http_client=httpx.Client(transport=transport),
-            )
-            return client, client.close
+            return floor_client(body)
 
         def endpoint() -> Any:
             replay = DshReplay.open(path, workdir=root)
@@ -98,7 +74,7 @@ def main() -> None:
         for r in range(args.repeat):
             order = list(makers) if r % 2 == 0 else list(reversed(makers))
             for name in order:
-                runs[name].append(timed(args.calls, makers[name]))
+                runs[name].append(timed(args.calls, makers[name], read_call))
     med = {name: statistics.median(values) for name, values in runs.items()}
     ratio = med["endpoint"] / med["floor"]
     print(

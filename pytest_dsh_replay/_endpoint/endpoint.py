@@ -61,7 +61,16 @@ from .routing import Route, Router
 if TYPE_CHECKING:
     from .._replay.model import ReplayModel
 
-__all__ = ["Endpoint", "EndpointResponse", "ReplaySessions", "StreamingModel"]
+__all__ = [
+    "UNNAMED_MODEL",
+    "Endpoint",
+    "EndpointResponse",
+    "ReplaySessions",
+    "StreamingModel",
+]
+
+UNNAMED_MODEL: Final = "dsh-replay"
+"""The model an answer names when its request names none, and the model lists' fallback."""
 
 _CONTENT: Final = frozenset({"text-delta", "reasoning-delta", "tool-call-delta"})
 # Failures that are a stream of their own rather than an HTTP error.
@@ -151,7 +160,7 @@ def _late_failure(encoder: Encoder, failure: Failure) -> bytes:
     return encoder.failure_event(failure)
 
 
-def _unserved(method: str, path: str) -> tuple[UnservedRouteError, EndpointResponse]:
+def _unserved_answer(method: str, path: str) -> tuple[UnservedRouteError, EndpointResponse]:
     """The error and 404 for a route the endpoint does not serve (docs/wires.md#unserved-routes)."""
     served = served_routes()
     closest = closest_route(method, path)
@@ -188,7 +197,7 @@ class _Call:
         self.request = request
         self.route = route
         self.cancel = cancel
-        self.model = str(request.get("model") or "dsh-replay")
+        self.model = str(request.get("model") or UNNAMED_MODEL)
         self.id = wire.call_id(number)
         self.answer_id = self.id  # what a later request names this answer by
         # the chunks served, kept when the wire continues answers by id
@@ -332,7 +341,7 @@ class Endpoint:
         return json_response(200, wire.model_list(self.model_names()))
 
     def _unserved(self, method: str, path: str) -> EndpointResponse:
-        error, response = _unserved(method, path)
+        error, response = _unserved_answer(method, path)
         self._keep(error)
         return response
 
@@ -340,13 +349,13 @@ class Endpoint:
         """The models the model lists show: the recording's, else those requested so far.
 
         Returns:
-            Sorted names; ``["dsh-replay"]`` when neither says any.
+            Sorted names; ``[UNNAMED_MODEL]`` when neither says any.
         """
         names = self.sessions.recorded_models() if self.sessions is not None else []
         if not names:
             with self._lock:
                 names = sorted(name for name in self._models if name)
-        return names or ["dsh-replay"]
+        return names or [UNNAMED_MODEL]
 
     def conversation(self, call_id: str) -> list[Any] | None:
         """The messages an answer served in this test continued, its answer last.

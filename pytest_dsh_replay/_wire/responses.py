@@ -32,7 +32,7 @@ from .._format.events import JSONObject, StreamChunk
 from .._format.json_values import plain_json
 from .._format.reply import assemble_reply
 from .base import BadRequest, Failure, History, WireError, int_field, wire_error, with_model
-from .openai import openai_error, openai_failure
+from .openai import OpenAIWire, openai_error, openai_failure
 
 __all__ = [
     "WIRE",
@@ -894,10 +894,8 @@ class ResponsesWire:
         """See :func:`read_responses_request`."""
         return read_responses_request(body, history)
 
-    @staticmethod
-    def model_list(names: list[str]) -> JSONObject:
-        """Not used: the chat-completions wire lists the models of ``/v1/models``."""
-        return {"object": "list", "data": [{"id": n, "object": "model"} for n in names]}
+    model_list = staticmethod(OpenAIWire.model_list)
+    """The chat-completions wire's list (this wire has no list route of its own)."""
 
     @staticmethod
     def call_id(number: int) -> str:
@@ -930,10 +928,8 @@ class ResponsesWire:
         """``<base_url>/responses`` (the base URL includes the version segment)."""
         return f"{base_url.rstrip('/')}/responses", with_model(body, model)
 
-    @staticmethod
-    def auth_headers(api_key: str) -> dict[str, str]:
-        """``Authorization: Bearer <key>``."""
-        return {"authorization": f"Bearer {api_key}"}
+    auth_headers = staticmethod(OpenAIWire.auth_headers)
+    """``Authorization: Bearer <key>``, as the chat-completions wire."""
 
     @staticmethod
     def decoder() -> ResponsesDecoder:

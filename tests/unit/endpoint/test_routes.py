@@ -11,7 +11,7 @@ import pytest
 from support.chunks import text_entry
 
 from pytest_dsh_replay import UnservedRouteError
-from pytest_dsh_replay._endpoint.endpoint import Endpoint
+from pytest_dsh_replay._endpoint.endpoint import UNNAMED_MODEL, Endpoint
 from pytest_dsh_replay._endpoint.transport import sync_transport
 from pytest_dsh_replay._replay.model import ReplayModel
 from pytest_dsh_replay._scripts.scenario import Scenario, SessionScript
@@ -94,7 +94,7 @@ def test_model_list_names_the_recorded_models(tmp_path: Path) -> None:
 
 def test_model_list_without_recorded_models_names_the_requested_ones() -> None:
     endpoint = _endpoint()
-    assert _get(endpoint, "/models")[1]["data"][0]["id"] == "dsh-replay"
+    assert _get(endpoint, "/models")[1]["data"][0]["id"] == UNNAMED_MODEL
     body = {"model": "asked-model", "messages": [{"role": "user", "content": "x"}]}
     endpoint.handle("POST", "/v1/chat/completions", {}, json.dumps(body).encode())
     assert [m["id"] for m in _get(endpoint, "/v1/models")[1]["data"]] == ["asked-model"]
@@ -104,7 +104,7 @@ def test_the_openai_sdk_lists_models_and_sees_the_unserved_route() -> None:
     endpoint = _endpoint()
     http = httpx_module().Client(transport=sync_transport(endpoint))
     client = openai.OpenAI(base_url="http://t/v1", api_key="k", http_client=http, max_retries=0)
-    assert [m.id for m in client.models.list()] == ["dsh-replay"]
+    assert [m.id for m in client.models.list()] == [UNNAMED_MODEL]
     with pytest.raises(openai.NotFoundError, match="POST /v1/batches is not served"):
         client.batches.create(
             completion_window="24h", endpoint="/v1/chat/completions", input_file_id="f"
