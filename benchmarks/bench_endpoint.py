@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import platform
 import statistics
@@ -109,11 +110,43 @@ def timed(calls: int, client_for_pass: Any, read: Any = read_call) -> float:
     return elapsed / calls * 1000
 
 
-def floor_client(body: bytes) -> tuple[Any, Any]:
-    """An openai client answered by one prebuilt SSE ``body`` (the floor), and its close."""
+def interleaved(
+    calls: int, makers: dict[str, Any], read: Any, repeat: int
+) -> dict[str, list[float]]:
+    """CPU ms of every call, per maker, with the makers' calls alternating call by call.
+
+    Each of ``repeat`` passes opens one client per maker (``makers[name]()`` gives
+    ``(client, done)``), then makes ``calls`` calls on each, one maker after the other
+    (the order reversed on every other call), so that drift in the machine's speed
+    reaches every side alike. Returns the per-call samples of every pass.
+    """
+    samples: dict[str, list[float]] = {name: [] for name in makers}
+    for _ in range(repeat):
+        opened = {name: maker() for name, maker in makers.items()}
+        names = list(opened)
+        for n in range(calls):
+            for name in names if n % 2 == 0 else reversed(names):
+                client = opened[name][0]
+                started = time.process_time()
+                read(client)
+                samples[name].append((time.process_time() - started) * 1000)
+        for _client, done in opened.values():
+            done()
+    return samples
+
+
+def floor_client(body: bytes | list[bytes]) -> tuple[Any, Any]:
+    """An openai client answered by prebuilt SSE bytes (the floor), and its close.
+
+    ``body`` answers every call, or a list of bodies answers the calls in turn (call
+    ``n`` gets ``body[n % len(body)]``: the same events the endpoint serves it).
+    """
     httpx = httpx_module()
     sse = {"content-type": "text/event-stream"}
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, headers=sse, content=body))
+    bodies = itertools.cycle(body if isinstance(body, list) else [body])
+    transport = httpx.MockTransport(
+        lambda request: httpx.Response(200, headers=sse, content=next(bodies))
+    )
     client = openai.OpenAI(
         base_url="http://floor/v1",
         api_key="k",

@@ -242,7 +242,8 @@ class Endpoint:
         self._closed = False
         self._count = 0
         # call id -> the conversation it answered, its answer last (wires that remember)
-        self._served: dict[str, list[Any]] = {}
+        # answer id -> the messages it continued and its chunks (the message built on use)
+        self._served: dict[str, tuple[list[Any], list[StreamChunk]]] = {}
         self._models: dict[str, None] = {}  # the models requested, in order
 
     @classmethod
@@ -364,8 +365,11 @@ class Endpoint:
         are kept; ``None`` for any other id.
         """
         with self._lock:
-            messages = self._served.get(call_id)
-        return None if messages is None else list(messages)
+            served = self._served.get(call_id)
+        if served is None:
+            return None
+        messages, chunks = served
+        return [*messages, answer_message(chunks)]
 
     def _answer(self, call: _Call, parent: str | None, relay: Relay | None) -> EndpointResponse:
         route = call.route
@@ -378,6 +382,7 @@ class Endpoint:
             kwargs["relay"] = relay
         else:
             kwargs.update(cancel=call.cancel, seed_length=route.seed_length, by_content=True)
+            kwargs["read_only_chunks"] = True  # served chunks are only encoded
         sessions = self.sessions
         whole = sessions is not None and not sessions.may_wait(route.session_id)
         chunks = iter(self.model.stream(call.request, **kwargs))
@@ -548,7 +553,7 @@ class Endpoint:
             served=tuple(served),
         )
         if call.chunks is not None and not failed:
-            answered = [*call.request.messages, answer_message(call.chunks)]
+            answered = (list(call.request.messages), call.chunks)
             with self._lock:
                 self._served[call.answer_id] = answered
 

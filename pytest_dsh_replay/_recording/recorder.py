@@ -175,11 +175,24 @@ class _SessionLog:
 class _Call:
     """One call's logging: where it goes, its chunks so far, and whether it is over."""
 
-    __slots__ = ("log", "model", "own", "provider", "seqs", "state", "step", "turn")
+    __slots__ = (
+        "handed",
+        "log",
+        "model",
+        "own",
+        "provider",
+        "run",
+        "seqs",
+        "state",
+        "step",
+        "turn",
+    )
 
     def __init__(
         self, log: _SessionLog | None, turn: Any, step: Any, own: bool, view: Conversation
     ):
+        self.handed = False  # the caller never changes the chunks: a ChunkRun keeps them
+        self.run: Any = None  # the ChunkRun of a handed call, from its first chunk
         self.log = log
         self.turn = turn
         self.step = step
@@ -234,8 +247,11 @@ class RecordingModel:
     recorder adds only the header, the new messages and the chunks, logged with the
     caller's ``turn`` and ``step`` keyword arguments (default: the open turn and step).
     All keyword arguments (``session_id``, ``parent_session_id``, ``turn``, ``step``,
-    ...) are passed through to ``model``; attributes it does not have (``bindings``,
-    ``assert_consumed``, ``cancel``, ...) are the wrapped model's.
+    ...) but one are passed through to ``model``: ``read_only_chunks=True`` says the
+    caller never changes the chunks it reads (the endpoint's calls), so with
+    ``parsed_chunks`` the log keeps them as they are, built into events when the
+    session is read (:meth:`~pytest_dsh_replay.Session.chunk_run`). Attributes it does
+    not have (``bindings``, ``assert_consumed``, ``cancel``, ...) are the wrapped model's.
     """
 
     def __init__(
@@ -453,9 +469,14 @@ class RecordingModel:
         with self._lock:
             if call.state != _OPEN:
                 return  # closed while the caller kept reading: the log has moved on
-            call.seqs.append(
-                log.session.append_chunk(call.turn, call.step, chunk, parsed=self.parsed_chunks)
-            )
+            if call.handed:
+                if call.run is None:
+                    call.run = log.session.chunk_run(call.turn, call.step)
+                call.run.add(chunk)
+            else:
+                call.seqs.append(
+                    log.session.append_chunk(call.turn, call.step, chunk, parsed=self.parsed_chunks)
+                )
             if chunk.get("type") == "finish":
                 call.state = _FINISHED
                 self._finish(call)
@@ -464,9 +485,13 @@ class RecordingModel:
         """Log what follows a finished call's chunks in the recorder's own turn."""
         log = call.log
         assert log is not None
-        first = call.seqs[0] if call.seqs else 0
-        span = log.session.events[first : call.seqs[-1] + 1] if call.seqs else []
-        reply = assemble_reply([span[seq - first]["data"]["chunk"] for seq in call.seqs])
+        if call.run is not None:  # a handed call: its chunks are the logged ones
+            call.seqs = call.run.seqs
+            reply = assemble_reply(call.run.chunks)
+        else:
+            first = call.seqs[0] if call.seqs else 0
+            span = log.session.events[first : call.seqs[-1] + 1] if call.seqs else []
+            reply = assemble_reply([span[seq - first]["data"]["chunk"] for seq in call.seqs])
         kind = reply.finish_kind
         if log.pending is call:
             log.last = kind
@@ -573,8 +598,10 @@ class RecordingModel:
             Exception: Whatever the wrapped model raises, after the call was logged
                 with an error ``finish``.
         """
+        handed = bool(kwargs.pop("read_only_chunks", False)) and self.parsed_chunks
         view = self._view(request)
         call = self._begin(view, kwargs)
+        call.handed = handed
         request = self._passed(view)
         try:
             upstream = iter(self.model.stream(request, **kwargs))
@@ -615,8 +642,10 @@ class RecordingModel:
 
     def astream(self, request: Mapping[str, Any], **kwargs: Any) -> AsyncIterator[StreamChunk]:
         """The async form of :meth:`stream`: the same logging, the same errors."""
+        handed = bool(kwargs.pop("read_only_chunks", False)) and self.parsed_chunks
         view = self._view(request)
         call = self._begin(view, kwargs)
+        call.handed = handed
         request = self._passed(view)
         astream = getattr(self.model, "astream", None)
         try:

@@ -201,6 +201,16 @@ def _cited_seqs(event: Event, kind: str, seq: Any) -> set[int]:
         raise ValueError("sourceEventSeqs must be a list of earlier event seqs")
     if not sources and kind != "assistant/message":
         raise ValueError("sourceEventSeqs must not be empty except on assistant/message")
+    if (
+        sources
+        and seq.__class__ is int
+        and all(s.__class__ is int for s in sources)
+        and 0 <= min(sources) <= max(sources) < seq
+    ):
+        cited = set(sources)  # the common case: plain ints, all earlier (so safe)
+        if len(cited) != len(sources):
+            raise ValueError("sourceEventSeqs must not repeat a seq")
+        return cited
     for s in sources:
         if not is_safe_integer(s) or s < 0:
             raise ValueError(f"sourceEventSeqs must hold non-negative integer seqs, got {s!r}")

@@ -22,7 +22,7 @@ from .._format.json_values import is_safe_integer, json_copy
 from .backends.base import SessionBackend
 from .log_rules import Surface, interrupted_turn_closers, quote
 
-__all__ = ["Session", "SessionOwner"]
+__all__ = ["ChunkRun", "Session", "SessionOwner"]
 
 
 class SessionOwner(Protocol):
@@ -96,6 +96,86 @@ def _build_event(
     return event
 
 
+class ChunkRun:
+    """One call's ``assistant/chunk`` events, added as they stream and built when read.
+
+    From :meth:`Session.chunk_run`. :meth:`add` keeps the chunk itself (no copy, no
+    check), so the caller hands it over: nothing may change it afterwards. The events
+    are built, in order and checked in one pass, on the session's next read or write,
+    as :meth:`Session.append_chunk` would have built them one by one, except that the
+    events built together share one ``time`` (when they are built).
+
+    Attributes:
+        chunks: The chunks added so far, in order (do not mutate).
+    """
+
+    __slots__ = ("_built", "_seqs", "_session", "chunks", "step", "turn")
+
+    def __init__(self, session: Session, turn: Any, step: Any):
+        self._session = session
+        self.turn = turn
+        self.step = step
+        self.chunks: list[Any] = []
+        self._built = 0  # how many chunks have events
+        self._seqs: list[int] = []
+
+    def add(self, chunk: Any) -> None:
+        """Add the next chunk (handed over; see the class docstring).
+
+        Raises:
+            SessionStoreError: The session is no longer live.
+        """
+        session = self._session
+        with session._lock:
+            if self is session._chunk_run:
+                self.chunks.append(chunk)
+            else:  # ended: the chunk follows what came since
+                self._seqs.append(session.append_chunk(self.turn, self.step, chunk, parsed=True))
+                self.chunks.append(chunk)
+                self._built += 1
+
+    @property
+    def seqs(self) -> list[int]:
+        """The ``seq`` of each chunk's event (building the events of the run first)."""
+        self._session._settle()
+        return list(self._seqs)
+
+    def _unbuilt(self) -> list[Any]:
+        """The chunks without events yet."""
+        return self.chunks[self._built :]
+
+
+def _chunk_events(run: ChunkRun, chunks: list[Any], when: int, base: int) -> list[Event]:
+    """The ``assistant/chunk`` events of a run's chunks from ``seq`` ``base``, checked.
+
+    The check is one serialization of the whole run (lossless JSON); a doubtful run is
+    checked event by event, and the copy of a doubtful value says what is wrong.
+    """
+    turn, step = run.turn, run.step
+    try:
+        blob = orjson.dumps([turn, step, chunks], option=orjson.OPT_STRICT_INTEGER)
+    except TypeError:  # orjson.JSONEncodeError: json_copy names the problem
+        blob = b"-0.0"
+    if b"-0.0" in blob:
+        datas = [
+            json_copy({"turn": turn, "step": step, "chunk": chunk}, "assistant/chunk data")
+            for chunk in chunks
+        ]
+        return [
+            {"type": "assistant/chunk", "seq": base + i, "time": when, "data": data}
+            for i, data in enumerate(datas)
+        ]
+    return [
+        {
+            "type": "assistant/chunk",
+            "seq": base + i,
+            "time": when,
+            "data": {"turn": turn, "step": step, "chunk": chunk},
+        }
+        for i, chunk in enumerate(chunks)
+    ]
+
+
 class _EventsView(Sequence[Event]):
     """A read-only view of a session's events (the event dicts must not be mutated).
 
@@ -158,6 +238,7 @@ class Session:
 
     __slots__ = (
         "_batch_depth",
+        "_chunk_run",
         "_events",
         "_header",
         "_lock",
@@ -191,6 +272,7 @@ class Session:
         self._batch_depth = 0
         self._run: list[bytes] = []  # chunk event data from append_chunk, not built yet
         self._run_times: list[int] = []
+        self._chunk_run: ChunkRun | None = None  # the open run of chunk_run, if any
         if not persisted and events:
             self._write(list(events))  # a seed and its marker are written at once
         elif persisted:
@@ -252,7 +334,7 @@ class Session:
         """
         event = _build_event(type, data, envelope, self._store.now)
         with self._lock:
-            self._settle()
+            self._settle()  # an open ChunkRun's later chunks follow this event
             if self._store.get(self.id) is not self:
                 raise SessionStoreError(f"session {quote(self.id)} is not live in this store")
             seq = len(self._events)
@@ -308,14 +390,49 @@ class Session:
             blob = orjson.dumps(json_copy(data, "assistant/chunk data"))
         when = self._store.now()
         with self._lock:
+            if self._chunk_run is not None:
+                self._settle_chunk_run(end=True)
             if self._store.get(self.id) is not self:
                 raise SessionStoreError(f"session {quote(self.id)} is not live in this store")
             self._run.append(blob)
             self._run_times.append(when)
             return len(self._events) + len(self._run) - 1
 
+    def chunk_run(self, turn: Any, step: Any) -> ChunkRun:
+        """Open a :class:`ChunkRun`: the cheapest way to log a call's chunks as they stream.
+
+        Each added chunk becomes the ``assistant/chunk`` event ``{"turn", "step",
+        "chunk"}``, as with :meth:`append_chunk`, but the event is built (and the data
+        checked) only on the next read or write of the session; the chunks added after
+        another event follow that event. A session has one open run: the next
+        :meth:`chunk_run` or :meth:`append_chunk` ends it (its later chunks are then
+        appended one by one, still in order).
+
+        Args:
+            turn: The events' ``turn``.
+            step: The events' ``step``.
+
+        Returns:
+            The run.
+
+        Raises:
+            SessionStoreError: The session is no longer live.
+        """
+        with self._lock:
+            self._settle()
+            if self._store.get(self.id) is not self:
+                raise SessionStoreError(f"session {quote(self.id)} is not live in this store")
+            run = self._chunk_run = ChunkRun(self, turn, step)
+            return run
+
     def _settle(self) -> None:
-        """Build the events of the pending :meth:`append_chunk` run and write them."""
+        """Build the events of the pending chunks and write them.
+
+        The open :class:`ChunkRun`'s come first: :meth:`append_chunk` ends it.
+        """
+        if self._chunk_run is not None:
+            with self._lock:
+                self._settle_chunk_run()
         if not self._run:
             return
         with self._lock:
@@ -335,6 +452,26 @@ class Session:
                 return
             self._write(events)
             self._events.extend(events)
+
+    def _settle_chunk_run(self, *, end: bool = False) -> None:
+        """Build the open :class:`ChunkRun`'s new events and write them (the lock is held)."""
+        run = self._chunk_run
+        assert run is not None
+        if end:
+            self._chunk_run = None
+        chunks = run._unbuilt()
+        if not chunks:
+            return
+        base = len(self._events)
+        events = _chunk_events(run, chunks, self._store.now(), base)
+        run._built += len(chunks)
+        run._seqs.extend(range(base, base + len(events)))
+        if self._batch_depth:
+            self._events.extend(events)
+            self._pending.extend(events)
+            return
+        self._write(events)
+        self._events.extend(events)
 
     @contextmanager
     def batch(self) -> Iterator[Session]:

@@ -363,9 +363,20 @@ def responses_object(chunks: list[StreamChunk], *, model: str, call_id: str) -> 
 class _Item:
     """One open output item of a streamed response."""
 
-    __slots__ = ("arguments", "call_id", "id", "kind", "name", "position", "started", "text")
+    __slots__ = (
+        "arguments",
+        "call_id",
+        "delta",
+        "id",
+        "kind",
+        "name",
+        "position",
+        "started",
+        "text",
+    )
 
     def __init__(self, kind: str, position: int, item_id: str):
+        self.delta: tuple[bytes, bytes, bytes] | None = None  # see _delta_frame
         self.kind = kind
         self.position = position
         self.id = item_id
@@ -384,6 +395,28 @@ class _Item:
 
 
 _KINDS: Final = {"text-delta": "message", "reasoning-delta": "reasoning"}
+_DELTA_EVENTS: Final[dict[str, tuple[str, dict[str, Any], dict[str, Any]]]] = {
+    "message": ("response.output_text.delta", {"content_index": 0}, {"logprobs": []}),
+    "reasoning": ("response.reasoning_summary_text.delta", {"summary_index": 0}, {}),
+    "function_call": ("response.function_call_arguments.delta", {}, {}),
+}
+
+
+def _delta_frame(item: _Item) -> tuple[bytes, bytes, bytes]:
+    """The fixed bytes of an item's delta events, around its sequence number and delta.
+
+    A delta event is ``head + <sequence number> + middle + <JSON string> + tail``: the
+    bytes ``orjson`` gives for ``{"type", "sequence_number", "item_id", "output_index",
+    ...fields, "delta", ...after}``, without building that dict for every delta.
+    """
+    kind, fields, after = _DELTA_EVENTS[item.kind]
+    head = b"event: " + kind.encode() + b'\ndata: {"type":' + orjson.dumps(kind)
+    base = {"item_id": item.id, "output_index": item.position, **fields}
+    middle = b"," + orjson.dumps(base)[1:-1] + b',"delta":'
+    tail = (b"," + orjson.dumps(after)[1:-1] if after else b"") + b"}\n\n"
+    return head + b',"sequence_number":', middle, tail
+
+
 _PREFIXES: Final = {"message": "msg", "reasoning": "rs", "function_call": "fc"}
 
 
@@ -467,18 +500,20 @@ class ResponsesEncoder:
         return self._event("response.output_item.added", {**base, "item": added})
 
     def _delta(self, item: _Item, text: str) -> bytes:
-        base = {"item_id": item.id, "output_index": item.position}
         if item.kind == "message":
             item.text.append(text)
             self._text.append(text)
-            fields = {**base, "content_index": 0, "delta": text, "logprobs": []}
-            return self._event("response.output_text.delta", fields)
-        if item.kind == "reasoning":
+        elif item.kind == "reasoning":
             item.text.append(text)
-            fields = {**base, "summary_index": 0, "delta": text}
-            return self._event("response.reasoning_summary_text.delta", fields)
-        item.arguments.append(text)
-        return self._event("response.function_call_arguments.delta", {**base, "delta": text})
+        else:
+            item.arguments.append(text)
+        frame = item.delta
+        if frame is None:
+            frame = item.delta = _delta_frame(item)
+        head, middle, tail = frame
+        sequence = self._sequence
+        self._sequence += 1
+        return head + str(sequence).encode() + middle + orjson.dumps(text) + tail
 
     def feed(self, chunk: Mapping[str, Any]) -> bytes:
         """The events for one dsh chunk (``b""`` when it has no wire form of its own)."""

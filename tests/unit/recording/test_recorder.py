@@ -505,3 +505,58 @@ def test_a_session_created_for_a_runtime_call_carries_its_working_directory(
     assert written.header.cwd == "{{cwd}}"
     assert cwd not in repr(written.events)
     assert '"{{cwd}}"' in repr(written.events)
+
+
+# --- chunks handed over (the endpoint's calls) -------------------------------------------
+
+
+def handed_log(read_only: bool, tmp_path: Path) -> tuple[list[Any], list[dict[str, Any]]]:
+    """A tool round, an error, a retry and an abandoned stream, logged either way."""
+    store = SessionStore(JsonlBackend(tmp_path / ("handed" if read_only else "eager")))
+    live = Live(TOOL_CALLS, text_call("42"), ERROR, text_call("ok"), CALL)
+    model = RecordingModel(live, store, parsed_chunks=True)
+    extra = {"read_only_chunks": True} if read_only else {}
+    list(model.stream(openai_request("be exact", ASK), session_id="s", **extra))
+    list(model.stream(openai_request("be exact", ASK, ECHO, RESULT), session_id="s", **extra))
+    for _ in range(2):
+        list(model.stream({"messages": [ASK]}, session_id="t", **extra))
+    stream = model.stream({"messages": [ASK]}, session_id="u", **extra)
+    next(iter(stream))
+    stream.close()  # type: ignore[attr-defined]
+    model.close_open_calls()
+    logs = []
+    for sid in ("s", "t", "u"):
+        session = store.get(sid)
+        assert session is not None
+        logs.append(
+            [
+                {k: v for k, v in e.items() if k != "time" and not _is_id(k)}
+                | {"data": _without_ids(e["data"])}
+                for e in session.events
+            ]
+        )
+    return logs, live.kwargs
+
+
+def _is_id(key: str) -> bool:
+    return key == "id"
+
+
+def _without_ids(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_ids(v) for k, v in value.items() if k != "id"}
+    if isinstance(value, list):
+        return [_without_ids(v) for v in value]
+    return value
+
+
+def test_handed_chunks_give_the_log_of_copied_ones_and_the_keyword_stays_here(
+    tmp_path: Path,
+) -> None:
+    handed, handed_kwargs = handed_log(True, tmp_path)
+    eager, _ = handed_log(False, tmp_path)
+    assert handed == eager
+    assert [e["type"] for e in handed[0]].count("assistant/chunk") == len(TOOL_CALLS) + len(
+        text_call("42")
+    )
+    assert all("read_only_chunks" not in kwargs for kwargs in handed_kwargs)

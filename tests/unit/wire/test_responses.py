@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+import orjson
 import pytest
 from support.chunks import text_entry
 
@@ -285,3 +286,58 @@ def test_a_failure_after_content_is_response_failed_then_error() -> None:
     )
     kinds = [type(event).__name__ for event in stream]
     assert kinds[-2:] == ["ResponseFailedEvent", "ResponseErrorEvent"]
+
+
+@pytest.mark.parametrize(
+    ("chunk", "kind", "fields", "after"),
+    [
+        (
+            {"type": "text-delta", "index": 0, "text": 'he said "hi"\n\u00e9\U0001f600'},
+            "response.output_text.delta",
+            {"content_index": 0},
+            {"logprobs": []},
+        ),
+        (
+            {"type": "reasoning-delta", "index": 0, "text": "think\u2028"},
+            "response.reasoning_summary_text.delta",
+            {"summary_index": 0},
+            {},
+        ),
+        (
+            {
+                "type": "tool-call-delta",
+                "index": 0,
+                "id": "c",
+                "name": "f",
+                "argumentsDelta": '{"a',
+            },
+            "response.function_call_arguments.delta",
+            {},
+            {},
+        ),
+    ],
+)
+def test_a_delta_event_is_byte_for_byte_the_dict_it_stands_for(
+    chunk: dict[str, Any], kind: str, fields: dict[str, Any], after: dict[str, Any]
+) -> None:
+    encoder = ResponsesEncoder(model="m", response_id="resp_9")
+    encoder.start()
+    opened = encoder.feed(chunk)
+    again = encoder.feed(chunk)  # a second delta on the same item: the kept frame
+    for out in (opened, again):
+        frame = out.split(b"\n\n")[-2] + b"\n\n"
+        payload = json.loads(frame.split(b"data: ", 1)[1])
+        delta = chunk.get("text", chunk.get("argumentsDelta"))
+        expected = {
+            "type": kind,
+            "sequence_number": payload["sequence_number"],
+            "item_id": payload["item_id"],
+            "output_index": 0,
+            **fields,
+            "delta": delta,
+            **after,
+        }
+        assert frame == b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(expected) + b"\n\n"
+    assert json.loads(again.split(b"data: ", 1)[1])["sequence_number"] == (
+        json.loads(opened.split(b"\n\n")[-2].split(b"data: ", 1)[1])["sequence_number"] + 1
+    )
