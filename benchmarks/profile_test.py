@@ -40,7 +40,7 @@ from typing import Any
 from bench_suite import REQUEST, write_scenarios
 
 from pytest_dsh_replay import DshReplay
-from pytest_dsh_replay._check.redact import recording_redactor
+from pytest_dsh_replay._format.redact import recording_redactor
 from pytest_dsh_replay._scripts.loading import ScenarioCache
 
 

@@ -22,10 +22,10 @@ from typing import TextIO
 import orjson
 
 from ._check.normalize import canonical_log
-from ._check.redact import Redactor, delta_runs, stream_runs_of
 from ._errors import DshReplayError
 from ._format.events import Event
 from ._format.jsonl import iter_log_lines, parse_session_log, read_log_bytes
+from ._format.redact import Redactor, delta_runs, stream_runs_of
 from ._format.text import visible
 from ._format.zstd import ZSTD_SUFFIXES
 from ._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry

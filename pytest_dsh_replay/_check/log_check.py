@@ -18,9 +18,9 @@ from typing import Any, Protocol
 from .._errors import DshReplayError
 from .._format.events import Event, SessionHeader, SessionLike, SessionLog
 from .._format.jsonl import read_session_log
+from .._format.redact import Redactor
 from .._scripts.scenario import PRIMARY_LOG
 from .normalize import LogDifference, Normalizer, canonical_log, tokenize_cwd
-from .redact import Redactor
 
 __all__ = [
     "Comparison",

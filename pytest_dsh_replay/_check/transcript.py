@@ -23,10 +23,10 @@ from .._format.events import (
     SessionLike,
     SessionLog,
 )
+from .._format.redact import Redactor, recording_redactor
 from .._format.reply import assemble_reply
 from .._format.text import visible
 from .normalize import Normalizer
-from .redact import Redactor, recording_redactor
 
 __all__ = ["render_transcript", "sessions_as_jsonl"]
 

@@ -24,11 +24,11 @@ from .._check.log_check import (
     unchanged_recording,
 )
 from .._check.normalize import canonical_log, describe_difference, diff_logs
-from .._check.redact import Redactor
 from .._endpoint.clients import EndpointClients
 from .._errors import DshReplayError, LogMismatchError, RecordingError
 from .._format.events import Event, SessionHeader, SessionLog
 from .._format.jsonl import read_session_log
+from .._format.redact import Redactor
 from .._recording.recorder import RecordingModel
 from .._replay.model import ReplayModel
 from .._scripts.loading import ScenarioCache, load_scenario

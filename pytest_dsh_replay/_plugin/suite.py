@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import TypeAlias
 
-    from .._check.redact import Redactor
+    from .._format.redact import Redactor
     from .._scripts.loading import ScenarioCache
 
     Redaction: TypeAlias = tuple[
@@ -120,7 +120,7 @@ def hook_redaction(config: Any) -> Redaction:
     Args:
         config: The ``pytest.Config`` whose ``pytest_dsh_replay_redact`` hooks apply.
     """
-    from .._check.redact import recording_redactor
+    from .._format.redact import recording_redactor
 
     hook = config.hook.pytest_dsh_replay_redact
     # Implementations written before headers were redacted take only ``event``: they

@@ -17,8 +17,8 @@ from pytest_dsh_replay._check.normalize import (
     diff_logs,
     tokenize_cwd,
 )
-from pytest_dsh_replay._check.redact import REDACTED, Redactor
 from pytest_dsh_replay._format.events import SessionHeader
+from pytest_dsh_replay._format.redact import REDACTED, Redactor
 
 UUID_A = "959ffdf5-03e2-465e-9482-009b704632dc"
 UUID_B = "02b3a8dd-1d5e-4866-825f-5fbf5000a632"

@@ -12,8 +12,8 @@ from support.collected import collected, suite_state
 from support.paths import EXAMPLES
 
 from pytest_dsh_replay import RecordingError
-from pytest_dsh_replay._check.redact import recording_redactor
 from pytest_dsh_replay._fixture.dsh_replay import DshReplay
+from pytest_dsh_replay._format.redact import recording_redactor
 from pytest_dsh_replay._plugin import runs
 from pytest_dsh_replay._plugin.collected import CollectedTest
 

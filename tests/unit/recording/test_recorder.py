@@ -485,8 +485,8 @@ def test_a_session_created_for_a_runtime_call_carries_its_working_directory(
 ) -> None:
     """The runtime names its cwd in every request: recordings then write it as {{cwd}}."""
     from pytest_dsh_replay._check.log_check import Redaction
-    from pytest_dsh_replay._check.redact import Redactor
     from pytest_dsh_replay._endpoint.routing import RUNTIME_SESSION_HEADER, Router
+    from pytest_dsh_replay._format.redact import Redactor
 
     cwd = "/tmp/pytest-7/work"
     body = {

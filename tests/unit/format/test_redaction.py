@@ -10,9 +10,9 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dsh_replay._check.redact import REDACTED, Redactor, delta_runs, recording_redactor
 from pytest_dsh_replay._check.transcript import render_transcript, sessions_as_jsonl
 from pytest_dsh_replay._format.events import SessionHeader
+from pytest_dsh_replay._format.redact import REDACTED, Redactor, delta_runs, recording_redactor
 from pytest_dsh_replay._store.backends.sqlite import SqliteBackend
 from pytest_dsh_replay._store.store import SessionStore
 from pytest_dsh_replay.cli import main

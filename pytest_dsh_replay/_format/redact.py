@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from .._format.events import Event
+from .events import Event
 
 __all__ = [
     "DEFAULT_SECRET_PATTERNS",
