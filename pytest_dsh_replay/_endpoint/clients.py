@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .._errors import DshReplayError
     from .._replay.model import ReplayModel
     from .endpoint import Endpoint, StreamingModel
@@ -29,10 +31,19 @@ class EndpointClients:
         replay: The replay model the recorder wraps (replay mode): new sessions bind
             through it before their call; ``None`` in record mode, where calls go
             through the recording proxy.
+        redact: What live texts quoted in the endpoint's messages go through (the run's
+            redaction); ``None``: the replay model's, or none when recording.
     """
 
-    def __init__(self, model: StreamingModel, *, replay: ReplayModel | None):
+    def __init__(
+        self,
+        model: StreamingModel,
+        *,
+        replay: ReplayModel | None,
+        redact: Callable[[str], str] | None = None,
+    ):
         self._model = model
+        self._redact = redact
         self._replay = replay
         self._endpoint: Endpoint | None = None
         self._server: EndpointServer | None = None
@@ -45,9 +56,11 @@ class EndpointClients:
             from .endpoint import Endpoint
 
             if self._replay is None:
-                self._endpoint = Endpoint(self._model, record=True)
+                self._endpoint = Endpoint(self._model, record=True, redact=self._redact)
             else:
-                self._endpoint = Endpoint.replaying(self._replay, model=self._model)
+                self._endpoint = Endpoint.replaying(
+                    self._replay, model=self._model, redact=self._redact
+                )
         return self._endpoint
 
     @property

@@ -223,6 +223,8 @@ class Endpoint:
             :class:`~.._recording.proxy.Relay` for the recording proxy, and
             replay-only keywords (``cancel``, ``seed_length``, ``by_content``) are not
             passed.
+        redact: Applied to live texts the endpoint's messages quote (the recording's
+            redaction); ``None``: quoted as they are.
     """
 
     def __init__(
@@ -231,11 +233,12 @@ class Endpoint:
         *,
         sessions: ReplaySessions | None = None,
         record: bool = False,
+        redact: Callable[[str], str] | None = None,
     ):
         self.model = model
         self.sessions = sessions
         self.replay = not record
-        self.router = Router()
+        self.router = Router(redact)
         self.errors: list[DshReplayError] = []
         self._lock = threading.Lock()
         self._cancels: set[CallCancel] = set()
@@ -247,15 +250,28 @@ class Endpoint:
         self._models: dict[str, None] = {}  # the models requested, in order
 
     @classmethod
-    def replaying(cls, replay: ReplayModel, *, model: StreamingModel | None = None) -> Endpoint:
+    def replaying(
+        cls,
+        replay: ReplayModel,
+        *,
+        model: StreamingModel | None = None,
+        redact: Callable[[str], str] | None = None,
+    ) -> Endpoint:
         """An endpoint over a replay model: new sessions bind through its live sessions.
 
         Args:
             replay: The replay model.
             model: What calls stream from (the fixture's recorder around ``replay``);
                 default: ``replay`` itself.
+            redact: What quoted live texts go through; default: the replay model's
+                redaction.
         """
-        return cls(replay if model is None else model, sessions=replay._sessions)
+        sessions = replay._sessions
+        return cls(
+            replay if model is None else model,
+            sessions=sessions,
+            redact=sessions.redact if redact is None else redact,
+        )
 
     # --- lifecycle -----------------------------------------------------------------------
 

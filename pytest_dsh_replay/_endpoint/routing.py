@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -87,9 +87,15 @@ class Route:
 
 
 class Router:
-    """Tells live sessions apart for the endpoint (thread-safe; one per test)."""
+    """Tells live sessions apart for the endpoint (thread-safe; one per test).
 
-    def __init__(self) -> None:
+    Args:
+        redact: Applied to the first user messages the router keeps for its messages
+            (the recording's redaction; ``None``: kept as they are).
+    """
+
+    def __init__(self, redact: Callable[[str], str] | None = None) -> None:
+        self._redact = redact
         self._lock = threading.Lock()
         self._latest: dict[str, tuple[bytes, ...]] = {}  # live id -> latest request
         self._first: dict[str, str | None] = {}  # live id -> its first user message
@@ -178,7 +184,10 @@ class Router:
 
     def _remember(self, session_id: str, view: RequestView) -> None:
         if session_id not in self._first:
-            self._first[session_id] = view.first_user
+            first = view.first_user
+            if first is not None and self._redact is not None:
+                first = self._redact(first)
+            self._first[session_id] = first
         self._latest[session_id] = view.message_keys
         if session_id in self._waiting:
             self._waiting.remove(session_id)

@@ -153,7 +153,7 @@ class DshReplay:
         if not p.exists():
             recover(p)  # a killed recording may have moved the old one aside
         scenario = load_scenario(p) if cache is None else cache.load(p, keep_logs=compare_logs)
-        replayer = ReplayModel(scenario, pace_ms=pace_ms, workdir=workdir)
+        replayer = ReplayModel(scenario, pace_ms=pace_ms, workdir=workdir, redactor=redactor)
         # The replay model answers; the recorder logs each call into the calling
         # session exactly as recording does, so the two runs' logs can be compared.
         replay = cls._logged_run(
@@ -262,7 +262,7 @@ class DshReplay:
         )
         replay._replayer = replayer
         replay._recorder = model
-        replay._http = EndpointClients(model, replay=replayer)
+        replay._http = EndpointClients(model, replay=replayer, redact=replay.redactor.redact_text)
         replay._runtime = RuntimeSessions(scenario, replayer)
         return replay
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, Final
 
 from .events import Event
@@ -20,6 +21,8 @@ __all__ = [
     "DEFAULT_SECRET_PATTERNS",
     "REDACTED",
     "Redactor",
+    "builtin_redact",
+    "builtin_redactor",
     "delta_runs",
     "recording_redactor",
     "stream_runs_of",
@@ -257,6 +260,17 @@ def recording_redactor(environ: Mapping[str, str] | None = None) -> Redactor:
     env = os.environ if environ is None else environ
     key = env.get("DSH_RECORD_API_KEY", "")
     return Redactor(literals=(key,) if key else ())
+
+
+@lru_cache(maxsize=1)
+def builtin_redactor() -> Redactor:
+    """The built-in rules alone, compiled once per process (:class:`Redactor` with no arguments)."""
+    return Redactor()
+
+
+def builtin_redact(text: str) -> str:
+    """``text`` redacted by the built-in rules (compiled on the first call)."""
+    return builtin_redactor().redact_text(text)
 
 
 def delta_runs(events: Sequence[Event]) -> list[list[tuple[int, str]]]:

@@ -17,12 +17,16 @@ at its first call; everything binds through it. The rules:
   order. No match: the reason names the live message and every candidate's; a child
   recorded without any user message, or a request without one, takes the first free
   candidate (there is nothing to compare).
+
+Recordings hold redacted text (a secret became ``[REDACTED]``), so with a redactor the
+live first messages are compared, and quoted in errors, through the same redaction
+(see ``docs/checks.md#redaction``).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -66,10 +70,15 @@ class Binder:
 
     Args:
         scripts: The scenario's scripts, primary first.
+        redact: Applied to every live text before it is compared or quoted (the
+            recording's redaction; ``None``: texts as they are).
     """
 
-    def __init__(self, scripts: Sequence[SessionScript]):
+    def __init__(
+        self, scripts: Sequence[SessionScript], redact: Callable[[str], str] | None = None
+    ):
         self.scripts = tuple(scripts)
+        self.redact = redact
         self.taken = [False] * len(self.scripts)
         self._next = 0  # no script before this index is unbound
         self._openers: list[FirstMessage | None] | None = None  # compiled on first use
@@ -78,13 +87,15 @@ class Binder:
             if not script.primary and script.parent_session:
                 self._children.setdefault(script.parent_session, []).append(i)
 
-    @staticmethod
-    def first_message(messages: object) -> str | None:
-        """The live request's opening user text, as messages quote it."""
+    def first_message(self, messages: object) -> str | None:
+        """The live request's opening user text, as messages quote it (redacted)."""
         from .._wire.request import opening_texts
 
-        openings = opening_texts(messages)
+        openings = self._redacted(opening_texts(messages))
         return openings[-1] if openings else None
+
+    def _redacted(self, texts: list[str]) -> list[str]:
+        return texts if self.redact is None else [self.redact(text) for text in texts]
 
     def choose(
         self,
@@ -145,7 +156,7 @@ class Binder:
 
         view = RequestView.of(request)
         seeded = bool(view.seed) if seed_length is None else seed_length > 0
-        return self._match(free, view.openings, seeded, where)
+        return self._match(free, self._redacted(view.openings), seeded, where)
 
     def take(self, index: int) -> SessionScript:
         """Mark a script bound; return it."""
@@ -231,15 +242,25 @@ class LiveSessions:
     Args:
         scenario: The scenario replayed.
         paced: Whether calls wait before their chunks (:meth:`may_wait`).
+        redact: The recording's redaction of a text, applied to live first messages
+            before they are matched or quoted (``None``: none).
     """
 
-    def __init__(self, scenario: Scenario, *, paced: bool = False):
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        paced: bool = False,
+        redact: Callable[[str], str] | None = None,
+    ):
         self.scenario = scenario
         self.lock = threading.Lock()
         self._paced = paced
         self._scripts = scenario.scripts
         self._bound: dict[SessionKey, BoundSession] = {}
-        self._binder = Binder(self._scripts)
+        self.redact = redact
+        """The recording's redaction of a live text (``None``: none)."""
+        self._binder = Binder(self._scripts, redact)
         self._unrecorded: dict[SessionKey, int] = {}
         # live key -> its first request's messages (a shallow copy: the caller may add to
         # its list); the first message is read from them only for an error message.

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ReplayConsumptionError
 from .._format.events import StreamChunk
+from .._format.redact import Redactor, builtin_redact
 from .._scripts.builder import last_user_text
 from .._scripts.loading import load_scenario
 from .._scripts.scenario import Scenario
@@ -76,6 +77,11 @@ class ReplayModel:
         workdir: The directory relative ``readyFile`` paths of ``hang`` entries resolve
             against; default: the process's working directory when the file is written.
             A ``readyFile`` outside it is refused.
+        redactor: The secret rules the recording was redacted with (a recording holds
+            ``[REDACTED]`` where the live session had a secret): live first user messages
+            are compared with the recorded ones, and quoted in errors, through it.
+            ``None`` (the default): the built-in rules; the fixture passes the run's
+            redactor (the built-in rules plus the recording API key).
 
     Raises:
         ValueError: ``pace_ms`` is not a non-negative integer.
@@ -90,6 +96,7 @@ class ReplayModel:
         sleep: Callable[[float], object] = time.sleep,
         asleep: Callable[[float], Awaitable[object]] | None = None,
         workdir: str | os.PathLike[str] | None = None,
+        redactor: Redactor | None = None,
     ):
         if isinstance(pace_ms, bool) or not isinstance(pace_ms, int) or pace_ms < 0:
             raise ValueError(
@@ -100,7 +107,11 @@ class ReplayModel:
         self._scenario = scenario
         self._scripts = scenario.scripts
         self._pace_ms = pace_ms
-        self._sessions = LiveSessions(scenario, paced=pace_ms > 0)
+        self._sessions = LiveSessions(
+            scenario,
+            paced=pace_ms > 0,
+            redact=builtin_redact if redactor is None else redactor.redact_text,
+        )
         self._pacing = NO_PACING
         if pace_ms or sleep is not time.sleep or asleep is not None or workdir is not None:
             self._pacing = Pacing(

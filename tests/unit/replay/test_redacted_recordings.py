@@ -1,0 +1,115 @@
+"""A recording holds ``[REDACTED]`` where the live session had a secret: replay still binds.
+
+The live first user message is compared with the recorded one through the recording's
+redaction, and what replay errors quote of live text goes through it too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.chunks import chunk_events, text_call
+
+from pytest_dsh_replay import Redactor, ReplayBindingError, ReplayExhaustedError, load_scenario
+from pytest_dsh_replay._endpoint.routing import Router
+from pytest_dsh_replay._format.jsonl import dump_session_log
+from pytest_dsh_replay._replay.model import ReplayModel
+from pytest_dsh_replay._scripts.scenario import Scenario
+
+PARENT = "aaaaaaaa-0000-4000-8000-000000000000"
+# Built from pieces: no source file holds a key whole.
+PATTERN_KEY = "sk-live-" + "Q7" * 12  # the built-in key shape
+LITERAL_KEY = "plain" + "-secret-" + "4711"  # no known shape: only a configured literal
+
+
+def user_event(text: str, seq: int) -> dict[str, Any]:
+    return {
+        "type": "user/message",
+        "seq": seq,
+        "time": 0,
+        "data": {"role": "user", "content": [{"type": "text", "text": text}]},
+    }
+
+
+def write_log(path: Path, header: dict[str, Any], prompt: str, answer: str) -> None:
+    events = [user_event(prompt, 0), *chunk_events(text_call(answer), turn=1, first_seq=1)]
+    path.write_bytes(dump_session_log(header, events))
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> Scenario:
+    """A parent with two spawn children whose tasks were recorded redacted."""
+    base = {"type": "session", "version": 0}
+    write_log(tmp_path / "session.jsonl", {**base, "id": PARENT}, "plan", "spawning")
+    for n, task in enumerate(["use [REDACTED] to fetch", "then [REDACTED] again"], start=1):
+        header = {**base, "id": f"child-{n}-0000", "parentSession": PARENT, "origin": "subagent"}
+        write_log(tmp_path / f"session.{n}.jsonl", header, task, f"answer {n}")
+    return load_scenario(tmp_path)
+
+
+def ask(model: ReplayModel, session: str, text: str, parent: str | None = "main") -> str:
+    request = {"messages": [{"role": "user", "content": text}]}
+    chunks = model.stream(request, session_id=session, parent_session_id=parent)
+    return "".join(c.get("text", "") for c in chunks if c["type"] == "text-delta")
+
+
+def test_a_child_whose_task_held_a_key_binds_to_its_redacted_recording(scenario: Scenario) -> None:
+    model = ReplayModel(scenario)
+    assert ask(model, "main", "plan", parent=None) == "spawning"
+    # The second child asks first: only the redacted comparison tells the two apart.
+    assert ask(model, "b", f"then {PATTERN_KEY} again") == "answer 2"
+    assert ask(model, "a", f"use {PATTERN_KEY} to fetch") == "answer 1"
+    assert model.bindings["a"].file == "session.1.jsonl"
+
+
+def test_a_configured_literal_secret_binds_through_the_run_redactor(scenario: Scenario) -> None:
+    text = f"use {LITERAL_KEY} to fetch"
+    plain = ReplayModel(scenario)
+    ask(plain, "main", "plan", parent=None)
+    with pytest.raises(ReplayBindingError):
+        ask(plain, "a", text)  # the built-in rules do not know this value
+
+    model = ReplayModel(scenario, redactor=Redactor(literals=[LITERAL_KEY]))
+    ask(model, "main", "plan", parent=None)
+    assert ask(model, "a", text) == "answer 1"
+
+
+def test_a_binding_error_quotes_the_live_message_redacted(scenario: Scenario) -> None:
+    model = ReplayModel(scenario)
+    ask(model, "main", "plan", parent=None)
+    with pytest.raises(ReplayBindingError) as caught:
+        ask(model, "x", f"something else with {PATTERN_KEY}")
+    message = str(caught.value)
+    assert "something else with [REDACTED]" in message
+    assert PATTERN_KEY not in message
+    assert PATTERN_KEY[8:20] not in message
+
+
+def test_an_exhausted_error_quotes_the_live_message_redacted(scenario: Scenario) -> None:
+    model = ReplayModel(scenario)
+    ask(model, "main", "plan", parent=None)
+    ask(model, "a", f"use {PATTERN_KEY} to fetch")
+    with pytest.raises(ReplayExhaustedError) as caught:
+        ask(model, "a", f"use {PATTERN_KEY} to fetch")
+    assert "'use [REDACTED] to fetch'" in str(caught.value)
+    assert PATTERN_KEY not in str(caught.value)
+
+
+def test_the_router_quotes_first_messages_redacted() -> None:
+    router = Router(Redactor().redact_text)
+    for session in ("s1", "s2"):
+        router.route(
+            {"x-dsh-session-id": session},
+            {"messages": [{"role": "user", "content": f"go {PATTERN_KEY}"}]},
+        )
+    follow_up = [
+        {"role": "user", "content": f"go {PATTERN_KEY}"},
+        {"role": "assistant", "content": "done"},
+        {"role": "user", "content": "and now?"},
+    ]
+    with pytest.raises(ReplayBindingError) as caught:  # continues both alike
+        router.route({}, {"messages": follow_up})
+    assert "[REDACTED]" in str(caught.value)
+    assert PATTERN_KEY not in str(caught.value)
