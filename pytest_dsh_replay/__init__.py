@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         parse_session_log,
         read_session_log,
     )
+    from ._format.redact import Redactor
     from ._recording.recorder import RecordingModel
     from ._replay.model import ReplayBinding, ReplayModel
     from ._replay.placeholders import PATTERN_TIMEOUT_S
