@@ -148,3 +148,49 @@ def test_no_planted_secret_in_any_written_file_or_in_the_terminal(
     )
     replayed = pytester.runpytest("test_replayed.py", "-p", "no:randomly")
     replayed.assert_outcomes(passed=1)
+
+
+CHILD_KEY = "sk-live-" + "Q7" * 12
+
+CHILD_CONFTEST = """
+class FakeLive:
+    def stream(self, request, **kwargs):
+        yield {"type": "block-start", "index": 0, "blockType": "text"}
+        yield {"type": "text-delta", "index": 0, "text": "ok"}
+        yield {"type": "block-end", "index": 0, "block": {"type": "text", "text": "ok"}}
+        yield {"type": "finish", "reason": {"kind": "stop"}}
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return FakeLive()
+"""
+
+CHILD_TESTS = """
+import pytest
+
+KEY = "sk-live-" + "Q7" * 12
+
+@pytest.mark.dsh_scenario("delegates")
+def test_delegates(dsh_replay):
+    model = dsh_replay.model
+    def ask(session, text, parent=None):
+        request = {"messages": [{"role": "user", "content": text}]}
+        list(model.stream(request, session_id=session, parent_session_id=parent))
+    ask("main", "plan")
+    ask("other", "an unrelated task", parent="main")
+    ask("kid", "fetch with " + KEY + " please", parent="main")
+"""
+
+
+def test_a_child_whose_task_held_a_key_is_recorded_redacted_and_replays(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(CHILD_CONFTEST)
+    pytester.makepyfile(test_delegates=CHILD_TESTS)
+    recorded = pytester.runpytest("--dsh-record")
+    recorded.assert_outcomes(passed=1)
+    logs = [p.read_text() for p in (pytester.path / "dsh_snapshots" / "delegates").iterdir()]
+    assert any("fetch with [REDACTED] please" in log for log in logs)
+    assert not any(CHILD_KEY in log for log in logs)
+    replayed = pytester.runpytest()
+    replayed.assert_outcomes(passed=1)
+    assert CHILD_KEY not in replayed.stdout.str() + replayed.stderr.str()
