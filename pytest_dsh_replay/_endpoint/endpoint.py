@@ -44,6 +44,7 @@ from .._errors import (
     UnservedRouteError,
 )
 from .._format.events import StreamChunk
+from .._format.redact import builtin_redact
 from .._format.reply import finish_failure
 from .._recording.proxy import Relay
 from .._wire.base import BadRequest, Encoder, Failure, Wire, WireError
@@ -239,6 +240,7 @@ class Endpoint:
         self.sessions = sessions
         self.replay = not record
         self.router = Router(redact)
+        self._redact = builtin_redact if redact is None else redact
         self.errors: list[DshReplayError] = []
         self._lock = threading.Lock()
         self._cancels: set[CallCancel] = set()
@@ -451,7 +453,7 @@ class Endpoint:
             first = next(chunks, None)
         except Exception as error:
             if not relay.started:
-                message = f"the live model failed: {type(error).__name__}: {error}"
+                message = self._redact(f"the live model failed: {type(error).__name__}: {error}")
                 return json_response(
                     502, {"error": {"message": message, "type": "bad_gateway"}}
                 ), []
@@ -461,7 +463,8 @@ class Endpoint:
             if failure is not None and failure.get("code") == "NETWORK":
                 for _ in chunks:  # the call ends (and is logged) as it failed
                     pass
-                body = {"error": {"message": failure["message"], "type": "bad_gateway"}}
+                message = self._redact(str(failure["message"]))
+                body = {"error": {"message": message, "type": "bad_gateway"}}
                 return json_response(502, body, [("x-should-retry", "false")]), []
             return None, [] if first is None else [first]
         if relay.status >= 400:

@@ -25,6 +25,7 @@ __all__ = [
     "builtin_redactor",
     "delta_runs",
     "recording_redactor",
+    "shown_url",
     "stream_runs_of",
 ]
 
@@ -260,6 +261,37 @@ def recording_redactor(environ: Mapping[str, str] | None = None) -> Redactor:
     env = os.environ if environ is None else environ
     key = env.get("DSH_RECORD_API_KEY", "")
     return Redactor(literals=(key,) if key else ())
+
+
+_SECRET_QUERY: Final = re.compile(r"(?i)(key|token|secret|password|auth|sig|credential)")
+
+
+def shown_url(url: str, redactor: Redactor | None = None) -> str:
+    """``url`` as it may be printed: no credentials, no secret-looking query values.
+
+    The ``user:password@`` part becomes ``[REDACTED]@``; the value of a query parameter
+    whose name says key, token, secret, password, auth, sig or credential becomes
+    ``[REDACTED]``; the rest goes through ``redactor`` (default: the built-in rules).
+    A value that does not parse as a URL is only redacted.
+    """
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    rules = redactor or builtin_redactor()
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            netloc = f"{REDACTED}@{netloc.rpartition('@')[2]}"
+        query = parts.query
+        if query:
+            pairs = parse_qsl(query, keep_blank_values=True)
+            query = urlencode(
+                [(k, REDACTED if _SECRET_QUERY.search(k) else v) for k, v in pairs], safe="[]"
+            )
+        url = urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    except ValueError:
+        pass
+    return rules.redact_text(url)
 
 
 @lru_cache(maxsize=1)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import RecordingError
 from .._format.events import StreamChunk
+from .._format.redact import REDACTED, builtin_redact, shown_url
 from .._wire.anthropic import WIRE as ANTHROPIC_WIRE
 from .._wire.gemini import WIRE as GEMINI_WIRE
 from .._wire.openai import OpenAIDecoder, openai_failure
@@ -173,7 +174,7 @@ class OpenAICompatibleModel:
         )
 
     def __repr__(self) -> str:
-        return f"OpenAICompatibleModel(base_url={self.base_url!r}, model={self.model!r})"
+        return f"OpenAICompatibleModel(base_url={shown_url(self.base_url)!r}, model={self.model!r})"
 
     def close(self) -> None:
         """Close the HTTP connections of the sync clients (a later call opens new ones)."""
@@ -370,13 +371,15 @@ class OpenAICompatibleModel:
 
     def _failure(self, error: Exception) -> dict[str, Any]:
         failure = _failure_of(error, self._openai)
+        message = failure["message"]
+        if len(self._api_key) >= 8:  # a shorter "key" would garble ordinary words
+            message = message.replace(self._api_key, REDACTED)
+        failure["message"] = builtin_redact(message)
         if failure["code"] == "NETWORK":
             failure["message"] = (
-                f"cannot reach the live model at {self.base_url}: {failure['message']}"
+                f"cannot reach the live model at {shown_url(self.base_url)}: {failure['message']}"
             )
             self._network_failure(failure["message"])
-        if len(self._api_key) >= 8:  # a shorter "key" would garble ordinary words
-            failure["message"] = failure["message"].replace(self._api_key, "[redacted]")
         return failure
 
 

@@ -26,6 +26,7 @@ from typing import Any, Final
 import orjson
 
 from .._format.events import StreamChunk
+from .._format.redact import REDACTED, builtin_redact, shown_url
 from .._wire.base import Decoder, SSEParser, Wire
 
 __all__ = ["Relay", "proxy_stream"]
@@ -77,6 +78,7 @@ class Relay:
         self.response_headers: list[tuple[str, str]] = []
         self.started = False
         self.ended = False  # the provider's answer is complete ([DONE], message_stop)
+        self.scrub = KeyScrub(b"")  # the live key never goes back to the client
         self._lock = threading.Lock()
         self._pending: list[bytes] = []
 
@@ -86,8 +88,15 @@ class Relay:
         self.response_headers = [(k, v) for k, v in headers if k not in _NOT_RELAYED]
         self.started = True
 
-    def write(self, data: bytes) -> None:
-        """Bytes of the provider's answer, to be passed on unchanged."""
+    def write(self, data: bytes, *, last: bool = False) -> None:
+        """Bytes of the provider's answer, to be passed on as they are but the live key.
+
+        The live key becomes ``[REDACTED]`` even when it is split between two writes
+        (the bytes that may start it wait for the next write; ``last`` lets them go).
+        """
+        data = self.scrub.feed(data)
+        if last:
+            data += self.scrub.end()
         if data:
             with self._lock:
                 self._pending.append(data)
@@ -97,6 +106,46 @@ class Relay:
         with self._lock:
             data, self._pending = b"".join(self._pending), []
         return data
+
+
+class KeyScrub:
+    """Replaces one secret in a byte stream that arrives in pieces.
+
+    Args:
+        secret: The bytes to replace (``b""``: nothing is replaced).
+    """
+
+    __slots__ = ("_held", "_secret")
+
+    def __init__(self, secret: bytes):
+        self._secret = secret
+        self._held = b""
+
+    def feed(self, data: bytes) -> bytes:
+        """The bytes that may go out now (a possible start of the secret is held back)."""
+        secret = self._secret
+        if not secret:
+            return data
+        buf = (self._held + data).replace(secret, REDACTED.encode())
+        keep = next(
+            (n for n in range(min(len(secret) - 1, len(buf)), 0, -1) if buf.endswith(secret[:n])),
+            0,
+        )
+        self._held = buf[len(buf) - keep :]
+        return buf[: len(buf) - keep]
+
+    def end(self) -> bytes:
+        """The bytes held back (the stream ended: they cannot start the secret)."""
+        held, self._held = self._held, b""
+        return held
+
+
+def scrubbed_body(raw: bytes, api_key: str) -> bytes:
+    """A provider's error body with the live key and every secret shape redacted."""
+    text = raw.decode("utf-8", "surrogateescape")
+    if len(api_key) >= 8:
+        text = text.replace(api_key, REDACTED)
+    return builtin_redact(text).encode("utf-8", "surrogateescape")
 
 
 def _not_json() -> StreamChunk:
@@ -142,6 +191,8 @@ def proxy_stream(
         HTTP error or a network failure).
     """
     wire = relay.wire
+    if len(api_key) >= 8:  # a shorter "key" would garble ordinary bytes
+        relay.scrub = KeyScrub(api_key.encode())
     url, body = wire.upstream(base_url, relay.path, relay.body, model)
     headers = _outgoing(relay, api_key)
     decoder = wire.decoder()
@@ -150,12 +201,12 @@ def proxy_stream(
             relay.start(answer.status_code, [(k.lower(), v) for k, v in answer.headers.items()])
             if answer.status_code >= 400:
                 raw = answer.read()
-                relay.write(raw)
+                relay.write(scrubbed_body(raw, api_key), last=True)
                 yield decoder.failed(_http_failure(wire, answer, raw, api_key))
                 return
             if "text/event-stream" not in answer.headers.get("content-type", ""):
                 raw = answer.read()
-                relay.write(raw)
+                relay.write(raw, last=True)
                 yield from _decoded_whole(wire, raw)
                 return
             if (yield from _relay_events(relay, answer, decoder)):
@@ -163,8 +214,8 @@ def proxy_stream(
     except Exception as error:
         if not _is_network_error(error):
             raise
-        cause = f"{type(error).__name__}: {error}".replace(api_key, "[REDACTED]")
-        message = f"cannot reach the live model at {url}: {cause}"
+        cause = f"{type(error).__name__}: {error}".replace(api_key, REDACTED)
+        message = builtin_redact(f"cannot reach the live model at {shown_url(url)}: {cause}")
         on_network_error(message)
         yield decoder.failed({"message": message, "code": "NETWORK"})
         return
@@ -191,9 +242,10 @@ def _relay_events(
     wire = relay.wire
     parser = SSEParser()
     for data in answer.iter_raw():
-        relay.write(data)
         events = parser.feed(data)
-        if any(wire.ends_answer(name, text) for name, text in events):
+        ending = any(wire.ends_answer(name, text) for name, text in events)
+        relay.write(data, last=ending)
+        if ending:
             # Known before any chunk of this read goes out: the endpoint holds these
             # bytes until the call is logged as finished, so a client that closes at
             # the answer's end cannot cut the call short.
@@ -201,6 +253,7 @@ def _relay_events(
         for event in _parsed(events):
             failure = wire.stream_failure(event)
             if failure is not None:
+                relay.write(b"", last=True)
                 yield decoder.failed(failure)
                 return True
             yield from decoder.feed(event)
@@ -209,6 +262,7 @@ def _relay_events(
                 relay.ended = True
         if relay.ended:
             break
+    relay.write(b"", last=True)
     return False
 
 
@@ -232,8 +286,10 @@ def _http_failure(wire: Wire, answer: Any, raw: bytes, api_key: str) -> dict[str
         parsed = None
     headers = {k.lower(): v for k, v in answer.headers.items()}
     failure = wire.failure(answer.status_code, parsed, headers)
+    message = failure["message"]
     if len(api_key) >= 8:
-        failure["message"] = failure["message"].replace(api_key, "[REDACTED]")
+        message = message.replace(api_key, REDACTED)
+    failure["message"] = builtin_redact(message)
     return failure
 
 

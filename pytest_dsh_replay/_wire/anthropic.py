@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -36,6 +37,7 @@ from .base import (
     failure_message,
     failure_status,
     int_field,
+    join_path,
     retry_after_ms,
     wire_error,
     with_model,
@@ -677,8 +679,8 @@ def decode_message(answer: Mapping[str, Any]) -> list[StreamChunk]:
 
 def messages_url(base_url: str) -> str:
     """The Messages URL for a base URL, by the dsh runtime's rule (``/v1`` not doubled)."""
-    base = base_url.rstrip("/")
-    return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+    base = urlsplit(base_url).path.rstrip("/")
+    return join_path(base_url, "/messages" if base.endswith("/v1") else "/v1/messages")
 
 
 class AnthropicWire:

@@ -42,6 +42,7 @@ __all__ = [
     "failure_headers",
     "failure_status",
     "httpx_module",
+    "join_path",
     "retry_after_ms",
 ]
 
@@ -369,6 +370,22 @@ def retry_after_ms(headers: Mapping[str, str]) -> int | None:
     if seconds is None or not math.isfinite(seconds) or seconds <= 0:
         return None
     return math.ceil(seconds * 1000)
+
+
+def join_path(base_url: str, path: str) -> str:
+    """``path`` appended to ``base_url``'s path, before its query and fragment.
+
+    ``http://h/v1?key=x`` and ``/chat/completions`` give
+    ``http://h/v1/chat/completions?key=x``; a query in ``path`` is added after the
+    base's.
+    """
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(base_url)
+    bare, _, extra = path.partition("?")
+    query = "&".join(q for q in (parts.query, extra) if q)
+    joined = parts.path.rstrip("/") + bare
+    return urlunsplit((parts.scheme, parts.netloc, joined, query, parts.fragment))
 
 
 def with_model(body: bytes, model: str | None) -> bytes:

@@ -29,6 +29,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
@@ -763,16 +764,18 @@ def gemini_upstream(base_url: str, path: str, model: str | None) -> str:
     ``:streamGenerateContent`` call gets ``alt=sse`` when its query lacks it (the
     in-process transport passes no query).
     """
-    base = base_url.rstrip("/")
+    parts = urlsplit(base_url)
+    base = parts.path.rstrip("/")
     bare, _, query = path.partition("?")
     head = _VERSION.match(bare)
     if head is not None and base.endswith(head.group(0)):
         base = base[: -len(head.group(0))]
     if model is not None:
         bare = _PATH.sub(lambda m: f"/models/{model}:{m['method']}", bare, count=1)
+    query = "&".join(q for q in (parts.query, query) if q)
     if bare.endswith(":streamGenerateContent") and "alt=" not in query:
         query = f"{query}&alt=sse" if query else "alt=sse"
-    return f"{base}{bare}?{query}" if query else f"{base}{bare}"
+    return urlunsplit((parts.scheme, parts.netloc, base + bare, query, parts.fragment))
 
 
 def _route(version: str, method: str) -> str:

@@ -36,6 +36,7 @@ from .base import (
     failure_message,
     failure_status,
     int_field,
+    join_path,
     retry_after_ms,
     wire_error,
     with_model,
@@ -660,7 +661,7 @@ class OpenAIWire:
     @staticmethod
     def upstream(base_url: str, path: str, body: bytes, model: str | None) -> tuple[str, bytes]:
         """``<base_url>/chat/completions`` (the base URL includes the version segment)."""
-        return f"{base_url.rstrip('/')}/chat/completions", with_model(body, model)
+        return join_path(base_url, "/chat/completions"), with_model(body, model)
 
     @staticmethod
     def auth_headers(api_key: str) -> dict[str, str]:

@@ -31,7 +31,16 @@ import orjson
 from .._format.events import JSONObject, StreamChunk
 from .._format.json_values import plain_json
 from .._format.reply import assemble_reply
-from .base import BadRequest, Failure, History, WireError, int_field, wire_error, with_model
+from .base import (
+    BadRequest,
+    Failure,
+    History,
+    WireError,
+    int_field,
+    join_path,
+    wire_error,
+    with_model,
+)
 from .openai import OpenAIWire, openai_error, openai_failure
 
 __all__ = [
@@ -961,7 +970,7 @@ class ResponsesWire:
     @staticmethod
     def upstream(base_url: str, path: str, body: bytes, model: str | None) -> tuple[str, bytes]:
         """``<base_url>/responses`` (the base URL includes the version segment)."""
-        return f"{base_url.rstrip('/')}/responses", with_model(body, model)
+        return join_path(base_url, "/responses"), with_model(body, model)
 
     auth_headers = staticmethod(OpenAIWire.auth_headers)
     """``Authorization: Bearer <key>``, as the chat-completions wire."""

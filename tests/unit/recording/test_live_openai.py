@@ -413,7 +413,7 @@ def test_connection_cut_mid_stream_is_a_network_error(call: Any, mode: str) -> N
 
 def test_wrong_key_is_auth_and_the_key_is_never_echoed(call: Any, mode: str) -> None:
     echo = Reply(error=HttpError(401, f"Incorrect API key provided: {KEY}"))
-    assert failure(call(echo, mode))["message"] == "Incorrect API key provided: [redacted]"
+    assert failure(call(echo, mode))["message"] == "Incorrect API key provided: [REDACTED]"
     with OpenAIServer(api_key="another-key", idle_timeout=10) as server:
         model = OpenAICompatibleModel(base_url=server.base_url, api_key=KEY, model="m")
         try:
