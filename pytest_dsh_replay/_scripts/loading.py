@@ -234,7 +234,7 @@ def _store_script(path: Path, header: SessionHeader, backend: SqliteBackend) -> 
     primary = header.parent_session is None
     source = f"{path}#{header.id}"
     seed_length = header.seed_length if header.seeded else 0
-    builder = ScriptBuilder(skip=0 if primary else seed_length, source=source)
+    builder = ScriptBuilder(skip=0 if primary else seed_length, source=source, rows=True)
     for record in backend.records(header.id):
         builder.record(record)
     return derived_script(
