@@ -26,7 +26,7 @@ import orjson
 from .._errors import DshReplayError, ScriptError, SessionLogError
 from .._format.chunk_rows import PACKED_TAGS, PackedRow, validate_packed_row
 from .._format.events import END_SEED, ChunkRun, Event, JSONObject, StreamChunk
-from .._format.json_values import ABSENT, js_string
+from .._format.json_values import ABSENT, describe_json, js_string
 from .._format.jsonl import not_an_event
 from .._format.stream_records import STREAM_EVENTS, stream_runs
 from .._format.text import join_split_surrogates
@@ -382,8 +382,16 @@ class ScriptBuilder:
 
     def _user_event(self, event: Event, index: int, line: int | None) -> None:
         """A ``user/message``: the first one's text binds the session."""
+        data = event.get("data")
+        content = data.get("content") if data.__class__ is dict else None
+        if content.__class__ is not list and content.__class__ is not str:
+            self._fail(self._refused(
+                "a user/message's data must be a message whose content is an array of content "
+                f"blocks, got {describe_json(content if data.__class__ is dict else data)}",
+                index, line))  # fmt: skip
+            return
         if self.first_user_text is None:
-            self.first_user_text = message_text(event.get("data"))
+            self.first_user_text = message_text(data)
 
     def _end_seed_event(self, event: Event, index: int, line: int | None) -> None:
         """A ``session/end-seed``: an inherited one ends a fork child's seed (formats 2-4)."""

@@ -254,6 +254,7 @@ def _load_store(p: Path) -> Scenario:
     )
 
     with SqliteBackend(p, read_only=True) as backend:
+        backend.check_pages()
         headers = [h for h in map(backend.header, backend.session_ids()) if h is not None]
         roots = [h for h in headers if h.parent_session is None]
         if len(roots) != 1:
