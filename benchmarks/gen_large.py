@@ -118,7 +118,12 @@ def _call(log: _Log, turn: int, step: int, deltas: int, *, tool: bool) -> str:
                 delta["name"] = "read_file"
             delta["argumentsDelta"] = a
             log.chunk(turn, step, delta)
-        block = {"type": "tool-call", "id": call_id, "name": "read_file", "args": "".join(args)}
+        block = {
+            "type": "tool-call",
+            "id": call_id,
+            "name": "read_file",
+            "arguments": "".join(args),
+        }
         content.append(block)
         log.chunk(turn, step, {"type": "block-end", "index": 2, "block": block})
     usage = {"inputTokens": 1000 + 37 * turn, "outputTokens": deltas, "cacheReadTokens": 512}

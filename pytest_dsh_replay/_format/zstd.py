@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from .._errors import SessionLogError
 
-__all__ = ["ZSTD_MAGIC", "ZSTD_SUFFIXES", "decompress_frames", "zstd_frames"]
+__all__ = ["ZSTD_MAGIC", "ZSTD_SUFFIXES", "compress_frame", "decompress_frames", "zstd_frames"]
 
 ZSTD_SUFFIXES: Final[tuple[str, ...]] = (".zst", ".zstd")
 """File name suffixes of zstd-compressed logs (``session.jsonl.zst``, ``.jsonl.zstd``)."""
@@ -33,6 +33,20 @@ def _zstandard(source: str) -> Any:
             path=source,
         ) from None
     return zstandard
+
+
+def compress_frame(zstandard: Any, plaintext: bytes, level: int = 3) -> bytes:
+    """One zstd frame of ``plaintext``, with its content checksum (the one zstd writer).
+
+    Every frame this package writes carries the checksum, as the dsh runtime's frames
+    do, so a flipped byte anywhere in a frame is refused on read (docs/format.md#zstd).
+
+    Args:
+        zstandard: The imported ``zstandard`` module.
+        plaintext: The bytes to compress.
+        level: The compression level (3, the runtime's default).
+    """
+    return bytes(zstandard.ZstdCompressor(level=level, write_checksum=True).compress(plaintext))
 
 
 def zstd_frames(data: bytes, source: str) -> tuple[list[tuple[int, bytes]], int | None, bytes]:

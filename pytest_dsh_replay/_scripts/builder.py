@@ -26,11 +26,12 @@ import orjson
 from .._errors import DshReplayError, ScriptError, SessionLogError
 from .._format.chunk_rows import PACKED_TAGS, PackedRow, validate_packed_row
 from .._format.events import END_SEED, ChunkRun, Event, JSONObject, StreamChunk
-from .._format.json_values import ABSENT, js_string
+from .._format.json_values import ABSENT, describe_json, js_string
 from .._format.jsonl import not_an_event
 from .._format.stream_records import STREAM_EVENTS, stream_runs
 from .._format.text import join_split_surrogates
 from .._format.typed import StreamLine
+from .._format.vocabulary import chunk_problem, event_types, unknown_event_problem
 from .entries import MAX_CHUNK_NESTING, ChunksEntry, ReplayEntry, materialize_runs
 
 __all__ = [
@@ -142,6 +143,8 @@ class ScriptBuilder:
         source: The log's name for messages.
         derive: ``False`` counts events and reads the first user message only (a
             script an override replaces as a whole).
+        rows: The records are rows of a store, not lines: refusals name the event's
+            seq.
 
     Not part of the public API; :func:`derive_replay_script` is.
     """
@@ -151,6 +154,7 @@ class ScriptBuilder:
         "_count",
         "_entries",
         "_items",
+        "_known",
         "_lines",
         "_n_chunks",
         "_pending",
@@ -160,11 +164,13 @@ class ScriptBuilder:
         "_step",
         "_stream_events",
         "_turn",
+        "_version",
         "boundary",
         "cut_at_marker",
         "derive",
         "first_user_text",
         "markers",
+        "rows",
         "skip",
         "source",
     )
@@ -177,14 +183,18 @@ class ScriptBuilder:
         cut_at_marker: bool = False,
         source: str | None = None,
         derive: bool = True,
+        rows: bool = False,
     ):
         self._chunk_events = version is None or version < 2
         self._stream_events = version is None or version >= 2
         self._readers = _event_readers(self._chunk_events, self._stream_events, derive)
+        self._version = version
+        self._known = event_types(version)
         self.skip = skip
         self.cut_at_marker = cut_at_marker
         self.source = source
         self.derive = derive
+        self.rows = rows
         self.first_user_text: str | None = None
         #: How many inherited ``session/end-seed`` markers were seen (formats 2-4).
         self.markers = 0
@@ -253,6 +263,23 @@ class ScriptBuilder:
         if self._pending is None:
             self._pending = error
 
+    def _refused(self, problem: str, index: int, line: int | None) -> SessionLogError:
+        """The error for what the format does not allow (docs/format.md#vocabulary)."""
+        where = f" (event seq {index})" if self.rows else ""
+        return SessionLogError(problem + where, path=self.source, line=line)
+
+    def _unknown_event(self, event: Event, index: int, line: int | None) -> None:
+        """An event of a type the format does not know: refused unless ignorable."""
+        if event.get("ignorable") is not True:
+            self._fail(self._refused(unknown_event_problem(event.get("type")),
+                                     index, line))  # fmt: skip
+
+    def _bad_chunk(self, chunk: StreamChunk, index: int, line: int | None) -> None:
+        """Raise the refusal of a stream chunk the format does not allow, if it is one."""
+        problem = chunk_problem(chunk)
+        if problem is not None:
+            raise self._refused(problem, index, line)
+
     def _close(self) -> None:
         items = self._items
         try:
@@ -308,10 +335,11 @@ class ScriptBuilder:
         """
         index = self._count
         self._count = index + 1
-        if index < self.skip:
-            return
         kind = event.get("type")
-        if kind.__class__ is not str:
+        if kind.__class__ is not str or kind not in self._known:
+            self._unknown_event(event, index, line)
+            return
+        if index < self.skip:
             return
         reader = self._readers.get(kind)
         if reader is not None:
@@ -336,6 +364,7 @@ class ScriptBuilder:
                 raise self._unterminated()
         else:
             self._open(turn, step, index, line)
+        self._bad_chunk(chunk, index, line)
         self._items.append(chunk)
         self._lines.append(line)
         self._n_chunks += 1
@@ -353,8 +382,16 @@ class ScriptBuilder:
 
     def _user_event(self, event: Event, index: int, line: int | None) -> None:
         """A ``user/message``: the first one's text binds the session."""
+        data = event.get("data")
+        content = data.get("content") if data.__class__ is dict else None
+        if content.__class__ is not list and content.__class__ is not str:
+            self._fail(self._refused(
+                "a user/message's data must be a message whose content is an array of content "
+                f"blocks, got {describe_json(content if data.__class__ is dict else data)}",
+                index, line))  # fmt: skip
+            return
         if self.first_user_text is None:
-            self.first_user_text = message_text(event.get("data"))
+            self.first_user_text = message_text(data)
 
     def _end_seed_event(self, event: Event, index: int, line: int | None) -> None:
         """A ``session/end-seed``: an inherited one ends a fork child's seed (formats 2-4)."""
@@ -387,6 +424,12 @@ class ScriptBuilder:
             raise self._unterminated()
         if not runs and kind == "assistant/message":
             return  # an empty settled stream (a migrated log lost its chunks): no call
+        for run in runs:
+            if run.__class__ is dict:
+                problem = chunk_problem(run)
+                if problem is not None:
+                    self._fail(self._refused(f"{kind} stream: {problem}", index, line))
+                    return
         last = runs[-1] if runs else None
         if last.__class__ is not dict or last.get("type") != "finish":
             self._fail(self._unterminated_at(key, index, line))
@@ -422,7 +465,18 @@ class ScriptBuilder:
             start = 0
         elif start >= n:
             return
-        if not (self.derive and self._chunk_events):
+        if not self._chunk_events:
+            self._fail(
+                self._refused(
+                    f"a packed chunk row ({row.chunk_type} run) in a session log format "
+                    f"v{self._version} log: from format v2 on chunk runs are only stream "
+                    "records inside assistant/message and assistant/attempt events",
+                    first,
+                    line,
+                )
+            )
+            return
+        if not self.derive:
             return
         if self._items:
             if not self._same_call(row.turn, row.step):
@@ -474,6 +528,8 @@ class ScriptBuilder:
         item_lines = self._lines
         count = self._count  # kept in a local; self._count is set around every method call
         reads = frozenset(self._readers).difference(("assistant/chunk",))  # handled here
+        known = self._known
+        check = chunk_problem
         try:
             for lineno, value in lines:
                 if value.__class__ is not dict:
@@ -510,6 +566,8 @@ class ScriptBuilder:
                                 raise self._unterminated()
                         else:
                             self._open(turn, step, count, lineno)
+                        if check(chunk) is not None:
+                            self._bad_chunk(chunk, count, lineno)
                         count += 1
                         items.append(chunk)
                         item_lines.append(lineno)
@@ -523,6 +581,9 @@ class ScriptBuilder:
                     count = self._count
                     continue
                 elif tag.__class__ is not str or tag not in reads:
+                    if (tag.__class__ is not str or tag not in known) and count >= skip:
+                        self._count = count
+                        self._unknown_event(value, count, lineno)
                     count += 1  # an event replay does not read
                     continue
                 self._count = count

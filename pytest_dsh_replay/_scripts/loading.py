@@ -234,7 +234,7 @@ def _store_script(path: Path, header: SessionHeader, backend: SqliteBackend) -> 
     primary = header.parent_session is None
     source = f"{path}#{header.id}"
     seed_length = header.seed_length if header.seeded else 0
-    builder = ScriptBuilder(skip=0 if primary else seed_length, source=source)
+    builder = ScriptBuilder(skip=0 if primary else seed_length, source=source, rows=True)
     for record in backend.records(header.id):
         builder.record(record)
     return derived_script(
@@ -254,6 +254,7 @@ def _load_store(p: Path) -> Scenario:
     )
 
     with SqliteBackend(p, read_only=True) as backend:
+        backend.check_pages()
         headers = [h for h in map(backend.header, backend.session_ids()) if h is not None]
         roots = [h for h in headers if h.parent_session is None]
         if len(roots) != 1:

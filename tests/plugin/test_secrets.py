@@ -71,7 +71,7 @@ def run(dsh_replay):
     session = dsh_replay.sessions.create(
         "main", meta={"agentPreset": HEADER_KEY, "owner": CUSTOMER}
     )
-    session.append("note", {"customer": CUSTOMER, KEY: "a key as an object key"})
+    session.append("todo/write", {"customer": CUSTOMER, KEY: "a key as an object key"})
     chunks = dsh_replay.model.stream(
         {"messages": [{"role": "user", "content": "go"}]}, session_id="main"
     )

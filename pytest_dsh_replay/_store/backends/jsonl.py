@@ -20,6 +20,7 @@ from ..._errors import SessionLogError, SessionStoreError
 from ..._format.chunk_rows import pack_chunk_runs
 from ..._format.events import Event, JSONObject, SessionHeader
 from ..._format.jsonl import fsync_dir
+from ..._format.zstd import compress_frame
 from ..log_rules import quote, scan_committed, scan_zstd
 from .base import StoredLog
 
@@ -274,7 +275,7 @@ class JsonlBackend:
     def _frame(self, plaintext: bytes) -> bytes:
         if self._zstd is None:
             return plaintext
-        return bytes(self._zstd.ZstdCompressor(level=3, write_checksum=True).compress(plaintext))
+        return compress_frame(self._zstd, plaintext)
 
     def _batch(self, events: Sequence[Event]) -> bytes:
         records = pack_chunk_runs(events) if self.pack_chunks else list(events)

@@ -301,6 +301,21 @@ class SqliteBackend:
             except (sqlite3.Error, UnicodeDecodeError) as err:  # a damaged file
                 raise SessionLogError(f"cannot read the store ({err})", path=self._source) from None
 
+    def check_pages(self) -> None:
+        """Check the file's b-tree pages (SQLite's ``quick_check``): no checksum guards them.
+
+        A damaged page can hide rows from the index a session's events are read through,
+        so a damaged store would read as a shorter log (docs/format.md#sqlite-store).
+
+        Raises:
+            SessionLogError: The store's pages are damaged, naming the store.
+        """
+        found = self._query("PRAGMA quick_check(1)")
+        if found and found[0][0] != "ok":
+            raise SessionLogError(
+                f"corrupt SQLite store: its pages are damaged ({found[0][0]})", path=self._source
+            )
+
     def exists(self, session_id: str) -> bool:
         """Whether the store has a row for this session."""
         return bool(self._query("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))

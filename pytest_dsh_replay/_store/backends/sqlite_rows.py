@@ -9,8 +9,8 @@ packed chunk run). The file carries ``PRAGMA user_version = 18`` and
 Row encoding:
 
 - ``data`` is the JSON text of the event's ``data`` (or a packed row's ``data``); when
-  that text is at least 4096 bytes it is stored as one zstd frame (level 3) if that is
-  smaller, as a BLOB.
+  that text is at least 4096 bytes it is stored as one zstd frame (level 3, with its
+  content checksum) if that is smaller, as a BLOB.
 - ``source_event_seqs`` is a BLOB of unsigned LEB128 varints: the first seq, then the
   ZigZag code of each difference (:func:`encode_source_event_seqs`).
 - ``surface_op`` is the JSON text of ``surfaceOp``; ``ignorable`` is 1, NULL, or 0, the
@@ -40,7 +40,7 @@ from ..._format.chunk_rows import (
 )
 from ..._format.events import Event, JSONObject, SessionHeader
 from ..._format.json_values import MAX_SAFE_INTEGER
-from ..._format.zstd import ZSTD_MAGIC
+from ..._format.zstd import ZSTD_MAGIC, compress_frame
 from ..log_rules import store_header
 
 __all__ = [
@@ -244,7 +244,7 @@ def _encode_data(value: Any) -> str | bytes:
     if len(text) >= COMPRESS_MIN_BYTES:
         zstd = _zstandard()
         if zstd is not None:  # without zstandard, TEXT is still a valid encoding
-            packed = zstd.ZstdCompressor(level=_ZSTD_LEVEL).compress(text)
+            packed = compress_frame(zstd, text, _ZSTD_LEVEL)
             if len(packed) < len(text):
                 return bytes(packed)
     return text.decode("utf-8")

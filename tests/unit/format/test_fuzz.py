@@ -307,7 +307,9 @@ def run_case(case: Case, workdir: Path) -> str:
                 except SessionLogError as err:
                     _check_error(err, {case.file: case.data}, where)
                 else:
-                    with contextlib.suppress(ScriptError):
+                    # A call that cannot be derived, or a chunk or event type the format
+                    # does not allow (docs/format.md#vocabulary), is a typed refusal.
+                    with contextlib.suppress(ScriptError, SessionLogError):
                         derive_replay_script(events, source=case.file)
     finally:
         target.write_bytes(original)

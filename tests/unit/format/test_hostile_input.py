@@ -105,13 +105,16 @@ def block_end_line(block: bytes) -> bytes:
 
 
 def test_a_chunk_deeper_than_the_serializer_limit_is_refused_at_load(tmp_path: Path) -> None:
-    # The chunk object is one level, its block the rest.
-    fits = block_end_line(nested(MAX_CHUNK_NESTING - 1))
+    # The chunk object is one level, its block one more, a field of the block the rest.
+    def block(value: bytes) -> bytes:
+        return b'{"type":"text","text":"","x":' + value + b"}"
+
+    fits = block_end_line(block(nested(MAX_CHUNK_NESTING - 2)))
     ok = scenario_dir(tmp_path, fits + FINISH, "ok")
     (entry,) = load_scenario(ok).primary.entries
-    assert entry.chunks[0]["block"] == orjson.loads(nested(MAX_CHUNK_NESTING - 1))
-    too_deep = block_end_line(nested(MAX_CHUNK_NESTING))
-    start = chunk_line({"type": "block-start", "index": 0})
+    assert entry.chunks[0]["block"]["x"] == orjson.loads(nested(MAX_CHUNK_NESTING - 2))
+    too_deep = block_end_line(block(nested(MAX_CHUNK_NESTING - 1)))
+    start = chunk_line({"type": "block-start", "index": 0, "blockType": "text"})
     bad = scenario_dir(tmp_path, start + too_deep + FINISH, "bad")
     err = load_error(bad)
     assert isinstance(err, ScriptError)

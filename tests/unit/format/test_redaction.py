@@ -135,7 +135,7 @@ def test_transcripts_and_raw_snapshots_redact_headers_events_and_keys() -> None:
     events = [
         {"type": "user/message", "seq": 0, "time": 0, "data": {"content": f"use {KEY}"}},
         *[{**e, "seq": e["seq"] + 1} for e in deltas(["here: " + KEY[:12], KEY[12:], ""])],
-        {"type": "note", "seq": 4, "time": 0, "data": {KEY: "as a key"}},
+        {"type": "todo/write", "seq": 4, "time": 0, "data": {KEY: "as a key"}},
     ]
     for text in (
         render_transcript([Log(header, events)]),
@@ -150,7 +150,7 @@ def test_check_scans_sqlite_stores_for_secrets(tmp_path: Path) -> None:
     store_path = tmp_path / "store.sqlite"
     store = SessionStore(SqliteBackend(store_path))
     session = store.create("main", meta={"agentPreset": HEADER_KEY})
-    session.append("note", {"token": KEY})
+    session.append("todo/write", {"token": KEY})
     store.close()
     out, err = io.StringIO(), io.StringIO()
     assert main(["check", str(store_path)], stdout=out, stderr=err) == 1

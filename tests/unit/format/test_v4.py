@@ -357,7 +357,8 @@ def _fork_log(tmp_path: Path, *events: dict[str, Any], seeded: bool = True) -> P
     return _log(tmp_path, header, *events, name="child.jsonl")
 
 
-PARENT_CALL = _message([{"type": "chunk", "time": 1, "chunk": {"type": "x"}}])  # no finish
+_START = {"type": "block-start", "index": 0, "blockType": "text"}
+PARENT_CALL = _message([{"type": "chunk", "time": 1, "chunk": _START}])  # no finish
 OWN_CALL = _message([STOP])
 INHERITED = {"type": "session/end-seed", "data": {"inherited": True}}
 RESUMED = {"type": "session/end-seed", "data": {}}

@@ -275,7 +275,7 @@ def test_the_kept_byte_count_evicts_as_the_old_sum(
 
 # --- kept logs, for every kind of log -----------------------------------------------------
 
-_PAD = orjson.dumps({"type": "note/pad", "data": {"x": "y" * 2000}})
+_PAD = orjson.dumps({"type": "todo/write", "data": {"x": "y" * 2000}})
 
 
 def _variant(data: bytes, kind: str) -> bytes:
@@ -291,7 +291,7 @@ def _variant(data: bytes, kind: str) -> bytes:
     if kind == "large":  # typed decoding
         return b"\n".join([lines[0], *[_PAD] * 600, *lines[1:]])
     if kind == "lone-surrogate":
-        return b"\n".join([lines[0], b'{"type":"user/note","data":{"t":"\\ud83d"}}', *lines[1:]])
+        return b"\n".join([lines[0], b'{"type":"todo/write","data":{"t":"\\ud83d"}}', *lines[1:]])
     if kind == "projected":
         out = [lines[0]]
         for line in lines[1:]:
