@@ -97,6 +97,7 @@ def start(
                 redactor=redactor,
                 redact_hook=redact_hook,
                 redact_header_hook=redact_header_hook,
+                max_body_bytes=state.max_body_bytes,
             )
         except DshReplayError as err:
             raise ScenarioUnavailable(cannot_record(test.nodeid, err)) from None
@@ -117,6 +118,7 @@ def start(
             redactor=redactor,
             redact_hook=redact_hook,
             redact_header_hook=redact_header_hook,
+            max_body_bytes=state.max_body_bytes,
         )
     except DshReplayError as err:
         state.broken += 1
