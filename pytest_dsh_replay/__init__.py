@@ -8,8 +8,9 @@ through the ``pytest11`` entry point, so importing this package never does.
 Names are imported on first use (PEP 562), so ``import pytest_dsh_replay`` (and loading
 the pytest plugin, which lives inside the package) stays cheap. The limits on recorded
 input are exported too (``MAX_LINE_BYTES``, ``MAX_NESTING``, ``MAX_CHUNK_NESTING``,
-``PATTERN_TIMEOUT_S``, ``MAX_SAFE_INTEGER``, ``MAX_CONNECTIONS``); docs/limits.md says
-what each bounds.
+``PATTERN_TIMEOUT_S``, ``MAX_SAFE_INTEGER``), and those of the HTTP endpoint
+(``MAX_CONNECTIONS``, ``MAX_BODY_BYTES``, ``REQUEST_TIMEOUT_S``, ``IDLE_TIMEOUT_S``);
+docs/limits.md says what each bounds.
 """
 
 from __future__ import annotations
@@ -18,9 +19,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._endpoint.server import MAX_CONNECTIONS
+    from ._endpoint.server import (
+        IDLE_TIMEOUT_S,
+        MAX_BODY_BYTES,
+        MAX_CONNECTIONS,
+        REQUEST_TIMEOUT_S,
+    )
     from ._errors import (
         DshReplayError,
+        EndpointError,
         LogMismatchError,
         OverrideError,
         PlaceholderError,
@@ -72,10 +79,13 @@ __all__ = [  # noqa: RUF022
     "ChunksEntry",
     "DshReplay",
     "DshReplayError",
+    "EndpointError",
     "Event",
     "HangEntry",
+    "IDLE_TIMEOUT_S",
     "JsonlBackend",
     "LogMismatchError",
+    "MAX_BODY_BYTES",
     "MAX_CHUNK_NESTING",
     "MAX_CONNECTIONS",
     "MAX_LINE_BYTES",
@@ -85,6 +95,7 @@ __all__ = [  # noqa: RUF022
     "OverrideError",
     "PATTERN_TIMEOUT_S",
     "PlaceholderError",
+    "REQUEST_TIMEOUT_S",
     "RecordingError",
     "RecordingModel",
     "Redactor",
@@ -132,7 +143,11 @@ _MODULE_OF: dict[str, str] = {
     "ChunksEntry": "_scripts.entries",
     "DshReplay": "_fixture.dsh_replay",
     "DshReplayError": "_errors",
+    "EndpointError": "_errors",
     "Event": "_format.events",
+    "IDLE_TIMEOUT_S": "_endpoint.server",
+    "MAX_BODY_BYTES": "_endpoint.server",
+    "REQUEST_TIMEOUT_S": "_endpoint.server",
     "HangEntry": "_scripts.entries",
     "JsonlBackend": "_store.backends.jsonl",
     "LogMismatchError": "_errors",

@@ -21,6 +21,7 @@ shares, so code that already catches ``ValueError`` or ``RuntimeError`` keeps wo
     ├── ReplayCancelledError(RuntimeError)     a replayed call was cancelled
     ├── ReplayOrderError(RuntimeError)         concurrent sessions left the recorded order
     ├── UnservedRouteError(LookupError)        a client called a route the endpoint does not serve
+    ├── EndpointError(RuntimeError)            the endpoint failed answering a request (a bug)
     └── RecordingError(RuntimeError)           a recording could not be written
 
 Messages follow one form: where (file:line, session, call), what was expected, what was
@@ -35,6 +36,7 @@ from typing import Final, Literal
 __all__ = [
     "FORK_ERROR_CODES",
     "DshReplayError",
+    "EndpointError",
     "ForkErrorCode",
     "LogMismatchError",
     "OverrideError",
@@ -294,6 +296,16 @@ class UnservedRouteError(DshReplayError, LookupError):
     The endpoint answers such a call 404 with the routes it serves and the closest one
     (docs/wires.md#unserved-routes); the test fails with this error at teardown, so a
     client on an unsupported API shows what it asked for instead of a bare 404.
+    """
+
+
+class EndpointError(DshReplayError, RuntimeError):
+    """The model endpoint failed answering a request with an unexpected exception.
+
+    The endpoint answers the call 500 with this message (docs/wires.md#refused) instead of
+    printing a traceback, and the test fails with this error at teardown. The message
+    names the request (method and path) and the exception (its class and text); the
+    exception is the ``__cause__``.
     """
 
 

@@ -89,6 +89,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=True,
     )
     parser.addini(
+        "dsh_replay_max_body_bytes",
+        "the largest request body, in bytes, the dsh_replay fixture's HTTP endpoint "
+        "accepts; a larger one is answered 413 (default: 33554432, 32 MiB).",
+        default="",
+    )
+    parser.addini(
         "dsh_snapshot_dir",
         "directory holding recorded dsh scenarios, relative to the ini file "
         f"(default: {DEFAULT_SNAPSHOT_DIR}/ beside each test module).",
@@ -106,8 +112,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "skips the replayed-log check; record=False makes the test replay even under "
         "--dsh-record (another test records the scenario).",
     )
-    from ._plugin.suite import SuiteState
+    from ._plugin.suite import SuiteState, body_cap
 
+    try:
+        max_body_bytes = body_cap(str(config.getini("dsh_replay_max_body_bytes")))
+    except ValueError as err:
+        raise pytest.UsageError(str(err)) from None
     raw_root = str(config.getini("dsh_snapshot_dir")).strip()
     base = config.inipath.parent if config.inipath is not None else config.rootpath
     config.stash[_STATE] = state = SuiteState(
@@ -116,6 +126,7 @@ def pytest_configure(config: pytest.Config) -> None:
         subset=bool(config.getoption("keyword") or config.getoption("markexpr")),
         compare_logs=bool(config.getini("dsh_compare_logs")),
         fail_unused=bool(config.getoption("dsh_fail_unused")),
+        max_body_bytes=max_body_bytes,
     )
     if config.option.collectonly:
         # Nothing is asserted in a collect-only run, so no snapshot can be "unused";

@@ -33,6 +33,10 @@ class EndpointClients:
             through the recording proxy.
         redact: What live texts quoted in the endpoint's messages go through (the run's
             redaction); ``None``: the replay model's, or none when recording.
+
+    Attributes:
+        max_body_bytes: The server's body cap in bytes, read when it starts (``None``:
+            the server's default, ``MAX_BODY_BYTES``).
     """
 
     def __init__(
@@ -48,6 +52,7 @@ class EndpointClients:
         self._endpoint: Endpoint | None = None
         self._server: EndpointServer | None = None
         self._pool: _Pool | None = None
+        self.max_body_bytes: int | None = None
 
     @property
     def endpoint(self) -> Endpoint:
@@ -69,7 +74,10 @@ class EndpointClients:
         if self._server is None:
             from .server import EndpointServer
 
-            self._server = EndpointServer(self.endpoint)
+            if self.max_body_bytes is None:
+                self._server = EndpointServer(self.endpoint)
+            else:
+                self._server = EndpointServer(self.endpoint, max_body_bytes=self.max_body_bytes)
         return self._server.base_url
 
     @property

@@ -39,6 +39,7 @@ import orjson
 
 from .._errors import (
     DshReplayError,
+    EndpointError,
     ReplayCancelledError,
     ReplayedModelError,
     UnservedRouteError,
@@ -48,6 +49,7 @@ from .._format.redact import builtin_redact
 from .._format.reply import finish_failure
 from .._recording.proxy import Relay
 from .._wire.base import BadRequest, Encoder, Failure, Wire, WireError
+from .._wire.openai import openai_refusal
 from .._wire.request import RequestView, answer_message
 from .._wire.table import closest_route, list_wire, served_routes, wire_for
 from .response import (
@@ -312,8 +314,62 @@ class Endpoint:
             timeout: The client's read timeout in seconds, if it has one.
 
         Returns:
-            The response; its body streams while the caller reads it.
+            The response; its body streams while the caller reads it. An unexpected
+            exception is answered 500 and kept (see :meth:`internal_error`).
         """
+        try:
+            return self._handle(method, path, headers, body, probe, timeout)
+        except Exception as error:
+            return self.internal_error(method, path, error)
+
+    def refuse(self, path: str, status: int, message: str) -> EndpointResponse:
+        """The error for a request refused before it is read (a bad header, a large body).
+
+        Args:
+            path: The request path: its wire's error shape (docs/wires.md#refused), the
+                OpenAI shape for any other path.
+            status: The HTTP status (400-599).
+            message: What is wrong.
+
+        Returns:
+            A JSON response; nothing is kept (the test does not fail for it).
+        """
+        wire = wire_for(path)
+        error = openai_refusal(status, message) if wire is None else wire.refusal(status, message)
+        return _error_response(error)
+
+    def internal_error(self, method: str, path: str, error: BaseException) -> EndpointResponse:
+        """Keep an unexpected exception met answering a request, and the 500 that answers it.
+
+        Args:
+            method: The request's method.
+            path: Its path (a query string is left out of the message).
+            error: The exception.
+
+        Returns:
+            The answer: 500, ``{"type": "error", "error": {"type": "dsh_replay_error",
+            "message": "EndpointError: ..."}}``; the :class:`~.._errors.EndpointError` (a
+            replay error as it is) is kept in :attr:`errors`, so the test fails with it
+            at teardown.
+        """
+        if isinstance(error, DshReplayError):
+            return self._replay_error(error)
+        where = f"{method.upper()} {path.split('?', 1)[0]}"
+        failure = EndpointError(
+            f"the model endpoint failed answering {where}: {type(error).__name__}: {error}"
+        )
+        failure.__cause__ = error
+        return self._replay_error(failure)
+
+    def _handle(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        probe: Callable[[], bool] | None,
+        timeout: float | None,
+    ) -> EndpointResponse:
         wire = wire_for(path)
         if wire is not None and method.upper() != "POST":
             return json_response(

@@ -126,6 +126,7 @@ class DshReplay:
         redact_hook: Callable[[Event], object] | None = None,
         redact_header_hook: Callable[[dict[str, Any]], object] | None = None,
         cache: ScenarioCache | None = None,
+        max_body_bytes: int | None = None,
     ) -> DshReplay:
         """Load a recorded scenario for replay.
 
@@ -144,6 +145,8 @@ class DshReplay:
             cache: Share the loaded scenario, and the recorded logs the log check reads,
                 with other runs that use the same cache (the pytest plugin keeps one per
                 test run); ``None`` loads afresh.
+            max_body_bytes: The largest request body the HTTP endpoint accepts, in bytes
+                (``None``: :data:`~pytest_dsh_replay.MAX_BODY_BYTES`).
 
         Raises:
             DshReplayError: The scenario does not exist or does not load (the core's
@@ -159,6 +162,7 @@ class DshReplay:
         replay = cls._logged_run(
             p, scenario, replayer, replayer, workdir, redactor, redact_hook, redact_header_hook
         )
+        replay._http.max_body_bytes = max_body_bytes
         replay.compare_logs = compare_logs
         replay._cache = cache
         return replay
@@ -173,6 +177,7 @@ class DshReplay:
         redactor: Redactor | None = None,
         redact_hook: Callable[[Event], object] | None = None,
         redact_header_hook: Callable[[dict[str, Any]], object] | None = None,
+        max_body_bytes: int | None = None,
     ) -> DshReplay:
         """Prepare to record a scenario from a live model.
 
@@ -186,6 +191,8 @@ class DshReplay:
             redactor: Secret rules applied before writing.
             redact_hook: Extra redaction applied before writing.
             redact_header_hook: Extra header redaction applied before writing.
+            max_body_bytes: The largest request body the HTTP endpoint accepts, in bytes
+                (``None``: :data:`~pytest_dsh_replay.MAX_BODY_BYTES`).
 
         Raises:
             RecordingError: ``path`` is an existing file, not a scenario directory; it
@@ -218,6 +225,7 @@ class DshReplay:
         replay = cls._logged_run(
             p, previous, live, None, workdir, redactor, redact_hook, redact_header_hook
         )
+        replay._http.max_body_bytes = max_body_bytes
         replay._live = live
         replay._live_mark = len(getattr(live, "network_failures", ()))
         return replay

@@ -22,6 +22,7 @@ __all__ = [
     "bad_record_mode",
     "cannot_record",
     "does_not_load",
+    "endpoint_failed",
     "http_call_failed",
     "missing_recording",
     "no_live_model",
@@ -121,6 +122,14 @@ def does_not_load(nodeid: str, err: Exception) -> str:
 def rerecord(problem: str, command: str) -> str:
     """An end-of-test check failed: the problem, then the command that re-records."""
     return f"{problem}\n(if the new behaviour is right, re-record: {command})"
+
+
+def endpoint_failed(problem: str) -> str:
+    """The model endpoint met an unexpected exception: no re-record hint (it would not help)."""
+    return (
+        f"{problem}\n(this is a bug of the endpoint, not of the recording: an unexpected "
+        "exception while answering an HTTP call; re-recording does not fix it)"
+    )
 
 
 def not_written(nodeid: str, problem: str) -> str:

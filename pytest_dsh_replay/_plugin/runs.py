@@ -97,6 +97,7 @@ def start(
                 redactor=redactor,
                 redact_hook=redact_hook,
                 redact_header_hook=redact_header_hook,
+                max_body_bytes=state.max_body_bytes,
             )
         except DshReplayError as err:
             raise ScenarioUnavailable(cannot_record(test.nodeid, err)) from None
@@ -117,6 +118,7 @@ def start(
             redactor=redactor,
             redact_hook=redact_hook,
             redact_header_hook=redact_header_hook,
+            max_body_bytes=state.max_body_bytes,
         )
     except DshReplayError as err:
         state.broken += 1
@@ -155,8 +157,8 @@ def check_replayed(
         another program wrote the recording and the logs differ, and the command that
         re-records the scenario.
     """
-    from .._errors import LogMismatchError
-    from .messages import RECORDED_ELSEWHERE, record_command, rerecord
+    from .._errors import EndpointError, LogMismatchError
+    from .messages import RECORDED_ELSEWHERE, endpoint_failed, record_command, rerecord
 
     try:
         replay.finish()
@@ -164,6 +166,8 @@ def check_replayed(
         problem = str(err)
         if replay.recorded_elsewhere():
             problem += RECORDED_ELSEWHERE
+    except EndpointError as err:
+        return endpoint_failed(str(err))
     except DshReplayError as err:
         problem = str(err)
     else:

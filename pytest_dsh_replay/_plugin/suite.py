@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RunScope",
     "SuiteState",
+    "body_cap",
     "find_unused",
     "hook_redaction",
     "is_complete_run",
@@ -51,6 +52,7 @@ class SuiteState:
     subset: bool = False
     compare_logs: bool = True
     fail_unused: bool = False
+    max_body_bytes: int | None = None  # the endpoint's body cap (dsh_replay_max_body_bytes)
     recordings: list[tuple[str, int, int, bool]] = field(default_factory=list)
     kept: int = 0
     unused: list[Path] | None = None
@@ -112,6 +114,28 @@ class SuiteState:
             "cleaned": self.cleaned,
             "unwritten": self.unwritten,
         }
+
+
+def body_cap(raw: str) -> int | None:
+    """The ``dsh_replay_max_body_bytes`` ini value: a positive number of bytes.
+
+    Args:
+        raw: The value as written (``""``: not set).
+
+    Returns:
+        The cap, or ``None`` when not set (the endpoint's default applies).
+
+    Raises:
+        ValueError: The value is not a positive whole number; the message names the key.
+    """
+    value = raw.strip()
+    if not value:
+        return None
+    if value.isascii() and value.isdigit() and int(value) > 0:
+        return int(value)
+    raise ValueError(
+        f"dsh_replay_max_body_bytes must be a positive whole number of bytes, got {value!r}"
+    )
 
 
 def hook_redaction(config: Any) -> Redaction:

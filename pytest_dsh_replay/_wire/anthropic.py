@@ -38,6 +38,7 @@ from .base import (
     failure_status,
     int_field,
     join_path,
+    refuse_misshapen,
     retry_after_ms,
     wire_error,
     with_model,
@@ -50,6 +51,7 @@ __all__ = [
     "AnthropicWire",
     "anthropic_failure",
     "anthropic_message",
+    "anthropic_refusal",
     "messages_url",
 ]
 
@@ -369,6 +371,16 @@ def anthropic_error(failure: Failure) -> WireError:
         kind = "overloaded_error"
     body = {"type": "error", "error": {"type": kind, "message": failure_message(failure)}}
     return wire_error(failure, status, body)
+
+
+def anthropic_refusal(status: int, message: str, *, param: str | None = None) -> WireError:
+    """The Messages API's error for a refused request.
+
+    ``{"type": "error", "error": {"type", "message"}}``: ``invalid_request_error`` for a
+    400, ``request_too_large`` for a 413 (``param`` is not part of this shape).
+    """
+    kind = _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    return wire_error({}, status, {"type": "error", "error": {"type": kind, "message": message}})
 
 
 # --- decoding: a live provider's events -> dsh chunks (as the dsh runtime maps them) -------
@@ -694,8 +706,18 @@ class AnthropicWire:
 
     @staticmethod
     def canonical(body: dict[str, Any], *, path: str, history: History) -> Mapping[str, Any]:
-        """``body`` itself: the in-process shape reads this wire's requests as they are."""
+        """``body`` itself: the in-process shape reads this wire's requests as they are.
+
+        Raises:
+            BadRequest: ``messages`` or ``tools`` is not an array of objects, or
+                ``system`` neither a string nor one (400).
+        """
+        fields = ("messages", "system", "tools")
+        refuse_misshapen(body, fields, anthropic_refusal, text=("system",))
         return body
+
+    refusal = staticmethod(anthropic_refusal)
+    """See :func:`anthropic_refusal`."""
 
     @staticmethod
     def model_list(names: list[str]) -> JSONObject:

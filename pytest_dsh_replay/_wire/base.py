@@ -36,6 +36,7 @@ __all__ = [
     "Encoder",
     "Failure",
     "History",
+    "Refusal",
     "SSEParser",
     "Wire",
     "WireError",
@@ -43,6 +44,8 @@ __all__ = [
     "failure_status",
     "httpx_module",
     "join_path",
+    "misshapen",
+    "refuse_misshapen",
     "retry_after_ms",
 ]
 
@@ -94,6 +97,14 @@ class BadRequest(Exception):
     def __init__(self, error: WireError):
         super().__init__(error.body.decode("utf-8", "replace"))
         self.error = error
+
+
+class Refusal(Protocol):
+    """A wire's :meth:`Wire.refusal`."""
+
+    def __call__(self, status: int, message: str, *, param: str | None = None) -> WireError:
+        """The provider's error body for a refused request."""
+        ...
 
 
 class History(Protocol):
@@ -251,6 +262,16 @@ class Wire(Protocol):
         """The HTTP error the provider answers for a recorded failure."""
         ...
 
+    def refusal(self, status: int, message: str, *, param: str | None = None) -> WireError:
+        """The provider's error for a request refused before any call (docs/wires.md#refused).
+
+        Args:
+            status: The HTTP status (400 a malformed request, 413 a body over the cap).
+            message: What is wrong, naming the field or header.
+            param: The request field at fault, where the provider's error body names one.
+        """
+        ...
+
     def upstream(
         self, base_url: str, path: str, body: bytes, model: str | None
     ) -> tuple[str, bytes]:
@@ -395,6 +416,76 @@ def with_model(body: bytes, model: str | None) -> bytes:
     parsed = orjson.loads(body)
     parsed["model"] = model
     return orjson.dumps(parsed)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an object" if isinstance(value, Mapping) else "an array"
+
+
+def misshapen(
+    body: Mapping[str, Any], name: str, *, text: bool = False, single: bool = False
+) -> str | None:
+    """Why ``body[name]`` is not an array of JSON objects, for the 400 that refuses it.
+
+    Args:
+        body: The parsed request body.
+        name: The field (``"messages"``, ``"tools"``, ...); absent or ``null`` passes.
+        text: A string passes too (a Responses ``input``, an Anthropic ``system``).
+        single: One object passes too (a Gemini ``contents``).
+
+    Returns:
+        ``None`` when the field is acceptable, else the message, naming the field and
+        the index of a bad element (``"Invalid type for 'messages[1]': expected an
+        object, got a string"``).
+    """
+    value = body.get(name)
+    if value is None or (text and isinstance(value, str)):
+        return None
+    if single and isinstance(value, Mapping):
+        return None
+    if not isinstance(value, list):
+        wanted = "a string or an array of objects" if text else "an array of objects"
+        return f"Invalid type for '{name}': expected {wanted}, got {_json_type(value)}"
+    for index, element in enumerate(value):
+        if not isinstance(element, Mapping):
+            return (
+                f"Invalid type for '{name}[{index}]': expected an object, got {_json_type(element)}"
+            )
+    return None
+
+
+def refuse_misshapen(
+    body: Mapping[str, Any],
+    fields: tuple[str, ...],
+    refusal: Refusal,
+    *,
+    text: tuple[str, ...] = (),
+    single: tuple[str, ...] = (),
+) -> None:
+    """Raise the 400 of the first of ``fields`` that is not an array of objects.
+
+    Args:
+        body: The parsed request body.
+        fields: The list fields to check, in order.
+        refusal: The wire's :meth:`~.base.Wire.refusal`.
+        text: Fields that may also be a string.
+        single: Fields that may also be one object.
+
+    Raises:
+        BadRequest: A field is misshapen (see :func:`~.base.misshapen`).
+    """
+    for name in fields:
+        problem = misshapen(body, name, text=name in text, single=name in single)
+        if problem is not None:
+            raise BadRequest(refusal(400, problem, param=name))
 
 
 def int_field(value: Any) -> int | None:

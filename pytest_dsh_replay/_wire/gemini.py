@@ -43,6 +43,7 @@ from .base import (
     failure_message,
     failure_status,
     int_field,
+    refuse_misshapen,
     retry_after_ms,
     wire_error,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "call_id_for",
     "gemini_error",
     "gemini_failure",
+    "gemini_refusal",
     "gemini_request",
     "gemini_response",
     "gemini_upstream",
@@ -343,6 +345,15 @@ def gemini_error(failure: Failure) -> WireError:
     """
     status = failure_status(failure, overloaded=503)
     return wire_error(failure, status, {"error": _error_object(status, failure_message(failure))})
+
+
+def gemini_refusal(status: int, message: str, *, param: str | None = None) -> WireError:
+    """Google's error for a refused request: ``{"error": {"code", "message", "status"}}``.
+
+    ``status`` is the canonical name (``INVALID_ARGUMENT`` for a 400 or 413); ``param`` is
+    not part of this shape.
+    """
+    return wire_error({}, status, {"error": _error_object(status, message)})
 
 
 # --- reading a request: Gemini body -> the in-process shape ---------------------------------
@@ -797,8 +808,17 @@ class GeminiWire:
 
     @staticmethod
     def canonical(body: dict[str, Any], *, path: str, history: History) -> Mapping[str, Any]:
-        """See :func:`gemini_request`."""
+        """See :func:`gemini_request`.
+
+        Raises:
+            BadRequest: ``contents`` is neither an array of objects nor one object, or
+                ``tools`` is not an array of objects (400).
+        """
+        refuse_misshapen(body, ("contents", "tools"), gemini_refusal, single=("contents",))
         return gemini_request(body, path)
+
+    refusal = staticmethod(gemini_refusal)
+    """See :func:`gemini_refusal`."""
 
     @staticmethod
     def model_list(names: list[str]) -> JSONObject:

@@ -37,6 +37,7 @@ from .base import (
     failure_status,
     int_field,
     join_path,
+    refuse_misshapen,
     retry_after_ms,
     wire_error,
     with_model,
@@ -49,6 +50,7 @@ __all__ = [
     "OpenAIWire",
     "openai_completion",
     "openai_failure",
+    "openai_refusal",
 ]
 
 DONE: Final = b"data: [DONE]\n\n"
@@ -312,6 +314,17 @@ def openai_error(failure: Failure) -> WireError:
         }
     }
     return wire_error(failure, status, body)
+
+
+def openai_refusal(status: int, message: str, *, param: str | None = None) -> WireError:
+    """The OpenAI API's error for a refused request (the shape the other routes use too).
+
+    ``{"error": {"message", "type": "invalid_request_error", "param", "code": null}}``
+    (``type`` is ``server_error`` from 500).
+    """
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    body = {"error": {"message": message, "type": kind, "param": param, "code": None}}
+    return wire_error({}, status, body)
 
 
 # --- decoding: what a live provider streams -> dsh chunks ----------------------------------
@@ -616,8 +629,16 @@ class OpenAIWire:
 
     @staticmethod
     def canonical(body: dict[str, Any], *, path: str, history: History) -> Mapping[str, Any]:
-        """``body`` itself: the in-process shape reads this wire's requests as they are."""
+        """``body`` itself: the in-process shape reads this wire's requests as they are.
+
+        Raises:
+            BadRequest: ``messages`` or ``tools`` is not an array of objects (400).
+        """
+        refuse_misshapen(body, ("messages", "tools"), openai_refusal)
         return body
+
+    refusal = staticmethod(openai_refusal)
+    """See :func:`openai_refusal`."""
 
     @staticmethod
     def model_list(names: list[str]) -> JSONObject:

@@ -38,10 +38,11 @@ from .base import (
     WireError,
     int_field,
     join_path,
+    refuse_misshapen,
     wire_error,
     with_model,
 )
-from .openai import OpenAIWire, openai_error, openai_failure
+from .openai import OpenAIWire, openai_error, openai_failure, openai_refusal
 
 __all__ = [
     "WIRE",
@@ -935,8 +936,18 @@ class ResponsesWire:
 
     @staticmethod
     def canonical(body: dict[str, Any], *, path: str, history: History) -> Mapping[str, Any]:
-        """See :func:`read_responses_request`."""
+        """See :func:`read_responses_request`.
+
+        Raises:
+            BadRequest: ``input`` is neither a string nor an array of objects, or
+                ``tools`` is not an array of objects (400); ``previous_response_id``
+                names no answer served in this test.
+        """
+        refuse_misshapen(body, ("input", "tools"), openai_refusal, text=("input",))
         return read_responses_request(body, history)
+
+    refusal = staticmethod(openai_refusal)
+    """The OpenAI API's refusal (see :func:`~.openai.openai_refusal`)."""
 
     model_list = staticmethod(OpenAIWire.model_list)
     """The chat-completions wire's list (this wire has no list route of its own)."""

@@ -137,6 +137,110 @@ def test_recording_with_the_server_down_names_the_url_and_the_error(
     assert not (pytester.path / "snaps").exists()
 
 
+HOSTILE = """
+import http.client
+import json
+import socket
+from urllib.parse import urlsplit
+
+import pytest
+
+
+def raw(url, data):
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(data)
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        return response.status, json.loads(response.read())
+
+
+def post(length, body=b"", path="/v1/chat/completions"):
+    head = f"POST {path} HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: {length}\\r\\n\\r\\n"
+    return head.encode() + body
+
+
+CALL = json.dumps({"messages": []}).encode()  # the recorded request
+"""
+
+
+def test_hostile_requests_to_the_fixtures_endpoint_get_400_and_413_and_print_nothing(
+    project: pytest.Pytester,
+) -> None:
+    project.makeini("[pytest]\ndsh_snapshot_dir = snaps\ndsh_replay_max_body_bytes = 4096\n")
+    project.makepyfile(
+        HOSTILE
+        + """
+@pytest.mark.dsh_scenario("one")
+def test_hostile(dsh_replay):
+    url = dsh_replay.base_url
+    status, body = raw(url, post("abc", b"{}"))
+    assert status == 400 and "Content-Length" in body["error"]["message"]
+    assert raw(url, post("10^12"))[0] == 400
+    status, body = raw(url, post("1000000000000", path="/v1/messages"))
+    assert (status, body["error"]["type"]) == (413, "request_too_large")
+    big = json.dumps({"model": "m", "messages": [], "pad": "x" * 5000}).encode()
+    status, body = raw(url, post(len(big), big))  # over the ini's cap, under the default
+    assert status == 413 and "4096" in body["error"]["message"]
+    bad = json.dumps({"model": "m", "messages": "hi"}).encode()
+    status, body = raw(url, post(len(bad), bad))
+    assert status == 400 and "'messages'" in body["error"]["message"]
+    bad = json.dumps({"contents": "hi"}).encode()
+    status, body = raw(url, post(len(bad), bad, "/v1beta/models/g:generateContent"))
+    assert (status, body["error"]["status"]) == (400, "INVALID_ARGUMENT")
+    status, body = raw(url, post(len(CALL), CALL))  # the recorded call
+    assert (status, body["choices"][0]["message"]["content"]) == (200, "Hello")
+"""
+    )
+    result = project.runpytest_subprocess("-s", "-p", "no:randomly")
+    result.assert_outcomes(passed=1)
+    output = "\n".join([*result.outlines, *result.errlines])
+    assert "Traceback" not in output
+    assert "Exception occurred during processing" not in output
+
+
+def test_an_unexpected_exception_in_the_endpoint_fails_the_test(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(
+        HOSTILE
+        + """
+@pytest.mark.dsh_scenario("one")
+def test_broken(dsh_replay, monkeypatch):
+    url = dsh_replay.base_url
+    def route(headers, request):
+        raise ZeroDivisionError("the router broke")
+    monkeypatch.setattr(dsh_replay._endpoint.router, "route", route)
+    status, body = raw(url, post(len(CALL), CALL))
+    assert status == 500
+    assert "ZeroDivisionError: the router broke" in body["error"]["message"]
+"""
+    )
+    result = project.runpytest_subprocess("-s", "-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_broken _*",
+            "the model endpoint failed answering POST /v1/chat/completions: "
+            "ZeroDivisionError: the router broke",
+            "(this is a bug of the endpoint, not of the recording*",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*--dsh-record*")
+    assert "Exception occurred during processing" not in "\n".join(result.errlines)
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "1.5"])
+def test_a_bad_body_cap_in_the_ini_is_a_usage_error(pytester: pytest.Pytester, value: str) -> None:
+    pytester.makeini(f"[pytest]\ndsh_replay_max_body_bytes = {value}\n")
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"*dsh_replay_max_body_bytes must be a positive whole number of bytes, got '{value}'*"]
+    )
+
+
 FAKE_LIVE = """
 class Live:
     def stream(self, request, **kwargs):
