@@ -31,7 +31,7 @@ from ._format.zstd import ZSTD_SUFFIXES
 from ._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from ._scripts.loading import iter_scenario_dirs, load_scenario
 from ._scripts.scenario import PRIMARY_LOG, Scenario, SessionScript, load_session_script
-from ._store.atomic import LEFTOVER, Leftover, find_leftovers, write_file_atomic
+from ._store.atomic import LEFTOVER, Leftover, find_leftovers, recover, write_file_atomic
 
 __all__ = ["main"]
 
@@ -156,13 +156,25 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _check_targets(paths: Sequence[Path]) -> list[Path]:
+    """The scenarios to check or format; what only interrupted writes left is no scenario.
+
+    A directory without a primary log is searched for scenario directories; one that
+    holds none but the hidden leftovers of an interrupted write (a snapshot root after a
+    crash mid-swap) gives no target, as does a missing path whose previous recording was
+    moved aside, or a leftover itself: :func:`_leftovers` reports those.
+    """
     targets: list[Path] = []
     for path in paths:
+        if LEFTOVER.fullmatch(path.name) is not None:
+            continue
+        if not os.path.lexists(path) and find_leftovers(path.parent, path.name):
+            continue
         if path.is_dir() and not any(
             (path / name).exists() for name in (PRIMARY_LOG, PRIMARY_LOG + ".zst")
         ):
             found = list(iter_scenario_dirs(path))
-            targets.extend(found if found else [path])
+            if found or not find_leftovers(path):
+                targets.extend(found if found else [path])
         else:
             targets.append(path)
     return targets
@@ -199,10 +211,12 @@ def _log_problems(path: Path, redactor: Redactor, *, strict_form: bool) -> list[
     return problems
 
 
-def _leftover_problems(paths: Sequence[Path]) -> list[str]:
-    """One line per leftover of an interrupted write under (or beside) ``paths``."""
+def _leftovers(paths: Sequence[Path]) -> list[Leftover]:
+    """The leftovers of interrupted writes under (or beside) ``paths``, sorted by path."""
     found: dict[Path, Leftover] = {}
     for path in paths:
+        if LEFTOVER.fullmatch(path.name) is not None:
+            path = path.parent  # a leftover named on the command line: look beside it
         for leftover in find_leftovers(path.parent, path.name):
             found.setdefault(leftover.path, leftover)
         if not path.is_dir():
@@ -211,7 +225,7 @@ def _leftover_problems(paths: Sequence[Path]) -> list[str]:
             for leftover in find_leftovers(dirpath):
                 found.setdefault(leftover.path, leftover)
             dirnames[:] = sorted(n for n in dirnames if LEFTOVER.fullmatch(n) is None)
-    return [found[p].describe() for p in sorted(found)]
+    return [found[p] for p in sorted(found)]
 
 
 def _split_secrets(where: str, events: Sequence[Event], redactor: Redactor) -> list[str]:
@@ -261,7 +275,7 @@ def _store_secrets(path: Path, redactor: Redactor) -> list[str]:
 
 
 def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    problems: list[str] = _leftover_problems(args.paths)
+    problems: list[str] = [leftover.describe() for leftover in _leftovers(args.paths)]
     targets = _check_targets(args.paths)
     redactor = Redactor()
     for target in targets:
@@ -294,7 +308,26 @@ def _is_sqlite_file(path: Path) -> bool:
         return f.read(16) == b"SQLite format 3\x00"
 
 
+def _fmt_leftovers(paths: Sequence[Path], out: TextIO, err: TextIO, *, check: bool) -> int:
+    """Report (``check``) or recover the leftovers of interrupted writes; how many."""
+    leftovers = _leftovers(paths)
+    if check:
+        for leftover in leftovers:
+            err.write(f"{leftover.describe()}\n")
+        return len(leftovers)
+    for target in dict.fromkeys(leftover.target for leftover in leftovers):
+        missing = not os.path.lexists(target)
+        for leftover in recover(target):
+            if missing and leftover.kind == "old" and os.path.lexists(target):
+                out.write(f"put back {target} from {leftover.path.name}\n")
+                missing = False
+            else:
+                out.write(f"removed {leftover.path}\n")
+    return 0
+
+
 def _cmd_fmt(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    left = _fmt_leftovers(args.paths, out, err, check=args.check)
     changed = 0
     files: list[Path] = []
     for target in _check_targets(args.paths):
@@ -313,8 +346,11 @@ def _cmd_fmt(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             write_file_atomic(path, canonical)
             out.write(f"rewrote {path}\n")
         changed += 1
-    if args.check and changed:
-        err.write(f"{changed} of {len(files)} log(s) are not in the committed form\n")
+    if args.check and (changed or left):
+        err.write(
+            f"{changed} of {len(files)} log(s) are not in the committed form"
+            + (f"; {left} leftover(s) of interrupted writes\n" if left else "\n")
+        )
         return 1
     out.write(
         f"{changed} of {len(files)} log(s) {'need rewriting' if args.check else 'were rewritten'}\n"
@@ -378,11 +414,15 @@ def _parser() -> argparse.ArgumentParser:
         help="rewrite logs into the committed form (projected envelopes, packed rows)",
         description="Rewrite session logs into the canonical committed form: the header "
         "line as found, every event with delta runs packed and seq/time removed. Event "
-        "payloads are unchanged; running it twice changes nothing.",
+        "payloads are unchanged; running it twice changes nothing. The hidden leftovers of "
+        "an interrupted write (.<name>.tmp-* and .<name>.old-*, as a killed fmt or "
+        "recording leaves them) are removed first, a recording moved aside put back.",
     )
     fmt.add_argument("paths", type=Path, nargs="+", metavar="PATH")
     fmt.add_argument(
-        "--check", action="store_true", help="only report logs that would change (exit 1)"
+        "--check",
+        action="store_true",
+        help="only report logs that would change and leftovers of interrupted writes (exit 1)",
     )
     return parser
 

@@ -16,6 +16,9 @@ same for users):
   recording holds valid UTF-8. A lone surrogate anywhere in a chunk or a request
   becomes U+FFFD (the replacement character) before the recorder sees it, and a
   transcript shows any it still meets as ``<U+D83D>``.
+- **Control pictures** (U+2400-U+2421, ``␍``) and a ``<`` that begins ``<U+`` are
+  ordinary text everywhere; a transcript escapes them (``<U+240D>``, ``<U+003C>U+``) so
+  that they never read as a shown control character or escape.
 """
 
 from __future__ import annotations
@@ -211,14 +214,14 @@ class TextSafeModel:
 _VISIBLE: Final = {
     **{chr(c): chr(0x2400 + c) for c in range(0x20) if chr(c) not in "\n\t"},
     "\x7f": "\u2421",
-    "\u2028": "<U+2028>",
-    "\u2029": "<U+2029>",
 }
 
 
 @functools.cache
 def _invisible() -> re.Pattern[str]:  # compiled on first use: not on the replay path
-    return re.compile("[\x00-\x08\x0b-\x1f\x7f\u2028\u2029\ud800-\udfff]")
+    # The characters shown as something else, and what could be mistaken for that: a
+    # literal control picture (U+2400-U+2421), and a literal "<" that begins "<U+".
+    return re.compile("[\x00-\x08\x0b-\x1f\x7f\u2028\u2029\u2400-\u2421\ud800-\udfff]|<(?=U\\+)")
 
 
 def _show(match: re.Match[str]) -> str:
@@ -227,12 +230,16 @@ def _show(match: re.Match[str]) -> str:
 
 
 def visible(text: str) -> str:
-    r"""Show the characters a text file or a terminal would lose or obey.
+    r"""Show the characters a text file or a terminal would lose or obey, one way only.
 
     ``\n`` and ``\t`` stay; every other C0 control and DEL becomes its Unicode control
     picture (``\r`` -> ``␍``, NUL -> ``␀``, ESC -> ``␛``), so ``\r\n`` reads ``␍`` at
     the end of a line; U+2028, U+2029 and lone surrogates become ``<U+2028>``,
-    ``<U+D83D>``.
+    ``<U+D83D>``. So that no two texts look the same, what could be read as one of
+    those is escaped the same way: a literal control picture (U+2400-U+2421, ``␍`` ->
+    ``<U+240D>``) and the ``<`` of a literal ``<U+`` (``<U+003C>U+``). Every ``<U+XXXX>``
+    shown is then an escape and every control picture a control character: distinct
+    texts give distinct results.
 
     Args:
         text: Any string.

@@ -76,7 +76,8 @@ def start(
     from .scenarios import compare_logs, records, resolved_root, scenario_path, snapshot_root
 
     path = scenario_path(test, state)
-    _recover_interrupted_writes(state, path.parent)
+    _recover_interrupted_writes(state, path.parent)  # a recording killed mid-swap
+    _recover_interrupted_writes(state, path)  # a dsh-replay fmt killed mid-write
     state.used.add(str(path))  # resolved only if needed, once, at the end of the run
     state.roots.add(resolved_root(state, snapshot_root(test, state)))
     if state.workbase is None:
@@ -128,7 +129,12 @@ def start(
 
 
 def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:
-    """Once per run and directory: put back or clean up what a killed recording left."""
+    """Once per run and directory: put back or clean up what a killed writer left.
+
+    Only hidden entries named like the temporary files this package writes are touched
+    (``.<name>.tmp-<12 hex>``, ``.<name>.old-<12 hex>``; see docs/recording.md); a
+    directory that does not exist, or a scenario that is a file, has none.
+    """
     key = str(directory)
     if key in state.recovered:
         return

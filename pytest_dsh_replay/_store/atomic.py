@@ -43,6 +43,7 @@ __all__ = [
     "check_writable",
     "exchange_supported",
     "find_leftovers",
+    "hidden_sibling",
     "recover",
     "recover_directory",
     "replace_path",
@@ -53,6 +54,28 @@ LEFTOVER: Final = re.compile(r"\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<token>[0-9a
 """The hidden sibling names a replacement uses: ``.<name>.tmp-<12 hex>`` (being written,
 or the old copy after an exchange) and ``.<name>.old-<12 hex>`` (the old copy during a
 portable replacement)."""
+
+
+def hidden_sibling(
+    target: str | os.PathLike[str], kind: Literal["tmp", "old"], token: str | None = None
+) -> Path:
+    """The hidden sibling a replacement of ``target`` uses (a name :data:`LEFTOVER` matches).
+
+    Every temporary name this package writes comes from here, so that what a killed
+    writer leaves is recognized by its name alone (:func:`find_leftovers`).
+
+    Args:
+        target: The file or directory being written or replaced.
+        kind: ``"tmp"`` for the new copy being written, ``"old"`` for the previous
+            version moved aside.
+        token: 12 lower-case hex digits; ``None`` draws fresh ones.
+
+    Returns:
+        ``<parent>/.<name>.<kind>-<token>``.
+    """
+    p = Path(target)
+    return p.with_name(f".{p.name}.{kind}-{token or secrets.token_hex(6)}")
+
 
 USE_EXCHANGE: bool = True
 """Use ``renameat2(RENAME_EXCHANGE)`` where available (tests turn it off to run the
@@ -256,7 +279,7 @@ def _swap_into_place(staging: Path, target: Path, token: str) -> None:
         fsync_dir(target.parent)
         _remove(staging)  # the old version, now under the hidden name
     else:
-        retired = target.with_name(f".{target.name}.old-{token}")
+        retired = hidden_sibling(target, "old", token)
         os.rename(target, retired)
         try:
             os.rename(staging, target)
@@ -295,7 +318,7 @@ def replace_path(
     with _locked(parent):
         _recover_locked(parent, dest.name)
         token = secrets.token_hex(6)
-        staging = dest.with_name(f".{dest.name}.tmp-{token}")
+        staging = hidden_sibling(dest, "tmp", token)
         try:
             if directory:
                 staging.mkdir()
@@ -310,25 +333,46 @@ def replace_path(
 
 
 def check_writable(target: str | os.PathLike[str]) -> None:
-    """Check that ``target`` could be created or replaced, without changing anything.
+    """Check that ``target`` could be created or replaced, trying what a replacement does.
 
-    A hidden sibling is created and removed in the nearest existing ancestor
-    directory, the way a replacement starts; no missing parent is created.
+    A hidden sibling is created and removed in the nearest existing ancestor directory,
+    the way a replacement starts (no missing parent is created). When ``target`` exists,
+    it is also renamed aside to its hidden ``.old-`` name and back, as the replacement
+    will move it: a directory that cannot be moved (immutable, ``chattr +i``; a parent
+    that refuses renames) fails here, not after the work that precedes the write. A
+    crash between the two renames leaves what :func:`recover` puts back. Holds the
+    parent's lock (see the module docstring) while ``target`` is moved.
 
     Raises:
-        OSError: A parent is not a directory, or the directory is read-only (the
-            error's ``filename`` says which).
+        OSError: A parent is not a directory, the directory is read-only, or ``target``
+            cannot be moved (the error's ``filename`` names the directory that refused).
     """
     dest = Path(target)
     base, first = dest.parent, dest.name
     while not os.path.lexists(base) and base.parent != base:
         base, first = base.parent, base.name
-    probe = base / f".{first}.tmp-{secrets.token_hex(6)}"
+    probe = hidden_sibling(base / first, "tmp")
     try:
         os.mkdir(probe)
     except OSError as err:
         raise OSError(err.errno, err.strerror, str(base)) from None
     os.rmdir(probe)
+    if os.path.lexists(dest):
+        _check_movable(dest)
+
+
+def _check_movable(dest: Path) -> None:
+    with _locked(dest.parent):
+        aside = hidden_sibling(dest, "old")
+        try:
+            os.rename(dest, aside)
+        except OSError as err:
+            raise OSError(err.errno, err.strerror, str(dest)) from None
+        try:
+            os.rename(aside, dest)
+        except OSError as err:  # pragma: no cover - it just moved; recovery puts it back
+            _recover_locked(dest.parent, dest.name)
+            raise OSError(err.errno, err.strerror, str(dest)) from None
 
 
 def write_file_atomic(target: str | os.PathLike[str], data: bytes) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 from support.scenarios import make_scenario
@@ -223,3 +224,69 @@ def pytest_configure(config):
     assert "Traceback" not in result.stdout.str()
     assert (old / "session.jsonl").read_bytes() == before
     assert sorted(p.name for p in old.parent.iterdir()) == ["big"]
+
+
+REPLAY_KEPT = """
+import pytest
+from agent import ask
+
+@pytest.mark.dsh_scenario("kept")
+def test_kept(dsh_replay):
+    assert ask(dsh_replay.model, "q") == "live: q"
+"""
+
+
+@pytest.mark.parametrize("mode", ["replay", "record"])
+def test_the_next_run_cleans_what_a_killed_fmt_left_in_a_scenario(
+    project: pytest.Pytester, mode: str
+) -> None:
+    # A dsh-replay fmt killed mid-write leaves its temporary file inside the scenario.
+    scenario = make_scenario(project.path / "recordings" / "kept", ask="q", primary=["live: q"])
+    (scenario / ".session.jsonl.tmp-0123456789ab").write_text('{"type":"session"')
+    (scenario / ".session.jsonl.tmp-notours").write_text("not our name: kept")
+    if mode == "replay":
+        project.makeconftest("")
+    project.makepyfile(test_replay=REPLAY_KEPT)
+    result = project.runpytest(*(["--dsh-record"] if mode == "record" else []))
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*1 leftover of interrupted writes recovered or removed*"])
+    names = sorted(p.name for p in scenario.iterdir() if p.name.startswith("."))
+    assert names == ([".session.jsonl.tmp-notours"] if mode == "replay" else [])
+
+
+def test_an_immutable_scenario_is_refused_at_set_up_before_the_live_call(
+    project: pytest.Pytester,
+) -> None:
+    scenario = make_scenario(project.path / "recordings" / "kept", ask="q", primary=["old"])
+    before = (scenario / "session.jsonl").read_bytes()
+    try:
+        subprocess.run(["chattr", "+i", str(scenario)], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as err:
+        pytest.skip(f"chattr +i does not work here: {err}")
+    project.makepyfile(
+        test_immutable="""
+        import pytest
+        from agent import ask
+        from conftest import FakeLive
+
+        @pytest.mark.dsh_scenario("kept")
+        def test_kept(dsh_replay):
+            ask(dsh_replay.model, "q")
+
+        def test_the_live_model_was_never_called():
+            assert FakeLive.calls == 0
+        """
+    )
+    try:
+        result = project.runpytest("--dsh-record", "-p", "no:randomly")
+    finally:
+        subprocess.run(["chattr", "-i", str(scenario)], check=False, capture_output=True)
+    result.assert_outcomes(errors=1, passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*cannot record the dsh scenario for test_immutable.py::test_kept:",
+            "*cannot record into */recordings/kept: */recordings/kept: Operation not permitted; "
+            "nothing was recorded (the live model was not called)*",
+        ]
+    )
+    assert (scenario / "session.jsonl").read_bytes() == before

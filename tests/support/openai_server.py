@@ -13,10 +13,10 @@ Replies are deterministic: a *responder* ``(request_json) -> Reply`` decides eac
 ``Reply`` describes reasoning (sent as DeepSeek's ``reasoning_content``), text, tool
 calls, usage, the finish reason, how many pieces each string is split into (so clients
 see many deltas), or an HTTP error; a few fields inject faults (a mid-stream error event,
-a cut connection, a delay). Every request is kept in ``server.requests`` (method, path,
-lower-cased headers, parsed body) for assertions. Nothing depends on arrival order:
-``x-request-id`` and default tool-call ids are hashes of the request, so concurrent
-callers get the same answers on every run.
+a cut connection, a reply held until the test releases it). Every request is kept in
+``server.requests`` (method, path, lower-cased headers, parsed body) for assertions.
+Nothing depends on arrival order: ``x-request-id`` and default tool-call ids are hashes
+of the request, so concurrent callers get the same answers on every run.
 
 ``ScriptedResponder`` (the default) is a tiny script language read from the last user
 message, for example agents::
@@ -96,7 +96,10 @@ class Reply:
             end the stream (no finish reason, no ``[DONE]``).
         cut_off: After the content, close the connection mid-body (an incomplete
             chunked response).
-        delay: Seconds to wait before answering.
+        delay: Seconds to wait before answering (a race with the client: prefer ``hold``).
+        hold: Answer only once this event is set (or after ``HOLD_CAP_S`` seconds, so
+            the server stops by itself), for example after the client gave up waiting:
+            an order the test decides rather than a race between delays.
     """
 
     text: str = ""
@@ -111,7 +114,11 @@ class Reply:
     stream_error: str | None = None
     cut_off: bool = False
     delay: float = 0.0
+    hold: threading.Event | None = field(default=None, compare=False)
 
+
+HOLD_CAP_S = 30.0
+"""The longest a held reply waits for its event, in seconds."""
 
 Responder = Callable[[dict[str, Any]], Reply]
 """Decides the reply to one request; gets the parsed JSON body."""
@@ -424,6 +431,8 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as error:  # a broken test responder: show it to the client
             self._error(HttpError(500, f"responder failed: {error!r}"), request_id)
             return
+        if reply.hold is not None:
+            reply.hold.wait(HOLD_CAP_S)
         if reply.delay > 0:
             time.sleep(reply.delay)
         if reply.error is not None:

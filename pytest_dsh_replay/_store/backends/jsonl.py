@@ -8,7 +8,6 @@ the directories the way the harness (and the dsh runtime) does.
 from __future__ import annotations
 
 import os
-import secrets
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from ..._format.chunk_rows import pack_chunk_runs
 from ..._format.events import Event, JSONObject, SessionHeader
 from ..._format.jsonl import fsync_dir
 from ..._format.zstd import compress_frame
+from ..atomic import hidden_sibling
 from ..log_rules import quote, scan_committed, scan_zstd
 from .base import StoredLog
 
@@ -318,7 +318,7 @@ class JsonlBackend:
         head = orjson.dumps(header.to_json()) + b"\n"
         body = self._batch(events) if events else b""
         blob = self._frame(head) + (self._frame(body) if body else b"")
-        tmp = final.with_name(f"{final.name}.{secrets.token_hex(6)}.tmp")
+        tmp = hidden_sibling(final, "tmp")
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
             with open(tmp, "xb") as f:

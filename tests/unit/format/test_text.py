@@ -135,3 +135,55 @@ def test_every_c0_control_is_shown_or_kept(code: int) -> None:
     else:
         assert shown == f"a{chr(0x2400 + code)}b"
         assert shown.splitlines() == [shown]  # never a line break of its own
+
+
+def test_literal_control_pictures_and_escapes_do_not_read_as_controls() -> None:
+    # A real CR and a literal "␍" used to render alike; so did U+2028 and "<U+2028>".
+    assert visible("a\rb") != visible("a\u240db")
+    assert visible("a\u240db") == "a<U+240D>b"
+    assert visible("\u2400\u2421") == "<U+2400><U+2421>"
+    assert visible("x\u2028") != visible("x<U+2028>")
+    assert visible("x<U+2028>") == "x<U+003C>U+2028>"
+    assert visible("a < b, <U, U+1") == "a < b, <U, U+1"  # only "<U+" is escaped
+
+
+def _unshow(shown: str) -> str:
+    """The inverse of ``visible``, read left to right: an escape, a picture, or text."""
+    pictures = {chr(0x2400 + c): chr(c) for c in range(0x20)} | {"\u2421": "\x7f"}
+    out: list[str] = []
+    i = 0
+    while i < len(shown):
+        if shown.startswith("<U+", i):
+            end = shown.index(">", i)
+            out.append(chr(int(shown[i + 3 : end], 16)))
+            i = end + 1
+        else:
+            out.append(pictures.get(shown[i], shown[i]))
+            i += 1
+    return "".join(out)
+
+
+_TRICKY = st.text(
+    alphabet=st.sampled_from(
+        list("\r\n\t\x00\x1b\x7f<>U+024DAa \u2028\u2029\u2400\u240d\u2421\u2422\ud83d\udfff")
+    ),
+    max_size=24,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_TRICKY)
+def test_visible_can_be_read_back(text: str) -> None:
+    shown = visible(text)
+    assert _unshow(shown) == text  # so distinct texts never render alike
+    assert "\r" not in shown
+    assert "\x1b" not in shown
+
+
+@settings(max_examples=500, deadline=None)
+@given(_TRICKY, st.data())
+def test_distinct_texts_render_distinctly(a: str, data: st.DataObject) -> None:
+    # The other text is another draw, or what ``a`` renders to: a text written the way
+    # a transcript shows ``a`` must not render the same as ``a``.
+    b = data.draw(st.one_of(st.just(visible(a)), _TRICKY))
+    assert (visible(a) == visible(b)) == (a == b)

@@ -6,6 +6,7 @@ import asyncio
 import json
 import socket
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -382,14 +383,16 @@ def test_dead_port_is_a_network_error(mode: str) -> None:
 
 
 def test_timeout_is_a_network_error(server: OpenAIServer, mode: str) -> None:
-    server.responder = replies(Reply(text="late", delay=0.6))
+    # The reply is held until the client has given up: no race between a delay and the
+    # timeout (a client that never times out gets "late" after HOLD_CAP_S and fails).
+    released = threading.Event()
+    server.responder = replies(Reply(text="late", hold=released))
     slow = OpenAICompatibleModel(base_url=server.base_url, api_key=KEY, model="m", timeout=0.15)
-    started = time.monotonic()
     try:
         chunks = run(slow, USER, mode)
     finally:
+        released.set()
         slow.close()
-    assert time.monotonic() - started < 0.6
     assert failure(chunks)["code"] == "NETWORK"
     assert "status" not in failure(chunks)
 

@@ -381,3 +381,173 @@ def test_replay_without_the_plugin_puts_back_a_recording_moved_aside(tmp_path: P
     assert replay.scenario is not None
     assert len(replay.scenario.scripts) == 1
     assert hidden(tmp_path) == []
+
+
+# --- leftovers of a killed dsh-replay fmt, and of a swap killed between its renames ---------
+
+
+def test_every_temporary_name_is_one_recovery_recognizes(tmp_path: Path) -> None:
+    target = tmp_path / "session.jsonl"
+    for kind in ("tmp", "old"):
+        name = _atomic.hidden_sibling(target, kind).name
+        match = _atomic.LEFTOVER.fullmatch(name)
+        assert match is not None
+        assert (match["name"], match["kind"]) == ("session.jsonl", kind)
+    assert _atomic.hidden_sibling(target, "tmp", "0123456789ab").name == (
+        ".session.jsonl.tmp-0123456789ab"
+    )
+
+
+def test_the_jsonl_store_writes_its_temporary_file_under_that_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_dsh_replay._store.backends.jsonl import JsonlBackend
+
+    opened: list[str] = []
+    real_open = open
+
+    def spy(file: object, mode: str = "r", *args: object, **kwargs: object) -> object:
+        if "x" in mode:
+            opened.append(Path(str(file)).name)
+        return real_open(file, mode, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr("builtins.open", spy)
+    store = JsonlBackend(tmp_path / "store")
+    store.append(SessionHeader(id="s", created_at=0), [], create=True)
+    assert opened
+    assert all(_atomic.LEFTOVER.fullmatch(name) for name in opened), opened
+
+
+def test_fmt_removes_what_a_killed_fmt_left_and_check_reports_it_until_then(
+    tmp_path: Path,
+) -> None:
+    d = tmp_path / "root" / "kept"
+    write_scenario(d, logs("ok"))
+    leftover = d / ".session.jsonl.tmp-0123456789ab"
+    leftover.write_text('{"type":"session","id":"s0"')  # a write killed half-way
+    (d / ".session.jsonl.tmp-not-ours").write_text("kept: not our name")
+    for _ in range(2):  # check changes nothing: it reports the same thing twice
+        code, _, err = run_cli("check", str(tmp_path / "root"))
+        assert code == 1
+        assert f"{leftover}: leftover of an interrupted write of {d / 'session.jsonl'}" in err
+    code, _, err = run_cli("fmt", "--check", str(d))
+    assert code == 1
+    assert f"{leftover}: leftover" in err
+    assert leftover.exists()
+    code, out, _ = run_cli("fmt", str(d))  # the log is canonical: only the leftover goes
+    assert code == 0
+    assert f"removed {leftover}" in out
+    assert hidden(d) == [".session.jsonl.tmp-not-ours"]
+    assert run_cli("check", str(tmp_path / "root"))[0] == 0
+
+
+def crashed_between_the_renames(root: Path) -> dict[str, bytes]:
+    """A portable swap of ``root/kept`` killed after its first rename; the old files."""
+    write_scenario(root / "kept", logs("old", "child"))
+    before = contents(root / "kept")
+    write_scenario(root / ".kept.tmp-0123456789ab", logs("new"))
+    os.rename(root / "kept", root / ".kept.old-0123456789ab")
+    return before
+
+
+@pytest.mark.parametrize("where", ["root", "scenario"])
+def test_check_after_a_crash_mid_swap_names_the_leftovers_not_a_missing_log(
+    tmp_path: Path, where: str
+) -> None:
+    root = tmp_path / "recordings"
+    crashed_between_the_renames(root)
+    code, _, err = run_cli("check", str(root if where == "root" else root / "kept"))
+    assert code == 1
+    assert "missing session.jsonl" not in err
+    assert "does not exist" not in err
+    assert f"{root}/.kept.old-0123456789ab: the previous recording of {root}/kept" in err
+    assert f"{root}/.kept.tmp-0123456789ab: leftover of an interrupted write" in err
+    assert err.endswith("2 problem(s) in 0 scenario(s)\n")
+
+
+def test_check_never_takes_a_swap_leftover_for_a_scenario(tmp_path: Path) -> None:
+    root = tmp_path / "recordings"
+    crashed_between_the_renames(root)
+    code, _, err = run_cli("check", str(root / ".kept.old-0123456789ab"))
+    assert code == 1
+    assert "2 problem(s) in 0 scenario(s)" in err
+
+
+def test_fmt_after_a_crash_mid_swap_puts_the_old_recording_back(tmp_path: Path) -> None:
+    root = tmp_path / "recordings"
+    before = crashed_between_the_renames(root)
+    code, out, _ = run_cli("fmt", str(root))
+    assert code == 0
+    assert f"put back {root / 'kept'} from .kept.old-0123456789ab" in out
+    assert contents(root / "kept") == before
+    assert hidden(root) == []
+    assert run_cli("check", str(root)) == (0, "ok: 1 scenario(s)\n", "")
+
+
+# --- the pre-check tries the swap's own operations -----------------------------------------
+
+
+def refuse_to_move(monkeypatch: pytest.MonkeyPatch, directory: Path) -> None:
+    """Make ``os.rename`` (and ``os.replace``) refuse ``directory`` as ``chattr +i`` does."""
+    import errno
+
+    for name in ("rename", "replace"):
+        real = getattr(os, name)
+
+        def refusing(src: object, dst: object, *a: object, _real: object = real) -> None:
+            if Path(str(src)) == directory or Path(str(dst)) == directory:
+                raise PermissionError(errno.EPERM, "Operation not permitted", str(src))
+            _real(src, dst, *a)  # type: ignore[operator]
+
+        monkeypatch.setattr(os, name, refusing)
+
+
+def test_check_writable_moves_the_target_aside_and_back(tmp_path: Path) -> None:
+    target = tmp_path / "scenario"
+    write_scenario(target, logs("old"))
+    before = contents(target)
+    _atomic.check_writable(target)
+    assert contents(target) == before
+    assert hidden(tmp_path) == []
+
+
+def test_recording_an_immovable_scenario_is_refused_before_the_live_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "scenario"
+    write_scenario(target, logs("old"))
+    before = contents(target)
+    refuse_to_move(monkeypatch, target)
+    with pytest.raises(OSError, match="Operation not permitted") as raised:
+        _atomic.check_writable(target)
+    assert raised.value.filename == str(target)
+
+    class Live:
+        calls = 0
+
+        def stream(self, request: object, **kwargs: object) -> object:
+            Live.calls += 1
+            raise AssertionError("the live model was called")
+
+    with pytest.raises(RecordingError) as refused:
+        DshReplay.record(target, live=Live(), workdir=tmp_path / "work")
+    assert str(refused.value).startswith(
+        f"cannot record into {target}: {target}: Operation not permitted; nothing was recorded"
+    )
+    assert Live.calls == 0
+    assert contents(target) == before
+    assert hidden(tmp_path) == []
+
+
+def test_recording_an_immutable_scenario_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "scenario"
+    write_scenario(target, logs("old"))
+    try:
+        subprocess.run(["chattr", "+i", str(target)], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as err:
+        pytest.skip(f"chattr +i does not work here: {err}")
+    try:
+        with pytest.raises(RecordingError, match=f"cannot record into {target}: {target}: "):
+            DshReplay.record(target, live=object(), workdir=tmp_path / "work")
+    finally:
+        subprocess.run(["chattr", "-i", str(target)], check=False, capture_output=True)
