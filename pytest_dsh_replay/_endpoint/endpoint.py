@@ -329,13 +329,14 @@ class Endpoint:
             path: The request path: its wire's error shape (docs/wires.md#refused), the
                 OpenAI shape for any other path.
             status: The HTTP status (400-599).
-            message: What is wrong.
+            message: What is wrong (redacted like every live text a message quotes).
 
         Returns:
             A JSON response; nothing is kept (the test does not fail for it).
         """
         wire = wire_for(path)
-        error = openai_refusal(status, message) if wire is None else wire.refusal(status, message)
+        text = self._redact(message)
+        error = openai_refusal(status, text) if wire is None else wire.refusal(status, text)
         return _error_response(error)
 
     def internal_error(self, method: str, path: str, error: BaseException) -> EndpointResponse:
@@ -356,7 +357,9 @@ class Endpoint:
             return self._replay_error(error)
         where = f"{method.upper()} {path.split('?', 1)[0]}"
         failure = EndpointError(
-            f"the model endpoint failed answering {where}: {type(error).__name__}: {error}"
+            self._redact(
+                f"the model endpoint failed answering {where}: {type(error).__name__}: {error}"
+            )
         )
         failure.__cause__ = error
         return self._replay_error(failure)

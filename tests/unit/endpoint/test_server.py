@@ -491,6 +491,9 @@ def test_a_misshapen_list_field_is_a_400_naming_it(
 # --- unexpected exceptions -----------------------------------------------------------------------
 
 
+SECRET = "sk-live-" + "Q7" * 12  # a key the built-in rules know
+
+
 class _Broken:
     """A model that fails inside the handler: at once, or after its first chunk."""
 
@@ -501,7 +504,7 @@ class _Broken:
         if self.late:
             yield {"type": "block-start", "index": 0, "blockType": "text"}
             yield {"type": "text-delta", "index": 0, "text": "Hel"}
-        raise KeyError("boom")
+        raise KeyError(f"boom {SECRET}")
 
 
 @pytest.mark.parametrize("late", [False, True], ids=["before-the-answer", "mid-stream"])
@@ -523,10 +526,11 @@ def test_an_unexpected_exception_is_kept_and_prints_nothing(
                 assert response.status == 500
                 message = json.loads(response.read())["error"]["message"]
                 assert message.startswith("EndpointError: the model endpoint failed answering")
-                assert "POST /v1/chat/completions: KeyError: 'boom'" in message
+                assert "POST /v1/chat/completions: KeyError: 'boom [REDACTED]'" in message
             connection.close()
     finally:
         server.stop()
     assert [type(e) for e in endpoint.errors] == [EndpointError]
     assert isinstance(endpoint.errors[0].__cause__, KeyError)
+    assert SECRET not in str(endpoint.errors[0])  # its message quotes no live secret
     assert capfd.readouterr().err == ""
