@@ -28,7 +28,7 @@ from .._endpoint.clients import EndpointClients
 from .._errors import DshReplayError, LogMismatchError, RecordingError
 from .._format.events import Event, SessionHeader, SessionLog
 from .._format.jsonl import read_session_log
-from .._format.redact import Redactor
+from .._format.redact import Redactor, TextRedaction
 from .._recording.recorder import RecordingModel
 from .._replay.model import ReplayModel
 from .._scripts.loading import ScenarioCache, load_scenario
@@ -156,7 +156,13 @@ class DshReplay:
         if not p.exists():
             recover(p)  # a killed recording may have moved the old one aside
         scenario = load_scenario(p) if cache is None else cache.load(p, keep_logs=compare_logs)
-        replayer = ReplayModel(scenario, pace_ms=pace_ms, workdir=workdir, redactor=redactor)
+        replayer = ReplayModel(
+            scenario,
+            pace_ms=pace_ms,
+            workdir=workdir,
+            redactor=redactor,
+            redact_hook=redact_hook,
+        )
         # The replay model answers; the recorder logs each call into the calling
         # session exactly as recording does, so the two runs' logs can be compared.
         replay = cls._logged_run(
@@ -270,7 +276,9 @@ class DshReplay:
         )
         replay._replayer = replayer
         replay._recorder = model
-        replay._http = EndpointClients(model, replay=replayer, redact=replay.redactor.redact_text)
+        replay._http = EndpointClients(
+            model, replay=replayer, redact=TextRedaction(replay.redactor, redact_hook)
+        )
         replay._runtime = RuntimeSessions(scenario, replayer)
         return replay
 

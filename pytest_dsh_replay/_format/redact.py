@@ -19,14 +19,17 @@ from .events import Event
 
 __all__ = [
     "DEFAULT_SECRET_PATTERNS",
+    "RECORD_URL_VARIABLES",
     "REDACTED",
     "Redactor",
+    "TextRedaction",
     "builtin_redact",
     "builtin_redactor",
     "delta_runs",
     "recording_redactor",
     "shown_url",
     "stream_runs_of",
+    "url_secrets",
 ]
 
 _IDENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -249,21 +252,66 @@ def _first_match(rules: Sequence[tuple[str, re.Pattern[str]]]) -> Callable[[str]
     return lambda text: combined.search(text) is not None
 
 
+RECORD_URL_VARIABLES: Final = (
+    "DSH_RECORD_BASE_URL",
+    "DSH_RECORD_ANTHROPIC_BASE_URL",
+    "DSH_RECORD_GEMINI_BASE_URL",
+)
+"""The variables that hold where recording calls go (their credentials are secrets)."""
+
+
 def recording_redactor(environ: Mapping[str, str] | None = None) -> Redactor:
-    """The redactor recordings use: the built-in rules plus the recording API key.
+    """The redactor recordings use: the built-in rules plus the recording's secrets.
 
     Args:
-        environ: Where to read ``DSH_RECORD_API_KEY`` (default: ``os.environ``).
+        environ: Where to read ``DSH_RECORD_API_KEY`` and the base URLs of
+            :data:`RECORD_URL_VARIABLES` (default: ``os.environ``).
 
     Returns:
-        A :class:`Redactor` whose literal is the key, when it is set.
+        A :class:`Redactor` whose literals are the key, when it is set, and the
+        credentials the base URLs carry (:func:`url_secrets`).
     """
     env = os.environ if environ is None else environ
     key = env.get("DSH_RECORD_API_KEY", "")
-    return Redactor(literals=(key,) if key else ())
+    literals = [key] if key else []
+    for name in RECORD_URL_VARIABLES:
+        literals.extend(url_secrets(env.get(name, "")))
+    return Redactor(literals=literals)
 
 
 _SECRET_QUERY: Final = re.compile(r"(?i)(key|token|secret|password|auth|sig|credential)")
+
+
+def _secret_name(name: str) -> bool:
+    return _SECRET_QUERY.search(name) is not None
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secrets a URL carries: its password and its secret-looking query values.
+
+    A query parameter is secret when its name says key, token, secret, password, auth,
+    sig or credential (``?key=...``, ``?access_token=...``). The user name is not a
+    secret (it is hidden when the URL is shown, see :func:`shown_url`).
+
+    Args:
+        url: Any text; one that does not parse as a URL has no secrets.
+
+    Returns:
+        The values, raw and percent-decoded (both may be printed), without repeats.
+    """
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return []
+    found = [password, unquote(password)] if password else []
+    for piece in parts.query.split("&"):
+        name, _, value = piece.partition("=")
+        if value and _secret_name(unquote(name)):
+            found.extend((value, unquote(value.replace("+", " "))))
+    return list(dict.fromkeys(value for value in found if value))
 
 
 def shown_url(url: str, redactor: Redactor | None = None) -> str:
@@ -286,12 +334,63 @@ def shown_url(url: str, redactor: Redactor | None = None) -> str:
         if query:
             pairs = parse_qsl(query, keep_blank_values=True)
             query = urlencode(
-                [(k, REDACTED if _SECRET_QUERY.search(k) else v) for k, v in pairs], safe="[]"
+                [(k, REDACTED if _secret_name(k) else v) for k, v in pairs], safe="[]"
             )
         url = urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
     except ValueError:
         pass
     return rules.redact_text(url)
+
+
+class TextRedaction:
+    """A text as a recording would hold it: the secret rules, then the event hook.
+
+    A recording holds ``[REDACTED]`` where the live session had a secret (and whatever
+    the user's ``pytest_dsh_replay_redact`` hook made of its events), so replay compares
+    live text with recorded text, and quotes live text in its messages, through this
+    (docs/checks.md#redaction).
+
+    Args:
+        redactor: The secret rules (default: the built-in ones).
+        event_hook: The user's redaction of an event (changes it in place), or ``None``.
+            A text goes through it as the text block of a ``user/message`` event; a hook
+            that leaves no text there makes the whole text ``[REDACTED]``.
+
+    Calling it with a text returns the redacted text.
+    """
+
+    __slots__ = ("event_hook", "redactor")
+
+    def __init__(
+        self,
+        redactor: Redactor | None = None,
+        event_hook: Callable[[Event], object] | None = None,
+    ):
+        self.redactor = builtin_redactor() if redactor is None else redactor
+        self.event_hook = event_hook
+
+    def __repr__(self) -> str:
+        hook = "" if self.event_hook is None else ", with an event hook"
+        return f"TextRedaction({self.redactor!r}{hook})"
+
+    def __call__(self, text: str) -> str:
+        redacted = self.redactor.redact_text(text)
+        if self.event_hook is None:
+            return redacted
+        event: Event = {
+            "type": "user/message",
+            "data": {"role": "user", "content": [{"type": "text", "text": redacted}]},
+        }
+        self.event_hook(event)
+        data = event.get("data")
+        content = data.get("content") if isinstance(data, dict) else None
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            texts = [b.get("text") for b in content if isinstance(b, dict)]
+            if texts and all(isinstance(t, str) for t in texts):
+                return "".join(str(t) for t in texts)
+        return REDACTED
 
 
 @lru_cache(maxsize=1)

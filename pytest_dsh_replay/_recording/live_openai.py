@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import RecordingError
 from .._format.events import StreamChunk
-from .._format.redact import REDACTED, builtin_redact, shown_url
+from .._format.redact import shown_url
 from .._wire.anthropic import WIRE as ANTHROPIC_WIRE
 from .._wire.gemini import WIRE as GEMINI_WIRE
 from .._wire.openai import OpenAIDecoder, openai_failure
-from .proxy import Relay, proxy_stream
+from .proxy import Relay, proxy_redactor, proxy_stream
 from .proxy import _is_network_error as _is_network_error
 
 if TYPE_CHECKING:
@@ -141,6 +141,8 @@ class OpenAICompatibleModel:
             self._upstream_bases[GEMINI_WIRE.name] = gemini_base_url
         self.network_failures: list[str] = []
         self._api_key = api_key
+        # What no message, relayed byte or header may show: the key, the URLs' credentials.
+        self._redactor = proxy_redactor(api_key, base_url, *self._upstream_bases.values())
         self._client: OpenAI | None = None
         self._proxy_client: Any = None
         self._lock = threading.Lock()
@@ -174,7 +176,8 @@ class OpenAICompatibleModel:
         )
 
     def __repr__(self) -> str:
-        return f"OpenAICompatibleModel(base_url={shown_url(self.base_url)!r}, model={self.model!r})"
+        shown = shown_url(self.base_url, self._redactor)
+        return f"OpenAICompatibleModel(base_url={shown!r}, model={self.model!r})"
 
     def close(self) -> None:
         """Close the HTTP connections of the sync clients (a later call opens new ones)."""
@@ -268,6 +271,7 @@ class OpenAICompatibleModel:
             model=self.model,
             timeout=self.timeout,
             on_network_error=self._network_failure,
+            redactor=self._redactor,
         )
 
     def astream(self, request: Mapping[str, Any], **kwargs: Any) -> AsyncIterator[StreamChunk]:
@@ -371,13 +375,12 @@ class OpenAICompatibleModel:
 
     def _failure(self, error: Exception) -> dict[str, Any]:
         failure = _failure_of(error, self._openai)
-        message = failure["message"]
-        if len(self._api_key) >= 8:  # a shorter "key" would garble ordinary words
-            message = message.replace(self._api_key, REDACTED)
-        failure["message"] = builtin_redact(message)
+        redactor = self._redactor
+        failure["message"] = redactor.redact_text(str(failure["message"]))
         if failure["code"] == "NETWORK":
             failure["message"] = (
-                f"cannot reach the live model at {shown_url(self.base_url)}: {failure['message']}"
+                f"cannot reach the live model at {shown_url(self.base_url, redactor)}: "
+                f"{failure['message']}"
             )
             self._network_failure(failure["message"])
         return failure

@@ -20,13 +20,13 @@ docs/wires.md#recording-proxy).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from typing import Any, Final
 
 import orjson
 
 from .._format.events import StreamChunk
-from .._format.redact import REDACTED, builtin_redact, shown_url
+from .._format.redact import REDACTED, Redactor, shown_url
 from .._wire.base import Decoder, SSEParser, Wire
 
 __all__ = ["Relay", "proxy_stream"]
@@ -78,21 +78,29 @@ class Relay:
         self.response_headers: list[tuple[str, str]] = []
         self.started = False
         self.ended = False  # the provider's answer is complete ([DONE], message_stop)
-        self.scrub = KeyScrub(b"")  # the live key never goes back to the client
+        # The secrets the proxy holds (the live key) never go back to the client.
+        self.redactor = Redactor()
+        self.scrub = SecretScrub(())
         self._lock = threading.Lock()
         self._pending: list[bytes] = []
 
     def start(self, status: int, headers: list[tuple[str, str]]) -> None:
-        """The provider answered: its status and headers (lower-case names)."""
+        """The provider answered: its status and headers (lower-case names).
+
+        The headers are passed on with their values redacted (:attr:`redactor`).
+        """
         self.status = status
-        self.response_headers = [(k, v) for k, v in headers if k not in _NOT_RELAYED]
+        self.response_headers = [
+            (k, self.redactor.redact_text(v)) for k, v in headers if k not in _NOT_RELAYED
+        ]
         self.started = True
 
     def write(self, data: bytes, *, last: bool = False) -> None:
-        """Bytes of the provider's answer, to be passed on as they are but the live key.
+        """Bytes of the provider's answer, passed on as they are but the proxy's secrets.
 
-        The live key becomes ``[REDACTED]`` even when it is split between two writes
-        (the bytes that may start it wait for the next write; ``last`` lets them go).
+        Each literal secret of :attr:`redactor` (the live key) becomes ``[REDACTED]``,
+        even when it is split between two writes (the bytes that may start it wait for
+        the next write; ``last`` lets them go).
         """
         data = self.scrub.feed(data)
         if last:
@@ -108,44 +116,72 @@ class Relay:
         return data
 
 
-class KeyScrub:
-    """Replaces one secret in a byte stream that arrives in pieces.
+class SecretScrub:
+    """Replaces literal secrets in a byte stream that arrives in pieces.
 
     Args:
-        secret: The bytes to replace (``b""``: nothing is replaced).
+        secrets: The texts to replace, as UTF-8 bytes (none: nothing is replaced).
     """
 
-    __slots__ = ("_held", "_secret")
+    __slots__ = ("_held", "_secrets")
 
-    def __init__(self, secret: bytes):
-        self._secret = secret
+    def __init__(self, secrets: Iterable[str]):
+        found = {s.encode("utf-8", "surrogateescape") for s in secrets if s}
+        self._secrets = tuple(sorted(found, key=len, reverse=True))
         self._held = b""
 
     def feed(self, data: bytes) -> bytes:
-        """The bytes that may go out now (a possible start of the secret is held back)."""
-        secret = self._secret
-        if not secret:
+        """The bytes that may go out now (a possible start of a secret is held back)."""
+        if not self._secrets:
             return data
-        buf = (self._held + data).replace(secret, REDACTED.encode())
-        keep = next(
-            (n for n in range(min(len(secret) - 1, len(buf)), 0, -1) if buf.endswith(secret[:n])),
-            0,
-        )
+        buf = self._held + data
+        for secret in self._secrets:
+            buf = buf.replace(secret, _REDACTED_BYTES)
+        keep = max(_started(buf, secret) for secret in self._secrets)
         self._held = buf[len(buf) - keep :]
         return buf[: len(buf) - keep]
 
     def end(self) -> bytes:
-        """The bytes held back (the stream ended: they cannot start the secret)."""
+        """The bytes held back (the stream ended: they cannot start a secret)."""
         held, self._held = self._held, b""
         return held
 
 
-def scrubbed_body(raw: bytes, api_key: str) -> bytes:
-    """A provider's error body with the live key and every secret shape redacted."""
+_REDACTED_BYTES: Final = REDACTED.encode()
+
+
+def _started(buf: bytes, secret: bytes) -> int:
+    """How many bytes at the end of ``buf`` may start ``secret`` (never all of it)."""
+    return next(
+        (n for n in range(min(len(secret) - 1, len(buf)), 0, -1) if buf.endswith(secret[:n])),
+        0,
+    )
+
+
+def redacted_bytes(raw: bytes, redactor: Redactor) -> bytes:
+    """Bytes of a provider's answer with every secret ``redactor`` knows redacted.
+
+    For what is no model output (error bodies and error events): the secret shapes are
+    redacted too, not only the literal secrets.
+    """
     text = raw.decode("utf-8", "surrogateescape")
-    if len(api_key) >= 8:
-        text = text.replace(api_key, REDACTED)
-    return builtin_redact(text).encode("utf-8", "surrogateescape")
+    return redactor.redact_text(text).encode("utf-8", "surrogateescape")
+
+
+def proxy_redactor(api_key: str, *urls: str) -> Redactor:
+    """The secrets a recording proxy holds: its key and its base URLs' credentials.
+
+    Args:
+        api_key: The live key (a value shorter than 8 characters is left out: it would
+            garble ordinary bytes).
+        urls: The base URLs calls go to (see :func:`~.._format.redact.url_secrets`).
+    """
+    from .._format.redact import url_secrets
+
+    literals = [api_key] if len(api_key) >= 8 else []
+    for url in urls:
+        literals.extend(url_secrets(url))
+    return Redactor(literals=literals)
 
 
 def _not_json() -> StreamChunk:
@@ -173,8 +209,15 @@ def proxy_stream(
     model: str | None,
     timeout: float,
     on_network_error: Callable[[str], None],
+    redactor: Redactor | None = None,
 ) -> Iterator[StreamChunk]:
     """Forward one call to the provider; yield its dsh chunks, relaying its raw answer.
+
+    Nothing the proxy passes on or says holds a secret it knows
+    (docs/recording.md#recording-secrets): the literal secrets of ``redactor`` are
+    replaced in every byte of the answer; header values, error bodies and error events
+    go through all its rules, and so do the failures it yields and its own messages
+    (URLs shown without credentials).
 
     Args:
         relay: The call (wire, body, headers) and where its answer goes.
@@ -185,14 +228,17 @@ def proxy_stream(
         timeout: Seconds for connecting and for each read.
         on_network_error: Called with a message naming ``url`` and the network error
             when the provider cannot be reached or the connection fails.
+        redactor: The secrets the proxy holds; default: :func:`proxy_redactor` of
+            ``api_key`` and ``base_url``.
 
     Yields:
         The answer as dsh chunks, ending in one ``finish`` (an error ``finish`` for an
         HTTP error or a network failure).
     """
     wire = relay.wire
-    if len(api_key) >= 8:  # a shorter "key" would garble ordinary bytes
-        relay.scrub = KeyScrub(api_key.encode())
+    rules = proxy_redactor(api_key, base_url) if redactor is None else redactor
+    relay.redactor = rules
+    relay.scrub = SecretScrub(rules.literals)
     url, body = wire.upstream(base_url, relay.path, relay.body, model)
     headers = _outgoing(relay, api_key)
     decoder = wire.decoder()
@@ -201,8 +247,8 @@ def proxy_stream(
             relay.start(answer.status_code, [(k.lower(), v) for k, v in answer.headers.items()])
             if answer.status_code >= 400:
                 raw = answer.read()
-                relay.write(scrubbed_body(raw, api_key), last=True)
-                yield decoder.failed(_http_failure(wire, answer, raw, api_key))
+                relay.write(redacted_bytes(raw, rules), last=True)
+                yield decoder.failed(_http_failure(wire, answer, raw, rules))
                 return
             if "text/event-stream" not in answer.headers.get("content-type", ""):
                 raw = answer.read()
@@ -214,8 +260,10 @@ def proxy_stream(
     except Exception as error:
         if not _is_network_error(error):
             raise
-        cause = f"{type(error).__name__}: {error}".replace(api_key, REDACTED)
-        message = builtin_redact(f"cannot reach the live model at {shown_url(url)}: {cause}")
+        cause = f"{type(error).__name__}: {error}"
+        message = rules.redact_text(
+            f"cannot reach the live model at {shown_url(url, rules)}: {cause}"
+        )
         on_network_error(message)
         yield decoder.failed({"message": message, "code": "NETWORK"})
         return
@@ -242,18 +290,21 @@ def _relay_events(
     wire = relay.wire
     parser = SSEParser()
     for data in answer.iter_raw():
-        events = parser.feed(data)
-        ending = any(wire.ends_answer(name, text) for name, text in events)
-        relay.write(data, last=ending)
+        raw_events = parser.feed(data)
+        events = list(_parsed(raw_events))
+        failures = [wire.stream_failure(event) for event in events]
+        failed = any(failure is not None for failure in failures)
+        ending = failed or any(wire.ends_answer(name, text) for name, text in raw_events)
+        # An error event is no model output: all the secret rules apply to its read.
+        relay.write(redacted_bytes(data, relay.redactor) if failed else data, last=ending)
         if ending:
             # Known before any chunk of this read goes out: the endpoint holds these
             # bytes until the call is logged as finished, so a client that closes at
             # the answer's end cannot cut the call short.
             relay.ended = True
-        for event in _parsed(events):
-            failure = wire.stream_failure(event)
+        for event, failure in zip(events, failures, strict=True):
             if failure is not None:
-                relay.write(b"", last=True)
+                failure["message"] = relay.redactor.redact_text(str(failure.get("message", "")))
                 yield decoder.failed(failure)
                 return True
             yield from decoder.feed(event)
@@ -279,17 +330,14 @@ def _parsed(events: list[tuple[str | None, str]]) -> Iterator[Mapping[str, Any]]
             yield event
 
 
-def _http_failure(wire: Wire, answer: Any, raw: bytes, api_key: str) -> dict[str, Any]:
+def _http_failure(wire: Wire, answer: Any, raw: bytes, redactor: Redactor) -> dict[str, Any]:
     try:
         parsed = orjson.loads(raw)
     except orjson.JSONDecodeError:
         parsed = None
     headers = {k.lower(): v for k, v in answer.headers.items()}
     failure = wire.failure(answer.status_code, parsed, headers)
-    message = failure["message"]
-    if len(api_key) >= 8:
-        message = message.replace(api_key, REDACTED)
-    failure["message"] = builtin_redact(message)
+    failure["message"] = redactor.redact_text(str(failure["message"]))
     return failure
 
 

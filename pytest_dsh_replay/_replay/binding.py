@@ -451,7 +451,7 @@ class LiveSessions:
     def _take(self, key: SessionKey, index: int) -> BoundSession:
         script = self._binder.take(index)
         flags = tuple(map(entry_has_placeholders, script.entries))
-        bound = BoundSession(key, index, script, flags, self.lock)
+        bound = BoundSession(key, index, script, flags, self.lock, self.redact)
         self._bound[key] = bound
         return bound
 

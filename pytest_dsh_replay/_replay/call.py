@@ -87,6 +87,7 @@ class BoundSession:
         "lock",
         "placeholders",
         "reading",
+        "redact",
         "script",
         "waiters",
     )
@@ -98,8 +99,12 @@ class BoundSession:
         script: SessionScript,
         flags: tuple[bool, ...],
         lock: threading.Lock,
+        redact: Callable[[str], str] | None = None,
     ):
         self.key = key
+        # The recording's redaction of a live text: placeholders that match nothing in
+        # the live request are looked up in its text as the recording would hold it.
+        self.redact = redact
         self.lock = lock  # the live sessions' lock: it guards the cursor and the waiters
         self.index = index
         self.script = script
@@ -239,11 +244,14 @@ class ReplayCall:
         from .._wire.request import RequestView  # only for calls that hold a placeholder
         from .placeholders import resolve_placeholders
 
+        bound = self.bound
+        assert bound is not None
         try:
-            return resolve_placeholders(value, RequestView.of(self.request or {}))
+            return resolve_placeholders(
+                value, RequestView.of(self.request or {}), redact=bound.redact
+            )
         except PlaceholderError as err:
-            assert self.bound is not None
-            script = self.bound.script
+            script = bound.script
             raise PlaceholderError(
                 f"{self.describe()}: {err.reason}",
                 path=str(script.path) if script.path is not None else script.file,

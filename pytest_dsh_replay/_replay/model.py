@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ReplayConsumptionError
-from .._format.events import StreamChunk
-from .._format.redact import Redactor, builtin_redact
+from .._format.events import Event, StreamChunk
+from .._format.redact import Redactor, TextRedaction, builtin_redact
 from .._scripts.builder import last_user_text
 from .._scripts.loading import load_scenario
 from .._scripts.scenario import Scenario
@@ -59,6 +59,15 @@ if TYPE_CHECKING:
     from .order import OrderGate
 
 __all__ = ["ReplayBinding", "ReplayModel", "last_user_text"]
+
+
+def _text_redaction(
+    redactor: Redactor | None, hook: Callable[[Event], object] | None
+) -> Callable[[str], str]:
+    """The redaction of a live text (the cheapest form that does what is asked)."""
+    if hook is not None:
+        return TextRedaction(redactor, hook)
+    return builtin_redact if redactor is None else redactor.redact_text
 
 
 class ReplayModel:
@@ -79,9 +88,15 @@ class ReplayModel:
             A ``readyFile`` outside it is refused.
         redactor: The secret rules the recording was redacted with (a recording holds
             ``[REDACTED]`` where the live session had a secret): live first user messages
-            are compared with the recorded ones, and quoted in errors, through it.
+            are compared with the recorded ones, placeholders that match nothing in the
+            live request are looked up in its redacted text, and errors quote live text,
+            through it.
             ``None`` (the default): the built-in rules; the fixture passes the run's
             redactor (the built-in rules plus the recording API key).
+        redact_hook: The event redaction the recording also went through (the
+            ``pytest_dsh_replay_redact`` hooks; changes an event in place): live texts
+            pass through it after ``redactor``, as a ``user/message``'s text, before they
+            are compared or quoted. ``None``: none.
 
     Raises:
         ValueError: ``pace_ms`` is not a non-negative integer.
@@ -97,6 +112,7 @@ class ReplayModel:
         asleep: Callable[[float], Awaitable[object]] | None = None,
         workdir: str | os.PathLike[str] | None = None,
         redactor: Redactor | None = None,
+        redact_hook: Callable[[Event], object] | None = None,
     ):
         if isinstance(pace_ms, bool) or not isinstance(pace_ms, int) or pace_ms < 0:
             raise ValueError(
@@ -110,7 +126,7 @@ class ReplayModel:
         self._sessions = LiveSessions(
             scenario,
             paced=pace_ms > 0,
-            redact=builtin_redact if redactor is None else redactor.redact_text,
+            redact=_text_redaction(redactor, redact_hook),
         )
         self._pacing = NO_PACING
         if pace_ms or sleep is not time.sleep or asleep is not None or workdir is not None:

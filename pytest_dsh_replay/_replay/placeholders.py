@@ -21,6 +21,9 @@ The rules (docs/placeholders.md#resolution):
 - The **last** match wins (matches are found as JavaScript's global flag finds them);
   the replacement is group 1 when it took part in the match (an empty group 1 gives
   ``""``), else the whole match.
+- A pattern that matches nothing in the live text is looked up again in that text as
+  the recording would hold it (redacted, docs/placeholders.md#resolution): a pattern
+  written against a recording that shows ``[REDACTED]`` resolves.
 - Errors (:class:`~pytest_dsh_replay.PlaceholderError`): an unterminated
   placeholder, a pattern that does not compile, a pattern that matches nothing, and a
   search that runs longer than :data:`PATTERN_TIMEOUT_S` (catastrophic backtracking).
@@ -155,6 +158,7 @@ def resolve_text(
     corpus: str | Callable[[], str],
     *,
     timeout: float = PATTERN_TIMEOUT_S,
+    redacted: str | Callable[[], str] | None = None,
 ) -> str:
     """Replace every placeholder in one string (docs/placeholders.md#resolution).
 
@@ -163,6 +167,9 @@ def resolve_text(
         corpus: The request corpus, or a function that builds it (called at most once,
             and only when ``text`` holds a marker).
         timeout: The search budget per placeholder, in seconds.
+        redacted: The corpus as the recording would hold it (secrets redacted), or a
+            function that builds it (called only when a pattern matches nothing in
+            ``corpus``): searched when ``corpus`` has no match. ``None``: not searched.
 
     Returns:
         ``text`` with each placeholder replaced; replacements are not searched again.
@@ -189,6 +196,10 @@ def resolve_text(
             close += 1
         pattern = text[body:close]
         value = find_last_match(pattern, haystack, timeout=timeout)
+        if value is None and redacted is not None:
+            redacted = redacted if isinstance(redacted, str) else redacted()
+            if redacted != haystack:
+                value = find_last_match(pattern, redacted, timeout=timeout)
         if value is None:
             raise PlaceholderError(
                 f"fromRequest pattern {_quote(pattern)} matched nothing in the request "
@@ -203,7 +214,13 @@ def resolve_text(
     return "".join(parts)
 
 
-def resolve_placeholders(value: Any, source: object, *, timeout: float = PATTERN_TIMEOUT_S) -> Any:
+def resolve_placeholders(
+    value: Any,
+    source: object,
+    *,
+    timeout: float = PATTERN_TIMEOUT_S,
+    redact: Callable[[str], str] | None = None,
+) -> Any:
     """Resolve every placeholder in every string of a JSON value.
 
     See docs/placeholders.md#placeholders.
@@ -216,6 +233,8 @@ def resolve_placeholders(value: Any, source: object, *, timeout: float = PATTERN
             request's ``messages`` themselves; the corpus is read only if a placeholder
             is found.
         timeout: The search budget per placeholder, in seconds.
+        redact: The recording's redaction of a text: a pattern that matches nothing in
+            the corpus is looked up in the redacted corpus (``None``: it is not).
 
     Returns:
         A value of the same shape. Containers holding a placeholder are new objects;
@@ -225,6 +244,7 @@ def resolve_placeholders(value: Any, source: object, *, timeout: float = PATTERN
         PlaceholderError: See :func:`resolve_text`.
     """
     cache: list[str] = []
+    redacted_cache: list[str] = []
 
     def corpus() -> str:
         if not cache:
@@ -232,9 +252,19 @@ def resolve_placeholders(value: Any, source: object, *, timeout: float = PATTERN
             cache.append(found)
         return cache[0]
 
+    def redacted() -> str:
+        if not redacted_cache:
+            assert redact is not None
+            redacted_cache.append(redact(corpus()))
+        return redacted_cache[0]
+
+    fallback = None if redact is None else redacted
+
     def walk(item: Any) -> Any:
         if isinstance(item, str):
-            return resolve_text(item, corpus, timeout=timeout) if MARKER in item else item
+            if MARKER not in item:
+                return item
+            return resolve_text(item, corpus, timeout=timeout, redacted=fallback)
         if isinstance(item, dict):
             return {k: walk(v) for k, v in item.items()}
         if isinstance(item, list):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -194,3 +195,175 @@ def test_a_child_whose_task_held_a_key_is_recorded_redacted_and_replays(
     replayed = pytester.runpytest()
     replayed.assert_outcomes(passed=1)
     assert CHILD_KEY not in replayed.stdout.str() + replayed.stderr.str()
+
+
+# --- distinct keys in every place a recording meets one --------------------------------
+
+# Built from pieces, as above. Each one is planted in one place only.
+LIVE_KEY = "live-" + "K3y" * 8  # DSH_RECORD_API_KEY, echoed by the upstream's error body
+URL_PASSWORD = "urlpass-" + "P4ss" * 5  # DSH_RECORD_BASE_URL's user:password@
+URL_QUERY_KEY = "query-" + "Qk3y" * 6  # DSH_RECORD_BASE_URL's ?key=
+TASK_KEY = "sk-task-" + "T4sk" * 6  # in the child's task (its first user message)
+TOOL_KEY = "ghp_" + "t00L" * 9  # in a tool result
+AGENT_CUSTOMER = "Globex " + "Industries"  # in the child's task: the user's hook hides it
+KEYS = {
+    "live key": LIVE_KEY,
+    "url password": URL_PASSWORD,
+    "url query key": URL_QUERY_KEY,
+    "task key": TASK_KEY,
+    "tool key": TOOL_KEY,
+    "customer": AGENT_CUSTOMER,
+}
+
+AGENT_CONFTEST = """
+CUSTOMER = "Globex " + "Industries"
+
+
+def _hide(value):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, str):
+                value[key] = item.replace(CUSTOMER, "<customer>")
+            else:
+                _hide(item)
+    elif isinstance(value, list):
+        for k, item in enumerate(value):
+            if isinstance(item, str):
+                value[k] = item.replace(CUSTOMER, "<customer>")
+            else:
+                _hide(item)
+
+
+def pytest_dsh_replay_redact(event, header):
+    _hide(event if event is not None else header)
+"""
+
+AGENT_TESTS = """
+import os
+
+import openai
+import pytest
+
+TASK_KEY = "sk-task-" + "T4sk" * 6
+TOOL_KEY = "ghp_" + "t00L" * 9
+CUSTOMER = "Globex " + "Industries"
+
+
+def ask(client, messages):
+    try:
+        return client.chat.completions.create(model="m", messages=messages).choices[0].message
+    except openai.APIStatusError as error:
+        if error.status_code == 401:  # the upstream's answer to "again"
+            raise
+        # What the endpoint said, without the SDK's frames (whose arguments hold the
+        # live request, the test's own data, which pytest would print).
+        pytest.fail(f"the endpoint answered {error.status_code}: {error.message}", pytrace=False)
+
+
+@pytest.mark.dsh_scenario("agent")
+def test_agent(dsh_replay, dsh_transcript):
+    client = dsh_replay.openai_client(max_retries=0)
+    plan = [{"role": "user", "content": "plan the work"}]
+    call = ask(client, plan).tool_calls[0]
+    plan.append({"role": "assistant", "content": None, "tool_calls": [{
+        "id": call.id, "type": "function",
+        "function": {"name": call.function.name, "arguments": call.function.arguments},
+    }]})
+    plan.append({"role": "tool", "tool_call_id": call.id, "content": "token " + TOOL_KEY})
+    assert ask(client, plan).content == "planned"
+    # A new conversation: the endpoint's content routing finds it, and it binds to the
+    # recorded child by its first user message.
+    task = "fetch the report for " + CUSTOMER + " with " + TASK_KEY
+    if os.environ.get("DRIFT"):
+        task += " today"
+    child = [{"role": "user", "content": task}]
+    assert ask(client, child).content == "fetched"
+    child += [{"role": "assistant", "content": "fetched"}, {"role": "user", "content": "again"}]
+    with pytest.raises(openai.AuthenticationError) as caught:
+        ask(client, child)
+    print("the upstream said:", caught.value.message)
+    assert dsh_replay.transcript() == dsh_transcript
+"""
+
+
+def agent_responder(body: dict[str, Any]) -> Any:
+    from support.openai_server import HttpError, Reply, ToolCall
+
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        return Reply(text="planned")
+    if last["content"] == "plan the work":
+        return Reply(tool_calls=[ToolCall("lookup")])
+    if last["content"] == "again":  # the provider echoes the key it was sent
+        message = f"Incorrect API key provided: {LIVE_KEY}."
+        return Reply(error=HttpError(401, message, code="invalid_api_key"))
+    return Reply(text="fetched")
+
+
+def key_leaks(text: str) -> list[str]:
+    return [name for name, key in KEYS.items() if key in text or key[-12:] in text]
+
+
+def scan(pytester: pytest.Pytester, *runs: pytest.RunResult) -> None:
+    for run in runs:
+        terminal = run.stdout.str() + run.stderr.str()
+        assert key_leaks(terminal) == [], terminal
+    written = files_under(pytester.path, pytester.path.parent / "basetemp")
+    for path in written:
+        assert key_leaks(path.read_bytes().decode("utf-8", "replace")) == [], path
+
+
+def test_no_planted_key_in_a_file_or_the_terminal_and_the_recording_replays(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    from support.openai_server import OpenAIServer
+
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
+    pytester.makeconftest(AGENT_CONFTEST)
+    pytester.makepyfile(test_agent=AGENT_TESTS)
+    monkeypatch.setenv("DSH_RECORD_API_KEY", LIVE_KEY)
+    monkeypatch.setenv("DSH_RECORD_MODEL", "m")
+    with OpenAIServer(agent_responder) as server:
+        monkeypatch.setenv(
+            "DSH_RECORD_BASE_URL",
+            f"http://user:{URL_PASSWORD}@127.0.0.1:{server.port}/v1?key={URL_QUERY_KEY}",
+        )
+        recorded = pytester.runpytest("--dsh-record", "--snapshot-update", "-rA", "-vv")
+    recorded.assert_outcomes(passed=1)
+    recorded.stdout.fnmatch_lines(["*the upstream said: *[[]REDACTED[]]*"])
+    # The proxy sent the key it holds and joined its path before the base URL's query.
+    assert [r.path for r in server.requests] == [f"/v1/chat/completions?key={URL_QUERY_KEY}"] * 4
+    recording = "".join(p.read_text() for p in (pytester.path / "recordings" / "agent").iterdir())
+    assert "fetch the report for <customer> with [REDACTED]" in recording
+    assert "token [REDACTED]" in recording
+
+    # Offline, no key: the recording replays (the child binds through the redaction)...
+    for name in ("DSH_RECORD_API_KEY", "DSH_RECORD_BASE_URL", "DSH_RECORD_MODEL"):
+        monkeypatch.delenv(name)
+    replayed = pytester.runpytest("-rA", "-vv")
+    replayed.assert_outcomes(passed=1)
+    # ... and a changed task fails, quoting the live task redacted.
+    monkeypatch.setenv("DRIFT", "1")
+    drifted = pytester.runpytest("-rA", "-vv")
+    drifted.assert_outcomes(failed=1, errors=1)
+    drifted.stdout.fnmatch_lines(
+        ["*ReplayBindingError*'fetch the report for <customer> with [[]REDACTED[]] today'*"]
+    )
+    monkeypatch.delenv("DRIFT")
+
+    # Recording with the live server gone: the 502 and the teardown name the URL bare.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("DSH_RECORD_API_KEY", LIVE_KEY)
+    monkeypatch.setenv(
+        "DSH_RECORD_BASE_URL", f"http://user:{URL_PASSWORD}@127.0.0.1:{port}/v1?key={URL_QUERY_KEY}"
+    )
+    unreachable = pytester.runpytest("--dsh-record", "-rA", "-vv")
+    unreachable.assert_outcomes(failed=1, errors=1)
+    unreachable.stdout.fnmatch_lines(
+        [f"*cannot reach the live model at http://[[]REDACTED[]]@127.0.0.1:{port}/v1/chat*"]
+    )
+    scan(pytester, recorded, replayed, drifted, unreachable)

@@ -407,7 +407,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile = _Tee(wire, received.response)  # type: ignore[assignment]
         request_id = "req-" + hashlib.sha256(raw).hexdigest()[:12]  # stable across runs
         try:
-            route = self.path.rstrip("/")
+            route = self.path.partition("?")[0].rstrip("/")  # a query (?key=...) is kept
             self.messages_route = route == "/v1/messages"
             self.responses_route = route == "/v1/responses"
             if self.command != "POST" or route not in _ROUTES:

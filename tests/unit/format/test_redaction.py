@@ -220,3 +220,15 @@ def test_check_finds_a_secret_split_across_the_members_of_a_v4_stream_run(
         f"{log}: the texts of stream record 1 of event seq 0 join into a secret "
         "(api key (sk-...)); remove it and re-record"
     )
+
+
+def test_the_recording_redactor_knows_the_base_urls_credentials() -> None:
+    password, query_key = "pass" + "word-0042", "query" + "-key-0042"
+    redactor = recording_redactor(
+        {
+            "DSH_RECORD_BASE_URL": f"http://user:{password}@h/v1?key={query_key}&page=7",
+            "DSH_RECORD_GEMINI_BASE_URL": "http://h/?access_token=tok%2Benough",
+        }
+    )
+    text = f"{password} {query_key} tok+enough tok%2Benough user page=7"
+    assert redactor.redact_text(text) == f"{REDACTED} {REDACTED} {REDACTED} {REDACTED} user page=7"
