@@ -26,7 +26,7 @@ from typing import Any, Final
 import orjson
 
 from .._format.events import StreamChunk
-from .._format.redact import REDACTED, Redactor, shown_url
+from .._format.redact import REDACTED, Redactor, builtin_redactor, shown_url
 from .._wire.base import Decoder, SSEParser, Wire
 
 __all__ = ["Relay", "proxy_stream"]
@@ -79,7 +79,7 @@ class Relay:
         self.started = False
         self.ended = False  # the provider's answer is complete ([DONE], message_stop)
         # The secrets the proxy holds (the live key) never go back to the client.
-        self.redactor = Redactor()
+        self.redactor = builtin_redactor()
         self.scrub = SecretScrub(())
         self._lock = threading.Lock()
         self._pending: list[bytes] = []

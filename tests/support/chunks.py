@@ -42,3 +42,13 @@ def chunk_events(
         event["data"] = {"turn": turn, "step": step, "chunk": chunk}
         events.append(event)
     return events
+
+
+def user_event(text: str, seq: int) -> dict[str, Any]:
+    """A ``user/message`` event holding one text block (``time`` 0)."""
+    return {
+        "type": "user/message",
+        "seq": seq,
+        "time": 0,
+        "data": {"role": "user", "content": [{"type": "text", "text": text}]},
+    }

@@ -97,22 +97,8 @@ def test_a_network_error_names_the_url_without_its_credentials() -> None:
     def handler(request: Any) -> Any:
         raise httpx_module().ConnectError(f"refused for {request.url}")
 
-    httpx = httpx_module()
-    client = httpx.Client(transport=httpx.MockTransport(handler))
-    relay = Relay(WIRE, REQUEST, {}, "/v1/chat/completions")
-    printed: list[str] = []
     base = f"http://user:{LIVE_KEY}@upstream.invalid/v1?key={SHAPED}"
-    chunks = list(
-        proxy_stream(
-            relay,
-            client=client,
-            base_url=base,
-            api_key=LIVE_KEY,
-            model=None,
-            timeout=5,
-            on_network_error=printed.append,
-        )
-    )
+    _, chunks, printed = relayed(handler, base)
     shown = printed[0] + chunks[-1]["reason"]["failure"]["message"]
     assert "upstream.invalid/v1/chat/completions" in shown
     assert LIVE_KEY not in shown

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.chunks import chunk_events, text_call
+from support.chunks import chunk_events, text_call, user_event
 
 from pytest_dsh_replay import load_scenario
 from pytest_dsh_replay._format.jsonl import dump_session_log
@@ -32,15 +32,6 @@ CHILDREN = {
 
 def reply_events(text: str, turn: int, first_seq: int) -> list[dict[str, Any]]:
     return chunk_events(text_call(text), turn=turn, first_seq=first_seq)
-
-
-def user_event(text: str, seq: int) -> dict[str, Any]:
-    return {
-        "type": "user/message",
-        "seq": seq,
-        "time": 0,
-        "data": {"role": "user", "content": [{"type": "text", "text": text}]},
-    }
 
 
 def write_log(path: Path, header: dict[str, Any], turns: list[tuple[str, str]]) -> None:

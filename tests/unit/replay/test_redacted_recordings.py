@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.chunks import chunk_events, text_call
+from support.chunks import chunk_events, text_call, user_event
 
 from pytest_dsh_replay import (
     PlaceholderError,
@@ -30,15 +30,6 @@ PARENT = "aaaaaaaa-0000-4000-8000-000000000000"
 # Built from pieces: no source file holds a key whole.
 PATTERN_KEY = "sk-live-" + "Q7" * 12  # the built-in key shape
 LITERAL_KEY = "plain" + "-secret-" + "4711"  # no known shape: only a configured literal
-
-
-def user_event(text: str, seq: int) -> dict[str, Any]:
-    return {
-        "type": "user/message",
-        "seq": seq,
-        "time": 0,
-        "data": {"role": "user", "content": [{"type": "text", "text": text}]},
-    }
 
 
 def write_log(path: Path, header: dict[str, Any], prompt: str, answer: str) -> None:
