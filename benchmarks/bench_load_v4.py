@@ -282,7 +282,7 @@ def write(logs: list[_Log], plain: Path, packed: Path) -> None:
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
     rng = random.Random(7)
-    compressor = zstandard.ZstdCompressor(level=3)
+    compressor = zstandard.ZstdCompressor(level=3, write_checksum=True)
     for n, log in enumerate(logs):
         lines = [orjson.dumps(log.header), *map(orjson.dumps, log.events)]
         stem = "session" if n == 0 else f"session.{n}"

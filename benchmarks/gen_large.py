@@ -272,7 +272,7 @@ def _encode_v4(header: dict[str, Any], events: list[dict[str, Any]], rng: random
     """Serialize as the runtime's v4 writer does: one zstd frame per write batch."""
     import zstandard
 
-    compressor = zstandard.ZstdCompressor(level=3)
+    compressor = zstandard.ZstdCompressor(level=3, write_checksum=True)
     frames = [compressor.compress(orjson.dumps(header) + b"\n")]
     i = 0
     while i < len(events):

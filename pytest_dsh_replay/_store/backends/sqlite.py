@@ -161,6 +161,7 @@ class SqliteBackend:
         self._source = str(self.path)
         self._lock = threading.RLock()
         self._empty = False
+        self._table_counts: dict[str, int] | None = None  # set by check_pages
         self._snapshot: tempfile.TemporaryDirectory[str] | None = None
         self._conn = self._open()
 
@@ -302,10 +303,13 @@ class SqliteBackend:
                 raise SessionLogError(f"cannot read the store ({err})", path=self._source) from None
 
     def check_pages(self) -> None:
-        """Check the file's b-tree pages (SQLite's ``quick_check``): no checksum guards them.
+        """Check the file's pages, which no checksum guards, before its sessions are read.
 
-        A damaged page can hide rows from the index a session's events are read through,
-        so a damaged store would read as a shorter log (docs/format.md#sqlite-store).
+        Two checks (docs/format.md#sqlite-store): SQLite's ``quick_check`` over the b-tree
+        pages, and each session's rows counted in the table itself, which every later
+        read of that session through the index must match. ``quick_check`` does not
+        compare an index with its table, and a damaged index page can hide a session's
+        last rows, so a damaged store would otherwise read as a shorter log.
 
         Raises:
             SessionLogError: The store's pages are damaged, naming the store.
@@ -315,6 +319,10 @@ class SqliteBackend:
             raise SessionLogError(
                 f"corrupt SQLite store: its pages are damaged ({found[0][0]})", path=self._source
             )
+        counted = self._query(
+            "SELECT session_id, count(*) FROM events NOT INDEXED GROUP BY session_id"
+        )
+        self._table_counts = {str(sid): int(n) for sid, n in counted}
 
     def exists(self, session_id: str) -> bool:
         """Whether the store has a row for this session."""
@@ -325,10 +333,19 @@ class SqliteBackend:
         return [r[0] for r in self._query("SELECT id FROM sessions ORDER BY rowid")]
 
     def _rows(self, session_id: str) -> list[tuple[Any, ...]]:
-        return self._query(
+        rows = self._query(
             f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq",
             (session_id,),
         )
+        if self._table_counts is not None:  # checked: the index must give every row
+            in_table = self._table_counts.get(session_id, 0)
+            if in_table != len(rows):
+                raise SessionLogError(
+                    f"corrupt SQLite store: session {session_id} has {in_table} event rows "
+                    f"in its table but {len(rows)} through its index (a damaged index page)",
+                    path=self._source,
+                )
+        return rows
 
     def header(self, session_id: str) -> SessionHeader | None:
         """A stored session's header, or ``None`` when the store does not hold it.
