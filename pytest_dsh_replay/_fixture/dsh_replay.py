@@ -468,8 +468,32 @@ class DshReplay:
             Objects with ``.header`` and ``.events``, in the store's creation order.
         """
         if self._runtime.source is not None:
-            return [self._redacted(log.header, log.events) for log in self._runtime.logs()]
-        return [self._redacted(s.header, s.events) for s in self.sessions.sessions()]
+            live: Sequence[Any] = self._runtime.logs()
+        else:
+            live = self.sessions.sessions()
+        return [self._redacted(s.header, s.events) for s in self._in_recorded_order(live)]
+
+    def _in_recorded_order(self, sessions: Sequence[Any]) -> list[Any]:
+        """``sessions`` in the order of the recorded sessions they replay, never by arrival.
+
+        A live session bound to a recorded one takes that session's place in the
+        scenario (``session.jsonl``, ``session.1.jsonl``, ...); the others follow in the
+        order given (creation order). Children started at once may reach the model in
+        either order, so their creation order varies between runs; the recording's does
+        not (docs/checks.md#session-order).
+        """
+        bindings = self._bindings()
+        if not bindings or self.scenario is None:
+            return list(sessions)
+        place = {script.file: n for n, script in enumerate(self.scenario.scripts)}
+        last = len(place)
+
+        def rank(indexed: tuple[int, Any]) -> tuple[int, int]:
+            n, session = indexed
+            binding = bindings.get(session.header.id)
+            return (place.get(binding.file, last) if binding is not None else last, n)
+
+        return [session for _, session in sorted(enumerate(sessions), key=rank)]
 
     # --- checks ------------------------------------------------------------------------
 
@@ -556,7 +580,7 @@ class DshReplay:
             self._check_runtime_logs()
             return
         self._recorder.close_open_calls()
-        live = self.sessions.sessions()
+        live = self._in_recorded_order(self.sessions.sessions())
         if not live:
             return  # no model call and no session: nothing to compare
         recorded = [s for s in self.scenario.scripts if s.path is not None]

@@ -13,27 +13,11 @@ and replay here with no server. The async agents replay the same recordings.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
-from support.sdk_agent import AnthropicAgent, OpenAIAgent
+from support.sdk_agent import ANSWERS, TURNS, AnthropicAgent, OpenAIAgent
 
-TURNS = [
-    "Remember: the codeword is SAFFRON.",
-    "".join(
-        f"[[tool {name} {json.dumps(arguments)}]]"
-        for name, arguments in (
-            ("subagent", {"prompt": "Reply ALPHA."}),
-            ("subagent_fork", {"prompt": "Recall the codeword."}),
-            ("add", {"a": 2, "b": 3}),
-        )
-    ),
-]
-ANSWERS = [
-    "echo: Remember: the codeword is SAFFRON.",
-    "tool results: echo: Reply ALPHA.; echo: Recall the codeword.; 5",
-]
 AGENTS: dict[str, Any] = {"openai": OpenAIAgent, "anthropic": AnthropicAgent}
 
 
@@ -78,7 +62,7 @@ def check(agent: Any, dsh_replay: Any) -> None:
 
 
 @pytest.mark.parametrize(("sdk", "identify"), cases())
-def test_sdk_agent(sdk: str, identify: bool, dsh_replay: Any) -> None:
+def test_sdk_agent(sdk: str, identify: bool, dsh_replay: Any, dsh_transcript: Any) -> None:
     client = (
         dsh_replay.openai_client(max_retries=0)
         if sdk == "openai"
@@ -87,11 +71,14 @@ def test_sdk_agent(sdk: str, identify: bool, dsh_replay: Any) -> None:
     agent = AGENTS[sdk](client, identify=identify)
     assert [agent.run(turn) for turn in TURNS] == ANSWERS
     check(agent, dsh_replay)
+    assert dsh_replay.transcript() == dsh_transcript
 
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(("sdk", "identify"), cases(record=False))  # recorded above
-async def test_async_sdk_agent(sdk: str, identify: bool, dsh_replay: Any) -> None:
+async def test_async_sdk_agent(
+    sdk: str, identify: bool, dsh_replay: Any, dsh_transcript: Any
+) -> None:
     client = (
         dsh_replay.async_openai_client(max_retries=0)
         if sdk == "openai"
@@ -100,3 +87,4 @@ async def test_async_sdk_agent(sdk: str, identify: bool, dsh_replay: Any) -> Non
     agent = AGENTS[sdk](client, identify=identify)
     assert [await agent.arun(turn) for turn in TURNS] == ANSWERS
     check(agent, dsh_replay)
+    assert dsh_replay.transcript() == dsh_transcript

@@ -22,7 +22,7 @@ agents = pytest.importorskip("agents", reason="the OpenAI Agents SDK (openai-age
 
 @pytest.mark.asyncio
 @pytest.mark.dsh_scenario("agents-sdk")
-async def test_openai_agents_sdk_default_model(dsh_replay: Any) -> None:
+async def test_openai_agents_sdk_default_model(dsh_replay: Any, dsh_transcript: Any) -> None:
     from support.agents_sdk_agent import TURNS, AgentsSdkApp
 
     app = AgentsSdkApp(dsh_replay.async_openai_client(max_retries=0))
@@ -36,11 +36,12 @@ async def test_openai_agents_sdk_default_model(dsh_replay: Any) -> None:
         # handoff: its instructions differ, so its requests start a conversation of its own
         files = sorted(binding.file for binding in dsh_replay.model.bindings.values())
         assert files == ["session.1.jsonl", "session.2.jsonl", "session.jsonl"]
+    assert dsh_replay.transcript() == dsh_transcript
 
 
 @pytest.mark.asyncio
 @pytest.mark.dsh_scenario("pydantic-ai-responses")
-async def test_pydantic_ai_openai_responses_model(dsh_replay: Any) -> None:
+async def test_pydantic_ai_openai_responses_model(dsh_replay: Any, dsh_transcript: Any) -> None:
     pytest.importorskip("pydantic_ai", reason="pydantic-ai is needed")
     from support.pydantic_ai_agent import PROMPTS, pydantic_ai_agent
 
@@ -48,3 +49,4 @@ async def test_pydantic_ai_openai_responses_model(dsh_replay: Any) -> None:
     assert (await agent.run(PROMPTS[0])).output == "tool results: 9"
     async with agent.run_stream(PROMPTS[1]) as streamed:
         assert await streamed.get_output() == "tool results: 3"
+    assert dsh_replay.transcript() == dsh_transcript

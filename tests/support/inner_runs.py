@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import pkgutil
 
 import pytest
 
 # An in-process inner run drops from sys.modules what was first imported during its test;
 # an HTTP library first imported there comes back to later tests as a second copy (httpx2
 # then maps none of the second httpcore2's errors). Imported once per session, before any
-# test's pytester takes its snapshot of sys.modules.
+# test's pytester takes its snapshot of sys.modules. The plugin's own modules too: it
+# imports some lazily, and a second copy of one holds second copies of its classes.
+# (Every test here gets a pytester, through the autouse fixture below.)
 _HTTP_LIBRARIES = ("httpcore2", "httpcore", "httpx2", "httpx", "openai", "anthropic")
 
 
@@ -19,6 +22,10 @@ def _http_libraries_outlive_inner_runs() -> None:
     for name in _HTTP_LIBRARIES:
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name)
+    package = importlib.import_module("pytest_dsh_replay")
+    for module in pkgutil.walk_packages(package.__path__, "pytest_dsh_replay."):
+        if not module.name.endswith(".__main__"):  # that one runs the command
+            importlib.import_module(module.name)
 
 
 @pytest.fixture(autouse=True)

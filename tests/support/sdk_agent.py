@@ -31,6 +31,23 @@ OPENAI_TOOLS = [
 ]
 ANTHROPIC_TOOLS = [{"name": name, "input_schema": schema} for name, schema in SCHEMAS.items()]
 
+# The two turns the SDK agent tests run, and what the agent answers to each.
+TURNS = [
+    "Remember: the codeword is SAFFRON.",
+    "".join(
+        f"[[tool {name} {json.dumps(arguments)}]]"
+        for name, arguments in (
+            ("subagent", {"prompt": "Reply ALPHA."}),
+            ("subagent_fork", {"prompt": "Recall the codeword."}),
+            ("add", {"a": 2, "b": 3}),
+        )
+    ),
+]
+ANSWERS = [
+    "echo: Remember: the codeword is SAFFRON.",
+    "tool results: echo: Reply ALPHA.; echo: Recall the codeword.; 5",
+]
+
 
 class _Agent:
     """What both SDK agents share: identity, children, tools."""

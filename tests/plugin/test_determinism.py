@@ -1,0 +1,106 @@
+"""A replay is the same whatever order concurrent children reach the model in.
+
+The SDK planner of ``sdk_agent.py`` runs a spawn child in a thread and a fork child in
+its own thread of control at once. Here each replay forces which child's first request
+arrives first, both ways, many times, and every run must give one transcript and one
+events snapshot: sessions are numbered and ordered by the recorded session each one
+replays (docs/checks.md#session-order), never by arrival.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from support.paths import EXAMPLES, SUPPORT
+from support.sdk_agent import ANSWERS, TURNS
+
+RUNS_PER_ORDER = 15
+COMMITTED = Path(__file__).parent / "__snapshots__" / "test_sdk_agents"
+
+ORDERED_AGENT = """
+import threading
+from pathlib import Path
+
+import pytest
+from support.sdk_agent import OpenAIAgent
+
+OUT = Path({out!r})
+TURNS = {turns!r}
+ANSWERS = {answers!r}
+
+
+class OrderedAgent(OpenAIAgent):
+    \"\"\"Its children start their turns in a forced order: ``first`` before the other.\"\"\"
+
+    def __init__(self, *args, first=None, gates=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.first = first
+        self.gates = gates if gates is not None else {{}}
+
+    def child(self, name):
+        child = super().child(name)
+        gates, first = self.gates, self.first
+        done = gates.setdefault(name, threading.Event())
+        other = "subagent_fork" if name == "subagent" else "subagent"
+        run = child.run
+
+        def ordered_run(prompt):
+            if name != first:  # wait until the other child's turn has ended
+                assert gates.setdefault(other, threading.Event()).wait(10)
+            try:
+                return run(prompt)
+            finally:
+                done.set()
+
+        child.run = ordered_run
+        return child
+
+
+@pytest.mark.parametrize("run", range({runs}))
+@pytest.mark.parametrize("first", ["subagent", "subagent_fork"])
+@pytest.mark.dsh_scenario("{scenario}")
+def test_ordered(first, run, dsh_replay):
+    client = dsh_replay.openai_client(max_retries=0)
+    agent = OrderedAgent(client, identify={identify}, first=first)
+    assert [agent.run(turn) for turn in TURNS] == ANSWERS
+    arrived = [child.session_id for child in agent.children]
+    OUT.mkdir(exist_ok=True)
+    name = f"{{first}}-{{run}}"
+    (OUT / f"{{name}}.md").write_text(dsh_replay.transcript())
+    (OUT / f"{{name}}.jsonl").write_text(dsh_replay.events_snapshot())
+"""
+
+
+@pytest.mark.parametrize(
+    ("scenario", "identify"),
+    [("sdk-openai-content", False), ("sdk-openai-headers", True)],
+    ids=["content", "headers"],
+)
+def test_concurrent_children_in_either_order_give_one_transcript_and_one_events_snapshot(
+    pytester: pytest.Pytester, scenario: str, identify: bool
+) -> None:
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
+    shutil.copytree(SUPPORT, pytester.path / "support")
+    shutil.copytree(EXAMPLES / scenario, pytester.path / "recordings" / scenario)
+    out = pytester.path / "out"
+    pytester.makepyfile(
+        test_ordered=ORDERED_AGENT.format(
+            out=str(out),
+            turns=TURNS,
+            answers=ANSWERS,
+            runs=RUNS_PER_ORDER,
+            scenario=scenario,
+            identify=identify,
+        )
+    )
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(passed=2 * RUNS_PER_ORDER)
+    transcripts = {p.read_text() for p in out.glob("*.md")}
+    events = {p.read_text() for p in out.glob("*.jsonl")}
+    assert len(list(out.glob("*.md"))) == 2 * RUNS_PER_ORDER
+    assert len(transcripts) == 1, "the transcript depends on which child arrived first"
+    committed = COMMITTED / f"test_sdk_agent[openai-{scenario.rsplit('-', 1)[1]}].md"
+    assert transcripts == {committed.read_text()}, "the replay differs from the committed one"
+    assert len(events) == 1, "the events snapshot depends on which child arrived first"
