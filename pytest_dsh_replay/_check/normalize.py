@@ -40,6 +40,9 @@ _UUID_HINT: Final = re.compile(rb"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-
 _UUID_HINT_TEXT: Final = re.compile(_UUID_HINT.pattern.decode("ascii"))
 _ZEROED_KEYS: Final = frozenset({"createdAt", "durationMs"})
 _ZEROED_KEY_TEXTS: Final = tuple(orjson.dumps(k) for k in sorted(_ZEROED_KEYS))
+_ID_KEYS: Final = frozenset({"responseId"})
+"""Keys whose string values are provider-generated ids: compared as ids, by first appearance."""
+_ID_KEY_TEXTS: Final = tuple(orjson.dumps(k) for k in sorted(_ID_KEYS))
 _ENVELOPE: Final = frozenset({"seq", "time", "seq0", "time0"})
 
 
@@ -100,6 +103,7 @@ class Normalizer:
                 *(orjson.dumps(i) if len(i) < 8 else orjson.dumps(i)[1:-1] for i in extra),
                 *(orjson.dumps(c)[1:-1] for c in paths),
                 *_ZEROED_KEY_TEXTS,
+                *_ID_KEY_TEXTS,
             ]
         except orjson.JSONEncodeError:  # an id or cwd with a lone surrogate: no shortcut
             self._needles: tuple[bytes, ...] | None = None
@@ -130,9 +134,15 @@ class Normalizer:
         return value
 
     def value(self, value: Any, key: str | None = None) -> Any:
-        """Normalize a JSON value: strings as :meth:`text`, ``createdAt``/``durationMs`` to 0."""
+        """Normalize a JSON value: strings as :meth:`text`, ``createdAt``/``durationMs`` to 0.
+
+        A ``responseId`` string (the provider's id of an answer, which a recording
+        cannot predict) is replaced as an id, whatever its form.
+        """
         # Strings, objects and arrays first: most values are, and none is a number.
         if isinstance(value, str):
+            if key in _ID_KEYS and value:  # a provider's id of an answer
+                return self._placeholder(value)
             return self.text(value)
         if isinstance(value, dict):
             return {k: self.value(v, k) for k, v in value.items()}
@@ -147,7 +157,7 @@ class Normalizer:
 
         ``True`` only when the text holds no UUID, none of the extra ids (as a whole
         string, or inside text for ids this normalizer replaces there), no working
-        directory and no ``createdAt``/``durationMs`` key; then :meth:`value` would
+        directory and no ``createdAt``/``durationMs``/``responseId`` key; then :meth:`value` would
         return an equal value and assign no placeholder. May say ``False`` for a value
         that does normalize to itself (text inside a string, a key).
         """

@@ -206,6 +206,10 @@ class _Call:
         # the chunks served, kept when the wire continues answers by id
         self.chunks: list[StreamChunk] | None = [] if wire.remembers else None
 
+    def recorded_id(self, response_id: str) -> None:
+        """Answer under the provider's id the recording holds (docs/wires.md#provider-ids)."""
+        self.id = self.answer_id = response_id
+
     def encoder(self, replay_state: Any = None) -> Encoder:
         state = replay_state if isinstance(replay_state, Mapping) else None
         return self.wire.encoder(
@@ -460,6 +464,7 @@ class Endpoint:
         else:
             kwargs.update(cancel=call.cancel, seed_length=route.seed_length, by_content=True)
             kwargs["read_only_chunks"] = True  # served chunks are only encoded
+            kwargs["on_response_id"] = call.recorded_id
         sessions = self.sessions
         whole = sessions is not None and not sessions.may_wait(route.session_id)
         chunks = iter(self.model.stream(call.request, **kwargs))

@@ -51,7 +51,7 @@ from .._scripts.builder import last_user_text
 from .._scripts.loading import load_scenario
 from .._scripts.scenario import Scenario
 from .binding import RERECORD, LiveSessions, ReplayBinding
-from .call import NO_PACING, Pacing
+from .call import NO_PACING, Pacing, ReplayCall
 
 if TYPE_CHECKING:
     import asyncio
@@ -202,7 +202,10 @@ class ReplayModel:
                 kind when several match.
             by_content: Bind a new session without ``parent_session_id`` by its first
                 user message once the primary is bound (instead of first-call order).
-            **kwargs: Accepted and ignored (``turn=``, ``step=``, model options).
+            **kwargs: Accepted and ignored (``turn=``, ``step=``, model options), but
+                ``on_response_id``: a callable given the provider's id of the recorded
+                answer, before the call streams, when the recording holds one (the
+                model endpoint serves it, docs/wires.md#provider-ids).
 
         Returns:
             An iterator of new chunk objects, in recorded order.
@@ -233,6 +236,8 @@ class ReplayModel:
         call = self._sessions.admit(
             request, session_id, parent_session_id, cancel, seed_length, by_content, gate
         )
+        if kwargs:
+            _tell_response_id(call, kwargs)
         if gate is None or call.order is None:
             return call.stream(self._pacing)
         return gate.ordered(call, call.stream(self._pacing))
@@ -262,7 +267,7 @@ class ReplayModel:
             cancel: An :class:`asyncio.Event` that cancels this call when set.
             seed_length: As for :meth:`stream`.
             by_content: As for :meth:`stream`.
-            **kwargs: Accepted and ignored.
+            **kwargs: As for :meth:`stream`.
 
         Returns:
             An async iterator of new chunk objects.
@@ -284,6 +289,8 @@ class ReplayModel:
         call = self._sessions.admit(
             request, session_id, parent_session_id, cancel, seed_length, by_content, gate
         )
+        if kwargs:
+            _tell_response_id(call, kwargs)
         if gate is None or call.order is None:
             return call.astream(self._pacing)
         return gate.aordered(call, call.astream(self._pacing))
@@ -353,3 +360,13 @@ def _not_a_request(request: object) -> TypeError:
     return TypeError(
         f"the model request must be a mapping with a 'messages' list, got {type(request).__name__}"
     )
+
+
+def _tell_response_id(call: ReplayCall, kwargs: Mapping[str, Any]) -> None:
+    """Give ``kwargs["on_response_id"]`` the recorded answer's provider id, if any."""
+    tell = kwargs.get("on_response_id")
+    entry = call.entry
+    if tell is not None and entry is not None:
+        found = entry.response_id
+        if found is not None:
+            tell(found)

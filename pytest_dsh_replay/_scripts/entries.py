@@ -103,6 +103,24 @@ class _ChunkHolder:
         return self._count
 
     @property
+    def response_id(self) -> str | None:
+        """The provider's id of the recorded answer, when the recording holds one.
+
+        The dsh runtime logs it in the ``finish`` chunk's
+        ``replayState.response.responseId`` (docs/wires.md#provider-ids); ``None`` when
+        the call has no such string.
+        """
+        if b'"responseId"' not in self._blob:  # most entries: no parse
+            return None
+        for chunk in reversed(self.chunks):
+            if chunk.get("type") == "finish":
+                state = chunk.get("replayState")
+                response = state.get("response") if isinstance(state, dict) else None
+                found = response.get("responseId") if isinstance(response, dict) else None
+                return found if isinstance(found, str) and found else None
+        return None
+
+    @property
     def has_placeholders(self) -> bool:
         """Whether a ``{{fromRequest:...}}`` placeholder occurs anywhere in the entry."""
         marked = self._marked
@@ -224,6 +242,11 @@ class HangEntry:
     def chunks(self) -> list[StreamChunk]:
         """The two chunks streamed before the hang, as new objects."""
         return [dict(c) for c in self.PREFIX]
+
+    @property
+    def response_id(self) -> str | None:
+        """Always ``None``: a hang has no recorded answer."""
+        return None
 
     @property
     def has_placeholders(self) -> bool:

@@ -26,7 +26,7 @@ def test_sdk_agents_record_through_the_proxy_then_replay_without_a_server(
         "asyncio_default_fixture_loop_scope = function\n"
     )
     pytester._monkeypatch.delenv("DSH_RECORD_BASE_URL", raising=False)
-    recorded = pytester.runpytest_subprocess("--dsh-record", "-k", "not async")
+    recorded = pytester.runpytest_subprocess("--dsh-record", "--snapshot-update", "-k", "not async")
     recorded.assert_outcomes(passed=4)
     names = sorted(p.name for p in (pytester.path / "recordings").iterdir())
     assert names == [
@@ -36,6 +36,6 @@ def test_sdk_agents_record_through_the_proxy_then_replay_without_a_server(
         "sdk-openai-headers",
     ]
     # Replayed with no server and no key, on two xdist workers.
-    replayed = pytester.runpytest("-n", "2")
+    replayed = pytester.runpytest("-n", "2", "--snapshot-update")  # the async ones' too
     replayed.assert_outcomes(passed=8)
     replayed.stdout.fnmatch_lines(["*scenarios: 8 replayed, 0 recorded, 0 missing, 0 unused*"])
