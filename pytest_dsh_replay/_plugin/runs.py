@@ -10,6 +10,7 @@ failures.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -120,12 +121,27 @@ def start(
             redact_hook=redact_hook,
             redact_header_hook=redact_header_hook,
             max_body_bytes=state.max_body_bytes,
+            rerecord=_once(lambda: record_command(test, path, "all", state, recorders)),
         )
     except DshReplayError as err:
         state.broken += 1
         raise ScenarioUnavailable(does_not_load(test.nodeid, err)) from None
     state.replayed += 1
     return replay
+
+
+def _once(make: Callable[[], str]) -> Callable[[], str]:
+    """``make``, called at most once whatever thread asks (``recorders`` is read once)."""
+    lock = threading.Lock()
+    made: list[str] = []
+
+    def once() -> str:
+        with lock:
+            if not made:
+                made.append(make())
+            return made[0]
+
+    return once
 
 
 def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:

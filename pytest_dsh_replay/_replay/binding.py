@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = ["Binder", "LiveSessions", "ReplayBinding"]
 
 RERECORD: Final = "re-record with --dsh-record"
+"""How a replay error says to re-record when it does not know the exact command."""
 
 
 def _all_bound(files: list[str]) -> str:
@@ -244,6 +245,10 @@ class LiveSessions:
         paced: Whether calls wait before their chunks (:meth:`may_wait`).
         redact: The recording's redaction of a text, applied to live first messages
             before they are matched or quoted (``None``: none).
+        rerecord: The command that re-records the scenario, or a callable giving it
+            (called once, when the first error that quotes it is made): the binding and
+            exhausted errors end with ``re-record: <command>``. ``None``:
+            :data:`RERECORD`.
     """
 
     def __init__(
@@ -252,8 +257,10 @@ class LiveSessions:
         *,
         paced: bool = False,
         redact: Callable[[str], str] | None = None,
+        rerecord: str | Callable[[], str] | None = None,
     ):
         self.scenario = scenario
+        self._rerecord = rerecord
         self.lock = threading.Lock()
         self._paced = paced
         self._scripts = scenario.scripts
@@ -463,6 +470,15 @@ class LiveSessions:
 
     # --- messages -----------------------------------------------------------------------
 
+    def rerecord_hint(self) -> str:
+        """How the errors say to re-record: ``re-record: <command>``, else :data:`RERECORD`."""
+        rerecord = self._rerecord
+        if rerecord is None:
+            return RERECORD
+        if not isinstance(rerecord, str):
+            rerecord = self._rerecord = rerecord()  # computed once, for the first error
+        return f"re-record: {rerecord}"
+
     def _who(self, key: SessionKey) -> str:
         who = describe_session(key)
         first = self._binder.first_message(self._first.get(key))
@@ -484,7 +500,7 @@ class LiveSessions:
             f"{self._who(key)} made model call #{number}, but no "
             "recorded session is left for it: "
             f"{reason} (scenario {self.scenario.path}; bound: {bound or 'none'}{more}). "
-            f"{cause}; {RERECORD}"
+            f"{cause}; {self.rerecord_hint()}"
         )
 
     def _exhausted(self, bound: BoundSession, number: int) -> ReplayExhaustedError:
@@ -494,7 +510,7 @@ class LiveSessions:
             f"{self._who(bound.key)} asked for call #{number}, "
             f"but its recording ({script.file}, "
             f"recorded session {script.recorded_id!r}) has {length} call(s); the code under "
-            f"test made more model calls than were recorded; {RERECORD}",
+            f"test made more model calls than were recorded; {self.rerecord_hint()}",
             session_id=bound.key,
             recorded_id=script.recorded_id,
             file=script.file,

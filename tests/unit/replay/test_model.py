@@ -412,6 +412,27 @@ def test_an_unrecorded_session_fails_every_call_and_is_never_stored() -> None:
     model.assert_consumed()  # unrecorded sessions are not consumption problems
 
 
+def test_replay_errors_end_with_the_re_record_command_they_are_given() -> None:
+    asked: list[int] = []
+
+    def command() -> str:
+        asked.append(1)
+        return "pytest --dsh-record=all 't.py::test_x[a b]'"
+
+    model = ReplayModel(two_sessions(), rerecord=command)
+    assert not asked  # made only for an error that quotes it
+    for _ in range(3):
+        list(model.stream(REQUEST, session_id="X"))
+    with pytest.raises(ReplayExhaustedError) as exhausted:
+        list(model.stream(REQUEST, session_id="X"))
+    list(model.stream(REQUEST, session_id="c"))
+    with pytest.raises(ReplayBindingError) as unbound:
+        list(model.stream(REQUEST, session_id="extra"))
+    for err in (exhausted.value, unbound.value):
+        assert str(err).endswith("; re-record: pytest --dsh-record=all 't.py::test_x[a b]'")
+    assert asked == [1]
+
+
 def test_errors_quote_the_first_message_as_it_was_when_the_session_bound() -> None:
     # The first message is read from the first request only when an error names it; an
     # agent that keeps adding to the same messages list must not change what it quotes.
