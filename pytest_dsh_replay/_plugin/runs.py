@@ -74,7 +74,14 @@ def start(
     """
     from .._fixture.dsh_replay import DshReplay
     from .messages import cannot_record, does_not_load, missing_recording, record_command
-    from .scenarios import compare_logs, records, resolved_root, scenario_path, snapshot_root
+    from .scenarios import (
+        closest_scenario,
+        compare_logs,
+        records,
+        resolved_root,
+        scenario_path,
+        snapshot_root,
+    )
 
     path = scenario_path(test, state)
     _recover_interrupted_writes(state, path.parent)  # a recording killed mid-swap
@@ -106,7 +113,8 @@ def start(
     if not path.exists():
         state.missing += 1
         command = record_command(test, path, "missing", state, recorders)
-        raise ScenarioUnavailable(missing_recording(test.nodeid, path, command))
+        near = closest_scenario(path)
+        raise ScenarioUnavailable(missing_recording(test.nodeid, path, command, near))
     if state.cache is None:
         from .._scripts.loading import ScenarioCache
 

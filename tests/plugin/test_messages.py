@@ -73,3 +73,37 @@ def test_an_unrecorded_session_names_the_quoted_re_record_command(
             "--dsh-record=all 'test_extra.py::test_one_session_too_many[[]x y[]]'"
         ]
     )
+
+
+def test_a_missing_recording_names_the_record_variables(project: pytest.Pytester) -> None:
+    project.makepyfile(test_new="def test_new(dsh_replay):\n    pass\n")
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*recording calls the live model: set DSH_RECORD_BASE_URL and DSH_RECORD_API_KEY*"]
+    )
+
+
+def test_a_mistyped_scenario_name_gets_the_closest_existing_one(
+    project: pytest.Pytester,
+) -> None:
+    recordings = project.path / "recordings"
+    make_scenario(recordings / "capital", primary=["Paris"])
+    make_scenario(recordings / "weather", primary=["sunny"])
+    project.makepyfile(
+        test_typo="""
+        import pytest
+
+        @pytest.mark.dsh_scenario("captial")
+        def test_typo(dsh_replay):
+            pass
+
+        @pytest.mark.dsh_scenario("unrelated-name")
+        def test_new(dsh_replay):
+            pass
+        """
+    )
+    result = project.runpytest()
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines([f"*did you mean: {recordings / 'capital'}?"])
+    assert result.stdout.str().count("did you mean") == 1  # nothing close to the other

@@ -97,7 +97,9 @@ def test_a_missing_recording_fails_with_where_and_how_and_is_counted(tmp_path: P
         f"no recorded dsh scenario for {NODE}",
         f"  looked at: {tmp_path / 'snaps/shared'}",
         "  record it: pytest --dsh-record=missing tests/test_m.py::test_records",
-        "  (recording calls the live model; see pytest --help, group dsh-replay)",
+        "  (recording calls the live model: set DSH_RECORD_BASE_URL and DSH_RECORD_API_KEY, "
+        "and DSH_RECORD_MODEL to override the model, or implement the hook "
+        "pytest_dsh_replay_live_model; see pytest --help, group dsh-replay)",
     ]
     assert (state.missing, state.replayed, state.broken) == (1, 0, 0)
 
