@@ -10,6 +10,7 @@ failures.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -211,7 +212,8 @@ def end_recording(nodeid: str, state: SuiteState, replay: DshReplay, *, passed: 
     Args:
         nodeid: The test's node id.
         state: The run's state; the recording (files and calls written, unchanged or
-            not), or that the old recording was kept or not replaced, is counted here.
+            not), or that it was not made or not saved (an old recording kept, or none
+            there), is counted here.
         replay: The test's replay (``"record"`` mode).
         passed: Whether the test and every fixture teardown passed; if not, nothing is
             written and the previous recording stays.
@@ -220,19 +222,31 @@ def end_recording(nodeid: str, state: SuiteState, replay: DshReplay, *, passed: 
         ``None``, or the failure text when the recording could not be written.
     """
     if not passed:
-        state.kept += 1
+        if _has_recording(replay.path):
+            state.kept += 1
+        else:
+            state.not_recorded += 1
         return None
     from .messages import not_written
 
     try:
         files = replay.finish()
     except DshReplayError as err:
-        state.unwritten += 1
-        return not_written(nodeid, str(err))
+        kept = _has_recording(replay.path)  # a failed write leaves what was there
+        if kept:
+            state.unwritten += 1
+        else:
+            state.unwritten_new += 1
+        return not_written(nodeid, str(err), kept=kept)
     state.recordings.append(
         (str(replay.path), len(files), recorded_calls(replay.sessions), replay.unchanged)
     )
     return None
+
+
+def _has_recording(path: Path) -> bool:
+    """Whether a recording (even one that does not load) is at ``path``."""
+    return os.path.lexists(path)
 
 
 def recorded_calls(sessions: Any) -> int:

@@ -144,7 +144,12 @@ def test_a_recording_whose_test_failed_is_not_written(tmp_path: Path) -> None:
     list(replay.model.stream({"messages": [{"role": "user", "content": "hello"}]}))
     assert runs.end_recording(NODE, state, replay, passed=False) is None
     assert not (tmp_path / "snaps/new").exists()
-    assert (state.kept, state.recordings) == (1, [])
+    # No old recording was there to keep: counted apart from one that was kept.
+    assert (state.kept, state.not_recorded, state.recordings) == (0, 1, [])
+    (tmp_path / "snaps/old").mkdir(parents=True)
+    replay = start(tmp_path, collected(tmp_path, NODE, "old"), state, live=Scripted())
+    assert runs.end_recording(NODE, state, replay, passed=False) is None
+    assert (state.kept, state.not_recorded) == (1, 1)
 
 
 def test_a_recording_that_cannot_be_saved_says_so_and_is_counted(tmp_path: Path) -> None:
@@ -153,8 +158,14 @@ def test_a_recording_that_cannot_be_saved_says_so_and_is_counted(tmp_path: Path)
     problem = runs.end_recording(NODE, state, replay, passed=True)  # the test wrote no session
     assert problem is not None
     assert problem.startswith(f"the recording of {NODE} was not written: ")
-    assert problem.endswith("; the previous recording, if any, is kept")
-    assert (state.unwritten, state.recordings) == (1, [])
+    assert problem.endswith("; there was no recording before, and there is none now")
+    assert (state.unwritten, state.unwritten_new, state.recordings) == (0, 1, [])
+    (tmp_path / "snaps/old").mkdir(parents=True)
+    replay = start(tmp_path, collected(tmp_path, NODE, "old"), state, live=Scripted())
+    problem = runs.end_recording(NODE, state, replay, passed=True)
+    assert problem is not None
+    assert problem.endswith("; the previous recording is kept")
+    assert (state.unwritten, state.unwritten_new) == (1, 1)
 
 
 def test_a_scenario_that_cannot_be_recorded_fails_at_set_up(tmp_path: Path) -> None:
