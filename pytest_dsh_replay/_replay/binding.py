@@ -490,12 +490,15 @@ class LiveSessions:
             for k, b in list(self._bound.items())[:8]
         )
         more = " ..." if len(self._bound) > 8 else ""
-        cause = (
-            "The child's first message differs from every unbound recorded child's (its "
-            "task changed, or it is a session the recording does not have)"
-            if "matches no unbound recorded child" in reason
-            else "The code under test started more sessions than were recorded"
-        )
+        if "matches no unbound recorded child" in reason:
+            cause = (
+                "The child's first message differs from every unbound recorded child's (its "
+                "task changed, or it is a session the recording does not have)"
+            )
+        else:
+            cause = _missing_child_files(self.scenario) or (
+                "The code under test started more sessions than were recorded"
+            )
         return ReplayBindingError(
             f"{self._who(key)} made model call #{number}, but no "
             "recorded session is left for it: "
@@ -517,6 +520,55 @@ class LiveSessions:
             call_number=number,
             recorded=length,
         )
+
+
+def _missing_child_files(scenario: Scenario) -> str | None:
+    """Which child logs an incomplete recording lacks, as a cause phrase; ``None``: none.
+
+    A parent's log names each child the dsh runtime started (``subagent/catalog``
+    ``childId``); a named child no script replays lost its file (deleted, never
+    committed). In a scenario directory, the next child numbers are the files missing.
+    """
+    recorded = {script.recorded_id for script in scenario.scripts}
+    missing: list[tuple[str, str]] = []  # (the naming file, the child id)
+    for script in scenario.scripts:
+        for child in _named_children(script):
+            if child not in recorded and child not in (m[1] for m in missing):
+                missing.append((script.file, child))
+    if not missing:
+        return None
+    children = sum(1 for script in scenario.scripts if not script.primary)
+    named = "; ".join(
+        f"{file} names child session {child!r}"
+        + (f" (its log would be session.{children + k}.jsonl)" if scenario.path.is_dir() else "")
+        for k, (file, child) in enumerate(missing, start=1)
+    )
+    return (
+        f"The recording is incomplete: {named}, but the scenario has no log of it; "
+        "restore the missing file (from version control) or re-record the scenario"
+    )
+
+
+def _named_children(script: SessionScript) -> list[str]:
+    """The child session ids a recorded log names (``subagent/catalog`` events)."""
+    from .._errors import DshReplayError
+    from .._format.jsonl import read_session_log
+
+    path = script.path
+    if path is None or "#" in script.file:
+        return []
+    try:
+        events = read_session_log(path).events
+    except (OSError, DshReplayError):
+        return []
+    named: list[str] = []
+    for event in events:
+        data = event.get("data")
+        if event.get("type") == "subagent/catalog" and isinstance(data, Mapping):
+            child = data.get("childId")
+            if isinstance(child, str) and child and child not in named:
+                named.append(child)
+    return named
 
 
 def _models_of(script: SessionScript) -> set[str]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import shutil
 import threading
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
@@ -17,8 +19,9 @@ from typing import Any
 
 import pytest
 from support.chunks import text_call
+from support.paths import EXAMPLES
 
-from pytest_dsh_replay import SessionHeader
+from pytest_dsh_replay import SessionHeader, load_scenario
 from pytest_dsh_replay._errors import (
     DshReplayError,
     PlaceholderError,
@@ -431,6 +434,26 @@ def test_replay_errors_end_with_the_re_record_command_they_are_given() -> None:
     for err in (exhausted.value, unbound.value):
         assert str(err).endswith("; re-record: pytest --dsh-record=all 't.py::test_x[a b]'")
     assert asked == [1]
+
+
+def test_a_child_whose_file_is_missing_is_named_with_the_file_to_restore(
+    tmp_path: Path,
+) -> None:
+    scenario = tmp_path / "runtime-spawn"
+    shutil.copytree(EXAMPLES / "runtime-spawn", scenario)
+    child_id = json.loads((scenario / "session.1.jsonl").read_text().split("\n", 1)[0])["id"]
+    (scenario / "session.1.jsonl").unlink()  # the parent's log still names the child
+    model = ReplayModel(load_scenario(scenario))
+    list(model.stream(REQUEST, session_id="main"))
+    with pytest.raises(ReplayBindingError) as info:
+        list(model.stream(REQUEST, session_id="kid", parent_session_id="main"))
+    message = str(info.value)
+    assert (
+        f"The recording is incomplete: session.jsonl names child session {child_id!r} "
+        "(its log would be session.1.jsonl), but the scenario has no log of it; restore the "
+        "missing file (from version control) or re-record the scenario"
+    ) in message
+    assert "started more sessions than were recorded" not in message
 
 
 def test_errors_quote_the_first_message_as_it_was_when_the_session_bound() -> None:
