@@ -278,12 +278,15 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     problems: list[str] = [leftover.describe() for leftover in _leftovers(args.paths)]
     targets = _check_targets(args.paths)
     redactor = Redactor()
+    primaries: list[tuple[str, str | None]] = []  # each loaded target's (id, parent)
     for target in targets:
         try:
-            load_scenario(target)
+            first = load_scenario(target).scripts[0]
         except DshReplayError as error:
             problems.append(str(error))
+            primaries.append(("", None))
             continue
+        primaries.append((first.recorded_id, first.parent_session))
         if _is_sqlite_file(target):
             problems.extend(_store_secrets(target, redactor))
             continue
@@ -294,11 +297,23 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 problems.append(str(error))
     for problem in problems:
         err.write(f"{problem}\n")
+    count = _scenario_count(primaries)
     if problems:
-        err.write(f"{len(problems)} problem(s) in {len(targets)} scenario(s)\n")
+        err.write(f"{len(problems)} problem(s) in {count} scenario(s)\n")
         return 1
-    out.write(f"ok: {len(targets)} scenario(s)\n")
+    out.write(f"ok: {count} scenario(s)\n")
     return 0
+
+
+def _scenario_count(primaries: Sequence[tuple[str, str | None]]) -> int:
+    """How many scenarios the checked targets are: a runtime child counts with its parent.
+
+    Under the dsh runtime's sessions root every session has a directory of its own, so
+    each is a target; a target whose log names another target's session as its parent
+    is part of that session's scenario, not a scenario of its own.
+    """
+    ids = {sid for sid, _ in primaries if sid}
+    return sum(1 for _, parent in primaries if parent is None or parent not in ids)
 
 
 def _is_sqlite_file(path: Path) -> bool:

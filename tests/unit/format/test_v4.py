@@ -196,6 +196,13 @@ def test_the_cli_reads_a_sessions_root(tmp_path: Path) -> None:
     assert "3 session(s), 7 model call(s)" in out.getvalue()
 
 
+def test_check_counts_the_primaries_of_a_sessions_root_as_scenarios(tmp_path: Path) -> None:
+    root = _sessions_root(tmp_path)  # sess-main with a spawn and a fork child; unrelated
+    out = io.StringIO()
+    assert main(["check", str(root)], stdout=out) == 0
+    assert out.getvalue() == "ok: 2 scenario(s)\n"
+
+
 def test_the_runtime_home_points_at_its_sessions_root(tmp_path: Path) -> None:
     root = _sessions_root(tmp_path)  # tmp_path is the home: $DSH_HOME/sessions
     for session_id in (None, "sess-main"):
