@@ -26,7 +26,7 @@ from ._errors import DshReplayError
 from ._format.events import Event
 from ._format.jsonl import iter_log_lines, parse_session_log, read_log_bytes
 from ._format.redact import Redactor, delta_runs, stream_runs_of
-from ._format.text import visible
+from ._format.text import join_blocks, visible
 from ._format.zstd import ZSTD_SUFFIXES
 from ._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from ._scripts.loading import iter_scenario_dirs, load_scenario
@@ -100,19 +100,21 @@ def _finish_kind(entry: ReplayEntry) -> str:
 def _preview(entry: ReplayEntry, width: int = 60) -> str:
     if isinstance(entry, HangEntry):
         return "(hangs until cancelled)"
-    text: list[str] = []
+    blocks: dict[object, list[str]] = {}  # each text block's deltas, by block index
     tools: list[str] = []
     for chunk in entry.chunks:
         kind = chunk.get("type")
         if kind == "text-delta" and isinstance(chunk.get("text"), str):
-            text.append(chunk["text"])
+            blocks.setdefault(chunk.get("index"), []).append(chunk["text"])
         elif kind == "block-end":
             block = chunk.get("block")
             if isinstance(block, dict) and block.get("type") == "tool-call":
                 tools.append(str(block.get("name")))
-            elif isinstance(block, dict) and block.get("type") == "text" and not text:
-                text.append(str(block.get("text", "")))
-    joined = visible(" ".join("".join(text).split()))  # no ESC reaches the terminal
+            elif isinstance(block, dict) and block.get("type") == "text":
+                blocks.setdefault(chunk.get("index"), [str(block.get("text", ""))])
+    # Text blocks visibly apart (docs/limits.md#block-separator); no ESC reaches the terminal.
+    text = join_blocks("".join(deltas) for deltas in blocks.values())
+    joined = visible(" ".join(text.split()))
     if len(joined) > width:
         joined = joined[: width - 1] + "…"
     parts = [f'"{joined}"'] if joined else []
@@ -124,7 +126,10 @@ def _preview(entry: ReplayEntry, width: int = 60) -> str:
 def _print_scripts(scripts: Sequence[SessionScript], out: TextIO) -> None:
     for script in scripts:
         parent = script.parent_session
-        role = "primary" if parent is None else f"child of {parent}"
+        role = "primary"
+        if parent is not None:
+            fork = bool(script.seed_length) or script.header.seeded
+            role = f"child of {parent}, {'fork' if fork else 'spawn'}"
         if len(scripts) == 1 and parent is not None:
             role += ", shown unsliced"
         seed = f", seedLength {script.seed_length}" if script.seed_length else ""

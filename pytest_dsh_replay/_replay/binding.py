@@ -89,11 +89,21 @@ class Binder:
                 self._children.setdefault(script.parent_session, []).append(i)
 
     def first_message(self, messages: object) -> str | None:
-        """The live request's opening user text, as messages quote it (redacted)."""
-        from .._wire.request import opening_texts
+        """The live request's opening user text, as messages quote it (redacted).
 
-        openings = self._redacted(opening_texts(messages))
-        return openings[-1] if openings else None
+        Its text blocks are joined with ``BLOCK_SEPARATOR`` (see
+        docs/limits.md#block-separator), unless a secret spans two of them: then the
+        whole text is redacted and shown joined as it is compared.
+        """
+        from .._format.text import join_blocks
+        from .._wire.request import opening_units
+
+        units = opening_units(messages)
+        if not units:
+            return None
+        joined = self._redacted(["".join(units)])[0]
+        redacted = self._redacted(units)
+        return join_blocks(redacted) if "".join(redacted) == joined else joined
 
     def _redacted(self, texts: list[str]) -> list[str]:
         return texts if self.redact is None else [self.redact(text) for text in texts]
@@ -157,7 +167,22 @@ class Binder:
 
         view = RequestView.of(request)
         seeded = bool(view.seed) if seed_length is None else seed_length > 0
-        return self._match(free, self._redacted(view.openings), seeded, where)
+        openings = self._redacted(view.openings)
+        found = self._match(free, openings, seeded)
+        if found is not None:
+            return found
+        # No match: quote the live message and each candidate's, text blocks visibly apart.
+        shown = self.first_message(request.get("messages"))
+        nearest = self._nearest(free, openings[-1])
+        listed = "; ".join(
+            f"{self.scripts[i].file}: {trim(self.scripts[i].first_user_shown, near=shown)}"
+            for i in free
+        )
+        near = None if nearest is None else self.scripts[nearest].first_user_shown
+        return (
+            f"its first user message {trim(shown, near=near)} matches no "
+            f"unbound recorded child {where} (unbound: {listed})"
+        )
 
     def take(self, index: int) -> SessionScript:
         """Mark a script bound; return it."""
@@ -174,13 +199,20 @@ class Binder:
             ]
         return self._openers[index]
 
-    def _nearest(self, free: list[int], live: str) -> str | None:
-        """The unbound recorded first message that shares the longest start with ``live``."""
-        texts = [t for t in (self.scripts[i].first_user_text for i in free) if t is not None]
-        return max(texts, key=lambda t: shared_start(t, live), default=None)
+    def _nearest(self, free: list[int], live: str) -> int | None:
+        """The unbound recorded child whose first message shares the longest start with ``live``."""
+        known = [i for i in free if self.scripts[i].first_user_text is not None]
+        return max(
+            known,
+            key=lambda i: shared_start(self.scripts[i].first_user_text or "", live),
+            default=None,
+        )
 
-    def _match(self, free: list[int], openings: list[str], seeded: bool, where: str) -> int | str:
-        """The free recorded child whose first user message the request opens with."""
+    def _match(self, free: list[int], openings: list[str], seeded: bool) -> int | None:
+        """The free recorded child whose first user message the request opens with.
+
+        ``None`` when none matches (and there is something to compare).
+        """
         matching = []
         for i in free:
             opener = self._opener(i)
@@ -192,15 +224,7 @@ class Binder:
         unknown = [i for i in free if self.scripts[i].first_user_text is None]
         if unknown or not openings:  # nothing to compare: recorded (or live) has no message
             return (unknown or free)[0]
-        live = openings[-1]
-        listed = "; ".join(
-            f"{self.scripts[i].file}: {trim(self.scripts[i].first_user_text, near=live)}"
-            for i in free
-        )
-        return (
-            f"its first user message {trim(live, near=self._nearest(free, live))} matches no "
-            f"unbound recorded child {where} (unbound: {listed})"
-        )
+        return None
 
 
 @dataclass(frozen=True, slots=True)

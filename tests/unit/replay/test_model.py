@@ -21,7 +21,14 @@ import pytest
 from support.chunks import text_call
 from support.paths import EXAMPLES
 
-from pytest_dsh_replay import SessionHeader, load_scenario
+from pytest_dsh_replay import (
+    MemoryBackend,
+    RecordingModel,
+    SessionHeader,
+    SessionStore,
+    load_scenario,
+    write_scenario,
+)
 from pytest_dsh_replay._errors import (
     DshReplayError,
     PlaceholderError,
@@ -454,6 +461,39 @@ def test_a_child_whose_file_is_missing_is_named_with_the_file_to_restore(
         "missing file (from version control) or re-record the scenario"
     ) in message
     assert "started more sessions than were recorded" not in message
+
+
+def test_binding_errors_quote_text_blocks_visibly_apart(tmp_path: Path) -> None:
+    store = SessionStore(MemoryBackend())
+    answers = {"p": [text_call("parent")], "c": [text_call("child")]}
+    recorder = RecordingModel(FakeLive(answers), store)
+
+    def blocks(*texts: str) -> dict[str, Any]:
+        content = [{"type": "text", "text": t} for t in texts]
+        return {"messages": [{"role": "user", "content": content}]}
+
+    list(recorder.stream(blocks("go"), session_id="p"))
+    list(recorder.stream(blocks("Task:", "alpha"), session_id="c", parent_session_id="p"))
+    recorder.close_open_calls()
+    write_scenario(tmp_path / "s", store.sessions())
+    loaded = load_scenario(tmp_path / "s")
+    assert loaded.scripts[1].first_user_text == "Task:alpha"  # compared as on the wire
+    assert loaded.scripts[1].first_user_shown == "Task: ¦ alpha"
+    model = ReplayModel(loaded)
+    list(model.stream(blocks("go"), session_id="p"))
+    with pytest.raises(ReplayBindingError) as info:
+        list(model.stream(blocks("Task:", "beta"), session_id="x", parent_session_id="p"))
+    message = str(info.value)
+    assert message.startswith("session 'x' (first user message 'Task: ¦ beta')")
+    assert "(unbound: session.1.jsonl: 'Task: ¦ alpha')" in message
+
+
+class FakeLive:
+    def __init__(self, answers: dict[str, list[list[dict[str, Any]]]]):
+        self.answers = answers
+
+    def stream(self, request: Any, *, session_id: str, **kwargs: Any) -> Iterable[Any]:
+        return iter(self.answers[session_id].pop(0))
 
 
 def test_errors_quote_the_first_message_as_it_was_when_the_session_bound() -> None:
