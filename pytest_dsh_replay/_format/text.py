@@ -53,6 +53,7 @@ def join_blocks(texts: Iterable[str]) -> str:
     """``texts`` (the text blocks of one message) joined with :data:`BLOCK_SEPARATOR`."""
     return BLOCK_SEPARATOR.join(texts)
 
+
 _DELTA_FIELDS: Final = {
     "text-delta": "text",
     "reasoning-delta": "text",

@@ -151,8 +151,9 @@ def endpoint_failed(problem: str) -> str:
 def not_written(nodeid: str, problem: str, *, kept: bool) -> str:
     """A passing test's recording could not be saved; ``kept``: an old one stays."""
     outcome = (
-        "the previous recording is kept" if kept else "there was no recording before, "
-        "and there is none now"
+        "the previous recording is kept"
+        if kept
+        else "there was no recording before, and there is none now"
     )
     return f"the recording of {nodeid} was not written: {problem}; {outcome}"
 

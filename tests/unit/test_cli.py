@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.chunks import chunk_events
@@ -163,7 +164,7 @@ def test_show_says_spawn_or_fork() -> None:
 
 
 def test_show_puts_a_visible_separator_between_text_blocks(tmp_path: Path) -> None:
-    chunks = [
+    chunks: list[dict[str, Any]] = [
         {"type": "block-start", "index": 0, "blockType": "text"},
         {"type": "text-delta", "index": 0, "text": "first"},
         {"type": "block-end", "index": 0, "block": {"type": "text", "text": "first"}},

@@ -209,8 +209,8 @@ def test_the_runtime_home_points_at_its_sessions_root(tmp_path: Path) -> None:
         with pytest.raises(ScenarioError) as info:
             load_scenario(tmp_path, session_id=session_id)
         assert (
-            f"this looks like the dsh runtime's home ($DSH_HOME), whose sessions root is {root}: pass that directory"
-            in str(info.value)
+            f"this looks like the dsh runtime's home ($DSH_HOME), whose sessions root is "
+            f"{root}: pass that directory" in str(info.value)
         )
     err = io.StringIO()
     assert main(["show", str(tmp_path), "--session", "sess-main"], stderr=err) == 1
