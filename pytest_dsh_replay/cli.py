@@ -26,7 +26,7 @@ from ._errors import DshReplayError
 from ._format.events import Event
 from ._format.jsonl import iter_log_lines, parse_session_log, read_log_bytes
 from ._format.redact import Redactor, delta_runs, stream_runs_of
-from ._format.text import visible
+from ._format.text import join_blocks, visible
 from ._format.zstd import ZSTD_SUFFIXES
 from ._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from ._scripts.loading import iter_scenario_dirs, load_scenario
@@ -100,19 +100,21 @@ def _finish_kind(entry: ReplayEntry) -> str:
 def _preview(entry: ReplayEntry, width: int = 60) -> str:
     if isinstance(entry, HangEntry):
         return "(hangs until cancelled)"
-    text: list[str] = []
+    blocks: dict[object, list[str]] = {}  # each text block's deltas, by block index
     tools: list[str] = []
     for chunk in entry.chunks:
         kind = chunk.get("type")
         if kind == "text-delta" and isinstance(chunk.get("text"), str):
-            text.append(chunk["text"])
+            blocks.setdefault(chunk.get("index"), []).append(chunk["text"])
         elif kind == "block-end":
             block = chunk.get("block")
             if isinstance(block, dict) and block.get("type") == "tool-call":
                 tools.append(str(block.get("name")))
-            elif isinstance(block, dict) and block.get("type") == "text" and not text:
-                text.append(str(block.get("text", "")))
-    joined = visible(" ".join("".join(text).split()))  # no ESC reaches the terminal
+            elif isinstance(block, dict) and block.get("type") == "text":
+                blocks.setdefault(chunk.get("index"), [str(block.get("text", ""))])
+    # Text blocks visibly apart (docs/limits.md#block-separator); no ESC reaches the terminal.
+    text = join_blocks("".join(deltas) for deltas in blocks.values())
+    joined = visible(" ".join(text.split()))
     if len(joined) > width:
         joined = joined[: width - 1] + "…"
     parts = [f'"{joined}"'] if joined else []
@@ -124,7 +126,10 @@ def _preview(entry: ReplayEntry, width: int = 60) -> str:
 def _print_scripts(scripts: Sequence[SessionScript], out: TextIO) -> None:
     for script in scripts:
         parent = script.parent_session
-        role = "primary" if parent is None else f"child of {parent}"
+        role = "primary"
+        if parent is not None:
+            fork = bool(script.seed_length) or script.header.seeded
+            role = f"child of {parent}, {'fork' if fork else 'spawn'}"
         if len(scripts) == 1 and parent is not None:
             role += ", shown unsliced"
         seed = f", seedLength {script.seed_length}" if script.seed_length else ""
@@ -278,12 +283,15 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     problems: list[str] = [leftover.describe() for leftover in _leftovers(args.paths)]
     targets = _check_targets(args.paths)
     redactor = Redactor()
+    primaries: list[tuple[str, str | None]] = []  # each loaded target's (id, parent)
     for target in targets:
         try:
-            load_scenario(target)
+            first = load_scenario(target).scripts[0]
         except DshReplayError as error:
             problems.append(str(error))
+            primaries.append(("", None))
             continue
+        primaries.append((first.recorded_id, first.parent_session))
         if _is_sqlite_file(target):
             problems.extend(_store_secrets(target, redactor))
             continue
@@ -294,11 +302,23 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 problems.append(str(error))
     for problem in problems:
         err.write(f"{problem}\n")
+    count = _scenario_count(primaries)
     if problems:
-        err.write(f"{len(problems)} problem(s) in {len(targets)} scenario(s)\n")
+        err.write(f"{len(problems)} problem(s) in {count} scenario(s)\n")
         return 1
-    out.write(f"ok: {len(targets)} scenario(s)\n")
+    out.write(f"ok: {count} scenario(s)\n")
     return 0
+
+
+def _scenario_count(primaries: Sequence[tuple[str, str | None]]) -> int:
+    """How many scenarios the checked targets are: a runtime child counts with its parent.
+
+    Under the dsh runtime's sessions root every session has a directory of its own, so
+    each is a target; a target whose log names another target's session as its parent
+    is part of that session's scenario, not a scenario of its own.
+    """
+    ids = {sid for sid, _ in primaries if sid}
+    return sum(1 for _, parent in primaries if parent is None or parent not in ids)
 
 
 def _is_sqlite_file(path: Path) -> bool:

@@ -127,6 +127,7 @@ class DshReplay:
         redact_header_hook: Callable[[dict[str, Any]], object] | None = None,
         cache: ScenarioCache | None = None,
         max_body_bytes: int | None = None,
+        rerecord: str | Callable[[], str] | None = None,
     ) -> DshReplay:
         """Load a recorded scenario for replay.
 
@@ -147,6 +148,9 @@ class DshReplay:
                 test run); ``None`` loads afresh.
             max_body_bytes: The largest request body the HTTP endpoint accepts, in bytes
                 (``None``: :data:`~pytest_dsh_replay.MAX_BODY_BYTES`).
+            rerecord: The command that re-records the scenario, quoted by the replay's
+                binding and exhausted errors (see :class:`~pytest_dsh_replay.ReplayModel`;
+                the plugin passes the test's ``pytest --dsh-record=all <node id>``).
 
         Raises:
             DshReplayError: The scenario does not exist or does not load (the core's
@@ -162,6 +166,7 @@ class DshReplay:
             workdir=workdir,
             redactor=redactor,
             redact_hook=redact_hook,
+            rerecord=rerecord,
         )
         # The replay model answers; the recorder logs each call into the calling
         # session exactly as recording does, so the two runs' logs can be compared.

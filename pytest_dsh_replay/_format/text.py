@@ -25,12 +25,34 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from .events import StreamChunk
 
-__all__ = ["TextSafeModel", "join_split_surrogates", "repair_surrogates", "text_safe", "visible"]
+__all__ = [
+    "BLOCK_SEPARATOR",
+    "TextSafeModel",
+    "join_blocks",
+    "join_split_surrogates",
+    "repair_surrogates",
+    "text_safe",
+    "visible",
+]
+
+BLOCK_SEPARATOR: Final = " ¦ "
+"""Shown between the text blocks of one quoted message (see docs/limits.md#block-separator).
+
+Messages are compared with their blocks joined without a separator, as on the wire; a
+message or ``dsh-replay show`` that quotes several blocks puts this between them, so a
+reader sees where one block ends and the next begins.
+"""
+
+
+def join_blocks(texts: Iterable[str]) -> str:
+    """``texts`` (the text blocks of one message) joined with :data:`BLOCK_SEPARATOR`."""
+    return BLOCK_SEPARATOR.join(texts)
+
 
 _DELTA_FIELDS: Final = {
     "text-delta": "text",

@@ -99,13 +99,29 @@ def record_command(
     )
 
 
-def missing_recording(nodeid: str, path: Path, command: str) -> str:
-    """A replayed test has no recording: where it looked and how to record one."""
+def missing_recording(nodeid: str, path: Path, command: str, near: Path | None = None) -> str:
+    """A replayed test has no recording: where it looked and how to record one.
+
+    Args:
+        nodeid: The test.
+        path: The scenario it looked for.
+        command: The command that records it (:func:`record_command`).
+        near: The existing scenario whose name is closest to ``path``'s, if one is
+            close (a mistyped name): the message asks whether it was meant.
+
+    Returns:
+        The message: where it looked, ``did you mean`` when ``near`` is given, the
+        record command and the ``DSH_RECORD_*`` variables that give it a live model.
+    """
+    guess = "" if near is None else f"  did you mean: {near}?\n"
     return (
         f"no recorded dsh scenario for {nodeid}\n"
         f"  looked at: {path}\n"
+        f"{guess}"
         f"  record it: {command}\n"
-        "  (recording calls the live model; see pytest --help, group dsh-replay)"
+        "  (recording calls the live model: set DSH_RECORD_BASE_URL and DSH_RECORD_API_KEY, "
+        "and DSH_RECORD_MODEL to override the model, or implement the hook "
+        "pytest_dsh_replay_live_model; see pytest --help, group dsh-replay)"
     )
 
 
@@ -132,12 +148,14 @@ def endpoint_failed(problem: str) -> str:
     )
 
 
-def not_written(nodeid: str, problem: str) -> str:
-    """A passing test's recording could not be saved; the old one stays."""
-    return (
-        f"the recording of {nodeid} was not written: {problem}; the previous "
-        "recording, if any, is kept"
+def not_written(nodeid: str, problem: str, *, kept: bool) -> str:
+    """A passing test's recording could not be saved; ``kept``: an old one stays."""
+    outcome = (
+        "the previous recording is kept"
+        if kept
+        else "there was no recording before, and there is none now"
     )
+    return f"the recording of {nodeid} was not written: {problem}; {outcome}"
 
 
 def http_call_failed(err: Exception) -> str:

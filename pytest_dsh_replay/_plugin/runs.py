@@ -10,6 +10,8 @@ failures.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,7 +75,14 @@ def start(
     """
     from .._fixture.dsh_replay import DshReplay
     from .messages import cannot_record, does_not_load, missing_recording, record_command
-    from .scenarios import compare_logs, records, resolved_root, scenario_path, snapshot_root
+    from .scenarios import (
+        closest_scenario,
+        compare_logs,
+        records,
+        resolved_root,
+        scenario_path,
+        snapshot_root,
+    )
 
     path = scenario_path(test, state)
     _recover_interrupted_writes(state, path.parent)  # a recording killed mid-swap
@@ -105,7 +114,8 @@ def start(
     if not path.exists():
         state.missing += 1
         command = record_command(test, path, "missing", state, recorders)
-        raise ScenarioUnavailable(missing_recording(test.nodeid, path, command))
+        near = closest_scenario(path)
+        raise ScenarioUnavailable(missing_recording(test.nodeid, path, command, near))
     if state.cache is None:
         from .._scripts.loading import ScenarioCache
 
@@ -120,12 +130,27 @@ def start(
             redact_hook=redact_hook,
             redact_header_hook=redact_header_hook,
             max_body_bytes=state.max_body_bytes,
+            rerecord=_once(lambda: record_command(test, path, "all", state, recorders)),
         )
     except DshReplayError as err:
         state.broken += 1
         raise ScenarioUnavailable(does_not_load(test.nodeid, err)) from None
     state.replayed += 1
     return replay
+
+
+def _once(make: Callable[[], str]) -> Callable[[], str]:
+    """``make``, called at most once whatever thread asks (``recorders`` is read once)."""
+    lock = threading.Lock()
+    made: list[str] = []
+
+    def once() -> str:
+        with lock:
+            if not made:
+                made.append(make())
+            return made[0]
+
+    return once
 
 
 def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:
@@ -187,7 +212,8 @@ def end_recording(nodeid: str, state: SuiteState, replay: DshReplay, *, passed: 
     Args:
         nodeid: The test's node id.
         state: The run's state; the recording (files and calls written, unchanged or
-            not), or that the old recording was kept or not replaced, is counted here.
+            not), or that it was not made or not saved (an old recording kept, or none
+            there), is counted here.
         replay: The test's replay (``"record"`` mode).
         passed: Whether the test and every fixture teardown passed; if not, nothing is
             written and the previous recording stays.
@@ -196,19 +222,31 @@ def end_recording(nodeid: str, state: SuiteState, replay: DshReplay, *, passed: 
         ``None``, or the failure text when the recording could not be written.
     """
     if not passed:
-        state.kept += 1
+        if _has_recording(replay.path):
+            state.kept += 1
+        else:
+            state.not_recorded += 1
         return None
     from .messages import not_written
 
     try:
         files = replay.finish()
     except DshReplayError as err:
-        state.unwritten += 1
-        return not_written(nodeid, str(err))
+        kept = _has_recording(replay.path)  # a failed write leaves what was there
+        if kept:
+            state.unwritten += 1
+        else:
+            state.unwritten_new += 1
+        return not_written(nodeid, str(err), kept=kept)
     state.recordings.append(
         (str(replay.path), len(files), recorded_calls(replay.sessions), replay.unchanged)
     )
     return None
+
+
+def _has_recording(path: Path) -> bool:
+    """Whether a recording (even one that does not load) is at ``path``."""
+    return os.path.lexists(path)
 
 
 def recorded_calls(sessions: Any) -> int:

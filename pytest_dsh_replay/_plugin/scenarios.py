@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_SNAPSHOT_DIR",
     "MARKER_KEYWORDS",
     "ScenarioMarkerError",
+    "closest_scenario",
     "compare_logs",
     "ignores",
     "recording_test",
@@ -139,6 +140,37 @@ def recording_test(path: Path, recorders: Iterable[CollectedTest], state: SuiteS
         except ScenarioMarkerError:
             continue  # a broken marker fails that test on its own
     return None
+
+
+def closest_scenario(path: Path) -> Path | None:
+    """The existing scenario beside ``path`` whose name is closest to its name, if any.
+
+    For a missing recording: a mistyped ``dsh_scenario`` name (``"captial"`` for
+    ``"capital"``) or a renamed test. The candidates are the scenarios in ``path``'s
+    directory (directories holding a primary log, and single log files); closeness is
+    :func:`difflib.get_close_matches`' (ratio at least 0.6).
+
+    Returns:
+        That scenario's path, or ``None`` when no name is close (or the directory does
+        not exist).
+    """
+    import difflib
+
+    from .._scripts.scenario import holds_primary_log
+
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return None
+    names = [
+        e.name
+        for e in entries
+        if e.name != path.name
+        and not e.name.startswith(".")
+        and (holds_primary_log(Path(e.path)) if e.is_dir() else ".jsonl" in e.name)
+    ]
+    found = difflib.get_close_matches(path.name, names, n=1)
+    return path.parent / found[0] if found else None
 
 
 def ignores(state: SuiteState, collection_path: Path) -> bool:

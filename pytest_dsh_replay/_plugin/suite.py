@@ -54,7 +54,8 @@ class SuiteState:
     fail_unused: bool = False
     max_body_bytes: int | None = None  # the endpoint's body cap (dsh_replay_max_body_bytes)
     recordings: list[tuple[str, int, int, bool]] = field(default_factory=list)
-    kept: int = 0
+    kept: int = 0  # recordings not made (the test failed); an old one exists and stays
+    not_recorded: int = 0  # recordings not made (the test failed); there was none
     unused: list[Path] | None = None
     env_model: Any = None
     workbase: Path | None = None
@@ -63,7 +64,8 @@ class SuiteState:
     recorders: list[Any] = field(default_factory=list)  # pytest items that record
     recovered: set[str] = field(default_factory=set)
     cleaned: int = 0
-    unwritten: int = 0
+    unwritten: int = 0  # recordings that could not be saved; an old one stays
+    unwritten_new: int = 0  # recordings that could not be saved; there was none
     cache: ScenarioCache | None = None
     resolved_roots: dict[Path, str] = field(default_factory=dict)
     ini_root_prefix: str | None = None  # ini_root normalized, with a trailing separator
@@ -97,8 +99,10 @@ class SuiteState:
         self.subset = self.subset or report["subset"]
         self.recordings.extend(tuple(r) for r in report["recordings"])
         self.kept += report["kept"]
+        self.not_recorded += report["not_recorded"]
         self.cleaned += report["cleaned"]
         self.unwritten += report["unwritten"]
+        self.unwritten_new += report["unwritten_new"]
 
     def report(self) -> dict[str, Any]:
         """What a worker sends to the controller: plain, serializable values."""
@@ -111,8 +115,10 @@ class SuiteState:
             "subset": self.subset,
             "recordings": [list(r) for r in self.recordings],
             "kept": self.kept,
+            "not_recorded": self.not_recorded,
             "cleaned": self.cleaned,
             "unwritten": self.unwritten,
+            "unwritten_new": self.unwritten_new,
         }
 
 
@@ -243,7 +249,14 @@ def plural(n: int, word: str) -> str:
 
 def summary_lines(state: SuiteState) -> list[str]:
     """The terminal summary's lines; ``[]`` when no test used dsh-replay."""
-    if not (state.used or state.recordings or state.missing or state.unused or state.kept):
+    if not (
+        state.used
+        or state.recordings
+        or state.missing
+        or state.unused
+        or state.kept
+        or state.not_recorded
+    ):
         return []  # no test of this run used dsh-replay, and nothing is unused
     parts = [
         f"{state.replayed} replayed",
@@ -256,9 +269,18 @@ def summary_lines(state: SuiteState) -> list[str]:
         parts.append(f"{len(state.unused)} unused")
     if state.kept:
         parts.append(f"{state.kept} not re-recorded (the test did not pass; old recording kept)")
+    if state.not_recorded:
+        parts.append(
+            f"{state.not_recorded} not recorded (the test did not pass; nothing was written)"
+        )
     if state.unwritten:
         parts.append(
             f"{state.unwritten} not written (the recording could not be saved; old recording kept)"
+        )
+    if state.unwritten_new:
+        parts.append(
+            f"{state.unwritten_new} not written (the recording could not be saved; there was "
+            "no recording before)"
         )
     if state.cleaned:
         parts.append(

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = ["Binder", "LiveSessions", "ReplayBinding"]
 
 RERECORD: Final = "re-record with --dsh-record"
+"""How a replay error says to re-record when it does not know the exact command."""
 
 
 def _all_bound(files: list[str]) -> str:
@@ -88,11 +89,21 @@ class Binder:
                 self._children.setdefault(script.parent_session, []).append(i)
 
     def first_message(self, messages: object) -> str | None:
-        """The live request's opening user text, as messages quote it (redacted)."""
-        from .._wire.request import opening_texts
+        """The live request's opening user text, as messages quote it (redacted).
 
-        openings = self._redacted(opening_texts(messages))
-        return openings[-1] if openings else None
+        Its text blocks are joined with ``BLOCK_SEPARATOR`` (see
+        docs/limits.md#block-separator), unless a secret spans two of them: then the
+        whole text is redacted and shown joined as it is compared.
+        """
+        from .._format.text import join_blocks
+        from .._wire.request import opening_units
+
+        units = opening_units(messages)
+        if not units:
+            return None
+        joined = self._redacted(["".join(units)])[0]
+        redacted = self._redacted(units)
+        return join_blocks(redacted) if "".join(redacted) == joined else joined
 
     def _redacted(self, texts: list[str]) -> list[str]:
         return texts if self.redact is None else [self.redact(text) for text in texts]
@@ -156,7 +167,22 @@ class Binder:
 
         view = RequestView.of(request)
         seeded = bool(view.seed) if seed_length is None else seed_length > 0
-        return self._match(free, self._redacted(view.openings), seeded, where)
+        openings = self._redacted(view.openings)
+        found = self._match(free, openings, seeded)
+        if found is not None:
+            return found
+        # No match: quote the live message and each candidate's, text blocks visibly apart.
+        shown = self.first_message(request.get("messages"))
+        nearest = self._nearest(free, openings[-1])
+        listed = "; ".join(
+            f"{self.scripts[i].file}: {trim(self.scripts[i].first_user_shown, near=shown)}"
+            for i in free
+        )
+        near = None if nearest is None else self.scripts[nearest].first_user_shown
+        return (
+            f"its first user message {trim(shown, near=near)} matches no "
+            f"unbound recorded child {where} (unbound: {listed})"
+        )
 
     def take(self, index: int) -> SessionScript:
         """Mark a script bound; return it."""
@@ -173,13 +199,20 @@ class Binder:
             ]
         return self._openers[index]
 
-    def _nearest(self, free: list[int], live: str) -> str | None:
-        """The unbound recorded first message that shares the longest start with ``live``."""
-        texts = [t for t in (self.scripts[i].first_user_text for i in free) if t is not None]
-        return max(texts, key=lambda t: shared_start(t, live), default=None)
+    def _nearest(self, free: list[int], live: str) -> int | None:
+        """The unbound recorded child whose first message shares the longest start with ``live``."""
+        known = [i for i in free if self.scripts[i].first_user_text is not None]
+        return max(
+            known,
+            key=lambda i: shared_start(self.scripts[i].first_user_text or "", live),
+            default=None,
+        )
 
-    def _match(self, free: list[int], openings: list[str], seeded: bool, where: str) -> int | str:
-        """The free recorded child whose first user message the request opens with."""
+    def _match(self, free: list[int], openings: list[str], seeded: bool) -> int | None:
+        """The free recorded child whose first user message the request opens with.
+
+        ``None`` when none matches (and there is something to compare).
+        """
         matching = []
         for i in free:
             opener = self._opener(i)
@@ -191,15 +224,7 @@ class Binder:
         unknown = [i for i in free if self.scripts[i].first_user_text is None]
         if unknown or not openings:  # nothing to compare: recorded (or live) has no message
             return (unknown or free)[0]
-        live = openings[-1]
-        listed = "; ".join(
-            f"{self.scripts[i].file}: {trim(self.scripts[i].first_user_text, near=live)}"
-            for i in free
-        )
-        return (
-            f"its first user message {trim(live, near=self._nearest(free, live))} matches no "
-            f"unbound recorded child {where} (unbound: {listed})"
-        )
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +269,10 @@ class LiveSessions:
         paced: Whether calls wait before their chunks (:meth:`may_wait`).
         redact: The recording's redaction of a text, applied to live first messages
             before they are matched or quoted (``None``: none).
+        rerecord: The command that re-records the scenario, or a callable giving it
+            (called once, when the first error that quotes it is made): the binding and
+            exhausted errors end with ``re-record: <command>``. ``None``:
+            :data:`RERECORD`.
     """
 
     def __init__(
@@ -252,8 +281,10 @@ class LiveSessions:
         *,
         paced: bool = False,
         redact: Callable[[str], str] | None = None,
+        rerecord: str | Callable[[], str] | None = None,
     ):
         self.scenario = scenario
+        self._rerecord = rerecord
         self.lock = threading.Lock()
         self._paced = paced
         self._scripts = scenario.scripts
@@ -463,6 +494,15 @@ class LiveSessions:
 
     # --- messages -----------------------------------------------------------------------
 
+    def rerecord_hint(self) -> str:
+        """How the errors say to re-record: ``re-record: <command>``, else :data:`RERECORD`."""
+        rerecord = self._rerecord
+        if rerecord is None:
+            return RERECORD
+        if not isinstance(rerecord, str):
+            rerecord = self._rerecord = rerecord()  # computed once, for the first error
+        return f"re-record: {rerecord}"
+
     def _who(self, key: SessionKey) -> str:
         who = describe_session(key)
         first = self._binder.first_message(self._first.get(key))
@@ -474,17 +514,20 @@ class LiveSessions:
             for k, b in list(self._bound.items())[:8]
         )
         more = " ..." if len(self._bound) > 8 else ""
-        cause = (
-            "The child's first message differs from every unbound recorded child's (its "
-            "task changed, or it is a session the recording does not have)"
-            if "matches no unbound recorded child" in reason
-            else "The code under test started more sessions than were recorded"
-        )
+        if "matches no unbound recorded child" in reason:
+            cause = (
+                "The child's first message differs from every unbound recorded child's (its "
+                "task changed, or it is a session the recording does not have)"
+            )
+        else:
+            cause = _missing_child_files(self.scenario) or (
+                "The code under test started more sessions than were recorded"
+            )
         return ReplayBindingError(
             f"{self._who(key)} made model call #{number}, but no "
             "recorded session is left for it: "
             f"{reason} (scenario {self.scenario.path}; bound: {bound or 'none'}{more}). "
-            f"{cause}; {RERECORD}"
+            f"{cause}; {self.rerecord_hint()}"
         )
 
     def _exhausted(self, bound: BoundSession, number: int) -> ReplayExhaustedError:
@@ -494,13 +537,62 @@ class LiveSessions:
             f"{self._who(bound.key)} asked for call #{number}, "
             f"but its recording ({script.file}, "
             f"recorded session {script.recorded_id!r}) has {length} call(s); the code under "
-            f"test made more model calls than were recorded; {RERECORD}",
+            f"test made more model calls than were recorded; {self.rerecord_hint()}",
             session_id=bound.key,
             recorded_id=script.recorded_id,
             file=script.file,
             call_number=number,
             recorded=length,
         )
+
+
+def _missing_child_files(scenario: Scenario) -> str | None:
+    """Which child logs an incomplete recording lacks, as a cause phrase; ``None``: none.
+
+    A parent's log names each child the dsh runtime started (``subagent/catalog``
+    ``childId``); a named child no script replays lost its file (deleted, never
+    committed). In a scenario directory, the next child numbers are the files missing.
+    """
+    recorded = {script.recorded_id for script in scenario.scripts}
+    missing: list[tuple[str, str]] = []  # (the naming file, the child id)
+    for script in scenario.scripts:
+        for child in _named_children(script):
+            if child not in recorded and child not in (m[1] for m in missing):
+                missing.append((script.file, child))
+    if not missing:
+        return None
+    children = sum(1 for script in scenario.scripts if not script.primary)
+    named = "; ".join(
+        f"{file} names child session {child!r}"
+        + (f" (its log would be session.{children + k}.jsonl)" if scenario.path.is_dir() else "")
+        for k, (file, child) in enumerate(missing, start=1)
+    )
+    return (
+        f"The recording is incomplete: {named}, but the scenario has no log of it; "
+        "restore the missing file (from version control) or re-record the scenario"
+    )
+
+
+def _named_children(script: SessionScript) -> list[str]:
+    """The child session ids a recorded log names (``subagent/catalog`` events)."""
+    from .._errors import DshReplayError
+    from .._format.jsonl import read_session_log
+
+    path = script.path
+    if path is None or "#" in script.file:
+        return []
+    try:
+        events = read_session_log(path).events
+    except (OSError, DshReplayError):
+        return []
+    named: list[str] = []
+    for event in events:
+        data = event.get("data")
+        if event.get("type") == "subagent/catalog" and isinstance(data, Mapping):
+            child = data.get("childId")
+            if isinstance(child, str) and child and child not in named:
+                named.append(child)
+    return named
 
 
 def _models_of(script: SessionScript) -> set[str]:

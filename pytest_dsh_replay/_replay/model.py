@@ -97,6 +97,11 @@ class ReplayModel:
             ``pytest_dsh_replay_redact`` hooks; changes an event in place): live texts
             pass through it after ``redactor``, as a ``user/message``'s text, before they
             are compared or quoted. ``None``: none.
+        rerecord: The command that re-records the scenario (or a callable giving it,
+            called at most once, when the first error that quotes it is made):
+            :class:`ReplayBindingError` and :class:`ReplayExhaustedError` end with
+            ``re-record: <command>``. ``None`` (the default): they end with
+            ``re-record with --dsh-record``. The fixture passes the test's own command.
 
     Raises:
         ValueError: ``pace_ms`` is not a non-negative integer.
@@ -113,6 +118,7 @@ class ReplayModel:
         workdir: str | os.PathLike[str] | None = None,
         redactor: Redactor | None = None,
         redact_hook: Callable[[Event], object] | None = None,
+        rerecord: str | Callable[[], str] | None = None,
     ):
         if isinstance(pace_ms, bool) or not isinstance(pace_ms, int) or pace_ms < 0:
             raise ValueError(
@@ -127,6 +133,7 @@ class ReplayModel:
             scenario,
             paced=pace_ms > 0,
             redact=_text_redaction(redactor, redact_hook),
+            rerecord=rerecord,
         )
         self._pacing = NO_PACING
         if pace_ms or sleep is not time.sleep or asleep is not None or workdir is not None:

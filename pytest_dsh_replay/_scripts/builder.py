@@ -40,6 +40,7 @@ __all__ = [
     "ScriptBuilder",
     "derive_replay_script",
     "last_user_text",
+    "message_blocks",
     "message_text",
 ]
 
@@ -66,19 +67,33 @@ def message_text(message: object) -> str | None:
         Its ``content`` when that is a string, else the concatenated ``text`` of its
         ``type: "text"`` blocks; ``None`` when it is not a message.
     """
+    blocks = message_blocks(message)
+    return None if blocks is None else "".join(blocks)
+
+
+def message_blocks(message: object) -> list[str] | None:
+    """The texts of a message's text blocks (``[content]`` for a string content).
+
+    Args:
+        message: A message mapping, ``{"role", "content", ...}``.
+
+    Returns:
+        The ``text`` of each ``type: "text"`` block in order; ``None`` when it is not a
+        message.
+    """
     if not isinstance(message, Mapping):
         return None
     content = message.get("content")
     if isinstance(content, str):
-        return content
+        return [content]
     if isinstance(content, Sequence):
-        return "".join(
+        return [
             block["text"]
             for block in content
             if isinstance(block, Mapping)
             and block.get("type") == "text"
             and isinstance(block.get("text"), str)
-        )
+        ]
     return None
 
 
@@ -168,6 +183,7 @@ class ScriptBuilder:
         "boundary",
         "cut_at_marker",
         "derive",
+        "first_user_blocks",
         "first_user_text",
         "markers",
         "rows",
@@ -196,6 +212,9 @@ class ScriptBuilder:
         self.derive = derive
         self.rows = rows
         self.first_user_text: str | None = None
+        #: The text blocks of the first own user message, for quoting it (see
+        #: ``BLOCK_SEPARATOR``); ``first_user_text`` is them joined without a separator.
+        self.first_user_blocks: tuple[str, ...] | None = None
         #: How many inherited ``session/end-seed`` markers were seen (formats 2-4).
         self.markers = 0
         #: The position of the last inherited marker: the inherited prefix's length.
@@ -318,6 +337,7 @@ class ScriptBuilder:
         self._n_chunks = 0
         self._pending = None
         self.first_user_text = None
+        self.first_user_blocks = None
 
     def record(self, record: Event | PackedRow, line: int | None = None) -> None:
         """Feed one record: an event, or a validated packed row standing for its members."""
@@ -391,7 +411,10 @@ class ScriptBuilder:
                 index, line))  # fmt: skip
             return
         if self.first_user_text is None:
-            self.first_user_text = message_text(data)
+            blocks = message_blocks(data)
+            if blocks is not None:
+                self.first_user_blocks = tuple(blocks)
+                self.first_user_text = "".join(blocks)
 
     def _end_seed_event(self, event: Event, index: int, line: int | None) -> None:
         """A ``session/end-seed``: an inherited one ends a fork child's seed (formats 2-4)."""

@@ -35,6 +35,7 @@ from .scenario import (
     Scenario,
     SessionScript,
     derived_script,
+    holds_primary_log,
     iter_scenario_dirs,
     load_session_script,
     scenario_of,
@@ -161,8 +162,8 @@ def _override_number(d: Path, name: str) -> int:
 def _the_primary(d: Path, names: list[str], primaries: list[str]) -> str:
     """The one primary log, or the error for none or several."""
     if not primaries:
-        hint = ""
-        if any((d / n).is_dir() and n.startswith("--") for n in names):
+        hint = _home_hint(d, "")
+        if not hint and any((d / n).is_dir() and n.startswith("--") for n in names):
             hint = (
                 "; this looks like the dsh runtime's sessions root: pass the primary's "
                 "session id too (load_scenario(root, session_id=...), dsh-replay ... "
@@ -333,7 +334,8 @@ def _load_sessions_root(root: Path, session_id: str) -> Scenario:
     if session_id not in sessions:
         known = ", ".join(repr(s) for s in sorted(sessions)[:8]) or "none"
         raise ScenarioError(
-            f"no session {session_id!r} under this sessions root (sessions found: {known})",
+            f"no session {session_id!r} under this sessions root (sessions found: {known})"
+            + _home_hint(root, session_id),
             path=str(root),
         )
     descendants: list[str] = []
@@ -349,6 +351,23 @@ def _load_sessions_root(root: Path, session_id: str) -> Scenario:
         return load_session_script(log, primary=primary, file=str(log.relative_to(root)))
 
     return scenario_of(root, script(session_id, True), (script(s, False) for s in descendants))
+
+
+def _home_hint(d: Path, session_id: str) -> str:
+    """The hint for a directory that is the runtime's home (``$DSH_HOME``), else ``""``.
+
+    The runtime keeps its logs in ``$DSH_HOME/sessions``; given the home itself, the
+    error says to pass that directory instead (see docs/scenarios.md#naming).
+    """
+    sessions = d / "sessions"
+    if not sessions.is_dir() or holds_primary_log(d):
+        return ""
+    session = session_id or "ID"
+    return (
+        f"; this looks like the dsh runtime's home ($DSH_HOME), whose sessions root is "
+        f"{sessions}: pass that directory (load_scenario({str(sessions)!r}, "
+        f"session_id={session!r}), dsh-replay show {sessions} --session {session})"
+    )
 
 
 # --- the entry point ---------------------------------------------------------------------

@@ -67,6 +67,9 @@ class SessionScript:
         event_count: Logical events in the log, seed included.
         first_user_text: The text of the session's first own ``user/message`` (at or
             after ``seed_length`` for children), used to bind concurrent children.
+        first_user_blocks: That message's text blocks (``first_user_text`` is them
+            joined without a separator); errors quote them joined with
+            :data:`~pytest_dsh_replay._format.text.BLOCK_SEPARATOR`.
     """
 
     file: str
@@ -80,6 +83,16 @@ class SessionScript:
     header: SessionHeader = field(default_factory=SessionHeader, compare=False)
     event_count: int = 0
     first_user_text: str | None = None
+    first_user_blocks: tuple[str, ...] | None = field(default=None, compare=False)
+
+    @property
+    def first_user_shown(self) -> str | None:
+        """The first own user message as messages quote it: its blocks visibly joined."""
+        if self.first_user_blocks is None:
+            return self.first_user_text
+        from .._format.text import join_blocks
+
+        return join_blocks(self.first_user_blocks)
 
     def to_json(self) -> JSONObject:
         """``{"file", "recordedId", "createdAt", "seedLength", "primary", "entries"}``."""
@@ -324,6 +337,7 @@ def derived_script(
         header=header,
         event_count=builder.event_count,
         first_user_text=builder.first_user_text,
+        first_user_blocks=builder.first_user_blocks,
     )
 
 

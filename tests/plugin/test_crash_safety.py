@@ -216,7 +216,7 @@ def pytest_configure(config):
     result.stdout.fnmatch_lines(
         [
             "the recording of test_big.py::test_big was not written: cannot write scenario "
-            "*big: [[]Errno 27[]] File too large*; the previous recording, if any, is kept",
+            "*big: [[]Errno 27[]] File too large*; the previous recording is kept",
             "scenarios: 0 replayed, 0 recorded, 0 missing, *1 not written (the recording "
             "could not be saved; old recording kept)",
         ]

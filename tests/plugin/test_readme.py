@@ -6,8 +6,9 @@ import json
 import re
 
 import pytest
-from support.paths import README
+from support.paths import PYPROJECT, README
 from support.readme import first_test_code
+from support.scenarios import make_scenario
 
 FAKE_LIVE = """
 class Live:
@@ -156,3 +157,58 @@ def test_readme_wire_examples_record_then_replay(
     assert (pytester.path / "dsh_snapshots" / scenario / "session.jsonl").exists()
     pytester.makeconftest("")
     pytester.runpytest().assert_outcomes(passed=1)
+
+
+def _readme_section(heading: str) -> str:
+    return README.read_text(encoding="utf-8").split(heading + "\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_says_how_to_install_until_the_package_is_published() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    install = _readme_section("## Install")
+    assert "not published on PyPI yet" in install
+    commands = re.search(r"```sh\n(.*?)```", install, re.S)
+    assert commands, "the Install section lost its commands"
+    lines = commands.group(1).splitlines()
+    assert any(
+        line.startswith("python3 -m pip install /path/to/pytest-dsh-replay ") for line in lines
+    )
+    assert any("pytest-dsh-replay[record] @ git+" in line for line in lines)
+    # Nothing tells a user to install the unpublished name from PyPI.
+    text = README.read_text(encoding="utf-8")
+    assert "finds nothing" in install
+    assert text.count("pip install pytest-dsh-replay") == 1
+    # Every extra the table names exists, and the async one brings an async test plugin.
+    extras = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    named = re.findall(r"^\| `([a-z0-9-]+)` \|", install, re.M)
+    assert sorted(named) == sorted(extras)
+    assert any(req.startswith("pytest-asyncio>=") for req in extras["async"])
+    self_extras = [r for r in extras["test"] if r.startswith("pytest-dsh-replay[")]
+    assert len(self_extras) == 1
+    assert "async" in self_extras[0]
+    assert "pytest-asyncio" in install
+    assert "anyio" in install
+
+
+ASYNC_TEST = """
+import pytest
+
+@pytest.mark.dsh_scenario("hello")
+@pytest.mark.asyncio
+async def test_async(dsh_replay):
+    chunks = [c async for c in dsh_replay.model.astream({"messages": []}, session_id="s")]
+    assert "".join(c["text"] for c in chunks if c["type"] == "text-delta") == "hi"
+"""
+
+
+def test_readme_is_right_that_async_tests_need_an_async_plugin(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_asyncio")
+    make_scenario(pytester.path / "recordings" / "hello", primary=["hi"])
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
+    pytester.makepyfile(test_async=ASYNC_TEST)
+    without = pytester.runpytest("-p", "no:asyncio", "-p", "no:anyio", "-W", "ignore")
+    assert without.ret != 0 or "skipped" in without.stdout.str()
+    without.stdout.fnmatch_lines(["*async def functions are not natively supported*"])
+    pytester.runpytest("-p", "asyncio").assert_outcomes(passed=1)

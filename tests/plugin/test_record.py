@@ -112,6 +112,43 @@ def test_a_failing_test_leaves_the_previous_recording_byte_for_byte(
     assert not [p for p in old.parent.iterdir() if p.name.startswith(".")]
 
 
+def test_the_summary_says_old_recording_kept_only_when_there_was_one(
+    project: pytest.Pytester,
+) -> None:
+    make_scenario(project.path / "recordings" / "keep", primary=["old"])
+    project.makepyfile(
+        test_fail="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("keep")
+        def test_had_one(dsh_replay):
+            run(dsh_replay.model, "new answer")
+            assert False
+
+        @pytest.mark.dsh_scenario("fresh")
+        def test_had_none(dsh_replay):
+            run(dsh_replay.model, "new answer")
+            assert False
+        """
+    )
+    result = project.runpytest("--dsh-record=missing")  # only test_had_none records
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        ["scenarios: *1 not recorded (the test did not pass; nothing was written)"]
+    )
+    assert "old recording kept" not in result.stdout.str()
+    result = project.runpytest("--dsh-record=all")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "scenarios: *1 not re-recorded (the test did not pass; old recording kept), "
+            "1 not recorded (the test did not pass; nothing was written)"
+        ]
+    )
+    assert not (project.path / "recordings" / "fresh").exists()
+
+
 def test_an_interrupted_recording_leaves_the_previous_recording(project: pytest.Pytester) -> None:
     old = make_scenario(project.path / "recordings" / "keep", primary=["old"])
     before = digest(old)

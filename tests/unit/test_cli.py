@@ -8,9 +8,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.chunks import chunk_events
 from support.corpus_support import require_corpus, scenario
+from support.paths import EXAMPLES
 
 from pytest_dsh_replay.cli import main
 
@@ -148,3 +151,32 @@ def test_check_finds_secrets_with_file_line_and_path(tmp_path: Path) -> None:
     code, _, err = run("check", str(d))
     assert code == 1
     assert f"{d / 'session.jsonl'}:2: $.data.content[0].text looks like a secret" in err
+
+
+def test_show_says_spawn_or_fork() -> None:
+    code, out, _ = run("show", str(EXAMPLES / "mixed"))
+    assert code == 0
+    lines = [line for line in out.splitlines() if "child of" in line]
+    assert len(lines) == 2
+    assert lines[0].startswith("session.1.jsonl: ")
+    assert ", spawn), 1 call(s)" in lines[0]
+    assert ", fork, seedLength 14), 1 call(s)" in lines[1]
+
+
+def test_show_puts_a_visible_separator_between_text_blocks(tmp_path: Path) -> None:
+    chunks: list[dict[str, Any]] = [
+        {"type": "block-start", "index": 0, "blockType": "text"},
+        {"type": "text-delta", "index": 0, "text": "first"},
+        {"type": "block-end", "index": 0, "block": {"type": "text", "text": "first"}},
+        {"type": "block-start", "index": 1, "blockType": "text"},
+        {"type": "text-delta", "index": 1, "text": "sec"},
+        {"type": "text-delta", "index": 1, "text": "ond"},
+        {"type": "block-end", "index": 1, "block": {"type": "text", "text": "second"}},
+        {"type": "finish", "reason": {"kind": "stop"}},
+    ]
+    header = {"type": "session", "version": 0, "id": "s", "createdAt": 1}
+    log = tmp_path / "session.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in [header, *chunk_events(chunks)]))
+    code, out, err = run("show", str(log))
+    assert (code, err) == (0, "")
+    assert 'stop  "first ¦ second"' in out

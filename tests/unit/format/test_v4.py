@@ -20,6 +20,7 @@ import pytest
 from support.corpus_support import SAMPLES, require_corpus
 
 from pytest_dsh_replay import (
+    ScenarioError,
     ScriptError,
     SessionLogError,
     derive_replay_script,
@@ -193,6 +194,29 @@ def test_the_cli_reads_a_sessions_root(tmp_path: Path) -> None:
     out = io.StringIO()
     assert main(["show", str(root), "--session", "sess-main"], stdout=out) == 0
     assert "3 session(s), 7 model call(s)" in out.getvalue()
+
+
+def test_check_counts_the_primaries_of_a_sessions_root_as_scenarios(tmp_path: Path) -> None:
+    root = _sessions_root(tmp_path)  # sess-main with a spawn and a fork child; unrelated
+    out = io.StringIO()
+    assert main(["check", str(root)], stdout=out) == 0
+    assert out.getvalue() == "ok: 2 scenario(s)\n"
+
+
+def test_the_runtime_home_points_at_its_sessions_root(tmp_path: Path) -> None:
+    root = _sessions_root(tmp_path)  # tmp_path is the home: $DSH_HOME/sessions
+    for session_id in (None, "sess-main"):
+        with pytest.raises(ScenarioError) as info:
+            load_scenario(tmp_path, session_id=session_id)
+        assert (
+            f"this looks like the dsh runtime's home ($DSH_HOME), whose sessions root is "
+            f"{root}: pass that directory" in str(info.value)
+        )
+    err = io.StringIO()
+    assert main(["show", str(tmp_path), "--session", "sess-main"], stderr=err) == 1
+    assert f"dsh-replay show {root} --session sess-main" in err.getvalue()
+    assert main(["show", str(tmp_path)], stderr=err) == 1
+    assert f"dsh-replay show {root} --session ID" in err.getvalue()
 
 
 def test_write_scenario_keeps_format_4(tmp_path: Path) -> None:

@@ -97,7 +97,9 @@ def test_a_missing_recording_fails_with_where_and_how_and_is_counted(tmp_path: P
         f"no recorded dsh scenario for {NODE}",
         f"  looked at: {tmp_path / 'snaps/shared'}",
         "  record it: pytest --dsh-record=missing tests/test_m.py::test_records",
-        "  (recording calls the live model; see pytest --help, group dsh-replay)",
+        "  (recording calls the live model: set DSH_RECORD_BASE_URL and DSH_RECORD_API_KEY, "
+        "and DSH_RECORD_MODEL to override the model, or implement the hook "
+        "pytest_dsh_replay_live_model; see pytest --help, group dsh-replay)",
     ]
     assert (state.missing, state.replayed, state.broken) == (1, 0, 0)
 
@@ -142,7 +144,12 @@ def test_a_recording_whose_test_failed_is_not_written(tmp_path: Path) -> None:
     list(replay.model.stream({"messages": [{"role": "user", "content": "hello"}]}))
     assert runs.end_recording(NODE, state, replay, passed=False) is None
     assert not (tmp_path / "snaps/new").exists()
-    assert (state.kept, state.recordings) == (1, [])
+    # No old recording was there to keep: counted apart from one that was kept.
+    assert (state.kept, state.not_recorded, state.recordings) == (0, 1, [])
+    (tmp_path / "snaps/old").mkdir(parents=True)
+    replay = start(tmp_path, collected(tmp_path, NODE, "old"), state, live=Scripted())
+    assert runs.end_recording(NODE, state, replay, passed=False) is None
+    assert (state.kept, state.not_recorded) == (1, 1)
 
 
 def test_a_recording_that_cannot_be_saved_says_so_and_is_counted(tmp_path: Path) -> None:
@@ -151,8 +158,14 @@ def test_a_recording_that_cannot_be_saved_says_so_and_is_counted(tmp_path: Path)
     problem = runs.end_recording(NODE, state, replay, passed=True)  # the test wrote no session
     assert problem is not None
     assert problem.startswith(f"the recording of {NODE} was not written: ")
-    assert problem.endswith("; the previous recording, if any, is kept")
-    assert (state.unwritten, state.recordings) == (1, [])
+    assert problem.endswith("; there was no recording before, and there is none now")
+    assert (state.unwritten, state.unwritten_new, state.recordings) == (0, 1, [])
+    (tmp_path / "snaps/old").mkdir(parents=True)
+    replay = start(tmp_path, collected(tmp_path, NODE, "old"), state, live=Scripted())
+    problem = runs.end_recording(NODE, state, replay, passed=True)
+    assert problem is not None
+    assert problem.endswith("; the previous recording is kept")
+    assert (state.unwritten, state.unwritten_new) == (1, 1)
 
 
 def test_a_scenario_that_cannot_be_recorded_fails_at_set_up(tmp_path: Path) -> None:

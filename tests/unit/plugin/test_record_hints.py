@@ -64,7 +64,9 @@ def test_the_missing_recording_message_says_where_and_how(tmp_path: Path) -> Non
         "no recorded dsh scenario for t.py::test_x",
         f"  looked at: {tmp_path / 's'}",
         "  record it: pytest --dsh-record=missing x",
-        "  (recording calls the live model; see pytest --help, group dsh-replay)",
+        "  (recording calls the live model: set DSH_RECORD_BASE_URL and DSH_RECORD_API_KEY, "
+        "and DSH_RECORD_MODEL to override the model, or implement the hook "
+        "pytest_dsh_replay_live_model; see pytest --help, group dsh-replay)",
     ]
 
 
@@ -89,3 +91,8 @@ def test_without_a_live_model_the_message_says_how_to_get_one(tmp_path: Path) ->
     assert no_live_model(tmp_path) == f"no live model to record {tmp_path}: {HOW_TO_RECORD}"
     assert "DSH_RECORD_BASE_URL" in HOW_TO_RECORD
     assert "pytest_dsh_replay_live_model(config, scenario_path)" in HOW_TO_RECORD
+
+
+def test_the_missing_recording_message_asks_about_a_close_name(tmp_path: Path) -> None:
+    message = missing_recording("t.py::test_x", tmp_path / "captial", "cmd", tmp_path / "capital")
+    assert f"  did you mean: {tmp_path / 'capital'}?" in message.splitlines()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import shutil
 import threading
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
@@ -17,8 +19,16 @@ from typing import Any
 
 import pytest
 from support.chunks import text_call
+from support.paths import EXAMPLES
 
-from pytest_dsh_replay import SessionHeader
+from pytest_dsh_replay import (
+    MemoryBackend,
+    RecordingModel,
+    SessionHeader,
+    SessionStore,
+    load_scenario,
+    write_scenario,
+)
 from pytest_dsh_replay._errors import (
     DshReplayError,
     PlaceholderError,
@@ -410,6 +420,80 @@ def test_an_unrecorded_session_fails_every_call_and_is_never_stored() -> None:
     with pytest.raises(ReplayBindingError, match="made model call #2"):
         asyncio.run(collect(model.astream(REQUEST, session_id="extra")))
     model.assert_consumed()  # unrecorded sessions are not consumption problems
+
+
+def test_replay_errors_end_with_the_re_record_command_they_are_given() -> None:
+    asked: list[int] = []
+
+    def command() -> str:
+        asked.append(1)
+        return "pytest --dsh-record=all 't.py::test_x[a b]'"
+
+    model = ReplayModel(two_sessions(), rerecord=command)
+    assert not asked  # made only for an error that quotes it
+    for _ in range(3):
+        list(model.stream(REQUEST, session_id="X"))
+    with pytest.raises(ReplayExhaustedError) as exhausted:
+        list(model.stream(REQUEST, session_id="X"))
+    list(model.stream(REQUEST, session_id="c"))
+    with pytest.raises(ReplayBindingError) as unbound:
+        list(model.stream(REQUEST, session_id="extra"))
+    for err in (exhausted.value, unbound.value):
+        assert str(err).endswith("; re-record: pytest --dsh-record=all 't.py::test_x[a b]'")
+    assert asked == [1]
+
+
+def test_a_child_whose_file_is_missing_is_named_with_the_file_to_restore(
+    tmp_path: Path,
+) -> None:
+    scenario = tmp_path / "runtime-spawn"
+    shutil.copytree(EXAMPLES / "runtime-spawn", scenario)
+    child_id = json.loads((scenario / "session.1.jsonl").read_text().split("\n", 1)[0])["id"]
+    (scenario / "session.1.jsonl").unlink()  # the parent's log still names the child
+    model = ReplayModel(load_scenario(scenario))
+    list(model.stream(REQUEST, session_id="main"))
+    with pytest.raises(ReplayBindingError) as info:
+        list(model.stream(REQUEST, session_id="kid", parent_session_id="main"))
+    message = str(info.value)
+    assert (
+        f"The recording is incomplete: session.jsonl names child session {child_id!r} "
+        "(its log would be session.1.jsonl), but the scenario has no log of it; restore the "
+        "missing file (from version control) or re-record the scenario"
+    ) in message
+    assert "started more sessions than were recorded" not in message
+
+
+def test_binding_errors_quote_text_blocks_visibly_apart(tmp_path: Path) -> None:
+    store = SessionStore(MemoryBackend())
+    answers = {"p": [text_call("parent")], "c": [text_call("child")]}
+    recorder = RecordingModel(FakeLive(answers), store)
+
+    def blocks(*texts: str) -> dict[str, Any]:
+        content = [{"type": "text", "text": t} for t in texts]
+        return {"messages": [{"role": "user", "content": content}]}
+
+    list(recorder.stream(blocks("go"), session_id="p"))
+    list(recorder.stream(blocks("Task:", "alpha"), session_id="c", parent_session_id="p"))
+    recorder.close_open_calls()
+    write_scenario(tmp_path / "s", store.sessions())
+    loaded = load_scenario(tmp_path / "s")
+    assert loaded.scripts[1].first_user_text == "Task:alpha"  # compared as on the wire
+    assert loaded.scripts[1].first_user_shown == "Task: ¦ alpha"
+    model = ReplayModel(loaded)
+    list(model.stream(blocks("go"), session_id="p"))
+    with pytest.raises(ReplayBindingError) as info:
+        list(model.stream(blocks("Task:", "beta"), session_id="x", parent_session_id="p"))
+    message = str(info.value)
+    assert message.startswith("session 'x' (first user message 'Task: ¦ beta')")
+    assert "(unbound: session.1.jsonl: 'Task: ¦ alpha')" in message
+
+
+class FakeLive:
+    def __init__(self, answers: dict[str, list[list[dict[str, Any]]]]):
+        self.answers = answers
+
+    def stream(self, request: Any, *, session_id: str, **kwargs: Any) -> Iterable[Any]:
+        return iter(self.answers[session_id].pop(0))
 
 
 def test_errors_quote_the_first_message_as_it_was_when_the_session_bound() -> None:
