@@ -54,6 +54,10 @@ class EndpointClients:
         self._pool: _Pool | None = None
         self.max_body_bytes: int | None = None
 
+    def guessed_parents(self) -> int:
+        """How many new sessions had a parent that content could not decide (0 unused)."""
+        return 0 if self._endpoint is None else len(self._endpoint.router.guessed)
+
     @property
     def endpoint(self) -> Endpoint:
         """The HTTP model endpoint of this run (created on first use)."""

@@ -10,11 +10,16 @@ First answer wins:
 3. **The request's content**, when nothing names the session (the OpenAI route of the
    dsh runtime, most SDK agents):
 
-   - a request that *extends the latest request* of a live session (its messages start
-     with all of that request's messages, and add some) continues that session. Only the
-     latest request counts: a fork child's first request extends its parent's *earlier*
-     request exactly as the parent's own next request does, and must not be taken for
-     the parent;
+   - a request that *extends the latest request* of a live session *with the answer
+     served for it* (its messages start with all of that request's messages, then an
+     assistant message that is the answer, then new input) continues that session. Only
+     the latest request counts: a fork child's first request extends its parent's
+     *earlier* request exactly as the parent's own next request does, and must not be
+     taken for the parent;
+   - a request that repeats a live session's latest request and goes on with something
+     other than its answer (``[*messages[:-1], question]`` while that session waits for
+     its tools) is a new conversation: a fork child of that session, its seed the
+     repeated part;
    - a request that *repeats* a session's latest request exactly is a retry of it when
      that call failed; after a successful answer it is a new conversation (a sibling
      child with the same first request);
@@ -67,7 +72,9 @@ class Route:
             session most recently waiting for tool results (a spawn's likely parent), else
             the first live session (the primary); used only for logging while recording.
         seed_length: Inherited events of a fork child (runtime headers), ``0`` for a
-            session that is not a fork, ``None`` when unknown.
+            session that is not a fork, ``None`` when unknown; for a fork child found
+            by content repeating its parent's latest request, how many messages it
+            repeats (positive: replay only reads whether it is a fork).
         how: ``"runtime"``, ``"headers"`` or ``"content"``.
         new: Whether this is the session's first request.
         fork: A new child whose request continues its parent's latest request's earlier
@@ -102,6 +109,8 @@ class Router:
         self._waiting: list[str] = []  # sessions whose last answer asked for tools
         self._failed: set[str] = set()  # sessions whose last call failed (may retry)
         self._served: dict[str, tuple[str, ...]] = {}  # live id -> its last answer's marks
+        self.guessed: list[str] = []
+        """New sessions whose parent content could not decide (it was guessed)."""
 
     def route(self, headers: Mapping[str, str], request: Mapping[str, Any]) -> Route:
         """Find the calling session of one request.
@@ -192,19 +201,58 @@ class Router:
         if session_id in self._waiting:
             self._waiting.remove(session_id)
 
+    def _continued(self, key: tuple[bytes, ...]) -> tuple[int, list[str], str | None, int]:
+        """The sessions whose latest request ``key`` continues, and the one it repeats.
+
+        Returns:
+            ``(size, sessions, repeated, repeated_size)``: the longest latest request
+            that ``key`` continues (its answer next, or a retry of a failed call) and
+            the sessions that sent it; the session whose latest request ``key`` repeats
+            and then goes on with something other than its answer (``None``: none), and
+            how many messages it repeats.
+        """
+        best, tied = -1, list[str]()
+        repeated: str | None = None
+        repeated_size = 0
+        for session_id, latest in self._latest.items():
+            size = len(latest)
+            if size == len(key) and session_id not in self._failed:
+                continue  # the same request after an answer: not a retry
+            if size > len(key) or key[:size] != latest:
+                continue
+            if (
+                0 < size < len(key)
+                and session_id not in self._failed  # a failed call served no answer
+                and not self._answer_at(session_id, key[size])
+            ):
+                if size > repeated_size:  # a fork of it while it waits (its seed: latest)
+                    repeated, repeated_size = session_id, size
+                continue
+            if size > best:
+                best, tied = size, []
+            if size == best:
+                tied.append(session_id)
+        if repeated_size > best:  # the longer match: a fork of a session that continued
+            return best, [], repeated, repeated_size
+        return best, tied, None, 0
+
+    def _answer_at(self, session_id: str, raw: bytes) -> bool:
+        """Whether ``raw``, the message after a session's latest request, is its answer.
+
+        An answer is re-sent as an assistant message; when the served answer called
+        tools and the message names tool calls, it names some of the same ids.
+        """
+        message = orjson.loads(raw)
+        if not isinstance(message, Mapping) or message.get("role") not in _ANSWER_ROLES:
+            return False
+        ids = set(self._served.get(session_id, ())[1:])
+        named = _tool_call_ids(message)
+        return not ids or not named or not ids.isdisjoint(named)
+
     def _by_content(self, view: RequestView) -> Route:
         key = view.message_keys
         with self._lock:
-            best = -1
-            tied: list[str] = []
-            for session_id, latest in self._latest.items():
-                size = len(latest)
-                if size == len(key) and session_id not in self._failed:
-                    continue  # the same request after an answer: not a retry
-                if size <= len(key) and size >= best and key[:size] == latest:
-                    if size > best:
-                        best, tied = size, []
-                    tied.append(session_id)
+            best, tied, repeated, repeated_size = self._continued(key)
             if len(tied) > 1 and best < len(key):
                 following = key[best]
                 known = [s for s in tied if _served_in(self._served.get(s, ()), following)]
@@ -225,6 +273,10 @@ class Router:
             parent: str | None = None
             guess: str | None = None
             prefix = view.seed_keys
+            if repeated is not None:  # a fork child of the session whose request it repeats
+                session_id = str(uuid.uuid4())
+                self._remember(session_id, view)
+                return Route(session_id, repeated, None, repeated_size, "content", True, True)
             if prefix:
                 for session_id, latest in self._latest.items():  # creation order
                     if len(latest) > len(prefix) and latest[: len(prefix)] == prefix:
@@ -235,9 +287,27 @@ class Router:
             else:  # a subagent that starts after its parent went on: the first session
                 guess = next(iter(self._latest), None)
             session_id = str(uuid.uuid4())
+            if len(self._waiting) > 1 or (not self._waiting and len(self._latest) > 1):
+                self.guessed.append(session_id)  # several sessions could have started it
             self._remember(session_id, view)
             seeded = None if prefix else 0
             return Route(session_id, parent, guess, seeded, "content", True, parent is not None)
+
+
+_ANSWER_ROLES: Final = frozenset({"assistant", "model"})
+
+
+def _tool_call_ids(message: Mapping[str, Any]) -> set[Any]:
+    """The tool call ids a re-sent assistant message names (OpenAI and Anthropic forms)."""
+    calls = message.get("tool_calls")
+    ids = (
+        {c.get("id") for c in calls if isinstance(c, Mapping)} if isinstance(calls, list) else set()
+    )
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    ids |= {b.get("id") for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool_use"}
+    ids.discard(None)
+    return ids
 
 
 def _served_in(served: tuple[str, ...], raw: bytes) -> bool:
@@ -256,12 +326,7 @@ def _served_in(served: tuple[str, ...], raw: bytes) -> bool:
             b.get("text", "") for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"
         )
     )
-    calls = message.get("tool_calls")
-    ids = (
-        {c.get("id") for c in calls if isinstance(c, Mapping)} if isinstance(calls, list) else set()
-    )
-    ids |= {b.get("id") for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool_use"}
-    return (not served[0] or served[0] == text) and set(served[1:]) <= ids
+    return (not served[0] or served[0] == text) and set(served[1:]) <= _tool_call_ids(message)
 
 
 def _runtime_lineage(body: Mapping[str, Any]) -> tuple[str | None, int | None, str | None]:

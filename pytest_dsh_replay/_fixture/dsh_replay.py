@@ -320,6 +320,19 @@ class DshReplay:
         if problem is not None:
             raise problem
 
+    def guessed_parents(self) -> int:
+        """How many sessions the endpoint started whose parent content could not decide.
+
+        A request that names no session (no ``x-dsh-session-id`` header) and starts a new
+        conversation without a seed is a child of the session waiting for its tools; when
+        several were waiting, or none and several were live, its parent was guessed
+        (docs/wires.md#calling-session). Record mode reports the count in the summary.
+
+        Returns:
+            The count, ``0`` when the endpoint was not used.
+        """
+        return self._http.guessed_parents()
+
     # --- the model endpoint --------------------------------------------------------------
 
     @property

@@ -238,8 +238,9 @@ def end_recording(nodeid: str, state: SuiteState, replay: DshReplay, *, passed: 
         else:
             state.unwritten_new += 1
         return not_written(nodeid, str(err), kept=kept)
+    guessed = replay.guessed_parents()
     state.recordings.append(
-        (str(replay.path), len(files), recorded_calls(replay.sessions), replay.unchanged)
+        (str(replay.path), len(files), recorded_calls(replay.sessions), replay.unchanged, guessed)
     )
     return None
 

@@ -53,7 +53,7 @@ class SuiteState:
     compare_logs: bool = True
     fail_unused: bool = False
     max_body_bytes: int | None = None  # the endpoint's body cap (dsh_replay_max_body_bytes)
-    recordings: list[tuple[str, int, int, bool]] = field(default_factory=list)
+    recordings: list[tuple[str, int, int, bool, int]] = field(default_factory=list)
     kept: int = 0  # recordings not made (the test failed); an old one exists and stays
     not_recorded: int = 0  # recordings not made (the test failed); there was none
     unused: list[Path] | None = None
@@ -287,11 +287,18 @@ def summary_lines(state: SuiteState) -> list[str]:
             f"{plural(state.cleaned, 'leftover')} of interrupted writes recovered or removed"
         )
     lines = ["scenarios: " + ", ".join(parts)]
-    for path, logs, calls, unchanged in sorted(state.recordings):
+    for path, logs, calls, unchanged, guessed in sorted(state.recordings):
         kept = ", unchanged (files kept as they were)" if unchanged else ""
         lines.append(
             f"recorded {path}: {plural(logs, 'session')}, {plural(calls, 'model call')}{kept}"
         )
+        if guessed:
+            lines.append(
+                f"  content alone could not tell which session started "
+                f"{plural(guessed, 'child session')} (several could have; the parent was "
+                "guessed): send the x-dsh-session-id and x-dsh-parent-session-id headers "
+                "(docs/wires.md#calling-session)"
+            )
     if state.unused:
         verdict = "failing the run (--dsh-fail-unused)" if state.fail_unused else "no test uses"
         lines.append(f"unused scenarios ({verdict}):")

@@ -266,3 +266,83 @@ def test_readme_sdk_first_tests_record_then_replay(pytester: pytest.Pytester, he
     pytester.runpytest("--dsh-record=missing").assert_outcomes(passed=1)
     pytester.makeconftest("")
     pytester.runpytest().assert_outcomes(passed=1)
+
+
+NESTED_LIVE = """
+import json
+
+
+class Live:
+    \"\"\"Answers by the last message: plan and child call a tool, anything else says leaf.\"\"\"
+
+    def stream(self, request, **kwargs):
+        last = (request.get("messages") or [{}])[-1]
+        said = last.get("content") if isinstance(last.get("content"), str) else ""
+        if last.get("role") == "tool" or said not in ("plan", "child"):
+            text = "done" if last.get("role") == "tool" else "leaf"
+            yield {"type": "block-start", "index": 0, "blockType": "text"}
+            yield {"type": "text-delta", "index": 0, "text": text}
+            yield {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}}
+            yield {"type": "finish", "reason": {"kind": "stop"}}
+            return
+        call = {"type": "tool-call", "id": f"call-{said}", "name": "delegate", "arguments": "{}"}
+        yield {"type": "block-start", "index": 0, "blockType": "tool-call"}
+        yield {"type": "tool-call-delta", "index": 0, "id": call["id"], "name": "delegate",
+               "argumentsDelta": "{}"}
+        yield {"type": "block-end", "index": 0, "block": call}
+        yield {"type": "finish", "reason": {"kind": "tool-calls"}}
+
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return Live()
+"""
+
+NESTED_AGENT = """
+NAMED = {named}  # send the session headers
+PARENTS = {{"plan": None, "child": "plan", "grandchild": "child"}}
+
+
+def ask(client, messages):
+    me = messages[0]["content"]
+    headers = {{"x-dsh-session-id": me}} if NAMED else {{}}
+    if NAMED and PARENTS[me]:
+        headers["x-dsh-parent-session-id"] = PARENTS[me]
+    answer = client.chat.completions.create(model="m", messages=messages, extra_headers=headers)
+    return answer.choices[0].message
+
+
+def test_nested(dsh_replay):
+    client = dsh_replay.openai_client(max_retries=0)
+    plan = [{{"role": "user", "content": "plan"}}]
+    planned = ask(client, plan)  # the primary waits for its tool: a child
+    child = [{{"role": "user", "content": "child"}}]
+    asked = ask(client, child)  # the child waits for its tool too: a grandchild
+    ask(client, [{{"role": "user", "content": "grandchild"}}])  # whose child is it?
+    for messages, message in ((child, asked), (plan, planned)):
+        call = message.tool_calls[0]
+        answer = {{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]}}
+        result = {{"role": "tool", "tool_call_id": call.id, "content": "ok"}}
+        ask(client, [*messages, answer, result])
+"""
+
+
+def test_a_recording_says_where_content_could_not_tell_a_childs_parent(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(NESTED_LIVE)
+    pytester.makepyfile(test_nested=NESTED_AGENT.format(named=False))
+    result = pytester.runpytest("--dsh-record=all", "-p", "no:randomly")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "recorded *test_nested*: 3 sessions, 5 model calls",
+            "  content alone could not tell which session started 1 child session (several "
+            "could have; the parent was guessed): send the x-dsh-session-id and "
+            "x-dsh-parent-session-id headers*",
+        ]
+    )
+    # With the headers nothing is guessed.
+    pytester.makepyfile(test_nested=NESTED_AGENT.format(named=True))
+    again = pytester.runpytest("--dsh-record=all", "-p", "no:randomly")
+    again.assert_outcomes(passed=1)
+    assert "could not tell" not in again.stdout.str()
