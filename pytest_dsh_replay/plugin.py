@@ -40,6 +40,7 @@ class _Run:
 _STATE = pytest.StashKey["SuiteState"]()
 _RUN = pytest.StashKey[_Run]()
 _LAYOUT_PROBLEM = pytest.StashKey[str]()
+_FAILED = pytest.StashKey[bool]()  # a phase of a test that requests dsh_replay failed
 
 
 def _parse_record_mode(value: str) -> str:
@@ -275,16 +276,24 @@ def dsh_transcript(snapshot: SnapshotAssertion) -> SnapshotAssertion:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
-    """Check a passing replayed test afterwards: calls consumed, logs as recorded."""
+    """Check a passing test afterwards: calls consumed, logs as recorded, HTTP calls served.
+
+    A recording test fails here when an HTTP call met a replay error or the live model
+    could not be reached (once: not again at teardown).
+    """
     result = yield
     run = item.stash.get(_RUN, None)
-    if run is not None and run.replay.mode == "replay":
-        from ._plugin.runs import check_replayed
+    if run is None:
+        return result
+    from ._plugin.runs import check_recorded, check_replayed
 
+    if run.replay.mode == "replay":
         state = _state(item.config)
         problem = check_replayed(_collected(item), state, run.replay, _recorders(state))
-        if problem is not None:
-            pytest.fail(problem, pytrace=False)
+    else:
+        problem = check_recorded(run.replay)
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
     return result
 
 
@@ -292,12 +301,62 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Remember whether the test body passed: only a passing test writes a recording."""
+    """Remember whether the test body passed: only a passing test writes a recording.
+
+    A body that raised after an HTTP call met a replay error fails with the typed error
+    first, and only once (docs/wires.md#replay-errors). A test that requests
+    ``dsh_replay`` and fails in any phase (its scenario was not loaded, recorded or
+    replayed) keeps its syrupy snapshots (docs/checks.md#transcripts).
+    """
     report = yield
     run = item.stash.get(_RUN, None)
     if report.when == "call" and run is not None:
         run.passed = report.passed
+        if report.failed and call.excinfo is not None:
+            _typed_error_first(item, report, call.excinfo, run.replay)
+    if report.failed and "dsh_replay" in getattr(item, "fixturenames", ()):
+        item.stash[_FAILED] = True
+    if report.when == "teardown" and item.stash.get(_FAILED, False):
+        _keep_snapshots(item)
     return report
+
+
+def _typed_error_first(
+    item: pytest.Item,
+    report: pytest.TestReport,
+    excinfo: pytest.ExceptionInfo[BaseException],
+    replay: DshReplay,
+) -> None:
+    """A body that raised after an HTTP call met a replay error fails once, with that error.
+
+    The typed error leads the report (and its summary line); the exception the body
+    raised (an SDK's) follows, short, from the test's own frame on; teardown does not
+    report the error again.
+    """
+    from ._plugin.runs import failed_call
+
+    def raised() -> str:
+        frames = excinfo.traceback.cut(path=item.path).filter(excinfo)
+        if frames:
+            excinfo.traceback = frames
+        return str(excinfo.getrepr(style="short", chain=False))
+
+    problem = failed_call(replay, raised)
+    if problem is not None:
+        report.longrepr = problem
+
+
+def _keep_snapshots(item: pytest.Item) -> None:
+    """Count every snapshot of ``item`` as used, so syrupy neither reports nor deletes one.
+
+    syrupy keeps no snapshot of a skipped test from its unused list; its session (which
+    its own ``snapshot`` fixture reads from ``config._syrupy``) takes the outcome of each
+    test from its report. The teardown report is the last one and syrupy ignores it, so
+    an outcome set here is the test's final one. Nothing happens without syrupy.
+    """
+    ran_item = getattr(getattr(item.config, "_syrupy", None), "ran_item", None)
+    if callable(ran_item):
+        ran_item(item.nodeid, "skipped")
 
 
 @pytest.hookimpl(wrapper=True)

@@ -23,9 +23,10 @@ exactly like in-process calls. What the call's chunks become:
   ``TIMEOUT``, ``ABORTED`` a dropped connection;
 - a ``hang`` entry keeps the response open until the client goes away, its read
   timeout passes, or the endpoint closes (the test ends);
-- a replay error (binding, exhausted, placeholder, script) answers 500 with the message
-  (and ``x-should-retry: false``, so SDKs do not retry it) and is kept in
-  :attr:`Endpoint.errors`, so the test fails with the typed error at teardown.
+- a replay error (binding, exhausted, placeholder, script) answers
+  :data:`REPLAY_ERROR_STATUS` (400) with the message in the wire's error shape, a status
+  that neither the SDKs nor the dsh runtime retry (docs/wires.md#replay-errors), and is
+  kept in :attr:`Endpoint.errors`, so the test fails with the typed error.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from .._replay.model import ReplayModel
 
 __all__ = [
+    "REPLAY_ERROR_STATUS",
     "UNNAMED_MODEL",
     "Endpoint",
     "EndpointResponse",
@@ -74,6 +76,11 @@ __all__ = [
 
 UNNAMED_MODEL: Final = "dsh-replay"
 """The model an answer names when its request names none, and the model lists' fallback."""
+
+REPLAY_ERROR_STATUS: Final = 400
+"""The HTTP status of a replay error's answer, and of a live model the recording proxy
+cannot reach: a client error that no SDK and not the dsh runtime retries, so the run
+ends at once (docs/wires.md#replay-errors)."""
 
 _CONTENT: Final = frozenset({"text-delta", "reasoning-delta", "tool-call-delta"})
 # Failures that are a stream of their own rather than an HTTP error.
@@ -161,6 +168,21 @@ def _late_failure(encoder: Encoder, failure: Failure) -> bytes:
     if code in _DROP_CODES:
         raise DroppedConnection(f"the recorded call failed with {code}")
     return encoder.failure_event(failure)
+
+
+def _not_retried(wire: Wire | None, message: str) -> EndpointResponse:
+    """:data:`REPLAY_ERROR_STATUS` with ``message`` in the wire's error shape.
+
+    ``wire`` is the route's (``None``: the OpenAI shape); ``x-should-retry: false`` is
+    sent too (docs/wires.md#replay-errors).
+    """
+    error = (
+        openai_refusal(REPLAY_ERROR_STATUS, message)
+        if wire is None
+        else wire.refusal(REPLAY_ERROR_STATUS, message)
+    )
+    headers = [*error.headers, ("x-should-retry", "false")]
+    return EndpointResponse(error.status, headers, iter((error.body,)))
 
 
 def _unserved_answer(method: str, path: str) -> tuple[UnservedRouteError, EndpointResponse]:
@@ -352,13 +374,13 @@ class Endpoint:
             error: The exception.
 
         Returns:
-            The answer: 500, ``{"type": "error", "error": {"type": "dsh_replay_error",
-            "message": "EndpointError: ..."}}``; the :class:`~.._errors.EndpointError` (a
-            replay error as it is) is kept in :attr:`errors`, so the test fails with it
-            at teardown.
+            The answer: :data:`REPLAY_ERROR_STATUS` with ``"EndpointError: ..."`` in the
+            route's error shape; the :class:`~.._errors.EndpointError` (a replay error as
+            it is) is kept in :attr:`errors`, so the test fails with it.
         """
+        wire = wire_for(path)
         if isinstance(error, DshReplayError):
-            return self._replay_error(error)
+            return self._replay_error(error, wire)
         where = f"{method.upper()} {path.split('?', 1)[0]}"
         failure = EndpointError(
             self._redact(
@@ -366,7 +388,7 @@ class Endpoint:
             )
         )
         failure.__cause__ = error
-        return self._replay_error(failure)
+        return self._replay_error(failure, wire)
 
     def _handle(
         self,
@@ -403,7 +425,7 @@ class Endpoint:
             route = self.router.route(headers, request)
             parent = self._parent(route, request)
         except DshReplayError as error:
-            return self._replay_error(error)
+            return self._replay_error(error, wire)
         with self._lock:
             self._count += 1
             number = self._count
@@ -494,13 +516,9 @@ class Endpoint:
         )
         return parent or self.sessions.live_parent(route.session_id)
 
-    def _replay_error(self, error: DshReplayError) -> EndpointResponse:
+    def _replay_error(self, error: DshReplayError, wire: Wire | None) -> EndpointResponse:
         self._keep(error)
-        body = {
-            "type": "error",
-            "error": {"type": "dsh_replay_error", "message": f"{type(error).__name__}: {error}"},
-        }
-        return json_response(500, body, [("x-should-retry", "false")])
+        return _not_retried(wire, f"{type(error).__name__}: {error}")
 
     # --- the recording proxy's answer --------------------------------------------------
 
@@ -518,9 +536,7 @@ class Endpoint:
         except Exception as error:
             if not relay.started:
                 message = self._redact(f"the live model failed: {type(error).__name__}: {error}")
-                return json_response(
-                    502, {"error": {"message": message, "type": "bad_gateway"}}
-                ), []
+                return _not_retried(call.wire, message), []
             raise
         if not relay.started:
             failure = None if first is None else _failure_of(first)
@@ -528,8 +544,7 @@ class Endpoint:
                 for _ in chunks:  # the call ends (and is logged) as it failed
                     pass
                 message = self._redact(str(failure["message"]))
-                body = {"error": {"message": message, "type": "bad_gateway"}}
-                return json_response(502, body, [("x-should-retry", "false")]), []
+                return _not_retried(call.wire, message), []
             return None, [] if first is None else [first]
         if relay.status >= 400:
             self.router.answered(call.route.session_id, failed=True)
@@ -576,7 +591,7 @@ class Endpoint:
         except ReplayCancelledError:
             return _dropped()
         except DshReplayError as error:
-            return self._replay_error(error)
+            return self._replay_error(error, call.wire)
         finish = next((c for c in reversed(collected) if c.get("type") == "finish"), None)
         failure = None if finish is None else _failure_of(finish)
         if failure is not None and failure.get("code") not in _IN_STREAM:
@@ -596,7 +611,7 @@ class Endpoint:
         except ReplayedModelError as error:
             failure = {"message": error.message, "code": error.code}
         except DshReplayError as error:
-            return self._replay_error(error)
+            return self._replay_error(error, call.wire)
         content = any(c.get("type") in _CONTENT for c in collected)
         if not content:
             early = _early_failure(collected)
@@ -661,7 +676,7 @@ class Endpoint:
         except ReplayCancelledError:
             return _dropped()
         except DshReplayError as error:
-            return self._replay_error(error)
+            return self._replay_error(error, call.wire)
         body = self._body(call, call.encoder(), head, chunks)
         return EndpointResponse(200, list(_SSE), body, cancel=call.cancel)
 

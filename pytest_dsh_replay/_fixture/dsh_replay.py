@@ -307,16 +307,14 @@ class DshReplay:
 
         Raises:
             DshReplayError: The first replay error an HTTP call met (binding, exhausted,
-                placeholder, script): the call was answered with a 500, and this makes the
-                test fail with the typed error.
+                placeholder, script) and nothing reported yet: the call was answered with a
+                400 (docs/wires.md#replay-errors), and this makes the test fail with the
+                typed error.
             RecordingError: While recording, the live model could not be reached (the
                 message names its base URL and the network error).
         """
         self._http.close()
-        errors = self._http.take_errors()
-        if errors:
-            raise errors[0]
-        problem = self._network_problem() if self.mode == "record" else None
+        problem = self._take_problem()
         if problem is not None:
             raise problem
 
@@ -332,6 +330,18 @@ class DshReplay:
             The count, ``0`` when the endpoint was not used.
         """
         return self._http.guessed_parents()
+
+    def _take_problem(self) -> DshReplayError | None:
+        """What made HTTP calls fail so far, each reported once (see :meth:`close`).
+
+        Returns:
+            The first replay error HTTP calls met, else, while recording, the live model
+            not being reached; ``None`` when neither happened since the last call.
+        """
+        errors = self._http.take_errors()
+        if errors:
+            return errors[0]
+        return self._network_problem() if self.mode == "record" else None
 
     # --- the model endpoint --------------------------------------------------------------
 
@@ -443,7 +453,7 @@ class DshReplay:
             order_timeout: Replay mode: the longest a call waits for the recorded order,
                 in seconds; then it fails with
                 :class:`~pytest_dsh_replay.ReplayOrderError` (the runtime gets an HTTP
-                500 and the test fails with the error at teardown).
+                400, which it does not retry, and the test fails with the error).
         """
         self._runtime.use(root, session_id, order_timeout=order_timeout)
 

@@ -20,10 +20,12 @@ __all__ = [
     "HOW_TO_RECORD",
     "RECORDED_ELSEWHERE",
     "bad_record_mode",
+    "call_failed_after",
     "cannot_record",
     "does_not_load",
     "endpoint_failed",
     "http_call_failed",
+    "met_over_http",
     "missing_recording",
     "no_live_model",
     "not_written",
@@ -159,8 +161,39 @@ def not_written(nodeid: str, problem: str, *, kept: bool) -> str:
 
 
 def http_call_failed(err: Exception) -> str:
-    """A replay error an HTTP call met (its client got a 500), shown at teardown."""
+    """A replay error an HTTP call met (its client got a 400), shown at teardown."""
+    from .._endpoint.endpoint import REPLAY_ERROR_STATUS
+
     return (
-        "a model call over HTTP failed (the client got a 500 with this message):\n"
-        f"{type(err).__name__}: {err}"
+        f"{type(err).__name__}: {err}\n(a model call over HTTP met this error: its client "
+        f"got a {REPLAY_ERROR_STATUS} with this message)"
+    )
+
+
+def met_over_http(err: Exception) -> str:
+    """What made an HTTP call fail, shown once: the typed error first.
+
+    A live model the recording could not reach (a
+    :class:`~pytest_dsh_replay.RecordingError`) is shown as itself, an endpoint's bug
+    (an :class:`~pytest_dsh_replay.EndpointError`) with the note of
+    :func:`endpoint_failed`, a replay error as :func:`http_call_failed` shows it.
+    """
+    from .._errors import EndpointError, RecordingError
+
+    if isinstance(err, RecordingError):
+        return f"{type(err).__name__}: {err}"
+    if isinstance(err, EndpointError):
+        return endpoint_failed(http_call_failed(err))
+    return http_call_failed(err)
+
+
+def call_failed_after(err: Exception, raised: str) -> str:
+    """A test whose code raised (``raised``, as shown) after an HTTP call failed (``err``).
+
+    :func:`met_over_http` leads: the code's exception (an SDK's, usually) is only its
+    echo, shown under it.
+    """
+    return (
+        f"{met_over_http(err)}\n\nthe code under test then raised (caused by the error "
+        f"above):\n{raised}"
     )

@@ -1,11 +1,11 @@
 """One test's run of the ``dsh_replay`` fixture, from set-up to teardown (pytest-free).
 
 :func:`start` resolves the test's scenario and opens it for replay or for recording,
-counting what the summary reports; :func:`check_replayed`, :func:`end_recording` and
-:func:`close` run the end-of-test work and return the failure text, if any. The plugin
-supplies what only pytest has (the temporary base, the redact hooks, the live model) as
-callables, and turns :class:`ScenarioUnavailable` and the returned texts into test
-failures.
+counting what the summary reports; :func:`check_replayed`, :func:`check_recorded`,
+:func:`failed_call`, :func:`end_recording` and :func:`close` run the end-of-test work
+and return the failure text, if any. The plugin supplies what only pytest has (the
+temporary base, the redact hooks, the live model) as callables, and turns
+:class:`ScenarioUnavailable` and the returned texts into test failures.
 """
 
 from __future__ import annotations
@@ -25,9 +25,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ScenarioUnavailable",
+    "check_recorded",
     "check_replayed",
     "close",
     "end_recording",
+    "failed_call",
     "recorded_calls",
     "start",
 ]
@@ -184,25 +186,30 @@ def check_replayed(
         recorders: The collected tests that record (read only for a replay-only test).
 
     Returns:
-        ``None`` when the check passed, else the failure text: the problem, a note when
-        another program wrote the recording and the logs differ, and the command that
-        re-records the scenario.
+        ``None`` when the check passed, else the failure text: the problem (a replay
+        error an HTTP call met first, typed, see :func:`~.messages.met_over_http`), a note
+        when another program wrote the recording and the logs differ, and the command
+        that re-records the scenario (not after a bug of the endpoint).
     """
     from .._errors import EndpointError, LogMismatchError
-    from .messages import RECORDED_ELSEWHERE, endpoint_failed, record_command, rerecord
+    from .messages import RECORDED_ELSEWHERE, met_over_http, record_command, rerecord
 
-    try:
-        replay.finish()
-    except LogMismatchError as err:
-        problem = str(err)
-        if replay.recorded_elsewhere():
-            problem += RECORDED_ELSEWHERE
-    except EndpointError as err:
-        return endpoint_failed(str(err))
-    except DshReplayError as err:
-        problem = str(err)
+    met = replay._take_problem()  # the root cause: unused calls would only be its echo
+    if met is not None:
+        if isinstance(met, EndpointError):  # a bug of the endpoint: re-recording won't help
+            return met_over_http(met)
+        problem = met_over_http(met)
     else:
-        return None
+        try:
+            replay.finish()
+        except LogMismatchError as err:
+            problem = str(err)
+            if replay.recorded_elsewhere():
+                problem += RECORDED_ELSEWHERE
+        except DshReplayError as err:
+            problem = str(err)
+        else:
+            return None
     return rerecord(problem, record_command(test, replay.path, "all", state, recorders))
 
 
@@ -268,20 +275,53 @@ def recorded_calls(sessions: Any) -> int:
     )
 
 
+def failed_call(replay: DshReplay, raised: Callable[[], str]) -> str | None:
+    """The failure text of a test whose body raised after an HTTP call failed.
+
+    Args:
+        replay: The test's replay.
+        raised: Renders the exception the body raised (an SDK's, usually).
+
+    Returns:
+        ``None`` when no HTTP call met a replay error and, while recording, the live
+        model was reached; else the typed error first, the body's exception under it.
+        The error is then reported: :func:`close` does not report it again, so the test
+        fails once.
+    """
+    from .messages import call_failed_after
+
+    problem = replay._take_problem()
+    if problem is None:
+        return None
+    return call_failed_after(problem, raised())
+
+
+def check_recorded(replay: DshReplay) -> str | None:
+    """The end-of-test check of a recording test whose body passed.
+
+    Returns:
+        ``None``, or the failure text (:func:`~.messages.met_over_http`) when an HTTP
+        call met a replay error or the live model could not be reached: the test fails
+        once, in its body, and nothing is written.
+    """
+    from .messages import met_over_http
+
+    problem = replay._take_problem()
+    return None if problem is None else met_over_http(problem)
+
+
 def close(replay: DshReplay) -> str | None:
     """Stop the model endpoint.
 
     Returns:
-        ``None``, or the failure text: a replay error an HTTP call met (its client got
-        a 500), or that the live model could not be reached while recording.
+        ``None``, or the failure text (:func:`~.messages.met_over_http`): a replay error
+        an HTTP call met (its client got a 400) and not reported yet, or that the live
+        model could not be reached while recording.
     """
-    from .._errors import RecordingError
-    from .messages import http_call_failed
+    from .messages import met_over_http
 
     try:
         replay.close()
-    except RecordingError as err:
-        return f"{type(err).__name__}: {err}"
     except DshReplayError as err:
-        return http_call_failed(err)
+        return met_over_http(err)
     return None

@@ -315,8 +315,8 @@ class AnthropicEncoder:
         return self.error_event(message, _EVENT_ERROR_TYPES.get(code, "api_error"))
 
     def replay_error_event(self, message: str) -> bytes:
-        """A replay error mid-stream: an ``api_error`` event."""
-        return self.error_event(message, "api_error")
+        """A replay error mid-stream: an ``invalid_request_error`` event (never retried)."""
+        return self.error_event(message, "invalid_request_error")
 
 
 def _content_block(block: Mapping[str, Any]) -> JSONObject | None:

@@ -347,13 +347,13 @@ def test_no_planted_key_in_a_file_or_the_terminal_and_the_recording_replays(
     # ... and a changed task fails, quoting the live task redacted.
     monkeypatch.setenv("DRIFT", "1")
     drifted = pytester.runpytest("-rA", "-vv")
-    drifted.assert_outcomes(failed=1, errors=1)
+    drifted.assert_outcomes(failed=1)  # the replay error counts once
     drifted.stdout.fnmatch_lines(
         ["*ReplayBindingError*'fetch the report for <customer> with [[]REDACTED[]] today'*"]
     )
     monkeypatch.delenv("DRIFT")
 
-    # Recording with the live server gone: the 502 and the teardown name the URL bare.
+    # Recording with the live server gone: the 400 and the failure name the URL bare.
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -362,7 +362,7 @@ def test_no_planted_key_in_a_file_or_the_terminal_and_the_recording_replays(
         "DSH_RECORD_BASE_URL", f"http://user:{URL_PASSWORD}@127.0.0.1:{port}/v1?key={URL_QUERY_KEY}"
     )
     unreachable = pytester.runpytest("--dsh-record", "-rA", "-vv")
-    unreachable.assert_outcomes(failed=1, errors=1)
+    unreachable.assert_outcomes(failed=1)
     unreachable.stdout.fnmatch_lines(
         [f"*cannot reach the live model at http://[[]REDACTED[]]@127.0.0.1:{port}/v1/chat*"]
     )

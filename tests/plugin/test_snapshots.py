@@ -196,3 +196,117 @@ def test_raw_event_snapshots_with_the_log_extension(project: pytest.Pytester) ->
     assert '"time"' not in stored
     assert any('"type":"tool/result"' in line for line in lines)
     project.runpytest().assert_outcomes(passed=3, failed=1)
+
+
+# --- a test that could not record, load or replay keeps its snapshots ----------------------
+
+KEPT_TESTS = """
+import pytest
+from pytest_dsh_replay.syrupy_ext import DshLogExtension
+
+def ask(model):
+    chunks = list(model.stream({"messages": [{"role": "user", "content": "hi"}]}))
+    assert chunks[-1]["reason"]["kind"] == "stop", chunks[-1]  # the agent gives up
+    return chunks
+
+@pytest.mark.dsh_scenario("one")
+def test_kept(dsh_replay, dsh_transcript, snapshot):
+    ask(dsh_replay.model)
+    assert dsh_replay.transcript() == dsh_transcript
+    assert dsh_replay == snapshot(extension_class=DshLogExtension)
+
+def test_plain(snapshot):
+    assert "plain" == snapshot
+"""
+
+
+def committed_snapshots(pytester: pytest.Pytester) -> Path:
+    """The module's snapshots: the test's transcript and events, an orphan, an .ambr."""
+    snapshots = pytester.path / "__snapshots__" / "test_kept"
+    snapshots.mkdir(parents=True)
+    (snapshots / "test_kept.md").write_text("# Session {{id-1}} (primary)\n")
+    (snapshots / "test_kept.jsonl").write_text('{"type":"session"}\n')
+    (snapshots / "test_gone.md").write_text("# a test that no longer exists\n")
+    (pytester.path / "__snapshots__" / "test_kept.ambr").write_text(
+        "# serializer version: 1\n# name: test_plain\n  'plain'\n# ---\n"
+    )
+    return snapshots
+
+
+def no_live_model_at(pytester: pytest.Pytester) -> None:
+    """Point the built-in live model at a loopback port nothing listens on."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    pytester._monkeypatch.setenv("DSH_RECORD_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    pytester._monkeypatch.setenv("DSH_RECORD_API_KEY", "sk-test-0123456789abcdef")
+    pytester._monkeypatch.setenv("DSH_RECORD_MODEL", "m")
+
+
+@pytest.mark.parametrize("flags", [(), ("--snapshot-update",)], ids=["plain", "update"])
+def test_a_recording_that_failed_keeps_the_tests_snapshots(
+    pytester: pytest.Pytester, flags: tuple[str, ...]
+) -> None:
+    from support.scenarios import make_scenario
+
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = snaps\n")
+    make_scenario(pytester.path / "snaps" / "one", ask="hi", primary=["Hello"])
+    snapshots = committed_snapshots(pytester)
+    pytester.makepyfile(test_kept=KEPT_TESTS)
+    no_live_model_at(pytester)
+    result = pytester.runpytest("--dsh-record=all", *flags, "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    text = result.stdout.str()
+    assert "old recording kept" in text
+    assert (snapshots / "test_kept.md").exists()
+    assert (snapshots / "test_kept.jsonl").exists()
+    # the module's other snapshots are handled as syrupy always does: only the orphan
+    # test_gone.md is unused (and deleted under --snapshot-update)
+    report = text.split("snapshot report summary")[1]
+    assert ("1 unused snapshot deleted." if flags else "1 snapshot unused.") in report
+    assert "Deleted test_kept" not in report
+    assert (snapshots / "test_gone.md").exists() is not bool(flags)
+    assert ("Deleted test_gone" in text) is bool(flags)
+    assert (pytester.path / "__snapshots__" / "test_kept.ambr").exists()
+
+
+@pytest.mark.parametrize(
+    "flags", [(), ("--snapshot-update",), ("--snapshot-warn-unused",)], ids=str
+)
+def test_a_scenario_that_does_not_load_keeps_the_tests_snapshots(
+    pytester: pytest.Pytester, flags: tuple[str, ...]
+) -> None:
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = snaps\n")
+    (pytester.path / "snaps" / "one").mkdir(parents=True)
+    (pytester.path / "snaps" / "one" / "session.jsonl").write_text("not json\n")
+    snapshots = committed_snapshots(pytester)
+    (snapshots / "test_gone.md").unlink()
+    pytester.makepyfile(test_kept=KEPT_TESTS)
+    result = pytester.runpytest(*flags, "-p", "no:randomly")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*the dsh scenario for test_kept.py::test_kept does not load*"])
+    text = result.stdout.str()
+    assert (snapshots / "test_kept.md").exists()
+    assert (snapshots / "test_kept.jsonl").exists()
+    report = text.split("snapshot report summary")[1]
+    assert "unused" not in report
+    assert "Deleted" not in report
+
+
+def test_a_replay_error_keeps_the_tests_snapshots(pytester: pytest.Pytester) -> None:
+    from support.scenarios import make_scenario
+
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = snaps\n")
+    make_scenario(pytester.path / "snaps" / "one", ask="hi", primary=["Hello"])
+    snapshots = committed_snapshots(pytester)
+    (snapshots / "test_gone.md").unlink()
+    twice = "    ask(dsh_replay.model)\n"  # one call more than recorded
+    pytester.makepyfile(test_kept=KEPT_TESTS.replace(twice, twice * 2))
+    result = pytester.runpytest("--snapshot-update", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*ReplayExhaustedError*"])
+    assert (snapshots / "test_kept.md").exists()
+    assert (snapshots / "test_kept.jsonl").exists()
+    assert "Deleted" not in result.stdout.str()

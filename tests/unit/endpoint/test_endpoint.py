@@ -7,6 +7,7 @@ import json
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -281,27 +282,78 @@ def test_a_transport_failure_drops_the_connection() -> None:
         sdk_openai(endpoint).chat.completions.create(model="m", messages=[], stream=True)
 
 
-# --- replay errors: a 500 with the message, kept for teardown ------------------------
+# --- replay errors: a status nobody retries, the message, kept for the test -------------
+
+# Each route's first call of a scenario with no call: a replay error at once.
+REPLAY_ERROR_CALLS: dict[str, tuple[str, dict[str, Any], Callable[[Any], Any]]] = {
+    "chat": ("/v1/chat/completions", ask("a"), lambda b: b["error"]),
+    "responses": ("/v1/responses", {"model": "m", "input": "a"}, lambda b: b["error"]),
+    "messages": ("/v1/messages", {**ask("a"), "max_tokens": 9}, lambda b: b["error"]),
+    "gemini": (
+        "/v1beta/models/m:generateContent",
+        {"contents": [{"role": "user", "parts": [{"text": "a"}]}]},
+        lambda b: b["error"],
+    ),
+}
 
 
-def test_a_replay_error_answers_500_with_the_message_and_is_kept() -> None:
-    endpoint = Endpoint.replaying(ReplayModel(single(reply("only"))))
-    sdk = sdk_openai(endpoint)
-    sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "a"}])
-    with pytest.raises(openai.InternalServerError) as info:
-        sdk.chat.completions.create(
-            model="m",
-            messages=[
-                {"role": "user", "content": "a"},
-                {"role": "assistant", "content": "only"},
-                {"role": "user", "content": "b"},
-            ],
+def no_calls() -> Endpoint:
+    return Endpoint.replaying(ReplayModel(single()))
+
+
+@pytest.mark.parametrize("route", REPLAY_ERROR_CALLS)
+def test_a_replay_error_answers_400_in_the_wires_error_shape(route: str) -> None:
+    path, body, error_of = REPLAY_ERROR_CALLS[route]
+    endpoint = no_calls()
+    response = client(endpoint).post(path, json=body)
+    # 400: neither the SDKs (they retry 408, 409, 429, 5xx) nor the dsh runtime retry it
+    assert response.status_code == 400
+    assert response.headers["x-should-retry"] == "false"
+    assert response.headers["content-type"].startswith("application/json")
+    error = error_of(response.json())
+    assert error["message"].startswith("ReplayExhaustedError: ")
+    assert "asked for call #1" in error["message"]
+    shape = {k: v for k, v in error.items() if k != "message"}
+    assert (
+        shape
+        == {
+            "chat": {"type": "invalid_request_error", "param": None, "code": None},
+            "responses": {"type": "invalid_request_error", "param": None, "code": None},
+            "messages": {"type": "invalid_request_error"},
+            "gemini": {"code": 400, "status": "INVALID_ARGUMENT"},
+        }[route]
+    )
+    if route == "messages":
+        assert response.json()["type"] == "error"
+    (kept,) = endpoint.errors
+    assert isinstance(kept, ReplayExhaustedError)
+
+
+def test_the_sdks_raise_a_replay_error_at_once_with_their_default_retries() -> None:
+    endpoint = no_calls()
+    http = httpx_module().Client(transport=sync_transport(endpoint))
+    sdk = openai.OpenAI(base_url="http://t/v1", api_key="k", http_client=http)  # 2 retries
+    with pytest.raises(openai.BadRequestError) as info:
+        sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "a"}])
+    assert info.value.message.startswith("Error code: 400 - ReplayExhaustedError: ")
+    with pytest.raises(openai.BadRequestError):
+        sdk.responses.create(model="m", input="a")
+    messages = anthropic.Anthropic(base_url="http://t", api_key="k", http_client=http)
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        messages.messages.create(
+            model="m", max_tokens=9, messages=[{"role": "user", "content": "a"}]
         )
-    assert "ReplayExhaustedError" in info.value.message
-    assert info.value.response.headers["x-should-retry"] == "false"
-    (error,) = endpoint.errors
-    assert isinstance(error, ReplayExhaustedError)
-    assert "asked for call #2" in str(error)
+    assert "ReplayExhaustedError: " in refused.value.message
+    # one request each: a retry would have met (and kept) the error again
+    assert [type(e) for e in endpoint.errors] == [ReplayExhaustedError] * 3
+
+
+def test_a_replay_error_after_the_stream_started_is_an_error_the_runtime_does_not_retry() -> None:
+    from pytest_dsh_replay._wire.anthropic import AnthropicWire
+
+    frame = AnthropicWire().encoder({}, model="m", call_id="c").replay_error_event("boom")
+    event = json.loads(frame.decode().split("data: ", 1)[1])
+    assert event == {"type": "error", "error": {"type": "invalid_request_error", "message": "boom"}}
 
 
 def test_content_that_cannot_decide_fails_showing_the_first_messages() -> None:
@@ -321,7 +373,7 @@ def test_content_that_cannot_decide_fails_showing_the_first_messages() -> None:
         {"role": "user", "content": "more"},
     ]
     response = http.post("/v1/chat/completions", json={"model": "m", "messages": follow})
-    assert response.status_code == 500
+    assert response.status_code == 400
     assert "continues the latest request of 2 sessions alike" in response.text
     assert "'same'" in response.text
     assert isinstance(endpoint.errors[0], ReplayBindingError)

@@ -210,8 +210,8 @@ class Closing:
 def test_closing_reports_what_an_http_call_met() -> None:
     failed = runs.close(Closing(runs.ScenarioUnavailable("boom")))  # type: ignore[arg-type]
     assert failed == (
-        "a model call over HTTP failed (the client got a 500 with this message):\n"
-        "ScenarioUnavailable: boom"
+        "ScenarioUnavailable: boom\n"
+        "(a model call over HTTP met this error: its client got a 400 with this message)"
     )
     unreachable = runs.close(Closing(RecordingError("no server")))  # type: ignore[arg-type]
     assert unreachable == "RecordingError: no server"
