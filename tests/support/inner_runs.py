@@ -36,6 +36,10 @@ def _quiet_third_party_config(pytester: pytest.Pytester, monkeypatch: pytest.Mon
     # pytest-benchmark, when installed, warns under xdist: keep it out of inner runs.
     # Hypothesis and pytest-recording (vcr) are not used by any inner run and cost about
     # a second of start-up in every inner subprocess and xdist worker: keep them out too.
+    # An inner run is a user's run, also when the outer one is an xdist worker: syrupy
+    # and others read these variables to act as a worker (syrupy then reports nothing).
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(
         "PYTEST_ADDOPTS",
         "-o asyncio_default_fixture_loop_scope=function"
