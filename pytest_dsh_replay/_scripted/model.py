@@ -336,8 +336,9 @@ class ScriptedRequest:
         prompt: The text of the request's last message when it is a user message (its
             text blocks joined by newlines); ``""`` when the request ends otherwise (in
             tool results, say).
-        tool_results: The texts of the tool results that end the request (after the last
-            assistant message), in order; empty when it ends in a user's words.
+        tool_results: The texts of the tool results after the last assistant message
+            (what the request answers the model's last tool calls with), in order; empty
+            when there are none.
         messages: The conversation as ``(role, text)`` pairs in order, ``role`` being
             ``"user"``, ``"assistant"`` or ``"tool"`` (tool results); the system prompt is
             :attr:`system`.
@@ -382,9 +383,10 @@ class ScriptedRequest:
             messages.append((roles[item.kind], text))
         trailing: list[str] = []
         for role, text in reversed(messages):
-            if role != "tool":
+            if role == "assistant":
                 break
-            trailing.insert(0, text)
+            if role == "tool":
+                trailing.insert(0, text)
         header = conversation.header or {}
         tools = header.get("tools") if isinstance(header.get("tools"), list) else []
         model = view.get("model")

@@ -37,21 +37,26 @@ _WATCH_S: Final = 0.1  # how often the idle watch looks
 _KEY_HEADERS: Final = ("x-api-key", "x-goog-api-key")
 
 
-@dataclass(frozen=True)
+@dataclass
 class ReceivedRequest:
-    """One HTTP request a :class:`ScriptedServer` received.
+    """One HTTP request a :class:`ScriptedServer` received, and what it answered.
 
     Attributes:
         method: The HTTP method.
         path: The path, with its query string.
         headers: The headers, lower-case names.
         body: The parsed JSON body (``None`` when it is not JSON).
+        status: The answer's HTTP status (``None`` until answered, and for a dropped
+            connection).
+        response: The answer's body bytes as sent so far (before the chunked framing).
     """
 
     method: str
     path: str
     headers: dict[str, str]
     body: Any = field(repr=False)
+    status: int | None = None
+    response: bytearray = field(default_factory=bytearray, repr=False)
 
 
 class _AnyRouter(Router):
@@ -96,9 +101,10 @@ class _Served:
 class _Tracked:
     """A response body that tells the server when it has been sent (or dropped)."""
 
-    def __init__(self, body: Iterator[bytes], done: Any):
+    def __init__(self, body: Iterator[bytes], done: Any, kept: bytearray):
         self._body = body
         self._done = done
+        self._kept = kept
         self._ended = False
 
     def __iter__(self) -> _Tracked:
@@ -106,10 +112,12 @@ class _Tracked:
 
     def __next__(self) -> bytes:
         try:
-            return next(self._body)
+            piece = next(self._body)
         except BaseException:
             self.close()
             raise
+        self._kept.extend(piece)
+        return piece
 
     def close(self) -> None:
         if not self._ended:
@@ -139,7 +147,7 @@ class _ScriptedEndpoint(Endpoint):
         timeout: float | None = None,
     ) -> EndpointResponse:
         owner = self._owner
-        owner._began(method, path, headers, body)
+        received = owner._began(method, path, headers, body)
         response: EndpointResponse | None = None
         try:
             if not owner._authorized(headers):
@@ -151,7 +159,8 @@ class _ScriptedEndpoint(Endpoint):
                 owner._ended()
         if response.drop:
             return response
-        response.body = _Tracked(response.body, owner._ended)
+        received.status = response.status
+        response.body = _Tracked(response.body, owner._ended, received.response)
         return response
 
 
@@ -279,15 +288,19 @@ class ScriptedServer:
         given.append(bearer[7:] if bearer.lower().startswith("bearer ") else "")
         return any(hmac.compare_digest(value.encode(), key.encode()) for value in given if value)
 
-    def _began(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> None:
+    def _began(
+        self, method: str, path: str, headers: Mapping[str, str], body: bytes
+    ) -> ReceivedRequest:
         try:
             parsed: Any = orjson.loads(body) if body else None
         except orjson.JSONDecodeError:
             parsed = None
+        received = ReceivedRequest(method, path, dict(headers), parsed)
         with self._lock:
-            self.requests.append(ReceivedRequest(method, path, dict(headers), parsed))
+            self.requests.append(received)
             self._active += 1
             self._last = time.monotonic()
+        return received
 
     def _ended(self) -> None:
         with self._lock:
