@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         ReplayOrderError,
         ScenarioError,
         SchemaVersionError,
+        ScriptedModelError,
         ScriptError,
         SessionForkError,
         SessionLogError,
@@ -62,6 +63,16 @@ if TYPE_CHECKING:
     from ._recording.recorder import RecordingModel
     from ._replay.model import ReplayBinding, ReplayModel
     from ._replay.placeholders import PATTERN_TIMEOUT_S
+    from ._scripted.model import (
+        Answer,
+        Hang,
+        ProviderFailure,
+        Rule,
+        ScriptedModel,
+        ScriptedRequest,
+        ToolCall,
+    )
+    from ._scripted.server import ReceivedRequest, ScriptedServer
     from ._scripts.builder import derive_replay_script
     from ._scripts.entries import MAX_CHUNK_NESTING, ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
     from ._scripts.loading import load_scenario
@@ -75,12 +86,14 @@ if TYPE_CHECKING:
 
 # In plain sorted order (the constants among the classes), as test_layering checks.
 __all__ = [  # noqa: RUF022
+    "Answer",
     "ChunkRun",
     "ChunksEntry",
     "DshReplay",
     "DshReplayError",
     "EndpointError",
     "Event",
+    "Hang",
     "HangEntry",
     "IDLE_TIMEOUT_S",
     "JsonlBackend",
@@ -95,7 +108,9 @@ __all__ = [  # noqa: RUF022
     "OverrideError",
     "PATTERN_TIMEOUT_S",
     "PlaceholderError",
+    "ProviderFailure",
     "REQUEST_TIMEOUT_S",
+    "ReceivedRequest",
     "RecordingError",
     "RecordingModel",
     "Redactor",
@@ -108,10 +123,15 @@ __all__ = [  # noqa: RUF022
     "ReplayModel",
     "ReplayOrderError",
     "ReplayedModelError",
+    "Rule",
     "Scenario",
     "ScenarioError",
     "SchemaVersionError",
     "ScriptError",
+    "ScriptedModel",
+    "ScriptedModelError",
+    "ScriptedRequest",
+    "ScriptedServer",
     "Session",
     "SessionBackend",
     "SessionForkError",
@@ -124,6 +144,7 @@ __all__ = [  # noqa: RUF022
     "StoredLog",
     "StreamChunk",
     "ThrowEntry",
+    "ToolCall",
     "UnservedRouteError",
     "completed_turn_prefix",
     "decode_storage_record",
@@ -200,6 +221,16 @@ _MODULE_OF: dict[str, str] = {
     "parse_session_log": "_format.jsonl",
     "read_session_log": "_format.jsonl",
     "write_scenario": "_scripts.scenario",
+    "Answer": "_scripted.model",
+    "Hang": "_scripted.model",
+    "ProviderFailure": "_scripted.model",
+    "Rule": "_scripted.model",
+    "ScriptedModel": "_scripted.model",
+    "ScriptedRequest": "_scripted.model",
+    "ToolCall": "_scripted.model",
+    "ReceivedRequest": "_scripted.server",
+    "ScriptedServer": "_scripted.server",
+    "ScriptedModelError": "_errors",
 }
 
 

@@ -22,7 +22,8 @@ shares, so code that already catches ``ValueError`` or ``RuntimeError`` keeps wo
     ├── ReplayOrderError(RuntimeError)         concurrent sessions left the recorded order
     ├── UnservedRouteError(LookupError)        a client called a route the endpoint does not serve
     ├── EndpointError(RuntimeError)            the endpoint failed answering a request (a bug)
-    └── RecordingError(RuntimeError)           a recording could not be written
+    ├── RecordingError(RuntimeError)           a recording could not be written
+    └── ScriptedModelError(ValueError)         a scripted model's rule is invalid or none answers
 
 Messages follow one form: where (file:line, session, call), what was expected, what was
 found, and the fix when there is one. The fork codes are explained in
@@ -51,6 +52,7 @@ __all__ = [
     "ScenarioError",
     "SchemaVersionError",
     "ScriptError",
+    "ScriptedModelError",
     "SessionForkError",
     "SessionLogError",
     "SessionStoreError",
@@ -311,3 +313,15 @@ class EndpointError(DshReplayError, RuntimeError):
 
 class RecordingError(DshReplayError, RuntimeError):
     """A recording could not be made or written (``--dsh-record``)."""
+
+
+class ScriptedModelError(DshReplayError, ValueError):
+    """A scripted live model was given an invalid rule or answer, or no rule answers a call.
+
+    Raised when a ``ScriptedModel``, ``Rule``, ``Answer``, ``ToolCall``,
+    ``ProviderFailure`` or ``Hang`` is built from values it cannot use (the message names
+    the rule by its position and the field, what was expected and what was given), and
+    when a call matches no rule and the model has no default answer (the message names
+    the call's number and its prompt; over HTTP the call is answered 500 and the server
+    raises the error when its ``with`` block ends). See docs/recording.md#scripted-model.
+    """

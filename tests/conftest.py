@@ -1,11 +1,12 @@
 """Shared test configuration: the live model that ``--dsh-record`` uses in this repo.
 
 The project's example scenarios (``example_snapshots/``) are recorded through the
-built-in OpenAI-compatible adapter against a scripted server on 127.0.0.1 that this
-conftest starts on demand (see ``tests/support/openai_server.py``): no network, no API key.
-Scenarios named ``runtime-*`` (the real dsh runtime, ``tests/e2e/test_dsh_runtime.py``) get a
-second scripted server whose answers follow ``runtime_agent.RuntimePlan``; the runtime
-reaches it through the fixture's recording proxy (``POST /v1/messages``).
+built-in OpenAI-compatible adapter against the package's scripted live model served on
+127.0.0.1 (``ScriptedServer``), which this conftest starts on demand with the script of
+``tests/support/scripted.py``: no network, no API key. Scenarios named ``runtime-*`` (the
+real dsh runtime, ``tests/e2e/test_dsh_runtime.py``) get a second scripted server whose
+answers follow ``runtime_agent.runtime_model``; the runtime reaches it through the
+fixture's recording proxy (``POST /v1/messages``).
 Set ``DSH_RECORD_BASE_URL``, ``DSH_RECORD_API_KEY`` and ``DSH_RECORD_MODEL`` to record
 against a real OpenAI-compatible endpoint instead.
 """
@@ -26,22 +27,25 @@ LOCAL_KEY = "sk-local-scripted-server-0000000000"
 def pytest_dsh_replay_live_model(config: pytest.Config, scenario_path: Path) -> Any:
     if os.environ.get("DSH_RECORD_BASE_URL"):
         return None  # the built-in adapter, configured from the environment
-    from support.openai_server import OpenAIServer
+    from support.scripted import directive_model
 
     from pytest_dsh_replay._recording.live_openai import OpenAICompatibleModel
 
     if scenario_path.name.startswith("runtime-"):
-        from support.runtime_agent import RuntimePlan
+        from support.runtime_agent import runtime_model
 
-        server = config.stash.get(_RUNTIME_SERVER, None)
-        if server is None:
-            server = config.stash[_RUNTIME_SERVER] = OpenAIServer(idle_timeout=600).start()
-        server.responder = RuntimePlan()  # a fresh plan per scenario ([[fail]] state)
-        return OpenAICompatibleModel(base_url=server.base_url, api_key=LOCAL_KEY)
-    server = config.stash.get(_SERVER, None)
-    if server is None:
-        server = config.stash[_SERVER] = OpenAIServer(idle_timeout=600).start()
-    return OpenAICompatibleModel(base_url=server.base_url, api_key=LOCAL_KEY, model="scripted")
+        previous = config.stash.get(_RUNTIME_SERVER, None)
+        if previous is not None:
+            previous.stop()
+        # a fresh script per scenario (its [[fail]] memory)
+        runtime = config.stash[_RUNTIME_SERVER] = runtime_model().serve(idle_timeout=600)
+        return OpenAICompatibleModel(base_url=runtime.base_url + "/v1", api_key=LOCAL_KEY)
+    server: Any = config.stash.get(_SERVER, None)
+    if server is None or not server.running:
+        server = config.stash[_SERVER] = directive_model().serve(idle_timeout=600)
+    return OpenAICompatibleModel(
+        base_url=server.base_url + "/v1", api_key=LOCAL_KEY, model="scripted"
+    )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -13,16 +13,17 @@ from support.readme import first_test_code
 pytestmark = pytest.mark.e2e
 
 RUNTIME_LIVE = """
-from support.openai_server import OpenAIServer
-from support.runtime_agent import RuntimePlan
+from support.runtime_agent import runtime_model
 
 from pytest_dsh_replay._recording.live_openai import OpenAICompatibleModel
 
-SERVER = OpenAIServer(RuntimePlan(), idle_timeout=600).start()
+SERVER = runtime_model().serve(idle_timeout=600)
 
 
 def pytest_dsh_replay_live_model(config, scenario_path):
-    return OpenAICompatibleModel(base_url=SERVER.base_url, api_key="sk-local-0000000000000000")
+    return OpenAICompatibleModel(
+        base_url=SERVER.base_url + "/v1", api_key="sk-local-0000000000000000"
+    )
 
 
 def pytest_unconfigure(config):
@@ -34,7 +35,7 @@ def test_readme_runtime_example_records_through_the_proxy_then_replays(
     pytester: pytest.Pytester,
 ) -> None:
     # The dsh runtime itself, as users run it: recorded through the recording proxy in
-    # front of the project's scripted loopback server, written from the runtime's own
+    # front of the package's scripted model on loopback, written from the runtime's own
     # logs, then replayed with no server but the endpoint.
     from support.runtime_agent import runtime_missing
 

@@ -1,11 +1,12 @@
 """The logs the real dsh runtime writes load as what its model sent, chunk for chunk.
 
 The runtime (the ``e2e`` extra) runs the delegating and the retrying scenario against
-the scripted loopback server directly, writing its logs the way it does by default
-(``session.v4.jsonl.zstd``, one zstd frame per write batch). ``load_scenario(root,
-session_id)`` must then give, per session, one entry per HTTP answer the server sent to
-that session, in order: the same text, thinking and tool-argument deltas, the same
-stop reason, and an error entry with the status and message of each HTTP error.
+the package's scripted model on loopback (``ScriptedServer``) directly, writing its logs
+the way it does by default (``session.v4.jsonl.zstd``, one zstd frame per write batch).
+``load_scenario(root, session_id)`` must then give, per session, one entry per HTTP
+answer the server sent to that session, in order: the same text, thinking and
+tool-argument deltas, the same stop reason, and an error entry with the status and
+message of each HTTP error.
 """
 
 from __future__ import annotations
@@ -15,10 +16,15 @@ from typing import Any
 
 import orjson
 import pytest
-from support.openai_server import OpenAIServer
-from support.runtime_agent import PRIMARY_ID, SCENARIOS, RuntimeDriver, RuntimePlan, runtime_missing
+from support.runtime_agent import (
+    PRIMARY_ID,
+    SCENARIOS,
+    RuntimeDriver,
+    runtime_missing,
+    runtime_model,
+)
 
-from pytest_dsh_replay import load_scenario
+from pytest_dsh_replay import ReceivedRequest, load_scenario
 from pytest_dsh_replay._wire.base import SSEParser
 
 pytestmark = [
@@ -29,33 +35,21 @@ pytestmark = [
 _STOPS = {"end_turn": "stop", "tool_use": "tool-calls", "max_tokens": "max-tokens"}
 
 
-def _dechunk(body: bytes) -> bytes:
-    """A chunked transfer-encoded body, joined."""
-    out = b""
-    while body:
-        size, _, rest = body.partition(b"\r\n")
-        n = int(size, 16)
-        if n == 0:
-            break
-        out += rest[:n]
-        body = rest[n + 2 :]
-    return out
-
-
-def sent(raw: bytes | bytearray) -> dict[str, Any]:
-    """What the server sent for one request, as the runtime's chunks would show it."""
-    head, _, body = bytes(raw).partition(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1])
-    if status != 200:
-        return {"status": status, "message": orjson.loads(body)["error"]["message"]}
+def sent(request: ReceivedRequest) -> dict[str, Any]:
+    """What the server answered one request, as the runtime's chunks would show it."""
+    body = bytes(request.response)
+    if request.status != 200:
+        return {"status": request.status, "message": orjson.loads(body)["error"]["message"]}
     deltas: list[tuple[str, str]] = []
     stop = None
-    for _, data in SSEParser().feed(_dechunk(body)):
+    for _, data in SSEParser().feed(body):
         event = orjson.loads(data)
         if event["type"] == "content_block_start" and event["content_block"]["type"] == "tool_use":
             deltas.append(("tool-call-delta", ""))  # the runtime opens a call with its name
         elif event["type"] == "content_block_delta":
             delta = event["delta"]
+            if delta["type"] == "signature_delta":
+                continue
             kind, field = {
                 "text_delta": ("text-delta", "text"),
                 "thinking_delta": ("reasoning-delta", "thinking"),
@@ -87,9 +81,8 @@ def test_zstd_logs_load_as_the_server_sent_them(tmp_path: Path) -> None:
     # first call fails with a 500.
     prompts = [*SCENARIOS["runtime-retry"][:1], *SCENARIOS["runtime-mixed"][1:]]
     prompts += SCENARIOS["runtime-retry"][1:]
-    with OpenAIServer(RuntimePlan()) as server:
-        base_url = f"http://127.0.0.1:{server.port}"
-        with RuntimeDriver(base_url, tmp_path, compression="zstd") as runtime:
+    with runtime_model().serve() as server:
+        with RuntimeDriver(server.base_url, tmp_path, compression="zstd") as runtime:
             runtime.run(prompts)
         requests = list(server.requests)
     logs = sorted(p.name for p in runtime.root.rglob("session.*"))
@@ -98,7 +91,7 @@ def test_zstd_logs_load_as_the_server_sent_them(tmp_path: Path) -> None:
     assert len(scenario.scripts) == 1 + len(runtime.children)
     for script in scenario.scripts:
         answers = [
-            sent(r.response)
+            sent(r)
             for r in requests
             if r.headers.get("x-deepseek-harness-session-id") == script.recorded_id
         ]

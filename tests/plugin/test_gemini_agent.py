@@ -3,8 +3,9 @@
 A user's test calls a function through ``dsh_replay.gemini_client()`` (a ``functionCall``
 answer, then a text answer to the ``functionResponse``). It is recorded once from a
 scripted live model given by the ``pytest_dsh_replay_live_model`` hook (its chunks are
-sent on the Gemini wire), and once through the recording proxy from a scripted Gemini
-server on 127.0.0.1; each recording then replays with no live model at all.
+sent on the Gemini wire), and once through the recording proxy from the package's
+scripted model served on 127.0.0.1 (``ScriptedServer``, the Gemini wire); each
+recording then replays with no live model at all.
 """
 
 from __future__ import annotations
@@ -12,7 +13,21 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.gemini_server import ANSWER, GeminiServer
+
+from pytest_dsh_replay import Answer, Rule, ScriptedModel, ToolCall
+
+ANSWER = "It is 5."
+# The provider: a thought and a call of add first, the answer once the call's result came.
+PROVIDER = [
+    Rule(
+        Answer(
+            text=ANSWER,
+            usage={"inputTokens": 10, "cacheReadTokens": 2, "outputTokens": 4, "totalTokens": 18},
+        ),
+        when=lambda r: bool(r.tool_results),
+    ),
+    Rule(Answer(reasoning="I will add.", tool_calls=[ToolCall("add", {"a": 2, "b": 3})])),
+]
 
 USER_TEST = """
 import pytest
@@ -44,30 +59,16 @@ def test_agent(dsh_replay):
 
 # A live model for --dsh-record: a tool call first, the answer once a tool result came.
 CONFTEST = """
-TOOL = [
-    {"type": "block-start", "index": 0, "blockType": "tool-call"},
-    {"type": "tool-call-delta", "index": 0, "id": "call_add_1", "name": "add",
-     "argumentsDelta": '{"a": 2, "b": 3}'},
-    {"type": "block-end", "index": 0, "block": {"type": "tool-call", "id": "call_add_1",
-     "name": "add", "arguments": '{"a": 2, "b": 3}'}},
-    {"type": "finish", "reason": {"kind": "tool-calls"}},
-]
-TEXT = [
-    {"type": "block-start", "index": 0, "blockType": "text"},
-    {"type": "text-delta", "index": 0, "text": "It is "},
-    {"type": "text-delta", "index": 0, "text": "5."},
-    {"type": "block-end", "index": 0, "block": {"type": "text", "text": "It is 5."}},
-    {"type": "usage", "usage": {"inputTokens": 7, "outputTokens": 3}},
-    {"type": "finish", "reason": {"kind": "stop"}},
-]
+from pytest_dsh_replay import Answer, Rule, ScriptedModel, ToolCall
 
-class ScriptedLive:
-    def stream(self, request, **kwargs):
-        answered = request["messages"][-1]["role"] == "tool"
-        yield from (TEXT if answered else TOOL)
+MODEL = ScriptedModel([
+    Rule(Answer(text="It is 5.", usage={"inputTokens": 7, "outputTokens": 3}),
+         when=lambda request: bool(request.tool_results)),
+    Rule(Answer(tool_calls=[ToolCall("add", '{"a": 2, "b": 3}', id="call_add_1")])),
+])
 
 def pytest_dsh_replay_live_model(config, scenario_path):
-    return ScriptedLive()
+    return MODEL
 """
 
 
@@ -99,19 +100,19 @@ def test_gemini_client_replays_a_recorded_function_calling_session(
 def test_gemini_calls_record_through_the_proxy_and_replay_without_the_server(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with GeminiServer(idle_timeout=120) as server:
+    with ScriptedModel(PROVIDER).serve(idle_timeout=120) as server:
         monkeypatch.setenv("DSH_RECORD_BASE_URL", "http://127.0.0.1:9/v1")  # not used
         monkeypatch.setenv("DSH_RECORD_API_KEY", "live-gemini-key-0123456789")
         monkeypatch.setenv("DSH_RECORD_GEMINI_BASE_URL", server.base_url)
         project.runpytest("--dsh-record").assert_outcomes(passed=1)
         requests = list(server.requests)
-    assert [path for path, _, _ in requests] == [
+    assert [r.path for r in requests] == [
         "/v1/models/gemini-x:generateContent",
         "/v1/models/gemini-x:streamGenerateContent?alt=sse",
     ]
-    for _, headers, _ in requests:
-        assert headers["x-goog-api-key"] == "live-gemini-key-0123456789"
-    second = requests[1][2]["contents"]
+    for request in requests:
+        assert request.headers["x-goog-api-key"] == "live-gemini-key-0123456789"
+    second = requests[1].body["contents"]
     assert "functionResponse" in second[-1]["parts"][0]
     written = (project.path / "recordings" / "gemini-agent" / "session.jsonl").read_text()
     assert "live-gemini-key-0123456789" not in written

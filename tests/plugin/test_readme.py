@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 from support.paths import PYPROJECT, README
@@ -110,7 +111,7 @@ def test_readme_joins_the_record_mode_with_equals_when_anything_follows(
 
 def test_readme_runtime_section_says_how_to_record_offline_and_keep_web_tools_off() -> None:
     # What the runtime section states about this project's own runtime tests holds: the
-    # files it points at exist, the scripted plan calls no tool but the two delegation
+    # files it points at exist, the scripted model calls no tool but the two delegation
     # tools, and the recorded runtime scenarios hold no web call (the tools are only
     # offered: in the request header's tool list and the system prompt).
     from support.runtime_agent import _DELEGATIONS
@@ -120,7 +121,7 @@ def test_readme_runtime_section_says_how_to_record_offline_and_keep_web_tools_of
     assert "**Recording without a live model.**" in section
     assert "**The runtime's network tools.**" in section
     for name in (
-        "tests/support/openai_server.py",
+        "tests/support/scripted.py",
         "tests/support/runtime_agent.py",
         "tests/conftest.py",
     ):
@@ -212,3 +213,49 @@ def test_readme_is_right_that_async_tests_need_an_async_plugin(pytester: pytest.
     assert without.ret != 0 or "skipped" in without.stdout.str()
     without.stdout.fnmatch_lines(["*async def functions are not natively supported*"])
     pytester.runpytest("-p", "asyncio").assert_outcomes(passed=1)
+
+
+SCRIPTED = "### Recording without a key: the scripted model"
+
+
+def test_readme_scripted_model_records_the_first_test_then_replays(
+    pytester: pytest.Pytester,
+) -> None:
+    # The section's conftest as printed records *Your first test* in process, no key.
+    pytester.makepyfile(test_capital=first_test_code())
+    pytester.makeconftest(first_test_code(SCRIPTED))
+    pytester.runpytest("--dsh-record=missing").assert_outcomes(passed=1)
+    recorded = (pytester.path / "dsh_snapshots" / "capital" / "session.jsonl").read_text()
+    assert "The capital is Paris." in recorded
+    pytester.makeconftest("")
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_readme_scripted_model_rules_answer_as_the_section_says() -> None:
+    namespace: dict[str, Any] = {}
+    exec(first_test_code(SCRIPTED), namespace)  # the conftest as printed
+    model = namespace["MODEL"]
+
+    def reply(*messages: dict[str, Any]) -> list[dict[str, Any]]:
+        return list(model.stream({"messages": list(messages)}))
+
+    flaky = {"role": "user", "content": "[[flaky]] hi"}
+    assert reply(flaky)[-1]["reason"]["failure"]["status"] == 429
+    assert reply(flaky)[-1]["reason"] == {"kind": "stop"}
+    (call,) = [c for c in reply({"role": "user", "content": "add 2 and 3"}) if "block" in c]
+    assert call["block"]["arguments"] == '{"a":2,"b":3}'
+    answered = reply(
+        {"role": "user", "content": "add 2 and 3"},
+        {"role": "assistant", "content": [{**call["block"]}]},
+        {"role": "tool", "tool_call_id": call["block"]["id"], "content": "5"},
+    )
+    assert "".join(c.get("text", "") for c in answered) == "The sum is 5."
+
+
+def test_readme_scripted_server_example_runs_an_agent_process(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("openai")
+    section = README.read_text(encoding="utf-8").split(SCRIPTED, 1)[1]
+    blocks = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.S)
+    assert len(blocks) == 2, "the scripted model section lost one of its two examples"
+    pytester.makepyfile(test_agent=blocks[1])
+    pytester.runpytest_subprocess().assert_outcomes(passed=1)

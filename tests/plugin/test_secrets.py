@@ -286,18 +286,21 @@ def test_agent(dsh_replay, dsh_transcript):
 """
 
 
-def agent_responder(body: dict[str, Any]) -> Any:
-    from support.openai_server import HttpError, Reply, ToolCall
+def agent_provider() -> Any:
+    """The live provider: a tool call, its answer, a text, and a 401 echoing the key."""
+    from pytest_dsh_replay import Answer, ProviderFailure, Rule, ScriptedModel, ToolCall
 
-    last = body["messages"][-1]
-    if last["role"] == "tool":
-        return Reply(text="planned")
-    if last["content"] == "plan the work":
-        return Reply(tool_calls=[ToolCall("lookup")])
-    if last["content"] == "again":  # the provider echoes the key it was sent
-        message = f"Incorrect API key provided: {LIVE_KEY}."
-        return Reply(error=HttpError(401, message, code="invalid_api_key"))
-    return Reply(text="fetched")
+    echo = f"Incorrect API key provided: {LIVE_KEY}."  # the provider echoes the key it was sent
+    return ScriptedModel(
+        [
+            Rule(Answer(text="planned"), when=lambda r: bool(r.tool_results) and not r.prompt),
+            Rule(
+                Answer(tool_calls=[ToolCall("lookup")]), when=lambda r: r.prompt == "plan the work"
+            ),
+            Rule(ProviderFailure(401, echo), when=lambda r: r.prompt == "again"),
+        ],
+        default=Answer(text="fetched"),
+    )
 
 
 def key_leaks(text: str) -> list[str]:
@@ -318,14 +321,12 @@ def test_no_planted_key_in_a_file_or_the_terminal_and_the_recording_replays(
 ) -> None:
     import socket
 
-    from support.openai_server import OpenAIServer
-
     pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
     pytester.makeconftest(AGENT_CONFTEST)
     pytester.makepyfile(test_agent=AGENT_TESTS)
     monkeypatch.setenv("DSH_RECORD_API_KEY", LIVE_KEY)
     monkeypatch.setenv("DSH_RECORD_MODEL", "m")
-    with OpenAIServer(agent_responder) as server:
+    with agent_provider().serve() as server:
         monkeypatch.setenv(
             "DSH_RECORD_BASE_URL",
             f"http://user:{URL_PASSWORD}@127.0.0.1:{server.port}/v1?key={URL_QUERY_KEY}",

@@ -1,5 +1,11 @@
 """A local OpenAI-compatible chat-completions server for tests (loopback only, scripted).
 
+Only the built-in adapter's own tests (``tests/unit/recording/test_live_openai.py``) use
+it: they need byte-level control of the chat-completions wire (no usage chunk,
+interleaved tool-call deltas, provider error bodies with their ``type``/``code``, a
+``Retry-After`` HTTP date, a held reply). Every other test records from the package's
+scripted model (``ScriptedModel``, ``ScriptedServer``).
+
 ``OpenAIServer`` is a real HTTP server (``http.server.ThreadingHTTPServer``) bound to
 127.0.0.1 on an ephemeral port, serving ``POST /v1/chat/completions`` both as SSE
 (``"stream": true``: ``data: {chunk}`` events, then ``data: [DONE]``, chunked transfer

@@ -6,20 +6,19 @@ test: ``DSH_HOME``, the working directory and the sessions root live in the test
 temporary directory, telemetry is off, and session logs are patched to plain JSONL under
 that root. Its model is whatever ``base_url`` points at: ``dsh_replay.base_url`` in the
 tests (the recording proxy under ``--dsh-record``, the replay endpoint otherwise), or
-the scripted loopback server directly.
+the scripted model served on loopback directly.
 
 :class:`RuntimeDriver` runs prompts in the primary session ``sess-main`` and waits,
 bounded, until every child the runtime started has finished and its notice reached the
-parent. :class:`RuntimePlan` is the live model's script for the scripted server (see
-``tests/support/openai_server.py``): each answer depends only on the request it answers, never
-on arrival order, so concurrent children get the same answers on every run.
+parent. :func:`runtime_model` is the live model's script, a ``ScriptedModel`` of the package:
+each answer depends only on the request it answers, never on arrival order, so
+concurrent children get the same answers on every run.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +27,8 @@ from typing import Any
 
 import pytest
 
-from support.openai_server import HttpError, Reply, ToolCall
+from pytest_dsh_replay import Answer, Rule, ScriptedModel, ScriptedRequest, ToolCall
+from support.scripted import fail_once
 
 PRIMARY_ID = "sess-main"
 PROVIDER = "deepseek-official"
@@ -94,17 +94,8 @@ _DELEGATIONS: dict[str, list[ToolCall]] = {
         ToolCall("subagent", _task("Spawn check", SLOW_SPAWN_TASK)),
     ],
 }
-_FAIL = re.compile(r"\[\[fail (\d{3})\]\]")
 _CODEWORD = re.compile(r"codeword ([A-Z]{3,})")
 _SLOW_S = 0.3  # the slow spawn child answers this late, so its notice comes last
-
-
-def _texts(content: Any) -> list[str]:
-    if isinstance(content, str):
-        return [content]
-    if not isinstance(content, list):
-        return []
-    return [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"]
 
 
 def _is_receipt(note: Any, message_id: str) -> bool:
@@ -122,54 +113,49 @@ def _is_receipt(note: Any, message_id: str) -> bool:
     )
 
 
-class RuntimePlan:
-    """The scripted server's answers to the runtime (Anthropic Messages requests).
+def _fork_answer(request: ScriptedRequest) -> Answer:
+    history = " ".join(text for _, text in request.messages[:-1])
+    found = _CODEWORD.search(history)
+    return Answer(text=f"FORK_OK: {found.group(1) if found else 'no codeword known'}")
 
-    Read from the request alone: tool results get ``DELEGATED``; a child's notice
-    (``Background subagent ... finished``) gets ``NOTED``; otherwise the first text block
-    of the last user message (the user's own words, before the runtime's context) picks
+
+def _delegate(request: ScriptedRequest) -> Answer:
+    calls = next(calls for task, calls in _DELEGATIONS.items() if task in request.prompt)
+    return Answer(tool_calls=calls)
+
+
+def runtime_model() -> ScriptedModel:
+    """The scripted model's answers to the runtime (Anthropic Messages requests).
+
+    Read from the request alone: tool results get ``DELEGATED``; ``[[fail NNN]]`` in the
+    prompt fails the first request carrying it with HTTP ``NNN`` (the runtime retries);
+    a child's notice (``Background subagent ... finished``) gets ``NOTED``; otherwise the
+    last user message (the user's own words first, before the runtime's context) picks
     the answer: the warm-up is acknowledged with a thought, a delegation task (see
-    ``_DELEGATIONS``) makes tool calls, a spawn child says ``SPAWN_OK`` and a fork child
-    answers with the codeword it finds in its inherited conversation. ``[[fail NNN]]`` in
-    that text fails the first request carrying it with HTTP ``NNN`` (the runtime retries).
+    ``_DELEGATIONS``) makes tool calls, a spawn child says ``SPAWN_OK`` (the slow one
+    late, so its notice comes last) and a fork child answers with the codeword it finds
+    in its inherited conversation. A fresh model per scenario: its ``[[fail]]`` memory
+    is its own.
     """
-
-    def __init__(self) -> None:
-        self._failed: set[str] = set()
-        self._lock = threading.Lock()
-
-    def __call__(self, request: dict[str, Any]) -> Reply:
-        messages = request.get("messages") or []
-        last = messages[-1] if messages else {}
-        content = last.get("content")
-        if isinstance(content, list) and any(
-            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-        ):
-            return Reply(text="DELEGATED")
-        texts = _texts(content)
-        said = texts[0] if texts else ""
-        failing = _FAIL.search(said)
-        if failing is not None:
-            with self._lock:
-                first = said not in self._failed
-                self._failed.add(said)
-            if first:
-                status = int(failing.group(1))
-                return Reply(error=HttpError(status, f"scripted failure {status}"))
-        if said.startswith("Background subagent"):
-            return Reply(text="NOTED")
-        if said.startswith("SPAWN_TASK"):
-            return Reply(text="SPAWN_OK", delay=_SLOW_S if "(slow)" in said else 0.0)
-        if said.startswith("FORK_TASK"):
-            history = " ".join(t for m in messages[:-1] for t in _texts(m.get("content")))
-            found = _CODEWORD.search(history)
-            return Reply(text=f"FORK_OK: {found.group(1) if found else 'no codeword known'}")
-        for task, calls in _DELEGATIONS.items():
-            if task in said:
-                return Reply(tool_calls=calls)
-        if said.startswith(("WARMUP", "Remember the codeword")):
-            return Reply(reasoning="The user wants me to remember it.", text="OK remembered")
-        return Reply(text="UNPLANNED")
+    return ScriptedModel(
+        [
+            Rule(Answer(text="DELEGATED"), when=lambda r: bool(r.tool_results)),
+            fail_once(lambda status: f"scripted failure {status}"),
+            Rule(Answer(text="NOTED"), when=lambda r: r.prompt.startswith("Background subagent")),
+            Rule(
+                Answer(text="SPAWN_OK", delay=_SLOW_S),
+                when=lambda r: r.prompt.startswith("SPAWN_TASK (slow)"),
+            ),
+            Rule(Answer(text="SPAWN_OK"), when=lambda r: r.prompt.startswith("SPAWN_TASK")),
+            Rule(_fork_answer, when=lambda r: r.prompt.startswith("FORK_TASK")),
+            Rule(_delegate, when=lambda r: any(task in r.prompt for task in _DELEGATIONS)),
+            Rule(
+                Answer(reasoning="The user wants me to remember it.", text="OK remembered"),
+                when=lambda r: r.prompt.startswith(("WARMUP", "Remember the codeword")),
+            ),
+        ],
+        default=Answer(text="UNPLANNED"),
+    )
 
 
 # --- the driver -----------------------------------------------------------------------------

@@ -1,0 +1,778 @@
+"""A scripted live model: rules that pick an answer for each request (no network, no key).
+
+A :class:`ScriptedModel` holds :class:`Rule` objects, tried in order; the first whose
+conditions all hold answers the call. An answer is an :class:`Answer` (reasoning, text,
+tool calls), a :class:`ProviderFailure` (an HTTP status with its ``Retry-After``), a
+:class:`Hang` (nothing comes until the caller gives up), or a callable that builds one
+from the :class:`ScriptedRequest`. The answer becomes the dsh stream chunks a live model
+yields (docs/format.md#stream-chunks), so the model is a live model for the
+``pytest_dsh_replay_live_model`` hook as it is, and the model endpoint renders the same
+chunks on every wire when the model is served over HTTP (:mod:`.server`).
+
+See docs/recording.md#scripted-model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias
+
+import orjson
+
+from .._errors import ScriptedModelError
+from .._format.events import JSONObject, StreamChunk
+from .._wire.base import CONTEXT_OVERFLOW
+from .._wire.request import ASSISTANT, TOOL_RESULT, USER, RequestView
+
+if TYPE_CHECKING:
+    from .server import ScriptedServer
+
+__all__ = [
+    "Answer",
+    "Hang",
+    "ProviderFailure",
+    "Reply",
+    "Rule",
+    "ScriptedModel",
+    "ScriptedRequest",
+    "ToolCall",
+    "answer_chunks",
+]
+
+_STEP_S: Final = 0.05  # how often a hang looks at its cancel event and the model's close
+
+_MESSAGES: Final = {
+    400: "This model's maximum context length is 8192 tokens; the request is too long.",
+    401: "Authentication failed: the API key is invalid.",
+    402: "Insufficient balance.",
+    403: "The API key may not use this model.",
+    404: "The model does not exist.",
+    429: "Rate limit reached for requests.",
+    500: "The server had an error while processing the request.",
+    503: "The server is overloaded, please try again later.",
+    529: "The server is overloaded, please try again later.",
+}
+_CODES: Final = {
+    401: "AUTH",
+    403: "AUTH",
+    402: "QUOTA",
+    429: "RATE_LIMIT",
+    503: "OVERLOADED",
+    529: "OVERLOADED",
+}
+_NO_STATUS: Final = frozenset({"NETWORK", "TRANSPORT", "TIMEOUT", "ABORTED"})
+
+
+class _Waitable(Protocol):
+    """A cancel event: ``threading.Event`` or the endpoint's, which also watches the client."""
+
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
+def _fail(message: str) -> ScriptedModelError:
+    return ScriptedModelError(message)
+
+
+def _seconds(value: Any, what: str, *, zero: bool = True) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not (value >= 0 if zero else value > 0) or value != value:
+        bound = ">= 0" if zero else "> 0"
+        raise _fail(f"{what} takes seconds {bound}, got {value!r}")
+    return float(value)
+
+
+# --- answers ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call of an :class:`Answer`.
+
+    Attributes:
+        name: The tool's name (non-empty).
+        arguments: The arguments: a JSON text, or a mapping serialized as JSON.
+        id: The call's id; ``None`` derives a stable one from the request's conversation
+            and the call's position (``call_<16 hex digits>_<k>``), so concurrent callers
+            get the same ids on every run.
+
+    Raises:
+        ScriptedModelError: ``name`` is empty, or ``arguments`` is neither a JSON text of
+            an object nor a mapping of JSON values.
+    """
+
+    name: str
+    arguments: str | Mapping[str, Any] = "{}"
+    id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise _fail(f"ToolCall(name=...) must be a non-empty string, got {self.name!r}")
+        if self.id is not None and (not isinstance(self.id, str) or not self.id):
+            raise _fail(f"ToolCall(id=...) must be a non-empty string or None, got {self.id!r}")
+        try:
+            parsed = (
+                orjson.loads(self.arguments)
+                if isinstance(self.arguments, str)
+                else orjson.loads(orjson.dumps(dict(self.arguments)))
+            )
+        except (orjson.JSONDecodeError, TypeError, ValueError) as error:
+            raise _fail(
+                f"ToolCall({self.name!r}) arguments must be a JSON object text or a mapping "
+                f"of JSON values: {error}"
+            ) from None
+        if not isinstance(parsed, dict):
+            raise _fail(f"ToolCall({self.name!r}) arguments must be a JSON object, got {parsed!r}")
+
+    @property
+    def arguments_json(self) -> str:
+        """The arguments as the JSON text the model streams."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return orjson.dumps(dict(self.arguments)).decode()
+
+
+@dataclass(frozen=True)
+class ProviderFailure:
+    """A provider failure: the call fails the way a provider's HTTP error does.
+
+    As the whole answer, the call fails before any content: over HTTP it is answered
+    with ``status``, the wire's error body and ``Retry-After`` (docs/wires.md#http-errors);
+    in process it is the error ``finish`` the dsh runtime logs for such a failure. As an
+    :class:`Answer`'s ``failure``, the answer's content streams first and the stream then
+    ends with the wire's error event (a ``NETWORK`` code cuts the connection instead).
+
+    Attributes:
+        status: The HTTP status, 400-599; ``None`` only with a ``code`` that has none
+            (``NETWORK``, ``TRANSPORT``, ``TIMEOUT``, ``ABORTED``: a dropped connection).
+        message: The error message; ``""`` takes a provider-like one for the status.
+        retry_after: Seconds the provider asks the client to wait before a retry (sent as
+            ``Retry-After`` and ``retry-after-ms``; > 0), or ``None``.
+        code: The dsh failure code (docs/format.md#failures); ``None`` derives it from
+            the status: ``AUTH`` 401/403, ``QUOTA`` 402, ``RATE_LIMIT`` 429,
+            ``OVERLOADED`` 503/529, ``CONTEXT_WINDOW_EXCEEDED`` for a 400/413 whose message
+            speaks of the context length, ``INVALID_REQUEST`` for another 400/413,
+            ``SERVER`` for another 5xx, ``HTTP_<status>`` otherwise.
+
+    Raises:
+        ScriptedModelError: The status is outside 400-599 (or ``None`` without such a
+            code), ``retry_after`` is not a positive number, or ``code`` is empty.
+    """
+
+    status: int | None = 500
+    message: str = ""
+    retry_after: float | None = None
+    code: str | None = None
+
+    def __post_init__(self) -> None:
+        status = self.status
+        if status is None:
+            if self.code not in _NO_STATUS:
+                raise _fail(
+                    "ProviderFailure(status=None) needs code= one of "
+                    f"{sorted(_NO_STATUS)} (a dropped connection), got {self.code!r}"
+                )
+        elif isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599:
+            raise _fail(
+                f"ProviderFailure(status=...) must be an HTTP error 400-599, got {status!r}"
+            )
+        if self.retry_after is not None:
+            _seconds(self.retry_after, "ProviderFailure(retry_after=...)", zero=False)
+        if self.code is not None and (not isinstance(self.code, str) or not self.code):
+            raise _fail(f"ProviderFailure(code=...) must be a non-empty string, got {self.code!r}")
+        if not isinstance(self.message, str):
+            raise _fail(f"ProviderFailure(message=...) must be a string, got {self.message!r}")
+
+    def failure(self) -> JSONObject:
+        """The dsh failure object (docs/format.md#failures) this stands for."""
+        status = self.status
+        message = self.message or (
+            _MESSAGES.get(status, f"Scripted failure (HTTP {status}).")
+            if status is not None
+            else f"Scripted {self.code} failure."
+        )
+        failure: JSONObject = {"message": message, "code": self.code or _code(status, message)}
+        if status is not None:
+            failure["status"] = status
+        if self.retry_after is not None:
+            failure["providerRetryAfterMs"] = max(1, round(self.retry_after * 1000))
+        return failure
+
+
+def _code(status: int | None, message: str) -> str:
+    if status is None:
+        return "NETWORK"
+    if status in _CODES:
+        return _CODES[status]
+    if status in (400, 413):
+        return "CONTEXT_WINDOW_EXCEEDED" if CONTEXT_OVERFLOW.search(message) else "INVALID_REQUEST"
+    return "SERVER" if status >= 500 else f"HTTP_{status}"
+
+
+@dataclass(frozen=True)
+class Hang:
+    """A call that hangs: nothing streams until the caller gives up.
+
+    Over HTTP the response never starts until the client closes the connection (its
+    read timeout), the server stops, or ``seconds`` pass; then the connection is
+    dropped. In process the call waits until the caller's ``cancel`` event (a keyword
+    argument of ``stream``, when it passes one) is set, the model is closed, or
+    ``seconds`` pass, and ends with an error ``finish`` (``ABORTED`` when cancelled or
+    closed, ``TIMEOUT`` after ``seconds``).
+
+    Attributes:
+        seconds: The longest the call hangs (> 0), so a forgotten hang ends by itself.
+
+    Raises:
+        ScriptedModelError: ``seconds`` is not a positive number.
+    """
+
+    seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        _seconds(self.seconds, "Hang(seconds=...)", zero=False)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A model's answer: reasoning, text and tool calls, in that order.
+
+    Attributes:
+        text: The answer's text.
+        reasoning: Reasoning (thinking) text, streamed before the text.
+        tool_calls: Tool calls, streamed after the text.
+        finish: The finish reason's kind: ``"stop"``, ``"tool-calls"`` or
+            ``"max-tokens"``; ``None`` gives ``"tool-calls"`` when there are tool calls,
+            else ``"stop"``.
+        usage: The token usage (docs/format.md#usage: ``inputTokens``, ``outputTokens``,
+            ...); ``None`` counts words: the request's texts as input, the answer's as
+            output (reasoning also as ``reasoningTokens``).
+        pieces: How many deltas each string (reasoning, text, each call's arguments) is
+            split into, >= 1; a shorter string goes one character a delta.
+        delay: Seconds to wait before the first chunk (>= 0).
+        failure: After the content, end the stream with this provider failure instead of
+            the finish (an in-stream error event over HTTP).
+
+    Raises:
+        ScriptedModelError: A field has a value outside what is said above.
+    """
+
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: Sequence[ToolCall] = ()
+    finish: Literal["stop", "tool-calls", "max-tokens"] | None = None
+    usage: Mapping[str, int] | None = None
+    pieces: int = 3
+    delay: float = 0.0
+    failure: ProviderFailure | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("text", "reasoning"):
+            if not isinstance(getattr(self, name), str):
+                raise _fail(f"Answer({name}=...) must be a string, got {getattr(self, name)!r}")
+        if isinstance(self.tool_calls, str) or not all(
+            isinstance(call, ToolCall) for call in self.tool_calls
+        ):
+            raise _fail(f"Answer(tool_calls=...) must be ToolCall objects, got {self.tool_calls!r}")
+        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        if self.finish not in (None, "stop", "tool-calls", "max-tokens"):
+            raise _fail(
+                "Answer(finish=...) must be 'stop', 'tool-calls', 'max-tokens' or None, "
+                f"got {self.finish!r}"
+            )
+        pieces = self.pieces
+        if isinstance(pieces, bool) or not isinstance(pieces, int) or pieces < 1:
+            raise _fail(f"Answer(pieces=...) must be an integer >= 1, got {pieces!r}")
+        _seconds(self.delay, "Answer(delay=...)")
+        if self.failure is not None and not isinstance(self.failure, ProviderFailure):
+            raise _fail(f"Answer(failure=...) must be a ProviderFailure, got {self.failure!r}")
+        if self.usage is not None and not (
+            isinstance(self.usage, Mapping)
+            and all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                for v in self.usage.values()
+            )
+        ):
+            raise _fail(
+                f"Answer(usage=...) must map token kinds to counts >= 0, got {self.usage!r}"
+            )
+
+
+Reply: TypeAlias = "Answer | ProviderFailure | Hang"
+"""What a rule answers with: an :class:`Answer`, a :class:`ProviderFailure` or a :class:`Hang`."""
+
+_REPLIES: Final = (Answer, ProviderFailure, Hang)
+
+
+# --- the request as rules see it --------------------------------------------------------------
+
+
+def _text(blocks: Any) -> str:
+    if not isinstance(blocks, list):
+        return ""
+    return "\n".join(
+        str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+    )
+
+
+def _result_text(blocks: Any) -> str:
+    results = [b for b in blocks if isinstance(b, dict)] if isinstance(blocks, list) else []
+    return "\n".join(_text(b.get("content")) for b in results)
+
+
+@dataclass(frozen=True)
+class ScriptedRequest:
+    """One call as the rules see it, whatever wire or shape it came in.
+
+    Attributes:
+        call: The call's number among the model's calls, from 1, in arrival order.
+        prompt: The text of the request's last message when it is a user message (its
+            text blocks joined by newlines); ``""`` when the request ends otherwise (in
+            tool results, say).
+        tool_results: The texts of the tool results after the last assistant message
+            (what the request answers the model's last tool calls with), in order; empty
+            when there are none.
+        messages: The conversation as ``(role, text)`` pairs in order, ``role`` being
+            ``"user"``, ``"assistant"`` or ``"tool"`` (tool results); the system prompt is
+            :attr:`system`.
+        system: The system prompt (``""`` when there is none).
+        tools: The names of the tools the request offers.
+        model: The model the request names, or ``None``.
+        session_id: The ``session_id`` the caller passed (over HTTP: the calling session
+            the endpoint found, docs/wires.md#calling-session), or ``None``.
+        body: The request as the model got it (in process: what the caller passed; over
+            HTTP: the wire's body in the in-process shape, docs/wires.md#routes).
+    """
+
+    call: int
+    prompt: str
+    tool_results: tuple[str, ...]
+    messages: tuple[tuple[str, str], ...]
+    system: str
+    tools: tuple[str, ...]
+    model: str | None
+    session_id: str | None
+    body: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def read(
+        cls, request: Mapping[str, Any], *, call: int, session_id: str | None = None
+    ) -> ScriptedRequest:
+        """Read a request of any shape the model endpoint passes on (docs/wires.md#routes).
+
+        Args:
+            request: The request: the in-process shape, a chat-completions body or an
+                Anthropic Messages body (or a request view of one).
+            call: The call's number (from 1).
+            session_id: The calling session, when known.
+        """
+        view = RequestView.of(request)
+        conversation = view.conversation
+        roles = {USER: "user", ASSISTANT: "assistant", TOOL_RESULT: "tool"}
+        messages: list[tuple[str, str]] = []
+        for item in conversation.items:
+            content = item.message.get("content")
+            text = _result_text(content) if item.kind == TOOL_RESULT else _text(content)
+            messages.append((roles[item.kind], text))
+        trailing: list[str] = []
+        for role, text in reversed(messages):
+            if role == "assistant":
+                break
+            if role == "tool":
+                trailing.insert(0, text)
+        header = conversation.header or {}
+        tools = header.get("tools") if isinstance(header.get("tools"), list) else []
+        model = view.get("model")
+        return cls(
+            call=call,
+            prompt=messages[-1][1] if messages and messages[-1][0] == "user" else "",
+            tool_results=tuple(trailing),
+            messages=tuple(messages),
+            system=str(header.get("system", "")),
+            tools=tuple(str(t.get("name", "")) for t in tools or () if isinstance(t, dict)),
+            model=model if isinstance(model, str) and model else None,
+            session_id=session_id,
+            body=view.body,
+        )
+
+    def stable_id(self) -> str:
+        """16 hex digits that depend only on the conversation (tool call ids use them)."""
+        data = orjson.dumps([self.system, self.messages])
+        return hashlib.sha256(data).hexdigest()[:16]
+
+
+# --- rules -------------------------------------------------------------------------------------
+
+
+Respond: TypeAlias = Callable[[ScriptedRequest], "Answer | ProviderFailure | Hang"]
+
+
+class Rule:
+    """When a request gets an answer: every condition given must hold.
+
+    Args:
+        answer: The :class:`Answer`, :class:`ProviderFailure` or :class:`Hang`, or a
+            callable that builds one from the :class:`ScriptedRequest` (for an answer
+            that quotes the request).
+        prompt: The request's :attr:`~ScriptedRequest.prompt` contains this text, or, a
+            compiled pattern, the pattern is found in it (``re.search``).
+        when: A predicate over the :class:`ScriptedRequest`.
+        call: The call's number among the model's calls (from 1; in arrival order, so
+            meant for callers that make one call at a time).
+        times: How many calls the rule answers at most (>= 1; ``None``: any number).
+            With ``times=1`` before a rule that answers the same requests, a failure
+            comes once and the retry gets the next rule's answer.
+
+    A rule with no condition answers every request (a catch-all, last).
+
+    Raises:
+        ScriptedModelError: ``answer`` is none of the above, ``prompt`` is neither a
+            string nor a compiled pattern, ``when`` is not callable, or ``call`` or
+            ``times`` is not an integer >= 1.
+    """
+
+    __slots__ = ("_used", "answer", "call", "prompt", "times", "when")
+
+    def __init__(
+        self,
+        answer: Answer | ProviderFailure | Hang | Respond,
+        *,
+        prompt: str | re.Pattern[str] | None = None,
+        when: Callable[[ScriptedRequest], bool] | None = None,
+        call: int | None = None,
+        times: int | None = None,
+    ):
+        if not (isinstance(answer, _REPLIES) or callable(answer)):
+            raise _fail(
+                "Rule(answer) takes an Answer, a ProviderFailure, a Hang or a callable "
+                f"returning one, got {answer!r}"
+            )
+        if prompt is not None and not isinstance(prompt, str | re.Pattern):
+            raise _fail(f"Rule(prompt=...) takes a string or a compiled pattern, got {prompt!r}")
+        if when is not None and not callable(when):
+            raise _fail(f"Rule(when=...) takes a predicate, got {when!r}")
+        for name, value in (("call", call), ("times", times)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise _fail(f"Rule({name}=...) takes an integer >= 1 or None, got {value!r}")
+        self.answer = answer
+        self.prompt = prompt
+        self.when = when
+        self.call = call
+        self.times = times
+        self._used = 0
+
+    def __repr__(self) -> str:
+        shown = [repr(self.answer)]
+        for name in ("prompt", "when", "call", "times"):
+            value = getattr(self, name)
+            if value is not None:
+                shown.append(f"{name}={value!r}")
+        return f"Rule({', '.join(shown)})"
+
+    def matches(self, request: ScriptedRequest) -> bool:
+        """Whether every condition holds for ``request`` (``times`` aside)."""
+        if self.call is not None and request.call != self.call:
+            return False
+        prompt = self.prompt
+        if isinstance(prompt, str) and prompt not in request.prompt:
+            return False
+        if isinstance(prompt, re.Pattern) and prompt.search(request.prompt) is None:
+            return False
+        return self.when is None or bool(self.when(request))
+
+
+# --- chunks --------------------------------------------------------------------------------------
+
+
+def _split(text: str, pieces: int) -> list[str]:
+    if not text:
+        return []
+    size = -(-len(text) // pieces)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _usage(answer: Answer, request: ScriptedRequest) -> JSONObject:
+    if answer.usage is not None:
+        return dict(answer.usage)
+    prompt = _words(request.system) + sum(_words(text) for _, text in request.messages)
+    reasoning = _words(answer.reasoning)
+    output = reasoning + _words(answer.text)
+    output += sum(_words(call.arguments_json) + 1 for call in answer.tool_calls)
+    usage: JSONObject = {"inputTokens": prompt, "outputTokens": output}
+    if reasoning:
+        usage["reasoningTokens"] = reasoning
+    return usage
+
+
+def answer_chunks(answer: Answer, request: ScriptedRequest) -> list[StreamChunk]:
+    """The stream chunks of ``answer`` to ``request`` (docs/format.md#stream-chunks).
+
+    Blocks in order (reasoning, text, each tool call), each opened, streamed in
+    ``answer.pieces`` deltas and ended with its assembled block; then the usage and the
+    finish, or, with ``answer.failure``, the error ``finish`` after the blocks.
+    """
+    chunks: list[StreamChunk] = []
+    index = 0
+    for kind, text in (("reasoning", answer.reasoning), ("text", answer.text)):
+        if not text:
+            continue
+        chunks.append({"type": "block-start", "index": index, "blockType": kind})
+        for piece in _split(text, answer.pieces):
+            chunks.append({"type": f"{kind}-delta", "index": index, "text": piece})
+        chunks.append({"type": "block-end", "index": index, "block": {"type": kind, "text": text}})
+        index += 1
+    stable = request.stable_id()
+    for k, call in enumerate(answer.tool_calls):
+        call_id = call.id or f"call_{stable}_{k}"
+        arguments = call.arguments_json
+        chunks.append({"type": "block-start", "index": index, "blockType": "tool-call"})
+        parts = _split(arguments, answer.pieces) or [""]
+        for n, piece in enumerate(parts):
+            delta: StreamChunk = {"type": "tool-call-delta", "index": index, "id": call_id}
+            if n == 0:
+                delta["name"] = call.name
+            delta["argumentsDelta"] = piece
+            chunks.append(delta)
+        block = {"type": "tool-call", "id": call_id, "name": call.name, "arguments": arguments}
+        chunks.append({"type": "block-end", "index": index, "block": block})
+        index += 1
+    if answer.failure is not None:
+        chunks.append(_error_finish(answer.failure.failure()))
+        return chunks
+    chunks.append({"type": "usage", "usage": _usage(answer, request)})
+    kind = answer.finish or ("tool-calls" if answer.tool_calls else "stop")
+    chunks.append({"type": "finish", "reason": {"kind": kind}})
+    return chunks
+
+
+def _error_finish(failure: JSONObject, kind: str = "error") -> StreamChunk:
+    return {"type": "finish", "reason": {"kind": kind, "failure": failure}}
+
+
+def _hang_end(reply: Reply, cancelled: bool) -> StreamChunk:
+    """The finish of a call whose wait ended: cancelled (or closed), or a hang's time up."""
+    if cancelled or not isinstance(reply, Hang):
+        failure = {"message": "the scripted call was cancelled while it waited", "code": "ABORTED"}
+        return _error_finish(failure, "aborted")
+    message = f"the scripted model hung for {reply.seconds:g} s"
+    return _error_finish({"message": message, "code": "TIMEOUT"})
+
+
+def _wait_of(reply: Reply) -> float:
+    """How long a call waits before its chunks (a hang: its whole time)."""
+    if isinstance(reply, Hang):
+        return reply.seconds
+    return reply.delay if isinstance(reply, Answer) else 0.0
+
+
+def _chunks(reply: Reply, seen: ScriptedRequest) -> list[StreamChunk]:
+    if isinstance(reply, ProviderFailure):
+        return [_error_finish(reply.failure())]
+    assert isinstance(reply, Answer)
+    return answer_chunks(reply, seen)
+
+
+# --- the model ---------------------------------------------------------------------------------
+
+
+class ScriptedModel:
+    """A live model that answers each call by its rules: no network, no API key.
+
+    It has the live-model interface (``stream`` and ``astream``, docs/recording.md#live-model),
+    so the ``pytest_dsh_replay_live_model`` hook can return it as it is; :meth:`serve`
+    serves it over loopback HTTP on every wire of the model endpoint, for agent
+    processes and the dsh runtime. Thread-safe: calls may come from many threads.
+
+    Args:
+        rules: The rules, tried in order for each call; the first that matches (and is
+            not used up) answers.
+        default: The answer when no rule matches; ``None``: such a call raises
+            :class:`~pytest_dsh_replay.ScriptedModelError` (over HTTP: answered 500, and
+            the server raises the error when its ``with`` block ends).
+
+    Attributes:
+        calls: Every call answered so far, as :class:`ScriptedRequest` objects, in
+            arrival order.
+
+    Raises:
+        ScriptedModelError: A rule is not a :class:`Rule`, or ``default`` is not an
+            answer.
+    """
+
+    def __init__(
+        self,
+        rules: Iterable[Rule] = (),
+        *,
+        default: Answer | ProviderFailure | Hang | Respond | None = None,
+    ):
+        self.rules: list[Rule] = list(rules)
+        for position, rule in enumerate(self.rules):
+            if not isinstance(rule, Rule):
+                raise _fail(f"ScriptedModel(rules[{position}]) must be a Rule, got {rule!r}")
+        self.default: Rule | None = None if default is None else Rule(default)
+        self.calls: list[ScriptedRequest] = []
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+
+    def __repr__(self) -> str:
+        return f"ScriptedModel(<{len(self.rules)} rules>, calls={len(self.calls)})"
+
+    def close(self) -> None:
+        """End every hanging call now (and those that start later, at once)."""
+        self._closed.set()
+
+    def serve(self, **options: Any) -> ScriptedServer:
+        """Serve this model on ``http://127.0.0.1:<free port>``: a ``ScriptedServer``.
+
+        Args:
+            **options: The server's keyword arguments (``api_key``, ``idle_timeout``).
+
+        Returns:
+            The running :class:`~pytest_dsh_replay.ScriptedServer`; use it as a context
+            manager.
+        """
+        from .server import ScriptedServer
+
+        return ScriptedServer(self, **options)
+
+    # --- answering ------------------------------------------------------------------------
+
+    def answer(self, request: Mapping[str, Any], *, session_id: str | None = None) -> Reply:
+        """Pick the answer to one call (it counts as a call; :meth:`stream` calls this).
+
+        Args:
+            request: The request, of any shape :meth:`ScriptedRequest.read` reads.
+            session_id: The calling session, when known.
+
+        Returns:
+            The answer of the first matching rule (a callable's result).
+
+        Raises:
+            ScriptedModelError: ``request`` is not a mapping, no rule matches and there
+                is no default, or a callable answer returned something that is not an
+                answer.
+        """
+        return self._answer(request, session_id)[0]
+
+    def _answer(self, request: Mapping[str, Any], session_id: Any) -> tuple[Reply, ScriptedRequest]:
+        if not isinstance(request, Mapping):
+            raise _fail(
+                f"ScriptedModel.stream(request) takes a mapping, got {type(request).__name__}"
+            )
+        sid = session_id if isinstance(session_id, str) else None
+        with self._lock:
+            number = len(self.calls) + 1
+            seen = ScriptedRequest.read(request, call=number, session_id=sid)
+            self.calls.append(seen)
+        rule = self._pick(seen)
+        reply = rule.answer(seen) if callable(rule.answer) else rule.answer
+        if not isinstance(reply, _REPLIES):
+            raise _fail(f"call #{number}: the answer of {rule!r} returned {reply!r}, not an answer")
+        return reply, seen
+
+    def _pick(self, seen: ScriptedRequest) -> Rule:
+        for rule in self.rules:
+            if not rule.matches(seen):
+                continue
+            with self._lock:
+                if rule.times is not None and rule._used >= rule.times:
+                    continue
+                rule._used += 1
+            return rule
+        if self.default is not None:
+            return self.default
+        raise _fail(
+            f"call #{seen.call}: no rule of the scripted model matches the request "
+            f"(prompt {seen.prompt[:200]!r}, tool results {list(seen.tool_results)[:3]!r}); "
+            f"rules: {self.rules!r}; add a rule or a default answer"
+        )
+
+    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
+        """Answer one call with dsh stream chunks (docs/format.md#stream-chunks).
+
+        Args:
+            request: The request (the in-process shape, or a wire's body).
+            **kwargs: ``session_id`` names the calling session for the rules;
+                ``cancel`` (an event) ends a :class:`Hang`; every other keyword is
+                accepted and ignored.
+
+        Returns:
+            An iterator of chunks: an :class:`Answer`'s blocks, usage and finish; a
+            :class:`ProviderFailure`'s error ``finish``; a :class:`Hang`'s wait, then its
+            error ``finish``. The answer is picked when the iterator is first read.
+
+        Raises:
+            ScriptedModelError: When read: no rule answers the call.
+        """
+        return self._stream(request, kwargs)
+
+    def _stream(self, request: Mapping[str, Any], kwargs: dict[str, Any]) -> Iterator[StreamChunk]:
+        reply, seen = self._answer(request, kwargs.get("session_id"))
+        cancel = kwargs.get("cancel")
+        wait = _wait_of(reply)
+        if (wait and self._wait(cancel, wait)) or isinstance(reply, Hang):
+            yield _hang_end(reply, cancelled=not isinstance(reply, Hang) or self._cut(cancel))
+            return
+        yield from _chunks(reply, seen)
+
+    def _cut(self, cancel: _Waitable | None) -> bool:
+        return self._closed.is_set() or (cancel is not None and cancel.is_set())
+
+    def _wait(self, cancel: _Waitable | None, seconds: float) -> bool:
+        """Wait ``seconds``; ``True`` when cancelled or closed first."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if self._closed.is_set():
+                return True
+            step = min(left, _STEP_S)
+            if cancel is not None:
+                if cancel.wait(step):
+                    return True
+            else:
+                self._closed.wait(step)
+        return self._closed.is_set()
+
+    def astream(self, request: Mapping[str, Any], **kwargs: Any) -> AsyncIterator[StreamChunk]:
+        """The async form of :meth:`stream`: the same chunks; waits do not block the loop.
+
+        Args:
+            request: As for :meth:`stream`.
+            **kwargs: As for :meth:`stream`.
+
+        Returns:
+            An async iterator of the chunks :meth:`stream` yields.
+        """
+        return self._astream(request, kwargs)
+
+    async def _astream(
+        self, request: Mapping[str, Any], kwargs: dict[str, Any]
+    ) -> AsyncIterator[StreamChunk]:
+        reply, seen = self._answer(request, kwargs.get("session_id"))
+        cancel = kwargs.get("cancel")
+        wait = _wait_of(reply)
+        if (wait and await self._await(cancel, wait)) or isinstance(reply, Hang):
+            yield _hang_end(reply, cancelled=not isinstance(reply, Hang) or self._cut(cancel))
+            return
+        for chunk in _chunks(reply, seen):
+            yield chunk
+
+    async def _await(self, cancel: _Waitable | None, seconds: float) -> bool:
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if self._closed.is_set() or (cancel is not None and cancel.is_set()):
+                return True
+            await asyncio.sleep(min(left, _STEP_S))
+        return self._closed.is_set()
