@@ -600,8 +600,9 @@ class ScriptedModel:
         rules: The rules, tried in order for each call; the first that matches (and is
             not used up) answers.
         default: The answer when no rule matches; ``None``: such a call raises
-            :class:`~pytest_dsh_replay.ScriptedModelError` (over HTTP: answered 500, and
-            the server raises the error when its ``with`` block ends).
+            :class:`~pytest_dsh_replay.ScriptedModelError` (over HTTP: answered 400,
+            which no client retries, and the server raises the error when its ``with``
+            block ends).
 
     Attributes:
         calls: Every call answered so far, as :class:`ScriptedRequest` objects, in

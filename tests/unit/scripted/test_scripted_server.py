@@ -205,14 +205,14 @@ def test_the_server_listens_on_loopback_and_stops_by_itself_when_idle() -> None:
         urllib.request.urlopen(server.base_url + "/v1/models", timeout=2)
 
 
-def test_a_call_no_rule_answers_is_a_500_and_the_error_at_the_end_of_the_block() -> None:
+def test_a_call_no_rule_answers_is_a_400_and_the_error_at_the_end_of_the_block() -> None:
     server = ScriptedServer(ScriptedModel([Rule(CAPITAL, prompt="capital")]))
     body = {"model": "m", "messages": [{"role": "user", "content": "weather?"}]}
     with deadline(60):
         status, _, raw = post(server.base_url + "/v1/chat/completions", body)
         with pytest.raises(ScriptedModelError, match="call #1: no rule"):
             server.__exit__(None, None, None)
-    assert status == 500
+    assert status == 400  # a replay error: never retried
     assert b"no rule of the scripted model" in raw
     other = ScriptedServer(ScriptedModel())
     with deadline(60):
