@@ -327,8 +327,11 @@ class DshReplay:
         (docs/wires.md#calling-session). Record mode reports the count in the summary.
 
         Returns:
-            The count, ``0`` when the endpoint was not used.
+            The count; ``0`` when the endpoint was not used, or with :meth:`use_sessions`
+            (the dsh runtime's own logs name every session's parent).
         """
+        if self._runtime.source is not None:
+            return 0
         return self._http.guessed_parents()
 
     def _take_problem(self) -> DshReplayError | None:

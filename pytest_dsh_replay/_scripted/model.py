@@ -627,6 +627,25 @@ class ScriptedModel:
         self.calls: list[ScriptedRequest] = []
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        self._answered: dict[str, int] = {}  # stable id -> calls answered with it
+
+    def response_id(self, request: ScriptedRequest) -> str:
+        """The provider's id of the answer to ``request``, as a live provider gives one.
+
+        ``scripted-<16 hex digits of the conversation>``, with ``-<n>`` from the second
+        answer to the same conversation on: the same on every run, and never the
+        replay endpoint's own numbering, so a recording made against the scripted
+        server holds ids a replay must serve back (docs/wires.md#provider-ids).
+        """
+        base = f"scripted-{request.stable_id()}"
+        with self._lock:
+            n = self._answered[base] = self._answered.get(base, 0) + 1
+        return base if n == 1 else f"{base}-{n}"
+
+    def _tell_response_id(self, seen: ScriptedRequest, kwargs: dict[str, Any]) -> None:
+        tell = kwargs.get("on_response_id")
+        if callable(tell):
+            tell(self.response_id(seen))
 
     def __repr__(self) -> str:
         return f"ScriptedModel(<{len(self.rules)} rules>, calls={len(self.calls)})"
@@ -707,8 +726,9 @@ class ScriptedModel:
         Args:
             request: The request (the in-process shape, or a wire's body).
             **kwargs: ``session_id`` names the calling session for the rules;
-                ``cancel`` (an event) ends a :class:`Hang`; every other keyword is
-                accepted and ignored.
+                ``cancel`` (an event) ends a :class:`Hang`; ``on_response_id`` (a
+                callable, the model endpoint's) is given :meth:`response_id`; every
+                other keyword is accepted and ignored.
 
         Returns:
             An iterator of chunks: an :class:`Answer`'s blocks, usage and finish; a
@@ -722,6 +742,7 @@ class ScriptedModel:
 
     def _stream(self, request: Mapping[str, Any], kwargs: dict[str, Any]) -> Iterator[StreamChunk]:
         reply, seen = self._answer(request, kwargs.get("session_id"))
+        self._tell_response_id(seen, kwargs)
         cancel = kwargs.get("cancel")
         wait = _wait_of(reply)
         if (wait and self._wait(cancel, wait)) or isinstance(reply, Hang):
@@ -762,6 +783,7 @@ class ScriptedModel:
         self, request: Mapping[str, Any], kwargs: dict[str, Any]
     ) -> AsyncIterator[StreamChunk]:
         reply, seen = self._answer(request, kwargs.get("session_id"))
+        self._tell_response_id(seen, kwargs)
         cancel = kwargs.get("cancel")
         wait = _wait_of(reply)
         if (wait and await self._await(cancel, wait)) or isinstance(reply, Hang):

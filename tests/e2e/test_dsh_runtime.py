@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.runtime_agent import PRIMARY_ID, SCENARIOS, RuntimeDriver, runtime_missing
+from support.runtime_agent import (
+    PRIMARY_ID,
+    ROUTES,
+    SCENARIOS,
+    RuntimeDriver,
+    runtime_missing,
+)
 
 pytestmark = [
     pytest.mark.e2e,
@@ -32,6 +38,7 @@ CHILDREN: dict[str, list[str]] = {  # the children each scenario's primary start
     "runtime-fork": ["fork"],
     "runtime-mixed": ["spawn", "fork"],
     "runtime-retry": ["spawn"],
+    "runtime-openai": ["spawn", "fork"],
 }
 
 
@@ -44,7 +51,8 @@ def examples(**marker: Any) -> list[Any]:
 
 def drive(dsh_replay: Any, workdir: Path, name: str) -> RuntimeDriver:
     """Run one scenario's prompts in the runtime; it is stopped when this returns."""
-    with RuntimeDriver(dsh_replay.base_url, workdir) as runtime:
+    route = ROUTES.get(name, "messages")
+    with RuntimeDriver(dsh_replay.base_url, workdir, route=route) as runtime:
         dsh_replay.use_sessions(runtime.root, PRIMARY_ID)
         assert runtime.run(SCENARIOS[name]) == ["OK remembered", "DELEGATED"]
     return runtime
@@ -68,8 +76,12 @@ def test_runtime_example(name: str, dsh_replay: Any, tmp_path: Path, dsh_transcr
         # Children come under fresh ids, in any order: each binds to the recorded child
         # of its kind (parent, seed, first message), never to "the next file".
         scripts = {s.file: s for s in dsh_replay.scenario.scripts}
-        for live in runtime.children:
-            recorded = scripts[dsh_replay.model.bindings[live].file]
+        bindings = dsh_replay.model.bindings
+        if name in ROUTES:  # no session identity on the wire: the endpoint names them
+            assert sorted(b.file for b in bindings.values()) == sorted(scripts)
+            assert not set(bindings) & {PRIMARY_ID, *runtime.children}
+        for live in set(runtime.children) & set(bindings):
+            recorded = scripts[bindings[live].file]
             assert recorded.recorded_id != live
             assert recorded.parent_session == PRIMARY_ID
         if name == "runtime-retry":

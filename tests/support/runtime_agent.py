@@ -33,6 +33,10 @@ from support.scripted import fail_once
 PRIMARY_ID = "sess-main"
 PROVIDER = "deepseek-official"
 MODEL = "deepseek-flash"  # in the runtime's catalog (its SDK default is not)
+# The runtime's OpenAI-compatible route: its llm-pi-ai provider, configured by a patch.
+OPENAI_PROVIDER = "fake-openai"
+OPENAI_MODEL = "fake-model"
+OPENAI_KEY_VARIABLE = "FAKE_OPENAI_API_KEY"
 TIMEOUT_S = 30.0  # the longest a test waits for the runtime, per step
 
 WARMUP = "WARMUP: remember the codeword MARMALADE."
@@ -75,8 +79,12 @@ SCENARIOS: dict[str, list[str]] = {
     "runtime-fork": [WARMUP, "MAIN_TASK: delegate to a fork child."],
     "runtime-mixed": [WARMUP, "MAIN_TASK: delegate to a spawn and a fork child."],
     "runtime-retry": [f"{WARMUP} [[fail 429]]", "MAIN_TASK: delegate to a flaky spawn child."],
+    "runtime-openai": [WARMUP, "MAIN_TASK: delegate to a spawn and a fork child."],
 }
 """The prompts each example scenario sends to the primary, in order."""
+
+ROUTES: dict[str, str] = {"runtime-openai": "openai"}
+"""The scenarios whose runtime reaches its model over the OpenAI route (others: Messages)."""
 
 _DELEGATIONS: dict[str, list[ToolCall]] = {
     "delegate to a spawn child.": [ToolCall("subagent", _task("Spawn check", SPAWN_TASK))],
@@ -113,6 +121,18 @@ def _is_receipt(note: Any, message_id: str) -> bool:
     )
 
 
+_CONTEXT = "Current runtime context."
+
+
+def _said(request: ScriptedRequest) -> str:
+    """The user's own words last sent: over the OpenAI route the runtime's context is a
+    user message of its own after them (over Messages, a later block of the same one)."""
+    for role, text in reversed(request.messages):
+        if role == "user" and not text.startswith(_CONTEXT):
+            return text
+    return ""
+
+
 def _fork_answer(request: ScriptedRequest) -> Answer:
     history = " ".join(text for _, text in request.messages[:-1])
     found = _CODEWORD.search(history)
@@ -120,7 +140,7 @@ def _fork_answer(request: ScriptedRequest) -> Answer:
 
 
 def _delegate(request: ScriptedRequest) -> Answer:
-    calls = next(calls for task, calls in _DELEGATIONS.items() if task in request.prompt)
+    calls = next(calls for task, calls in _DELEGATIONS.items() if task in _said(request))
     return Answer(tool_calls=calls)
 
 
@@ -141,17 +161,17 @@ def runtime_model() -> ScriptedModel:
         [
             Rule(Answer(text="DELEGATED"), when=lambda r: bool(r.tool_results)),
             fail_once(lambda status: f"scripted failure {status}"),
-            Rule(Answer(text="NOTED"), when=lambda r: r.prompt.startswith("Background subagent")),
+            Rule(Answer(text="NOTED"), when=lambda r: _said(r).startswith("Background subagent")),
             Rule(
                 Answer(text="SPAWN_OK", delay=_SLOW_S),
-                when=lambda r: r.prompt.startswith("SPAWN_TASK (slow)"),
+                when=lambda r: _said(r).startswith("SPAWN_TASK (slow)"),
             ),
-            Rule(Answer(text="SPAWN_OK"), when=lambda r: r.prompt.startswith("SPAWN_TASK")),
-            Rule(_fork_answer, when=lambda r: r.prompt.startswith("FORK_TASK")),
-            Rule(_delegate, when=lambda r: any(task in r.prompt for task in _DELEGATIONS)),
+            Rule(Answer(text="SPAWN_OK"), when=lambda r: _said(r).startswith("SPAWN_TASK")),
+            Rule(_fork_answer, when=lambda r: _said(r).startswith("FORK_TASK")),
+            Rule(_delegate, when=lambda r: any(task in _said(r) for task in _DELEGATIONS)),
             Rule(
                 Answer(reasoning="The user wants me to remember it.", text="OK remembered"),
-                when=lambda r: r.prompt.startswith(("WARMUP", "Remember the codeword")),
+                when=lambda r: _said(r).startswith(("WARMUP", "Remember the codeword")),
             ),
         ],
         default=Answer(text="UNPLANNED"),
@@ -181,6 +201,9 @@ class RuntimeDriver:
         timeout: The longest wait of each step, in seconds.
         compression: How the runtime writes its logs: ``"none"`` (plain JSONL, what the
             fixture records) or ``"zstd"`` (the runtime's default).
+        route: ``"messages"``, the runtime's own provider (``POST {base_url}/v1/messages``
+            with its session headers), or ``"openai"``: its ``llm-pi-ai`` provider
+            (``POST {base_url}/v1/chat/completions``, no session identity on the wire).
 
     Attributes:
         root: The sessions root the runtime writes its logs under.
@@ -193,6 +216,7 @@ class RuntimeDriver:
     api_key: str = "dsh-replay-dummy-key"
     timeout: float = TIMEOUT_S
     compression: str = "none"
+    route: str = "messages"
     root: Path = field(init=False)
     answers: list[str] = field(default_factory=list, init=False)
     children: dict[str, str] = field(default_factory=dict, init=False)
@@ -219,19 +243,25 @@ class RuntimeDriver:
             f"    compression: {self.compression}\n",
             encoding="utf-8",
         )
+        patches, provider, model = [str(patch)], PROVIDER, MODEL
+        env = {
+            "DSH_TELEMETRY_DISABLED": "1",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }
+        if self.route == "openai":
+            patches.append(str(self._openai_patch()))
+            provider, model = OPENAI_PROVIDER, OPENAI_MODEL
+            env[OPENAI_KEY_VARIABLE] = self.api_key
         self._harness = DeepSeekHarness(
-            provider=PROVIDER,
-            model=MODEL,
+            provider=provider,
+            model=model,
             cwd=str(cwd),
             dsh_home=str(home),
             api_key=self.api_key,
             base_url=self.base_url,
-            patches=(str(patch),),
-            env={
-                "DSH_TELEMETRY_DISABLED": "1",
-                "NO_PROXY": "127.0.0.1,localhost",
-                "no_proxy": "127.0.0.1,localhost",
-            },
+            patches=tuple(patches),
+            env=env,
             initialize_timeout_seconds=self.timeout,
             request_timeout_seconds=self.timeout,
             shutdown_timeout_seconds=2.0,
@@ -243,6 +273,23 @@ class RuntimeDriver:
             self._harness.close()
             raise
         return self
+
+    def _openai_patch(self) -> Path:
+        """The ``llm-pi-ai`` patch: one OpenAI-compatible provider at ``base_url``."""
+        patch = self.workdir / "openai-route.yml"
+        patch.write_text(
+            "- id: llm-pi-ai\n"
+            "  config:\n"
+            "    providers:\n"
+            f"      {OPENAI_PROVIDER}:\n"
+            "        api: openai-completions\n"
+            f"        baseURL: {json.dumps(self.base_url.rstrip('/') + '/v1')}\n"
+            f"        apiKeyEnv: {OPENAI_KEY_VARIABLE}\n"
+            "        models:\n"
+            f"          - id: {OPENAI_MODEL}\n",
+            encoding="utf-8",
+        )
+        return patch
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()

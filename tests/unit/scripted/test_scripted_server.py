@@ -227,3 +227,23 @@ def test_the_server_refuses_what_is_not_a_scripted_model() -> None:
         ScriptedServer(object())  # type: ignore[arg-type]
     with pytest.raises(ScriptedModelError, match="idle_timeout"):
         ScriptedServer(ScriptedModel(), idle_timeout=0)
+
+
+def test_answers_carry_provider_like_ids_of_the_conversation_not_the_replays_numbering() -> None:
+    model = ScriptedModel([Rule(CAPITAL)])
+    body = {"model": "m", "messages": [{"role": "user", "content": "capital?"}]}
+    with deadline(60), model.serve() as server:
+        ids = [json.loads(post(server.base_url + "/v1/chat/completions", body)[2])["id"]]
+        ids.append(json.loads(post(server.base_url + "/v1/chat/completions", body)[2])["id"])
+        other = {"model": "m", "messages": [{"role": "user", "content": "capital of Peru?"}]}
+        ids.append(json.loads(post(server.base_url + "/v1/chat/completions", other)[2])["id"])
+    first = ids[0]
+    assert first.startswith("scripted-")
+    assert len(first) == len("scripted-") + 16
+    assert ids[1] == f"{first}-2"  # the same conversation again: its second answer
+    assert ids[2].startswith("scripted-")
+    assert ids[2] not in (first, ids[1])
+    # A fresh model answers the same conversation under the same id: stable across runs.
+    again = ScriptedModel([Rule(CAPITAL)])
+    with deadline(60), again.serve() as server:
+        assert json.loads(post(server.base_url + "/v1/chat/completions", body)[2])["id"] == first
