@@ -547,10 +547,23 @@ def test_the_error_bodys_code_names_a_context_overflow() -> None:
     # code context_length_exceeded under a message that does not say so: the endpoint's
     # error body for such a failure adds the words, so this body is canned
     body = error_body("too long", type="invalid_request_error", code="context_length_exceeded")
-    with canned(400, body, {"content-type": "application/json"}) as model:
+    headers = {"content-type": "application/json", "x-request-id": REQUEST_ID}
+    with canned(400, body, headers) as model:
         chunks = run(model, USER, "sync")
-    assert failure(chunks) == {"message": "too long", "code": "CONTEXT_WINDOW_EXCEEDED",
-                               "status": 400}  # fmt: skip
+    assert chunks == [
+        {
+            "type": "finish",
+            "reason": {
+                "kind": "error",
+                "failure": {
+                    "message": "too long",
+                    "code": "CONTEXT_WINDOW_EXCEEDED",
+                    "status": 400,
+                    "requestId": REQUEST_ID,
+                },
+            },
+        }
+    ]
 
 
 def test_async_maps_finishes_and_failures_like_sync(call: Any) -> None:
