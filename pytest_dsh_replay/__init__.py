@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from ._replay.placeholders import PATTERN_TIMEOUT_S
     from ._scripted.model import (
         Answer,
+        Chunks,
         Hang,
         ProviderFailure,
         Rule,
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
 __all__ = [  # noqa: RUF022
     "Answer",
     "ChunkRun",
+    "Chunks",
     "ChunksEntry",
     "DshReplay",
     "DshReplayError",
@@ -222,6 +224,7 @@ _MODULE_OF: dict[str, str] = {
     "read_session_log": "_format.jsonl",
     "write_scenario": "_scripts.scenario",
     "Answer": "_scripted.model",
+    "Chunks": "_scripted.model",
     "Hang": "_scripted.model",
     "ProviderFailure": "_scripted.model",
     "Rule": "_scripted.model",

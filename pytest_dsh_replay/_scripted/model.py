@@ -2,9 +2,10 @@
 
 A :class:`ScriptedModel` holds :class:`Rule` objects, tried in order; the first whose
 conditions all hold answers the call. An answer is an :class:`Answer` (reasoning, text,
-tool calls), a :class:`ProviderFailure` (an HTTP status with its ``Retry-After``), a
-:class:`Hang` (nothing comes until the caller gives up), or a callable that builds one
-from the :class:`ScriptedRequest`. The answer becomes the dsh stream chunks a live model
+tool calls), :class:`Chunks` (the stream chunks themselves, as given), a
+:class:`ProviderFailure` (an HTTP status with its ``Retry-After``), a :class:`Hang`
+(nothing comes until the caller gives up), or a callable that builds one from the
+:class:`ScriptedRequest`. The answer becomes the dsh stream chunks a live model
 yields (docs/format.md#stream-chunks), so the model is a live model for the
 ``pytest_dsh_replay_live_model`` hook as it is, and the model endpoint renders the same
 chunks on every wire when the model is served over HTTP (:mod:`.server`).
@@ -27,6 +28,7 @@ import orjson
 
 from .._errors import ScriptedModelError
 from .._format.events import JSONObject, StreamChunk
+from .._format.vocabulary import chunk_problem
 from .._wire.base import CONTEXT_OVERFLOW
 from .._wire.request import ASSISTANT, TOOL_RESULT, USER, RequestView
 
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Answer",
+    "Chunks",
     "Hang",
     "ProviderFailure",
     "Reply",
@@ -155,6 +158,9 @@ class ProviderFailure:
         message: The error message; ``""`` takes a provider-like one for the status.
         retry_after: Seconds the provider asks the client to wait before a retry (sent as
             ``Retry-After`` and ``retry-after-ms``; > 0), or ``None``.
+        request_id: The provider's request id (the failure's ``requestId``; over HTTP the
+            ``x-request-id`` and ``request-id`` headers, which SDKs show on their errors),
+            or ``None`` for none.
         code: The dsh failure code (docs/format.md#failures); ``None`` derives it from
             the status: ``AUTH`` 401/403, ``QUOTA`` 402, ``RATE_LIMIT`` 429,
             ``OVERLOADED`` 503/529, ``CONTEXT_WINDOW_EXCEEDED`` for a 400/413 whose message
@@ -163,13 +169,15 @@ class ProviderFailure:
 
     Raises:
         ScriptedModelError: The status is outside 400-599 (or ``None`` without such a
-            code), ``retry_after`` is not a positive number, or ``code`` is empty.
+            code), ``retry_after`` is not a positive number, or ``code`` or
+            ``request_id`` is empty.
     """
 
     status: int | None = 500
     message: str = ""
     retry_after: float | None = None
     code: str | None = None
+    request_id: str | None = None
 
     def __post_init__(self) -> None:
         status = self.status
@@ -189,6 +197,13 @@ class ProviderFailure:
             raise _fail(f"ProviderFailure(code=...) must be a non-empty string, got {self.code!r}")
         if not isinstance(self.message, str):
             raise _fail(f"ProviderFailure(message=...) must be a string, got {self.message!r}")
+        if self.request_id is not None and (
+            not isinstance(self.request_id, str) or not self.request_id
+        ):
+            raise _fail(
+                "ProviderFailure(request_id=...) must be a non-empty string or None, "
+                f"got {self.request_id!r}"
+            )
 
     def failure(self) -> JSONObject:
         """The dsh failure object (docs/format.md#failures) this stands for."""
@@ -203,6 +218,8 @@ class ProviderFailure:
             failure["status"] = status
         if self.retry_after is not None:
             failure["providerRetryAfterMs"] = max(1, round(self.retry_after * 1000))
+        if self.request_id is not None:
+            failure["requestId"] = self.request_id
         return failure
 
 
@@ -305,10 +322,71 @@ class Answer:
             )
 
 
-Reply: TypeAlias = "Answer | ProviderFailure | Hang"
-"""What a rule answers with: an :class:`Answer`, a :class:`ProviderFailure` or a :class:`Hang`."""
+@dataclass(frozen=True)
+class Chunks:
+    """An answer given as its dsh stream chunks, streamed as they are.
 
-_REPLIES: Final = (Answer, ProviderFailure, Hang)
+    For a stream an :class:`Answer` does not build: parallel tool calls whose argument
+    deltas interleave, a call that reports no usage, a usage chunk before an error
+    ``finish`` (a content filter after some text), a ``finish`` with ``replayState``. In
+    process the call yields these chunks; over HTTP the model endpoint renders them like
+    a recorded call's (docs/wires.md), in the same order.
+
+    Attributes:
+        chunks: The chunks in order (docs/format.md#stream-chunks): each a JSON object
+            the format allows (a ``type`` and exactly that type's fields); the last, and
+            only the last, is the ``finish``. They are copied: changing the given objects
+            later does not change the answer, and each call gets chunks of its own. Their
+            order is not checked beyond the ``finish`` (a ``block-start`` may be left
+            out, as a recording may leave it out).
+
+    Raises:
+        ScriptedModelError: ``chunks`` is not a list of chunks the format allows (the
+            message names the position and what was expected), or does not end in its
+            one ``finish``.
+    """
+
+    chunks: Sequence[Mapping[str, Any]]
+
+    def __post_init__(self) -> None:
+        given = self.chunks
+        if isinstance(given, str | bytes | Mapping) or not isinstance(given, Sequence):
+            raise _fail(f"Chunks(chunks) takes a list of stream chunks, got {given!r}")
+        copied: list[Any] = []
+        for position, chunk in enumerate(given):
+            if not isinstance(chunk, Mapping):
+                raise _fail(
+                    f"Chunks(chunks[{position}]) must be a stream chunk object, got {chunk!r}"
+                )
+            try:
+                copied.append(orjson.loads(orjson.dumps(dict(chunk))))
+            except (TypeError, orjson.JSONEncodeError) as error:
+                raise _fail(f"Chunks(chunks[{position}]) is not a JSON object: {error}") from None
+            problem = chunk_problem(copied[-1])
+            if problem is not None:
+                raise _fail(
+                    f"Chunks(chunks[{position}]) is not a stream chunk the format allows: "
+                    f"{problem} (docs/format.md#stream-chunks)"
+                )
+        finishes = [n for n, chunk in enumerate(copied) if chunk["type"] == "finish"]
+        if finishes != [len(copied) - 1]:
+            raise _fail(
+                "Chunks(chunks) must end in one finish chunk and have no other, got "
+                f"finish chunks at positions {finishes} of {len(copied)}"
+            )
+        object.__setattr__(self, "chunks", tuple(copied))
+
+    def _copies(self) -> list[StreamChunk]:
+        """A fresh copy of :attr:`chunks`, for one call."""
+        copies: list[StreamChunk] = orjson.loads(orjson.dumps(self.chunks))
+        return copies
+
+
+Reply: TypeAlias = "Answer | Chunks | ProviderFailure | Hang"
+"""What a rule answers with: an :class:`Answer`, :class:`Chunks`, a
+:class:`ProviderFailure` or a :class:`Hang`."""
+
+_REPLIES: Final = (Answer, Chunks, ProviderFailure, Hang)
 
 
 # --- the request as rules see it --------------------------------------------------------------
@@ -411,16 +489,16 @@ class ScriptedRequest:
 # --- rules -------------------------------------------------------------------------------------
 
 
-Respond: TypeAlias = Callable[[ScriptedRequest], "Answer | ProviderFailure | Hang"]
+Respond: TypeAlias = Callable[[ScriptedRequest], "Answer | Chunks | ProviderFailure | Hang"]
 
 
 class Rule:
     """When a request gets an answer: every condition given must hold.
 
     Args:
-        answer: The :class:`Answer`, :class:`ProviderFailure` or :class:`Hang`, or a
-            callable that builds one from the :class:`ScriptedRequest` (for an answer
-            that quotes the request).
+        answer: The :class:`Answer`, :class:`Chunks`, :class:`ProviderFailure` or
+            :class:`Hang`, or a callable that builds one from the :class:`ScriptedRequest`
+            (for an answer that quotes the request).
         prompt: The request's :attr:`~ScriptedRequest.prompt` contains this text, or, a
             compiled pattern, the pattern is found in it (``re.search``).
         when: A predicate over the :class:`ScriptedRequest`.
@@ -442,7 +520,7 @@ class Rule:
 
     def __init__(
         self,
-        answer: Answer | ProviderFailure | Hang | Respond,
+        answer: Answer | Chunks | ProviderFailure | Hang | Respond,
         *,
         prompt: str | re.Pattern[str] | None = None,
         when: Callable[[ScriptedRequest], bool] | None = None,
@@ -451,8 +529,8 @@ class Rule:
     ):
         if not (isinstance(answer, _REPLIES) or callable(answer)):
             raise _fail(
-                "Rule(answer) takes an Answer, a ProviderFailure, a Hang or a callable "
-                f"returning one, got {answer!r}"
+                "Rule(answer) takes an Answer, Chunks, a ProviderFailure, a Hang or a "
+                f"callable returning one, got {answer!r}"
             )
         if prompt is not None and not isinstance(prompt, str | re.Pattern):
             raise _fail(f"Rule(prompt=...) takes a string or a compiled pattern, got {prompt!r}")
@@ -581,6 +659,8 @@ def _wait_of(reply: Reply) -> float:
 def _chunks(reply: Reply, seen: ScriptedRequest) -> list[StreamChunk]:
     if isinstance(reply, ProviderFailure):
         return [_error_finish(reply.failure())]
+    if isinstance(reply, Chunks):
+        return reply._copies()
     assert isinstance(reply, Answer)
     return answer_chunks(reply, seen)
 
@@ -617,7 +697,7 @@ class ScriptedModel:
         self,
         rules: Iterable[Rule] = (),
         *,
-        default: Answer | ProviderFailure | Hang | Respond | None = None,
+        default: Answer | Chunks | ProviderFailure | Hang | Respond | None = None,
     ):
         self.rules: list[Rule] = list(rules)
         for position, rule in enumerate(self.rules):
@@ -731,9 +811,10 @@ class ScriptedModel:
                 other keyword is accepted and ignored.
 
         Returns:
-            An iterator of chunks: an :class:`Answer`'s blocks, usage and finish; a
-            :class:`ProviderFailure`'s error ``finish``; a :class:`Hang`'s wait, then its
-            error ``finish``. The answer is picked when the iterator is first read.
+            An iterator of chunks: an :class:`Answer`'s blocks, usage and finish;
+            :class:`Chunks` as given; a :class:`ProviderFailure`'s error ``finish``; a
+            :class:`Hang`'s wait, then its error ``finish``. The answer is picked when the
+            iterator is first read.
 
         Raises:
             ScriptedModelError: When read: no rule answers the call.

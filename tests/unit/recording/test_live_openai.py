@@ -1,4 +1,12 @@
-"""The OpenAI-compatible live model, against the loopback server of support.openai_server."""
+"""The OpenAI-compatible live model, against the package's scripted server.
+
+Calls go to a ``ScriptedServer``: a ``ScriptedModel``'s answers reach the adapter as the
+model endpoint's chat-completions SSE and HTTP errors (docs/recording.md#scripted-server).
+A few provider details that no encoder of the endpoint writes come from ``canned``, a
+loopback server that answers with the exact bytes a test gives: DeepSeek's usage fields,
+finish reasons beyond OpenAI's (and none at all), an error body's own ``code`` under a
+message that does not name the context window, and a ``Retry-After`` header alone.
+"""
 
 from __future__ import annotations
 
@@ -7,39 +15,45 @@ import json
 import socket
 import sys
 import threading
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from support.openai_server import (
-    HttpError,
-    OpenAIServer,
-    Reply,
-    ScriptedResponder,
-    ToolCall,
-    replies,
-)
 
+from pytest_dsh_replay import (
+    Answer,
+    Chunks,
+    Hang,
+    ProviderFailure,
+    Rule,
+    ScriptedModel,
+    ScriptedRequest,
+    ScriptedServer,
+    ToolCall,
+)
 from pytest_dsh_replay._errors import RecordingError
 from pytest_dsh_replay._recording.live_openai import RECORD_ENV_VARS, OpenAICompatibleModel
+from pytest_dsh_replay._scripted.model import answer_chunks
 
 KEY = "sk-live-test-0123456789abcdef"
 USER = {"messages": [{"role": "user", "content": "hi"}]}
+REQUEST_ID = "req-scripted-1"
 
-Chunks = list[dict[str, Any]]
+ChunkList = list[dict[str, Any]]
+Reply = Answer | Chunks | ProviderFailure | Hang
+Scripted = Reply | Callable[[ScriptedRequest], Reply]
 
 
-def run(model: OpenAICompatibleModel, request: Any, mode: str, **kwargs: Any) -> Chunks:
+def run(model: OpenAICompatibleModel, request: Any, mode: str, **kwargs: Any) -> ChunkList:
     """Read one call to the end, through ``stream`` or ``astream``."""
     if mode == "sync":
         return list(model.stream(request, **kwargs))
 
-    async def read() -> Chunks:
+    async def read() -> ChunkList:
         return [chunk async for chunk in model.astream(request, **kwargs)]
 
     return asyncio.run(read())
@@ -50,11 +64,22 @@ def mode(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+# The answers for the next calls of the shared server, in order; a call with none left
+# matches no rule, which the server answers 400 and keeps as an error.
+_NEXT: list[Scripted] = []
+
+
+def _next_answer(seen: ScriptedRequest) -> Reply:
+    answer = _NEXT.pop(0)
+    return answer(seen) if callable(answer) else answer
+
+
 @pytest.fixture(scope="module")
-def shared() -> Iterator[tuple[OpenAIServer, OpenAICompatibleModel]]:
-    """One server and one model for the module; each test scripts its own replies."""
-    with OpenAIServer(idle_timeout=30) as server:
-        model = OpenAICompatibleModel(base_url=server.base_url, api_key=KEY, model="m1")
+def shared() -> Iterator[tuple[ScriptedServer, OpenAICompatibleModel]]:
+    """One scripted server and one model for the module; each test queues its answers."""
+    scripted = ScriptedModel([Rule(_next_answer, when=lambda seen: bool(_NEXT))])
+    with scripted.serve(idle_timeout=60) as server:
+        model = OpenAICompatibleModel(base_url=server.base_url + "/v1", api_key=KEY, model="m1")
         try:
             yield server, model
         finally:
@@ -62,38 +87,49 @@ def shared() -> Iterator[tuple[OpenAIServer, OpenAICompatibleModel]]:
 
 
 @pytest.fixture
-def server(shared: tuple[OpenAIServer, OpenAICompatibleModel]) -> OpenAIServer:
+def server(shared: tuple[ScriptedServer, OpenAICompatibleModel]) -> Iterator[ScriptedServer]:
+    """The shared server with no answers queued; the test fails on an error it keeps."""
     server = shared[0]
     server.requests.clear()
-    server.responder = replies()
-    return server
+    _NEXT.clear()
+    kept = len(server.errors)
+    yield server
+    _NEXT.clear()
+    assert server.errors[kept:] == []
+
+
+def answers(*script: Scripted) -> None:
+    """Queue the answers of the next calls."""
+    _NEXT[:] = script
 
 
 @pytest.fixture
-def model(shared: tuple[OpenAIServer, OpenAICompatibleModel], server: OpenAIServer) -> Any:
+def model(shared: tuple[ScriptedServer, OpenAICompatibleModel], server: ScriptedServer) -> Any:
     return shared[1]
 
 
 @pytest.fixture
-def call(server: OpenAIServer, model: OpenAICompatibleModel) -> Any:
-    """``call(reply, mode, request=USER)``: one request answered with ``reply``."""
+def call(server: ScriptedServer, model: OpenAICompatibleModel) -> Any:
+    """``call(answer, mode, request=USER)``: one request answered with ``answer``."""
 
-    def call(reply: Reply, mode: str = "sync", request: Any = USER) -> Chunks:
-        server.responder = replies(reply)
+    def call(answer: Scripted, mode: str = "sync", request: Any = USER) -> ChunkList:
+        answers(answer)
         return run(model, request, mode)
 
     return call
 
 
 @pytest.fixture
-def received(server: OpenAIServer, model: OpenAICompatibleModel) -> Any:
+def received(server: ScriptedServer, model: OpenAICompatibleModel) -> Any:
     """``received(request, **options)``: the JSON body the server got for ``request``."""
 
     def received(request: Any, **options: Any) -> dict[str, Any]:
         server.requests.clear()
-        server.responder = replies(Reply(text="ok"))
+        answers(Answer(text="ok"))
         own = (
-            OpenAICompatibleModel(base_url=server.base_url, api_key=KEY, model="m1", **options)
+            OpenAICompatibleModel(
+                base_url=server.base_url + "/v1", api_key=KEY, model="m1", **options
+            )
             if options
             else model
         )
@@ -108,18 +144,150 @@ def received(server: OpenAIServer, model: OpenAICompatibleModel) -> Any:
     return received
 
 
-def failure(chunks: Chunks) -> dict[str, Any]:
+def failure(chunks: ChunkList) -> dict[str, Any]:
     assert chunks[-1]["type"] == "finish"
     assert chunks[-1]["reason"]["kind"] == "error"
     result: dict[str, Any] = chunks[-1]["reason"]["failure"]
     return result
 
 
+def sent_frames(server: ScriptedServer) -> list[Any]:
+    """The JSON frames of the last streamed answer, as the server sent them."""
+    text = bytes(server.requests[-1].response).decode()
+    return [
+        json.loads(line[6:])
+        for line in text.splitlines()
+        if line.startswith("data: ") and line != "data: [DONE]"
+    ]
+
+
+def without_usage(answer: Answer) -> Callable[[ScriptedRequest], Reply]:
+    """``answer`` as a provider that reports no usage streams it: no usage chunk."""
+
+    def build(seen: ScriptedRequest) -> Reply:
+        return Chunks([c for c in answer_chunks(answer, seen) if c["type"] != "usage"])
+
+    return build
+
+
+def _split(text: str, pieces: int) -> list[str]:
+    size = -(-len(text) // pieces)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def interleaved(text: str, calls: list[ToolCall], pieces: int) -> Chunks:
+    """A text block, then tool calls opened together whose argument deltas alternate."""
+    chunks: ChunkList = [{"type": "block-start", "index": 0, "blockType": "text"}]
+    chunks += [{"type": "text-delta", "index": 0, "text": p} for p in _split(text, pieces)]
+    chunks.append({"type": "block-end", "index": 0, "block": {"type": "text", "text": text}})
+    for k in range(1, len(calls) + 1):
+        chunks.append({"type": "block-start", "index": k, "blockType": "tool-call"})
+    for k, tool in enumerate(calls, 1):
+        opening = {"type": "tool-call-delta", "index": k, "id": tool.id, "name": tool.name}
+        chunks.append({**opening, "argumentsDelta": ""})
+    parts = [_split(tool.arguments_json, pieces) for tool in calls]
+    for round_no in range(max(len(p) for p in parts)):
+        for k, (tool, mine) in enumerate(zip(calls, parts, strict=True), 1):
+            if round_no < len(mine):
+                delta = {"type": "tool-call-delta", "index": k, "id": tool.id}
+                chunks.append({**delta, "argumentsDelta": mine[round_no]})
+    for k, tool in enumerate(calls, 1):
+        block = {"type": "tool-call", "id": tool.id, "name": tool.name}
+        chunks.append(
+            {"type": "block-end", "index": k, "block": {**block, "arguments": tool.arguments_json}}
+        )
+    chunks.append({"type": "usage", "usage": {"inputTokens": 3, "outputTokens": 9}})
+    chunks.append({"type": "finish", "reason": {"kind": "tool-calls"}})
+    return Chunks(chunks)
+
+
+def content_filtered(text: str) -> Chunks:
+    """``text``, usage, then the provider's content filter stops the answer."""
+    stopped = {"message": "filtered", "code": "CONTENT_FILTER"}
+    return Chunks(
+        [
+            {"type": "block-start", "index": 0, "blockType": "text"},
+            {"type": "text-delta", "index": 0, "text": text},
+            {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}},
+            {"type": "usage", "usage": {"inputTokens": 2, "outputTokens": 1}},
+            {"type": "finish", "reason": {"kind": "error", "failure": stopped}},
+        ]
+    )
+
+
+# --- canned: the bytes no encoder of the endpoint writes --------------------------------
+
+SSE = {"content-type": "text/event-stream"}
+
+
+@contextmanager
+def canned(
+    status: int, body: bytes, headers: Mapping[str, str] = SSE
+) -> Iterator[OpenAICompatibleModel]:
+    """A model whose calls go to a loopback server answering ``status``, ``headers``, ``body``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(status)
+            for name, value in {**headers, "content-length": str(len(body))}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Keep test output quiet."""
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    model = OpenAICompatibleModel(
+        base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1", api_key=KEY, model="m1"
+    )
+    try:
+        yield model
+    finally:
+        model.close()
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def sse(*frames: Mapping[str, Any]) -> bytes:
+    """An SSE body: each frame as ``data: <json>``, then ``data: [DONE]``."""
+    return b"".join(b"data: " + json.dumps(f).encode() + b"\n\n" for f in frames) + (
+        b"data: [DONE]\n\n"
+    )
+
+
+def frame(delta: Mapping[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "model": "m1",
+        "choices": [choice],
+    }
+
+
+def usage_frame(usage: Mapping[str, Any]) -> dict[str, Any]:
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [], "usage": usage}
+
+
+def error_body(message: str, **fields: Any) -> bytes:
+    return json.dumps(
+        {"error": {"message": message, "type": "api_error", "code": None, **fields}}
+    ).encode()
+
+
 # --- streaming content -------------------------------------------------------------------
 
 
 def test_text_streams_as_one_text_block(call: Any, mode: str) -> None:
-    chunks = call(Reply(text="Hello there!", pieces=4, usage=_usage(5, 3)), mode)
+    usage = {"inputTokens": 5, "outputTokens": 3}
+    chunks = call(Answer(text="Hello there!", pieces=4, usage=usage), mode)
     assert chunks == [
         {"type": "block-start", "index": 0, "blockType": "text"},
         {"type": "text-delta", "index": 0, "text": "Hel"},
@@ -133,7 +301,7 @@ def test_text_streams_as_one_text_block(call: Any, mode: str) -> None:
 
 
 def test_reasoning_block_ends_when_text_starts(call: Any, mode: str) -> None:
-    chunks = call(Reply(reasoning="think", text="ok", pieces=2, send_usage=False), mode)
+    chunks = call(without_usage(Answer(reasoning="think", text="ok", pieces=2)), mode)
     assert chunks == [
         {"type": "block-start", "index": 0, "blockType": "reasoning"},
         {"type": "reasoning-delta", "index": 0, "text": "thi"},
@@ -148,10 +316,20 @@ def test_reasoning_block_ends_when_text_starts(call: Any, mode: str) -> None:
 
 
 @pytest.mark.parametrize("interleave", [False, True], ids=["sequential", "interleaved"])
-def test_parallel_tool_calls_are_tool_call_blocks(call: Any, mode: str, interleave: bool) -> None:
+def test_parallel_tool_calls_are_tool_call_blocks(
+    call: Any, server: ScriptedServer, mode: str, interleave: bool
+) -> None:
     calls = [ToolCall("read", '{"path": "a.txt"}', "call_a"), ToolCall("ls", "{}", "call_b")]
-    reply = Reply(text="Let me look.", tool_calls=calls, pieces=3, interleave=interleave)
-    chunks = call(reply, mode)
+    answer = (
+        interleaved("Let me look.", calls, 3)
+        if interleave
+        else Answer(text="Let me look.", tool_calls=calls, pieces=3)
+    )
+    chunks = call(answer, mode)
+    sent = [c["choices"][0]["delta"]["tool_calls"][0] for c in sent_frames(server)
+            if c["choices"] and "tool_calls" in c["choices"][0]["delta"]]  # fmt: skip
+    if interleave:  # both calls open before their arguments alternate on the wire
+        assert [d["index"] for d in sent] == [0, 1, 0, 1, 0, 1, 0]
     kinds = [(c["type"], c.get("index")) for c in chunks]
     assert kinds[:1] == [("block-start", 0)]
     assert ("block-end", 0) in kinds
@@ -176,7 +354,7 @@ def test_parallel_tool_calls_are_tool_call_blocks(call: Any, mode: str, interlea
 
 
 def test_text_after_tool_calls_opens_a_new_block(call: Any) -> None:
-    chunks = call(Reply(reasoning="a", text="b", pieces=1), "sync")
+    chunks = call(Answer(reasoning="a", text="b", pieces=1), "sync")
     assert [c["type"] for c in chunks] == [
         "block-start", "reasoning-delta", "block-end",
         "block-start", "text-delta", "block-end",
@@ -200,13 +378,6 @@ def _usage(prompt: int, completion: int, **extra: Any) -> dict[str, Any]:
     ("usage", "expected"),
     [
         pytest.param(
-            _usage(8427, 99, prompt_cache_hit_tokens=8064, prompt_cache_miss_tokens=363,
-                   completion_tokens_details={"reasoning_tokens": 20}),
-            {"inputTokens": 363, "outputTokens": 99, "cacheReadTokens": 8064,
-             "reasoningTokens": 20},
-            id="deepseek",
-        ),
-        pytest.param(
             _usage(100, 7, prompt_tokens_details={"cached_tokens": 64},
                    completion_tokens_details={"reasoning_tokens": 0}),
             {"inputTokens": 36, "outputTokens": 7, "cacheReadTokens": 64, "reasoningTokens": 0},
@@ -220,14 +391,31 @@ def _usage(prompt: int, completion: int, **extra: Any) -> dict[str, Any]:
         pytest.param(_usage(3, 1), {"inputTokens": 3, "outputTokens": 1}, id="plain"),
     ],
 )  # fmt: skip
-def test_usage_mapping(call: Any, usage: dict[str, Any], expected: dict[str, Any]) -> None:
-    chunks = call(Reply(text="x", usage=usage))
+def test_usage_mapping(
+    call: Any, server: ScriptedServer, usage: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    chunks = call(Answer(text="x", usage=expected))
+    assert sent_frames(server)[-1]["usage"] == usage  # what the provider reported
     assert chunks[-2] == {"type": "usage", "usage": expected}
     assert list(chunks[-2]["usage"]) == list(expected)  # key order as dsh writes it
 
 
-def test_no_usage_chunk_when_the_provider_sends_none(call: Any) -> None:
-    chunks = call(Reply(text="x", send_usage=False), "sync")
+def test_deepseek_cache_fields_map_to_cache_reads() -> None:
+    # DeepSeek's prompt_cache_hit_tokens / prompt_cache_miss_tokens: no encoder writes them
+    usage = _usage(8427, 99, prompt_cache_hit_tokens=8064, prompt_cache_miss_tokens=363,
+                   completion_tokens_details={"reasoning_tokens": 20})  # fmt: skip
+    expected = {"inputTokens": 363, "outputTokens": 99, "cacheReadTokens": 8064,
+                "reasoningTokens": 20}  # fmt: skip
+    body = sse(frame({"role": "assistant", "content": "x"}), frame({}, "stop"), usage_frame(usage))
+    with canned(200, body) as model:
+        chunks = run(model, USER, "sync")
+    assert chunks[-2] == {"type": "usage", "usage": expected}
+    assert list(chunks[-2]["usage"]) == list(expected)  # key order as dsh writes it
+
+
+def test_no_usage_chunk_when_the_provider_sends_none(call: Any, server: ScriptedServer) -> None:
+    chunks = call(without_usage(Answer(text="x")), "sync")
+    assert all("usage" not in f for f in sent_frames(server))
     assert [c["type"] for c in chunks][-2:] == ["block-end", "finish"]
 
 
@@ -235,31 +423,48 @@ def test_no_usage_chunk_when_the_provider_sends_none(call: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("reply", "reason"),
+    ("answer", "reason"),
     [
-        (Reply(text="x", finish_reason="stop"), {"kind": "stop"}),
-        (Reply(tool_calls=[ToolCall("t")], finish_reason="tool_calls"), {"kind": "tool-calls"}),
-        (Reply(tool_calls=[ToolCall("t")], finish_reason="stop"), {"kind": "tool-calls"}),
-        (Reply(text="x", finish_reason="length"), {"kind": "max-tokens"}),
-        (Reply(reasoning="only thinking", finish_reason="length"), {"kind": "max-tokens"}),
+        (Answer(text="x", finish="stop"), {"kind": "stop"}),
+        (Answer(tool_calls=[ToolCall("t")], finish="tool-calls"), {"kind": "tool-calls"}),
+        (Answer(tool_calls=[ToolCall("t")], finish="stop"), {"kind": "tool-calls"}),
+        (Answer(text="x", finish="max-tokens"), {"kind": "max-tokens"}),
+        (Answer(reasoning="only thinking", finish="max-tokens"), {"kind": "max-tokens"}),
     ],
     ids=["stop", "tool_calls", "stop-with-tool-calls", "length", "length-in-reasoning"],
 )
-def test_finish_reasons(call: Any, reply: Reply, reason: dict[str, Any]) -> None:
-    assert call(reply)[-1] == {"type": "finish", "reason": reason}
+def test_finish_reasons(
+    call: Any, server: ScriptedServer, answer: Answer, reason: dict[str, Any]
+) -> None:
+    assert call(answer)[-1] == {"type": "finish", "reason": reason}
+    wire = {"stop": "stop", "tool-calls": "tool_calls", "max-tokens": "length"}[str(answer.finish)]
+    assert sent_frames(server)[-2]["choices"][0]["finish_reason"] == wire
+
+
+def test_a_content_filter_finish_is_an_error(call: Any, server: ScriptedServer) -> None:
+    chunks = call(content_filtered("partial"))
+    assert sent_frames(server)[-2]["choices"][0]["finish_reason"] == "content_filter"
+    assert chunks[-3]["block"] == {"type": "text", "text": "partial"}  # content is kept
+    assert chunks[-2]["type"] == "usage"
+    assert failure(chunks)["code"] == "CONTENT_FILTER"
+    assert "status" not in failure(chunks)
 
 
 @pytest.mark.parametrize(
     ("finish_reason", "code"),
     [
-        ("content_filter", "CONTENT_FILTER"),
-        ("insufficient_system_resource", "OVERLOADED"),
+        ("insufficient_system_resource", "OVERLOADED"),  # DeepSeek's
         ("something_new", "UNKNOWN"),
-        ("", "UNKNOWN"),  # the stream ended without any finish reason
+        (None, "UNKNOWN"),  # the stream ended without any finish reason
     ],
 )
-def test_other_finish_reasons_are_errors(call: Any, finish_reason: str, code: str) -> None:
-    chunks = call(Reply(text="partial", finish_reason=finish_reason))
+def test_other_finish_reasons_are_errors(finish_reason: str | None, code: str) -> None:
+    # finish reasons beyond OpenAI's, and usage after none: no encoder writes them
+    ending = [frame({}, finish_reason)] if finish_reason else []
+    body = sse(frame({"role": "assistant", "content": ""}), frame({"content": "part"}),
+               frame({"content": "ial"}), *ending, usage_frame(_usage(3, 2)))  # fmt: skip
+    with canned(200, body) as model:
+        chunks = run(model, USER, "sync")
     assert chunks[-3]["block"] == {"type": "text", "text": "partial"}  # content is kept
     assert chunks[-2]["type"] == "usage"
     assert failure(chunks)["code"] == code
@@ -267,7 +472,7 @@ def test_other_finish_reasons_are_errors(call: Any, finish_reason: str, code: st
 
 
 def test_empty_response_is_an_error(call: Any, mode: str) -> None:
-    chunks = call(Reply(usage=_usage(4, 0)), mode)
+    chunks = call(Answer(usage={"inputTokens": 4, "outputTokens": 0}), mode)
     assert chunks == [
         {"type": "usage", "usage": {"inputTokens": 4, "outputTokens": 0}},
         {
@@ -292,24 +497,36 @@ CONTEXT = (
 )
 
 
+def provider(status: int, message: str, **options: Any) -> ProviderFailure:
+    """A provider's HTTP error, with its request id."""
+    return ProviderFailure(status, message, request_id=REQUEST_ID, **options)
+
+
 @pytest.mark.parametrize(
     ("error", "code"),
     [
-        (HttpError(401, "Authentication Fails, Your api key is invalid"), "AUTH"),
-        (HttpError(403, "forbidden"), "AUTH"),
-        (HttpError(429, "Rate limit reached"), "RATE_LIMIT"),
-        (HttpError(400, CONTEXT, type="invalid_request_error"), "CONTEXT_WINDOW_EXCEEDED"),
-        (HttpError(400, "too long", code="context_length_exceeded"), "CONTEXT_WINDOW_EXCEEDED"),
-        (HttpError(400, "Invalid max_tokens value, the valid range is [1, 8192]"), "UNKNOWN"),
-        (HttpError(404, "Model Not Exist"), "UNKNOWN"),
-        (HttpError(500, "internal"), "UNKNOWN"),
-        (HttpError(503, "Server overloaded"), "OVERLOADED"),
-        (HttpError(529, "Overloaded"), "OVERLOADED"),
+        (provider(401, "Authentication Fails, Your api key is invalid"), "AUTH"),
+        (provider(403, "forbidden"), "AUTH"),
+        (provider(429, "Rate limit reached"), "RATE_LIMIT"),
+        # an invalid_request_error with no error code: the message names the overflow
+        (provider(400, CONTEXT, code="INVALID_REQUEST"), "CONTEXT_WINDOW_EXCEEDED"),
+        (provider(400, "Invalid max_tokens value, the valid range is [1, 8192]"), "UNKNOWN"),
+        (provider(404, "Model Not Exist"), "UNKNOWN"),
+        (provider(500, "internal"), "UNKNOWN"),
+        (provider(503, "Server overloaded"), "OVERLOADED"),
+        (provider(529, "Overloaded"), "OVERLOADED"),
     ],
-    ids=lambda v: str(v.status) if isinstance(v, HttpError) else str(v),
+    ids=lambda v: str(v.status) if isinstance(v, ProviderFailure) else str(v),
 )
-def test_http_errors_become_an_error_finish(call: Any, error: HttpError, code: str) -> None:
-    chunks = call(Reply(error=error))
+def test_http_errors_become_an_error_finish(
+    call: Any, server: ScriptedServer, error: ProviderFailure, code: str
+) -> None:
+    chunks = call(error)
+    assert server.requests[-1].status == error.status
+    sent = json.loads(bytes(server.requests[-1].response))["error"]
+    assert sent["message"] == error.message
+    if error.code == "INVALID_REQUEST":
+        assert sent["code"] is None  # the adapter has only the status and the message
     assert chunks == [
         {
             "type": "finish",
@@ -319,7 +536,30 @@ def test_http_errors_become_an_error_finish(call: Any, error: HttpError, code: s
                     "message": error.message,
                     "code": code,
                     "status": error.status,
-                    "requestId": failure(chunks)["requestId"],
+                    "requestId": REQUEST_ID,
+                },
+            },
+        }
+    ]
+
+
+def test_the_error_bodys_code_names_a_context_overflow() -> None:
+    # code context_length_exceeded under a message that does not say so: the endpoint's
+    # error body for such a failure adds the words, so this body is canned
+    body = error_body("too long", type="invalid_request_error", code="context_length_exceeded")
+    headers = {"content-type": "application/json", "x-request-id": REQUEST_ID}
+    with canned(400, body, headers) as model:
+        chunks = run(model, USER, "sync")
+    assert chunks == [
+        {
+            "type": "finish",
+            "reason": {
+                "kind": "error",
+                "failure": {
+                    "message": "too long",
+                    "code": "CONTEXT_WINDOW_EXCEEDED",
+                    "status": 400,
+                    "requestId": REQUEST_ID,
                 },
             },
         }
@@ -327,39 +567,49 @@ def test_http_errors_become_an_error_finish(call: Any, error: HttpError, code: s
 
 
 def test_async_maps_finishes_and_failures_like_sync(call: Any) -> None:
-    cases = [
-        Reply(text="x", finish_reason="length"),
-        Reply(text="x", finish_reason="content_filter"),
-        Reply(error=HttpError(400, CONTEXT)),
-        Reply(error=HttpError(503, "busy", retry_after="1")),
+    cases: list[Reply] = [
+        Answer(text="x", finish="max-tokens"),
+        content_filtered("x"),
+        ProviderFailure(400, CONTEXT, code="INVALID_REQUEST"),
+        ProviderFailure(503, "busy", retry_after=1),
     ]
-    for reply in cases:
-        expected = call(reply, "sync")
-        got = call(reply, "async")
+    for answer in cases:
+        expected = call(answer, "sync")
+        got = call(answer, "async")
         if "failure" in expected[-1]["reason"]:
             expected[-1]["reason"]["failure"].pop("requestId", None)
             got[-1]["reason"]["failure"].pop("requestId", None)
         assert got == expected
 
 
-def test_retry_after_seconds(call: Any, mode: str) -> None:
-    chunks = call(Reply(error=HttpError(429, "slow down", retry_after="2.5")), mode)
+def test_retry_after_seconds(call: Any, server: ScriptedServer, mode: str) -> None:
+    chunks = call(provider(429, "slow down", retry_after=2.5), mode)
+    assert server.requests[-1].status == 429
     assert failure(chunks)["providerRetryAfterMs"] == 2500
     assert list(failure(chunks)) == [
         "message", "code", "status", "providerRetryAfterMs", "requestId",
     ]  # fmt: skip
 
 
-def test_retry_after_http_date(call: Any) -> None:
+# A Retry-After header alone (the endpoint also sends retry-after-ms): canned.
+def _retry_after(value: str) -> dict[str, Any]:
+    headers = {"content-type": "application/json", "retry-after": value, "x-request-id": "r1"}
+    with canned(429, error_body("slow down"), headers) as model:
+        return failure(run(model, USER, "sync"))
+
+
+def test_retry_after_seconds_alone() -> None:
+    assert _retry_after("2.5")["providerRetryAfterMs"] == 2500
+
+
+def test_retry_after_http_date() -> None:
     when = format_datetime(datetime.now(timezone.utc) + timedelta(hours=1), usegmt=True)
-    chunks = call(Reply(error=HttpError(503, "busy", retry_after=when)), "sync")
-    assert 3_500_000 < failure(chunks)["providerRetryAfterMs"] <= 3_600_000
+    assert 3_500_000 < _retry_after(when)["providerRetryAfterMs"] <= 3_600_000
 
 
 @pytest.mark.parametrize("value", ["0", "soon", "-3"])
-def test_unusable_retry_after_is_left_out(call: Any, value: str) -> None:
-    chunks = call(Reply(error=HttpError(429, "slow down", retry_after=value)), "sync")
-    assert "providerRetryAfterMs" not in failure(chunks)
+def test_unusable_retry_after_is_left_out(value: str) -> None:
+    assert "providerRetryAfterMs" not in _retry_after(value)
 
 
 def test_dead_port_is_a_network_error(mode: str) -> None:
@@ -382,23 +632,24 @@ def test_dead_port_is_a_network_error(mode: str) -> None:
     assert kept == failure(chunks)["message"]
 
 
-def test_timeout_is_a_network_error(server: OpenAIServer, mode: str) -> None:
-    # The reply is held until the client has given up: no race between a delay and the
-    # timeout (a client that never times out gets "late" after HOLD_CAP_S and fails).
-    released = threading.Event()
-    server.responder = replies(Reply(text="late", hold=released))
-    slow = OpenAICompatibleModel(base_url=server.base_url, api_key=KEY, model="m", timeout=0.15)
+def test_timeout_is_a_network_error(server: ScriptedServer, mode: str) -> None:
+    # The answer hangs until the client has given up: no race between a delay and the
+    # timeout (a client that never times out gets the hang's end after 10 s and fails).
+    answers(Hang(seconds=10))
+    slow = OpenAICompatibleModel(
+        base_url=server.base_url + "/v1", api_key=KEY, model="m", timeout=0.15
+    )
     try:
         chunks = run(slow, USER, mode)
     finally:
-        released.set()
         slow.close()
     assert failure(chunks)["code"] == "NETWORK"
     assert "status" not in failure(chunks)
 
 
 def test_error_event_mid_stream_keeps_the_chunks_already_sent(call: Any, mode: str) -> None:
-    chunks = call(Reply(text="abcdef", pieces=2, stream_error="upstream died"), mode)
+    died = ProviderFailure(500, "upstream died")
+    chunks = call(Answer(text="abcdef", pieces=2, failure=died), mode)
     assert chunks[:3] == [
         {"type": "block-start", "index": 0, "blockType": "text"},
         {"type": "text-delta", "index": 0, "text": "abc"},
@@ -409,16 +660,20 @@ def test_error_event_mid_stream_keeps_the_chunks_already_sent(call: Any, mode: s
 
 
 def test_connection_cut_mid_stream_is_a_network_error(call: Any, mode: str) -> None:
-    chunks = call(Reply(text="abcdef", pieces=2, cut_off=True), mode)
+    cut = ProviderFailure(None, code="TRANSPORT")
+    chunks = call(Answer(text="abcdef", pieces=2, failure=cut), mode)
     assert [c["type"] for c in chunks] == ["block-start", "text-delta", "text-delta", "finish"]
     assert failure(chunks)["code"] == "NETWORK"
 
 
-def test_wrong_key_is_auth_and_the_key_is_never_echoed(call: Any, mode: str) -> None:
-    echo = Reply(error=HttpError(401, f"Incorrect API key provided: {KEY}"))
+def test_wrong_key_is_auth_and_the_key_is_never_echoed(
+    call: Any, server: ScriptedServer, mode: str
+) -> None:
+    echo = ProviderFailure(401, f"Incorrect API key provided: {KEY}")
     assert failure(call(echo, mode))["message"] == "Incorrect API key provided: [REDACTED]"
-    with OpenAIServer(api_key="another-key", idle_timeout=10) as server:
-        model = OpenAICompatibleModel(base_url=server.base_url, api_key=KEY, model="m")
+    assert KEY.encode() in server.requests[-1].response  # the provider did echo it
+    with ScriptedServer(ScriptedModel(), api_key="another-key", idle_timeout=10) as other:
+        model = OpenAICompatibleModel(base_url=other.base_url + "/v1", api_key=KEY, model="m")
         try:
             assert failure(run(model, USER, mode))["code"] == "AUTH"
         finally:
@@ -429,11 +684,14 @@ def test_wrong_key_is_auth_and_the_key_is_never_echoed(call: Any, mode: str) -> 
 
 
 def test_request_basics_and_the_key_only_in_the_authorization_header(
-    server: OpenAIServer, mode: str
+    server: ScriptedServer, mode: str
 ) -> None:
-    server.responder = replies(Reply(text="x"), Reply(text="y"))
+    answers(Answer(text="x"), Answer(text="y"))
     model = OpenAICompatibleModel(
-        base_url=server.base_url, api_key=KEY, model="m1", extra_body={"thinking": {"x": 1}}
+        base_url=server.base_url + "/v1",
+        api_key=KEY,
+        model="m1",
+        extra_body={"thinking": {"x": 1}},
     )
     try:
         run(model, USER, mode, session_id="s1", parent_session_id=None, turn=1, step=2)
@@ -447,7 +705,7 @@ def test_request_basics_and_the_key_only_in_the_authorization_header(
         assert seen.headers["authorization"] == f"Bearer {KEY}"
         others = {k: v for k, v in seen.headers.items() if k != "authorization"}
         assert KEY not in json.dumps(others)
-        assert KEY.encode() not in seen.raw
+        assert KEY not in json.dumps(seen.body)
         assert seen.body == {
             "model": "m1",
             "messages": [{"role": "user", "content": "hi"}],
@@ -606,9 +864,9 @@ def test_every_request_key_is_sent_as_it_is(received: Any) -> None:
     assert body["model"] == "m1"  # the constructor's model replaces the request's
 
 
-def test_the_requests_model_is_sent_unless_one_is_forced(server: OpenAIServer) -> None:
-    server.responder = replies(Reply(text="ok"), Reply(text="ok"))
-    own = OpenAICompatibleModel(base_url=server.base_url, api_key=KEY)
+def test_the_requests_model_is_sent_unless_one_is_forced(server: ScriptedServer) -> None:
+    answers(Answer(text="ok"), Answer(text="ok"))
+    own = OpenAICompatibleModel(base_url=server.base_url + "/v1", api_key=KEY)
     try:
         run(own, {**USER, "model": "asked-for"}, "sync")
         assert server.requests[-1].body["model"] == "asked-for"
@@ -634,7 +892,7 @@ def test_the_requests_model_is_sent_unless_one_is_forced(server: OpenAIServer) -
     ],
 )  # fmt: skip
 def test_malformed_requests_raise_before_anything_is_sent(
-    server: OpenAIServer, model: OpenAICompatibleModel, request_: Any, error: type[Exception]
+    server: ScriptedServer, model: OpenAICompatibleModel, request_: Any, error: type[Exception]
 ) -> None:
     with pytest.raises(error):
         model.stream(request_)
@@ -644,9 +902,9 @@ def test_malformed_requests_raise_before_anything_is_sent(
 
 
 def test_abandoned_stream_frees_the_connection(
-    server: OpenAIServer, model: OpenAICompatibleModel
+    server: ScriptedServer, model: OpenAICompatibleModel
 ) -> None:
-    server.responder = replies(Reply(text="a" * 50, pieces=25), Reply(text="next"))
+    answers(Answer(text="a" * 50, pieces=25), Answer(text="next"))
     stream = model.stream(USER)
     assert next(stream)["type"] == "block-start"
     stream.close()  # type: ignore[attr-defined]
@@ -695,82 +953,68 @@ def test_missing_openai_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
         OpenAICompatibleModel(base_url="http://127.0.0.1:9/v1", api_key=KEY, model="m")
 
 
-# --- the test server itself ----------------------------------------------------------------
+# --- a conversation with the scripted model's rules -------------------------------------
 
 
-def test_scripted_responder_drives_a_tool_round(
-    server: OpenAIServer, model: OpenAICompatibleModel, mode: str
-) -> None:
-    server.responder = ScriptedResponder(pieces=2)
-    prompt = {"role": "user", "content": 'go [[tool read {"path": "a"}]] [[tool ls]]'}
-    first = run(model, {"messages": [prompt]}, mode)
-    assert first[-1]["reason"] == {"kind": "tool-calls"}
-    calls = [c["block"] for c in first if c["type"] == "block-end"][1:]
-    assert [(c["name"], c["arguments"]) for c in calls] == [("read", '{"path": "a"}'), ("ls", "{}")]
-    results = [
-        {"type": "tool-result", "toolCallId": c["id"],
-         "content": [{"type": "text", "text": f"ran {c['name']}"}]}
-        for c in calls
-    ]  # fmt: skip
-    conversation = [prompt, {"role": "assistant", "content": calls}]
-    second = run(model, {"messages": [*conversation, {"role": "user", "content": results}]}, mode)
-    texts = [c["block"]["text"] for c in second if c["type"] == "block-end"]
-    assert texts == ["tool results: ran read; ran ls"]
-    assert run(model, {"messages": [prompt]}, mode) == first  # deterministic
+def test_a_tool_round_with_the_scripted_models_rules(mode: str) -> None:
+    scripted = ScriptedModel(
+        [
+            Rule(
+                lambda seen: Answer(text="tool results: " + "; ".join(seen.tool_results)),
+                when=lambda seen: bool(seen.tool_results),
+            ),
+            Rule(
+                Answer(
+                    reasoning="calling read; calling ls",
+                    tool_calls=[ToolCall("read", '{"path": "a"}'), ToolCall("ls")],
+                    pieces=2,
+                ),
+                prompt="go",
+            ),
+        ]
+    )
+    with scripted.serve(idle_timeout=10) as server:
+        model = OpenAICompatibleModel(base_url=server.base_url + "/v1", api_key=KEY, model="m")
+        try:
+            prompt = {"role": "user", "content": "go"}
+            first = run(model, {"messages": [prompt]}, mode)
+            assert first[-1]["reason"] == {"kind": "tool-calls"}
+            calls = [c["block"] for c in first if c["type"] == "block-end"][1:]
+            assert [(c["name"], c["arguments"]) for c in calls] == [
+                ("read", '{"path": "a"}'),
+                ("ls", "{}"),
+            ]
+            results = [
+                {"type": "tool-result", "toolCallId": c["id"],
+                 "content": [{"type": "text", "text": f"ran {c['name']}"}]}
+                for c in calls
+            ]  # fmt: skip
+            conversation = [prompt, {"role": "assistant", "content": calls}]
+            request = {"messages": [*conversation, {"role": "user", "content": results}]}
+            second = run(model, request, mode)
+            texts = [c["block"]["text"] for c in second if c["type"] == "block-end"]
+            assert texts == ["tool results: ran read; ran ls"]
+            assert run(model, {"messages": [prompt]}, mode) == first  # deterministic
+        finally:
+            model.close()
 
 
-def test_scripted_responder_fails_once_then_answers(
-    server: OpenAIServer, model: OpenAICompatibleModel
-) -> None:
-    server.responder = ScriptedResponder()
-    request = {"messages": [{"role": "user", "content": "hello [[fail 503]][[think hm]]"}]}
-    assert failure(run(model, request, "sync"))["code"] == "OVERLOADED"
-    ends = [c["block"] for c in run(model, request, "sync") if c["type"] == "block-end"]
+def test_a_failure_once_then_the_answer() -> None:
+    scripted = ScriptedModel(
+        [
+            Rule(ProviderFailure(503), prompt="hello", times=1),
+            Rule(Answer(reasoning="hm", text="echo: hello"), prompt="hello"),
+        ]
+    )
+    request = {"messages": [{"role": "user", "content": "hello"}]}
+    with scripted.serve(idle_timeout=10) as server:
+        model = OpenAICompatibleModel(base_url=server.base_url + "/v1", api_key=KEY, model="m")
+        try:
+            assert failure(run(model, request, "sync"))["code"] == "OVERLOADED"
+            ends = [c["block"] for c in run(model, request, "sync") if c["type"] == "block-end"]
+        finally:
+            model.close()
     assert ends == [{"type": "reasoning", "text": "hm"}, {"type": "text", "text": "echo: hello"}]
-
-
-def test_server_answers_without_streaming_too(server: OpenAIServer) -> None:
-    server.responder = replies(
-        Reply(reasoning="r", text="t", tool_calls=[ToolCall("f", "{}", "c1")])
-    )
-    data = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}]})
-    http = urllib.request.Request(
-        server.base_url + "/chat/completions",
-        data=data.encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(http, timeout=5) as response:
-        body = json.loads(response.read())
-    with pytest.raises(urllib.error.HTTPError) as error:
-        urllib.request.urlopen(server.base_url + "/models", timeout=5)
-    error.value.close()
-    assert error.value.code == 404
-    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-    assert body["choices"][0]["message"] == {
-        "role": "assistant",
-        "content": "t",
-        "reasoning_content": "r",
-        "tool_calls": [call],
-    }
-    assert body["choices"][0]["finish_reason"] == "tool_calls"
-
-
-def test_server_stops_by_itself_when_idle() -> None:
-    server = OpenAIServer(idle_timeout=0.1).start()
-    deadline = time.monotonic() + 3
-    while server.running and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not server.running
-    with socket.socket() as probe, pytest.raises(ConnectionRefusedError):
-        probe.connect(("127.0.0.1", server.port))
-    server.stop()  # idempotent
-
-
-def test_server_stops_on_exit_and_binds_loopback_only() -> None:
-    with OpenAIServer(idle_timeout=10) as server:
-        assert server.running
-        assert server.base_url.startswith("http://127.0.0.1:")
-    assert not server.running
 
 
 def test_from_env_without_a_model_sends_each_requests_own() -> None:

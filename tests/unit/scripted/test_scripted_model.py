@@ -13,6 +13,7 @@ from support.hang_guard import deadline
 
 from pytest_dsh_replay import (
     Answer,
+    Chunks,
     DshReplayError,
     Hang,
     MemoryBackend,
@@ -173,6 +174,51 @@ def test_default_tool_call_ids_depend_only_on_the_conversation() -> None:
     assert ids[0][1].endswith("_1")
 
 
+STOP = {"type": "finish", "reason": {"kind": "stop"}}
+TEXT = {"type": "text-delta", "index": 0, "text": "x"}
+
+
+def test_a_failure_carries_the_providers_request_id() -> None:
+    failure = ProviderFailure(429, retry_after=1, request_id="req_42").failure()
+    assert failure == {
+        "message": "Rate limit reached for requests.",
+        "code": "RATE_LIMIT",
+        "status": 429,
+        "providerRetryAfterMs": 1000,
+        "requestId": "req_42",
+    }
+    assert "requestId" not in ProviderFailure(429).failure()
+
+
+def test_chunks_stream_as_given_and_each_call_gets_its_own() -> None:
+    given: list[dict[str, Any]] = [
+        {"type": "block-start", "index": 0, "blockType": "tool-call"},
+        {"type": "block-start", "index": 1, "blockType": "tool-call"},
+        {"type": "tool-call-delta", "index": 0, "id": "a", "name": "f", "argumentsDelta": "{"},
+        {"type": "tool-call-delta", "index": 1, "id": "b", "name": "g", "argumentsDelta": "{}"},
+        {"type": "tool-call-delta", "index": 0, "id": "a", "argumentsDelta": "}"},
+        {"type": "block-end", "index": 0,
+         "block": {"type": "tool-call", "id": "a", "name": "f", "arguments": "{}"}},
+        {"type": "block-end", "index": 1,
+         "block": {"type": "tool-call", "id": "b", "name": "g", "arguments": "{}"}},
+        {"type": "finish", "reason": {"kind": "tool-calls"}, "replayState": {"k": [1]}},
+    ]  # fmt: skip
+    expected = [dict(c) for c in given]
+    answer = Chunks(given)
+    given[0]["index"] = 9  # a later change to the given objects does not reach the answer
+    model = ScriptedModel([Rule(answer)])
+    first = list(model.stream(ask("x")))
+    assert first == expected  # interleaved deltas, no usage chunk, the finish as given
+    first[-1]["replayState"]["k"].append(2)
+    assert list(model.stream(ask("x"))) == expected
+
+    async def read() -> list[dict[str, Any]]:
+        return [chunk async for chunk in model.astream(ask("x"))]
+
+    assert asyncio.run(read()) == expected
+    assert model.answer(ask("x")) is answer
+
+
 def test_an_unmatched_request_is_a_typed_error_naming_the_call_and_prompt() -> None:
     model = ScriptedModel([Rule(Answer(text="x"), prompt="capital")])
     with pytest.raises(ScriptedModelError, match=r"call #1: no rule .*'what time is it'"):
@@ -194,7 +240,17 @@ def test_an_unmatched_request_is_a_typed_error_naming_the_call_and_prompt() -> N
         (lambda: ProviderFailure(200), r"must be an HTTP error 400-599, got 200"),
         (lambda: ProviderFailure(None), r"status=None\) needs code="),
         (lambda: ProviderFailure(429, retry_after=0), r"retry_after=...\) takes seconds > 0"),
+        (lambda: ProviderFailure(429, request_id=""), r"request_id=...\) must be a non-empty"),
         (lambda: Hang(seconds=-1), r"Hang\(seconds=...\) takes seconds > 0"),
+        (lambda: Chunks(bad("text")), r"Chunks\(chunks\) takes a list of stream chunks"),
+        (lambda: Chunks([bad("x"), STOP]), r"Chunks\(chunks\[0\]\) must be a stream chunk"),
+        (lambda: Chunks([{"type": "text-delta", "index": 0}, STOP]), r"chunks\[0\]\).*needs text"),
+        (lambda: Chunks([{"type": "block-eMd", "index": 0}, STOP]), r"unknown stream chunk type"),
+        (lambda: Chunks([{**STOP, "extra": 1}]), r"unknown field \"extra\""),
+        (lambda: Chunks([{**STOP, "replayState": {"x": object()}}]), r"is not a JSON object"),
+        (lambda: Chunks([]), r"end in one finish chunk .* positions \[\] of 0"),
+        (lambda: Chunks([STOP, STOP]), r"positions \[0, 1\] of 2"),
+        (lambda: Chunks([STOP, TEXT]), r"positions \[0\] of 2"),
         (lambda: ScriptedModel([bad(Answer())]), r"rules\[0\]\) must be a Rule"),
     ],
 )

@@ -14,6 +14,7 @@ from support.hang_guard import deadline
 
 from pytest_dsh_replay import (
     Answer,
+    Chunks,
     Hang,
     ProviderFailure,
     Rule,
@@ -136,6 +137,71 @@ def test_a_failure_after_content_is_the_wires_in_stream_error_event() -> None:
     assert "".join(d or "" for d in deltas) == "half"
     assert json.loads(events[-1])["error"]["message"] == "upstream died"
     assert "[DONE]" not in events
+
+
+def test_chunks_reach_the_wire_in_their_order_and_a_request_id_reaches_the_sdk() -> None:
+    openai = pytest.importorskip("openai")
+    filtered = {"kind": "error", "failure": {"message": "filtered", "code": "CONTENT_FILTER"}}
+    scripted = ScriptedModel(
+        [
+            Rule(ProviderFailure(429, request_id="req_42"), prompt="limit"),
+            Rule(
+                Chunks(
+                    [
+                        {"type": "tool-call-delta", "index": 0, "id": "a", "name": "f",
+                         "argumentsDelta": ""},
+                        {"type": "tool-call-delta", "index": 1, "id": "b", "name": "g",
+                         "argumentsDelta": "{"},
+                        {"type": "tool-call-delta", "index": 0, "id": "a", "argumentsDelta": "{}"},
+                        {"type": "tool-call-delta", "index": 1, "id": "b", "argumentsDelta": "}"},
+                        {"type": "finish", "reason": {"kind": "tool-calls"}},
+                    ]
+                ),
+                prompt="both",
+            ),
+            Rule(
+                Chunks(
+                    [
+                        {"type": "text-delta", "index": 0, "text": "par"},
+                        {"type": "usage", "usage": {"inputTokens": 2, "outputTokens": 1}},
+                        {"type": "finish", "reason": filtered},
+                    ]
+                ),
+                prompt="filter",
+            ),
+        ]
+    )  # fmt: skip
+    with deadline(60), scripted.serve() as server:
+        client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="k", max_retries=0)
+        with pytest.raises(openai.RateLimitError) as raised:
+            client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "limit"}]
+            )
+        assert raised.value.request_id == "req_42"
+
+        def stream(prompt: str) -> list[Any]:
+            return list(
+                client.chat.completions.create(
+                    model="m",
+                    messages=[{"role": "user", "content": prompt}],
+                    stream=True,
+                    stream_options={"include_usage": True},
+                )
+            )
+
+        deltas = [
+            (d.index, d.id, d.function.arguments)
+            for c in stream("both")
+            if c.choices
+            for d in c.choices[0].delta.tool_calls or ()
+        ]
+        assert deltas == [(0, "a", ""), (1, "b", "{"), (0, None, "{}"), (1, None, "}")]
+        assert b'"usage"' not in server.requests[-1].response  # none given, none sent
+        filtered_stream = stream("filter")
+        assert [c.choices[0].finish_reason for c in filtered_stream if c.choices][-1] == (
+            "content_filter"
+        )
+        assert filtered_stream[-1].usage.completion_tokens == 1
 
 
 def test_a_hang_holds_the_response_until_the_client_gives_up() -> None:
