@@ -11,6 +11,10 @@ workload runs twice in a fresh interpreter under ``valgrind --tool=callgrind``, 
   model per scenario (one pass), and ``areplay`` the same through ``astream``;
 - ``endpoint``: one 50-chunk streamed call of the ``openai`` SDK through
   ``DshReplay.openai_client()`` (needs ``openai``);
+- ``replay_test``: one replaying test as the plugin runs it (``profile_test.py``'s loop:
+  open through the run's scenario cache, one 50-chunk call, the end-of-test check,
+  close), each test its own scenario; ``replay_test_shared`` the same, every test
+  replaying one scenario;
 - ``first_chunk``: a fresh interpreter importing the package, loading a one-call scenario
   and reading its first chunk, over one that only imports ``orjson`` (the floor).
 
@@ -61,6 +65,31 @@ for d in DIRS:
 REQUEST = {"messages": [{"role": "user", "content": "hi"}]}
 """
 )
+
+# One replaying test as the plugin runs it (benchmarks/profile_test.py's loop): open the
+# scenario through the run's cache, read its one 50-chunk call, finish (the log check)
+# and close; each test its own scenario, or every test the same one.
+_REPLAY_TEST = """
+import itertools, sys, tempfile
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from bench_suite import REQUEST, write_scenarios
+from pytest_dsh_replay import DshReplay
+from pytest_dsh_replay._format.redact import recording_redactor
+from pytest_dsh_replay._scripts.loading import ScenarioCache
+ROOT = Path(tempfile.mkdtemp())
+write_scenarios(ROOT, 64, 50)
+SCENARIOS = (ROOT / f"s{n:05d}" for n in itertools.count())
+CACHE = ScenarioCache()
+REDACTOR = recording_redactor()
+WORK = itertools.count()
+def one_test(path):
+    replay = DshReplay.open(path, cache=CACHE, workdir=ROOT / f"w{next(WORK)}", redactor=REDACTOR)
+    for _chunk in replay.model.stream(REQUEST):
+        pass
+    replay.finish()
+    replay.close()
+"""
 
 WORKLOADS = {
     "load": _SCENARIOS
@@ -140,6 +169,16 @@ def unit():
     for _ in stream:
         pass
 """,
+    "replay_test": _REPLAY_TEST
+    + """
+def unit():
+    one_test(next(SCENARIOS))
+""",
+    "replay_test_shared": _REPLAY_TEST
+    + """
+def unit():
+    one_test(ROOT / "s00000")
+""",
 }
 
 _RUNNER = """
@@ -206,7 +245,9 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=1, help="units in the short run (1)")
     parser.add_argument("--large", type=int, default=4, help="units in the long run (4)")
     parser.add_argument(
-        "--workloads", default="load,replay,areplay,endpoint,first_chunk", help="which ones"
+        "--workloads",
+        default="load,replay,areplay,endpoint,first_chunk,replay_test,replay_test_shared",
+        help="which ones",
     )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
@@ -225,6 +266,8 @@ def main() -> None:
                 continue
             script.write_text(_RUNNER.format(code=WORKLOADS[name]))
             extra = [str(args.corpus)] if name != "endpoint" else []
+            if name.startswith("replay_test"):
+                extra = [str(HERE)]
             small = instructions(script, [*extra, str(args.small)])
             large = instructions(script, [*extra, str(args.large)])
             result[name] = {"per_unit": (large - small) // (args.large - args.small)}

@@ -4,6 +4,7 @@ Usage::
 
     python3 benchmarks/profile_test.py                 # 1,000 tests, 50-chunk calls
     python3 benchmarks/profile_test.py --tests 2000 --chunks 50 --top 25
+    python3 benchmarks/profile_test.py --tests 1000 --scenarios 4   # tests share scenarios
 
 Does, in this process, what the ``dsh_replay`` fixture and its end-of-test check do for
 each of ``--tests`` tests that replay one recorded call of ``--chunks`` chunks (each
@@ -60,15 +61,19 @@ class _GcClock:
             self.collections += 1
 
 
-def run_tests(root: Path, work: Path, tests: int) -> dict[str, float]:
-    """Replay ``tests`` scenarios as the plugin does; CPU seconds per phase."""
+def run_tests(root: Path, work: Path, tests: int, scenarios: int = 0) -> dict[str, float]:
+    """Replay ``tests`` tests as the plugin does; CPU seconds per phase.
+
+    Test ``n`` replays scenario ``n % scenarios`` (``0``: each test its own).
+    """
+    scenarios = scenarios or tests
     cache = ScenarioCache()
     redactor = recording_redactor()
     phases = {"open": 0.0, "stream": 0.0, "check": 0.0}
     for n in range(tests):
         c0 = time.process_time()
         replay = DshReplay.open(
-            root / f"s{n:05d}", cache=cache, workdir=work / str(n), redactor=redactor
+            root / f"s{n % scenarios:05d}", cache=cache, workdir=work / str(n), redactor=redactor
         )
         c1 = time.process_time()
         for _chunk in replay.model.stream(REQUEST):
@@ -88,22 +93,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tests", type=int, default=1000, help="replaying tests (1000)")
     parser.add_argument("--chunks", type=int, default=50, help="chunks of the call (50)")
     parser.add_argument("--top", type=int, default=20, help="functions listed (20)")
+    parser.add_argument(
+        "--scenarios",
+        type=int,
+        default=0,
+        help="distinct scenarios, the tests replaying them in turn (0: one per test)",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "snapshots"
         root.mkdir()
-        write_scenarios(root, args.tests, args.chunks)
-        run_tests(root, Path(tmp) / "warm", min(args.tests, 50))  # imports, caches
+        scenarios = args.scenarios or args.tests
+        write_scenarios(root, scenarios, args.chunks)
+        run_tests(root, Path(tmp) / "warm", min(scenarios, 50))  # imports, caches
         clock = _GcClock()
         gc.collect()
         gc.callbacks.append(clock)
         try:
-            phases = run_tests(root, Path(tmp) / "timed", args.tests)
+            phases = run_tests(root, Path(tmp) / "timed", args.tests, scenarios)
         finally:
             gc.callbacks.remove(clock)
         profiler = cProfile.Profile()
         profiler.enable()
-        run_tests(root, Path(tmp) / "profiled", args.tests)
+        run_tests(root, Path(tmp) / "profiled", args.tests, scenarios)
         profiler.disable()
     stats = pstats.Stats(profiler)
     total_internal = sum(row[2] for row in stats.stats.values())  # type: ignore[attr-defined]
@@ -124,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                 "benchmark": "per_test_profile",
                 "date": datetime.date.today().isoformat(),
                 "tests": args.tests,
+                "scenarios": scenarios,
                 "chunks_per_call": args.chunks,
                 "cpu_ms_per_test": per_test,
                 "total_cpu_ms_per_test": round(total / args.tests * 1e3, 4),

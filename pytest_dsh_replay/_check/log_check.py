@@ -20,12 +20,14 @@ from .._format.events import Event, SessionHeader, SessionLike, SessionLog
 from .._format.jsonl import read_session_log
 from .._format.redact import Redactor
 from .._scripts.scenario import PRIMARY_LOG
-from .normalize import LogDifference, Normalizer, canonical_log, tokenize_cwd
+from .normalize import LogDifference, Normalizer, canonical_log, normalized_form, tokenize_cwd
 
 __all__ = [
     "Comparison",
     "Redaction",
     "first_difference",
+    "forms_agree",
+    "log_forms",
     "unchanged_recording",
 ]
 
@@ -139,6 +141,54 @@ def first_difference(
         if diff is not None:
             return file, diff
     return None
+
+
+def log_forms(
+    logs: Sequence[tuple[SessionHeader, Sequence[Event]]],
+    headers: Sequence[SessionHeader],
+    aliases: Mapping[str, str] | None = None,
+) -> tuple[tuple[bytes, ...], ...] | None:
+    """The normalized forms of one side's logs, in order: the log check's digest.
+
+    One side of :func:`first_difference` as :func:`diff_logs` normalizes it: one
+    normalizer over ``headers`` (the side's every session; ``aliases`` on the replayed
+    side), fed each log's header and events in order (docs/checks.md#log-check).
+
+    Returns:
+        Each log's :func:`~pytest_dsh_replay._check.normalize.normalized_form`, or
+        ``None`` when one of them cannot vouch for its values (compare in full then).
+    """
+    normalizer = Normalizer(
+        session_ids=[h.id for h in headers], cwds=[h.cwd for h in headers if h.cwd], aliases=aliases
+    )
+    forms = []
+    for header, events in logs:
+        form = normalized_form(header, events, normalizer)
+        if form is None:
+            return None
+        forms.append(form)
+    return tuple(forms)
+
+
+def forms_agree(
+    recorded_forms: tuple[tuple[bytes, ...], ...] | None,
+    pairs: Sequence[tuple[str, SessionLog, SessionLike]],
+    *,
+    live: Sequence[SessionHeader],
+    aliases: Mapping[str, str] | None = None,
+) -> bool:
+    """Whether the digests say that :func:`first_difference` (with ``diff_logs``) finds none.
+
+    ``recorded_forms`` are :func:`log_forms` of the pairs' recorded logs (over every
+    recorded header); the live logs are reduced to the same form. ``True`` only when
+    every form is equal: then ``diff_logs`` finds no difference in any pair (equal
+    normalized values, the normalizers fed alike). ``False`` says nothing: compare in
+    full, for the verdict and its message.
+    """
+    if recorded_forms is None or len(recorded_forms) != len(pairs):
+        return False
+    mine = log_forms([(log.header, log.events) for _, _, log in pairs], live, aliases)
+    return mine is not None and mine == recorded_forms
 
 
 def unchanged_recording(

@@ -19,7 +19,7 @@ from typing import Any, Final
 import orjson
 
 from .._format.events import SEEDED_FORMAT, Event, JSONObject, SessionHeader, header_version
-from .._format.json_values import ABSENT
+from .._format.json_values import ABSENT, is_lossless
 
 __all__ = [
     "LogDifference",
@@ -27,6 +27,7 @@ __all__ = [
     "canonical_log",
     "describe_difference",
     "diff_logs",
+    "normalized_form",
     "tokenize_cwd",
     "value_difference",
 ]
@@ -455,6 +456,91 @@ def _unchanged_pair(expected: Any, actual: Any, en: Normalizer, an: Normalizer) 
     except TypeError:  # orjson.JSONEncodeError included
         return False
     return b"null" not in text and en.untouched(text) and an.untouched(text)
+
+
+_FORM_OPTIONS: Final = orjson.OPT_SORT_KEYS | _PLAIN_ONLY
+_NULL_TOKENS: Final = (b":null", b",null", b"[null")
+_CHUNK_TYPE_TEXT: Final = orjson.dumps("assistant/chunk")
+
+
+def normalized_form(
+    header: SessionHeader, events: Sequence[Event], normalizer: Normalizer
+) -> tuple[bytes, ...] | None:
+    """A log's normalized header and events as JSON texts: what :func:`diff_logs` compares.
+
+    The log check's digest (docs/checks.md#log-check). The header as
+    :meth:`Normalizer.header` makes it (``H`` and its JSON text, keys sorted), then the
+    events in log order, fed to ``normalizer`` in the order :func:`diff_logs` feeds it:
+    a run of plain ``assistant/chunk`` events (``type``, ``seq``, ``time``, ``data``
+    only) that ``normalizer`` leaves as they are (:meth:`Normalizer.untouched`) as one
+    ``R`` text of their ``data`` list, any other event as ``E`` and the JSON text of
+    what :meth:`Normalizer.event` makes of it.
+
+    Sound, not complete: two logs whose forms are equal agree under :func:`diff_logs`
+    (given normalizers in the same state), since equal texts of plain JSON values are
+    equal values of equal types, and an ``R`` text stands for exactly the events
+    :meth:`Normalizer.event` would return; two logs that agree may still have unequal
+    forms (key order aside: ``1`` against ``1.0``, a run judged on one side only), which
+    only sends them to :func:`diff_logs`.
+
+    Returns:
+        The form, or ``None`` when equal text would not vouch for equal values: a value
+        that is not plain JSON (a subclass, a tuple), or a ``null`` in a value that holds
+        a non-finite float (it serializes to ``null`` too; an unsafe integer is refused
+        as well). Then compare with :func:`diff_logs`.
+    """
+    items = events if events.__class__ is list else list(events)
+    n = len(items)
+    i = 0
+    out: list[bytes] = []
+
+    def add(tag: bytes, text: bytes, value: Any) -> bool:
+        # A null may be a non-finite float (serialized as null): such a value is looked at.
+        if b"null" in text and any(t in text for t in _NULL_TOKENS) and not is_lossless(value):
+            return False
+        out.append(tag + text)
+        return True
+
+    try:
+        head = normalizer.header(header)
+        if not add(b"H", orjson.dumps(head, option=_FORM_OPTIONS), head):
+            return None
+        chunk_type_kept = normalizer.untouched(_CHUNK_TYPE_TEXT)
+        plain_chunk = [
+            e.__class__ is dict
+            and e.get("type") == "assistant/chunk"
+            and e.keys() == _CHUNK_EVENT_KEYS
+            for e in items
+        ]
+        while i < n:
+            end = i
+            while end < n and plain_chunk[end]:
+                end += 1
+            if end > i and chunk_type_kept:  # a run of plain chunk events, judged at once
+                datas = [e["data"] for e in items[i:end]]
+                text = orjson.dumps(datas, option=_FORM_OPTIONS)
+                if normalizer.untouched(text):
+                    if not add(b"R", text, datas):
+                        return None
+                    i = end
+                    continue
+            end = max(end, i + 1)
+            for event in items[i:end]:
+                value: Any = (
+                    {k: v for k, v in event.items() if k not in _ENVELOPE}
+                    if event.__class__ is dict
+                    else None
+                )
+                text = b"" if value is None else orjson.dumps(value, option=_FORM_OPTIONS)
+                if value is None or not normalizer.untouched(text):
+                    value = normalizer.event(event)
+                    text = orjson.dumps(value, option=_FORM_OPTIONS)
+                if not add(b"E", text, value):
+                    return None
+            i = end
+    except TypeError:  # orjson.JSONEncodeError included: not plain JSON
+        return None
+    return tuple(out)
 
 
 def _show(value: Any) -> str:

@@ -21,9 +21,10 @@ import re
 import stat
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from .._errors import ScenarioError
 from .._format.events import SessionHeader, SessionLog
@@ -55,6 +56,8 @@ __all__ = [
 _CHILD_OVERRIDE: Final = r"replay\.([1-9][0-9]*)\.override\.json"  # compiled on first use
 _PRIMARY_OVERRIDE: Final = "replay.override.json"
 _SQLITE_MAGIC: Final = b"SQLite format 3\x00"
+_T = TypeVar("_T")
+_UNMADE: Final = object()  # a derived value asked for once, not made yet
 
 
 # --- the scenario directory -------------------------------------------------------------
@@ -513,6 +516,7 @@ class ScenarioCache:
         self._lock = threading.Lock()
         self._scenarios = _Lru()
         self._logs = _Lru()
+        self._derived: OrderedDict[tuple[int, ...], tuple[tuple[object, ...], Any]] = OrderedDict()
 
     def _get(self, table: _Lru, key: str, signature: Any) -> Any:
         with self._lock:
@@ -603,3 +607,39 @@ class ScenarioCache:
         if stamp is not None:
             self._put(self._logs, key, stamp, log)
         return log
+
+    def derived(self, sources: tuple[object, ...], make: Callable[[], _T]) -> _T | None:
+        """``make()``, computed once for these very objects, from their second use on.
+
+        What a run derives from cached values (the log check's normalized forms of the
+        recorded logs :meth:`recorded_log` returned, docs/checks.md#log-check) is kept
+        beside them. The first ask for a set of objects (by identity) only notes it and
+        returns ``None``, so a value that pays only when reused is never made for a
+        scenario that one test replays; later asks return the value, made once. At most
+        ``max_entries`` are kept, least recently used dropped.
+
+        Args:
+            sources: The objects the value is derived from (kept alive with it).
+            make: Computes the value; it must depend on ``sources`` only.
+
+        Returns:
+            The value, or ``None`` on the first ask.
+        """
+        key = tuple(map(id, sources))
+        with self._lock:
+            found = self._derived.get(key)
+            fresh = found is None or not all(a is b for a, b in zip(found[0], sources, strict=True))
+            if fresh:
+                self._derived[key] = (sources, _UNMADE)
+                while len(self._derived) > self.max_entries:
+                    self._derived.popitem(last=False)
+                return None
+            assert found is not None
+            self._derived.move_to_end(key)
+            if found[1] is not _UNMADE:
+                return found[1]  # type: ignore[no-any-return]
+        value = make()
+        with self._lock:
+            if key in self._derived:
+                self._derived[key] = (sources, value)
+        return value
