@@ -4,11 +4,13 @@ Usage::
 
     python3 benchmarks/profile_test.py                 # 1,000 tests, 50-chunk calls
     python3 benchmarks/profile_test.py --tests 2000 --chunks 50 --top 25
+    python3 benchmarks/profile_test.py --same          # every test the same scenario
 
 Does, in this process, what the ``dsh_replay`` fixture and its end-of-test check do for
 each of ``--tests`` tests that replay one recorded call of ``--chunks`` chunks (each
-test its own scenario directory, as in ``bench_suite.py``): ``DshReplay.open`` through
-one shared ``ScenarioCache`` (``open``: load, models, the test's store), read the call
+test its own scenario directory, as in ``bench_suite.py``, or with ``--same`` every test
+the first one): ``DshReplay.open`` through one shared ``ScenarioCache`` of the kind the
+plugin keeps (``open``: load, models, the test's store), read the call
 to the end through ``model.stream`` (``stream``: the replay and the recorder logging
 the call's conversation and chunks), then ``finish`` (``check``: every call used, the
 replayed log compared with the recording) and ``close``. Each phase's CPU time
@@ -60,15 +62,23 @@ class _GcClock:
             self.collections += 1
 
 
-def run_tests(root: Path, work: Path, tests: int) -> dict[str, float]:
+def plugin_cache() -> ScenarioCache:
+    """A scenario cache as the plugin keeps it (files examined once per run)."""
+    try:
+        return ScenarioCache(recheck=False)  # type: ignore[call-arg, unused-ignore]
+    except TypeError:  # older code: one kind of cache
+        return ScenarioCache()
+
+
+def run_tests(root: Path, work: Path, tests: int, same: bool = False) -> dict[str, float]:
     """Replay ``tests`` scenarios as the plugin does; CPU seconds per phase."""
-    cache = ScenarioCache()
+    cache = plugin_cache()
     redactor = recording_redactor()
     phases = {"open": 0.0, "stream": 0.0, "check": 0.0}
     for n in range(tests):
         c0 = time.process_time()
         replay = DshReplay.open(
-            root / f"s{n:05d}", cache=cache, workdir=work / str(n), redactor=redactor
+            root / f"s{0 if same else n:05d}", cache=cache, workdir=work / str(n), redactor=redactor
         )
         c1 = time.process_time()
         for _chunk in replay.model.stream(REQUEST):
@@ -88,22 +98,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tests", type=int, default=1000, help="replaying tests (1000)")
     parser.add_argument("--chunks", type=int, default=50, help="chunks of the call (50)")
     parser.add_argument("--top", type=int, default=20, help="functions listed (20)")
+    parser.add_argument("--same", action="store_true", help="every test the same scenario")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "snapshots"
         root.mkdir()
         write_scenarios(root, args.tests, args.chunks)
-        run_tests(root, Path(tmp) / "warm", min(args.tests, 50))  # imports, caches
+        run_tests(root, Path(tmp) / "warm", min(args.tests, 50), args.same)  # imports, caches
         clock = _GcClock()
         gc.collect()
         gc.callbacks.append(clock)
         try:
-            phases = run_tests(root, Path(tmp) / "timed", args.tests)
+            phases = run_tests(root, Path(tmp) / "timed", args.tests, args.same)
         finally:
             gc.callbacks.remove(clock)
         profiler = cProfile.Profile()
         profiler.enable()
-        run_tests(root, Path(tmp) / "profiled", args.tests)
+        run_tests(root, Path(tmp) / "profiled", args.tests, args.same)
         profiler.disable()
     stats = pstats.Stats(profiler)
     total_internal = sum(row[2] for row in stats.stats.values())  # type: ignore[attr-defined]
@@ -124,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                 "benchmark": "per_test_profile",
                 "date": datetime.date.today().isoformat(),
                 "tests": args.tests,
+                "same_scenario": args.same,
                 "chunks_per_call": args.chunks,
                 "cpu_ms_per_test": per_test,
                 "total_cpu_ms_per_test": round(total / args.tests * 1e3, 4),
