@@ -16,7 +16,16 @@ workload runs twice in a fresh interpreter under ``valgrind --tool=callgrind``, 
   close), each test its own scenario; ``replay_test_shared`` the same, every test
   replaying one scenario;
 - ``first_chunk``: a fresh interpreter importing the package, loading a one-call scenario
-  and reading its first chunk, over one that only imports ``orjson`` (the floor).
+  and reading its first chunk, over one that only imports ``orjson`` (the floor);
+- ``endpoint_again``: the same 50-chunk streamed call answered by a new test's model
+  endpoint each time (``Endpoint.handle``, no SDK), the scenario loaded once: what a
+  suite of tests replaying one scenario over HTTP costs per test in the endpoint;
+- ``test_again``: a replaying test's in-process work (``DshReplay.open`` through the
+  plugin's kind of ``ScenarioCache``, the call through ``model.stream``, ``finish``,
+  ``close``), every test the same scenario;
+- ``pytest_test`` / ``pytest_same``: one replaying test in a ``pytest`` run
+  (``bench_suite.py``'s ``test_replay``, 20 and 120 tests, a unit is a test), each test
+  its own scenario / every test the same scenario.
 
 Compare two trees by pointing ``PYTHONPATH`` at each::
 
@@ -181,6 +190,134 @@ def unit():
 """,
 }
 
+# A one-call, 50-chunk scenario as --dsh-record writes it, the request an SDK sends.
+_ONE_CALL = """
+import sys, tempfile
+from pathlib import Path
+from pytest_dsh_replay import DshReplay, write_scenario
+from pytest_dsh_replay._scripts.loading import ScenarioCache
+DELTAS = [f"word-{k} " for k in range(46)]
+CHUNKS = [
+    {"type": "block-start", "index": 0, "blockType": "text"},
+    *({"type": "text-delta", "index": 0, "text": d} for d in DELTAS),
+    {"type": "block-end", "index": 0, "block": {"type": "text", "text": "".join(DELTAS)}},
+    {"type": "usage", "usage": {"inputTokens": 12, "outputTokens": 46}},
+    {"type": "finish", "reason": {"kind": "stop"}},
+]
+TMP = Path(tempfile.mkdtemp())
+from pytest_dsh_replay import MemoryBackend, RecordingModel, SessionStore
+class Scripted:
+    def stream(self, request, **kwargs):
+        yield from (dict(c) for c in CHUNKS)
+STORE = SessionStore(MemoryBackend())
+RECORDER = RecordingModel(Scripted(), STORE)
+for _ in RECORDER.stream({"messages": [{"role": "user", "content": "hi"}]}, session_id="s"):
+    pass
+RECORDER.close_open_calls()
+write_scenario(TMP / "s", STORE.sessions())
+try:
+    CACHE = ScenarioCache(recheck=False)  # the plugin's
+except TypeError:
+    CACHE = ScenarioCache()  # older code: it had one kind
+"""
+
+WORKLOADS["endpoint_again"] = (
+    _ONE_CALL
+    + """
+import orjson
+from pytest_dsh_replay._endpoint.endpoint import Endpoint
+from pytest_dsh_replay._replay.model import ReplayModel
+SCENARIO = CACHE.load(TMP / "s")
+BODY = orjson.dumps({
+    "model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True,
+    "stream_options": {"include_usage": True},
+})
+HEADERS = {"x-dsh-session-id": "s", "content-type": "application/json"}
+def unit():
+    endpoint = Endpoint.replaying(ReplayModel(SCENARIO))
+    response = endpoint.handle("POST", "/v1/chat/completions", HEADERS, BODY)
+    assert response.status == 200
+    b"".join(response.body)
+"""
+)
+
+WORKLOADS["test_again"] = (
+    _ONE_CALL
+    + """
+from pytest_dsh_replay._format.redact import recording_redactor
+REDACTOR = recording_redactor()
+REQUEST = {"messages": [{"role": "user", "content": "hi"}]}
+N = [0]
+def unit():
+    N[0] += 1
+    replay = DshReplay.open(TMP / "s", cache=CACHE, workdir=TMP / str(N[0]), redactor=REDACTOR)
+    for _ in replay.model.stream(REQUEST):
+        pass
+    replay.finish()
+    replay.close()
+"""
+)
+
+# bench_suite.py's replay module; "same": every test replays the first scenario.
+_PYTEST_SAME = """
+REQUEST = {"messages": [{"role": "user", "content": "hi"}]}
+
+@pytest.mark.parametrize(
+    "n", [pytest.param(n, marks=pytest.mark.dsh_scenario("s00000")) for n in range(N)]
+)
+def test_replay(n, dsh_replay):
+    for _chunk in dsh_replay.model.stream(REQUEST):
+        pass
+"""
+
+
+def pytest_instructions(root: Path, same: bool, small: int, large: int) -> int:
+    """Instructions per test of ``bench_suite.py``'s replaying tests (``small``/``large``)."""
+    sys.path.insert(0, str(HERE))
+    from bench_suite import HEADER, MODULES, write_scenarios
+
+    project = root / ("pytest_same" if same else "pytest_test")
+    (project / "dsh_snapshots").mkdir(parents=True)
+    (project / "pytest.ini").write_text("[pytest]\n")
+    module = HEADER + (_PYTEST_SAME if same else MODULES["replay"])
+    (project / "test_replay.py").write_text(module)
+    write_scenarios(project / "dsh_snapshots", 1 if same else large, 50)
+    counts = []
+    for tests in (small, large):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+        env["DSH_BENCH_TESTS"] = str(tests)
+        with tempfile.TemporaryDirectory() as out:
+            done = subprocess.run(
+                [
+                    "valgrind",
+                    "--tool=callgrind",
+                    f"--callgrind-out-file={out}/callgrind.out",
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    "-p",
+                    "no:xdist",
+                    "-p",
+                    "no:randomly",
+                    f"--basetemp={out}/base",
+                    "test_replay.py",
+                ],
+                cwd=project,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if done.returncode != 0 or found is None:
+            raise SystemExit(f"bench_instructions: pytest failed:\n{done.stdout[-2000:]}")
+        counts.append(int(found.group(1)))
+    return (counts[1] - counts[0]) // (large - small)
+
+
 _RUNNER = """
 {code}
 unit()  # warm: imports, caches, first bindings
@@ -257,6 +394,10 @@ def main() -> None:
         root = Path(tmp)
         for name in args.workloads.split(","):
             script = root / f"{name}.py"
+            if name in ("pytest_test", "pytest_same"):
+                per_test = pytest_instructions(root, name == "pytest_same", 20, 120)
+                result[name] = {"per_unit": per_test}
+                continue
             if name == "first_chunk":
                 script.write_text(textwrap.dedent(_FIRST_CHUNK))
                 scenario = str(one_call_scenario(root))
@@ -265,7 +406,7 @@ def main() -> None:
                 result[name] = {"over_floor": ours - floor, "floor": floor}
                 continue
             script.write_text(_RUNNER.format(code=WORKLOADS[name]))
-            extra = [str(args.corpus)] if name != "endpoint" else []
+            extra = [str(args.corpus)] if name in ("load", "replay", "areplay") else []
             if name.startswith("replay_test"):
                 extra = [str(HERE)]
             small = instructions(script, [*extra, str(args.small)])

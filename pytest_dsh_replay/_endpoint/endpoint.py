@@ -49,6 +49,7 @@ from .._format.events import StreamChunk
 from .._format.redact import builtin_redact
 from .._format.reply import finish_failure
 from .._recording.proxy import Relay
+from .._scripts.entries import MAX_KEPT_ENCODINGS, kept_encodings
 from .._wire.base import BadRequest, Encoder, Failure, Wire, WireError
 from .._wire.openai import openai_refusal
 from .._wire.request import RequestView, answer_message
@@ -64,6 +65,7 @@ from .routing import Route, Router
 
 if TYPE_CHECKING:
     from .._replay.model import ReplayModel
+    from .._scripts.entries import ChunksEntry, ThrowEntry
 
 __all__ = [
     "REPLAY_ERROR_STATUS",
@@ -213,7 +215,17 @@ def _parse(body: bytes) -> dict[str, Any] | EndpointResponse:
 class _Call:
     """One HTTP call being answered: its wire, request, route and what it is called."""
 
-    __slots__ = ("answer_id", "cancel", "chunks", "id", "model", "request", "route", "wire")
+    __slots__ = (
+        "answer_id",
+        "cancel",
+        "chunks",
+        "entry",
+        "id",
+        "model",
+        "request",
+        "route",
+        "wire",
+    )
 
     def __init__(
         self, wire: Wire, request: RequestView, route: Route, number: int, cancel: CallCancel
@@ -227,10 +239,16 @@ class _Call:
         self.answer_id = self.id  # what a later request names this answer by
         # the chunks served, kept when the wire continues answers by id
         self.chunks: list[StreamChunk] | None = [] if wire.remembers else None
+        # the recorded entry it replays as recorded, when the replay said so
+        self.entry: ChunksEntry | ThrowEntry | None = None
 
     def recorded_id(self, response_id: str) -> None:
         """Answer under the provider's id the recording holds (docs/wires.md#provider-ids)."""
         self.id = self.answer_id = response_id
+
+    def replays(self, entry: ChunksEntry | ThrowEntry) -> None:
+        """The replay's word: this call's chunks are ``entry``'s as recorded."""
+        self.entry = entry
 
     def encoder(self, replay_state: Any = None) -> Encoder:
         state = replay_state if isinstance(replay_state, Mapping) else None
@@ -487,6 +505,7 @@ class Endpoint:
             kwargs.update(cancel=call.cancel, seed_length=route.seed_length, by_content=True)
             kwargs["read_only_chunks"] = True  # served chunks are only encoded
             kwargs["on_response_id"] = call.recorded_id
+            kwargs["on_entry"] = call.replays
         sessions = self.sessions
         whole = sessions is not None and not sessions.may_wait(route.session_id)
         chunks = iter(self.model.stream(call.request, **kwargs))
@@ -618,27 +637,37 @@ class Endpoint:
             failure = early if early is not None else failure
             if failure is not None:
                 return _failure_response(call.wire, failure)
-        finish = next((c for c in reversed(collected) if c.get("type") == "finish"), None)
-        encoder = call.encoder(finish.get("replayState") if finish is not None else None)
-        out = [encoder.start()]
-        dropped = False
-        for chunk in collected:
-            try:
-                piece, done = self._encode(call, encoder, chunk)
-            except DroppedConnection:  # a transport failure after content: cut mid-body
-                dropped = True
-                break
-            out.append(piece)
-            if done:
-                break
-        else:
-            if failure is not None:
-                self.router.answered(call.route.session_id, failed=True)
-                if failure.get("code") in _DROP_CODES:
-                    dropped = True
-                else:
-                    out.append(encoder.failure_event(failure))
-        return EndpointResponse(200, list(_SSE), _pieces(b"".join(out), dropped))
+        encoded = self._encoding(call, collected, failure)
+        if call.chunks is not None:
+            call.chunks.extend(collected[: encoded.used])
+        if encoded.answered >= 0:
+            self._answered(call, collected[encoded.answered], list(encoded.marks))
+        elif encoded.failed:
+            self.router.answered(call.route.session_id, failed=True)
+        return EndpointResponse(200, list(_SSE), _pieces(encoded.body, encoded.dropped))
+
+    def _encoding(
+        self, call: _Call, collected: list[StreamChunk], failure: Failure | None
+    ) -> _Encoding:
+        """The call's streamed answer, kept with its entry (docs/wires.md#encoded-once).
+
+        Built once per entry, wire, encoder options, model and call id; an entry with
+        placeholders, or a call whose chunks the replay did not vouch for, is encoded
+        every time.
+        """
+        entry = call.entry
+        if entry is None or len(collected) != entry.chunk_count:
+            return _encode_all(call, collected, failure)
+        wire = call.wire
+        key = (wire.name, wire.encoder_options(call.request), call.model, call.id)
+        kept = kept_encodings(entry)
+        found = kept.get(key)
+        if found is None:
+            found = _encode_all(call, collected, failure)
+            if len(kept) >= MAX_KEPT_ENCODINGS:
+                kept.pop(next(iter(kept)), None)  # the oldest
+            kept[key] = found
+        return found
 
     def _answered(self, call: _Call, finish: Mapping[str, Any] | None, served: list[str]) -> None:
         reason = finish.get("reason") if finish is not None else None
@@ -751,6 +780,69 @@ class Endpoint:
         if failure.get("code") == "STREAM_CLOSED":
             return b"", True
         return _late_failure(encoder, failure), True
+
+
+class _Encoding:
+    """A streamed answer as :meth:`Endpoint._at_once` serves it, and what it tells.
+
+    Attributes:
+        body: The SSE bytes.
+        dropped: The connection drops after them (a transport failure).
+        used: How many of the call's chunks were encoded (up to the one that ended it).
+        answered: The index of the ``finish`` that answered normally, else -1.
+        failed: The answer ended failed (the router is told so).
+        marks: The encoder's marks at the normal ``finish`` (how a next request quotes it).
+    """
+
+    __slots__ = ("answered", "body", "dropped", "failed", "marks", "used")
+
+    def __init__(
+        self,
+        body: bytes,
+        dropped: bool,
+        used: int,
+        answered: int,
+        failed: bool,
+        marks: tuple[str, ...],
+    ):
+        self.body = body
+        self.dropped = dropped
+        self.used = used
+        self.answered = answered
+        self.failed = failed
+        self.marks = marks
+
+
+def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | None) -> _Encoding:
+    """Encode a call's collected chunks at once, touching nothing (docs/wires.md#openai-stream).
+
+    ``failure`` is the recorded failure the chunks end with (a ``throw`` entry's), if any.
+    """
+    finish = next((c for c in reversed(collected) if c.get("type") == "finish"), None)
+    encoder = call.encoder(finish.get("replayState") if finish is not None else None)
+    out = [encoder.start()]
+    feed = encoder.feed
+    for n, chunk in enumerate(collected):
+        if chunk.get("type") != "finish":
+            out.append(feed(chunk))
+            continue
+        found = _failure_of(chunk)
+        if found is None or found.get("code") in _FINISHING:
+            marks = tuple(encoder.marks())
+            reason = chunk.get("reason")
+            out.append(encoder.finish(reason if isinstance(reason, Mapping) else {}))
+            return _Encoding(b"".join(out), False, n + 1, n, False, marks)
+        closed = found.get("code") == "STREAM_CLOSED"  # cut: nothing more is sent
+        dropped = not closed and str(found.get("code", "UNKNOWN")) in _DROP_CODES
+        if not closed and not dropped:
+            out.append(encoder.failure_event(found))
+        return _Encoding(b"".join(out), dropped, n + 1, -1, True, ())
+    if failure is None:
+        return _Encoding(b"".join(out), False, len(collected), -1, False, ())
+    dropped = failure.get("code") in _DROP_CODES
+    if not dropped:
+        out.append(encoder.failure_event(failure))
+    return _Encoding(b"".join(out), dropped, len(collected), -1, True, ())
 
 
 def _early_failure(collected: list[StreamChunk]) -> dict[str, Any] | None:

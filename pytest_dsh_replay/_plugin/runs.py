@@ -121,7 +121,9 @@ def start(
     if state.cache is None:
         from .._scripts.loading import ScenarioCache
 
-        state.cache = ScenarioCache()
+        # A scenario's files are examined once per run; a recording forgets what it
+        # replaces (docs/scenarios.md#loaded-once).
+        state.cache = ScenarioCache(recheck=False)
     try:
         replay = DshReplay.open(
             path,
@@ -239,17 +241,25 @@ def end_recording(nodeid: str, state: SuiteState, replay: DshReplay, *, passed: 
     try:
         files = replay.finish()
     except DshReplayError as err:
+        _forget(state, replay.path)  # a failed write may have moved files
         kept = _has_recording(replay.path)  # a failed write leaves what was there
         if kept:
             state.unwritten += 1
         else:
             state.unwritten_new += 1
         return not_written(nodeid, str(err), kept=kept)
+    _forget(state, replay.path)
     guessed = replay.guessed_parents()
     state.recordings.append(
         (str(replay.path), len(files), recorded_calls(replay.sessions), replay.unchanged, guessed)
     )
     return None
+
+
+def _forget(state: SuiteState, path: Path) -> None:
+    """Drop the run's cached copy of a scenario this run wrote (docs/scenarios.md#loaded-once)."""
+    if state.cache is not None:
+        state.cache.forget(path)
 
 
 def _has_recording(path: Path) -> bool:

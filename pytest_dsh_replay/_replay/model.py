@@ -48,6 +48,7 @@ from .._errors import ReplayConsumptionError
 from .._format.events import Event, StreamChunk
 from .._format.redact import Redactor, TextRedaction, builtin_redact
 from .._scripts.builder import last_user_text
+from .._scripts.entries import HangEntry
 from .._scripts.loading import load_scenario
 from .._scripts.scenario import Scenario
 from .binding import RERECORD, LiveSessions, ReplayBinding
@@ -212,7 +213,11 @@ class ReplayModel:
             **kwargs: Accepted and ignored (``turn=``, ``step=``, model options), but
                 ``on_response_id``: a callable given the provider's id of the recorded
                 answer, before the call streams, when the recording holds one (the
-                model endpoint serves it, docs/wires.md#provider-ids).
+                model endpoint serves it, docs/wires.md#provider-ids); and
+                ``on_entry``: a callable given the recorded entry the call replays,
+                before it streams, when its chunks are the entry's as recorded (a
+                chunks or throw entry without placeholders; the model endpoint keeps
+                the entry's encoding with it, docs/wires.md#encoded-once).
 
         Returns:
             An iterator of new chunk objects, in recorded order.
@@ -370,10 +375,24 @@ def _not_a_request(request: object) -> TypeError:
 
 
 def _tell_response_id(call: ReplayCall, kwargs: Mapping[str, Any]) -> None:
-    """Give ``kwargs["on_response_id"]`` the recorded answer's provider id, if any."""
-    tell = kwargs.get("on_response_id")
+    """Tell the callbacks of ``kwargs`` about the call's entry (see :meth:`ReplayModel.stream`).
+
+    ``on_response_id`` gets the recorded answer's provider id, if any; ``on_entry`` the
+    entry, when the call replays it as recorded.
+    """
     entry = call.entry
-    if tell is not None and entry is not None:
+    if entry is None:
+        return
+    tell = kwargs.get("on_response_id")
+    if tell is not None:
         found = entry.response_id
         if found is not None:
             tell(found)
+    told = kwargs.get("on_entry")
+    if (
+        told is not None
+        and not call.placeholders
+        and call.error is None
+        and entry.__class__ is not HangEntry
+    ):
+        told(entry)

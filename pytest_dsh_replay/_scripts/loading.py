@@ -198,9 +198,16 @@ def _contiguous_children(d: Path, children: dict[int, str]) -> list[str]:
     return ordered
 
 
-def _load_directory(d: Path, bodies: dict[str, list[tuple[int, Any]]] | None = None) -> Scenario:
-    """The scenario of a directory; ``bodies`` receives each log's body lines by name."""
-    inv = _inventory(d, _names(d))
+def _load_directory(
+    d: Path,
+    bodies: dict[str, list[tuple[int, Any]]] | None = None,
+    names: list[str] | None = None,
+) -> Scenario:
+    """The scenario of a directory; ``bodies`` receives each log's body lines by name.
+
+    ``names`` is the directory's listing, sorted, when the caller listed it already.
+    """
+    inv = _inventory(d, _names(d) if names is None else names)
 
     def override_for(n: int) -> Override | None:
         name = inv.overrides.get(n)
@@ -453,6 +460,30 @@ def _stamp(path: Path) -> tuple[int, Any] | None:
     return total, (st.st_ino, st.st_mtime_ns, tuple(entries))
 
 
+def _outline(path: str) -> tuple[int, ...] | None:
+    """What one ``stat`` of ``path`` tells of a change: :func:`_outline_of` its stamp.
+
+    A directory's inode and modification time (it changes when the directory is replaced,
+    as a recording replaces it, or when an entry is added, removed or renamed, as atomic
+    writes do; not when a file is rewritten in place); a file's inode, size and
+    modification time. ``None`` when ``path`` cannot be examined.
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return st.st_ino, st.st_mtime_ns
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _outline_of(signature: Any) -> tuple[int, ...]:
+    """The part of a :func:`_stamp` signature that :func:`_outline` sees."""
+    if len(signature) == 3 and isinstance(signature[2], tuple):
+        return signature[0], signature[1]  # a directory's: (inode, mtime, entries)
+    return signature  # type: ignore[no-any-return]
+
+
 def _file_stamps(stamp: tuple[int, Any]) -> dict[str, tuple[int, Any]] | None:
     """Each file's stamp, from a directory's :func:`_stamp`; ``None`` for a file's.
 
@@ -498,21 +529,35 @@ class ScenarioCache:
 
     Many tests of a run replay the same scenario: each gets the one loaded
     :class:`~pytest_dsh_replay._scripts.scenario.Scenario` (it is read-only; every replayed call
-    still builds new chunk objects), loaded again only when its files changed (their
-    names, inodes, sizes or modification times). At most ``max_entries`` scenarios and
-    ``max_bytes`` bytes of logs are kept, least recently used dropped first, so memory
-    does not grow with the number of scenarios a suite replays. Thread-safe.
+    still builds new chunk objects). At most ``max_entries`` scenarios and ``max_bytes``
+    bytes of logs are kept, least recently used dropped first, so memory does not grow
+    with the number of scenarios a suite replays. Thread-safe.
+
+    When a kept scenario counts as unchanged depends on ``recheck``: with ``True`` its
+    files are examined (their names, inodes, sizes and modification times) at every
+    :meth:`load` and :meth:`recorded_log`, and a change loads them again. With ``False``
+    they are examined once, when they are loaded; later loads make one ``stat`` of the
+    scenario's path, which sees the directory replaced (as a recording replaces it) or
+    its entries added, removed or renamed, and a single file changed, but not a log
+    rewritten in place inside the directory; kept logs are served unexamined until the
+    scenario is loaded again or :meth:`forget` is called (docs/scenarios.md#loaded-once).
 
     Args:
         max_entries: How many scenarios (and, separately, recorded logs) to keep: tests
             that replay one scenario mostly run one after the other, and every entry
             kept is work for the garbage collector while it lives.
         max_bytes: The most log bytes kept; a larger scenario is loaded every time.
+        recheck: Examine the files at every use (``True``), or only when they are loaded
+            (``False``: the pytest plugin's cache, which also forgets a scenario it
+            records).
     """
 
-    def __init__(self, *, max_entries: int = 8, max_bytes: int = 64 * 1024 * 1024):
+    def __init__(
+        self, *, max_entries: int = 8, max_bytes: int = 64 * 1024 * 1024, recheck: bool = True
+    ):
         self.max_entries = max_entries
         self.max_bytes = max_bytes
+        self.recheck = recheck
         self._lock = threading.Lock()
         self._scenarios = _Lru()
         self._logs = _Lru()
@@ -525,6 +570,14 @@ class ScenarioCache:
                 return None
             table.entries.move_to_end(key)
             return found[2]
+
+    def _kept(self, table: _Lru, key: str) -> tuple[Any, int, Any] | None:
+        """What ``table`` keeps for ``key``, unexamined: ``(signature, bytes, value)``."""
+        with self._lock:
+            found = table.entries.get(key)
+            if found is not None:
+                table.entries.move_to_end(key)
+            return found
 
     def _put(self, table: _Lru, key: str, stamp: tuple[int, Any], value: Any) -> None:
         size, signature = stamp
@@ -539,6 +592,26 @@ class ScenarioCache:
             table.total += size
             while len(entries) > self.max_entries or table.total > self.max_bytes:
                 table.total -= entries.popitem(last=False)[1][1]
+
+    def forget(self, path: str | os.PathLike[str]) -> None:
+        """Drop what is kept for the files at ``path``: the next use reads them again.
+
+        Call it after writing a scenario (the pytest plugin does after each recording):
+        the scenario kept for ``path`` and the recorded logs kept for files under it are
+        dropped, whichever spelling of the path they were kept under (paths are compared
+        resolved).
+
+        Args:
+            path: A scenario directory, log file or store.
+        """
+        target = os.path.realpath(path)
+        inside = os.path.join(target, "")
+        with self._lock:
+            for table in (self._scenarios, self._logs):
+                for key in list(table.entries):
+                    real = os.path.realpath(key)
+                    if real == target or real.startswith(inside):
+                        table.total -= table.entries.pop(key)[1]
 
     def load(self, path: str | os.PathLike[str], *, keep_logs: bool = False) -> Scenario:
         """:func:`load_scenario` ``(path)``, or the copy loaded before from the same files.
@@ -555,20 +628,40 @@ class ScenarioCache:
             DshReplayError: As :func:`load_scenario` (errors are not cached).
         """
         key = os.fspath(path)
+        if not self.recheck:
+            kept = self._kept(self._scenarios, key)
+            if kept is not None and _outline(key) == _outline_of(kept[0]):
+                return kept[2]  # type: ignore[no-any-return]
         p = Path(key)
         stamp = _stamp(p)
-        if stamp is not None:
+        if stamp is None:
+            return load_scenario(key)
+        if self.recheck:
             found = self._get(self._scenarios, key, stamp[1])
             if found is not None:
                 return found  # type: ignore[no-any-return]
-        files = _file_stamps(stamp) if keep_logs and stamp is not None else None
+        files = _file_stamps(stamp)
         bodies: dict[str, list[tuple[int, Any]]] = {}
-        scenario = load_scenario(key) if files is None else _load_directory(p, bodies)
-        if stamp is not None and _stamp(p) == stamp:  # unchanged while loading
+        if files is None:
+            scenario = load_scenario(key)
+        else:  # a directory: the stamp listed it already
+            names = [name for name, *_ in stamp[1][2]]
+            scenario = _load_directory(p, bodies if keep_logs else None, names)
+        # Unchanged while loading (examined again only when the files are rechecked).
+        if not self.recheck or _stamp(p) == stamp:
+            if not self.recheck:
+                self._drop_logs(os.path.join(os.fspath(p), ""))  # kept from an older load
             self._put(self._scenarios, key, stamp, scenario)
-            if files is not None:
+            if files is not None and keep_logs:
                 self._keep_bodies(files, scenario, bodies)
         return scenario
+
+    def _drop_logs(self, prefix: str) -> None:
+        """Drop the recorded logs kept under ``prefix`` (a directory, separator last)."""
+        with self._lock:
+            table = self._logs
+            for key in [k for k in table.entries if k.startswith(prefix)]:
+                table.total -= table.entries.pop(key)[1]
 
     def _keep_bodies(
         self,
@@ -595,14 +688,15 @@ class ScenarioCache:
             SessionLogError: As ``read_session_log``.
         """
         key = os.fspath(path)
+        if not self.recheck:
+            kept = self._kept(self._logs, key)
+            if kept is not None:
+                return self._log_of(key, kept[2], (kept[1], kept[0]))
         stamp = _stamp(Path(key))
         if stamp is not None:
             found = self._get(self._logs, key, stamp[1])
-            if found.__class__ is _Body:
-                found = found.log()
-                self._put(self._logs, key, stamp, found)
             if found is not None:
-                return found  # type: ignore[no-any-return]
+                return self._log_of(key, found, stamp)
         log = read_session_log(key)
         if stamp is not None:
             self._put(self._logs, key, stamp, log)
@@ -643,3 +737,10 @@ class ScenarioCache:
             if key in self._derived:
                 self._derived[key] = (sources, value)
         return value
+
+    def _log_of(self, key: str, found: Any, stamp: tuple[int, Any]) -> SessionLog:
+        """A kept log; kept lines become the log, kept under the same stamp."""
+        if found.__class__ is _Body:
+            found = found.log()
+            self._put(self._logs, key, stamp, found)
+        return found  # type: ignore[no-any-return]

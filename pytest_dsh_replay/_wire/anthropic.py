@@ -743,6 +743,11 @@ class AnthropicWire:
         return f"msg-dsh-replay-{number}"
 
     @staticmethod
+    def encoder_options(request: Mapping[str, Any]) -> tuple[Any, ...]:
+        """``()``: this wire's encoding does not read the request."""
+        return ()
+
+    @staticmethod
     def encoder(
         request: Mapping[str, Any],
         *,

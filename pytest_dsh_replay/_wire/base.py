@@ -254,6 +254,15 @@ class Wire(Protocol):
         """An encoder for one streamed answer to ``request``."""
         ...
 
+    def encoder_options(self, request: Mapping[str, Any]) -> tuple[Any, ...]:
+        """What of ``request`` the streamed encoding depends on, as a hashable tuple.
+
+        Two requests with equal options get the same bytes from :meth:`encoder` for the
+        same chunks, model, call id and replay state, so an encoding can be kept and
+        served again (docs/wires.md#encoded-once); ``()`` when the request is not read.
+        """
+        ...
+
     def whole(self, chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
         """The whole (``stream: false``) response body assembled from a call's chunks."""
         ...

@@ -843,6 +843,11 @@ class GeminiWire:
         return f"dsh-replay-{number}"
 
     @staticmethod
+    def encoder_options(request: Mapping[str, Any]) -> tuple[Any, ...]:
+        """``()``: this wire's encoding does not read the request."""
+        return ()
+
+    @staticmethod
     def encoder(
         request: Mapping[str, Any],
         *,

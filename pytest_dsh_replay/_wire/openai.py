@@ -657,6 +657,12 @@ class OpenAIWire:
         return f"chatcmpl-dsh-replay-{number}"
 
     @staticmethod
+    def encoder_options(request: Mapping[str, Any]) -> tuple[Any, ...]:
+        """``(include_usage,)``: whether the request asks for the usage frame."""
+        options = request.get("stream_options")
+        return (isinstance(options, Mapping) and options.get("include_usage") is True,)
+
+    @staticmethod
     def encoder(
         request: Mapping[str, Any],
         *,
@@ -665,8 +671,7 @@ class OpenAIWire:
         replay_state: Mapping[str, Any] | None = None,
     ) -> OpenAIEncoder:
         """An encoder; usage is sent when the request asks (``stream_options.include_usage``)."""
-        options = request.get("stream_options")
-        usage = isinstance(options, Mapping) and options.get("include_usage") is True
+        (usage,) = OpenAIWire.encoder_options(request)
         return OpenAIEncoder(model=model, completion_id=call_id, include_usage=usage)
 
     @staticmethod

@@ -958,6 +958,11 @@ class ResponsesWire:
         return f"resp_dsh_replay_{number}"
 
     @staticmethod
+    def encoder_options(request: Mapping[str, Any]) -> tuple[Any, ...]:
+        """``()``: this wire's encoding does not read the request."""
+        return ()
+
+    @staticmethod
     def encoder(
         request: Mapping[str, Any],
         *,

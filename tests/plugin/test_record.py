@@ -514,3 +514,32 @@ def test_re_recording_unchanged_behaviour_keeps_the_files(project: pytest.Pytest
         ["recorded *stable: 1 session, 1 model call, unchanged (files kept as they were)"]
     )
     assert digest(scenario) == before
+
+
+def test_a_replay_after_a_recording_in_the_same_run_replays_the_new_recording(
+    project: pytest.Pytester,
+) -> None:
+    # The run loads a scenario once (docs/scenarios.md#loaded-once); a recording in the
+    # run must drop what was loaded before it, for the replay and for the log check.
+    make_scenario(project.path / "recordings" / "again", ask="hello", primary=["old answer"])
+    project.makepyfile(
+        test_again="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("again", record=False)
+        def test_1_before(dsh_replay):
+            assert run(dsh_replay.model, "hello") == ["old answer"]
+
+        @pytest.mark.dsh_scenario("again")
+        def test_2_records(dsh_replay):
+            assert run(dsh_replay.model, "hello") == ["live: hello"]
+
+        @pytest.mark.dsh_scenario("again", record=False)
+        def test_3_after(dsh_replay):
+            assert run(dsh_replay.model, "hello") == ["live: hello"]
+        """
+    )
+    result = project.runpytest("--dsh-record", "-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*scenarios: 2 replayed, 1 recorded, 0 missing*"])

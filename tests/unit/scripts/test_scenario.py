@@ -20,6 +20,7 @@ from pytest_dsh_replay import (
     ScriptError,
     SessionLogError,
     load_scenario,
+    read_session_log,
 )
 from pytest_dsh_replay._scripts.scenario import locale_sort_key
 
@@ -299,6 +300,46 @@ def test_scenario_cache_shares_until_the_files_change_and_stays_bounded(tmp_path
     assert cache.recorded_log(dirs[1] / "session.jsonl") is log
     small = ScenarioCache(max_bytes=10)  # every log is larger: nothing is kept
     assert small.load(dirs[0]) is not small.load(dirs[0])
+
+
+def test_a_cache_without_recheck_examines_the_files_once_until_it_forgets_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # docs/scenarios.md#loaded-once
+    from pytest_dsh_replay import write_scenario
+    from pytest_dsh_replay._scripts import loading
+
+    dirs = _three_scenarios(tmp_path)
+    cache = loading.ScenarioCache(recheck=False)
+    examined: list[Path] = []
+    stamp = loading._stamp
+
+    def counted(p: Path) -> Any:
+        examined.append(p)
+        return stamp(p)
+
+    monkeypatch.setattr(loading, "_stamp", counted)
+    first = cache.load(dirs[0], keep_logs=True)
+    assert examined == [dirs[0]]  # once: listed and sized in one scan, not again after
+    log = cache.recorded_log(dirs[0] / "session.jsonl")
+    write_log(dirs[0] / "session.jsonl", {"id": "p0", "createdAt": 0}, call(1, "in place"))
+    assert cache.load(dirs[0], keep_logs=True) is first  # rewritten in place: not noticed
+    assert cache.recorded_log(dirs[0] / "session.jsonl") is log
+    assert examined == [dirs[0]]
+    cache.forget(tmp_path / "s1" / ".." / "s0")  # any spelling of the path
+    assert words(cache.load(dirs[0], keep_logs=True).primary) == ["in place"]
+    assert cache.recorded_log(dirs[0] / "session.jsonl") == read_session_log(
+        dirs[0] / "session.jsonl"
+    )
+    kept = cache.load(dirs[1], keep_logs=True)
+    assert words(kept.primary) == ["w1"]  # the others are unaffected
+    cache.recorded_log(dirs[1] / "session.jsonl")
+    write_scenario(dirs[1], [read_session_log(dirs[2] / "session.jsonl")])  # replaced
+    assert words(cache.load(dirs[1]).primary) == ["w2"]  # one stat sees it
+    again = cache.recorded_log(dirs[1] / "session.jsonl")  # the old lines were dropped
+    assert again == read_session_log(dirs[1] / "session.jsonl")
+    assert cache._scenarios.total == sum(v[1] for v in cache._scenarios.entries.values())
+    assert cache._logs.total == sum(v[1] for v in cache._logs.entries.values())
 
 
 def test_scenario_cache_counts_the_bytes_it_keeps_once_per_scenario(tmp_path: Path) -> None:
