@@ -311,10 +311,10 @@ def pytest_instructions(root: Path, same: bool, small: int, large: int) -> int:
                 text=True,
                 check=False,
             )
-        found = re.search(r"Collected : (\d+)", done.stderr)
+        found = _collected(done.stderr)
         if done.returncode != 0 or found is None:
             raise SystemExit(f"bench_instructions: pytest failed:\n{done.stdout[-2000:]}")
-        counts.append(int(found.group(1)))
+        counts.append(found)
     return (counts[1] - counts[0]) // (large - small)
 
 
@@ -337,6 +337,15 @@ else:
 """
 
 
+def _collected(stderr: str) -> int | None:
+    """The instructions of the process valgrind started (a forked child reports too)."""
+    first = re.search(r"^==(\d+)==", stderr, re.MULTILINE)
+    if first is None:
+        return None
+    found = re.search(rf"^=={first.group(1)}== Collected : (\d+)", stderr, re.MULTILINE)
+    return None if found is None else int(found.group(1))
+
+
 def instructions(script: Path, args: list[str]) -> int:
     """The instructions callgrind counts for one run of ``script``."""
     with tempfile.TemporaryDirectory() as out:
@@ -353,10 +362,10 @@ def instructions(script: Path, args: list[str]) -> int:
             text=True,
             check=False,
         )
-    found = re.search(r"Collected : (\d+)", done.stderr)
+    found = _collected(done.stderr)
     if done.returncode != 0 or found is None:
         raise SystemExit(f"bench_instructions: {script.name} failed:\n{done.stderr[-2000:]}")
-    return int(found.group(1))
+    return found
 
 
 def one_call_scenario(root: Path) -> Path:
