@@ -249,7 +249,7 @@ class ReplayModel:
             request, session_id, parent_session_id, cancel, seed_length, by_content, gate
         )
         if kwargs:
-            _tell_response_id(call, kwargs)
+            _tell_callbacks(call, kwargs)
         if gate is None or call.order is None:
             return call.stream(self._pacing)
         return gate.ordered(call, call.stream(self._pacing))
@@ -302,7 +302,7 @@ class ReplayModel:
             request, session_id, parent_session_id, cancel, seed_length, by_content, gate
         )
         if kwargs:
-            _tell_response_id(call, kwargs)
+            _tell_callbacks(call, kwargs)
         if gate is None or call.order is None:
             return call.astream(self._pacing)
         return gate.aordered(call, call.astream(self._pacing))
@@ -374,7 +374,7 @@ def _not_a_request(request: object) -> TypeError:
     )
 
 
-def _tell_response_id(call: ReplayCall, kwargs: Mapping[str, Any]) -> None:
+def _tell_callbacks(call: ReplayCall, kwargs: Mapping[str, Any]) -> None:
     """Tell the callbacks of ``kwargs`` about the call's entry (see :meth:`ReplayModel.stream`).
 
     ``on_response_id`` gets the recorded answer's provider id, if any; ``on_entry`` the

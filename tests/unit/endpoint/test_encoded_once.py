@@ -17,6 +17,7 @@ import orjson
 import pytest
 from support.chunks import text_entry
 from support.corpus_support import corpus_params, corpus_scenarios, require_corpus
+from support.scenarios import one_session
 
 from pytest_dsh_replay import load_scenario
 from pytest_dsh_replay._endpoint.endpoint import Endpoint
@@ -24,7 +25,7 @@ from pytest_dsh_replay._endpoint.response import DroppedConnection
 from pytest_dsh_replay._errors import ReplayCancelledError
 from pytest_dsh_replay._replay.model import ReplayModel
 from pytest_dsh_replay._scripts.entries import ChunksEntry, HangEntry, ThrowEntry, kept_encodings
-from pytest_dsh_replay._scripts.scenario import Scenario, SessionScript
+from pytest_dsh_replay._scripts.scenario import Scenario
 from pytest_dsh_replay._wire import openai
 
 GOAL = "goal-0c0ffee0-1234"
@@ -138,20 +139,6 @@ def test_every_corpus_call_served_again_is_what_encoding_it_afresh_gives(
     assert [dict(k) for k in kept] == held  # nothing encoded again
 
 
-def _one(*entries: Any) -> Scenario:
-    script = SessionScript(
-        file="session.jsonl",
-        recorded_id="primary-rec",
-        created_at=0,
-        seed_length=0,
-        parent_session=None,
-        primary=True,
-        entries=entries,
-        first_user_text=None,
-    )
-    return Scenario(Path("mem"), (script,))
-
-
 def _call(scenario: Scenario, body: bytes, *, first: int = 1) -> bytes:
     endpoint = Endpoint.replaying(ReplayModel(scenario))
     endpoint._count = first - 1  # the endpoint's numbering: this call is number `first`
@@ -162,7 +149,7 @@ def _call(scenario: Scenario, body: bytes, *, first: int = 1) -> bytes:
 def test_a_second_test_serving_an_entry_does_not_encode_it_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    scenario = _one(text_entry("hello there"))
+    scenario = one_session(text_entry("hello there"))
     started: list[Any] = []
     start = openai.OpenAIEncoder.start
 
@@ -179,7 +166,7 @@ def test_a_second_test_serving_an_entry_does_not_encode_it_again(
 
 
 def test_ids_the_model_and_options_each_get_their_own_encoding() -> None:
-    scenario = _one(text_entry("hello", usage={"inputTokens": 2, "outputTokens": 1}))
+    scenario = one_session(text_entry("hello", usage={"inputTokens": 2, "outputTokens": 1}))
     plain = _call(scenario, _body("openai", "hi"))
     assert b'"id":"chatcmpl-dsh-replay-1"' in plain
     fifth = _call(scenario, _body("openai", "hi"), first=5)  # the numbering of that test
@@ -197,7 +184,7 @@ def test_ids_the_model_and_options_each_get_their_own_encoding() -> None:
 
 def test_an_entry_with_placeholders_is_encoded_for_every_request() -> None:
     entry = text_entry("on {{fromRequest:goal-[0-9a-f-]+}} now")
-    scenario = _one(entry)
+    scenario = one_session(entry)
     assert entry.has_placeholders
     first = _call(scenario, _body("openai", "hi"))
     other = orjson.loads(_body("openai", "hi"))
@@ -212,7 +199,7 @@ def test_a_recorded_provider_id_is_served_from_the_kept_encoding() -> None:
     chunks = text_entry("hi").chunks
     state = {"response": {"kind": "pi-ai", "responseId": "chatcmpl-recorded-7"}}
     chunks[-1] = {**chunks[-1], "replayState": state}
-    scenario = _one(ChunksEntry(chunks))
+    scenario = one_session(ChunksEntry(chunks))
     first = _call(scenario, _body("openai", "hi"))
     assert b'"id":"chatcmpl-recorded-7"' in first
     assert _call(scenario, _body("openai", "hi"), first=3) == first

@@ -8,18 +8,17 @@ an id of its own would make every replayed log differ from the recording there.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from support.chunks import text_entry
+from support.scenarios import one_session
 
 from pytest_dsh_replay._check.normalize import Normalizer
 from pytest_dsh_replay._endpoint.endpoint import Endpoint
 from pytest_dsh_replay._endpoint.transport import sync_transport
 from pytest_dsh_replay._replay.model import ReplayModel
 from pytest_dsh_replay._scripts.entries import ChunksEntry, HangEntry
-from pytest_dsh_replay._scripts.scenario import Scenario, SessionScript
 from pytest_dsh_replay._wire.base import httpx_module
 
 RECORDED_ID = "chatcmpl-9f8e7d6c5b4a"
@@ -36,17 +35,7 @@ def answered(text: str, response_id: str | None) -> ChunksEntry:
 
 
 def endpoint_of(*entries: ChunksEntry) -> Endpoint:
-    script = SessionScript(
-        file="session.jsonl",
-        recorded_id="primary-rec",
-        created_at=0,
-        seed_length=0,
-        parent_session=None,
-        primary=True,
-        entries=entries,
-        first_user_text=None,
-    )
-    return Endpoint.replaying(ReplayModel(Scenario(Path("mem"), (script,))))
+    return Endpoint.replaying(ReplayModel(one_session(*entries)))
 
 
 def post(endpoint: Endpoint, path: str, body: dict[str, Any]) -> Any:
