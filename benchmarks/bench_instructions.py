@@ -17,6 +17,10 @@ workload runs twice in a fresh interpreter under ``valgrind --tool=callgrind``, 
   replaying one scenario;
 - ``first_chunk``: a fresh interpreter importing the package, loading a one-call scenario
   and reading its first chunk, over one that only imports ``orjson`` (the floor);
+- ``responses`` / ``responses_floor``: ``bench_responses.py``'s two sides, one 50-chunk
+  OpenAI Responses call of the ``openai`` SDK through ``DshReplay.openai_client()``
+  (each call a new recorded entry), and the SDK parsing the same event bytes from
+  prebuilt ``httpx.MockTransport`` responses (needs ``openai``);
 - ``endpoint_again``: the same 50-chunk streamed call answered by a new test's model
   endpoint each time (``Endpoint.handle``, no SDK), the scenario loaded once: what a
   suite of tests replaying one scenario over HTTP costs per test in the endpoint;
@@ -221,6 +225,42 @@ except TypeError:
     CACHE = ScenarioCache()  # older code: it had one kind
 """
 
+# bench_responses.py's sides: one 50-chunk Responses call of the openai SDK through
+# DshReplay.openai_client() (each call a new recorded entry), and the SDK's floor (the
+# same event bytes from prebuilt httpx MockTransport responses).
+_RESPONSES = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import tempfile
+from pathlib import Path
+from bench_endpoint import call_chunks, floor_client, make_scenario
+from bench_responses import event_bytes, read_call
+from pytest_dsh_replay._fixture.dsh_replay import DshReplay
+TMP = Path(tempfile.mkdtemp())
+CALLS = 200
+"""
+
+WORKLOADS["responses"] = (
+    _RESPONSES
+    + """
+REPLAY = DshReplay.open(make_scenario(TMP, CALLS), workdir=TMP, compare_logs=False)
+CLIENT = REPLAY.openai_client(max_retries=0)
+read_call(CLIENT)  # warm-up: the SDK's first parse of each event type
+def unit():
+    read_call(CLIENT)
+"""
+)
+
+WORKLOADS["responses_floor"] = (
+    _RESPONSES
+    + """
+CLIENT, _close = floor_client([event_bytes(call_chunks(n), n + 1) for n in range(CALLS)])
+read_call(CLIENT)
+def unit():
+    read_call(CLIENT)
+"""
+)
+
 WORKLOADS["endpoint_again"] = (
     _ONE_CALL
     + """
@@ -416,7 +456,7 @@ def main() -> None:
                 continue
             script.write_text(_RUNNER.format(code=WORKLOADS[name]))
             extra = [str(args.corpus)] if name in ("load", "replay", "areplay") else []
-            if name.startswith("replay_test"):
+            if name.startswith(("replay_test", "responses")):
                 extra = [str(HERE)]
             small = instructions(script, [*extra, str(args.small)])
             large = instructions(script, [*extra, str(args.large)])

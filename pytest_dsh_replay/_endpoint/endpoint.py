@@ -499,6 +499,8 @@ class Endpoint:
             kwargs["fork"] = True  # it continues its parent's completed turns
         if route.cwd is not None:
             kwargs["session_cwd"] = route.cwd  # a new session's header: its cwd is tokenized
+        sessions = self.sessions
+        whole = sessions is not None and not sessions.may_wait(route.session_id)
         if relay is not None:
             kwargs["relay"] = relay
         else:
@@ -506,8 +508,8 @@ class Endpoint:
             kwargs["read_only_chunks"] = True  # served chunks are only encoded
             kwargs["on_response_id"] = call.recorded_id
             kwargs["on_entry"] = call.replays
-        sessions = self.sessions
-        whole = sessions is not None and not sessions.may_wait(route.session_id)
+            if whole or call.request.get("stream") is not True:
+                kwargs["cancel_waits_only"] = True  # read at once: nothing sets it between
         chunks = iter(self.model.stream(call.request, **kwargs))
         if relay is not None:
             relayed, head = self._relayed(call, relay, chunks)

@@ -124,7 +124,9 @@ class _SessionLog:
         self.failure: Any = None  # the last error finish's failure
 
     def scan(self) -> None:
-        new = self.session.events[self.scanned :]
+        events = self.session.events
+        len(events)  # settles first: a followed call's end may log and scan (see _Follower)
+        new = events[self.scanned :]
         for event in new:
             kind = event["type"]
             data = event.get("data")
@@ -176,6 +178,7 @@ class _Call:
     """One call's logging: where it goes, its chunks so far, and whether it is over."""
 
     __slots__ = (
+        "follower",
         "handed",
         "log",
         "model",
@@ -193,6 +196,7 @@ class _Call:
     ):
         self.handed = False  # the caller never changes the chunks: a ChunkRun keeps them
         self.run: Any = None  # the ChunkRun of a handed call, from its first chunk
+        self.follower: _Follower | None = None  # a followed call's (docs/recording.md#lazy)
         self.log = log
         self.turn = turn
         self.step = step
@@ -201,6 +205,61 @@ class _Call:
         self.model = view.model
         self.seqs: list[int] = []  # its assistant/chunk events
         self.state = _OPEN
+
+
+class _Follower:
+    """A replayed call logged lazily: its run follows the stream (docs/recording.md#lazy).
+
+    The caller reads the replay model's stream itself (no frame of the recorder per
+    chunk); the call's ``assistant/chunk`` events are built from what the stream handed
+    out when the session is next read or written, and what follows the chunks (the
+    assembled message, the turn's end) once the stream is done: the same events, in
+    the same order, as logging each chunk when it passes.
+    """
+
+    __slots__ = ("call", "copies", "recorder", "stream")
+
+    def __init__(self, recorder: RecordingModel, call: _Call, stream: Any, copies: bool):
+        self.recorder = recorder
+        self.call = call
+        self.stream = stream
+        self.copies = copies  # log the recorded values: the caller may change its chunks
+
+    def handed_out(self) -> list[Any]:
+        return self.stream.handed_out(copies=self.copies)  # type: ignore[no-any-return]
+
+    def done(self) -> bool:
+        return bool(self.stream.done())
+
+    def ended(self, run: Any) -> None:
+        """Log what follows the chunks: the call's finish, or how the read stopped."""
+        call = self.call
+        call.follower = None
+        if call.state != _OPEN:
+            return
+        chunks = run.chunks
+        if chunks and chunks[-1].get("type") == "finish":
+            call.state = _FINISHED
+            self.recorder._finish(call)
+            return
+        error = self.stream.error()
+        stop = failure_finish(error) if isinstance(error, Exception) else dict(_ABANDONED)
+        run.add(stop)
+        call.state = _FINISHED
+        self.recorder._finish(call)
+        call.state = _CLOSED
+
+    def diverted(self, run: Any) -> None:
+        """Log each further chunk as it passes (another write ended the run)."""
+        call = self.call
+        call.follower = None
+        recorder = self.recorder
+
+        def log(chunk: StreamChunk) -> StreamChunk:
+            recorder._log_chunk(call, chunk)
+            return chunk
+
+        self.stream.divert(log)
 
 
 def _common_prefix(surface: list[tuple[int, Item]], items: list[Item]) -> int:
@@ -556,6 +615,10 @@ class RecordingModel:
     def _abandon(self, call: _Call, error: BaseException | None) -> None:
         """Close a call that stopped before its ``finish`` (the lock may be held)."""
         with self._lock:
+            follower = call.follower
+            if follower is not None and call.log is not None:  # what it read, then stop
+                call.log.session.stop_following(call.run)
+                call.follower = None
             if call.state != _OPEN:
                 return
             if isinstance(error, Exception):
@@ -598,17 +661,31 @@ class RecordingModel:
             Exception: Whatever the wrapped model raises, after the call was logged
                 with an error ``finish``.
         """
-        handed = bool(kwargs.pop("read_only_chunks", False)) and self.parsed_chunks
+        read_only = bool(kwargs.pop("read_only_chunks", False))
         view = self._view(request)
         call = self._begin(view, kwargs)
-        call.handed = handed
+        call.handed = read_only and self.parsed_chunks
         request = self._passed(view)
         try:
             upstream = iter(self.model.stream(request, **kwargs))
         except BaseException as err:
             self._abandon(call, err)
             raise
+        followable = getattr(upstream, "followable", None)
+        if self.parsed_chunks and call.log is not None and followable is not None and followable():
+            self._follow(call, upstream, copies=not read_only)
+            return upstream
         return self._relay(call, upstream)
+
+    def _follow(self, call: _Call, upstream: Any, *, copies: bool) -> None:
+        """Log ``call`` lazily: its run follows ``upstream`` (docs/recording.md#lazy)."""
+        log = call.log
+        assert log is not None
+        follower = _Follower(self, call, upstream, copies)
+        with self._lock:
+            call.handed = True  # the run keeps the chunks
+            call.follower = follower
+            call.run = log.session.follow(call.turn, call.step, follower)
 
     def _relay(self, call: _Call, upstream: Iterator[StreamChunk]) -> Iterator[StreamChunk]:
         error: BaseException | None = None

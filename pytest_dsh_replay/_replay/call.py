@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
 from .._errors import PlaceholderError, ReplayCancelledError, ReplayedModelError, ScriptError
 from .._format.events import StreamChunk
-from .._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
+from .._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry, kept_encodings
 from .._scripts.scenario import SessionScript
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ class BoundSession:
         for call in list(self.reading):
             if call.rest.__length_hint__():  # type: ignore[attr-defined]
                 call.cut = True
-                del call.chunks[:]
+                call.cut_list()
         return list(self.waiters)
 
 
@@ -181,15 +181,20 @@ class ReplayCall:
         "bound",
         "chunks",
         "cut",
+        "diverted",
         "entry",
         "epoch",
         "error",
         "flag",
+        "kept",
         "number",
         "order",
+        "over",
         "placeholders",
+        "raised",
         "request",
         "rest",
+        "tail",
     )
 
     def __init__(  # positional on the hot path (ReplayModel._call): cheaper than keywords
@@ -217,6 +222,14 @@ class ReplayCall:
         self.chunks: list[StreamChunk]
         self.rest: Iterator[StreamChunk]
         self.cut: bool
+        # What a follower of the read sees (ChunkStream.handed_out, docs/recording.md#lazy):
+        # the chunks handed out when the list was cut, the read's end and its error, and
+        # the iterator the rest of a diverted list goes through.
+        self.kept: list[StreamChunk] | None = None
+        self.over = False
+        self.raised: BaseException | None = None
+        self.diverted: Callable[[StreamChunk], StreamChunk] | None = None
+        self.tail: Iterator[StreamChunk] | None = None
 
     # --- what it is ---------------------------------------------------------------------
 
@@ -316,7 +329,7 @@ class ReplayCall:
         """The call's replay for a sync caller (see the module docstring)."""
         if not pacing.pace_s and self.flag is None and self.entry.__class__ is not HangEntry:
             # No frame per chunk: a list iterator hands them out (see _read).
-            return ChunkStream.of(self._read())
+            return ChunkStream.of(self)
         if not self._pauses(pacing):
             return self._steps(pacing)  # type: ignore[return-value]
         return self._paced(pacing)
@@ -391,7 +404,63 @@ class ReplayCall:
                 if self.cancelled():
                     raise self.cancelled_error(" while pacing")
 
+    def cut_list(self) -> list[StreamChunk]:
+        """Stop the list read where it is: keep what was handed out, return the rest.
+
+        The list iterator ends at its next read (the reader then raises the
+        cancellation, or goes on through :attr:`diverted`).
+        """
+        chunks = self.chunks
+        handed = len(chunks) - self.rest.__length_hint__()  # type: ignore[attr-defined]
+        self.kept = chunks[:handed]
+        rest = chunks[handed:]
+        del chunks[:]
+        return rest
+
+    def divert(self, log: Callable[[StreamChunk], StreamChunk]) -> None:
+        """Hand out every chunk not handed out yet through ``log`` first.
+
+        For a follower that can no longer follow the read by counting (see
+        :meth:`ChunkStream.divert`).
+        """
+        self.diverted = log
+        try:
+            self.chunks  # noqa: B018 - whether the read started
+        except AttributeError:
+            return  # not started: the whole list goes through log
+        rest = self.cut_list()
+        self.chunks = rest
+        self.rest = iter(rest)
+        self.tail = map(log, self.rest)
+
+    def handed_out(self) -> list[StreamChunk]:
+        """The chunks the caller was handed so far, in order (a new list)."""
+        kept = self.kept
+        if kept is not None:
+            return kept
+        try:
+            chunks = self.chunks
+        except AttributeError:  # not read yet
+            return []
+        return chunks[: len(chunks) - self.rest.__length_hint__()]  # type: ignore[attr-defined]
+
     def _read(self) -> Generator[Iterator[StreamChunk], None, None]:
+        """The replay for ``itertools.chain.from_iterable``, its end and error noted.
+
+        See :meth:`_list`; ``over`` and ``raised`` tell a follower of the read
+        (:class:`ChunkStream`) that it ended and how.
+        """
+        try:
+            yield from self._list()
+        except GeneratorExit:
+            raise
+        except BaseException as error:
+            self.raised = error
+            raise
+        finally:
+            self.over = True
+
+    def _list(self) -> Generator[Iterator[StreamChunk], None, None]:
         """The replay for ``itertools.chain.from_iterable``: one iterator over the chunks.
 
         For a call that neither paces, hangs nor watches a caller's event: the chunks are
@@ -422,9 +491,12 @@ class ReplayCall:
                 # After registering: a cancel() that missed this call raised the epoch first.
                 if bound.epoch != self.epoch:
                     raise self.cancelled_error()
-                yield rest
+                yield rest if self.diverted is None else map(self.diverted, rest)
+                if self.tail is not None:  # diverted during the read (see divert)
+                    yield self.tail
             except GeneratorExit:  # closed: the rest of the list is not handed out
-                del chunks[:]
+                if self.kept is None:
+                    self.cut_list()
                 raise
             finally:
                 reading.discard(self)
@@ -510,6 +582,9 @@ _HANG: Final = _Pause()  # wait until the call is cancelled
 _PACE: Final = _Pause()  # wait pace_s before the next chunk
 
 
+_ENDS_FINISHED: Final = ("ends with its finish",)  # a key of kept_encodings
+
+
 class ChunkStream(chain[StreamChunk]):
     """``chain.from_iterable`` over a call's reader that can be closed like a generator.
 
@@ -517,16 +592,76 @@ class ChunkStream(chain[StreamChunk]):
     underlying reader, which hands out nothing more afterwards.
     """
 
-    __slots__ = ("_source",)
+    __slots__ = ("_call", "_recorded", "_source")
     _source: Generator[Iterator[StreamChunk], None, None]
+    _call: ReplayCall
+    _recorded: list[StreamChunk] | None
 
     @classmethod
-    def of(cls, source: Generator[Iterator[StreamChunk], None, None]) -> ChunkStream:
-        """The stream over ``source``."""
+    def of(cls, call: ReplayCall) -> ChunkStream:
+        """The stream of ``call``'s reader."""
+        source = call._read()
         stream = cast(ChunkStream, cls.from_iterable(source))
         stream._source = source
+        stream._call = call
+        stream._recorded = None
         return stream
 
     def close(self) -> None:
         """End the stream, as ``generator.close()`` would."""
         self._source.close()
+
+    # --- following the read (docs/recording.md#lazy) --------------------------------------
+
+    def followable(self) -> bool:
+        """Whether a follower can log this read by counting what it handed out.
+
+        True for a call that raises before its first chunk, and for a chunks entry
+        without placeholders whose chunks end with their ``finish``.
+        """
+        call = self._call
+        if call.error is not None:
+            return True
+        entry = call.entry
+        if entry.__class__ is not ChunksEntry or call.placeholders:
+            return False
+        assert isinstance(entry, ChunksEntry)
+        kept = kept_encodings(entry)
+        finished = kept.get(_ENDS_FINISHED)
+        if finished is None:
+            chunks = entry.chunks
+            finished = kept[_ENDS_FINISHED] = bool(chunks) and chunks[-1].get("type") == "finish"
+        return bool(finished)
+
+    def handed_out(self, *, copies: bool = False) -> list[StreamChunk]:
+        """The chunks handed out so far, in order (a new list).
+
+        Args:
+            copies: New objects with the recorded values instead of the very objects
+                the caller got (which it may have changed since).
+        """
+        handed = self._call.handed_out()
+        if not copies or not handed:
+            return handed
+        recorded = self._recorded
+        if recorded is None:
+            entry = self._call.entry
+            assert entry is not None
+            recorded = self._recorded = entry.chunks
+        return recorded[: len(handed)]
+
+    def done(self) -> bool:
+        """Whether nothing more will be handed out: the read ended, or its last chunk went."""
+        call = self._call
+        if call.over:
+            return True
+        entry = call.entry
+        return isinstance(entry, ChunksEntry) and len(call.handed_out()) == entry.chunk_count
+
+    def error(self) -> BaseException | None:
+        """What the read raised, if it raised."""
+        return self._call.raised
+
+    def divert(self, log: Callable[[StreamChunk], StreamChunk]) -> None:
+        """From now on hand every chunk through ``log`` first (the follower logs them)."""
+        self._call.divert(log)

@@ -213,11 +213,14 @@ class ReplayModel:
             **kwargs: Accepted and ignored (``turn=``, ``step=``, model options), but
                 ``on_response_id``: a callable given the provider's id of the recorded
                 answer, before the call streams, when the recording holds one (the
-                model endpoint serves it, docs/wires.md#provider-ids); and
+                model endpoint serves it, docs/wires.md#provider-ids);
                 ``on_entry``: a callable given the recorded entry the call replays,
                 before it streams, when its chunks are the entry's as recorded (a
                 chunks or throw entry without placeholders; the model endpoint keeps
-                the entry's encoding with it, docs/wires.md#encoded-once).
+                the entry's encoding with it, docs/wires.md#encoded-once); and
+                ``cancel_waits_only=True``: ``cancel`` only ends waits (a ``hang``, a
+                pacing pause) and is not checked before each chunk, for a caller that
+                reads the whole stream at once (the model endpoint, mostly).
 
         Returns:
             An iterator of new chunk objects, in recorded order.
@@ -250,6 +253,8 @@ class ReplayModel:
         )
         if kwargs:
             _tell_callbacks(call, kwargs)
+            if kwargs.get("cancel_waits_only") and call.flag is not None:
+                _waits_only(call, self._pacing)
         if gate is None or call.order is None:
             return call.stream(self._pacing)
         return gate.ordered(call, call.stream(self._pacing))
@@ -372,6 +377,15 @@ def _not_a_request(request: object) -> TypeError:
     return TypeError(
         f"the model request must be a mapping with a 'messages' list, got {type(request).__name__}"
     )
+
+
+def _waits_only(call: ReplayCall, pacing: Pacing) -> None:
+    """Drop the cancel event of a call that never waits (``cancel_waits_only``).
+
+    Without pauses nothing waits on it, so the call reads from its chunk list.
+    """
+    if not pacing.pace_s and call.entry.__class__ is not HangEntry:
+        call.flag = None
 
 
 def _tell_callbacks(call: ReplayCall, kwargs: Mapping[str, Any]) -> None:

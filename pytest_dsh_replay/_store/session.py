@@ -22,7 +22,7 @@ from .._format.json_values import is_safe_integer, json_copy
 from .backends.base import SessionBackend
 from .log_rules import Surface, interrupted_turn_closers, quote
 
-__all__ = ["ChunkRun", "Session", "SessionOwner"]
+__all__ = ["ChunkRun", "ChunkSource", "Session", "SessionOwner"]
 
 
 class SessionOwner(Protocol):
@@ -96,6 +96,29 @@ def _build_event(
     return event
 
 
+class ChunkSource(Protocol):
+    """A stream a :class:`ChunkRun` follows (:meth:`Session.follow`, docs/recording.md#lazy).
+
+    The run logs what the stream handed out by asking, on each read or write of the
+    session, instead of being handed each chunk.
+    """
+
+    def handed_out(self) -> list[Any]:
+        """The chunks to log so far, in order (a new list; the objects stay unchanged)."""
+
+    def done(self) -> bool:
+        """Whether nothing more will be handed out."""
+
+    def ended(self, run: ChunkRun) -> None:
+        """Called once when :meth:`done`, after the run's events are built (lock held)."""
+
+    def diverted(self, run: ChunkRun) -> None:
+        """Called when another write ends the run before :meth:`done` (lock held).
+
+        From then on the source adds each further chunk to the run itself.
+        """
+
+
 class ChunkRun:
     """One call's ``assistant/chunk`` events, added as they stream and built when read.
 
@@ -109,7 +132,7 @@ class ChunkRun:
         chunks: The chunks added so far, in order (do not mutate).
     """
 
-    __slots__ = ("_built", "_seqs", "_session", "chunks", "step", "turn")
+    __slots__ = ("_built", "_seqs", "_session", "_source", "chunks", "step", "turn")
 
     def __init__(self, session: Session, turn: Any, step: Any):
         self._session = session
@@ -118,6 +141,7 @@ class ChunkRun:
         self.chunks: list[Any] = []
         self._built = 0  # how many chunks have events
         self._seqs: list[int] = []
+        self._source: ChunkSource | None = None  # the stream it follows (Session.follow)
 
     def add(self, chunk: Any) -> None:
         """Add the next chunk (handed over; see the class docstring).
@@ -420,10 +444,46 @@ class Session:
         """
         with self._lock:
             self._settle()
+            if self._chunk_run is not None and self._chunk_run._source is not None:
+                self._settle_chunk_run(end=True)
             if self._store.get(self.id) is not self:
                 raise SessionStoreError(f"session {quote(self.id)} is not live in this store")
             run = self._chunk_run = ChunkRun(self, turn, step)
             return run
+
+    def follow(self, turn: Any, step: Any, source: ChunkSource) -> ChunkRun:
+        """Open a :class:`ChunkRun` that follows ``source`` (docs/recording.md#lazy).
+
+        Like :meth:`chunk_run`, but nothing is added: on each read or write of the
+        session the run takes the chunks ``source`` handed out since, and builds their
+        events as :meth:`chunk_run` would have; once ``source`` is done it calls
+        ``source.ended(run)`` and stops following. A write that ends the run earlier
+        (:meth:`append_chunk`, another :meth:`chunk_run` or :meth:`follow`) calls
+        ``source.diverted(run)`` instead: the source then adds the rest itself.
+
+        Raises:
+            SessionStoreError: The session is no longer live.
+        """
+        run = self.chunk_run(turn, step)
+        run._source = source
+        return run
+
+    def stop_following(self, run: ChunkRun) -> None:
+        """Build the events of what ``run``'s source handed out, and stop following it.
+
+        Calls ``source.ended(run)`` if the source is done; otherwise the source's later
+        chunks are no longer logged by the run. Nothing happens to a run that no longer
+        follows.
+        """
+        with self._lock:
+            if run._source is None:
+                return
+            if run is self._chunk_run:
+                self._settle_chunk_run()
+            if run._source is not None:
+                run._source = None
+                if run is self._chunk_run:
+                    self._chunk_run = None
 
     def _settle(self) -> None:
         """Build the events of the pending chunks and write them.
@@ -457,8 +517,23 @@ class Session:
         """Build the open :class:`ChunkRun`'s new events and write them (the lock is held)."""
         run = self._chunk_run
         assert run is not None
-        if end:
+        source = run._source
+        done = False
+        if source is not None:
+            done = source.done()  # first: what it handed out then is all it hands out
+            run.chunks = source.handed_out()
+        if end or done:
             self._chunk_run = None
+        self._build_run(run)
+        if source is not None and (end or done):
+            run._source = None
+            if done:
+                source.ended(run)
+            else:
+                source.diverted(run)
+
+    def _build_run(self, run: ChunkRun) -> None:
+        """Build and write the events of ``run``'s chunks without events (the lock is held)."""
         chunks = run._unbuilt()
         if not chunks:
             return

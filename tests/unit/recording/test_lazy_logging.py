@@ -1,0 +1,220 @@
+"""Replayed calls logged lazily give the events eager logging gives (docs/recording.md#lazy).
+
+A replayed call whose stream the recorder can follow is logged when the session is next
+read or written; the same call relayed chunk by chunk is logged as each chunk passes.
+Both must leave the same events in the same order (ids minted per run and times aside):
+
+- on every corpus scenario that loads (CI requires the corpus), each recorded session
+  replayed call by call with generated ways of reading (to the end, a few chunks then
+  closing, dropping or leaving the stream open across the next call, the session's
+  events read or written in the middle of a stream);
+- on a call whose stream the code under test keeps reading after it wrote chunks into
+  the same session itself (the rest is then logged as it passes).
+
+The fixture's replays are logged lazily, so the log check's tests (tests/unit/check)
+run on lazily built events.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support.corpus_support import corpus_params, corpus_scenarios, require_corpus
+from support.scenarios import one_session
+
+from pytest_dsh_replay import (
+    ChunksEntry,
+    DshReplayError,
+    HangEntry,
+    MemoryBackend,
+    RecordingModel,
+    ReplayModel,
+    SessionStore,
+    load_scenario,
+)
+from pytest_dsh_replay._scripts.scenario import Scenario
+
+_UUID = re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+class _Relayed:
+    """A replay model whose streams the recorder cannot follow: it logs chunk by chunk."""
+
+    def __init__(self, model: ReplayModel):
+        self.model = model
+
+    def stream(self, request: Any, **kwargs: Any) -> Iterator[Any]:
+        inner = self.model.stream(request, **kwargs)
+
+        def relay() -> Iterator[Any]:
+            try:
+                yield from inner
+            finally:
+                close = getattr(inner, "close", None)
+                if close is not None:
+                    close()
+
+        return relay()
+
+
+# How a call's stream is read: ("all",), ("close", k), ("drop", k), ("open", k) (left
+# open across the next call), ("peek", k) (the session's events read after k chunks,
+# then the rest), ("write", k) (an event the code under test appends after k chunks).
+_READS = st.one_of(
+    st.just(("all", 0)),
+    st.tuples(st.sampled_from(["close", "drop", "open", "peek", "write"]), st.integers(0, 60)),
+)
+
+
+def _read(stream: Iterator[Any], how: tuple[str, int], session: Any, held: list[Any]) -> None:
+    kind, k = how
+    try:
+        if kind == "all":
+            for _ in stream:
+                pass
+            return
+        for n, _chunk in enumerate(stream):
+            if n + 1 >= k:
+                break
+        if kind == "close":
+            stream.close()  # type: ignore[attr-defined]
+        elif kind == "open":
+            held.append(stream)
+        elif kind in ("peek", "write"):
+            if session is not None:
+                if kind == "peek":
+                    len(session.events)
+                else:
+                    session.append("status/update", {"note": "the code under test"})
+            for _ in stream:
+                pass
+        # "drop": the stream goes when this frame does
+    except DshReplayError:
+        pass  # a replayed failure: logged either way
+
+
+def _run(scenario: Scenario, reads: list[tuple[str, int]], lazy: bool) -> list[Any]:
+    """Replay every session of ``scenario`` call by call; the store's logs, as JSON."""
+    store = SessionStore(MemoryBackend())
+    replay = ReplayModel(scenario)
+    model = RecordingModel(
+        replay if lazy else _Relayed(replay),
+        store,
+        parsed_chunks=True,
+        request_views=True,
+    )
+    held: list[Any] = []
+    n = 0
+    for script in scenario.scripts:
+        if any(isinstance(entry, HangEntry) for entry in script.entries):
+            continue  # a hang blocks until cancelled
+        parent = script.header.parent_session
+        for call in range(len(script.entries)):
+            request = {"messages": [{"role": "user", "content": f"call {call}"}]}
+            how = reads[n % len(reads)]
+            n += 1
+            stream = model.stream(request, session_id=script.recorded_id, parent_session_id=parent)
+            _read(stream, how, store.get(script.recorded_id), held)
+            del stream  # a dropped stream is closed now (reference counting)
+    held.clear()
+    model.close_open_calls()
+    logs = []
+    for session in store.sessions():
+        events = [dict(event, time=0) for event in session.events]
+        logs.append([dict(session.header.to_json(), createdAt=0), *events])
+    return _ids_in_order(logs)
+
+
+def _ids_in_order(logs: list[Any]) -> list[Any]:
+    """``logs`` with each UUID replaced by its order of first appearance."""
+    text = orjson.dumps(logs)
+    seen: dict[bytes, bytes] = {}
+    text = _UUID.sub(lambda m: seen.setdefault(m[0].lower(), b"id-%d" % len(seen)), text)
+    result: list[Any] = orjson.loads(text)
+    return result
+
+
+def _scenario(path: Path | None) -> Scenario:
+    if path is None:
+        require_corpus()
+    assert path is not None
+    try:
+        return load_scenario(path)
+    except DshReplayError as error:
+        pytest.skip(f"the scenario does not load: {error}")
+
+
+@pytest.mark.parametrize("path", corpus_params(corpus_scenarios()))
+def test_lazy_logging_of_each_corpus_scenario_read_to_the_end(path: Path | None) -> None:
+    scenario = _scenario(path)
+    assert _run(scenario, [("all", 0)], lazy=True) == _run(scenario, [("all", 0)], lazy=False)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(reads=st.lists(_READS, min_size=1, max_size=6), pick=st.integers(0, 10_000))
+def test_lazy_logging_with_generated_reads(reads: list[tuple[str, int]], pick: int) -> None:
+    paths = corpus_scenarios()
+    if not paths:
+        require_corpus()
+        return
+    try:
+        scenario = load_scenario(paths[pick % len(paths)])
+    except DshReplayError:
+        return
+    assert _run(scenario, reads, lazy=True) == _run(scenario, reads, lazy=False)
+
+
+def _one_call_store(lazy: bool, writes_chunks: bool) -> list[Any]:
+    chunks = [{"type": "text-delta", "index": 0, "text": f"w{k} "} for k in range(6)]
+    scenario = one_session(ChunksEntry([*chunks, {"type": "finish", "reason": {"kind": "stop"}}]))
+    store = SessionStore(MemoryBackend())
+    replay = ReplayModel(scenario)
+    model = RecordingModel(
+        replay if lazy else _Relayed(replay), store, parsed_chunks=True, request_views=True
+    )
+    stream = model.stream({"messages": [{"role": "user", "content": "hi"}]}, session_id="s")
+    got = [next(stream), next(stream)]
+    session = store.get("s")
+    assert session is not None
+    if writes_chunks:
+        session.append_chunk(1, 1, {"type": "text-delta", "index": 0, "text": "theirs"})
+    got.extend(stream)
+    assert [c.get("text") for c in got[:6]] == [f"w{k} " for k in range(6)]
+    model.close_open_calls()
+    return _ids_in_order([[dict(e, time=0) for e in session.events]])
+
+
+@pytest.mark.parametrize("writes_chunks", [False, True])
+def test_chunks_the_code_writes_mid_stream_keep_their_place(writes_chunks: bool) -> None:
+    lazy = _one_call_store(lazy=True, writes_chunks=writes_chunks)
+    assert lazy == _one_call_store(lazy=False, writes_chunks=writes_chunks)
+    texts = [e["data"]["chunk"].get("text") for e in lazy[0] if e["type"] == "assistant/chunk"]
+    if writes_chunks:  # the code's chunk after the two read, the rest after it
+        assert texts[:3] == ["w0 ", "w1 ", "theirs"]
+
+
+def test_a_replayed_call_is_followed_not_relayed() -> None:
+    """The fast path is taken: the caller reads the replay model's own stream."""
+    chunks = [{"type": "text-delta", "index": 0, "text": "a"}]
+    scenario = one_session(ChunksEntry([*chunks, {"type": "finish", "reason": {"kind": "stop"}}]))
+    store = SessionStore(MemoryBackend())
+    model = RecordingModel(ReplayModel(scenario), store, parsed_chunks=True, request_views=True)
+    stream = model.stream({"messages": [{"role": "user", "content": "hi"}]}, session_id="s")
+    assert type(stream).__name__ == "ChunkStream"
+    list(stream)
+    session = store.get("s")
+    assert session is not None
+    kinds = [e["type"] for e in session.events]
+    assert kinds.count("assistant/chunk") == 2
+    assert kinds[-1] == "turn/end"
