@@ -82,13 +82,14 @@ if TYPE_CHECKING:
     from ._store.backends.jsonl import JsonlBackend
     from ._store.backends.sqlite import SqliteBackend
     from ._store.log_rules import completed_turn_prefix, interrupted_turn_closers
-    from ._store.session import ChunkRun, Session
+    from ._store.session import ChunkRun, ChunkSource, Session
     from ._store.store import SessionStore
 
 # In plain sorted order (the constants among the classes), as test_layering checks.
 __all__ = [  # noqa: RUF022
     "Answer",
     "ChunkRun",
+    "ChunkSource",
     "Chunks",
     "ChunksEntry",
     "DshReplay",
@@ -163,6 +164,7 @@ __all__ = [  # noqa: RUF022
 
 _MODULE_OF: dict[str, str] = {
     "ChunkRun": "_store.session",
+    "ChunkSource": "_store.session",
     "ChunksEntry": "_scripts.entries",
     "DshReplay": "_fixture.dsh_replay",
     "DshReplayError": "_errors",
