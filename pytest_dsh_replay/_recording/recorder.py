@@ -82,6 +82,13 @@ _ABANDONED: Final[StreamChunk] = {
         "failure": {"message": "the caller stopped reading the stream", "code": "ABORTED"},
     },
 }
+
+
+def _stop_chunk(error: BaseException | None) -> StreamChunk:
+    """The finish logged for a stream that stopped early: an error, or the caller left."""
+    return failure_finish(error) if isinstance(error, Exception) else dict(_ABANDONED)
+
+
 _OPEN: Final = "open"
 _FINISHED: Final = "finished"
 _CLOSED: Final = "closed"
@@ -242,9 +249,7 @@ class _Follower:
             call.state = _FINISHED
             self.recorder._finish(call)
             return
-        error = self.stream.error()
-        stop = failure_finish(error) if isinstance(error, Exception) else dict(_ABANDONED)
-        run.add(stop)
+        run.add(_stop_chunk(self.stream.error()))
         call.state = _FINISHED
         self.recorder._finish(call)
         call.state = _CLOSED
@@ -615,16 +620,12 @@ class RecordingModel:
     def _abandon(self, call: _Call, error: BaseException | None) -> None:
         """Close a call that stopped before its ``finish`` (the lock may be held)."""
         with self._lock:
-            follower = call.follower
-            if follower is not None and call.log is not None:  # what it read, then stop
+            if call.follower is not None and call.log is not None:  # what it read, then stop
                 call.log.session.stop_following(call.run)
                 call.follower = None
             if call.state != _OPEN:
                 return
-            if isinstance(error, Exception):
-                self._log_chunk(call, failure_finish(error))
-            else:  # the caller stopped reading, or a cancellation
-                self._log_chunk(call, dict(_ABANDONED))
+            self._log_chunk(call, _stop_chunk(error))
             call.state = _CLOSED
 
     def close_open_calls(self) -> None:

@@ -411,7 +411,7 @@ class ReplayCall:
         cancellation, or goes on through :attr:`diverted`).
         """
         chunks = self.chunks
-        handed = len(chunks) - self.rest.__length_hint__()  # type: ignore[attr-defined]
+        handed = self.handed_count()
         self.kept = chunks[:handed]
         rest = chunks[handed:]
         del chunks[:]
@@ -433,6 +433,17 @@ class ReplayCall:
         self.rest = iter(rest)
         self.tail = map(log, self.rest)
 
+    def handed_count(self) -> int:
+        """How many chunks the caller was handed so far."""
+        kept = self.kept
+        if kept is not None:
+            return len(kept)
+        try:
+            chunks = self.chunks
+        except AttributeError:  # not read yet
+            return 0
+        return len(chunks) - self.rest.__length_hint__()  # type: ignore[attr-defined, no-any-return]
+
     def handed_out(self) -> list[StreamChunk]:
         """The chunks the caller was handed so far, in order (a new list)."""
         kept = self.kept
@@ -442,7 +453,7 @@ class ReplayCall:
             chunks = self.chunks
         except AttributeError:  # not read yet
             return []
-        return chunks[: len(chunks) - self.rest.__length_hint__()]  # type: ignore[attr-defined]
+        return chunks[: self.handed_count()]
 
     def _read(self) -> Generator[Iterator[StreamChunk], None, None]:
         """The replay for ``itertools.chain.from_iterable``, its end and error noted.
@@ -497,6 +508,8 @@ class ReplayCall:
             except GeneratorExit:  # closed: the rest of the list is not handed out
                 if self.kept is None:
                     self.cut_list()
+                else:  # cut before (diverted): the rest is the list the tail reads
+                    del self.chunks[:]
                 raise
             finally:
                 reading.discard(self)
@@ -640,15 +653,17 @@ class ChunkStream(chain[StreamChunk]):
             copies: New objects with the recorded values instead of the very objects
                 the caller got (which it may have changed since).
         """
-        handed = self._call.handed_out()
-        if not copies or not handed:
-            return handed
+        if not copies:
+            return self._call.handed_out()
+        count = self._call.handed_count()
+        if not count:
+            return []
         recorded = self._recorded
         if recorded is None:
             entry = self._call.entry
             assert entry is not None
             recorded = self._recorded = entry.chunks
-        return recorded[: len(handed)]
+        return recorded[:count]
 
     def done(self) -> bool:
         """Whether nothing more will be handed out: the read ended, or its last chunk went."""
@@ -656,7 +671,7 @@ class ChunkStream(chain[StreamChunk]):
         if call.over:
             return True
         entry = call.entry
-        return isinstance(entry, ChunksEntry) and len(call.handed_out()) == entry.chunk_count
+        return isinstance(entry, ChunksEntry) and call.handed_count() == entry.chunk_count
 
     def error(self) -> BaseException | None:
         """What the read raised, if it raised."""

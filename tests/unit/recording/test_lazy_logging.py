@@ -218,3 +218,19 @@ def test_a_replayed_call_is_followed_not_relayed() -> None:
     kinds = [e["type"] for e in session.events]
     assert kinds.count("assistant/chunk") == 2
     assert kinds[-1] == "turn/end"
+
+
+def test_a_diverted_stream_hands_out_nothing_once_closed() -> None:
+    """Closed after the code wrote into its session mid-stream, the stream ends there."""
+    chunks = [{"type": "text-delta", "index": 0, "text": f"w{k}"} for k in range(5)]
+    scenario = one_session(ChunksEntry([*chunks, {"type": "finish", "reason": {"kind": "stop"}}]))
+    store = SessionStore(MemoryBackend())
+    model = RecordingModel(ReplayModel(scenario), store, parsed_chunks=True, request_views=True)
+    stream = model.stream({"messages": [{"role": "user", "content": "hi"}]}, session_id="s")
+    next(stream)
+    session = store.get("s")
+    assert session is not None
+    session.append_chunk(1, 1, {"type": "text-delta", "index": 0, "text": "theirs"})
+    next(stream)
+    stream.close()  # type: ignore[attr-defined]
+    assert list(stream) == []
