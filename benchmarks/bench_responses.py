@@ -19,6 +19,13 @@ The two sides alternate call by call (after one warm-up call each: the SDK's fir
 of an event type builds its validators); figures are medians of this process's CPU time
 per call, over every call of every pass. Prints one JSON line with ``endpoint_vs_floor``
 (target <= 1.1) and the ratio of the means beside it.
+
+Replayed calls are logged when their session is next read (docs/recording.md#lazy), and
+nothing reads the session during a pass; at the end of each pass the benchmark reads
+every session, which builds the logs of all its calls, and reports that CPU time per
+call (``log_built_at_end_ms_per_call``) and the ratio with it added to the endpoint's
+(``endpoint_with_log_vs_floor``): what a test pays that reads its sessions afterwards
+(the plugin's log check does).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import datetime
 import json
 import statistics
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +76,24 @@ def main() -> None:
         def floor() -> Any:
             return floor_client(bodies)
 
+        logging: list[float] = []  # per pass: CPU ms per call to build the calls' logs
+
         def endpoint() -> Any:
             replay = DshReplay.open(path, workdir=root)
             client = replay.openai_client(max_retries=0)
-            return client, replay.close
+
+            def done() -> None:
+                started = time.process_time()
+                built = sum(len(session.events) for session in replay.sessions.sessions())
+                logging.append((time.process_time() - started) * 1000 / args.calls)
+                assert built > 0  # the calls were logged
+                replay.close()
+
+            return client, done
 
         makers = {"floor": floor, "endpoint": endpoint}
         interleaved(1, makers, read_call, 1)  # the SDK's first parse of each type (warm-up)
+        logging.clear()
         samples = interleaved(args.calls, makers, read_call, args.repeat)
     med = {name: statistics.median(values) for name, values in samples.items()}
     mean = {name: statistics.fmean(values) for name, values in samples.items()}
@@ -91,6 +110,10 @@ def main() -> None:
                 "ms_per_call": {name: round(value, 4) for name, value in med.items()},
                 "mean_ms_per_call": {name: round(value, 4) for name, value in mean.items()},
                 "endpoint_vs_floor": round(ratio, 3),
+                "log_built_at_end_ms_per_call": round(statistics.median(logging), 4),
+                "endpoint_with_log_vs_floor": round(
+                    (med["endpoint"] + statistics.median(logging)) / med["floor"], 3
+                ),
                 "mean_endpoint_vs_floor": round(mean["endpoint"] / mean["floor"], 3),
                 "target_endpoint_vs_floor": TARGET,
                 "met": ratio <= TARGET,

@@ -627,8 +627,7 @@ class Endpoint:
         collected: list[StreamChunk] = []
         failure: dict[str, Any] | None = None
         try:
-            for chunk in chunks:
-                collected.append(chunk)
+            collected.extend(chunks)  # what came before a failure stays in the list
         except ReplayedModelError as error:
             failure = {"message": error.message, "code": error.code}
         except DshReplayError as error:

@@ -267,6 +267,11 @@ class _Follower:
         self.stream.divert(log)
 
 
+def _conversation(request: Any) -> Conversation:
+    """The conversation a request view holds (none for a request that is not a view)."""
+    return request.conversation if isinstance(request, RequestView) else Conversation(None, [])
+
+
 def _common_prefix(surface: list[tuple[int, Item]], items: list[Item]) -> int:
     n = 0
     for (_, known), item in zip(surface, items, strict=False):
@@ -335,7 +340,10 @@ class RecordingModel:
         self.text_safe = text_safe
         self.request_views = request_views
         # Reentrant: a generator finalized by the garbage collector may close its call
-        # while this thread holds the lock.
+        # while this thread holds the lock. Lock order: this lock, then a session's
+        # (``Session.held``). A session's deferred writes and its followers' ends run
+        # with only the session's lock and touch only that session's log
+        # (docs/recording.md#lazy), so the eager paths hold the session while they log.
         self._lock = threading.RLock()
         self._logs: dict[str, _SessionLog] = {}
         self._anonymous: str | None = None
@@ -392,12 +400,22 @@ class RecordingModel:
         self.created.add(session.id)
         return session
 
-    def _log_of(self, session: Any) -> _SessionLog:
+    def _log_of(self, session: Any) -> _SessionLog:  # the lock is held
         log = self._logs.get(session.id)
         if log is None or log.session is not session:
             log = self._logs[session.id] = _SessionLog(session)
-        log.scan()
         return log
+
+    def _calling(self, kwargs: Mapping[str, Any]) -> _SessionLog | None:
+        """The calling session's log (its session created if need be); ``None``: not logged."""
+        with self._lock:
+            session = self._session(
+                kwargs.get("session_id"),
+                kwargs.get("parent_session_id"),
+                bool(kwargs.get("fork")),
+                kwargs.get("session_cwd"),
+            )
+            return None if session is None else self._log_of(session)
 
     # --- opening a call ------------------------------------------------------------------
 
@@ -414,24 +432,26 @@ class RecordingModel:
         return view.body
 
     def _begin(self, request: Any, kwargs: Mapping[str, Any]) -> _Call:
-        view = request.conversation if isinstance(request, RequestView) else Conversation(None, [])
-        with self._lock:
-            session = self._session(
-                kwargs.get("session_id"),
-                kwargs.get("parent_session_id"),
-                bool(kwargs.get("fork")),
-                kwargs.get("session_cwd"),
-            )
-            if session is None:
-                return _Call(None, kwargs.get("turn"), kwargs.get("step"), False, view)
-            log = self._log_of(session)
-            if log.pending is not None and log.pending.state == _OPEN:
-                self._abandon(log.pending, None)  # left open across this call
-                log.scan()
-            with session.batch():
-                call = self._open(log, view, kwargs.get("turn"), kwargs.get("step"))
-            log.pending = call
-            return call
+        log = self._calling(kwargs)
+        if log is None:
+            view = _conversation(request)
+            return _Call(None, kwargs.get("turn"), kwargs.get("step"), False, view)
+        return self._begin_in(log, request, kwargs)
+
+    def _begin_in(self, log: _SessionLog, request: Any, kwargs: Mapping[str, Any]) -> _Call:
+        with self._lock, log.session.held():
+            return self._open_call(log, _conversation(request), kwargs)
+
+    def _open_call(self, log: _SessionLog, view: Conversation, kwargs: Mapping[str, Any]) -> _Call:
+        """Log a call's opening (the session is held; the recorder's lock need not be)."""
+        log.scan()
+        if log.pending is not None and log.pending.state == _OPEN:
+            self._abandon_held(log.pending, None)  # left open across this call
+            log.scan()
+        with log.session.batch():
+            call = self._open(log, view, kwargs.get("turn"), kwargs.get("step"))
+        log.pending = call
+        return call
 
     def _open(self, log: _SessionLog, view: Conversation, turn_kw: Any, step_kw: Any) -> _Call:
         session = log.session
@@ -530,20 +550,26 @@ class RecordingModel:
             if chunk.get("type") == "finish":
                 call.state = _FINISHED
             return
-        with self._lock:
-            if call.state != _OPEN:
-                return  # closed while the caller kept reading: the log has moved on
-            if call.handed:
-                if call.run is None:
-                    call.run = log.session.chunk_run(call.turn, call.step)
-                call.run.add(chunk)
-            else:
-                call.seqs.append(
-                    log.session.append_chunk(call.turn, call.step, chunk, parsed=self.parsed_chunks)
-                )
-            if chunk.get("type") == "finish":
-                call.state = _FINISHED
-                self._finish(call)
+        with self._lock, log.session.held():
+            self._log_chunk_held(call, chunk)
+
+    def _log_chunk_held(self, call: _Call, chunk: StreamChunk) -> None:
+        """Log one chunk of a logged call (its session is held)."""
+        log = call.log
+        assert log is not None
+        if call.state != _OPEN:
+            return  # closed while the caller kept reading: the log has moved on
+        if call.handed:
+            if call.run is None:
+                call.run = log.session.chunk_run(call.turn, call.step)
+            call.run.add(chunk)
+        else:
+            call.seqs.append(
+                log.session.append_chunk(call.turn, call.step, chunk, parsed=self.parsed_chunks)
+            )
+        if chunk.get("type") == "finish":
+            call.state = _FINISHED
+            self._finish(call)
 
     def _finish(self, call: _Call) -> None:
         """Log what follows a finished call's chunks in the recorder's own turn."""
@@ -619,14 +645,26 @@ class RecordingModel:
 
     def _abandon(self, call: _Call, error: BaseException | None) -> None:
         """Close a call that stopped before its ``finish`` (the lock may be held)."""
-        with self._lock:
-            if call.follower is not None and call.log is not None:  # what it read, then stop
-                call.log.session.stop_following(call.run)
-                call.follower = None
-            if call.state != _OPEN:
-                return
-            self._log_chunk(call, _stop_chunk(error))
-            call.state = _CLOSED
+        log = call.log
+        if log is None:
+            if call.state == _OPEN:
+                self._log_chunk(call, _stop_chunk(error))
+                call.state = _CLOSED
+            return
+        with self._lock, log.session.held():
+            self._abandon_held(call, error)
+
+    def _abandon_held(self, call: _Call, error: BaseException | None) -> None:
+        """:meth:`_abandon` for a logged call whose session is held."""
+        log = call.log
+        assert log is not None
+        if call.follower is not None:  # what it read, then stop
+            log.session.stop_following(call.run)
+            call.follower = None
+        if call.state != _OPEN:
+            return
+        self._log_chunk_held(call, _stop_chunk(error))
+        call.state = _CLOSED
 
     def close_open_calls(self) -> None:
         """Close every call and turn the recorder still has open, as the harness would.
@@ -641,11 +679,13 @@ class RecordingModel:
             for log in list(self._logs.values()):
                 if self.store.get(log.session.id) is not log.session:
                     continue
-                if log.pending is not None and log.pending.state == _OPEN:
-                    self._abandon(log.pending, None)
-                log.scan()
-                if log.open_turn and log.own_turn:
-                    self._close_turn(log)
+                with log.session.held():
+                    log.scan()  # deferred calls are logged first
+                    if log.pending is not None and log.pending.state == _OPEN:
+                        self._abandon_held(log.pending, None)
+                    log.scan()
+                    if log.open_turn and log.own_turn:
+                        self._close_turn(log)
 
     # --- streaming ---------------------------------------------------------------------
 
@@ -664,6 +704,9 @@ class RecordingModel:
         """
         read_only = bool(kwargs.pop("read_only_chunks", False))
         view = self._view(request)
+        log = self._calling(kwargs) if self.parsed_chunks else None
+        if log is not None:
+            return self._replayed(log, view, kwargs, read_only)
         call = self._begin(view, kwargs)
         call.handed = read_only and self.parsed_chunks
         request = self._passed(view)
@@ -672,21 +715,54 @@ class RecordingModel:
         except BaseException as err:
             self._abandon(call, err)
             raise
-        followable = getattr(upstream, "followable", None)
-        if self.parsed_chunks and call.log is not None and followable is not None and followable():
-            self._follow(call, upstream, copies=not read_only)
-            return upstream
         return self._relay(call, upstream)
 
-    def _follow(self, call: _Call, upstream: Any, *, copies: bool) -> None:
-        """Log ``call`` lazily: its run follows ``upstream`` (docs/recording.md#lazy)."""
-        log = call.log
-        assert log is not None
+    def _replayed(
+        self, log: _SessionLog, view: Any, kwargs: dict[str, Any], read_only: bool
+    ) -> Iterator[StreamChunk]:
+        """Stream a call of a model whose chunks are parsed JSON (a replay model).
+
+        A followable stream is handed to the caller as it is, and the whole call is
+        logged when its session is next read or written (docs/recording.md#lazy).
+        """
+        try:
+            upstream = iter(self.model.stream(self._passed(view), **kwargs))
+        except BaseException as err:
+            call = self._begin_in(log, view, kwargs)
+            self._abandon(call, err)
+            raise
+        followable = getattr(upstream, "followable", None)
+        if followable is not None and followable():
+            # What is logged later is read now: the caller may change its request after.
+            conversation = _conversation(view)
+            turn, step, copies = kwargs.get("turn"), kwargs.get("step"), not read_only
+            log.session.defer(
+                lambda: self._log_followed(log, conversation, turn, step, upstream, copies)
+            )
+            return upstream
+        call = self._begin_in(log, view, kwargs)
+        call.handed = read_only
+        return self._relay(call, upstream)
+
+    def _log_followed(
+        self,
+        log: _SessionLog,
+        conversation: Conversation,
+        turn: Any,
+        step: Any,
+        upstream: Any,
+        copies: bool,
+    ) -> None:
+        """Log a followed call: its opening, then a run that follows ``upstream``.
+
+        A deferred write of the session (:meth:`Session.defer`): it runs with the
+        session held and takes no lock of the recorder's.
+        """
+        call = self._open_call(log, conversation, {"turn": turn, "step": step})
+        call.handed = True  # the run keeps the chunks
         follower = _Follower(self, call, upstream, copies)
-        with self._lock:
-            call.handed = True  # the run keeps the chunks
-            call.follower = follower
-            call.run = log.session.follow(call.turn, call.step, follower)
+        call.follower = follower
+        call.run = log.session.follow(call.turn, call.step, follower)
 
     def _relay(self, call: _Call, upstream: Iterator[StreamChunk]) -> Iterator[StreamChunk]:
         error: BaseException | None = None

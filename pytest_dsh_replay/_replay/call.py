@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
 from .._errors import PlaceholderError, ReplayCancelledError, ReplayedModelError, ScriptError
 from .._format.events import StreamChunk
-from .._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry, kept_encodings
+from .._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from .._scripts.scenario import SessionScript
 
 if TYPE_CHECKING:
@@ -595,9 +595,6 @@ _HANG: Final = _Pause()  # wait until the call is cancelled
 _PACE: Final = _Pause()  # wait pace_s before the next chunk
 
 
-_ENDS_FINISHED: Final = ("ends with its finish",)  # a key of kept_encodings
-
-
 class ChunkStream(chain[StreamChunk]):
     """``chain.from_iterable`` over a call's reader that can be closed like a generator.
 
@@ -639,12 +636,7 @@ class ChunkStream(chain[StreamChunk]):
         if entry.__class__ is not ChunksEntry or call.placeholders:
             return False
         assert isinstance(entry, ChunksEntry)
-        kept = kept_encodings(entry)
-        finished = kept.get(_ENDS_FINISHED)
-        if finished is None:
-            chunks = entry.chunks
-            finished = kept[_ENDS_FINISHED] = bool(chunks) and chunks[-1].get("type") == "finish"
-        return bool(finished)
+        return entry.ends_with_finish
 
     def handed_out(self, *, copies: bool = False) -> list[StreamChunk]:
         """The chunks handed out so far, in order (a new list).

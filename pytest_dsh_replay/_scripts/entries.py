@@ -9,7 +9,7 @@ what a later replay yields, and a large script costs about what its log costs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal, TypeAlias
 
@@ -79,6 +79,11 @@ def materialize_runs(items: list[ChunkRun]) -> list[StreamChunk]:
     return out
 
 
+def _is_finish(chunk: Any) -> bool:
+    """Whether a chunk (or a chunk run, which never is one) is a ``finish`` chunk."""
+    return isinstance(chunk, Mapping) and chunk.get("type") == "finish"
+
+
 def _serialize_chunks(chunks: Iterable[StreamChunk], where: str) -> tuple[bytes, int]:
     items = list(chunks)
     try:
@@ -144,12 +149,14 @@ class ChunksEntry(_ChunkHolder):
         ScriptError: A chunk is not a JSON value.
     """
 
-    __slots__ = ()
+    __slots__ = ("_finished",)
     kind: Final = "chunks"
 
     def __init__(self, chunks: Iterable[StreamChunk]):
-        self._blob, self._count = _serialize_chunks(chunks, "chunks entry")
+        items = list(chunks)
+        self._blob, self._count = _serialize_chunks(items, "chunks entry")
         self._marked = None
+        self._finished = _is_finish(items[-1]) if items else False
 
     @classmethod
     def from_runs(cls, runs: list[ChunkRun], count: int) -> ChunksEntry:
@@ -167,7 +174,13 @@ class ChunksEntry(_ChunkHolder):
         entry._blob = orjson.dumps(runs)
         entry._count = count
         entry._marked = None
+        entry._finished = _is_finish(runs[-1]) if runs else False
         return entry
+
+    @property
+    def ends_with_finish(self) -> bool:
+        """Whether the last chunk is a ``finish`` (the recorded stream ended normally)."""
+        return self._finished
 
     def to_json(self) -> JSONObject:
         """The wire form: ``{"kind": "chunks", "chunks": [...]}``."""

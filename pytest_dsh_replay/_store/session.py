@@ -8,6 +8,7 @@ the bulk of a log, can be appended cheaply (:meth:`Session.append_chunk`).
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -263,6 +264,8 @@ class Session:
     __slots__ = (
         "_batch_depth",
         "_chunk_run",
+        "_deferred",
+        "_deferring",
         "_events",
         "_header",
         "_lock",
@@ -297,6 +300,8 @@ class Session:
         self._run: list[bytes] = []  # chunk event data from append_chunk, not built yet
         self._run_times: list[int] = []
         self._chunk_run: ChunkRun | None = None  # the open run of chunk_run, if any
+        self._deferred: collections.deque[Callable[[], None]] = collections.deque()
+        self._deferring = False  # a deferred write is running (in the lock's holder)
         if not persisted and events:
             self._write(list(events))  # a seed and its marker are written at once
         elif persisted:
@@ -414,6 +419,8 @@ class Session:
             blob = orjson.dumps(json_copy(data, "assistant/chunk data"))
         when = self._store.now()
         with self._lock:
+            if self._deferred:
+                self._run_deferred()
             if self._chunk_run is not None:
                 self._settle_chunk_run(end=True)
             if self._store.get(self.id) is not self:
@@ -421,6 +428,34 @@ class Session:
             self._run.append(blob)
             self._run_times.append(when)
             return len(self._events) + len(self._run) - 1
+
+    def defer(self, write: Callable[[], None]) -> None:
+        """Run ``write`` when the session is next read or written (docs/recording.md#lazy).
+
+        ``write`` makes the session's own writes (``append``, :meth:`follow`, ...) that
+        nobody has needed yet; it runs, with the session's lock held, before anything
+        else reads or writes the session, after the writes deferred before it, so what
+        a reader sees is what it would see had ``write`` run now. It must not take
+        locks that are held while the session is written elsewhere (it may be run by
+        any thread that reads the session); what it raises reaches that reader.
+
+        Raises:
+            SessionStoreError: The session is no longer live.
+        """
+        with self._lock:
+            if self._store.get(self.id) is not self:
+                raise SessionStoreError(f"session {quote(self.id)} is not live in this store")
+            self._deferred.append(write)
+
+    @contextmanager
+    def held(self) -> Iterator[Session]:
+        """Hold the session's lock: no other thread reads, writes or runs a deferred write.
+
+        For a writer whose several writes must not be interleaved with the deferred
+        writes of :meth:`defer` (which run with this lock held). Reentrant.
+        """
+        with self._lock:
+            yield self
 
     def chunk_run(self, turn: Any, step: Any) -> ChunkRun:
         """Open a :class:`ChunkRun`: the cheapest way to log a call's chunks as they stream.
@@ -485,11 +520,28 @@ class Session:
                 if run is self._chunk_run:
                     self._chunk_run = None
 
+    def _run_deferred(self) -> None:
+        """Run the deferred writes in order (the lock is held; see :meth:`defer`).
+
+        A write's own reads and writes of the session do not start the next one.
+        """
+        if self._deferring:
+            return
+        self._deferring = True
+        try:
+            while self._deferred:
+                self._deferred.popleft()()
+        finally:
+            self._deferring = False
+
     def _settle(self) -> None:
-        """Build the events of the pending chunks and write them.
+        """Run the deferred writes, then build the events of the pending chunks and write them.
 
         The open :class:`ChunkRun`'s come first: :meth:`append_chunk` ends it.
         """
+        if self._deferred:
+            with self._lock:
+                self._run_deferred()
         if self._chunk_run is not None:
             with self._lock:
                 self._settle_chunk_run()

@@ -522,16 +522,22 @@ class ResponsesEncoder:
             frame = item.delta = _delta_frame(item)
         head, middle, tail = frame
         sequence = self._sequence
-        self._sequence += 1
-        return head + str(sequence).encode() + middle + orjson.dumps(text) + tail
+        self._sequence = sequence + 1
+        return b"%b%d%b%b%b" % (head, sequence, middle, orjson.dumps(text), tail)
 
     def feed(self, chunk: Mapping[str, Any]) -> bytes:
         """The events for one dsh chunk (``b""`` when it has no wire form of its own)."""
         kind = chunk.get("type")
         index = chunk.get("index", 0)
-        if kind in _KINDS:
-            item, out = self._open(index, _KINDS[kind])
-            return out + self._delta(item, str(chunk.get("text", "")))
+        wanted = _KINDS.get(kind)  # type: ignore[arg-type]
+        if wanted is not None:
+            text = chunk.get("text", "")
+            text = text if text.__class__ is str else str(text)
+            item = self._items.get(index)
+            if item is not None and item.kind == wanted:  # the next delta of an open item
+                return self._delta(item, text)
+            item, out = self._open(index, wanted)
+            return out + self._delta(item, text)
         if kind == "tool-call-delta":
             return self._tool_delta(index, chunk)
         if kind == "block-end":
