@@ -33,6 +33,8 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, Final, Protocol
 
+import orjson
+
 from .._errors import RecordingError
 from .._format.events import JSONObject, StreamChunk
 from .._format.reply import assemble_reply
@@ -100,6 +102,7 @@ class _SessionLog:
     __slots__ = (
         "calls",
         "failure",
+        "followed",
         "header",
         "last",
         "open_turn",
@@ -129,6 +132,7 @@ class _SessionLog:
         self.pending: _Call | None = None  # the last call
         self.last: str | None = None  # the finish kind of the last call of the open turn
         self.failure: Any = None  # the last error finish's failure
+        self.followed: Any = None  # the FollowedRead of the last followed call
 
     def scan(self) -> None:
         events = self.session.events
@@ -224,19 +228,19 @@ class _Follower:
     the same order, as logging each chunk when it passes.
     """
 
-    __slots__ = ("call", "copies", "recorder", "stream")
+    __slots__ = ("call", "copies", "read", "recorder")
 
-    def __init__(self, recorder: RecordingModel, call: _Call, stream: Any, copies: bool):
+    def __init__(self, recorder: RecordingModel, call: _Call, read: Any, copies: bool):
         self.recorder = recorder
         self.call = call
-        self.stream = stream
+        self.read = read  # the stream's FollowedRead: the caller may drop the stream
         self.copies = copies  # log the recorded values: the caller may change its chunks
 
     def handed_out(self) -> list[Any]:
-        return self.stream.handed_out(copies=self.copies)  # type: ignore[no-any-return]
+        return self.read.handed_out(copies=self.copies)  # type: ignore[no-any-return]
 
     def done(self) -> bool:
-        return bool(self.stream.done())
+        return bool(self.read.done())
 
     def ended(self, run: Any) -> None:
         """Log what follows the chunks: the call's finish, or how the read stopped."""
@@ -249,7 +253,7 @@ class _Follower:
             call.state = _FINISHED
             self.recorder._finish(call)
             return
-        run.add(_stop_chunk(self.stream.error()))
+        run.add(_stop_chunk(self.read.error()))
         call.state = _FINISHED
         self.recorder._finish(call)
         call.state = _CLOSED
@@ -264,12 +268,31 @@ class _Follower:
             recorder._log_chunk(call, chunk)
             return chunk
 
-        self.stream.divert(log)
+        self.read.divert(log)
 
 
 def _conversation(request: Any) -> Conversation:
     """The conversation a request view holds (none for a request that is not a view)."""
     return request.conversation if isinstance(request, RequestView) else Conversation(None, [])
+
+
+def _still_reading(log: _SessionLog) -> bool:
+    """Whether the session's last call may still hand out chunks (read or relayed)."""
+    read = log.followed
+    if read is not None and not read.done():
+        return True
+    pending = log.pending
+    return pending is not None and pending.state == _OPEN and pending.follower is None
+
+
+def _loggable(conversation: Conversation) -> bool:
+    """Whether what a request shows the model is lossless JSON, as the log requires."""
+    value = [conversation.header, [item.message for item in conversation.items]]
+    try:
+        blob = orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
+    except TypeError:  # orjson.JSONEncodeError: a lone surrogate, an unsafe integer
+        return False
+    return b"-0.0" not in blob and orjson.loads(blob) == value
 
 
 def _common_prefix(surface: list[tuple[int, Item]], items: list[Item]) -> int:
@@ -723,26 +746,53 @@ class RecordingModel:
         """Stream a call of a model whose chunks are parsed JSON (a replay model).
 
         A followable stream is handed to the caller as it is, and the whole call is
-        logged when its session is next read or written (docs/recording.md#lazy).
+        logged when its session is next read or written (docs/recording.md#lazy): what
+        the request shows the model is read now. A call is logged now instead while the
+        session's previous call may still hand out chunks (it ends where it is, as
+        eager logging ends it), and when the request holds what the log refuses (the
+        error is raised now).
         """
+        conversation = _conversation(view)
+        if _still_reading(log) or not _loggable(conversation):
+            return self._replayed_now(log, view, kwargs, read_only)
         try:
-            upstream = iter(self.model.stream(self._passed(view), **kwargs))
+            upstream: Any = iter(self.model.stream(self._passed(view), **kwargs))
         except BaseException as err:
             call = self._begin_in(log, view, kwargs)
             self._abandon(call, err)
             raise
         followable = getattr(upstream, "followable", None)
         if followable is not None and followable():
-            # What is logged later is read now: the caller may change its request after.
-            conversation = _conversation(view)
             turn, step, copies = kwargs.get("turn"), kwargs.get("step"), not read_only
+            read = upstream.followed()  # not the stream: the caller may drop it
+            log.followed = read
             log.session.defer(
-                lambda: self._log_followed(log, conversation, turn, step, upstream, copies)
+                lambda: self._log_followed(log, conversation, turn, step, read, copies)
             )
-            return upstream
+            return upstream  # type: ignore[no-any-return]
         call = self._begin_in(log, view, kwargs)
         call.handed = read_only
         return self._relay(call, upstream)
+
+    def _replayed_now(
+        self, log: _SessionLog, view: Any, kwargs: dict[str, Any], read_only: bool
+    ) -> Iterator[StreamChunk]:
+        """:meth:`_replayed` with the call's opening logged before the model is called."""
+        call = self._begin_in(log, view, kwargs)
+        call.handed = read_only
+        try:
+            upstream: Any = iter(self.model.stream(self._passed(view), **kwargs))
+        except BaseException as err:
+            self._abandon(call, err)
+            raise
+        followable = getattr(upstream, "followable", None)
+        if followable is None or not followable():
+            return self._relay(call, upstream)
+        read = upstream.followed()
+        log.followed = read
+        with self._lock, log.session.held():
+            self._follow_held(call, read, not read_only)
+        return upstream  # type: ignore[no-any-return]
 
     def _log_followed(
         self,
@@ -750,17 +800,23 @@ class RecordingModel:
         conversation: Conversation,
         turn: Any,
         step: Any,
-        upstream: Any,
+        read: Any,
         copies: bool,
     ) -> None:
-        """Log a followed call: its opening, then a run that follows ``upstream``.
+        """Log a followed call: its opening, then a run that follows the ``read``.
 
         A deferred write of the session (:meth:`Session.defer`): it runs with the
         session held and takes no lock of the recorder's.
         """
         call = self._open_call(log, conversation, {"turn": turn, "step": step})
+        self._follow_held(call, read, copies)
+
+    def _follow_held(self, call: _Call, read: Any, copies: bool) -> None:
+        """Log ``call`` by following its ``read`` (its session is held)."""
+        log = call.log
+        assert log is not None
         call.handed = True  # the run keeps the chunks
-        follower = _Follower(self, call, upstream, copies)
+        follower = _Follower(self, call, read, copies)
         call.follower = follower
         call.run = log.session.follow(call.turn, call.step, follower)
 

@@ -493,8 +493,8 @@ class ReplayCall:
         if chunks:
             bound = self.bound
             assert bound is not None
+            self.rest = rest = iter(chunks)  # first: a follower reads chunks, then rest
             self.chunks = chunks
-            self.rest = rest = iter(chunks)
             self.cut = False
             reading = bound.reading
             reading.add(self)
@@ -602,10 +602,9 @@ class ChunkStream(chain[StreamChunk]):
     underlying reader, which hands out nothing more afterwards.
     """
 
-    __slots__ = ("_call", "_recorded", "_source")
+    __slots__ = ("_call", "_source")
     _source: Generator[Iterator[StreamChunk], None, None]
     _call: ReplayCall
-    _recorded: list[StreamChunk] | None
 
     @classmethod
     def of(cls, call: ReplayCall) -> ChunkStream:
@@ -614,7 +613,6 @@ class ChunkStream(chain[StreamChunk]):
         stream = cast(ChunkStream, cls.from_iterable(source))
         stream._source = source
         stream._call = call
-        stream._recorded = None
         return stream
 
     def close(self) -> None:
@@ -637,6 +635,28 @@ class ChunkStream(chain[StreamChunk]):
             return False
         assert isinstance(entry, ChunksEntry)
         return entry.ends_with_finish
+
+    def followed(self) -> FollowedRead:
+        """What a follower needs of this read; it does not keep the stream alive.
+
+        A stream the caller drops is closed then (as a dropped generator is), and the
+        follower sees a read that ended where the caller left it.
+        """
+        return FollowedRead(self._call)
+
+
+class FollowedRead:
+    """A read of a :class:`ReplayCall` as its follower sees it (docs/recording.md#lazy).
+
+    Made by :meth:`ChunkStream.followed`; holds the call, not the stream, so the caller
+    may drop the stream.
+    """
+
+    __slots__ = ("_call", "_recorded")
+
+    def __init__(self, call: ReplayCall):
+        self._call = call
+        self._recorded: list[StreamChunk] | None = None
 
     def handed_out(self, *, copies: bool = False) -> list[StreamChunk]:
         """The chunks handed out so far, in order (a new list).

@@ -539,15 +539,11 @@ class Session:
 
         The open :class:`ChunkRun`'s come first: :meth:`append_chunk` ends it.
         """
-        if self._deferred:
-            with self._lock:
+        with self._lock:  # a reader waits for a deferred write another thread runs
+            if self._deferred:
                 self._run_deferred()
-        if self._chunk_run is not None:
-            with self._lock:
+            if self._chunk_run is not None:
                 self._settle_chunk_run()
-        if not self._run:
-            return
-        with self._lock:
             run, times = self._run, self._run_times
             if not run:
                 return

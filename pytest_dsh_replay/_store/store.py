@@ -337,8 +337,10 @@ class SessionStore:
 
     def get(self, session_id: str) -> Session | None:
         """The live session with this id, or ``None``."""
-        with self._lock:
-            return self._live.get(session_id)
+        # One dict lookup, without the store's lock: a session's writes check that they
+        # are live with it while they hold the session's lock, and the store takes a
+        # session's lock while it holds its own (close, fork).
+        return self._live.get(session_id)
 
     def sessions(self) -> list[Session]:
         """Every live session, in the order they were created or loaded."""

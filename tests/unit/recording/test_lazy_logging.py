@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,10 +41,13 @@ from pytest_dsh_replay import (
     ChunksEntry,
     DshReplayError,
     HangEntry,
+    JsonlBackend,
     MemoryBackend,
     RecordingModel,
     ReplayModel,
     SessionStore,
+    SessionStoreError,
+    ThrowEntry,
     load_scenario,
 )
 from pytest_dsh_replay._scripts.scenario import Scenario
@@ -270,10 +274,15 @@ def test_a_reader_in_another_thread_builds_the_calls_in_order() -> None:
         session = store.get("s")
         assert session is not None
         done = threading.Event()
+        errors: list[BaseException] = []
 
         def read() -> None:
             while not done.is_set():
-                len(session.events)
+                try:
+                    len(session.events)
+                except BaseException as error:  # reported by the test
+                    errors.append(error)
+                    return
 
         threads = [threading.Thread(target=read) for _ in range(readers)]
         for thread in threads:
@@ -286,6 +295,7 @@ def test_a_reader_in_another_thread_builds_the_calls_in_order() -> None:
             done.set()
             for thread in threads:
                 thread.join(10)
+        assert not errors
         model.close_open_calls()
         return _ids_in_order([[dict(e, time=0) for e in session.events]])
 
@@ -351,3 +361,167 @@ def test_a_diverted_stream_hands_out_nothing_once_closed() -> None:
     next(stream)
     stream.close()  # type: ignore[attr-defined]
     assert list(stream) == []
+
+
+def test_closing_a_store_on_disk_writes_the_calls_nobody_read(tmp_path: Path) -> None:
+    store = SessionStore(JsonlBackend(tmp_path))
+    model = RecordingModel(
+        ReplayModel(_two_call_scenario()), store, parsed_chunks=True, request_views=True
+    )
+    list(model.stream({"messages": [{"role": "user", "content": "hi"}]}, session_id="s"))
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # nothing built yet
+    store.close()
+    with SessionStore(JsonlBackend(tmp_path)) as again:
+        kinds = [e["type"] for e in again.load("s").events]
+    assert kinds[0] == "turn/start"
+    assert kinds.count("assistant/chunk") == 4
+    assert kinds[-1] == "turn/end"
+
+
+# --- what a review of the deferred logging broke (each failed before its fix) ----------
+
+
+def _pair(scenario: Scenario, **options: Any) -> list[tuple[SessionStore, RecordingModel]]:
+    """A lazily logging recorder and an eagerly logging one, each on a store of its own."""
+    out = []
+    for lazy in (True, False):
+        store = SessionStore(MemoryBackend(), **options)
+        replay = ReplayModel(scenario)
+        model = RecordingModel(
+            replay if lazy else _Relayed(replay), store, parsed_chunks=True, request_views=True
+        )
+        out.append((store, model))
+    return out
+
+
+def _text(n: int, tag: str) -> ChunksEntry:
+    deltas = [{"type": "text-delta", "index": 0, "text": f"{tag}{k}"} for k in range(n)]
+    return ChunksEntry([*deltas, {"type": "finish", "reason": {"kind": "stop"}}])
+
+
+def _logged(store: SessionStore) -> list[Any]:
+    return _ids_in_order([[dict(e, time=0) for e in s.events] for s in store.sessions()])
+
+
+def test_a_request_the_log_refuses_fails_at_the_call() -> None:
+    for store, model in _pair(one_session(_text(2, "a"), _text(2, "b"))):
+        request = {"messages": [{"role": "user", "content": "hi"}], "temperature": -0.0}
+        with pytest.raises(SessionStoreError, match="-0.0"):
+            list(model.stream(request, session_id="s"))
+        session = store.get("s")
+        assert session is not None
+        len(session.events)  # the next reader is not the one that fails
+        session.append("status/update", {"note": "the code goes on"})
+
+
+def test_a_stream_left_open_across_the_next_call_ends_where_it_was() -> None:
+    logs = []
+    for store, model in _pair(one_session(_text(4, "a"), _text(2, "b"))):
+        first = model.stream({"messages": [{"role": "user", "content": "q1"}]}, session_id="s")
+        next(first)
+        next(first)
+        second = model.stream({"messages": [{"role": "user", "content": "q2"}]}, session_id="s")
+        list(first)  # read on after the next call: nothing more is logged for it
+        list(second)
+        model.close_open_calls()
+        logs.append(_logged(store))
+    assert logs[0] == logs[1]
+    texts = [e["data"]["chunk"].get("text") for e in logs[0][0] if e["type"] == "assistant/chunk"]
+    assert texts[:3] == ["a0", "a1", None]  # then the aborted finish
+
+
+def test_a_relayed_call_left_open_logs_nothing_into_the_next_turn() -> None:
+    throw = ThrowEntry(
+        [{"type": "text-delta", "index": 0, "text": f"t{k}"} for k in range(4)], "boom", "E"
+    )
+    logs = []
+    for store, model in _pair(one_session(throw, _text(2, "b"))):
+        first = model.stream({"messages": [{"role": "user", "content": "q1"}]}, session_id="s")
+        next(first)
+        second = model.stream({"messages": [{"role": "user", "content": "q2"}]}, session_id="s")
+        next(first)
+        list(second)
+        model.close_open_calls()
+        logs.append(_logged(store))
+    assert logs[0] == logs[1]
+
+
+def test_a_dropped_stream_is_closed_for_what_reads_the_session_next() -> None:
+    seeds = []
+    for store, model in _pair(one_session(_text(4, "a"))):
+        stream = model.stream({"messages": [{"role": "user", "content": "q"}]}, session_id="s")
+        next(stream)
+        del stream  # dropped, not closed: the turn ends (aborted) as for a generator
+        session = store.get("s")
+        assert session is not None
+        seeds.append(store.fork(session).seed_length)
+    assert seeds[0] == seeds[1] > 0
+
+
+def test_a_read_waits_for_a_deferred_write_another_thread_runs() -> None:
+    slow = threading.Event()
+
+    def clock() -> int:  # slow in the reader thread only, to hold the write open
+        if slow.is_set() and threading.current_thread().name == "reader":
+            time.sleep(0.2)
+        return 1_700_000_000_000
+
+    store = SessionStore(MemoryBackend(), clock=clock)
+    model = RecordingModel(
+        ReplayModel(one_session(_text(3, "a"))), store, parsed_chunks=True, request_views=True
+    )
+    list(model.stream({"messages": [{"role": "user", "content": "q"}]}, session_id="s"))
+    session = store.get("s")
+    assert session is not None
+    slow.set()
+    reader = threading.Thread(target=lambda: len(session.events), name="reader")
+    reader.start()
+    time.sleep(0.05)  # the reader is inside the deferred write now
+    kinds = [e["type"] for e in session.events]  # the caller's own read, after its call
+    slow.clear()
+    reader.join(10)
+    assert kinds[0] == "turn/start"
+    assert kinds[-1] == "turn/end"
+
+
+def test_closing_a_store_while_a_thread_reads_its_session_does_not_deadlock(
+    tmp_path: Path,
+) -> None:
+    for attempt in range(8):
+        store = SessionStore(JsonlBackend(tmp_path / str(attempt)))
+        model = RecordingModel(
+            ReplayModel(one_session(*(_text(3, f"c{n}") for n in range(20)))),
+            store,
+            parsed_chunks=True,
+            request_views=True,
+        )
+        list(model.stream({"messages": [{"role": "user", "content": "q"}]}, session_id="s"))
+        session = store.get("s")
+        assert session is not None
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def read(
+            session: Any = session, stop: threading.Event = stop, errors: list[Any] = errors
+        ) -> None:
+            while not stop.is_set():
+                try:
+                    len(session.events)
+                except SessionStoreError:
+                    return  # closed under it: fine
+                except BaseException as error:
+                    errors.append(error)
+                    return
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        for n in range(1, 20):
+            list(model.stream({"messages": [{"role": "user", "content": f"q{n}"}]}, session_id="s"))
+        closer = threading.Thread(target=store.close, daemon=True)
+        closer.start()
+        closer.join(10)
+        stop.set()
+        reader.join(10)
+        assert not closer.is_alive(), "deadlocked"
+        assert not reader.is_alive(), "deadlocked"
+        assert not errors
