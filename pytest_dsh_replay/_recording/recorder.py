@@ -285,9 +285,9 @@ def _still_reading(log: _SessionLog) -> bool:
     return pending is not None and pending.state == _OPEN and pending.follower is None
 
 
-def _loggable(conversation: Conversation) -> bool:
-    """Whether what a request shows the model is lossless JSON, as the log requires."""
-    value = [conversation.header, [item.message for item in conversation.items]]
+def _loggable(conversation: Conversation, turn: Any, step: Any) -> bool:
+    """Whether what a call logs (its request, the caller's turn and step) is lossless JSON."""
+    value = [conversation.header, [item.message for item in conversation.items], turn, step]
     try:
         blob = orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
     except TypeError:  # orjson.JSONEncodeError: a lone surrogate, an unsafe integer
@@ -753,7 +753,8 @@ class RecordingModel:
         error is raised now).
         """
         conversation = _conversation(view)
-        if _still_reading(log) or not _loggable(conversation):
+        turn, step = kwargs.get("turn"), kwargs.get("step")
+        if _still_reading(log) or not _loggable(conversation, turn, step):
             return self._replayed_now(log, view, kwargs, read_only)
         try:
             upstream: Any = iter(self.model.stream(self._passed(view), **kwargs))
@@ -763,7 +764,7 @@ class RecordingModel:
             raise
         followable = getattr(upstream, "followable", None)
         if followable is not None and followable():
-            turn, step, copies = kwargs.get("turn"), kwargs.get("step"), not read_only
+            copies = not read_only
             read = upstream.followed()  # not the stream: the caller may drop it
             log.followed = read
             log.session.defer(

@@ -84,6 +84,11 @@ def _is_finish(chunk: Any) -> bool:
     return isinstance(chunk, Mapping) and chunk.get("type") == "finish"
 
 
+def _finishes_at_end(items: list[Any]) -> bool:
+    """Whether the last of ``items`` (chunks or chunk runs) is their only ``finish``."""
+    return bool(items) and _is_finish(items[-1]) and not any(map(_is_finish, items[:-1]))
+
+
 def _serialize_chunks(chunks: Iterable[StreamChunk], where: str) -> tuple[bytes, int]:
     items = list(chunks)
     try:
@@ -156,7 +161,7 @@ class ChunksEntry(_ChunkHolder):
         items = list(chunks)
         self._blob, self._count = _serialize_chunks(items, "chunks entry")
         self._marked = None
-        self._finished = _is_finish(items[-1]) if items else False
+        self._finished = _finishes_at_end(items)
 
     @classmethod
     def from_runs(cls, runs: list[ChunkRun], count: int) -> ChunksEntry:
@@ -174,12 +179,15 @@ class ChunksEntry(_ChunkHolder):
         entry._blob = orjson.dumps(runs)
         entry._count = count
         entry._marked = None
-        entry._finished = _is_finish(runs[-1]) if runs else False
+        entry._finished = _finishes_at_end(runs)
         return entry
 
     @property
     def ends_with_finish(self) -> bool:
-        """Whether the last chunk is a ``finish`` (the recorded stream ended normally)."""
+        """Whether the last chunk is the entry's only ``finish`` (the stream ended there).
+
+        An override may give an entry chunks after a ``finish``; then this is ``False``.
+        """
         return self._finished
 
     def to_json(self) -> JSONObject:

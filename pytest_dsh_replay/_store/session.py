@@ -540,6 +540,8 @@ class Session:
         The open :class:`ChunkRun`'s come first: :meth:`append_chunk` ends it.
         """
         with self._lock:  # a reader waits for a deferred write another thread runs
+            if self._store.get(self.id) is not self:
+                return  # closed: what it held was written when its store closed
             if self._deferred:
                 self._run_deferred()
             if self._chunk_run is not None:

@@ -525,3 +525,51 @@ def test_closing_a_store_while_a_thread_reads_its_session_does_not_deadlock(
         assert not closer.is_alive(), "deadlocked"
         assert not reader.is_alive(), "deadlocked"
         assert not errors
+
+
+def test_a_turn_or_step_the_log_refuses_fails_at_the_call() -> None:
+    for _store, model in _pair(one_session(_text(2, "a"))):
+        request = {"messages": [{"role": "user", "content": "q"}]}
+        with pytest.raises(SessionStoreError):
+            list(model.stream(request, session_id="s", step=float("nan")))
+
+
+def test_a_store_closed_mid_stream_writes_nothing_more(tmp_path: Path) -> None:
+    on_disk, in_memory = [], []
+    for n, (lazy, wrap) in enumerate(((True, False), (False, True))):
+        store = SessionStore(JsonlBackend(tmp_path / str(n)))
+        replay = ReplayModel(one_session(_text(4, "w")))
+        model = RecordingModel(
+            _Relayed(replay) if wrap else replay, store, parsed_chunks=True, request_views=True
+        )
+        stream = model.stream({"messages": [{"role": "user", "content": "q"}]}, session_id="s")
+        next(stream)
+        next(stream)
+        session = store.get("s")
+        store.close()
+        try:
+            list(stream)
+        except SessionStoreError:
+            assert not lazy  # chunk by chunk, the next chunk's write is refused
+        assert session is not None
+        in_memory.append([e["type"] for e in session.events])
+        with SessionStore(JsonlBackend(tmp_path / str(n))) as again:  # closes the open turn
+            on_disk.append([e["type"] for e in again.load("s").events])
+    assert in_memory[0] == in_memory[1]
+    assert in_memory[0].count("assistant/chunk") == 2  # what was read when the store closed
+    assert on_disk[0] == on_disk[1]
+
+
+def test_an_entry_with_chunks_after_its_finish_is_logged_as_eagerly() -> None:
+    chunks: list[Any] = [
+        {"type": "text-delta", "index": 0, "text": "a"},
+        {"type": "finish", "reason": {"kind": "stop"}},
+        {"type": "text-delta", "index": 0, "text": "b"},
+        {"type": "finish", "reason": {"kind": "stop"}},
+    ]
+    assert not ChunksEntry(chunks).ends_with_finish
+    logs = []
+    for store, model in _pair(one_session(ChunksEntry(chunks))):
+        list(model.stream({"messages": [{"role": "user", "content": "q"}]}, session_id="s"))
+        logs.append(_logged(store))
+    assert logs[0] == logs[1]
