@@ -37,6 +37,7 @@ import orjson
 
 from .._errors import RecordingError
 from .._format.events import JSONObject, StreamChunk
+from .._format.json_values import plain_json
 from .._format.reply import assemble_reply
 from .._format.text import TextSafeModel
 from .._store.log_rules import completed_turn_prefix
@@ -286,13 +287,20 @@ def _still_reading(log: _SessionLog) -> bool:
 
 
 def _loggable(conversation: Conversation, turn: Any, step: Any) -> bool:
-    """Whether what a call logs (its request, the caller's turn and step) is lossless JSON."""
-    value = [conversation.header, [item.message for item in conversation.items], turn, step]
+    """Whether what a call logs (its request, the caller's turn and step) is lossless JSON.
+
+    A conversation holds plain JSON already (``plain_json``: no NaN, no unsafe
+    integers), but for ``-0.0`` and lone surrogates; the caller's values are as given.
+    """
+    caller = [turn, step]
+    if plain_json(caller) != caller:
+        return False
+    value = [conversation.header, [item.message for item in conversation.items], caller]
     try:
         blob = orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
-    except TypeError:  # orjson.JSONEncodeError: a lone surrogate, an unsafe integer
+    except TypeError:  # orjson.JSONEncodeError: a lone surrogate
         return False
-    return b"-0.0" not in blob and orjson.loads(blob) == value
+    return b"-0.0" not in blob
 
 
 def _common_prefix(surface: list[tuple[int, Item]], items: list[Item]) -> int:
