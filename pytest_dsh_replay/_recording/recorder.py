@@ -463,13 +463,13 @@ class RecordingModel:
         return view.body
 
     def _begin(self, request: Any, kwargs: Mapping[str, Any]) -> _Call:
-        log = self._calling(kwargs)
+        return self._begin_in(self._calling(kwargs), request, kwargs)
+
+    def _begin_in(self, log: _SessionLog | None, request: Any, kwargs: Mapping[str, Any]) -> _Call:
+        """Log a call's opening now (``log`` ``None``: a call that is not logged)."""
         if log is None:
             view = _conversation(request)
             return _Call(None, kwargs.get("turn"), kwargs.get("step"), False, view)
-        return self._begin_in(log, request, kwargs)
-
-    def _begin_in(self, log: _SessionLog, request: Any, kwargs: Mapping[str, Any]) -> _Call:
         with self._lock, log.session.held():
             return self._open_call(log, _conversation(request), kwargs)
 
@@ -735,18 +735,10 @@ class RecordingModel:
         """
         read_only = bool(kwargs.pop("read_only_chunks", False))
         view = self._view(request)
-        log = self._calling(kwargs) if self.parsed_chunks else None
-        if log is not None:
+        log = self._calling(kwargs)
+        if log is not None and self.parsed_chunks:
             return self._replayed(log, view, kwargs, read_only)
-        call = self._begin(view, kwargs)
-        call.handed = read_only and self.parsed_chunks
-        request = self._passed(view)
-        try:
-            upstream = iter(self.model.stream(request, **kwargs))
-        except BaseException as err:
-            self._abandon(call, err)
-            raise
-        return self._relay(call, upstream)
+        return self._logged_now(log, view, kwargs, read_only)
 
     def _replayed(
         self, log: _SessionLog, view: Any, kwargs: dict[str, Any], read_only: bool
@@ -763,7 +755,7 @@ class RecordingModel:
         conversation = _conversation(view)
         turn, step = kwargs.get("turn"), kwargs.get("step")
         if _still_reading(log) or not _loggable(conversation, turn, step):
-            return self._replayed_now(log, view, kwargs, read_only)
+            return self._logged_now(log, view, kwargs, read_only)
         try:
             upstream: Any = iter(self.model.stream(self._passed(view), **kwargs))
         except BaseException as err:
@@ -783,19 +775,23 @@ class RecordingModel:
         call.handed = read_only
         return self._relay(call, upstream)
 
-    def _replayed_now(
-        self, log: _SessionLog, view: Any, kwargs: dict[str, Any], read_only: bool
+    def _logged_now(
+        self, log: _SessionLog | None, view: Any, kwargs: dict[str, Any], read_only: bool
     ) -> Iterator[StreamChunk]:
-        """:meth:`_replayed` with the call's opening logged before the model is called."""
+        """Stream a call whose opening is logged before the model is called.
+
+        Its chunks are logged as they pass, or, for a replay model's followable stream,
+        by a run that follows it (``log`` ``None``: a call that is not logged).
+        """
         call = self._begin_in(log, view, kwargs)
-        call.handed = read_only
+        call.handed = read_only and self.parsed_chunks
         try:
             upstream: Any = iter(self.model.stream(self._passed(view), **kwargs))
         except BaseException as err:
             self._abandon(call, err)
             raise
-        followable = getattr(upstream, "followable", None)
-        if followable is None or not followable():
+        followable = getattr(upstream, "followable", None) if self.parsed_chunks else None
+        if log is None or followable is None or not followable():
             return self._relay(call, upstream)
         read = upstream.followed()
         log.followed = read

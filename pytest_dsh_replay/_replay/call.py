@@ -625,7 +625,7 @@ class ChunkStream(chain[StreamChunk]):
         """Whether a follower can log this read by counting what it handed out.
 
         True for a call that raises before its first chunk, and for a chunks entry
-        without placeholders whose chunks end with their ``finish``.
+        without placeholders whose one ``finish`` is its last chunk.
         """
         call = self._call
         if call.error is not None:

@@ -364,8 +364,7 @@ class Session:
         event = _build_event(type, data, envelope, self._store.now)
         with self._lock:
             self._settle()  # an open ChunkRun's later chunks follow this event
-            if self._store.get(self.id) is not self:
-                raise SessionStoreError(f"session {quote(self.id)} is not live in this store")
+            self._check_live()
             seq = len(self._events)
             event["seq"] = seq
             try:
@@ -423,8 +422,7 @@ class Session:
                 self._run_deferred()
             if self._chunk_run is not None:
                 self._settle_chunk_run(end=True)
-            if self._store.get(self.id) is not self:
-                raise SessionStoreError(f"session {quote(self.id)} is not live in this store")
+            self._check_live()
             self._run.append(blob)
             self._run_times.append(when)
             return len(self._events) + len(self._run) - 1
@@ -443,8 +441,7 @@ class Session:
             SessionStoreError: The session is no longer live.
         """
         with self._lock:
-            if self._store.get(self.id) is not self:
-                raise SessionStoreError(f"session {quote(self.id)} is not live in this store")
+            self._check_live()
             self._deferred.append(write)
 
     @contextmanager
@@ -481,8 +478,7 @@ class Session:
             self._settle()
             if self._chunk_run is not None and self._chunk_run._source is not None:
                 self._settle_chunk_run(end=True)
-            if self._store.get(self.id) is not self:
-                raise SessionStoreError(f"session {quote(self.id)} is not live in this store")
+            self._check_live()
             run = self._chunk_run = ChunkRun(self, turn, step)
             return run
 
@@ -520,6 +516,15 @@ class Session:
                 if run is self._chunk_run:
                     self._chunk_run = None
 
+    def _live(self) -> bool:
+        """Whether the session is still its store's (not closed, not loaded anew)."""
+        return self._store.get(self.id) is self
+
+    def _check_live(self) -> None:
+        """Raise :class:`SessionStoreError` unless the session is :meth:`_live`."""
+        if not self._live():
+            raise SessionStoreError(f"session {quote(self.id)} is not live in this store")
+
     def _run_deferred(self) -> None:
         """Run the deferred writes in order (the lock is held; see :meth:`defer`).
 
@@ -540,7 +545,7 @@ class Session:
         The open :class:`ChunkRun`'s come first: :meth:`append_chunk` ends it.
         """
         with self._lock:  # a reader waits for a deferred write another thread runs
-            if self._store.get(self.id) is not self:
+            if not self._live():
                 return  # closed: what it held was written when its store closed
             if self._deferred:
                 self._run_deferred()
