@@ -15,12 +15,16 @@ chat completion (``stream=True``, usage included) and reads every chunk:
   binding, the replay model and the logging of the call into the test's session;
 - ``vcr``: the same SDK call answered by a vcrpy cassette (what pytest-recording uses;
   recorded once from the endpoint over loopback HTTP), record mode ``none``;
-- ``loopback``: the SDK on ``DshReplay.base_url`` (the threaded server on 127.0.0.1).
+- ``loopback``: the SDK on ``DshReplay.base_url`` (the threaded server on 127.0.0.1);
+- ``socket_floor``: the SDK over loopback HTTP to a server that answers every request
+  with the same prebuilt response bytes (reads the head and the body, parses nothing
+  else): what the SDK's own HTTP stack and the sockets cost, the least a server can add.
 
 Passes alternate; figures are medians of the CPU time per call of this process (every
 thread: the loopback server's too), so other work on the machine does not count. Prints one
 JSON line: ``endpoint_vs_floor`` (target <= 1.2), ``vcr_vs_endpoint`` (> 1 means the
-endpoint is faster) and ``loopback_added_ms`` (loopback minus in-process, per call).
+endpoint is faster), ``loopback_added_ms`` (loopback minus in-process, per call) and
+``socket_floor_added_ms`` (socket floor minus floor: the part of it no server can save).
 """
 
 from __future__ import annotations
@@ -30,9 +34,11 @@ import datetime
 import itertools
 import json
 import platform
+import socketserver
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -80,8 +86,9 @@ def make_scenario(root: Path, calls: int) -> Path:
     return path
 
 
-def sse_bytes(chunks: list[dict[str, Any]]) -> bytes:
-    encoder = OpenAIEncoder(model="m", completion_id="chatcmpl-1", include_usage=True)
+def sse_bytes(chunks: list[dict[str, Any]], completion_id: str = "chatcmpl-1") -> bytes:
+    """The frames the endpoint serves for ``chunks`` as the completion ``completion_id``."""
+    encoder = OpenAIEncoder(model="m", completion_id=completion_id, include_usage=True)
     out = encoder.start()
     for chunk in chunks:
         out += encoder.finish(chunk["reason"]) if chunk["type"] == "finish" else encoder.feed(chunk)
@@ -156,6 +163,48 @@ def floor_client(body: bytes | list[bytes]) -> tuple[Any, Any]:
     return client, client.close
 
 
+class _CannedHandler(socketserver.StreamRequestHandler):
+    """Answers each request on a keep-alive connection with the server's ``canned`` bytes."""
+
+    def handle(self) -> None:
+        canned: bytes = self.server.canned  # type: ignore[attr-defined]
+        while True:
+            length = 0
+            while True:
+                line = self.rfile.readline(65537)
+                if not line:
+                    return
+                if line in (b"\r\n", b"\n"):
+                    break
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            self.rfile.read(length)
+            self.wfile.write(canned)
+            self.wfile.flush()
+
+
+def socket_floor(body: bytes) -> tuple[Any, Any]:
+    """An openai client on a loopback server answering ``body`` to every request, and its close."""
+    head = (
+        f"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _CannedHandler)
+    server.daemon_threads = True
+    server.canned = head.encode() + body  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    port = server.server_address[1]
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k", max_retries=0)
+
+    def done() -> None:
+        client.close()
+        server.shutdown()
+        server.server_close()
+
+    return client, done
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=300)
@@ -215,8 +264,14 @@ def main() -> None:
 
             return client, done
 
-        runs: dict[str, list[float]] = {"floor": [], "endpoint": [], "vcr": [], "loopback": []}
-        makers = {"floor": floor, "endpoint": endpoint, "vcr": cassette_pass, "loopback": loopback}
+        makers = {
+            "floor": floor,
+            "endpoint": endpoint,
+            "vcr": cassette_pass,
+            "loopback": loopback,
+            "socket_floor": lambda: socket_floor(body),
+        }
+        runs: dict[str, list[float]] = {name: [] for name in makers}
         for r in range(args.repeat):
             order = list(makers) if r % 2 == 0 else list(reversed(makers))
             for name in order:
@@ -236,6 +291,7 @@ def main() -> None:
                 "met": med["endpoint"] / med["floor"] <= TARGET,
                 "vcr_vs_endpoint": round(med["vcr"] / med["endpoint"], 3),
                 "loopback_added_ms": round(med["loopback"] - med["endpoint"], 4),
+                "socket_floor_added_ms": round(med["socket_floor"] - med["floor"], 4),
                 "repeat": args.repeat,
                 "python": platform.python_version(),
                 "openai": openai.__version__,

@@ -17,6 +17,10 @@ workload runs twice in a fresh interpreter under ``valgrind --tool=callgrind``, 
   replaying one scenario;
 - ``first_chunk``: a fresh interpreter importing the package, loading a one-call scenario
   and reading its first chunk, over one that only imports ``orjson`` (the floor);
+- ``chat`` / ``chat_floor``: ``bench_endpoint.py``'s ``endpoint`` and ``floor`` sides,
+  one 50-chunk streamed chat completion of the ``openai`` SDK through
+  ``DshReplay.openai_client()`` (each call a new recorded entry), and the SDK parsing the
+  same frames from prebuilt ``httpx.MockTransport`` responses (needs ``openai``);
 - ``responses`` / ``responses_floor``: ``bench_responses.py``'s two sides, one 50-chunk
   OpenAI Responses call of the ``openai`` SDK through ``DshReplay.openai_client()``
   (each call a new recorded entry), and the SDK parsing the same event bytes from
@@ -225,9 +229,10 @@ except TypeError:
     CACHE = ScenarioCache()  # older code: it had one kind
 """
 
-# bench_responses.py's sides: one 50-chunk Responses call of the openai SDK through
-# DshReplay.openai_client() (each call a new recorded entry), and the SDK's floor (the
-# same event bytes from prebuilt httpx MockTransport responses).
+# bench_responses.py's and bench_endpoint.py's sides: one 50-chunk Responses (or chat
+# completions) call of the openai SDK through DshReplay.openai_client() (each call a new
+# recorded entry), and the SDK's floor (the same bytes from prebuilt httpx MockTransport
+# responses).
 _RESPONSES = """
 import sys
 sys.path.insert(0, sys.argv[1])
@@ -258,6 +263,31 @@ CLIENT, _close = floor_client([event_bytes(call_chunks(n), n + 1) for n in range
 read_call(CLIENT)
 def unit():
     read_call(CLIENT)
+"""
+)
+
+WORKLOADS["chat"] = (
+    _RESPONSES
+    + """
+from bench_endpoint import read_call as read_chat
+REPLAY = DshReplay.open(make_scenario(TMP, CALLS), workdir=TMP, compare_logs=False)
+CLIENT = REPLAY.openai_client(max_retries=0)
+read_chat(CLIENT)  # warm-up: the SDK's first parse
+def unit():
+    read_chat(CLIENT)
+"""
+)
+
+WORKLOADS["chat_floor"] = (
+    _RESPONSES
+    + """
+from bench_endpoint import read_call as read_chat, sse_bytes
+CLIENT, _close = floor_client(
+    [sse_bytes(call_chunks(n), f"chatcmpl-dsh-replay-{n + 1}") for n in range(CALLS)]
+)
+read_chat(CLIENT)
+def unit():
+    read_chat(CLIENT)
 """
 )
 
@@ -401,6 +431,8 @@ def instructions(script: Path, args: list[str]) -> int:
             capture_output=True,
             text=True,
             check=False,
+            # one string hashing on every run: set iteration and dict sizes repeat
+            env={**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")},
         )
     found = _collected(done.stderr)
     if done.returncode != 0 or found is None:
@@ -456,7 +488,7 @@ def main() -> None:
                 continue
             script.write_text(_RUNNER.format(code=WORKLOADS[name]))
             extra = [str(args.corpus)] if name in ("load", "replay", "areplay") else []
-            if name.startswith(("replay_test", "responses")):
+            if name.startswith(("replay_test", "responses", "chat")):
                 extra = [str(HERE)]
             small = instructions(script, [*extra, str(args.small)])
             large = instructions(script, [*extra, str(args.large)])

@@ -821,12 +821,11 @@ def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | No
     """
     finish = next((c for c in reversed(collected) if c.get("type") == "finish"), None)
     encoder = call.encoder(finish.get("replayState") if finish is not None else None)
-    out = [encoder.start()]
-    feed = encoder.feed
-    for n, chunk in enumerate(collected):
-        if chunk.get("type") != "finish":
-            out.append(feed(chunk))
-            continue
+    # What follows the first finish is never sent.
+    n = next((n for n, c in enumerate(collected) if c.get("type") == "finish"), len(collected))
+    out = [encoder.start(), encoder.feed_all(collected[:n])]
+    if n < len(collected):
+        chunk = collected[n]
         found = _failure_of(chunk)
         if found is None or found.get("code") in _FINISHING:
             marks = tuple(encoder.marks())
@@ -839,11 +838,11 @@ def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | No
             out.append(encoder.failure_event(found))
         return _Encoding(b"".join(out), dropped, n + 1, -1, True, ())
     if failure is None:
-        return _Encoding(b"".join(out), False, len(collected), -1, False, ())
+        return _Encoding(b"".join(out), False, n, -1, False, ())
     dropped = failure.get("code") in _DROP_CODES
     if not dropped:
         out.append(encoder.failure_event(failure))
-    return _Encoding(b"".join(out), dropped, len(collected), -1, True, ())
+    return _Encoding(b"".join(out), dropped, n, -1, True, ())
 
 
 def _early_failure(collected: list[StreamChunk]) -> dict[str, Any] | None:

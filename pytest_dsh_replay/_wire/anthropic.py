@@ -21,7 +21,7 @@ recorded first delta's empty ``argumentsDelta`` has no frame of its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -36,6 +36,7 @@ from .base import (
     WireError,
     failure_message,
     failure_status,
+    feed_each,
     int_field,
     join_path,
     refuse_misshapen,
@@ -210,6 +211,10 @@ class AnthropicEncoder:
         if block is None or block.stopped:
             block = self._blocks[index] = _Wire(kind)
         return block
+
+    def feed_all(self, chunks: Sequence[Mapping[str, Any]]) -> bytes:
+        """The events of ``chunks`` in order (:meth:`feed` of each, joined)."""
+        return feed_each(self, chunks)
 
     def feed(self, chunk: Mapping[str, Any]) -> bytes:
         """The events for one dsh chunk (``b""`` when it has no wire form of its own)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Final, Protocol
@@ -42,6 +42,7 @@ __all__ = [
     "WireError",
     "failure_headers",
     "failure_status",
+    "feed_each",
     "httpx_module",
     "join_path",
     "misshapen",
@@ -133,6 +134,10 @@ class Encoder(Protocol):
         """The events for one chunk (``b""`` when it has none of its own)."""
         ...
 
+    def feed_all(self, chunks: Sequence[Mapping[str, Any]]) -> bytes:
+        """The events for ``chunks`` in order: the bytes :meth:`feed` gives each, joined."""
+        ...
+
     def finish(self, reason: Mapping[str, Any]) -> bytes:
         """The events that close the stream, for a ``finish`` chunk's ``reason``."""
         ...
@@ -148,6 +153,12 @@ class Encoder(Protocol):
     def replay_error_event(self, message: str) -> bytes:
         """The in-stream error event of a replay error (not the provider's) mid-stream."""
         ...
+
+
+def feed_each(encoder: Encoder, chunks: Sequence[Mapping[str, Any]]) -> bytes:
+    """:meth:`Encoder.feed_all` for an encoder without a faster way: each chunk fed in turn."""
+    feed = encoder.feed
+    return b"".join([feed(chunk) for chunk in chunks])
 
 
 class Decoder(Protocol):

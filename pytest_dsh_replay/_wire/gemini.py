@@ -42,6 +42,7 @@ from .base import (
     WireError,
     failure_message,
     failure_status,
+    feed_each,
     int_field,
     refuse_misshapen,
     retry_after_ms,
@@ -213,6 +214,10 @@ class GeminiEncoder:
     def start(self) -> bytes:
         """Nothing: a Gemini stream has no opening frame."""
         return b""
+
+    def feed_all(self, chunks: Sequence[Mapping[str, Any]]) -> bytes:
+        """The events of ``chunks`` in order (:meth:`feed` of each, joined)."""
+        return feed_each(self, chunks)
 
     def feed(self, chunk: Mapping[str, Any]) -> bytes:
         """The frame for one dsh chunk (``b""`` when it has no wire form of its own)."""

@@ -21,7 +21,7 @@ last chunk with no choices (when the request asked for it with
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import orjson
@@ -56,6 +56,10 @@ __all__ = [
 DONE: Final = b"data: [DONE]\n\n"
 
 _FINISH_REASONS: Final = {"stop": "stop", "tool-calls": "tool_calls", "max-tokens": "length"}
+
+
+_DELTA_KEYS: Final = {"text-delta": "content", "reasoning-delta": "reasoning_content"}
+"""The delta key of a text chunk's frame, by chunk type."""
 
 
 def _frame(obj: Mapping[str, Any]) -> bytes:
@@ -120,6 +124,7 @@ class OpenAIEncoder:
         self._texts: dict[int, list[str]] = {}  # dsh block index -> text so far
         self._usage: Mapping[str, Any] | None = None
         self._text: list[str] = []
+        self._frames: dict[str, tuple[bytes, bytes]] = {}  # delta key -> see _delta_frame
 
     def marks(self) -> list[str]:
         """The answer's text and tool call ids so far (how a next request quotes it)."""
@@ -178,6 +183,71 @@ class OpenAIEncoder:
         if kind == "usage" and isinstance(chunk.get("usage"), Mapping):
             self._usage = chunk["usage"]
         return b""
+
+    def feed_all(self, chunks: Sequence[Mapping[str, Any]]) -> bytes:
+        """The frames of ``chunks`` in order: the bytes :meth:`feed` gives each, joined.
+
+        A run of text or reasoning deltas at one index is filled into one frame's bytes
+        in a loop (docs/wires.md#encoded-once), the rest is fed chunk by chunk.
+        """
+        out: list[bytes] = []
+        n = len(chunks)
+        i = 0
+        while i < n:
+            chunk = chunks[i]
+            kind = chunk.get("type")
+            key = _DELTA_KEYS.get(kind) if kind.__class__ is str else None
+            if key is None:
+                out.append(self.feed(chunk))
+                i += 1
+                continue
+            end = self._delta_run(key, chunks, i, out)
+            if end == i:  # a text that is not a string: as feed() makes it
+                out.append(self.feed(chunk))
+                end += 1
+            i = end
+        return b"".join(out)
+
+    def _delta_frame(self, key: str) -> tuple[bytes, bytes]:
+        """The bytes of a ``{key: <text>}`` delta frame before and after the text."""
+        frame = self._frames.get(key)
+        if frame is None:
+            whole = self._chunk({key: 0})
+            marker = b"{" + orjson.dumps(key) + b":0}"
+            at = whole.rindex(marker) + len(marker) - 2  # the delta is the last object
+            frame = self._frames[key] = (whole[:at], whole[at + 1 :])
+        return frame
+
+    def _delta_run(
+        self, key: str, chunks: Sequence[Mapping[str, Any]], i: int, out: list[bytes]
+    ) -> int:
+        """Encode the run of deltas of ``chunks[i]``'s type and index; the next chunk's index.
+
+        Each frame is the one :meth:`feed` makes: ``{key: text}`` as the delta.
+        """
+        first = chunks[i]
+        kind = first.get("type")
+        index = first.get("index", 0)
+        texts = self._texts.setdefault(index, [])
+        answer = self._text if kind == "text-delta" else None
+        head, tail = self._delta_frame(key)
+        dumps = orjson.dumps
+        n = len(chunks)
+        while i < n:
+            chunk = chunks[i]
+            text = chunk.get("text", "")
+            if (
+                chunk.get("type") != kind
+                or text.__class__ is not str
+                or chunk.get("index", 0) != index
+            ):
+                break
+            texts.append(text)
+            if answer is not None:
+                answer.append(text)
+            out.append(head + dumps(text) + tail)
+            i += 1
+        return i
 
     def _tool(self, index: Any) -> _Tool:
         tool = self._tools.get(index)

@@ -23,7 +23,7 @@ stream with ``response.completed``, or ``response.incomplete`` for ``max-tokens`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import orjson
@@ -545,6 +545,69 @@ class ResponsesEncoder:
         if kind == "usage" and isinstance(chunk.get("usage"), Mapping):
             self._usage = chunk["usage"]
         return b""
+
+    def feed_all(self, chunks: Sequence[Mapping[str, Any]]) -> bytes:
+        """The events of ``chunks`` in order: the bytes :meth:`feed` gives each, joined.
+
+        After a text or reasoning delta, the deltas that follow it to the same item are
+        filled into the item's delta frame in one loop (docs/wires.md#encoded-once).
+        """
+        out: list[bytes] = []
+        n = len(chunks)
+        i = 0
+        while i < n:
+            chunk = chunks[i]
+            out.append(self.feed(chunk))
+            i += 1
+            kind = chunk.get("type")
+            wanted = _KINDS.get(kind)  # type: ignore[arg-type]
+            if wanted is None or i == n:
+                continue
+            index = chunk.get("index", 0)
+            item = self._items.get(index)
+            if item is not None and item.kind == wanted and item.delta is not None:
+                i = self._delta_run(item, kind, index, chunks, i, out)
+        return b"".join(out)
+
+    def _delta_run(
+        self,
+        item: _Item,
+        kind: Any,
+        index: Any,
+        chunks: Sequence[Mapping[str, Any]],
+        i: int,
+        out: list[bytes],
+    ) -> int:
+        """Encode the ``kind`` deltas at ``index`` from ``chunks[i]`` on; the next chunk's index.
+
+        Each is what :meth:`feed` makes of it: the open ``item``'s next delta event.
+        """
+        assert item.delta is not None
+        head, middle, tail = item.delta
+        texts = item.text
+        answer = self._text if item.kind == "message" else None
+        dumps = orjson.dumps
+        sequence = self._sequence
+        n = len(chunks)
+        try:
+            while i < n:
+                chunk = chunks[i]
+                text = chunk.get("text", "")
+                if (
+                    chunk.get("type") != kind
+                    or text.__class__ is not str
+                    or chunk.get("index", 0) != index
+                ):
+                    break
+                texts.append(text)
+                if answer is not None:
+                    answer.append(text)
+                out.append(b"%b%d%b%b%b" % (head, sequence, middle, dumps(text), tail))
+                sequence += 1
+                i += 1
+        finally:
+            self._sequence = sequence
+        return i
 
     def _tool_delta(self, index: Any, chunk: Mapping[str, Any]) -> bytes:
         item, out = self._open(index, "function_call")
