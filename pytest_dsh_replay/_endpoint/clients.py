@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .._replay.model import ReplayModel
     from .endpoint import Endpoint, StreamingModel
     from .server import EndpointServer
-    from .transport import _Pool
+    from .transport import EndpointLink, _Pool
 
 __all__ = ["EndpointClients"]
 
@@ -52,6 +52,7 @@ class EndpointClients:
         self._endpoint: Endpoint | None = None
         self._server: EndpointServer | None = None
         self._pool: _Pool | None = None
+        self._links: list[EndpointLink] = []  # the in-process clients' (cut at close)
         self.max_body_bytes: int | None = None
 
     def guessed_parents(self) -> int:
@@ -97,14 +98,16 @@ class EndpointClients:
         Raises:
             DshReplayError: The SDK package is not installed.
         """
-        from .transport import sdk_client, worker_pool
+        from .transport import EndpointLink, sdk_client, worker_pool
 
         pool = None
         if asynchronous:
             if self._pool is None:
                 self._pool = worker_pool()
             pool = self._pool
-        return sdk_client(sdk, self.endpoint, pool, options)
+        link = EndpointLink(self.endpoint)
+        self._links.append(link)
+        return sdk_client(sdk, link, pool, options)
 
     def take_errors(self) -> list[DshReplayError]:
         """The replay errors HTTP calls met so far (the endpoint forgets them)."""
@@ -120,5 +123,7 @@ class EndpointClients:
             self._server.stop()
         if self._endpoint is not None:
             self._endpoint.close()
+        for link in self._links:  # a client kept past the test keeps nothing of it
+            link.cut()
         if self._pool is not None:
             self._pool.shutdown()

@@ -74,6 +74,7 @@ __all__ = [
     "EndpointResponse",
     "ReplaySessions",
     "StreamingModel",
+    "ended_response",
 ]
 
 UNNAMED_MODEL: Final = "dsh-replay"
@@ -429,9 +430,7 @@ class Endpoint:
                 else self._unserved(method, path)
             )
         if self._closed:
-            return json_response(
-                503, {"error": {"message": "the test has ended", "type": "unavailable"}}
-            )
+            return ended_response()
         body_json = _parse(body)
         if isinstance(body_json, EndpointResponse):
             return body_json
@@ -852,3 +851,8 @@ def _early_failure(collected: list[StreamChunk]) -> dict[str, Any] | None:
             found = _failure_of(chunk)
             return found if found is not None and found.get("code") not in _IN_STREAM else None
     return None
+
+
+def ended_response() -> EndpointResponse:
+    """The answer to a request after the endpoint closed: 503, the test has ended."""
+    return json_response(503, {"error": {"message": "the test has ended", "type": "unavailable"}})

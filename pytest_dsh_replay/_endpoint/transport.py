@@ -30,12 +30,13 @@ from typing import Any, Final
 from .._errors import DshReplayError
 from .._format.json_values import ABSENT
 from .._wire.base import httpx_module
-from .endpoint import Endpoint
+from .endpoint import Endpoint, ended_response
 from .response import DroppedConnection, EndpointResponse, TimedOut
 
 __all__ = [
     "DUMMY_API_KEY",
     "MAX_WORKERS",
+    "EndpointLink",
     "async_transport",
     "endpoint_env",
     "gemini_client",
@@ -64,11 +65,51 @@ def _path(request: Any) -> str:
     return str(request.url.path)
 
 
-def sync_transport(endpoint: Endpoint) -> Any:
-    """An ``httpx.BaseTransport`` (of :func:`httpx_module`) that calls ``endpoint``."""
-    httpx = httpx_module()
+class EndpointLink:
+    """How a transport reaches its endpoint: cut when the test ends.
 
-    class _Stream(httpx.SyncByteStream):  # type: ignore[misc, name-defined]
+    An SDK client is a reference cycle of its own (its resources point back at it), so a
+    client a test drops is freed by the garbage collector, not at once; through a link
+    cut at the end of the test (:meth:`cut`), the client no longer keeps the endpoint,
+    the replay and the test's sessions alive until then (docs/api.md#api-stores).
+    Requests after the cut are answered 503 (the test has ended), as a closed endpoint
+    answers them.
+    """
+
+    __slots__ = ("endpoint",)
+
+    def __init__(self, endpoint: Endpoint):
+        self.endpoint: Endpoint | None = endpoint
+
+    def cut(self) -> None:
+        """Let go of the endpoint."""
+        self.endpoint = None
+
+
+def _linked(endpoint: Endpoint | EndpointLink) -> EndpointLink:
+    return endpoint if isinstance(endpoint, EndpointLink) else EndpointLink(endpoint)
+
+
+def sync_transport(endpoint: Endpoint | EndpointLink) -> Any:
+    """An ``httpx.BaseTransport`` (of :func:`httpx_module`) that calls ``endpoint``."""
+    return _sync_classes(httpx_module())[1](_linked(endpoint))
+
+
+_SYNC_CLASSES: dict[Any, tuple[type, type]] = {}  # httpx module -> its two classes
+
+
+def _sync_classes(httpx: Any) -> tuple[type, type]:
+    """The sync stream and transport classes for ``httpx``, made once per module.
+
+    Made once, not per client: a class is a reference cycle of its own, and a class
+    made per client would keep the client's endpoint in it until the garbage collector
+    runs (docs/api.md#api-stores).
+    """
+    found = _SYNC_CLASSES.get(httpx)
+    if found is not None:
+        return found
+
+    class _Stream(httpx.SyncByteStream):  # type: ignore[misc]
         def __init__(self, response: EndpointResponse, request: Any):
             self._response = response
             self._request = request
@@ -84,16 +125,22 @@ def sync_transport(endpoint: Endpoint) -> Any:
         def close(self) -> None:
             self._response.close()
 
-    class _Transport(httpx.BaseTransport):  # type: ignore[misc, name-defined]
+    class _Transport(httpx.BaseTransport):  # type: ignore[misc]
+        def __init__(self, link: EndpointLink):
+            self._link = link
+
         def handle_request(self, request: Any) -> Any:
-            response = _answer(endpoint, request, request.read())
+            response = _answer(self._link.endpoint, request, request.read())
             return _httpx_response(httpx, response, request, _Stream(response, request))
 
-    return _Transport()
+    found = _SYNC_CLASSES[httpx] = (_Stream, _Transport)
+    return found
 
 
-def _answer(endpoint: Endpoint, request: Any, body: bytes) -> EndpointResponse:
-    """The endpoint's answer to an httpx request whose body was read."""
+def _answer(endpoint: Endpoint | None, request: Any, body: bytes) -> EndpointResponse:
+    """The endpoint's answer to an httpx request whose body was read (``None``: cut)."""
+    if endpoint is None:
+        return ended_response()
     return endpoint.handle(
         request.method, _path(request), _headers(request), body, timeout=_read_timeout(request)
     )
@@ -168,27 +215,37 @@ async def _pieces(queue: asyncio.Queue[Any], httpx: Any, request: Any) -> AsyncI
         yield item
 
 
-def async_transport(endpoint: Endpoint, pool: _Pool | None = None) -> Any:
+def async_transport(endpoint: Endpoint | EndpointLink, pool: _Pool | None = None) -> Any:
     """An ``httpx.AsyncBaseTransport`` (of :func:`httpx_module`) that calls ``endpoint``.
 
     Args:
-        endpoint: What answers.
+        endpoint: What answers (or the link to it).
         pool: The worker threads to use (:func:`worker_pool`); a new pool when ``None``.
     """
-    httpx = httpx_module()
-    workers = pool or _Pool()
+    return _async_classes(httpx_module())(_linked(endpoint), pool or _Pool())
 
-    class _Stream(httpx.AsyncByteStream):  # type: ignore[misc, name-defined]
-        def __init__(self, response: EndpointResponse, request: Any):
+
+_ASYNC_CLASSES: dict[Any, type] = {}  # httpx module -> its async transport class
+
+
+def _async_classes(httpx: Any) -> type:
+    """The async transport class for ``httpx``, made once per module (see :func:`_sync_classes`)."""
+    found = _ASYNC_CLASSES.get(httpx)
+    if found is not None:
+        return found
+
+    class _Stream(httpx.AsyncByteStream):  # type: ignore[misc]
+        def __init__(self, response: EndpointResponse, request: Any, workers: _Pool):
             self._response = response
             self._request = request
+            self._workers = workers
             self._closed = threading.Event()
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
             loop = asyncio.get_running_loop()
             queue: asyncio.Queue[Any] = asyncio.Queue()
             done = loop.run_in_executor(
-                workers.get(), _pump, self._response, self._closed, loop, queue
+                self._workers.get(), _pump, self._response, self._closed, loop, queue
             )
             try:
                 async for piece in _pieces(queue, httpx, self._request):
@@ -203,19 +260,25 @@ def async_transport(endpoint: Endpoint, pool: _Pool | None = None) -> Any:
             self._closed.set()
             self._response.close()  # ends a call that hangs in the worker
 
-    class _Transport(httpx.AsyncBaseTransport):  # type: ignore[misc, name-defined]
+    class _Transport(httpx.AsyncBaseTransport):  # type: ignore[misc]
+        def __init__(self, link: EndpointLink, workers: _Pool):
+            self._link = link
+            self._workers = workers
+
         async def handle_async_request(self, request: Any) -> Any:
             body = await request.aread()
             loop = asyncio.get_running_loop()
             response = await loop.run_in_executor(
-                workers.get(), lambda: _answer(endpoint, request, body)
+                self._workers.get(), _answer, self._link.endpoint, request, body
             )
-            return _httpx_response(httpx, response, request, _Stream(response, request))
+            stream = _Stream(response, request, self._workers)
+            return _httpx_response(httpx, response, request, stream)
 
         async def aclose(self) -> None:
             return None
 
-    return _Transport()
+    _ASYNC_CLASSES[httpx] = _Transport
+    return _Transport
 
 
 def worker_pool() -> _Pool:
@@ -253,12 +316,14 @@ def endpoint_env(root: str) -> dict[str, str]:
     }
 
 
-def sdk_client(sdk: str, endpoint: Endpoint, pool: _Pool | None, options: dict[str, Any]) -> Any:
+def sdk_client(
+    sdk: str, endpoint: Endpoint | EndpointLink, pool: _Pool | None, options: dict[str, Any]
+) -> Any:
     """An ``openai``, ``anthropic`` or ``google-genai`` client on ``endpoint``, in process.
 
     Args:
         sdk: ``"openai"``, ``"anthropic"`` or ``"gemini"`` (see :func:`gemini_client`).
-        endpoint: What answers.
+        endpoint: What answers (or the link to it).
         pool: Worker threads for an async client; ``None`` gives a sync client.
         options: Passed to the client's constructor (``max_retries``, ``timeout``, ...).
 
@@ -283,7 +348,9 @@ def sdk_client(sdk: str, endpoint: Endpoint, pool: _Pool | None, options: dict[s
     return cls(base_url=base, http_client=http, **options)
 
 
-def gemini_client(endpoint: Endpoint, pool: _Pool | None, options: dict[str, Any]) -> Any:
+def gemini_client(
+    endpoint: Endpoint | EndpointLink, pool: _Pool | None, options: dict[str, Any]
+) -> Any:
     """A ``google.genai.Client`` on ``endpoint`` in process, or its ``.aio`` async face.
 
     The client's HTTP options carry the in-process base URL and ``httpx`` clients on the

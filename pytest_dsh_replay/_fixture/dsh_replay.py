@@ -316,6 +316,7 @@ class DshReplay:
                 message names its base URL and the network error).
         """
         self._http.close()
+        self._recorder.forget_finished_calls()  # freed at once when dropped
         problem = self._take_problem()
         if problem is not None:
             raise problem

@@ -717,6 +717,22 @@ class RecordingModel:
                     log.scan()
                     if log.open_turn and log.own_turn:
                         self._close_turn(log)
+            self.forget_finished_calls()
+
+    def forget_finished_calls(self) -> None:
+        """Let go of each session's last call once it is over; the logs do not change.
+
+        A finished call is nobody's to wait for; holding it, the recorder's view of a
+        session and the call would form a reference cycle that only the garbage
+        collector frees (docs/api.md#api-stores). :meth:`close_open_calls` ends with
+        this; a call still open (being read, or logged when its session is next read) is
+        kept.
+        """
+        with self._lock:
+            for log in self._logs.values():
+                pending = log.pending
+                if pending is not None and pending.state != _OPEN and pending.follower is None:
+                    log.pending = None
 
     # --- streaming ---------------------------------------------------------------------
 

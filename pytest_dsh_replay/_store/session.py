@@ -27,7 +27,12 @@ __all__ = ["ChunkRun", "ChunkSource", "Session", "SessionOwner"]
 
 
 class SessionOwner(Protocol):
-    """What a :class:`Session` asks of the store that owns it (a ``SessionStore``)."""
+    """What a :class:`Session` asks of the store that owns it.
+
+    A ``SessionStore`` hands its sessions an owner that holds no session, so a store and
+    its sessions form no reference cycle: dropping them frees them at once, without the
+    garbage collector (docs/api.md#api-stores).
+    """
 
     @property
     def backend(self) -> SessionBackend:
@@ -36,8 +41,9 @@ class SessionOwner(Protocol):
     def now(self) -> int:
         """The store clock, Unix ms."""
 
-    def get(self, session_id: str) -> Session | None:
-        """The live session with this id, if any."""
+    @property
+    def closed(self) -> bool:
+        """Whether the store was closed (its sessions are no longer live)."""
 
 
 _ENVELOPE_ALIASES: Final[dict[str, str]] = {
@@ -517,8 +523,12 @@ class Session:
                     self._chunk_run = None
 
     def _live(self) -> bool:
-        """Whether the session is still its store's (not closed, not loaded anew)."""
-        return self._store.get(self.id) is self
+        """Whether the session is still its store's: the store is not closed.
+
+        A store never replaces a live session (``load`` refuses one), so a session is
+        live from its creation or loading until the store closes.
+        """
+        return not self._store.closed
 
     def _check_live(self) -> None:
         """Raise :class:`SessionStoreError` unless the session is :meth:`_live`."""

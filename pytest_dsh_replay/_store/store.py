@@ -104,6 +104,30 @@ def _make_header(session_id: str, created_at: int, fields: Mapping[str, Any]) ->
     return SessionHeader.from_json(obj)
 
 
+class _Owner:
+    """What a store's sessions ask of it (a :class:`SessionOwner`), holding no session.
+
+    Sessions keep this rather than the store, so a store and its sessions form no
+    reference cycle (docs/api.md#api-stores).
+    """
+
+    __slots__ = ("backend", "clock", "closed")
+
+    def __init__(self, backend: SessionBackend, clock: Callable[[], int]):
+        self.backend = backend
+        self.clock = clock
+        self.closed = False
+
+    def now(self) -> int:
+        """The clock's current time, Unix ms (see :meth:`SessionStore.now`)."""
+        if self.clock is _now_ms:
+            return _time.time_ns() // 1_000_000
+        value = self.clock()
+        if not is_safe_integer(value):
+            raise SessionStoreError(f"the store clock must return Unix ms as an int, got {value!r}")
+        return int(value)
+
+
 class SessionStore:
     """Live sessions over a persistence backend.
 
@@ -121,16 +145,19 @@ class SessionStore:
     """
 
     def __init__(self, backend: SessionBackend, *, clock: Callable[[], int] | None = None):
+        self._owner = _Owner(backend, clock or _now_ms)
         self._backend = backend
-        self._clock = clock or _now_ms
         self._lock = threading.RLock()
         self._live: dict[str, Session] = {}
-        self._closed = False
 
     @property
     def backend(self) -> SessionBackend:
         """The persistence backend."""
         return self._backend
+
+    @property
+    def _closed(self) -> bool:
+        return self._owner.closed
 
     def __enter__(self) -> SessionStore:
         return self
@@ -145,7 +172,7 @@ class SessionStore:
                 return
             for session in list(self._live.values()):
                 session.flush()
-            self._closed = True
+            self._owner.closed = True
             self._live.clear()
             self._backend.close()
 
@@ -157,12 +184,7 @@ class SessionStore:
         Raises:
             SessionStoreError: The injected clock returned something else than an int.
         """
-        if self._clock is _now_ms:
-            return _time.time_ns() // 1_000_000
-        value = self._clock()
-        if not is_safe_integer(value):
-            raise SessionStoreError(f"the store clock must return Unix ms as an int, got {value!r}")
-        return int(value)
+        return self._owner.now()
 
     def _new_id(self) -> str:
         while True:
@@ -234,7 +256,7 @@ class SessionStore:
                 events.append(
                     {"type": END_SEED, "seq": len(events), "time": self.now(), "data": {}}
                 )
-            session = Session(self, header, events or [], persisted=False)
+            session = Session(self._owner, header, events or [], persisted=False)
             self._live[sid] = session
             return session
 
@@ -387,6 +409,6 @@ class SessionStore:
                     f"stored session {quote(session_id)} failed validation: {err}",
                     path=stored.source,
                 ) from None
-            session = Session(self, stored.header, events, persisted=True)
+            session = Session(self._owner, stored.header, events, persisted=True)
             self._live[session_id] = session
             return session
