@@ -53,6 +53,7 @@ class EndpointClients:
         self._server: EndpointServer | None = None
         self._pool: _Pool | None = None
         self._links: list[EndpointLink] = []  # the in-process clients' (cut at close)
+        self._closed = False
         self.max_body_bytes: int | None = None
 
     def guessed_parents(self) -> int:
@@ -106,7 +107,10 @@ class EndpointClients:
                 self._pool = worker_pool()
             pool = self._pool
         link = EndpointLink(self.endpoint)
-        self._links.append(link)
+        if self._closed:
+            link.cut()  # made after the test ended: answered as the others are
+        else:
+            self._links.append(link)
         return sdk_client(sdk, link, pool, options)
 
     def take_errors(self) -> list[DshReplayError]:
@@ -123,7 +127,9 @@ class EndpointClients:
             self._server.stop()
         if self._endpoint is not None:
             self._endpoint.close()
+        self._closed = True
         for link in self._links:  # a client kept past the test keeps nothing of it
             link.cut()
+        self._links.clear()
         if self._pool is not None:
             self._pool.shutdown()

@@ -72,8 +72,8 @@ class EndpointLink:
     client a test drops is freed by the garbage collector, not at once; through a link
     cut at the end of the test (:meth:`cut`), the client no longer keeps the endpoint,
     the replay and the test's sessions alive until then (docs/api.md#api-stores).
-    Requests after the cut are answered 503 (the test has ended), as a closed endpoint
-    answers them.
+    Every request after the cut, a model list or an unserved route too, is answered
+    503 (the test has ended).
     """
 
     __slots__ = ("endpoint",)

@@ -729,10 +729,13 @@ class RecordingModel:
         kept.
         """
         with self._lock:
-            for log in self._logs.values():
-                pending = log.pending
-                if pending is not None and pending.state != _OPEN and pending.follower is None:
-                    log.pending = None
+            for log in list(self._logs.values()):
+                # Held: a deferred write or a follower's end (the session's lock only)
+                # may be opening or finishing this very call.
+                with log.session.held():
+                    pending = log.pending
+                    if pending is not None and pending.state != _OPEN and pending.follower is None:
+                        log.pending = None
 
     # --- streaming ---------------------------------------------------------------------
 
