@@ -25,13 +25,16 @@ nothing reads the session during a pass; at the end of each pass the benchmark r
 every session, which builds the logs of all its calls, and reports that CPU time per
 call (``log_built_at_end_ms_per_call``) and the ratio with it added to the endpoint's
 (``endpoint_with_log_vs_floor``): what a test pays that reads its sessions afterwards
-(the plugin's log check does).
+(the plugin's log check does). Building them at once may start a full collection of
+the process's heap, which then dominates that pass: the build's time per pass, and the
+collector's share of it, are listed too.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import json
 import statistics
 import tempfile
@@ -40,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_endpoint import HEADERS, call_chunks, floor_client, interleaved, make_scenario
+from profile_test import _GcClock
 
 from pytest_dsh_replay._fixture.dsh_replay import DshReplay
 from pytest_dsh_replay._wire.responses import ResponsesEncoder, ResponsesWire
@@ -77,15 +81,23 @@ def main() -> None:
             return floor_client(bodies)
 
         logging: list[float] = []  # per pass: CPU ms per call to build the calls' logs
+        collecting: list[float] = []  # per pass: of that, the garbage collector's
+        clock = _GcClock()
 
         def endpoint() -> Any:
             replay = DshReplay.open(path, workdir=root)
             client = replay.openai_client(max_retries=0)
 
             def done() -> None:
+                clock.seconds = 0.0
+                gc.callbacks.append(clock)
                 started = time.process_time()
-                built = sum(len(session.events) for session in replay.sessions.sessions())
+                try:
+                    built = sum(len(session.events) for session in replay.sessions.sessions())
+                finally:
+                    gc.callbacks.remove(clock)
                 logging.append((time.process_time() - started) * 1000 / args.calls)
+                collecting.append(clock.seconds * 1000 / args.calls)
                 assert built > 0  # the calls were logged
                 replay.close()
 
@@ -94,6 +106,7 @@ def main() -> None:
         makers = {"floor": floor, "endpoint": endpoint}
         interleaved(1, makers, read_call, 1)  # the SDK's first parse of each type (warm-up)
         logging.clear()
+        collecting.clear()
         samples = interleaved(args.calls, makers, read_call, args.repeat)
     med = {name: statistics.median(values) for name, values in samples.items()}
     mean = {name: statistics.fmean(values) for name, values in samples.items()}
@@ -111,6 +124,8 @@ def main() -> None:
                 "mean_ms_per_call": {name: round(value, 4) for name, value in mean.items()},
                 "endpoint_vs_floor": round(ratio, 3),
                 "log_built_at_end_ms_per_call": round(statistics.median(logging), 4),
+                "log_built_per_pass_ms_per_call": [round(v, 4) for v in logging],
+                "collector_in_log_build_per_pass_ms_per_call": [round(v, 4) for v in collecting],
                 "endpoint_with_log_vs_floor": round(
                     (med["endpoint"] + statistics.median(logging)) / med["floor"], 3
                 ),
