@@ -16,6 +16,7 @@ server-sent-events splitter (:class:`SSEParser`) and the HTTP client library the
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import time
@@ -40,6 +41,7 @@ __all__ = [
     "SSEParser",
     "Wire",
     "WireError",
+    "delta_run",
     "failure_headers",
     "failure_status",
     "feed_each",
@@ -153,6 +155,22 @@ class Encoder(Protocol):
     def replay_error_event(self, message: str) -> bytes:
         """The in-stream error event of a replay error (not the provider's) mid-stream."""
         ...
+
+
+def delta_run(chunks: Sequence[Mapping[str, Any]], i: int, kind: Any, index: Any) -> list[str]:
+    """The texts of the run of ``kind`` deltas at ``index`` from ``chunks[i]`` on.
+
+    The run is each chunk of that type, at an equal ``index`` (``0`` when it has none),
+    whose ``text`` is a string; it ends at the first chunk that is not (``[]`` when
+    ``chunks[i]`` is not). For an encoder's :meth:`Encoder.feed_all`.
+    """
+    texts: list[str] = []
+    for chunk in itertools.islice(chunks, i, None):
+        text = chunk.get("text", "")
+        if chunk.get("type") != kind or text.__class__ is not str or chunk.get("index", 0) != index:
+            break
+        texts.append(text)
+    return texts
 
 
 def feed_each(encoder: Encoder, chunks: Sequence[Mapping[str, Any]]) -> bytes:

@@ -33,6 +33,7 @@ from .base import (
     Failure,
     History,
     WireError,
+    delta_run,
     failure_message,
     failure_status,
     int_field,
@@ -226,28 +227,15 @@ class OpenAIEncoder:
         Each frame is the one :meth:`feed` makes: ``{key: text}`` as the delta.
         """
         first = chunks[i]
-        kind = first.get("type")
-        index = first.get("index", 0)
-        texts = self._texts.setdefault(index, [])
-        answer = self._text if kind == "text-delta" else None
+        kind, index = first.get("type"), first.get("index", 0)
+        texts = delta_run(chunks, i, kind, index)
         head, tail = self._delta_frame(key)
         dumps = orjson.dumps
-        n = len(chunks)
-        while i < n:
-            chunk = chunks[i]
-            text = chunk.get("text", "")
-            if (
-                chunk.get("type") != kind
-                or text.__class__ is not str
-                or chunk.get("index", 0) != index
-            ):
-                break
-            texts.append(text)
-            if answer is not None:
-                answer.append(text)
-            out.append(head + dumps(text) + tail)
-            i += 1
-        return i
+        out.extend([head + dumps(text) + tail for text in texts])
+        self._texts.setdefault(index, []).extend(texts)
+        if kind == "text-delta":
+            self._text.extend(texts)
+        return i + len(texts)
 
     def _tool(self, index: Any) -> _Tool:
         tool = self._tools.get(index)

@@ -36,6 +36,7 @@ from .base import (
     Failure,
     History,
     WireError,
+    delta_run,
     int_field,
     join_path,
     refuse_misshapen,
@@ -584,30 +585,17 @@ class ResponsesEncoder:
         """
         assert item.delta is not None
         head, middle, tail = item.delta
-        texts = item.text
-        answer = self._text if item.kind == "message" else None
+        texts = delta_run(chunks, i, kind, index)
         dumps = orjson.dumps
-        sequence = self._sequence
-        n = len(chunks)
-        try:
-            while i < n:
-                chunk = chunks[i]
-                text = chunk.get("text", "")
-                if (
-                    chunk.get("type") != kind
-                    or text.__class__ is not str
-                    or chunk.get("index", 0) != index
-                ):
-                    break
-                texts.append(text)
-                if answer is not None:
-                    answer.append(text)
-                out.append(b"%b%d%b%b%b" % (head, sequence, middle, dumps(text), tail))
-                sequence += 1
-                i += 1
-        finally:
-            self._sequence = sequence
-        return i
+        first = self._sequence
+        out.extend(
+            [b"%b%d%b%b%b" % (head, first + n, middle, dumps(t), tail) for n, t in enumerate(texts)]
+        )
+        self._sequence = first + len(texts)
+        item.text.extend(texts)
+        if item.kind == "message":
+            self._text.extend(texts)
+        return i + len(texts)
 
     def _tool_delta(self, index: Any, chunk: Mapping[str, Any]) -> bytes:
         item, out = self._open(index, "function_call")
