@@ -45,6 +45,8 @@ _ID_KEYS: Final = frozenset({"responseId"})
 """Keys whose string values are provider-generated ids: compared as ids, by first appearance."""
 _ID_KEY_TEXTS: Final = tuple(orjson.dumps(k) for k in sorted(_ID_KEYS))
 _ENVELOPE: Final = frozenset({"seq", "time", "seq0", "time0"})
+_KEPT_SCALARS: Final = frozenset({int, float, bool, type(None)})
+"""Exact types :meth:`Normalizer.value` keeps as they are (unless a key zeroes a number)."""
 
 
 class Normalizer:
@@ -128,10 +130,17 @@ class Normalizer:
             return self._placeholder(value)
         # The substitutions run only where a substring search says they may match
         # (their patterns test a character class at every position of the text).
-        if self._cwd_rx is not None and any(path in value for path in self._paths):
-            value = self._cwd_rx.sub("{{cwd}}", value)
-        if _UUID_HINT_TEXT.search(value) or any(i in value for i in self._embedded):
+        cwd_rx = self._cwd_rx
+        if cwd_rx is not None:
+            for path in self._paths:
+                if path in value:
+                    value = cwd_rx.sub("{{cwd}}", value)
+                    break
+        if _UUID_HINT_TEXT.search(value) is not None:
             return self._id_rx.sub(self._id, value)
+        for embedded in self._embedded:
+            if embedded in value:
+                return self._id_rx.sub(self._id, value)
         return value
 
     def value(self, value: Any, key: str | None = None) -> Any:
@@ -140,9 +149,28 @@ class Normalizer:
         A ``responseId`` string (the provider's id of an answer, which a recording
         cannot predict) is replaced as an id, whatever its form.
         """
-        # Strings, objects and arrays first: most values are, and none is a number.
-        if isinstance(value, str):
+        # Plain JSON types first, by class (most values are); numbers, booleans and
+        # null that no key zeroes are kept as they are without a call of their own.
+        cls = value.__class__
+        if cls is dict:
+            of = self.value
+            return {
+                k: v if v.__class__ in _KEPT_SCALARS and k not in _ZEROED_KEYS else of(v, k)
+                for k, v in value.items()
+            }
+        if cls is str:
             if key in _ID_KEYS and value:  # a provider's id of an answer
+                return self._placeholder(value)
+            return self.text(value)
+        if cls is list:
+            of = self.value
+            return [v if v.__class__ in _KEPT_SCALARS else of(v) for v in value]
+        return self._other(value, key)
+
+    def _other(self, value: Any, key: str | None) -> Any:
+        """:meth:`value` of anything but a plain ``dict``, ``str`` or ``list``."""
+        if isinstance(value, str):
+            if key in _ID_KEYS and value:
                 return self._placeholder(value)
             return self.text(value)
         if isinstance(value, dict):
@@ -163,8 +191,11 @@ class Normalizer:
         that does normalize to itself (text inside a string, a key).
         """
         needles = self._needles
-        if needles is None or any(needle in text for needle in needles):
+        if needles is None:
             return False
+        for needle in needles:
+            if needle in text:
+                return False
         # A UUID holds "-XXXX-XXXX-XXXX-": that literal-led search is fast, the full
         # pattern (a character class at every position) runs only where it matched.
         return _UUID_HINT.search(text) is None or _UUID_BYTES.search(text) is None

@@ -289,3 +289,74 @@ def test_equal_text_is_a_shortcut_of_the_value_comparison(left: Any, right: Any)
 
     if _same_text(left, right):
         assert _first_difference(left, right, "$") is None
+
+
+class _Text(str):
+    pass
+
+
+class _Object(dict):  # type: ignore[type-arg]
+    pass
+
+
+class _Array(list):  # type: ignore[type-arg]
+    pass
+
+
+def _by_isinstance(n: Normalizer, value: Any, key: str | None = None) -> Any:
+    """Normalizer.value as it is specified: by ``isinstance``, every value its own call."""
+    if isinstance(value, str):
+        return n._placeholder(value) if key == "responseId" and value else n.text(value)
+    if isinstance(value, dict):
+        return {k: _by_isinstance(n, v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_by_isinstance(n, v) for v in value]
+    zeroed = key in ("createdAt", "durationMs")
+    if zeroed and isinstance(value, int | float) and not isinstance(value, bool):
+        return 0
+    return value
+
+
+_LEAVES = (
+    _SCALARS
+    | _TEXTS
+    | _TEXTS.map(_Text)
+    | st.sampled_from([UUID_A, UUID_B.upper(), "run-42", (1, UUID_A), 2**70, 7.0])
+)
+_KEYS = st.sampled_from(["a", "text", "createdAt", "durationMs", "responseId", "id"])
+_TREES = st.recursive(
+    _LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=3).map(_Array)
+        | st.dictionaries(_KEYS, inner, max_size=4)
+        | st.dictionaries(_KEYS, inner, max_size=3).map(_Object)
+    ),
+    max_leaves=12,
+)
+
+
+def _same(left: Any, right: Any) -> bool:
+    """Equal values of equal types all the way down (nan equal to nan)."""
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        return left.keys() == right.keys() and all(_same(left[k], right[k]) for k in left)
+    if isinstance(left, list | tuple):
+        return len(left) == len(right) and all(map(_same, left, right))
+    if isinstance(left, float) and left != left:
+        return bool(right != right)
+    return bool(left == right)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_TREES, st.none() | _KEYS), min_size=1, max_size=4))
+def test_value_normalizes_as_its_isinstance_specification(values: list[Any]) -> None:
+    # The fast paths (plain types by class, scalars kept in place) give the same values
+    # of the same types, and assign the same placeholders in the same order.
+    fast, plain = (
+        Normalizer(session_ids=["run-42", "main-session-7"], cwds=["/work/dir"]) for _ in range(2)
+    )
+    for value, key in values:
+        assert _same(fast.value(value, key), _by_isinstance(plain, value, key))
+    assert fast._ids == plain._ids
