@@ -8,7 +8,7 @@ Usage::
     python3 benchmarks/bench_suite.py --no-sdk                 # without the SDK suite (older code)
     python3 benchmarks/bench_suite.py --no-log-check           # dsh_compare_logs = false
 
-A temporary project holds, for each size N, N parametrized tests in each of three modules
+A temporary project holds, for each size N, N parametrized tests in each module
 and N recordings of one model call of ``--chunks`` chunks (50: a block start, text deltas,
 the block end, usage, the finish):
 
@@ -17,6 +17,9 @@ the block end, usage, the finish):
   through ``dsh_replay.model.stream``, each test its own scenario directory (so nothing is
   shared between tests), with the end-of-test checks (every call used, the replayed
   session log compared with the recording);
+- ``unchecked``: ``replay`` with the replayed-log check off for each test (its marker's
+  ``compare_logs=False``): what the rest of the plugin's work costs, the least any form
+  of the check can leave;
 - ``sdk``: the same call as an SDK agent makes it: the ``openai`` SDK on
   ``dsh_replay.openai_client()`` (the model endpoint in process), each test its own
   scenario, recorded once by ``--dsh-record`` through the endpoint from a scripted
@@ -24,7 +27,14 @@ the block end, usage, the finish):
 - ``vcr`` (needs ``benchmarks/requirements.txt``): the alternative users would pick, a
   ``pytest-recording`` (vcrpy) test that replays an equivalent streamed chat completion
   through the ``openai`` SDK, each test its own cassette, recorded once from a server
-  on 127.0.0.1 that this script starts and stops. It runs with ``-p no:dsh_replay``.
+  on 127.0.0.1 that this script starts and stops. It runs with ``-p no:dsh_replay``;
+- ``sdk_unchecked`` (with ``vcr``): ``sdk`` with the replayed-log check off for each test
+  (``compare_logs=False``): the least any form of the check can leave of ``sdk``;
+- ``sdk_floor`` (with ``vcr``): the same SDK call answered by an ``httpx`` ``MockTransport``
+  that returns the cassette's bytes (``-p no:dsh_replay``): the SDK's own cost per test,
+  the least any replay through the SDK can add. ``sdk_floor_vs_vcr_added`` is that
+  floor over the vcrpy test's added cost: the bound of ``sdk`` against ``vcr``
+  (``sdk_unchecked_vs_vcr_added`` the same for ``sdk_unchecked``).
 
 Each (module, size) runs in a fresh ``pytest`` subprocess (``-p no:xdist -p no:randomly
 -p no:cacheprovider``, its own ``--basetemp``), ``--runs`` times, the runs of all
@@ -87,12 +97,67 @@ def test_replay(n, dsh_replay):
     for _chunk in dsh_replay.model.stream(REQUEST):
         pass
 """,
+    "unchecked": f"""
+REQUEST = {REQUEST!r}
+
+@pytest.mark.parametrize(
+    "n",
+    [
+        pytest.param(n, marks=pytest.mark.dsh_scenario(f"s{{n:05d}}", compare_logs=False))
+        for n in range(N)
+    ],
+)
+def test_unchecked(n, dsh_replay):
+    for _chunk in dsh_replay.model.stream(REQUEST):
+        pass
+""",
     "sdk": """
 @pytest.mark.parametrize(
     "n", [pytest.param(n, marks=pytest.mark.dsh_scenario(f"k{n:05d}")) for n in range(N)]
 )
 def test_sdk(n, dsh_replay):
     client = dsh_replay.openai_client(max_retries=0)
+    stream = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    for _chunk in stream:
+        pass
+""",
+    "sdk_unchecked": """
+@pytest.mark.parametrize(
+    "n",
+    [
+        pytest.param(n, marks=pytest.mark.dsh_scenario(f"k{n:05d}", compare_logs=False))
+        for n in range(N)
+    ],
+)
+def test_sdk_unchecked(n, dsh_replay):
+    client = dsh_replay.openai_client(max_retries=0)
+    stream = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    for _chunk in stream:
+        pass
+""",
+    "sdk_floor": """
+import openai
+
+from bench_body import BODY
+from pytest_dsh_replay._wire.base import httpx_module
+
+HTTPX = httpx_module()
+SSE = {"content-type": "text/event-stream"}
+
+
+@pytest.mark.parametrize("n", range(N))
+def test_sdk_floor(n):
+    transport = HTTPX.MockTransport(lambda request: HTTPX.Response(200, headers=SSE, content=BODY))
+    client = openai.OpenAI(
+        base_url="http://floor/v1",
+        api_key="k",
+        max_retries=0,
+        http_client=HTTPX.Client(transport=transport),
+    )
     stream = client.chat.completions.create(
         model="m", messages=[{"role": "user", "content": "hi"}], stream=True
     )
@@ -317,12 +382,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    modules = ["bare", "replay"] + ([] if args.no_sdk else ["sdk"])
+    modules = ["bare", "replay", "unchecked"] + ([] if args.no_sdk else ["sdk"])
     modules += [] if args.no_vcr else ["vcr"]
+    modules += [] if args.no_sdk or args.no_vcr else ["sdk_unchecked", "sdk_floor"]
     extra = {
         "bare": [],
         "replay": [],
+        "unchecked": [],
         "sdk": [],
+        "sdk_unchecked": [],
+        "sdk_floor": ["-p", "no:dsh_replay"],
         "vcr": ["-p", "no:dsh_replay", "--record-mode=none"],
     }
     plans = [(m, n) for n in sizes for m in modules]
@@ -341,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
             write_sdk_scenarios(root, scratch, max(sizes), args.chunks)
         if "vcr" in modules:
             write_cassettes(root, max(sizes), args.chunks)
+        if "sdk_floor" in modules:
+            (root / "bench_body.py").write_text(f"BODY = {_sse_body(args.chunks)!r}\n")
         for m in modules:  # warm the file cache and write the bytecode caches
             run_pytest(root, [*extra[m], f"test_{m}.py"], scratch, min(sizes))
         for i in range(args.runs):
@@ -387,6 +458,18 @@ def main(argv: list[str] | None = None) -> int:
             ]
             for n in sizes
         }
+    # The least a replay through the SDK can cost per test (the SDK parsing prebuilt
+    # bytes), against the vcrpy test: the bound of the ratio above.
+    for bound in ("sdk_unchecked", "sdk_floor"):
+        if bound in modules:
+            result[f"{bound}_vs_vcr_added"] = {
+                str(n): round(
+                    result[f"{bound}_added_ms_per_test"][str(n)]
+                    / result["vcr_added_ms_per_test"][str(n)],
+                    3,
+                )
+                for n in sizes
+            }
     slopes = list(result["replay_slope_ms_per_test"].values())
     result["target_ms_per_test"] = 0.5
     result["met"] = bool(slopes) and max(slopes) <= 0.5
