@@ -28,6 +28,8 @@ import re
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
+import orjson
+
 from .events import StreamChunk
 
 __all__ = [
@@ -91,6 +93,20 @@ def text_safe(value: Any) -> Any:
     Returns:
         ``value`` itself when nothing changed (no copy is made), else a copy.
     """
+    if value.__class__ is dict or value.__class__ is list:
+        # The common case in C: the serializer refuses a surrogate in any string or key
+        # it meets, and it meets every one the walk below would repair.
+        try:
+            orjson.dumps(value)
+        except TypeError:  # orjson.JSONEncodeError included: walk to find out
+            pass
+        else:
+            return value
+    return _text_safe_walk(value)
+
+
+def _text_safe_walk(value: Any) -> Any:
+    """:func:`text_safe`, value by value."""
     if isinstance(value, str):
         return repair_surrogates(value)
     if isinstance(value, dict):
@@ -98,12 +114,12 @@ def text_safe(value: Any) -> Any:
         out: dict[Any, Any] = {}
         for k, v in value.items():
             key = repair_surrogates(k) if isinstance(k, str) else k
-            item = text_safe(v)
+            item = _text_safe_walk(v)
             changed = changed or key is not k or item is not v
             out[key] = item
         return out if changed else value
     if isinstance(value, list | tuple):
-        items = [text_safe(v) for v in value]
+        items = [_text_safe_walk(v) for v in value]
         if any(a is not b for a, b in zip(items, value, strict=True)):
             return items
         return value

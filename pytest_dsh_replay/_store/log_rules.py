@@ -444,8 +444,31 @@ def completed_turn_prefix(session: SessionLike | Sequence[Event]) -> list[Event]
         events = session
     for i in range(len(events) - 1, -1, -1):
         if events[i].get("type") == "turn/end":
-            return copy.deepcopy(list(events[: i + 1]))
+            return _deep_copy(list(events[: i + 1]))
     return None
+
+
+def _deep_copy(events: list[Event]) -> list[Event]:
+    """A deep copy of ``events``: by a serializer's round trip when that is exact.
+
+    Exact means the copy equals the events (a NaN, a tuple, a subclass or an unsafe
+    integer does not come back equal, or is refused); anything else is copied by
+    ``copy.deepcopy``.
+    """
+    try:
+        copied = orjson.loads(orjson.dumps(events, option=_EXACT_ONLY))
+    except TypeError:  # orjson.JSONEncodeError included
+        return copy.deepcopy(events)
+    return copied if copied == events else copy.deepcopy(events)
+
+
+# Subclasses, datetimes and dataclasses are refused rather than serialized as JSON values.
+_EXACT_ONLY: Final = (
+    orjson.OPT_STRICT_INTEGER
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+)
 
 
 # --- reading back what a crash left --------------------------------------------------------

@@ -187,3 +187,45 @@ def test_distinct_texts_render_distinctly(a: str, data: st.DataObject) -> None:
     # a transcript shows ``a`` must not render the same as ``a``.
     b = data.draw(st.one_of(st.just(visible(a)), _TRICKY))
     assert (visible(a) == visible(b)) == (a == b)
+
+
+class _Str(str):
+    pass
+
+
+class _Dict(dict):  # type: ignore[type-arg]
+    pass
+
+
+_PIECES = st.sampled_from(["a", "é", "\U0001f600", "\ud83d", "\ude00", "\ud800", "x\udfff"])
+_STRINGS = st.lists(_PIECES, max_size=4).map("".join)
+_LEAVES = (
+    _STRINGS
+    | _STRINGS.map(_Str)
+    | st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.sampled_from([1.5, float("nan"), -0.0])
+)
+_JSONISH = st.recursive(
+    _LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(_STRINGS, inner, max_size=3)
+        | st.dictionaries(_STRINGS, inner, max_size=2).map(_Dict)
+        | st.dictionaries(st.integers(0, 3), inner, max_size=2)
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_JSONISH)
+def test_text_safe_gives_what_the_walk_gives(value: Any) -> None:
+    # The serializer's shortcut returns the value itself exactly when the walk would.
+    from pytest_dsh_replay._format.text import _text_safe_walk
+
+    fast, walked = text_safe(value), _text_safe_walk(value)
+    assert (fast is value) is (walked is value)
+    assert repr(fast) == repr(walked)  # nan and -0.0 included

@@ -507,6 +507,53 @@ def test_completed_turn_prefix(store: SessionStore) -> None:
     assert completed_turn_prefix(SessionLog(s.header, list(s.events))) == prefix  # a tuple too
 
 
+class _Text(str):
+    pass
+
+
+_DATA = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.sampled_from([0.5, -0.0, float("nan"), float("inf")])
+    | st.text(max_size=3)
+    | st.text(max_size=3).map(_Text),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=2).map(tuple)
+        | st.dictionaries(st.text(max_size=2), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def _same(left: Any, right: Any) -> bool:
+    """Equal values of equal types all the way down (nan equal to nan, -0.0 to -0.0)."""
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        return left.keys() == right.keys() and all(_same(left[k], right[k]) for k in left)
+    if isinstance(left, list | tuple):
+        return len(left) == len(right) and all(map(_same, left, right))
+    return repr(left) == repr(right)
+
+
+@given(st.lists(_DATA, min_size=1, max_size=3))
+def test_completed_turn_prefix_copies_as_deepcopy_does(datas: list[Any]) -> None:
+    # Copied by the serializer where that is exact, else by copy.deepcopy: either way
+    # the same values of the same types, and nothing shared with the events.
+    import copy
+
+    events: list[Any] = [{"type": "log/note", "seq": n, "data": d} for n, d in enumerate(datas)]
+    events.append({"type": "turn/end", "seq": len(datas), "data": {"turn": 1}})
+    prefix = completed_turn_prefix(events)
+    assert prefix is not None
+    assert _same(prefix, copy.deepcopy(events))
+    assert all(a is not b for a, b in zip(prefix, events, strict=True))
+    prefix[0]["data"] = "changed"
+    assert events[0]["data"] is datas[0]
+
+
 def _assistant_call(call_id: str) -> dict[str, Any]:
     block = {"type": "tool-call", "id": call_id, "name": "bash", "arguments": "{}"}
     return {
