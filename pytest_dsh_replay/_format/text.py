@@ -95,14 +95,22 @@ def text_safe(value: Any) -> Any:
     """
     if value.__class__ is dict or value.__class__ is list:
         # The common case in C: the serializer refuses a surrogate in any string or key
-        # it meets, and it meets every one the walk below would repair.
+        # it meets, and it meets every one the walk below would repair. It refuses
+        # subclasses, datetimes and dataclasses too (those are walked).
         try:
-            orjson.dumps(value)
+            orjson.dumps(value, option=_PLAIN_ONLY)
         except TypeError:  # orjson.JSONEncodeError included: walk to find out
             pass
         else:
             return value
     return _text_safe_walk(value)
+
+
+_PLAIN_ONLY: Final = (
+    orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+)
 
 
 def _text_safe_walk(value: Any) -> Any:

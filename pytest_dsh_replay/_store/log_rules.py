@@ -438,18 +438,23 @@ def completed_turn_prefix(session: SessionLike | Sequence[Event]) -> list[Event]
                 meta["seedLength"] = len(seed)
             child = store.create(seed=seed, meta=meta)
     """
+    from .session import Session  # here: the session module imports this one
+
     if isinstance(session, SessionLog) or not isinstance(session, Sequence):
         events: Sequence[Event] = list(session.events)  # a SessionLog is a tuple too
     else:
         events = session
     for i in range(len(events) - 1, -1, -1):
         if events[i].get("type") == "turn/end":
-            return _deep_copy(list(events[: i + 1]))
+            prefix = list(events[: i + 1])
+            # A store's session holds plain JSON values only (the store copies what it
+            # is given); other events may hold enums and the like, which deepcopy keeps.
+            return _plain_copy(prefix) if isinstance(session, Session) else copy.deepcopy(prefix)
     return None
 
 
-def _deep_copy(events: list[Event]) -> list[Event]:
-    """A deep copy of ``events``: by a serializer's round trip when that is exact.
+def _plain_copy(events: list[Event]) -> list[Event]:
+    """A deep copy of plain JSON ``events``: by a serializer's round trip when that is exact.
 
     Exact means the copy equals the events (a NaN, a tuple, a subclass or an unsafe
     integer does not come back equal, or is refused); anything else is copied by

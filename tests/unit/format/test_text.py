@@ -229,3 +229,31 @@ def test_text_safe_gives_what_the_walk_gives(value: Any) -> None:
     fast, walked = text_safe(value), _text_safe_walk(value)
     assert (fast is value) is (walked is value)
     assert repr(fast) == repr(walked)  # nan and -0.0 included
+
+
+class _Shown(dict):  # type: ignore[type-arg]
+    def items(self) -> Any:  # what the walk reads, not what the dict holds
+        return [("k", "\ud800")]
+
+
+def test_text_safe_walks_subclasses_the_serializer_would_read_differently() -> None:
+    assert text_safe([_Shown()]) == [{"k": "\ufffd"}]
+
+
+def test_text_safe_does_not_hand_dataclasses_to_the_serializer() -> None:
+    # orjson 3.13 crashes the interpreter on a slots dataclass with an unset field; the
+    # shortcut leaves dataclasses to the walk (which keeps them as they are).
+    import subprocess
+    import sys
+
+    code = (
+        "from dataclasses import dataclass, field\n"
+        "from pytest_dsh_replay._format.text import text_safe\n"
+        "@dataclass(slots=True)\n"
+        "class C:\n"
+        "    a: int = field(init=False)\n"
+        "value = {'messages': [], 'metadata': C()}\n"
+        "assert text_safe(value) is value\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr

@@ -539,19 +539,33 @@ def _same(left: Any, right: Any) -> bool:
 
 
 @given(st.lists(_DATA, min_size=1, max_size=3))
-def test_completed_turn_prefix_copies_as_deepcopy_does(datas: list[Any]) -> None:
-    # Copied by the serializer where that is exact, else by copy.deepcopy: either way
-    # the same values of the same types, and nothing shared with the events.
+def test_a_seed_is_copied_as_deepcopy_copies_it(datas: list[Any]) -> None:
+    # A store session's seed is copied by the serializer where that is exact, else by
+    # copy.deepcopy: either way the same values of the same types, nothing shared.
     import copy
 
+    from pytest_dsh_replay._store.log_rules import _plain_copy
+
     events: list[Any] = [{"type": "log/note", "seq": n, "data": d} for n, d in enumerate(datas)]
-    events.append({"type": "turn/end", "seq": len(datas), "data": {"turn": 1}})
+    copied = _plain_copy(events)
+    assert _same(copied, copy.deepcopy(events))
+    assert all(a is not b for a, b in zip(copied, events, strict=True))
+    for event, data in zip(events, datas, strict=True):
+        if isinstance(data, list | dict):
+            assert not any(c["data"] is data for c in copied)
+        assert event["data"] is data
+
+
+def test_completed_turn_prefix_keeps_what_is_not_plain_json_in_events_it_is_given() -> None:
+    import enum
+
+    class Reason(enum.IntEnum):
+        DONE = 1
+
+    events: list[Any] = [{"type": "turn/end", "seq": 0, "data": {"reason": Reason.DONE}}]
     prefix = completed_turn_prefix(events)
     assert prefix is not None
-    assert _same(prefix, copy.deepcopy(events))
-    assert all(a is not b for a, b in zip(prefix, events, strict=True))
-    prefix[0]["data"] = "changed"
-    assert events[0]["data"] is datas[0]
+    assert type(prefix[0]["data"]["reason"]) is Reason  # as copy.deepcopy keeps it
 
 
 def _assistant_call(call_id: str) -> dict[str, Any]:
