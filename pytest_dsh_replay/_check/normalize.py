@@ -19,7 +19,7 @@ from typing import Any, Final
 import orjson
 
 from .._format.events import SEEDED_FORMAT, Event, JSONObject, SessionHeader, header_version
-from .._format.json_values import ABSENT, is_lossless
+from .._format.json_values import ABSENT, PLAIN_ONLY, is_lossless
 
 __all__ = [
     "LogDifference",
@@ -455,21 +455,13 @@ def _same_text(expected: Any, actual: Any) -> bool:
     only sends the pair to the value-by-value comparison.
     """
     try:
-        text = orjson.dumps(expected, option=_PLAIN_ONLY)
-        if text != orjson.dumps(actual, option=_PLAIN_ONLY) or b"null" in text:
+        text = orjson.dumps(expected, option=PLAIN_ONLY)
+        if text != orjson.dumps(actual, option=PLAIN_ONLY) or b"null" in text:
             return False
     except TypeError:  # orjson.JSONEncodeError included
         return False
     # Tuples, enums and UUIDs serialize as JSON values too: equal text is not equal types.
     return bool(expected == actual)
-
-
-# Subclasses, datetimes and dataclasses are refused, not serialized as JSON values.
-_PLAIN_ONLY: Final = (
-    orjson.OPT_PASSTHROUGH_SUBCLASS
-    | orjson.OPT_PASSTHROUGH_DATETIME
-    | orjson.OPT_PASSTHROUGH_DATACLASS
-)
 
 
 def _unchanged_pair(expected: Any, actual: Any, en: Normalizer, an: Normalizer) -> bool:
@@ -489,7 +481,7 @@ def _unchanged_pair(expected: Any, actual: Any, en: Normalizer, an: Normalizer) 
     return b"null" not in text and en.untouched(text) and an.untouched(text)
 
 
-_FORM_OPTIONS: Final = orjson.OPT_SORT_KEYS | _PLAIN_ONLY
+_FORM_OPTIONS: Final = orjson.OPT_SORT_KEYS | PLAIN_ONLY
 _NULL_TOKENS: Final = (b":null", b",null", b"[null")
 _CHUNK_TYPE_TEXT: Final = orjson.dumps("assistant/chunk")
 

@@ -31,6 +31,7 @@ from .._errors import SessionStoreError
 __all__ = [
     "ABSENT",
     "MAX_SAFE_INTEGER",
+    "PLAIN_ONLY",
     "Absent",
     "as_safe_integer",
     "describe_json",
@@ -44,6 +45,15 @@ __all__ = [
     "plain_json",
     "surely_lossless",
 ]
+
+
+PLAIN_ONLY: Final = (
+    orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+)
+"""``orjson`` options that refuse what is not plain JSON (subclasses, datetimes and
+dataclasses raise ``TypeError`` instead of being serialized as JSON values)."""
 
 
 class Absent(enum.Enum):

@@ -31,6 +31,7 @@ from typing import Any, Final
 import orjson
 
 from .events import StreamChunk
+from .json_values import PLAIN_ONLY
 
 __all__ = [
     "BLOCK_SEPARATOR",
@@ -98,19 +99,12 @@ def text_safe(value: Any) -> Any:
         # it meets, and it meets every one the walk below would repair. It refuses
         # subclasses, datetimes and dataclasses too (those are walked).
         try:
-            orjson.dumps(value, option=_PLAIN_ONLY)
+            orjson.dumps(value, option=PLAIN_ONLY)
         except TypeError:  # orjson.JSONEncodeError included: walk to find out
             pass
         else:
             return value
     return _text_safe_walk(value)
-
-
-_PLAIN_ONLY: Final = (
-    orjson.OPT_PASSTHROUGH_SUBCLASS
-    | orjson.OPT_PASSTHROUGH_DATETIME
-    | orjson.OPT_PASSTHROUGH_DATACLASS
-)
 
 
 def _text_safe_walk(value: Any) -> Any:

@@ -21,7 +21,7 @@ import orjson
 from .._errors import SessionLogError
 from .._format.chunk_rows import PACKED_TAGS, decode_storage_record
 from .._format.events import Event, SessionHeader, SessionLike, SessionLog, header_problem
-from .._format.json_values import is_safe_integer
+from .._format.json_values import PLAIN_ONLY, is_safe_integer
 from .._format.jsonl import MAX_LINE_BYTES, raw_lines, too_long
 from .._format.zstd import zstd_frames
 
@@ -447,8 +447,9 @@ def completed_turn_prefix(session: SessionLike | Sequence[Event]) -> list[Event]
     for i in range(len(events) - 1, -1, -1):
         if events[i].get("type") == "turn/end":
             prefix = list(events[: i + 1])
-            # A store's session holds plain JSON values only (the store copies what it
-            # is given); other events may hold enums and the like, which deepcopy keeps.
+            # A store's session holds JSON values (the store copies what it is given as
+            # JSON; a stream's chunks are checked to serialize as they are), copied by
+            # value; other events may hold enums and the like, which deepcopy keeps.
             return _plain_copy(prefix) if isinstance(session, Session) else copy.deepcopy(prefix)
     return None
 
@@ -461,19 +462,10 @@ def _plain_copy(events: list[Event]) -> list[Event]:
     ``copy.deepcopy``.
     """
     try:
-        copied = orjson.loads(orjson.dumps(events, option=_EXACT_ONLY))
+        copied = orjson.loads(orjson.dumps(events, option=orjson.OPT_STRICT_INTEGER | PLAIN_ONLY))
     except TypeError:  # orjson.JSONEncodeError included
         return copy.deepcopy(events)
     return copied if copied == events else copy.deepcopy(events)
-
-
-# Subclasses, datetimes and dataclasses are refused rather than serialized as JSON values.
-_EXACT_ONLY: Final = (
-    orjson.OPT_STRICT_INTEGER
-    | orjson.OPT_PASSTHROUGH_SUBCLASS
-    | orjson.OPT_PASSTHROUGH_DATETIME
-    | orjson.OPT_PASSTHROUGH_DATACLASS
-)
 
 
 # --- reading back what a crash left --------------------------------------------------------
