@@ -349,7 +349,7 @@ def _same(left: Any, right: Any) -> bool:
     return bool(left == right)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(_TREES, st.none() | _KEYS), min_size=1, max_size=4))
 def test_value_normalizes_as_its_isinstance_specification(values: list[Any]) -> None:
     # The fast paths (plain types by class, scalars kept in place) give the same values
