@@ -161,12 +161,18 @@ def not_written(nodeid: str, problem: str, *, kept: bool) -> str:
 
 
 def http_call_failed(err: Exception) -> str:
-    """A replay error an HTTP call met (its client got a 400), shown at teardown."""
-    from .._endpoint.endpoint import REPLAY_ERROR_STATUS
+    """A replay error an HTTP call met, shown at teardown, with the status its client got.
 
+    That is 404 for a route the endpoint does not serve, else
+    :data:`~.._endpoint.endpoint.REPLAY_ERROR_STATUS` (400).
+    """
+    from .._endpoint.endpoint import REPLAY_ERROR_STATUS
+    from .._errors import UnservedRouteError
+
+    status = 404 if isinstance(err, UnservedRouteError) else REPLAY_ERROR_STATUS
     return (
         f"{type(err).__name__}: {err}\n(a model call over HTTP met this error: its client "
-        f"got a {REPLAY_ERROR_STATUS} with this message)"
+        f"got a {status} with this message)"
     )
 
 

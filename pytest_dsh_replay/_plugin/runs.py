@@ -193,13 +193,13 @@ def check_replayed(
         when another program wrote the recording and the logs differ, and the command
         that re-records the scenario (not after a bug of the endpoint).
     """
-    from .._errors import EndpointError, LogMismatchError
+    from .._errors import EndpointError, LogMismatchError, UnservedRouteError
     from .messages import RECORDED_ELSEWHERE, met_over_http, record_command, rerecord
 
     met = replay._take_problem()  # the root cause: unused calls would only be its echo
     if met is not None:
-        if isinstance(met, EndpointError):  # a bug of the endpoint: re-recording won't help
-            return met_over_http(met)
+        if isinstance(met, EndpointError | UnservedRouteError):
+            return met_over_http(met)  # the endpoint's bug or a route it lacks: not a recording's
         problem = met_over_http(met)
     else:
         try:

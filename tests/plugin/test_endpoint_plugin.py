@@ -14,6 +14,39 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
+def test_an_unserved_route_fails_the_test_with_its_404_and_no_rerecord_hint(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(
+        """
+        import openai
+        import pytest
+
+        @pytest.mark.dsh_scenario("one")
+        def test_embeddings(dsh_replay):
+            client = dsh_replay.openai_client(max_retries=0)
+            reply = client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+            assert reply.choices[0].message.content == "Hello"
+            try:
+                client.embeddings.create(model="e", input="hi")
+            except openai.NotFoundError:
+                pass  # swallowed: the test still fails, with the route named
+        """
+    )
+    result = project.runpytest("-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "UnservedRouteError: POST /v1/embeddings is not served*",
+            "(a model call over HTTP met this error: its client got a 404 with this message)",
+        ]
+    )
+    assert "re-record" not in out  # a recording cannot add a route
+
+
 def test_a_replay_error_over_http_fails_the_test_with_the_typed_error(
     project: pytest.Pytester,
 ) -> None:
