@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from support.values import same_values
 
 from pytest_dsh_replay._check.normalize import (
     _UUID_BYTES,
@@ -336,19 +337,6 @@ _TREES = st.recursive(
 )
 
 
-def _same(left: Any, right: Any) -> bool:
-    """Equal values of equal types all the way down (nan equal to nan)."""
-    if type(left) is not type(right):
-        return False
-    if isinstance(left, dict):
-        return left.keys() == right.keys() and all(_same(left[k], right[k]) for k in left)
-    if isinstance(left, list | tuple):
-        return len(left) == len(right) and all(map(_same, left, right))
-    if isinstance(left, float) and left != left:
-        return bool(right != right)
-    return bool(left == right)
-
-
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(_TREES, st.none() | _KEYS), min_size=1, max_size=4))
 def test_value_normalizes_as_its_isinstance_specification(values: list[Any]) -> None:
@@ -358,5 +346,5 @@ def test_value_normalizes_as_its_isinstance_specification(values: list[Any]) -> 
         Normalizer(session_ids=["run-42", "main-session-7"], cwds=["/work/dir"]) for _ in range(2)
     )
     for value, key in values:
-        assert _same(fast.value(value, key), _by_isinstance(plain, value, key))
+        assert same_values(fast.value(value, key), _by_isinstance(plain, value, key))
     assert fast._ids == plain._ids

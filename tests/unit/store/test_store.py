@@ -17,6 +17,7 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.values import same_values
 
 from pytest_dsh_replay import SessionForkError, SessionLogError, SessionStoreError
 from pytest_dsh_replay._format.events import SessionLog
@@ -527,17 +528,6 @@ _DATA = st.recursive(
 )
 
 
-def _same(left: Any, right: Any) -> bool:
-    """Equal values of equal types all the way down (nan equal to nan, -0.0 to -0.0)."""
-    if type(left) is not type(right):
-        return False
-    if isinstance(left, dict):
-        return left.keys() == right.keys() and all(_same(left[k], right[k]) for k in left)
-    if isinstance(left, list | tuple):
-        return len(left) == len(right) and all(map(_same, left, right))
-    return repr(left) == repr(right)
-
-
 @given(st.lists(_DATA, min_size=1, max_size=3))
 def test_a_seed_is_copied_as_deepcopy_copies_it(datas: list[Any]) -> None:
     # A store session's seed is copied by the serializer where that is exact, else by
@@ -548,7 +538,7 @@ def test_a_seed_is_copied_as_deepcopy_copies_it(datas: list[Any]) -> None:
 
     events: list[Any] = [{"type": "log/note", "seq": n, "data": d} for n, d in enumerate(datas)]
     copied = _plain_copy(events)
-    assert _same(copied, copy.deepcopy(events))
+    assert same_values(copied, copy.deepcopy(events))
     assert all(a is not b for a, b in zip(copied, events, strict=True))
     for event, data in zip(events, datas, strict=True):
         if isinstance(data, list | dict):
@@ -849,7 +839,7 @@ def test_backends_satisfy_the_protocol(tmp_path: Path) -> None:
     backend.close()
 
 
-def test_a_throwaway_store_skips_fsync_but_writes_the_same(
+def test_a_throwaway_store_skips_fsync_but_writes_thesame_values(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     durable = SessionStore(JsonlBackend(tmp_path / "a"), clock=lambda: 7)
