@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+import orjson
+
 from .._errors import SessionLogError
 from .events import ChunkRun
 from .json_values import (
@@ -34,8 +36,9 @@ from .json_values import (
     js_string,
     surely_lossless,
 )
+from .vocabulary import chunk_problem
 
-__all__ = ["STREAM_EVENTS", "stream_runs"]
+__all__ = ["STREAM_EVENTS", "deferred_problem", "stream_runs"]
 
 STREAM_EVENTS: Final = frozenset({"assistant/message", "assistant/attempt"})
 """The event types that carry a model call's ``data.stream`` (formats 2 to 4)."""
@@ -271,3 +274,58 @@ def stream_runs(
             )
         runs.append(run)
     return runs
+
+
+def deferred_problem(
+    blob: bytes, deferred: tuple[tuple[int, int, str, int], ...], event_type: str
+) -> str | None:
+    """Check the payloads a fast reader left raw, in the order the plain reader would.
+
+    A large log's stream records may be read with their payloads (a chunk record's
+    chunk, a run's members) left as raw JSON text (docs/format.md#raw-payloads); their
+    rules are checked here, when the call is first served: first each raw record's
+    rules, in record order (:func:`stream_runs`), then every chunk of the call against
+    the format's vocabulary, in order. The result is the message the plain reader
+    gives the whole stream, wherever its first problem is.
+
+    Args:
+        blob: The call's serialized chunk runs, raw payloads included.
+        deferred: The raw payloads as ``(record index, run position, record type,
+            members)``, in record order (``members``: what the record's ``dt``
+            implies).
+        event_type: ``assistant/message`` or ``assistant/attempt`` (for messages).
+
+    Returns:
+        ``None`` when every payload passes; otherwise the message the reader would
+        have raised (the caller adds the file and line).
+    """
+    try:
+        runs = orjson.loads(blob)
+    except orjson.JSONDecodeError as err:
+        return f"{event_type} stream is not valid JSON: {err}"
+    for index, position, kind, members in deferred:
+        run = runs[position]
+        if kind == "chunk":
+            if run.__class__ is not dict or not is_lossless(run):
+                return (
+                    f"{event_type} stream record {index}: Assistant stream raw chunk must be "
+                    "a lossless JSON object"
+                )
+            continue
+        payload = run[2]
+        what = "args" if kind == "tool-call-chunks" else "texts"
+        if payload.__class__ is not list or not set(map(type, payload)) <= _STR:
+            return f"{event_type} stream record {index}: {kind} {what} must be a string array"
+        if not payload:
+            return f"{event_type} stream record {index}: {kind} {what} must be non-empty"
+        if len(payload) != members:
+            return (
+                f"{event_type} stream record {index}: {kind} dt length must be one less "
+                "than its members"
+            )
+    for run in runs:  # every chunk, as the reader checks them after the records
+        if run.__class__ is dict:
+            problem = chunk_problem(run)
+            if problem is not None:
+                return f"{event_type} stream: {problem}"
+    return None

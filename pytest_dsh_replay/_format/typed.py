@@ -18,7 +18,9 @@ parser would refuse anywhere is never accepted here.
 """
 
 import functools
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
+
+import orjson
 
 from .chunk_rows import PACKED_TAGS, PackedRow
 from .events import ChunkRun
@@ -27,6 +29,7 @@ from .json_values import ABSENT, MAX_SAFE_INTEGER, surely_lossless
 __all__ = [
     "ROW_LINE_PREFIXES",
     "STREAM_LINE_PREFIXES",
+    "DeferredPayload",
     "StreamLine",
     "decode_call_line",
 ]
@@ -41,10 +44,22 @@ ROW_LINE_PREFIXES: Final = (
 STREAM_LINE_PREFIXES: Final = (b'{"type":"assistant/message",', b'{"type":"assistant/attempt",')
 """How the events that embed a call's stream (formats 2 to 4) begin as written."""
 
+DeferredPayload: TypeAlias = tuple[int, int, str, int]
+"""A payload left raw: ``(record index, run position, record type, members)``."""
+
+_RUN_CHUNKS: Final = {"text-chunks": "text-delta", "reasoning-chunks": "reasoning-delta"}
+
 # Member times are safe when |time0| <= 2**52, every |gap| <= 2**40 (35 years in ms) and
 # there are at most 4,096 members: 2**52 + 4096 * 2**40 = 2**53. Checked so, no sum is
 # needed; a line beyond these bounds takes the plain path.
 _MAX_MEMBERS: Final = 4096
+
+# A raw chunk stays raw only when its text cannot nest deeper than an entry stores
+# (every level opens a bracket): a deeper one is decoded, and refused, at the load.
+_MAX_RAW_BRACKETS: Final = 250
+
+_RAW_KINDS: dict[type, str] = {}
+"""The record type of each struct of the raw-payload decoder (filled when it is built)."""
 
 
 class _Decoders:
@@ -54,18 +69,25 @@ class _Decoders:
         "errors",
         "raw_chunk",
         "stream_event",
+        "stream_event_raw",
         "text_row",
+        "text_row_raw",
         "text_run",
         "tool_row",
         "tool_row_data",
+        "tool_row_raw",
         "tool_run",
         "unset",
     )
 
     def __init__(self, text_row: Any, tool_row: Any, stream_event: Any, tool_row_data: Any,
                  raw_chunk: Any, tool_run: Any, text_run: Any, unset: Any,
-                 errors: tuple[type[BaseException], ...]):  # fmt: skip
+                 errors: tuple[type[BaseException], ...], stream_event_raw: Any,
+                 text_row_raw: Any, tool_row_raw: Any):  # fmt: skip
         self.text_row = text_row
+        self.text_row_raw = text_row_raw
+        self.tool_row_raw = tool_row_raw
+        self.stream_event_raw = stream_event_raw
         self.tool_row = tool_row
         self.stream_event = stream_event
         self.tool_row_data = tool_row_data
@@ -86,7 +108,7 @@ def _decoders() -> _Decoders:
     from typing import Annotated, Literal
 
     import msgspec
-    from msgspec import UNSET, Meta, Struct, UnsetType
+    from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
     _Safe = Annotated[int, Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
     _Time = Annotated[int, Meta(ge=-(2**52), le=2**52)]
@@ -125,6 +147,36 @@ def _decoders() -> _Decoders:
     class _ToolRow(Struct, forbid_unknown_fields=True):
         type: Literal["tool-call-chunks"]
         data: _ToolRowData
+        seq0: _Index | UnsetType = UNSET
+        time0: _Time | UnsetType = UNSET
+
+    # The same rows with their members left as raw JSON text.
+
+    class _TextRowDataRaw(Struct, forbid_unknown_fields=True):
+        turn: _Number
+        step: _Number
+        index: _Number
+        dt: list[_Gap]
+        texts: Raw
+
+    class _ToolRowDataRaw(Struct, forbid_unknown_fields=True):
+        turn: _Number
+        step: _Number
+        index: _Number
+        id: str
+        dt: list[_Gap]
+        args: Raw
+        name: str | UnsetType = UNSET
+
+    class _TextRowRaw(Struct, forbid_unknown_fields=True):
+        type: Literal["text-chunks", "reasoning-chunks"]
+        data: _TextRowDataRaw
+        seq0: _Index | UnsetType = UNSET
+        time0: _Time | UnsetType = UNSET
+
+    class _ToolRowRaw(Struct, forbid_unknown_fields=True):
+        type: Literal["tool-call-chunks"]
+        data: _ToolRowDataRaw
         seq0: _Index | UnsetType = UNSET
         time0: _Time | UnsetType = UNSET
 
@@ -175,6 +227,63 @@ def _decoders() -> _Decoders:
         sourceEventSeqs: Any = UNSET
         ignorable: Any = UNSET
 
+    # The same records with their payloads (chunks, member texts) left as raw JSON: the
+    # envelope is checked here, the payloads when the call is first served.
+
+    class _RawChunkRaw(Struct, tag="chunk", tag_field="type", forbid_unknown_fields=True):
+        time: _Safe
+        chunk: Raw
+
+    class _TextRunRaw(Struct, tag="text-chunks", tag_field="type", forbid_unknown_fields=True):
+        time0: _Time
+        index: _Index
+        dt: list[_Gap]
+        texts: Raw
+
+    class _ReasoningRunRaw(
+        Struct, tag="reasoning-chunks", tag_field="type", forbid_unknown_fields=True
+    ):
+        time0: _Time
+        index: _Index
+        dt: list[_Gap]
+        texts: Raw
+
+    class _ToolRunRaw(Struct, tag="tool-call-chunks", tag_field="type", forbid_unknown_fields=True):
+        time0: _Time
+        index: _Index
+        dt: list[_Gap]
+        id: _NonEmpty
+        args: Raw
+        name: _NonEmpty | UnsetType = UNSET
+
+    _RecordRaw = _RawChunkRaw | _TextRunRaw | _ReasoningRunRaw | _ToolRunRaw
+
+    class _StreamDataRaw(Struct, forbid_unknown_fields=True):
+        stream: list[_RecordRaw]
+        turn: _Int64 | UnsetType = UNSET
+        step: _Int64 | UnsetType = UNSET
+        message: Any = UNSET
+        usage: Any = UNSET
+        interrupted: Any = UNSET
+
+    class _StreamEventRaw(Struct, forbid_unknown_fields=True):
+        type: Literal["assistant/message", "assistant/attempt"]
+        data: _StreamDataRaw
+        seq: Any = UNSET
+        time: Any = UNSET
+        surfaceOp: Any = UNSET
+        sourceEventSeqs: Any = UNSET
+        ignorable: Any = UNSET
+
+    _RAW_KINDS.update(
+        {
+            _RawChunkRaw: "chunk",
+            _TextRunRaw: "text-chunks",
+            _ReasoningRunRaw: "reasoning-chunks",
+            _ToolRunRaw: "tool-call-chunks",
+        }
+    )
+
     return _Decoders(
         msgspec.json.Decoder(_TextRow),
         msgspec.json.Decoder(_ToolRow),
@@ -185,6 +294,9 @@ def _decoders() -> _Decoders:
         _TextRun,
         UNSET,
         (msgspec.DecodeError, RecursionError),  # ValidationError is a DecodeError
+        msgspec.json.Decoder(_StreamEventRaw),
+        msgspec.json.Decoder(_TextRowRaw),
+        msgspec.json.Decoder(_ToolRowRaw),
     )
 
 
@@ -199,16 +311,25 @@ class StreamLine:
         turn: ``data.turn``, or :data:`~pytest_dsh_replay._format.json_values.ABSENT`.
         step: ``data.step``, or :data:`~pytest_dsh_replay._format.json_values.ABSENT`.
         runs: The stream as chunk runs, as
-            :func:`~pytest_dsh_replay._format.stream_records.stream_runs` returns them.
+            :func:`~pytest_dsh_replay._format.stream_records.stream_runs` returns them,
+            except that a run's members or a whole chunk may be an ``orjson.Fragment``
+            of the log's own JSON text (a payload left raw, checked when served).
+        count: How many chunks the runs stand for.
+        deferred: The payloads left raw, as ``(record index, run position, record
+            type, members)`` (``members`` is what the record's ``dt`` implies; ``1``
+            for a chunk record), in record order; empty when none is.
     """
 
-    __slots__ = ("kind", "runs", "step", "turn")
+    __slots__ = ("count", "deferred", "kind", "runs", "step", "turn")
 
-    def __init__(self, kind: str, turn: Any, step: Any, runs: list[ChunkRun]):
+    def __init__(self, kind: str, turn: Any, step: Any, runs: list[ChunkRun], count: int,
+                 deferred: tuple[DeferredPayload, ...] = ()):  # fmt: skip
         self.kind = kind
         self.turn = turn
         self.step = step
         self.runs = runs
+        self.count = count
+        self.deferred = deferred
 
 
 def _packed(raw: bytes, d: _Decoders) -> PackedRow | None:
@@ -222,6 +343,23 @@ def _packed(raw: bytes, d: _Decoders) -> PackedRow | None:
     n = len(payload)
     if len(data.dt) != n - 1 or n > _MAX_MEMBERS:
         return None
+    return _row(row, data, tool, payload, n, None, d)
+
+
+def _packed_raw(raw: bytes, d: _Decoders) -> PackedRow | None:
+    """:func:`_packed` with the members left as raw JSON text (docs/format.md#raw-payloads)."""
+    tool = raw.startswith(b'{"type":"tool-call-chunks",')
+    row = (d.tool_row_raw if tool else d.text_row_raw).decode(raw)
+    data = row.data
+    n = len(data.dt) + 1
+    if n > _MAX_MEMBERS:
+        return None
+    return _row(row, data, tool, [], n, bytes(data.args if tool else data.texts), d)
+
+
+def _row(row: Any, data: Any, tool: bool, payload: list[str], n: int, members: bytes | None,
+         d: _Decoders) -> PackedRow | None:  # fmt: skip
+    """The :class:`PackedRow` of a decoded row of ``n`` members, or ``None``."""
     seq0 = None if row.seq0 is d.unset else row.seq0
     if seq0 is not None and seq0 > MAX_SAFE_INTEGER - n + 1:
         return None
@@ -229,9 +367,9 @@ def _packed(raw: bytes, d: _Decoders) -> PackedRow | None:
     if tool:
         name = None if data.name is d.unset else data.name
         return PackedRow("tool-call-delta", seq0, time0, data.turn, data.step, data.index,
-                         data.dt, payload, data.id, name)  # fmt: skip
+                         data.dt, payload, data.id, name, members)  # fmt: skip
     return PackedRow(PACKED_TAGS[row.type], seq0, time0, data.turn, data.step, data.index,
-                     data.dt, payload)  # fmt: skip
+                     data.dt, payload, raw=members)  # fmt: skip
 
 
 def _stream(raw: bytes, d: _Decoders) -> StreamLine | None:
@@ -259,7 +397,70 @@ def _stream(raw: bytes, d: _Decoders) -> StreamLine | None:
     data = event.data
     turn = ABSENT if data.turn is d.unset else data.turn
     step = ABSENT if data.step is d.unset else data.step
-    return StreamLine(event.type, turn, step, runs)
+    return StreamLine(event.type, turn, step, runs, sum(map(_run_size, runs)))
+
+
+def _run_size(run: ChunkRun) -> int:
+    return 1 if run.__class__ is dict else len(run[2])
+
+
+def _raw_chunk(text: bytes, last: bool) -> Any:
+    """A chunk record's chunk: its raw text, or the chunk decoded when it must be looked at.
+
+    The last chunk is decoded (it must be the call's ``finish``), and so is any other
+    that could be a ``finish`` (its text has ``"finish"``; escapes are excluded before)
+    or could nest too deep. ``None``: the decoded chunk is not one the fast path is
+    certain of.
+    """
+    if (
+        not last
+        and b'"finish"' not in text
+        and text.count(b"[") + text.count(b"{") <= _MAX_RAW_BRACKETS
+    ):
+        return orjson.Fragment(text)
+    try:
+        chunk = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return chunk if chunk.__class__ is dict and surely_lossless(chunk) else None
+
+
+def _stream_raw(raw: bytes, d: _Decoders) -> StreamLine | None:
+    """:func:`_stream` with the payloads left as raw JSON text (docs/format.md#raw-payloads)."""
+    event = d.stream_event_raw.decode(raw)
+    records = event.data.stream
+    last = len(records) - 1
+    runs: list[ChunkRun] = []
+    deferred: list[DeferredPayload] = []
+    count = 0
+    fragment = orjson.Fragment
+    for i, record in enumerate(records):
+        kind = _RAW_KINDS[record.__class__]
+        if kind == "chunk":
+            chunk = _raw_chunk(bytes(record.chunk), i == last)
+            if chunk is None:
+                return None
+            if chunk.__class__ is not dict:
+                deferred.append((i, len(runs), kind, 1))
+            runs.append(chunk)
+            count += 1
+            continue
+        members = len(record.dt) + 1
+        if members > _MAX_MEMBERS:
+            return None
+        deferred.append((i, len(runs), kind, members))
+        count += members
+        if kind != "tool-call-chunks":
+            runs.append([_RUN_CHUNKS[kind], record.index, fragment(bytes(record.texts))])
+        elif record.name is d.unset:
+            runs.append(["tool-call-delta", record.index, fragment(bytes(record.args)), record.id])
+        else:
+            args = fragment(bytes(record.args))
+            runs.append(["tool-call-delta", record.index, args, record.id, record.name])
+    data = event.data
+    turn = ABSENT if data.turn is d.unset else data.turn
+    step = ABSENT if data.step is d.unset else data.step
+    return StreamLine(event.type, turn, step, runs, count, tuple(deferred))
 
 
 def decode_call_line(raw: bytes) -> PackedRow | StreamLine | None:
@@ -278,7 +479,9 @@ def decode_call_line(raw: bytes) -> PackedRow | StreamLine | None:
     d = _decoders()
     try:
         if raw.startswith(b'{"type":"assistant/'):
-            return _stream(raw, d)
-        return _packed(raw, d)
+            # A line with an escape is decoded whole: the raw text of an escaped string
+            # could hide a "finish", a placeholder or a lone surrogate.
+            return _stream(raw, d) if b"\\u" in raw else _stream_raw(raw, d)
+        return _packed(raw, d) if b"\\u" in raw else _packed_raw(raw, d)
     except d.errors:
         return None

@@ -19,18 +19,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, cast
 
 import orjson
 
 from .._errors import DshReplayError, ScriptError, SessionLogError
-from .._format.chunk_rows import PACKED_TAGS, PackedRow, validate_packed_row
+from .._format.chunk_rows import PACKED_TAGS, PackedRow, payload_problem, validate_packed_row
 from .._format.events import END_SEED, ChunkRun, Event, JSONObject, StreamChunk
 from .._format.json_values import ABSENT, describe_json, js_string
 from .._format.jsonl import not_an_event
-from .._format.stream_records import STREAM_EVENTS, stream_runs
+from .._format.stream_records import STREAM_EVENTS, deferred_problem, stream_runs
 from .._format.text import join_split_surrogates
-from .._format.typed import StreamLine
+from .._format.typed import DeferredPayload, StreamLine
 from .._format.vocabulary import chunk_problem, event_types, unknown_event_problem
 from .entries import MAX_CHUNK_NESTING, ChunksEntry, ReplayEntry, materialize_runs
 
@@ -133,6 +133,52 @@ def _run_size(run: ChunkRun) -> int:
     return 1 if run.__class__ is dict else len(run[2])
 
 
+_TAG_OF: Final = {chunk: tag for tag, chunk in PACKED_TAGS.items()}
+
+
+def _row_payload_check(
+    deferred: tuple[tuple[int | None, int, str, int], ...], source: str | None
+) -> Callable[[bytes], None]:
+    """The check an entry runs on first use over the packed rows a typed read left raw.
+
+    ``deferred`` holds ``(line, run position, row type, members)`` per raw row.
+    """
+
+    def verify(blob: bytes) -> None:
+        try:
+            runs = orjson.loads(blob)
+        except orjson.JSONDecodeError:
+            runs = None
+        if runs is None:
+            lines = [line for line, _, _, _ in deferred if line is not None]
+            where = f" (lines {min(lines)}-{max(lines)})" if lines else ""
+            raise SessionLogError(
+                f"malformed storage rows{where}: the members of a model call's packed rows "
+                "are not valid JSON text (invalid UTF-8)",
+                path=source,
+                line=deferred[0][0],
+            )
+        for line, position, tag, members in deferred:
+            problem = payload_problem(tag, runs[position][2], members)
+            if problem is not None:
+                raise SessionLogError(problem, path=source, line=line)
+
+    return verify
+
+
+def _payload_check(
+    deferred: tuple[DeferredPayload, ...], kind: str, source: str | None, line: int | None
+) -> Callable[[bytes], None]:
+    """The check an entry runs on first use over the payloads a typed read left raw."""
+
+    def verify(blob: bytes) -> None:
+        problem = deferred_problem(blob, deferred, kind)
+        if problem is not None:
+            raise SessionLogError(problem, path=source, line=line)
+
+    return verify
+
+
 class ScriptBuilder:
     """Incremental script derivation shared by every reader.
 
@@ -167,6 +213,7 @@ class ScriptBuilder:
     __slots__ = (
         "_chunk_events",
         "_count",
+        "_deferred",
         "_entries",
         "_items",
         "_known",
@@ -226,6 +273,8 @@ class ScriptBuilder:
         # count, and the (turn, step) it was opened with.
         self._items: list[ChunkRun] = []
         self._lines: list[int | None] = []
+        # The open call's raw rows: (line, run position, row type, members, raw text).
+        self._deferred: list[tuple[int | None, int, str, int, bytes]] = []
         self._n_chunks = 0
         self._turn: Any = ABSENT
         self._step: Any = ABSENT
@@ -301,13 +350,22 @@ class ScriptBuilder:
 
     def _close(self) -> None:
         items = self._items
+        deferred = self._deferred
+        verify = None
+        if deferred:
+            verify = _row_payload_check(tuple(d[:4] for d in deferred), self.source)
         try:
-            entry = ChunksEntry.from_runs(items, self._n_chunks)
+            entry = ChunksEntry.from_runs(items, self._n_chunks, verify)
         except TypeError:
+            # A chunk of the call failed (raw members are strings): with its raw rows
+            # decoded, it is stored as any other call is.
+            for line, position, tag, members, raw in deferred:
+                items[position][2] = self._raw_members(raw, tag, members, line)
             safe = _text_safe_entry(items)
             if safe is None:
                 raise self._unstorable() from None
             entry = safe
+        deferred.clear()
         self._entries.append(entry)
         items.clear()  # in place: feed() holds these lists
         self._lines.clear()
@@ -334,6 +392,7 @@ class ScriptBuilder:
         self._entries.clear()
         self._items.clear()
         self._lines.clear()
+        self._deferred.clear()
         self._n_chunks = 0
         self._pending = None
         self.first_user_text = None
@@ -440,9 +499,21 @@ class ScriptBuilder:
         self._stream_entry(kind, key, runs, index, line)
 
     def _stream_entry(
-        self, kind: str, key: str, runs: list[ChunkRun], index: int, line: int | None
+        self,
+        kind: str,
+        key: str,
+        runs: list[ChunkRun],
+        index: int,
+        line: int | None,
+        count: int | None = None,
+        deferred: tuple[DeferredPayload, ...] = (),
     ) -> None:
-        """A stream event's call from its validated runs (formats 2-4)."""
+        """A stream event's call from its validated runs (formats 2-4).
+
+        ``count`` is the number of chunks the runs stand for (counted here when
+        ``None``); ``deferred`` names the payloads a typed read left raw, checked when
+        the call is first served (docs/format.md#raw-payloads).
+        """
         if self._items:
             raise self._unterminated()
         if not runs and kind == "assistant/message":
@@ -451,16 +522,24 @@ class ScriptBuilder:
             if run.__class__ is dict:
                 problem = chunk_problem(run)
                 if problem is not None:
+                    if deferred:  # the plain reader's first problem may be in a raw payload
+                        problem = deferred_problem(orjson.dumps(runs), deferred, kind)
+                        self._fail(SessionLogError(problem or "", path=self.source, line=line))
+                        return
                     self._fail(self._refused(f"{kind} stream: {problem}", index, line))
                     return
         last = runs[-1] if runs else None
         if last.__class__ is not dict or last.get("type") != "finish":
             self._fail(self._unterminated_at(key, index, line))
             return
+        if count is None:
+            count = sum(map(_run_size, runs))
+        verify = _payload_check(deferred, kind, self.source, line) if deferred else None
         try:
-            entry = ChunksEntry.from_runs(runs, sum(map(_run_size, runs)))
+            entry = ChunksEntry.from_runs(runs, count, verify)
         except TypeError as err:
-            safe = _text_safe_entry(runs)
+            # A raw read excludes escapes, so only a too-deep chunk fails it.
+            safe = None if deferred else _text_safe_entry(runs)
             if safe is not None:
                 self._entries.append(safe)
                 return
@@ -478,9 +557,13 @@ class ScriptBuilder:
         self._entries.append(entry)
 
     def packed(self, row: PackedRow, line: int | None = None) -> None:
-        """Feed a validated packed row: its members, without expanding them."""
-        payload = row.payload
-        n = len(payload)
+        """Feed a validated packed row: its members, without expanding them.
+
+        A row whose members the typed decoder left raw (``row.raw``) is stored raw; its
+        members are checked when the call is first served (docs/format.md#raw-payloads),
+        or here when a fork's seed ends inside the row.
+        """
+        n = row.members
         first = self._count
         self._count = first + n
         start = self.skip - first
@@ -506,6 +589,15 @@ class ScriptBuilder:
                 raise self._unterminated()
         else:
             self._open(row.turn, row.step, first + start, line)
+        payload: Any = row.payload
+        raw = row.raw
+        if raw is not None:
+            tag = _TAG_OF[row.chunk_type]
+            if start:
+                payload = self._raw_members(raw, tag, n, line)
+            else:
+                self._deferred.append((line, len(self._items), tag, n, raw))
+                payload = orjson.Fragment(raw)
         if start:
             payload = payload[start:]
         cid = row.id
@@ -518,6 +610,21 @@ class ScriptBuilder:
         self._items.append(item)
         self._lines.append(line)
         self._n_chunks += n - start
+
+    def _raw_members(self, raw: bytes, tag: str, members: int, line: int | None) -> list[str]:
+        """A raw row's members (``members`` by its ``dt``), decoded and checked now."""
+        try:
+            payload = orjson.loads(raw)
+        except orjson.JSONDecodeError as err:
+            raise SessionLogError(
+                f"malformed {tag} storage row: its members are not valid JSON ({err})",
+                path=self.source,
+                line=line,
+            ) from None
+        problem = payload_problem(tag, payload, members)
+        if problem is not None:
+            raise SessionLogError(problem, path=self.source, line=line)
+        return cast(list[str], payload)
 
     def _packed_value(self, value: JSONObject, lineno: int) -> None:
         """A packed row as parsed from a line: validated, then fed as its members."""
@@ -567,7 +674,8 @@ class ScriptBuilder:
                         if index >= skip and self.derive and self._stream_events:
                             self._count = count
                             key = _call_key(value.turn, value.step)
-                            self._stream_entry(value.kind, key, value.runs, index, lineno)
+                            self._stream_entry(value.kind, key, value.runs, index, lineno,
+                                               value.count, value.deferred)  # fmt: skip
                         continue
                     raise not_an_event(value, source, lineno)
                 tag = value.get("type")

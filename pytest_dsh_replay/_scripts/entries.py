@@ -98,16 +98,28 @@ def _serialize_chunks(chunks: Iterable[StreamChunk], where: str) -> tuple[bytes,
 
 
 class _ChunkHolder:
-    __slots__ = ("_blob", "_count", "_encodings", "_marked")
+    __slots__ = ("_blob", "_count", "_encodings", "_marked", "_verify")
 
     _blob: bytes
     _count: int
     _marked: bool | None  # whether the blob holds a placeholder (None: not looked yet)
     _encodings: dict[Any, Any]  # see kept_encodings; set on first use
+    # Checks the payloads a reader left raw (docs/format.md#raw-payloads) and raises
+    # their error; run on first access, then None.
+    _verify: Callable[[bytes], None] | None
 
     @property
     def chunks(self) -> list[StreamChunk]:
-        """The call's stream chunks, as new objects on every access."""
+        """The call's stream chunks, as new objects on every access.
+
+        Raises:
+            SessionLogError: On first access, a payload of a large log that was left
+                raw when it was read breaks a rule of the format (docs/format.md#raw-payloads).
+        """
+        verify = self._verify
+        if verify is not None:
+            verify(self._blob)
+            self._verify = None
         return materialize_runs(orjson.loads(self._blob))
 
     @property
@@ -161,15 +173,21 @@ class ChunksEntry(_ChunkHolder):
         items = list(chunks)
         self._blob, self._count = _serialize_chunks(items, "chunks entry")
         self._marked = None
+        self._verify = None
         self._finished = _finishes_at_end(items)
 
     @classmethod
-    def from_runs(cls, runs: list[ChunkRun], count: int) -> ChunksEntry:
+    def from_runs(
+        cls, runs: list[ChunkRun], count: int, verify: Callable[[bytes], None] | None = None
+    ) -> ChunksEntry:
         """Build an entry from chunk runs already validated by a reader.
 
         Args:
-            runs: The call's chunks as chunk runs (``ChunkRun``), in order.
+            runs: The call's chunks as chunk runs (``ChunkRun``), in order; a payload
+                may be an ``orjson.Fragment`` of raw JSON text that ``verify`` checks.
             count: How many chunks the runs materialize into.
+            verify: Called with the serialized runs on the first access to
+                :attr:`chunks`; raises the error of a raw payload that breaks a rule.
 
         Raises:
             TypeError: A run cannot be serialized (nested deeper than
@@ -179,6 +197,7 @@ class ChunksEntry(_ChunkHolder):
         entry._blob = orjson.dumps(runs)
         entry._count = count
         entry._marked = None
+        entry._verify = verify
         entry._finished = _finishes_at_end(runs)
         return entry
 
@@ -227,6 +246,7 @@ class ThrowEntry(_ChunkHolder):
             raise ScriptError("throw entry: code must be a non-empty string")
         self._blob, self._count = _serialize_chunks(chunks, "throw entry")
         self._marked = None
+        self._verify = None
         self.message = message
         self.code = code
 

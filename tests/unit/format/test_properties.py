@@ -611,8 +611,15 @@ def _same_value(a: Any, b: Any) -> bool:
 _good_gaps = st.sampled_from([b"0", b"1", b"27"])
 
 
+# Strings as writers write them without escapes (raw UTF-8): a line with no escape is
+# the one whose payloads the typed decoder leaves raw (docs/format.md#raw-payloads).
+unescaped_strings = st.sampled_from(
+    [b'"a"', '"\u00e9"'.encode(), b'""', '"\U0001f680"'.encode(), b'" x"']
+)
+
+
 @st.composite
-def _record_fields(draw: st.DrawFn) -> list[tuple[bytes, bytes]]:
+def _record_fields(draw: st.DrawFn, strings: Any = good_strings) -> list[tuple[bytes, bytes]]:
     """One valid stream record as (key, value) pairs."""
     kind = draw(st.sampled_from(["chunk", "text-chunks", "reasoning-chunks", "tool-call-chunks"]))
     fields = [(b"type", b'"%s"' % kind.encode())]
@@ -623,7 +630,7 @@ def _record_fields(draw: st.DrawFn) -> list[tuple[bytes, bytes]]:
         return [*fields, (b"time", draw(good_numbers)), (b"chunk", chunk)]
     n = draw(st.integers(1, 4))
     gaps = draw(st.lists(_good_gaps, min_size=n - 1, max_size=n - 1))
-    members = b"[" + b",".join(draw(st.lists(good_strings, min_size=n, max_size=n))) + b"]"
+    members = b"[" + b",".join(draw(st.lists(strings, min_size=n, max_size=n))) + b"]"
     fields += [(b"time0", draw(good_numbers)), (b"index", draw(good_numbers))]
     fields.append((b"dt", b"[" + b",".join(gaps) + b"]"))
     if kind == "tool-call-chunks":
@@ -662,7 +669,8 @@ def _faulty(draw: st.DrawFn, key: bytes) -> bytes:
 @st.composite
 def stream_lines(draw: st.DrawFn) -> bytes:
     """``assistant/message`` lines of valid records with at most one fault somewhere."""
-    records = [draw(_record_fields()) for _ in range(draw(st.integers(0, 3)))]
+    strings = draw(st.sampled_from([good_strings, unescaped_strings]))
+    records = [draw(_record_fields(strings)) for _ in range(draw(st.integers(0, 3)))]
     data: list[tuple[bytes, bytes]] = []
     for key in (b"turn", b"step"):
         if draw(st.integers(0, 4)):
@@ -704,7 +712,8 @@ def single_fault_rows(draw: st.DrawFn) -> bytes:
     tag = draw(st.sampled_from(sorted(PACKED_TAGS)))
     n = draw(st.integers(1, 4))
     gaps = draw(st.lists(_good_gaps, min_size=n - 1, max_size=n - 1))
-    members = b"[" + b",".join(draw(st.lists(good_strings, min_size=n, max_size=n))) + b"]"
+    strings = draw(st.sampled_from([good_strings, unescaped_strings]))
+    members = b"[" + b",".join(draw(st.lists(strings, min_size=n, max_size=n))) + b"]"
     data = [(b"turn", draw(good_numbers)), (b"step", b"1"), (b"index", b"0")]
     data.append((b"dt", b"[" + b",".join(gaps) + b"]"))
     if tag == "tool-call-chunks":
@@ -734,11 +743,54 @@ def single_fault_rows(draw: st.DrawFn) -> bytes:
     return head + obj([*envelope, (b"data", obj(data))])[1:] + b"\n"
 
 
+def _typed_stream_outcome(decoded: Any) -> tuple[str | None, list[Any] | None]:
+    """What the script builder makes of a typed stream line: ``(refusal, chunks)``.
+
+    The chunks the builder checks at the load (those the decoder decoded), then, when the
+    call is first served, the payloads it left raw (docs/format.md#raw-payloads).
+    """
+    from pytest_dsh_replay._format.stream_records import deferred_problem
+    from pytest_dsh_replay._format.vocabulary import chunk_problem
+    from pytest_dsh_replay._scripts.entries import materialize_runs
+
+    blob = orjson.dumps(decoded.runs)
+    for run in decoded.runs:
+        if run.__class__ is dict and (problem := chunk_problem(run)) is not None:
+            if decoded.deferred:  # as the builder: the first problem of the whole stream
+                return deferred_problem(blob, decoded.deferred, decoded.kind), None
+            return f"{decoded.kind} stream: {problem}", None
+    if decoded.deferred:
+        problem = deferred_problem(blob, decoded.deferred, decoded.kind)
+        if problem is not None:
+            return problem, None
+    return None, materialize_runs(orjson.loads(blob))
+
+
+def _plain_stream_outcome(value: Any) -> tuple[str | None, list[Any] | None]:
+    """The plain path's ``(refusal, chunks)``."""
+    from pytest_dsh_replay._errors import SessionLogError
+    from pytest_dsh_replay._format.stream_records import stream_runs
+    from pytest_dsh_replay._format.vocabulary import chunk_problem
+    from pytest_dsh_replay._scripts.entries import materialize_runs
+
+    kind = value["type"]
+    try:
+        runs = stream_runs(value["data"]["stream"], event_type=kind, source=None, line=None)
+    except SessionLogError as err:
+        return err.reason, None
+    for run in runs:
+        if run.__class__ is dict and (problem := chunk_problem(run)) is not None:
+            return f"{kind} stream: {problem}", None
+    return None, materialize_runs(orjson.loads(orjson.dumps(runs)))
+
+
 @settings(max_examples=250, deadline=None, derandomize=True)
 @given(stream_lines())
 def test_the_typed_decoder_accepts_a_stream_only_as_the_checks_do(line: bytes) -> None:
+    """A stream line the typed decoder takes ends as the plain path ends it: the same
+    chunks, or a refusal (at the load, or of a raw payload when it is first served)
+    with the message the plain path gives."""
     from pytest_dsh_replay._format.json_values import ABSENT
-    from pytest_dsh_replay._format.stream_records import stream_runs
     from pytest_dsh_replay._format.typed import StreamLine, decode_call_line
 
     decoded = decode_call_line(line)
@@ -747,8 +799,15 @@ def test_the_typed_decoder_accepts_a_stream_only_as_the_checks_do(line: bytes) -
     assert isinstance(decoded, StreamLine)
     value = orjson.loads(line)
     data = value["data"]
-    runs = stream_runs(data["stream"], event_type=value["type"], source=None, line=None)
-    assert _same_value(decoded.runs, runs)
+    refusal, chunks = _typed_stream_outcome(decoded)
+    plain_refusal, plain_chunks = _plain_stream_outcome(value)
+    if plain_refusal is None:
+        assert refusal is None
+        assert chunks is not None
+        assert _same_value(chunks, plain_chunks)
+        assert decoded.count == len(chunks)
+    else:
+        assert refusal == plain_refusal
     assert decoded.kind == value["type"]
     for key in ("turn", "step"):
         found = getattr(decoded, key)
@@ -760,7 +819,16 @@ def test_the_typed_decoder_accepts_a_stream_only_as_the_checks_do(line: bytes) -
 @settings(max_examples=250, deadline=None, derandomize=True)
 @given(st.one_of(row_lines(), single_fault_rows()))
 def test_the_typed_decoder_accepts_a_row_only_as_the_checks_do(line: bytes) -> None:
-    from pytest_dsh_replay._format.chunk_rows import PackedRow, validate_packed_row
+    """A packed row the typed decoder takes has the fields the plain checks give it;
+    members it leaves raw pass their check when served exactly when the plain checks
+    pass them, with the plain path's message otherwise."""
+    from pytest_dsh_replay._errors import SessionLogError
+    from pytest_dsh_replay._format.chunk_rows import (
+        PACKED_TAGS,
+        PackedRow,
+        payload_problem,
+        validate_packed_row,
+    )
     from pytest_dsh_replay._format.typed import ROW_LINE_PREFIXES, decode_call_line
 
     assume(line.startswith(ROW_LINE_PREFIXES))
@@ -772,10 +840,27 @@ def test_the_typed_decoder_accepts_a_row_only_as_the_checks_do(line: bytes) -> N
     numbered = "seq0" in value
     value.setdefault("seq0", 0)
     value.setdefault("time0", 0)
-    row = validate_packed_row(value)  # ... and accepts it, with the same fields
-    fields = ("turn", "step", "index", "payload", "id", "name", "has_name", "dt", "time0")
+    tag = value["type"]
+    refusal: str | None
+    try:
+        row = validate_packed_row(value)  # ... and accepts it, with the same fields
+    except SessionLogError as err:
+        refusal = err.reason
+    else:
+        refusal = None
+    if refusal is not None:
+        assert decoded.raw is not None  # only a raw row's members can be what fails
+        members = orjson.loads(decoded.raw)
+        assert payload_problem(tag, members, decoded.members) == refusal
+        return
+    payload = decoded.payload if decoded.raw is None else orjson.loads(decoded.raw)
+    if decoded.raw is not None:
+        assert payload_problem(tag, payload, decoded.members) is None
+    assert _same_value(payload, row.payload)
+    assert decoded.members == row.members == len(row.payload)
+    fields = ("turn", "step", "index", "id", "name", "has_name", "dt", "time0")
     assert all(_same_value(getattr(decoded, f), getattr(row, f)) for f in fields)
-    assert decoded.chunk_type == row.chunk_type
+    assert decoded.chunk_type == row.chunk_type == PACKED_TAGS[tag]
     assert decoded.seq0 == (row.seq0 if numbered else None)
 
 

@@ -1,0 +1,200 @@
+"""Payloads left raw by the typed read of a large log (docs/format.md#raw-payloads).
+
+The typed read of a log of 1 MiB or more checks each call line's envelope while decoding
+and leaves the payloads (a stream's chunks and member texts, a packed row's members) as
+raw JSON text until the call is first served. These tests lower that threshold to every
+log and hold the typed read to the plain one: the same scripts where the plain read
+accepts a log, and where it refuses one, the same message, file and line, raised at the
+load or, for a payload, when the call is first served.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from support.corpus_support import corpus_params, corpus_scenarios, require_corpus
+
+from pytest_dsh_replay import DshReplayError, ReplayModel, load_scenario
+from pytest_dsh_replay._errors import SessionLogError
+from pytest_dsh_replay._format import jsonl
+
+V4 = {
+    "type": "session",
+    "version": 4,
+    "id": "s",
+    "createdAt": 1,
+    "isSeeded": False,
+    "delegationDepth": 0,
+}
+V0 = {"type": "session", "id": "s", "createdAt": 1}
+STOP = {"type": "chunk", "time": 5, "chunk": {"type": "finish", "reason": {"kind": "stop"}}}
+START = {
+    "type": "chunk",
+    "time": 1,
+    "chunk": {"type": "block-start", "index": 0, "blockType": "text"},
+}
+TEXT = {"type": "text-chunks", "time0": 1, "index": 0, "dt": [1, 0], "texts": ["a", "b", "c"]}
+
+
+def _outcome(path: Path, *, typed: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``("load"|"serve", reason, path, line)`` for a refusal, else ``("ok", chunks)``."""
+    with monkeypatch.context() as m:
+        if typed:
+            m.setattr(jsonl, "TYPED_MIN_BYTES", 0)
+        try:
+            scenario = load_scenario(path)
+        except SessionLogError as err:
+            return ("load", err.reason, err.path, err.line)
+        except DshReplayError as err:
+            return ("load", type(err).__name__, str(err))
+    chunks = []
+    for script in scenario.scripts:
+        for entry in script.entries:
+            try:
+                chunks.append(entry.chunks)
+            except SessionLogError as err:
+                return ("serve", err.reason, err.path, err.line)
+    return ("ok", chunks)
+
+
+def _v4_log(tmp_path: Path, *records: Any) -> Path:
+    message = {"type": "assistant/message", "seq": 0, "time": 0,
+               "data": {"turn": 1, "step": 1, "stream": list(records)}}  # fmt: skip
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(orjson.dumps(V4) + b"\n" + orjson.dumps(message) + b"\n")
+    return path
+
+
+PAYLOAD_FAULTS = [
+    pytest.param([{**TEXT, "texts": ["a", 1, "c"]}], id="member-not-a-string"),
+    pytest.param([{**TEXT, "texts": []}], id="no-members"),
+    pytest.param([{**TEXT, "texts": {"a": 1}}], id="members-not-an-array"),
+    pytest.param([{**TEXT, "texts": ["a", "b"]}], id="dt-longer"),
+    pytest.param([{**TEXT, "dt": [], "texts": ["a", "b"]}], id="dt-shorter"),
+    pytest.param(
+        [{"type": "tool-call-chunks", "time0": 1, "index": 1, "dt": [], "id": "c", "args": [2]}],
+        id="tool-args",
+    ),
+    pytest.param([{"type": "chunk", "time": 1, "chunk": [1]}], id="chunk-not-an-object"),
+    pytest.param(
+        [{"type": "chunk", "time": 1, "chunk": {"type": "block-end", "index": 2**53}}],
+        id="chunk-unsafe-integer",
+    ),
+    pytest.param([{"type": "chunk", "time": 1, "chunk": {"type": "nope"}}], id="unknown-chunk"),
+    pytest.param(
+        [{"type": "chunk", "time": 1, "chunk": {"type": "nope"}}, {**TEXT, "texts": [1, 2, 3]}],
+        id="record-problem-before-chunk-problem",
+    ),
+]
+
+
+@pytest.mark.parametrize("records", PAYLOAD_FAULTS)
+def test_a_raw_payload_is_refused_when_served_as_the_plain_read_refuses_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, records: list[Any]
+) -> None:
+    path = _v4_log(tmp_path, START, *records, STOP)
+    plain = _outcome(path, typed=False, monkeypatch=monkeypatch)
+    typed = _outcome(path, typed=True, monkeypatch=monkeypatch)
+    assert plain[0] == "load"
+    assert typed == ("serve", *plain[1:])
+    assert plain[2:] == (str(path), 2)
+
+
+@pytest.mark.parametrize("records", PAYLOAD_FAULTS)
+def test_a_bad_payload_beside_a_bad_finish_is_refused_at_the_load_as_the_plain_read_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, records: list[Any]
+) -> None:
+    """The finish is decoded at the load; its refusal is the plain read's first problem."""
+    bad_finish = {"type": "chunk", "time": 5, "chunk": {"type": "finish", "reason": 3}}
+    path = _v4_log(tmp_path, START, *records, bad_finish)
+    plain = _outcome(path, typed=False, monkeypatch=monkeypatch)
+    assert plain[0] == "load"
+    assert _outcome(path, typed=True, monkeypatch=monkeypatch) == plain
+
+
+def test_invalid_utf8_in_a_raw_payload_is_refused_with_the_file_and_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _v4_log(tmp_path, START, {**TEXT, "texts": ["a", "MARK", "c"]}, STOP)
+    path.write_bytes(path.read_bytes().replace(b"MARK", b"\xff"))
+    plain = _outcome(path, typed=False, monkeypatch=monkeypatch)
+    typed = _outcome(path, typed=True, monkeypatch=monkeypatch)
+    assert plain[0] == "load"
+    assert plain[2:] == (str(path), 2)
+    assert typed[0] == "serve"
+    assert typed[2:] == (str(path), 2)
+    assert "not valid JSON" in typed[1]
+
+
+def _v0_log(tmp_path: Path, row_data: dict[str, Any]) -> Path:
+    lines = [
+        V0,
+        {"type": "assistant/chunk", "seq": 0, "time": 0,
+         "data": {"turn": 1, "step": 1, "chunk": START["chunk"]}},
+        {"type": "text-chunks", "seq0": 1, "time0": 1, "data": row_data},
+        {"type": "assistant/chunk", "seq": 4, "time": 5,
+         "data": {"turn": 1, "step": 1, "chunk": STOP["chunk"]}},
+    ]  # fmt: skip
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    return path
+
+
+ROW = {"turn": 1, "step": 1, "index": 0, "dt": [1, 0], "texts": ["a", "b", "c"]}
+
+
+@pytest.mark.parametrize(
+    "texts", [["a", 1, "c"], [], ["a", "b"], ["a", "b", "c", "d"], "abc"], ids=repr
+)
+def test_a_raw_packed_row_is_refused_when_served_as_the_plain_read_refuses_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, texts: Any
+) -> None:
+    path = _v0_log(tmp_path, {**ROW, "texts": texts})
+    plain = _outcome(path, typed=False, monkeypatch=monkeypatch)
+    typed = _outcome(path, typed=True, monkeypatch=monkeypatch)
+    assert plain[0] == "load"
+    assert plain[2:] == (str(path), 3)
+    assert typed == ("serve", *plain[1:])
+
+
+def test_a_fork_seed_ending_inside_a_raw_row_checks_its_members_at_the_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _v0_log(tmp_path, {**ROW, "texts": ["a", 1, "c"]})
+    child = tmp_path / "session.1.jsonl"
+    header = {**V0, "id": "c", "parentSession": "s", "seedLength": 2}
+    child.write_bytes(orjson.dumps(header) + b"\n" + path.read_bytes().split(b"\n", 1)[1])
+    with monkeypatch.context() as m:
+        m.setattr(jsonl, "TYPED_MIN_BYTES", 0)
+        with pytest.raises(SessionLogError) as info:
+            load_scenario(tmp_path)
+    assert (info.value.path, info.value.line) == (str(child), 3)
+    assert (
+        info.value.reason
+        == "malformed text-chunks storage row: texts must be a non-empty string array"
+    )
+
+
+def test_a_bad_payload_fails_the_call_that_streams_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _v4_log(tmp_path, START, {**TEXT, "texts": ["a", 1, "c"]}, STOP)
+    with monkeypatch.context() as m:
+        m.setattr(jsonl, "TYPED_MIN_BYTES", 0)
+        model = ReplayModel(load_scenario(path))
+    with pytest.raises(DshReplayError, match=r"session\.jsonl:2: .*texts must be a string array"):
+        list(model.stream({"messages": []}, session_id="s"))
+
+
+@pytest.mark.parametrize("scenario", corpus_params(corpus_scenarios()))
+def test_every_corpus_scenario_reads_typed_as_it_reads_plain(
+    monkeypatch: pytest.MonkeyPatch, scenario: Path | None
+) -> None:
+    if scenario is None:
+        require_corpus()
+        return
+    plain = _outcome(scenario, typed=False, monkeypatch=monkeypatch)
+    assert _outcome(scenario, typed=True, monkeypatch=monkeypatch) == plain
