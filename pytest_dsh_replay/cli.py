@@ -286,11 +286,13 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     primaries: list[tuple[str, str | None]] = []  # each loaded target's (id, parent)
     for target in targets:
         try:
-            first = load_scenario(target).scripts[0]
+            loaded = load_scenario(target)
+            _read_every_call(loaded)
         except DshReplayError as error:
             problems.append(str(error))
             primaries.append(("", None))
             continue
+        first = loaded.scripts[0]
         primaries.append((first.recorded_id, first.parent_session))
         if _is_sqlite_file(target):
             problems.extend(_store_secrets(target, redactor))
@@ -308,6 +310,17 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 1
     out.write(f"ok: {count} scenario(s)\n")
     return 0
+
+
+def _read_every_call(scenario: Scenario) -> None:
+    """Read every call's chunks, so ``check`` reports what a load reports.
+
+    A large log's payloads are checked when first read (docs/format.md#raw-payloads).
+    """
+    for script in scenario.scripts:
+        for entry in script.entries:
+            if not isinstance(entry, HangEntry):
+                entry.chunk_count  # noqa: B018 (reading it runs the check)
 
 
 def _scenario_count(primaries: Sequence[tuple[str, str | None]]) -> int:

@@ -209,6 +209,19 @@ def _with_lone_surrogates(raw: bytes, err: orjson.JSONDecodeError) -> Any:
         return ABSENT
 
 
+def parse_json_text(raw: bytes) -> Any:
+    """``raw`` parsed as a log line's text is parsed (a lone surrogate kept), or ABSENT.
+
+    Returns:
+        The value, or :data:`~pytest_dsh_replay._format.json_values.ABSENT` when the
+        text is not JSON (the reader refuses such a line).
+    """
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as err:
+        return _with_lone_surrogates(raw, err)
+
+
 def read_failed(err: OSError, source: str | None, lineno: int | None = None) -> SessionLogError:
     """The error for a log file that cannot be read."""
     return SessionLogError(

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import orjson
-
 from .._errors import SessionLogError
 from .events import ChunkRun
 from .json_values import (
@@ -38,7 +36,7 @@ from .json_values import (
 )
 from .vocabulary import chunk_problem
 
-__all__ = ["STREAM_EVENTS", "deferred_problem", "stream_runs"]
+__all__ = ["STREAM_EVENTS", "checked_stream", "stream_runs"]
 
 STREAM_EVENTS: Final = frozenset({"assistant/message", "assistant/attempt"})
 """The event types that carry a model call's ``data.stream`` (formats 2 to 4)."""
@@ -276,56 +274,30 @@ def stream_runs(
     return runs
 
 
-def deferred_problem(
-    blob: bytes, deferred: tuple[tuple[int, int, str, int], ...], event_type: str
-) -> str | None:
-    """Check the payloads a fast reader left raw, in the order the plain reader would.
+def checked_stream(stream: Any, *, event_type: str) -> list[ChunkRun]:
+    """A call's parsed ``data.stream``, checked as the reader checks a stream.
 
-    A large log's stream records may be read with their payloads (a chunk record's
-    chunk, a run's members) left as raw JSON text (docs/format.md#raw-payloads); their
-    rules are checked here, when the call is first served: first each raw record's
-    rules, in record order (:func:`stream_runs`), then every chunk of the call against
-    the format's vocabulary, in order. The result is the message the plain reader
-    gives the whole stream, wherever its first problem is.
+    A large log's streams may be kept as the log's own text when they are read, with
+    only their records' envelope checked (docs/format.md#raw-payloads); this checks one
+    when its call is first served: every record's rules (:func:`stream_runs`), then every
+    chunk against the format's vocabulary, in order, so a stream that breaks a rule
+    gets the message the reader gives it.
 
     Args:
-        blob: The call's serialized chunk runs, raw payloads included.
-        deferred: The raw payloads as ``(record index, run position, record type,
-            members)``, in record order (``members``: what the record's ``dt``
-            implies).
+        stream: The ``data.stream`` value, parsed.
         event_type: ``assistant/message`` or ``assistant/attempt`` (for messages).
 
     Returns:
-        ``None`` when every payload passes; otherwise the message the reader would
-        have raised (the caller adds the file and line).
+        The stream as chunk runs.
+
+    Raises:
+        SessionLogError: A record breaks a rule, or a chunk is not one the format allows
+            (no file or line: the caller adds them).
     """
-    try:
-        runs = orjson.loads(blob)
-    except orjson.JSONDecodeError as err:
-        return f"{event_type} stream is not valid JSON: {err}"
-    for index, position, kind, members in deferred:
-        run = runs[position]
-        if kind == "chunk":
-            if run.__class__ is not dict or not is_lossless(run):
-                return (
-                    f"{event_type} stream record {index}: Assistant stream raw chunk must be "
-                    "a lossless JSON object"
-                )
-            continue
-        payload = run[2]
-        what = "args" if kind == "tool-call-chunks" else "texts"
-        if payload.__class__ is not list or not set(map(type, payload)) <= _STR:
-            return f"{event_type} stream record {index}: {kind} {what} must be a string array"
-        if not payload:
-            return f"{event_type} stream record {index}: {kind} {what} must be non-empty"
-        if len(payload) != members:
-            return (
-                f"{event_type} stream record {index}: {kind} dt length must be one less "
-                "than its members"
-            )
-    for run in runs:  # every chunk, as the reader checks them after the records
+    runs = stream_runs(stream, event_type=event_type, source=None, line=None)
+    for run in runs:
         if run.__class__ is dict:
             problem = chunk_problem(run)
             if problem is not None:
-                return f"{event_type} stream: {problem}"
-    return None
+                raise SessionLogError(f"{event_type} stream: {problem}")
+    return runs

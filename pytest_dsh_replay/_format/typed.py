@@ -4,21 +4,25 @@ Most of a log's bytes are in a few kinds of lines: packed chunk rows (``text-chu
 ``reasoning-chunks``, ``tool-call-chunks``; formats 0 and 1) and the ``assistant/message``
 / ``assistant/attempt`` events whose ``data.stream`` embeds a call (formats 2 to 4).
 :func:`decode_call_line` decodes such a line with ``msgspec`` into typed structs, so the
-checks the readers apply to them (exact fields, string members, safe integers) run in C
-while decoding, and returns what the script builder needs: a packed row as the same
-:class:`~pytest_dsh_replay._format.chunk_rows.PackedRow` the plain reader validates, a
-stream event as a :class:`StreamLine`.
+checks the readers apply to its envelope (exact fields, safe integers, the call's last
+chunk its only ``finish``) run in C while decoding, and returns what the script builder
+needs: a packed row as the same :class:`~pytest_dsh_replay._format.chunk_rows.PackedRow`
+the plain reader validates, a stream event as a :class:`StreamLine`.
+
+The payloads (a row's members, a whole stream) are left as the log's own JSON text,
+checked when the call is first served (docs/format.md#raw-payloads); a row with an
+escape anywhere is decoded whole, every payload checked now.
 
 It is a fast path only: it returns ``None`` whenever it is not certain that the plain
 path (``orjson`` and the reference's checks in :mod:`~pytest_dsh_replay._format.chunk_rows` and
-:mod:`~pytest_dsh_replay._format.stream_records`) would accept the line and derive the same values;
-the caller then decodes the line the plain way, which raises the exact error a bad line
-deserves. Every field of an accepted line is decoded (none skipped), so a line the JSON
-parser would refuse anywhere is never accepted here.
+:mod:`~pytest_dsh_replay._format.stream_records`) would accept the line's envelope and
+derive the same values; the caller then decodes the line the plain way, which raises the
+exact error a bad line deserves. Every field outside the payloads is decoded (none
+skipped), so a line the JSON parser would refuse there is never accepted here.
 """
 
 import functools
-from typing import Any, Final, TypeAlias
+from typing import Any, Final
 
 import orjson
 
@@ -29,7 +33,6 @@ from .json_values import ABSENT, MAX_SAFE_INTEGER, surely_lossless
 __all__ = [
     "ROW_LINE_PREFIXES",
     "STREAM_LINE_PREFIXES",
-    "DeferredPayload",
     "StreamLine",
     "decode_call_line",
 ]
@@ -44,22 +47,11 @@ ROW_LINE_PREFIXES: Final = (
 STREAM_LINE_PREFIXES: Final = (b'{"type":"assistant/message",', b'{"type":"assistant/attempt",')
 """How the events that embed a call's stream (formats 2 to 4) begin as written."""
 
-DeferredPayload: TypeAlias = tuple[int, int, str, int]
-"""A payload left raw: ``(record index, run position, record type, members)``."""
-
-_RUN_CHUNKS: Final = {"text-chunks": "text-delta", "reasoning-chunks": "reasoning-delta"}
 
 # Member times are safe when |time0| <= 2**52, every |gap| <= 2**40 (35 years in ms) and
 # there are at most 4,096 members: 2**52 + 4096 * 2**40 = 2**53. Checked so, no sum is
 # needed; a line beyond these bounds takes the plain path.
 _MAX_MEMBERS: Final = 4096
-
-# A raw chunk stays raw only when its text cannot nest deeper than an entry stores
-# (every level opens a bracket): a deeper one is decoded, and refused, at the load.
-_MAX_RAW_BRACKETS: Final = 250
-
-_RAW_KINDS: dict[type, str] = {}
-"""The record type of each struct of the raw-payload decoder (filled when it is built)."""
 
 
 class _Decoders:
@@ -68,8 +60,10 @@ class _Decoders:
     __slots__ = (
         "errors",
         "raw_chunk",
+        "raw_chunk_raw",
         "stream_event",
         "stream_event_raw",
+        "stream_text",
         "text_row",
         "text_row_raw",
         "text_run",
@@ -83,7 +77,10 @@ class _Decoders:
     def __init__(self, text_row: Any, tool_row: Any, stream_event: Any, tool_row_data: Any,
                  raw_chunk: Any, tool_run: Any, text_run: Any, unset: Any,
                  errors: tuple[type[BaseException], ...], stream_event_raw: Any,
-                 text_row_raw: Any, tool_row_raw: Any):  # fmt: skip
+                 text_row_raw: Any, tool_row_raw: Any, raw_chunk_raw: Any,
+                 stream_text: Any):  # fmt: skip
+        self.raw_chunk_raw = raw_chunk_raw
+        self.stream_text = stream_text
         self.text_row = text_row
         self.text_row_raw = text_row_raw
         self.tool_row_raw = tool_row_raw
@@ -275,14 +272,11 @@ def _decoders() -> _Decoders:
         sourceEventSeqs: Any = UNSET
         ignorable: Any = UNSET
 
-    _RAW_KINDS.update(
-        {
-            _RawChunkRaw: "chunk",
-            _TextRunRaw: "text-chunks",
-            _ReasoningRunRaw: "reasoning-chunks",
-            _ToolRunRaw: "tool-call-chunks",
-        }
-    )
+    class _StreamText(Struct):
+        stream: Raw
+
+    class _StreamTextEvent(Struct):
+        data: _StreamText
 
     return _Decoders(
         msgspec.json.Decoder(_TextRow),
@@ -297,6 +291,8 @@ def _decoders() -> _Decoders:
         msgspec.json.Decoder(_StreamEventRaw),
         msgspec.json.Decoder(_TextRowRaw),
         msgspec.json.Decoder(_ToolRowRaw),
+        _RawChunkRaw,
+        msgspec.json.Decoder(_StreamTextEvent),
     )
 
 
@@ -311,25 +307,24 @@ class StreamLine:
         turn: ``data.turn``, or :data:`~pytest_dsh_replay._format.json_values.ABSENT`.
         step: ``data.step``, or :data:`~pytest_dsh_replay._format.json_values.ABSENT`.
         runs: The stream as chunk runs, as
-            :func:`~pytest_dsh_replay._format.stream_records.stream_runs` returns them,
-            except that a run's members or a whole chunk may be an ``orjson.Fragment``
-            of the log's own JSON text (a payload left raw, checked when served).
-        count: How many chunks the runs stand for.
-        deferred: The payloads left raw, as ``(record index, run position, record
-            type, members)`` (``members`` is what the record's ``dt`` implies; ``1``
-            for a chunk record), in record order; empty when none is.
+            :func:`~pytest_dsh_replay._format.stream_records.stream_runs` returns them;
+            for a stream kept as text, only its last chunk (its ``finish``).
+        count: How many chunks the runs stand for; ``None`` for a stream kept as text.
+        stream: ``data.stream`` as the log's own JSON text when its envelope passed and
+            its payloads are left to be checked when the call is first served
+            (docs/format.md#raw-payloads); ``None`` when ``runs`` is the whole stream.
     """
 
-    __slots__ = ("count", "deferred", "kind", "runs", "step", "turn")
+    __slots__ = ("count", "kind", "runs", "step", "stream", "turn")
 
-    def __init__(self, kind: str, turn: Any, step: Any, runs: list[ChunkRun], count: int,
-                 deferred: tuple[DeferredPayload, ...] = ()):  # fmt: skip
+    def __init__(self, kind: str, turn: Any, step: Any, runs: list[ChunkRun],
+                 count: int | None, stream: bytes | None = None):  # fmt: skip
         self.kind = kind
         self.turn = turn
         self.step = step
         self.runs = runs
         self.count = count
-        self.deferred = deferred
+        self.stream = stream
 
 
 def _packed(raw: bytes, d: _Decoders) -> PackedRow | None:
@@ -404,63 +399,36 @@ def _run_size(run: ChunkRun) -> int:
     return 1 if run.__class__ is dict else len(run[2])
 
 
-def _raw_chunk(text: bytes, last: bool) -> Any:
-    """A chunk record's chunk: its raw text, or the chunk decoded when it must be looked at.
+def _stream_raw(raw: bytes, d: _Decoders) -> StreamLine | None:
+    """:func:`_stream` keeping the stream as the log's own text (docs/format.md#raw-payloads).
 
-    The last chunk is decoded (it must be the call's ``finish``), and so is any other
-    that could be a ``finish`` (its text has ``"finish"``; escapes are excluded before)
-    or could nest too deep. ``None``: the decoded chunk is not one the fast path is
-    certain of.
+    The records are decoded with their payloads left raw, so their envelope is checked
+    here; the last record's chunk is decoded (it must be the call's ``finish``, and no
+    other record's text holds ``"finish"``; one hidden by an escape is found when the
+    stream is read). Anything else is left to :func:`_stream`, which checks every
+    payload now.
     """
-    if (
-        not last
-        and b'"finish"' not in text
-        and text.count(b"[") + text.count(b"{") <= _MAX_RAW_BRACKETS
-    ):
-        return orjson.Fragment(text)
+    event = d.stream_event_raw.decode(raw)
+    data = event.data
+    turn = ABSENT if data.turn is d.unset else data.turn
+    step = ABSENT if data.step is d.unset else data.step
+    records = data.stream
+    if not records:
+        return StreamLine(event.type, turn, step, [], 0)
+    last = records[-1]
+    if last.__class__ is not d.raw_chunk_raw:
+        return _stream(raw, d)
+    text = bytes(last.chunk)
     try:
         chunk = orjson.loads(text)
     except orjson.JSONDecodeError:
         return None
-    return chunk if chunk.__class__ is dict and surely_lossless(chunk) else None
-
-
-def _stream_raw(raw: bytes, d: _Decoders) -> StreamLine | None:
-    """:func:`_stream` with the payloads left as raw JSON text (docs/format.md#raw-payloads)."""
-    event = d.stream_event_raw.decode(raw)
-    records = event.data.stream
-    last = len(records) - 1
-    runs: list[ChunkRun] = []
-    deferred: list[DeferredPayload] = []
-    count = 0
-    fragment = orjson.Fragment
-    for i, record in enumerate(records):
-        kind = _RAW_KINDS[record.__class__]
-        if kind == "chunk":
-            chunk = _raw_chunk(bytes(record.chunk), i == last)
-            if chunk is None:
-                return None
-            if chunk.__class__ is not dict:
-                deferred.append((i, len(runs), kind, 1))
-            runs.append(chunk)
-            count += 1
-            continue
-        members = len(record.dt) + 1
-        if members > _MAX_MEMBERS:
-            return None
-        deferred.append((i, len(runs), kind, members))
-        count += members
-        if kind != "tool-call-chunks":
-            runs.append([_RUN_CHUNKS[kind], record.index, fragment(bytes(record.texts))])
-        elif record.name is d.unset:
-            runs.append(["tool-call-delta", record.index, fragment(bytes(record.args)), record.id])
-        else:
-            args = fragment(bytes(record.args))
-            runs.append(["tool-call-delta", record.index, args, record.id, record.name])
-    data = event.data
-    turn = ABSENT if data.turn is d.unset else data.turn
-    step = ABSENT if data.step is d.unset else data.step
-    return StreamLine(event.type, turn, step, runs, count, tuple(deferred))
+    if chunk.__class__ is not dict or not surely_lossless(chunk):
+        return None
+    stream = bytes(d.stream_text.decode(raw).data.stream)
+    if stream.count(b'"finish"') != text.count(b'"finish"'):
+        return _stream(raw, d)
+    return StreamLine(event.type, turn, step, [chunk], None, stream)
 
 
 def decode_call_line(raw: bytes) -> PackedRow | StreamLine | None:
@@ -479,9 +447,9 @@ def decode_call_line(raw: bytes) -> PackedRow | StreamLine | None:
     d = _decoders()
     try:
         if raw.startswith(b'{"type":"assistant/'):
-            # A line with an escape is decoded whole: the raw text of an escaped string
-            # could hide a "finish", a placeholder or a lone surrogate.
-            return _stream(raw, d) if b"\\u" in raw else _stream_raw(raw, d)
+            return _stream_raw(raw, d)
+        # A row with an escape is decoded whole: its members' text could hide a
+        # placeholder or a lone surrogate.
         return _packed(raw, d) if b"\\u" in raw else _packed_raw(raw, d)
     except d.errors:
         return None

@@ -27,10 +27,10 @@ from .._errors import DshReplayError, ScriptError, SessionLogError
 from .._format.chunk_rows import PACKED_TAGS, PackedRow, payload_problem, validate_packed_row
 from .._format.events import END_SEED, ChunkRun, Event, JSONObject, StreamChunk
 from .._format.json_values import ABSENT, describe_json, js_string
-from .._format.jsonl import not_an_event
-from .._format.stream_records import STREAM_EVENTS, deferred_problem, stream_runs
+from .._format.jsonl import not_an_event, parse_json_text
+from .._format.stream_records import STREAM_EVENTS, checked_stream, stream_runs
 from .._format.text import join_split_surrogates
-from .._format.typed import DeferredPayload, StreamLine
+from .._format.typed import StreamLine
 from .._format.vocabulary import chunk_problem, event_types, unknown_event_problem
 from .entries import MAX_CHUNK_NESTING, ChunksEntry, ReplayEntry, materialize_runs
 
@@ -136,20 +136,25 @@ def _run_size(run: ChunkRun) -> int:
 _TAG_OF: Final = {chunk: tag for tag, chunk in PACKED_TAGS.items()}
 
 
+def _entry_of(runs: list[ChunkRun]) -> ChunksEntry | None:
+    """The entry the plain reader builds of a call's checked runs; ``None``: too deep."""
+    try:
+        return ChunksEntry.from_runs(runs, sum(map(_run_size, runs)))
+    except TypeError:
+        return _text_safe_entry(runs)
+
+
 def _row_payload_check(
-    deferred: tuple[tuple[int | None, int, str, int], ...], source: str | None
-) -> Callable[[bytes], None]:
+    deferred: tuple[tuple[int | None, int, str, int], ...], source: str | None, key: str
+) -> Callable[[bytes], ChunksEntry]:
     """The check an entry runs on first use over the packed rows a typed read left raw.
 
     ``deferred`` holds ``(line, run position, row type, members)`` per raw row.
     """
 
-    def verify(blob: bytes) -> None:
-        try:
-            runs = orjson.loads(blob)
-        except orjson.JSONDecodeError:
-            runs = None
-        if runs is None:
+    def verify(blob: bytes) -> ChunksEntry:
+        runs = parse_json_text(blob)
+        if runs is ABSENT:
             lines = [line for line, _, _, _ in deferred if line is not None]
             where = f" (lines {min(lines)}-{max(lines)})" if lines else ""
             raise SessionLogError(
@@ -162,19 +167,57 @@ def _row_payload_check(
             problem = payload_problem(tag, runs[position][2], members)
             if problem is not None:
                 raise SessionLogError(problem, path=source, line=line)
+        entry = _entry_of(runs)
+        if entry is None:  # unreachable: the other chunks were stored at the load
+            raise ScriptError(f"model call {key} cannot be stored", path=source)
+        return entry
 
     return verify
 
 
-def _payload_check(
-    deferred: tuple[DeferredPayload, ...], kind: str, source: str | None, line: int | None
-) -> Callable[[bytes], None]:
-    """The check an entry runs on first use over the payloads a typed read left raw."""
+def _unstorable_call(
+    key: str, err: TypeError, source: str | None, line: int | None, index: int
+) -> ScriptError:
+    """The error for a call whose chunks cannot be serialized (nested too deep)."""
+    return ScriptError(
+        f"model call {key} cannot be stored ({err}): a chunk may nest at most "
+        f"{MAX_CHUNK_NESTING} levels of arrays and objects",
+        path=source,
+        line=line,
+        call_key=key,
+        event_index=index,
+    )
 
-    def verify(blob: bytes) -> None:
-        problem = deferred_problem(blob, deferred, kind)
-        if problem is not None:
-            raise SessionLogError(problem, path=source, line=line)
+
+def _stream_check(
+    text: bytes, kind: str, key: str, source: str | None, line: int | None, index: int
+) -> Callable[[], ChunksEntry]:
+    """The check an entry runs on first use over a stream a typed read kept as text.
+
+    It reads the stream as the plain reader does (every record, then every chunk) and
+    returns the entry the plain reader builds of it.
+    """
+
+    def verify() -> ChunksEntry:
+        stream = parse_json_text(text)
+        if stream is ABSENT:
+            raise SessionLogError(
+                f"{kind} data.stream is not valid JSON text (invalid UTF-8)",
+                path=source,
+                line=line,
+            )
+        try:
+            runs = checked_stream(stream, event_type=kind)
+        except SessionLogError as err:
+            raise err.at(path=source, line=line) from None
+        entry = _entry_of(runs)
+        if entry is None:
+            try:
+                orjson.dumps(runs)
+            except TypeError as err:
+                raise _unstorable_call(key, err, source, line, index) from None
+            raise AssertionError("unreachable: the runs serialize")
+        return entry
 
     return verify
 
@@ -353,7 +396,7 @@ class ScriptBuilder:
         deferred = self._deferred
         verify = None
         if deferred:
-            verify = _row_payload_check(tuple(d[:4] for d in deferred), self.source)
+            verify = _row_payload_check(tuple(d[:4] for d in deferred), self.source, self._key)
         try:
             entry = ChunksEntry.from_runs(items, self._n_chunks, verify)
         except TypeError:
@@ -506,13 +549,10 @@ class ScriptBuilder:
         index: int,
         line: int | None,
         count: int | None = None,
-        deferred: tuple[DeferredPayload, ...] = (),
     ) -> None:
         """A stream event's call from its validated runs (formats 2-4).
 
-        ``count`` is the number of chunks the runs stand for (counted here when
-        ``None``); ``deferred`` names the payloads a typed read left raw, checked when
-        the call is first served (docs/format.md#raw-payloads).
+        ``count`` is the number of chunks the runs stand for (counted here when ``None``).
         """
         if self._items:
             raise self._unterminated()
@@ -522,10 +562,6 @@ class ScriptBuilder:
             if run.__class__ is dict:
                 problem = chunk_problem(run)
                 if problem is not None:
-                    if deferred:  # the plain reader's first problem may be in a raw payload
-                        problem = deferred_problem(orjson.dumps(runs), deferred, kind)
-                        self._fail(SessionLogError(problem or "", path=self.source, line=line))
-                        return
                     self._fail(self._refused(f"{kind} stream: {problem}", index, line))
                     return
         last = runs[-1] if runs else None
@@ -534,27 +570,47 @@ class ScriptBuilder:
             return
         if count is None:
             count = sum(map(_run_size, runs))
-        verify = _payload_check(deferred, kind, self.source, line) if deferred else None
         try:
-            entry = ChunksEntry.from_runs(runs, count, verify)
+            entry = ChunksEntry.from_runs(runs, count)
         except TypeError as err:
-            # A raw read excludes escapes, so only a too-deep chunk fails it.
-            safe = None if deferred else _text_safe_entry(runs)
+            safe = _text_safe_entry(runs)
             if safe is not None:
                 self._entries.append(safe)
                 return
-            self._fail(
-                ScriptError(
-                    f"model call {key} cannot be stored ({err}): a chunk may nest at most "
-                    f"{MAX_CHUNK_NESTING} levels of arrays and objects",
-                    path=self.source,
-                    line=line,
-                    call_key=key,
-                    event_index=index,
-                )
-            )
+            self._fail(_unstorable_call(key, err, self.source, line, index))
             return
         self._entries.append(entry)
+
+    def _stream_line(self, value: StreamLine, index: int, line: int | None) -> None:
+        """A stream event the typed read decoded: one call (formats 2-4)."""
+        key = _call_key(value.turn, value.step)
+        if value.stream is None:
+            self._stream_entry(value.kind, key, value.runs, index, line, value.count)
+        else:
+            self._kept_stream_entry(value, key, value.stream, index, line)
+
+    def _kept_stream_entry(
+        self, value: StreamLine, key: str, stream: bytes, index: int, line: int | None
+    ) -> None:
+        """A call whose stream a typed read kept as text (docs/format.md#raw-payloads).
+
+        Its last chunk is its only ``finish`` candidate and is checked now; the rest of
+        the stream is checked when the call is first served. A last chunk that fails
+        has the whole stream read now, for the reader's first problem.
+        """
+        if self._items:
+            raise self._unterminated()
+        last = value.runs[-1]
+        check = _stream_check(stream, value.kind, key, self.source, line, index)
+        if chunk_problem(last) is not None or last.get("type") != "finish":
+            try:  # the whole stream now: the plain reader's first problem
+                check()
+            except DshReplayError as err:
+                self._fail(err)
+                return
+            self._fail(self._unterminated_at(key, index, line))
+            return
+        self._entries.append(ChunksEntry.from_stream(stream, check))
 
     def packed(self, row: PackedRow, line: int | None = None) -> None:
         """Feed a validated packed row: its members, without expanding them.
@@ -673,9 +729,7 @@ class ScriptBuilder:
                         count += 1
                         if index >= skip and self.derive and self._stream_events:
                             self._count = count
-                            key = _call_key(value.turn, value.step)
-                            self._stream_entry(value.kind, key, value.runs, index, lineno,
-                                               value.count, value.deferred)  # fmt: skip
+                            self._stream_line(value, index, lineno)
                         continue
                     raise not_an_event(value, source, lineno)
                 tag = value.get("type")

@@ -9,6 +9,7 @@ what a later replay yields, and a large script costs about what its log costs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal, TypeAlias
@@ -104,9 +105,18 @@ class _ChunkHolder:
     _count: int
     _marked: bool | None  # whether the blob holds a placeholder (None: not looked yet)
     _encodings: dict[Any, Any]  # see kept_encodings; set on first use
-    # Checks the payloads a reader left raw (docs/format.md#raw-payloads) and raises
-    # their error; run on first access, then None.
-    _verify: Callable[[bytes], None] | None
+    # Reads what a reader left raw (docs/format.md#raw-payloads) as the plain reader
+    # would, raising its error, and gives the entry to keep; run on first use, then None.
+    _verify: Callable[[], ChunksEntry] | None
+
+    def _verified(self) -> None:
+        verify = self._verify
+        if verify is not None:
+            done = verify()
+            self._blob, self._count, self._marked = done._blob, done._count, None
+            if isinstance(self, ChunksEntry):
+                self._finished = done._finished
+            self._verify = None  # last: a reader that sees None finds the kept blob
 
     @property
     def chunks(self) -> list[StreamChunk]:
@@ -115,16 +125,21 @@ class _ChunkHolder:
         Raises:
             SessionLogError: On first access, a payload of a large log that was left
                 raw when it was read breaks a rule of the format (docs/format.md#raw-payloads).
+            ScriptError: On first access, such a payload cannot be stored.
         """
-        verify = self._verify
-        if verify is not None:
-            verify(self._blob)
-            self._verify = None
+        if self._verify is not None:
+            self._verified()
         return materialize_runs(orjson.loads(self._blob))
 
     @property
     def chunk_count(self) -> int:
-        """How many chunks the call streams (before a ``throw`` entry raises)."""
+        """How many chunks the call streams (before a ``throw`` entry raises).
+
+        Raises:
+            SessionLogError: As :attr:`chunks`, for a payload left raw.
+        """
+        if self._verify is not None:
+            self._verified()
         return self._count
 
     @property
@@ -147,7 +162,13 @@ class _ChunkHolder:
 
     @property
     def has_placeholders(self) -> bool:
-        """Whether a ``{{fromRequest:...}}`` placeholder occurs anywhere in the entry."""
+        """Whether a ``{{fromRequest:...}}`` placeholder occurs anywhere in the entry.
+
+        Raises:
+            SessionLogError: As :attr:`chunks`, for a payload left raw.
+        """
+        if self._verify is not None:
+            self._verified()
         marked = self._marked
         if marked is None:
             marked = self._marked = b"{{fromRequest:" in self._blob
@@ -168,6 +189,7 @@ class ChunksEntry(_ChunkHolder):
 
     __slots__ = ("_finished",)
     kind: Final = "chunks"
+    _finished: bool
 
     def __init__(self, chunks: Iterable[StreamChunk]):
         items = list(chunks)
@@ -178,7 +200,10 @@ class ChunksEntry(_ChunkHolder):
 
     @classmethod
     def from_runs(
-        cls, runs: list[ChunkRun], count: int, verify: Callable[[bytes], None] | None = None
+        cls,
+        runs: list[ChunkRun],
+        count: int,
+        verify: Callable[[bytes], ChunksEntry] | None = None,
     ) -> ChunksEntry:
         """Build an entry from chunk runs already validated by a reader.
 
@@ -186,8 +211,9 @@ class ChunksEntry(_ChunkHolder):
             runs: The call's chunks as chunk runs (``ChunkRun``), in order; a payload
                 may be an ``orjson.Fragment`` of raw JSON text that ``verify`` checks.
             count: How many chunks the runs materialize into.
-            verify: Called with the serialized runs on the first access to
-                :attr:`chunks`; raises the error of a raw payload that breaks a rule.
+            verify: Called with the serialized runs on the first use of the entry's
+                chunks: raises the error of a raw payload that breaks a rule, else
+                returns the entry the plain reader would have built.
 
         Raises:
             TypeError: A run cannot be serialized (nested deeper than
@@ -197,8 +223,26 @@ class ChunksEntry(_ChunkHolder):
         entry._blob = orjson.dumps(runs)
         entry._count = count
         entry._marked = None
-        entry._verify = verify
+        entry._verify = None if verify is None else functools.partial(verify, entry._blob)
         entry._finished = _finishes_at_end(runs)
+        return entry
+
+    @classmethod
+    def from_stream(cls, text: bytes, verify: Callable[[], ChunksEntry]) -> ChunksEntry:
+        """Build an entry from a stream kept as a log's text (docs/format.md#raw-payloads).
+
+        Args:
+            text: The call's ``data.stream`` as JSON text.
+            verify: Reads ``text`` on the first use of the entry's chunks, count or
+                placeholders: raises the error of a record or chunk that breaks a rule,
+                else returns the entry the plain reader would have built.
+        """
+        entry = cls.__new__(cls)
+        entry._blob = text  # until verify gives the entry to keep
+        entry._count = 0
+        entry._marked = None
+        entry._verify = verify
+        entry._finished = True
         return entry
 
     @property
@@ -206,7 +250,12 @@ class ChunksEntry(_ChunkHolder):
         """Whether the last chunk is the entry's only ``finish`` (the stream ended there).
 
         An override may give an entry chunks after a ``finish``; then this is ``False``.
+
+        Raises:
+            SessionLogError: As :attr:`chunks`, for a payload left raw.
         """
+        if self._verify is not None:
+            self._verified()
         return self._finished
 
     def to_json(self) -> JSONObject:

@@ -746,24 +746,24 @@ def single_fault_rows(draw: st.DrawFn) -> bytes:
 def _typed_stream_outcome(decoded: Any) -> tuple[str | None, list[Any] | None]:
     """What the script builder makes of a typed stream line: ``(refusal, chunks)``.
 
-    The chunks the builder checks at the load (those the decoder decoded), then, when the
-    call is first served, the payloads it left raw (docs/format.md#raw-payloads).
+    Decoded runs are checked at the load; a stream kept as text is read when the call is
+    first served, as the plain reader reads it (docs/format.md#raw-payloads).
     """
-    from pytest_dsh_replay._format.stream_records import deferred_problem
+    from pytest_dsh_replay._errors import DshReplayError
     from pytest_dsh_replay._format.vocabulary import chunk_problem
+    from pytest_dsh_replay._scripts.builder import _stream_check
     from pytest_dsh_replay._scripts.entries import materialize_runs
 
-    blob = orjson.dumps(decoded.runs)
+    if decoded.stream is not None:
+        try:
+            entry = _stream_check(decoded.stream, decoded.kind, "1/1", None, None, 0)()
+        except DshReplayError as err:
+            return str(err), None
+        return None, entry.chunks
     for run in decoded.runs:
         if run.__class__ is dict and (problem := chunk_problem(run)) is not None:
-            if decoded.deferred:  # as the builder: the first problem of the whole stream
-                return deferred_problem(blob, decoded.deferred, decoded.kind), None
             return f"{decoded.kind} stream: {problem}", None
-    if decoded.deferred:
-        problem = deferred_problem(blob, decoded.deferred, decoded.kind)
-        if problem is not None:
-            return problem, None
-    return None, materialize_runs(orjson.loads(blob))
+    return None, materialize_runs(orjson.loads(orjson.dumps(decoded.runs)))
 
 
 def _plain_stream_outcome(value: Any) -> tuple[str | None, list[Any] | None]:
@@ -799,15 +799,16 @@ def test_the_typed_decoder_accepts_a_stream_only_as_the_checks_do(line: bytes) -
     assert isinstance(decoded, StreamLine)
     value = orjson.loads(line)
     data = value["data"]
+    if decoded.stream is not None:  # kept as text: the line's stream, its finish last
+        assert _same_value(orjson.loads(decoded.stream), data["stream"])
+        assert decoded.count is None
+        assert _same_value(decoded.runs, [data["stream"][-1]["chunk"]])
     refusal, chunks = _typed_stream_outcome(decoded)
     plain_refusal, plain_chunks = _plain_stream_outcome(value)
-    if plain_refusal is None:
-        assert refusal is None
-        assert chunks is not None
-        assert _same_value(chunks, plain_chunks)
+    assert refusal == plain_refusal
+    assert _same_value(chunks, plain_chunks)
+    if chunks is not None and decoded.stream is None:
         assert decoded.count == len(chunks)
-    else:
-        assert refusal == plain_refusal
     assert decoded.kind == value["type"]
     for key in ("turn", "step"):
         found = getattr(decoded, key)

@@ -54,7 +54,8 @@ def _outcome(path: Path, *, typed: bool, monkeypatch: pytest.MonkeyPatch) -> Any
     for script in scenario.scripts:
         for entry in script.entries:
             try:
-                chunks.append(entry.chunks)
+                ended = getattr(entry, "ends_with_finish", None)
+                chunks.append((entry.chunks, ended, getattr(entry, "chunk_count", None)))
             except SessionLogError as err:
                 return ("serve", err.reason, err.path, err.line)
     return ("ok", chunks)
@@ -129,6 +130,28 @@ def test_invalid_utf8_in_a_raw_payload_is_refused_with_the_file_and_line(
     assert "not valid JSON" in typed[1]
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'"fin\\u0069sh"',  # a finish hidden by an escape, before the last one
+        b'"\\ud83d"',  # half of a surrogate pair: the plain reader keeps it
+        b'"\xed\xa0\xbd"',  # the same half written as UTF-8 bytes
+    ],
+    ids=["escaped-finish", "lone-surrogate-escape", "surrogate-bytes"],
+)
+def test_escapes_and_surrogates_in_a_kept_stream_read_as_the_plain_read_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: bytes
+) -> None:
+    middle = {"type": "chunk", "time": 2, "chunk": {"type": "MARK", "reason": {"kind": "stop"}}}
+    if b"fin" not in text:
+        middle = {**TEXT, "texts": ["a", "MARK", "c"]}
+    path = _v4_log(tmp_path, START, middle, STOP)
+    path.write_bytes(path.read_bytes().replace(b'"MARK"', text))
+    plain = _outcome(path, typed=False, monkeypatch=monkeypatch)
+    assert plain[0] == "ok"
+    assert _outcome(path, typed=True, monkeypatch=monkeypatch) == plain
+
+
 def _v0_log(tmp_path: Path, row_data: dict[str, Any]) -> Path:
     lines = [
         V0,
@@ -144,6 +167,16 @@ def _v0_log(tmp_path: Path, row_data: dict[str, Any]) -> Path:
 
 
 ROW = {"turn": 1, "step": 1, "index": 0, "dt": [1, 0], "texts": ["a", "b", "c"]}
+
+
+def test_surrogate_bytes_in_a_raw_row_read_as_the_plain_read_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _v0_log(tmp_path, {**ROW, "texts": ["a", "MARK", "c"]})
+    path.write_bytes(path.read_bytes().replace(b'"MARK"', b'"\xed\xa0\xbd"'))
+    plain = _outcome(path, typed=False, monkeypatch=monkeypatch)
+    assert plain[0] == "ok"
+    assert _outcome(path, typed=True, monkeypatch=monkeypatch) == plain
 
 
 @pytest.mark.parametrize(
@@ -198,3 +231,16 @@ def test_every_corpus_scenario_reads_typed_as_it_reads_plain(
         return
     plain = _outcome(scenario, typed=False, monkeypatch=monkeypatch)
     assert _outcome(scenario, typed=True, monkeypatch=monkeypatch) == plain
+
+
+def test_check_reports_a_raw_payload_as_a_load_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_dsh_replay.cli import main
+
+    path = _v4_log(tmp_path, START, {**TEXT, "texts": ["a", 1, "c"]}, STOP)
+    monkeypatch.setattr(jsonl, "TYPED_MIN_BYTES", 0)
+    assert main(["check", str(tmp_path)]) == 1
+    assert f"{path}:2: assistant/message stream record 1: text-chunks texts" in (
+        capsys.readouterr().err
+    )
