@@ -36,7 +36,6 @@ __all__ = [
     "expand_packed_row",
     "expand_records",
     "pack_chunk_runs",
-    "payload_problem",
     "validate_packed_row",
 ]
 
@@ -86,10 +85,6 @@ class PackedRow:
             call), at least one.
         id: The tool call id (tool-call rows only, else ``None``).
         name: The tool name when the row carries one (a string), else ``None``.
-        raw: The members as the log's raw JSON text, unchecked, when the typed decoder
-            left them raw (docs/format.md#raw-payloads); ``payload`` is then empty and
-            only the script builder reads the row. ``None`` otherwise.
-        members: How many members the row has (for a raw row: what its ``dt`` implies).
     """
 
     __slots__ = (
@@ -97,10 +92,8 @@ class PackedRow:
         "dt",
         "id",
         "index",
-        "members",
         "name",
         "payload",
-        "raw",
         "seq0",
         "step",
         "time0",
@@ -109,10 +102,8 @@ class PackedRow:
 
     def __init__(self, chunk_type: str, seq0: int | None, time0: int, turn: Any, step: Any,
                  index: Any, dt: list[int], payload: list[str], id: str | None = None,
-                 name: str | None = None, raw: bytes | None = None):  # fmt: skip
+                 name: str | None = None):  # fmt: skip
         self.chunk_type = chunk_type
-        self.raw = raw
-        self.members = len(payload) if raw is None else len(dt) + 1
         self.seq0 = seq0
         self.time0 = time0
         self.turn = turn
@@ -310,29 +301,6 @@ def _exact_members(tag: str, data: JSONObject, is_tool: bool) -> tuple[list[str]
     if len(dt) != len(payload) - 1:
         raise _malformed(tag, f"dt length {len(dt)} does not match {len(payload)} members")
     return payload, dt
-
-
-def payload_problem(tag: str, payload: Any, members: int) -> str | None:
-    """The error of a raw row's members once decoded, or ``None`` (docs/format.md#raw-payloads).
-
-    Args:
-        tag: The row's ``type`` (one of :data:`PACKED_TAGS`).
-        payload: The decoded ``texts`` or ``args``.
-        members: The members its ``dt`` implies.
-
-    Returns:
-        ``malformed <tag> storage row: <reason>``, the reason the reference gives for the
-        members (as :func:`validate_packed_row` does), or ``None`` when they pass.
-    """
-    key = "args" if tag == "tool-call-chunks" else "texts"
-    if payload.__class__ is not list or not payload or not all(p.__class__ is str for p in payload):
-        return f"malformed {tag} storage row: {key} must be a non-empty string array"
-    if len(payload) != members:
-        return (
-            f"malformed {tag} storage row: dt length {members - 1} does not match "
-            f"{len(payload)} members"
-        )
-    return None
 
 
 def expand_packed_row(row: PackedRow) -> list[Event]:

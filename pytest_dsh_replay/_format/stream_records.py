@@ -36,7 +36,7 @@ from .json_values import (
 )
 from .vocabulary import chunk_problem
 
-__all__ = ["STREAM_EVENTS", "checked_stream", "stream_runs"]
+__all__ = ["STREAM_EVENTS", "checked_chunks", "checked_stream", "kept_runs", "stream_runs"]
 
 STREAM_EVENTS: Final = frozenset({"assistant/message", "assistant/attempt"})
 """The event types that carry a model call's ``data.stream`` (formats 2 to 4)."""
@@ -274,6 +274,48 @@ def stream_runs(
     return runs
 
 
+def kept_runs(stream: Any) -> list[ChunkRun] | None:
+    """The runs of a parsed stream whose records' envelope was checked when it was read.
+
+    Only the payloads' rules are left (docs/format.md#raw-payloads): a chunk is a JSON
+    object the strict serializer writes without ``null`` (so certainly lossless), a
+    run's members are strings, one more than its ``dt``. The envelope (record types and
+    keys, times, indexes, ids and names) must have passed the typed read.
+
+    Returns:
+        The runs, as :func:`stream_runs` gives them; ``None`` when a payload is not
+        certain to pass: :func:`checked_stream` then decides, with its message.
+    """
+    runs: list[ChunkRun] = []
+    chunks: list[Any] = []
+    append = runs.append
+    join = "".join
+    for record in stream:
+        kind = record["type"]
+        if kind == "chunk":
+            chunk = record["chunk"]
+            if chunk.__class__ is not dict:
+                return None
+            chunks.append(chunk)
+            append(chunk)
+            continue
+        tool = kind == "tool-call-chunks"
+        payload = record["args"] if tool else record["texts"]
+        if payload.__class__ is not list or len(payload) != len(record["dt"]) + 1:
+            return None
+        try:
+            join(payload)  # raises unless every member is a string
+        except TypeError:
+            return None
+        if not tool:
+            append([_RUN_CHUNK[kind], record["index"], payload])
+        elif "name" in record:
+            append(["tool-call-delta", record["index"], payload, record["id"], record["name"]])
+        else:
+            append(["tool-call-delta", record["index"], payload, record["id"]])
+    return runs if surely_lossless(chunks) else None
+
+
 def checked_stream(stream: Any, *, event_type: str) -> list[ChunkRun]:
     """A call's parsed ``data.stream``, checked as the reader checks a stream.
 
@@ -295,6 +337,15 @@ def checked_stream(stream: Any, *, event_type: str) -> list[ChunkRun]:
             (no file or line: the caller adds them).
     """
     runs = stream_runs(stream, event_type=event_type, source=None, line=None)
+    return checked_chunks(runs, event_type=event_type)
+
+
+def checked_chunks(runs: list[ChunkRun], *, event_type: str) -> list[ChunkRun]:
+    """``runs``, once every chunk in them is one the format allows.
+
+    Raises:
+        SessionLogError: ``<event_type> stream: <problem>`` for the first that is not.
+    """
     for run in runs:
         if run.__class__ is dict:
             problem = chunk_problem(run)

@@ -9,9 +9,8 @@ chunk its only ``finish``) run in C while decoding, and returns what the script 
 needs: a packed row as the same :class:`~pytest_dsh_replay._format.chunk_rows.PackedRow`
 the plain reader validates, a stream event as a :class:`StreamLine`.
 
-The payloads (a row's members, a whole stream) are left as the log's own JSON text,
-checked when the call is first served (docs/format.md#raw-payloads); a row with an
-escape anywhere is decoded whole, every payload checked now.
+A stream (formats 2 to 4) is left as the log's own JSON text, its payloads checked when
+the call is first served (docs/format.md#raw-payloads).
 
 It is a fast path only: it returns ``None`` whenever it is not certain that the plain
 path (``orjson`` and the reference's checks in :mod:`~pytest_dsh_replay._format.chunk_rows` and
@@ -65,34 +64,28 @@ class _Decoders:
         "stream_event_raw",
         "stream_text",
         "text_row",
-        "text_row_raw",
         "text_run",
         "tool_row",
         "tool_row_data",
-        "tool_row_raw",
         "tool_run",
         "unset",
     )
+    errors: tuple[type[BaseException], ...]
+    raw_chunk: Any
+    raw_chunk_raw: Any
+    stream_event: Any
+    stream_event_raw: Any
+    stream_text: Any
+    text_row: Any
+    text_run: Any
+    tool_row: Any
+    tool_row_data: Any
+    tool_run: Any
+    unset: Any
 
-    def __init__(self, text_row: Any, tool_row: Any, stream_event: Any, tool_row_data: Any,
-                 raw_chunk: Any, tool_run: Any, text_run: Any, unset: Any,
-                 errors: tuple[type[BaseException], ...], stream_event_raw: Any,
-                 text_row_raw: Any, tool_row_raw: Any, raw_chunk_raw: Any,
-                 stream_text: Any):  # fmt: skip
-        self.raw_chunk_raw = raw_chunk_raw
-        self.stream_text = stream_text
-        self.text_row = text_row
-        self.text_row_raw = text_row_raw
-        self.tool_row_raw = tool_row_raw
-        self.stream_event_raw = stream_event_raw
-        self.tool_row = tool_row
-        self.stream_event = stream_event
-        self.tool_row_data = tool_row_data
-        self.raw_chunk = raw_chunk
-        self.tool_run = tool_run
-        self.text_run = text_run
-        self.unset = unset
-        self.errors = errors
+    def __init__(self, **fields: Any):
+        for name in self.__slots__:
+            setattr(self, name, fields[name])
 
 
 @functools.cache
@@ -144,36 +137,6 @@ def _decoders() -> _Decoders:
     class _ToolRow(Struct, forbid_unknown_fields=True):
         type: Literal["tool-call-chunks"]
         data: _ToolRowData
-        seq0: _Index | UnsetType = UNSET
-        time0: _Time | UnsetType = UNSET
-
-    # The same rows with their members left as raw JSON text.
-
-    class _TextRowDataRaw(Struct, forbid_unknown_fields=True):
-        turn: _Number
-        step: _Number
-        index: _Number
-        dt: list[_Gap]
-        texts: Raw
-
-    class _ToolRowDataRaw(Struct, forbid_unknown_fields=True):
-        turn: _Number
-        step: _Number
-        index: _Number
-        id: str
-        dt: list[_Gap]
-        args: Raw
-        name: str | UnsetType = UNSET
-
-    class _TextRowRaw(Struct, forbid_unknown_fields=True):
-        type: Literal["text-chunks", "reasoning-chunks"]
-        data: _TextRowDataRaw
-        seq0: _Index | UnsetType = UNSET
-        time0: _Time | UnsetType = UNSET
-
-    class _ToolRowRaw(Struct, forbid_unknown_fields=True):
-        type: Literal["tool-call-chunks"]
-        data: _ToolRowDataRaw
         seq0: _Index | UnsetType = UNSET
         time0: _Time | UnsetType = UNSET
 
@@ -279,20 +242,18 @@ def _decoders() -> _Decoders:
         data: _StreamText
 
     return _Decoders(
-        msgspec.json.Decoder(_TextRow),
-        msgspec.json.Decoder(_ToolRow),
-        msgspec.json.Decoder(_StreamEvent),
-        _ToolRowData,
-        _RawChunk,
-        _ToolRun,
-        _TextRun,
-        UNSET,
-        (msgspec.DecodeError, RecursionError),  # ValidationError is a DecodeError
-        msgspec.json.Decoder(_StreamEventRaw),
-        msgspec.json.Decoder(_TextRowRaw),
-        msgspec.json.Decoder(_ToolRowRaw),
-        _RawChunkRaw,
-        msgspec.json.Decoder(_StreamTextEvent),
+        stream_event=msgspec.json.Decoder(_StreamEvent),
+        stream_event_raw=msgspec.json.Decoder(_StreamEventRaw),
+        stream_text=msgspec.json.Decoder(_StreamTextEvent),
+        text_row=msgspec.json.Decoder(_TextRow),
+        tool_row=msgspec.json.Decoder(_ToolRow),
+        tool_row_data=_ToolRowData,
+        raw_chunk=_RawChunk,
+        raw_chunk_raw=_RawChunkRaw,
+        tool_run=_ToolRun,
+        text_run=_TextRun,
+        unset=UNSET,
+        errors=(msgspec.DecodeError, RecursionError),  # ValidationError is a DecodeError
     )
 
 
@@ -338,23 +299,6 @@ def _packed(raw: bytes, d: _Decoders) -> PackedRow | None:
     n = len(payload)
     if len(data.dt) != n - 1 or n > _MAX_MEMBERS:
         return None
-    return _row(row, data, tool, payload, n, None, d)
-
-
-def _packed_raw(raw: bytes, d: _Decoders) -> PackedRow | None:
-    """:func:`_packed` with the members left as raw JSON text (docs/format.md#raw-payloads)."""
-    tool = raw.startswith(b'{"type":"tool-call-chunks",')
-    row = (d.tool_row_raw if tool else d.text_row_raw).decode(raw)
-    data = row.data
-    n = len(data.dt) + 1
-    if n > _MAX_MEMBERS:
-        return None
-    return _row(row, data, tool, [], n, bytes(data.args if tool else data.texts), d)
-
-
-def _row(row: Any, data: Any, tool: bool, payload: list[str], n: int, members: bytes | None,
-         d: _Decoders) -> PackedRow | None:  # fmt: skip
-    """The :class:`PackedRow` of a decoded row of ``n`` members, or ``None``."""
     seq0 = None if row.seq0 is d.unset else row.seq0
     if seq0 is not None and seq0 > MAX_SAFE_INTEGER - n + 1:
         return None
@@ -362,9 +306,9 @@ def _row(row: Any, data: Any, tool: bool, payload: list[str], n: int, members: b
     if tool:
         name = None if data.name is d.unset else data.name
         return PackedRow("tool-call-delta", seq0, time0, data.turn, data.step, data.index,
-                         data.dt, payload, data.id, name, members)  # fmt: skip
+                         data.dt, payload, data.id, name)  # fmt: skip
     return PackedRow(PACKED_TAGS[row.type], seq0, time0, data.turn, data.step, data.index,
-                     data.dt, payload, raw=members)  # fmt: skip
+                     data.dt, payload)  # fmt: skip
 
 
 def _stream(raw: bytes, d: _Decoders) -> StreamLine | None:
@@ -448,8 +392,6 @@ def decode_call_line(raw: bytes) -> PackedRow | StreamLine | None:
     try:
         if raw.startswith(b'{"type":"assistant/'):
             return _stream_raw(raw, d)
-        # A row with an escape is decoded whole: its members' text could hide a
-        # placeholder or a lone surrogate.
-        return _packed(raw, d) if b"\\u" in raw else _packed_raw(raw, d)
+        return _packed(raw, d)
     except d.errors:
         return None

@@ -19,16 +19,22 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, TypeAlias, cast
+from typing import Any, Final, TypeAlias
 
 import orjson
 
 from .._errors import DshReplayError, ScriptError, SessionLogError
-from .._format.chunk_rows import PACKED_TAGS, PackedRow, payload_problem, validate_packed_row
+from .._format.chunk_rows import PACKED_TAGS, PackedRow, validate_packed_row
 from .._format.events import END_SEED, ChunkRun, Event, JSONObject, StreamChunk
 from .._format.json_values import ABSENT, describe_json, js_string
 from .._format.jsonl import not_an_event, parse_json_text
-from .._format.stream_records import STREAM_EVENTS, checked_stream, stream_runs
+from .._format.stream_records import (
+    STREAM_EVENTS,
+    checked_chunks,
+    checked_stream,
+    kept_runs,
+    stream_runs,
+)
 from .._format.text import join_split_surrogates
 from .._format.typed import StreamLine
 from .._format.vocabulary import chunk_problem, event_types, unknown_event_problem
@@ -133,46 +139,12 @@ def _run_size(run: ChunkRun) -> int:
     return 1 if run.__class__ is dict else len(run[2])
 
 
-_TAG_OF: Final = {chunk: tag for tag, chunk in PACKED_TAGS.items()}
-
-
 def _entry_of(runs: list[ChunkRun]) -> ChunksEntry | None:
     """The entry the plain reader builds of a call's checked runs; ``None``: too deep."""
     try:
         return ChunksEntry.from_runs(runs, sum(map(_run_size, runs)))
     except TypeError:
         return _text_safe_entry(runs)
-
-
-def _row_payload_check(
-    deferred: tuple[tuple[int | None, int, str, int], ...], source: str | None, key: str
-) -> Callable[[bytes], ChunksEntry]:
-    """The check an entry runs on first use over the packed rows a typed read left raw.
-
-    ``deferred`` holds ``(line, run position, row type, members)`` per raw row.
-    """
-
-    def verify(blob: bytes) -> ChunksEntry:
-        runs = parse_json_text(blob)
-        if runs is ABSENT:
-            lines = [line for line, _, _, _ in deferred if line is not None]
-            where = f" (lines {min(lines)}-{max(lines)})" if lines else ""
-            raise SessionLogError(
-                f"malformed storage rows{where}: the members of a model call's packed rows "
-                "are not valid JSON text (invalid UTF-8)",
-                path=source,
-                line=deferred[0][0],
-            )
-        for line, position, tag, members in deferred:
-            problem = payload_problem(tag, runs[position][2], members)
-            if problem is not None:
-                raise SessionLogError(problem, path=source, line=line)
-        entry = _entry_of(runs)
-        if entry is None:  # unreachable: the other chunks were stored at the load
-            raise ScriptError(f"model call {key} cannot be stored", path=source)
-        return entry
-
-    return verify
 
 
 def _unstorable_call(
@@ -206,8 +178,12 @@ def _stream_check(
                 path=source,
                 line=line,
             )
+        runs = kept_runs(stream)
         try:
-            runs = checked_stream(stream, event_type=kind)
+            if runs is None:  # a payload may break a rule: the reader's own checks
+                runs = checked_stream(stream, event_type=kind)
+            else:
+                checked_chunks(runs, event_type=kind)
         except SessionLogError as err:
             raise err.at(path=source, line=line) from None
         entry = _entry_of(runs)
@@ -256,7 +232,6 @@ class ScriptBuilder:
     __slots__ = (
         "_chunk_events",
         "_count",
-        "_deferred",
         "_entries",
         "_items",
         "_known",
@@ -316,8 +291,6 @@ class ScriptBuilder:
         # count, and the (turn, step) it was opened with.
         self._items: list[ChunkRun] = []
         self._lines: list[int | None] = []
-        # The open call's raw rows: (line, run position, row type, members, raw text).
-        self._deferred: list[tuple[int | None, int, str, int, bytes]] = []
         self._n_chunks = 0
         self._turn: Any = ABSENT
         self._step: Any = ABSENT
@@ -393,22 +366,13 @@ class ScriptBuilder:
 
     def _close(self) -> None:
         items = self._items
-        deferred = self._deferred
-        verify = None
-        if deferred:
-            verify = _row_payload_check(tuple(d[:4] for d in deferred), self.source, self._key)
         try:
-            entry = ChunksEntry.from_runs(items, self._n_chunks, verify)
+            entry = ChunksEntry.from_runs(items, self._n_chunks)
         except TypeError:
-            # A chunk of the call failed (raw members are strings): with its raw rows
-            # decoded, it is stored as any other call is.
-            for line, position, tag, members, raw in deferred:
-                items[position][2] = self._raw_members(raw, tag, members, line)
             safe = _text_safe_entry(items)
             if safe is None:
                 raise self._unstorable() from None
             entry = safe
-        deferred.clear()
         self._entries.append(entry)
         items.clear()  # in place: feed() holds these lists
         self._lines.clear()
@@ -435,7 +399,6 @@ class ScriptBuilder:
         self._entries.clear()
         self._items.clear()
         self._lines.clear()
-        self._deferred.clear()
         self._n_chunks = 0
         self._pending = None
         self.first_user_text = None
@@ -613,13 +576,9 @@ class ScriptBuilder:
         self._entries.append(ChunksEntry.from_stream(stream, check))
 
     def packed(self, row: PackedRow, line: int | None = None) -> None:
-        """Feed a validated packed row: its members, without expanding them.
-
-        A row whose members the typed decoder left raw (``row.raw``) is stored raw; its
-        members are checked when the call is first served (docs/format.md#raw-payloads),
-        or here when a fork's seed ends inside the row.
-        """
-        n = row.members
+        """Feed a validated packed row: its members, without expanding them."""
+        payload = row.payload
+        n = len(payload)
         first = self._count
         self._count = first + n
         start = self.skip - first
@@ -645,15 +604,6 @@ class ScriptBuilder:
                 raise self._unterminated()
         else:
             self._open(row.turn, row.step, first + start, line)
-        payload: Any = row.payload
-        raw = row.raw
-        if raw is not None:
-            tag = _TAG_OF[row.chunk_type]
-            if start:
-                payload = self._raw_members(raw, tag, n, line)
-            else:
-                self._deferred.append((line, len(self._items), tag, n, raw))
-                payload = orjson.Fragment(raw)
         if start:
             payload = payload[start:]
         cid = row.id
@@ -666,21 +616,6 @@ class ScriptBuilder:
         self._items.append(item)
         self._lines.append(line)
         self._n_chunks += n - start
-
-    def _raw_members(self, raw: bytes, tag: str, members: int, line: int | None) -> list[str]:
-        """A raw row's members (``members`` by its ``dt``), decoded and checked now."""
-        try:
-            payload = orjson.loads(raw)
-        except orjson.JSONDecodeError as err:
-            raise SessionLogError(
-                f"malformed {tag} storage row: its members are not valid JSON ({err})",
-                path=self.source,
-                line=line,
-            ) from None
-        problem = payload_problem(tag, payload, members)
-        if problem is not None:
-            raise SessionLogError(problem, path=self.source, line=line)
-        return cast(list[str], payload)
 
     def _packed_value(self, value: JSONObject, lineno: int) -> None:
         """A packed row as parsed from a line: validated, then fed as its members."""

@@ -1,8 +1,8 @@
 """Payloads left raw by the typed read of a large log (docs/format.md#raw-payloads).
 
-The typed read of a log of 1 MiB or more checks each call line's envelope while decoding
-and leaves the payloads (a stream's chunks and member texts, a packed row's members) as
-raw JSON text until the call is first served. These tests lower that threshold to every
+The typed read of a log of 1 MiB or more checks each stream line's envelope while
+decoding and keeps its ``data.stream`` as the log's JSON text until the call is first
+served. These tests lower that threshold to every
 log and hold the typed read to the plain one: the same scripts where the plain read
 accepts a log, and where it refuses one, the same message, file and line, raised at the
 load or, for a payload, when the call is first served.
@@ -29,7 +29,6 @@ V4 = {
     "isSeeded": False,
     "delegationDepth": 0,
 }
-V0 = {"type": "session", "id": "s", "createdAt": 1}
 STOP = {"type": "chunk", "time": 5, "chunk": {"type": "finish", "reason": {"kind": "stop"}}}
 START = {
     "type": "chunk",
@@ -150,65 +149,6 @@ def test_escapes_and_surrogates_in_a_kept_stream_read_as_the_plain_read_reads_th
     plain = _outcome(path, typed=False, monkeypatch=monkeypatch)
     assert plain[0] == "ok"
     assert _outcome(path, typed=True, monkeypatch=monkeypatch) == plain
-
-
-def _v0_log(tmp_path: Path, row_data: dict[str, Any]) -> Path:
-    lines = [
-        V0,
-        {"type": "assistant/chunk", "seq": 0, "time": 0,
-         "data": {"turn": 1, "step": 1, "chunk": START["chunk"]}},
-        {"type": "text-chunks", "seq0": 1, "time0": 1, "data": row_data},
-        {"type": "assistant/chunk", "seq": 4, "time": 5,
-         "data": {"turn": 1, "step": 1, "chunk": STOP["chunk"]}},
-    ]  # fmt: skip
-    path = tmp_path / "session.jsonl"
-    path.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
-    return path
-
-
-ROW = {"turn": 1, "step": 1, "index": 0, "dt": [1, 0], "texts": ["a", "b", "c"]}
-
-
-def test_surrogate_bytes_in_a_raw_row_read_as_the_plain_read_reads_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = _v0_log(tmp_path, {**ROW, "texts": ["a", "MARK", "c"]})
-    path.write_bytes(path.read_bytes().replace(b'"MARK"', b'"\xed\xa0\xbd"'))
-    plain = _outcome(path, typed=False, monkeypatch=monkeypatch)
-    assert plain[0] == "ok"
-    assert _outcome(path, typed=True, monkeypatch=monkeypatch) == plain
-
-
-@pytest.mark.parametrize(
-    "texts", [["a", 1, "c"], [], ["a", "b"], ["a", "b", "c", "d"], "abc"], ids=repr
-)
-def test_a_raw_packed_row_is_refused_when_served_as_the_plain_read_refuses_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, texts: Any
-) -> None:
-    path = _v0_log(tmp_path, {**ROW, "texts": texts})
-    plain = _outcome(path, typed=False, monkeypatch=monkeypatch)
-    typed = _outcome(path, typed=True, monkeypatch=monkeypatch)
-    assert plain[0] == "load"
-    assert plain[2:] == (str(path), 3)
-    assert typed == ("serve", *plain[1:])
-
-
-def test_a_fork_seed_ending_inside_a_raw_row_checks_its_members_at_the_load(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = _v0_log(tmp_path, {**ROW, "texts": ["a", 1, "c"]})
-    child = tmp_path / "session.1.jsonl"
-    header = {**V0, "id": "c", "parentSession": "s", "seedLength": 2}
-    child.write_bytes(orjson.dumps(header) + b"\n" + path.read_bytes().split(b"\n", 1)[1])
-    with monkeypatch.context() as m:
-        m.setattr(jsonl, "TYPED_MIN_BYTES", 0)
-        with pytest.raises(SessionLogError) as info:
-            load_scenario(tmp_path)
-    assert (info.value.path, info.value.line) == (str(child), 3)
-    assert (
-        info.value.reason
-        == "malformed text-chunks storage row: texts must be a non-empty string array"
-    )
 
 
 def test_a_bad_payload_fails_the_call_that_streams_it(

@@ -1,0 +1,111 @@
+"""Agent stacks on the Responses API recorded with ``--dsh-record``, as users run it.
+
+The OpenAI Agents SDK on its default model (a function tool and an agent as a tool run
+concurrently by ``Runner.run``, a handoff by ``Runner.run_streamed``) and a pydantic-ai
+agent on ``OpenAIResponsesModel`` (``run`` and ``run_stream``) are recorded twice: from
+the scripted live model the ``pytest_dsh_replay_live_model`` hook gives (its chunks go
+out on the Responses wire), and through the recording proxy, which forwards
+``POST /v1/responses`` to the package's scripted model served on 127.0.0.1. Each
+recording then replays with no live model and no server: the agents' code is the same
+in every run (``tests/support``), only the client comes from ``dsh_replay``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from support.scripted import directive_model
+
+pytest.importorskip("agents", reason="the OpenAI Agents SDK (openai-agents) is needed")
+pytest.importorskip("pydantic_ai", reason="pydantic-ai is needed")
+
+USER_TEST = """
+import pytest
+
+@pytest.mark.asyncio
+@pytest.mark.dsh_scenario("agents-sdk")
+async def test_agents_sdk(dsh_replay):
+    from support.agents_sdk_agent import TURNS, AgentsSdkApp
+
+    app = AgentsSdkApp(dsh_replay.async_openai_client(max_retries=0))
+    assert await app.run(TURNS[0]) == "tool results: 5; echo: Reply ALPHA."
+    output, agent = await app.run_streamed(TURNS[1])
+    assert (output, agent) == ('tool results: {"assistant": "reviewer"}', "reviewer")
+    if dsh_replay.mode == "replay":
+        files = sorted(binding.file for binding in dsh_replay.model.bindings.values())
+        assert files == ["session.1.jsonl", "session.2.jsonl", "session.jsonl"]
+
+@pytest.mark.asyncio
+@pytest.mark.dsh_scenario("pydantic-ai")
+async def test_pydantic_ai(dsh_replay):
+    from support.pydantic_ai_agent import PROMPTS, pydantic_ai_agent
+
+    agent = pydantic_ai_agent(dsh_replay.async_openai_client(max_retries=0))
+    assert (await agent.run(PROMPTS[0])).output == "tool results: 9"
+    async with agent.run_stream(PROMPTS[1]) as streamed:
+        assert await streamed.get_output() == "tool results: 3"
+"""
+
+HOOK = """
+from support.scripted import directive_model
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return directive_model()
+"""
+
+KEY = "live-responses-key-0123456789"
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\nasyncio_mode = strict\n")
+    pytester.makepyfile(test_user=USER_TEST)
+    return pytester
+
+
+def _logs(project: pytest.Pytester) -> dict[str, str]:
+    root = project.path / "recordings"
+    return {str(p.relative_to(root)): p.read_text("utf-8") for p in sorted(root.rglob("*.jsonl"))}
+
+
+def _replays_without_a_live_model(project: pytest.Pytester) -> None:
+    recorded = _logs(project)
+    assert sorted(recorded) == [
+        "agents-sdk/session.1.jsonl",
+        "agents-sdk/session.2.jsonl",
+        "agents-sdk/session.jsonl",
+        "pydantic-ai/session.1.jsonl",  # run_stream's conversation is its own
+        "pydantic-ai/session.jsonl",
+    ]
+    for _ in range(2):  # twice: replay writes nothing and gives the same answers
+        project.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
+        assert _logs(project) == recorded
+
+
+def test_responses_stacks_record_from_the_live_model_hook_and_replay(
+    project: pytest.Pytester,
+) -> None:
+    project.makeconftest(HOOK)
+    project.runpytest("--dsh-record").assert_outcomes(passed=2)
+    (project.path / "conftest.py").unlink()  # replay: no live model at all
+    _replays_without_a_live_model(project)
+
+
+def test_responses_stacks_record_through_the_proxy_and_replay_without_the_server(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with directive_model().serve(idle_timeout=120) as server:
+        monkeypatch.setenv("DSH_RECORD_BASE_URL", server.base_url + "/v1")
+        monkeypatch.setenv("DSH_RECORD_API_KEY", KEY)
+        project.runpytest("--dsh-record").assert_outcomes(passed=2)
+        requests = list(server.requests)
+    assert requests
+    assert {r.path for r in requests} == {"/v1/responses"}
+    assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in requests)
+    streamed = [r for r in requests if r.body.get("stream")]
+    assert streamed, "Runner.run_streamed and run_stream stream their calls"
+    written = "".join(_logs(project).values())
+    assert KEY not in written
+    assert "tool results: 9" in written
+    monkeypatch.delenv("DSH_RECORD_BASE_URL")
+    monkeypatch.delenv("DSH_RECORD_API_KEY")
+    _replays_without_a_live_model(project)
