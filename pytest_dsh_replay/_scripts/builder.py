@@ -139,14 +139,6 @@ def _run_size(run: ChunkRun) -> int:
     return 1 if run.__class__ is dict else len(run[2])
 
 
-def _entry_of(runs: list[ChunkRun]) -> ChunksEntry | None:
-    """The entry the plain reader builds of a call's checked runs; ``None``: too deep."""
-    try:
-        return ChunksEntry.from_runs(runs, sum(map(_run_size, runs)))
-    except TypeError:
-        return _text_safe_entry(runs)
-
-
 def _unstorable_call(
     key: str, err: TypeError, source: str | None, line: int | None, index: int
 ) -> ScriptError:
@@ -163,14 +155,15 @@ def _unstorable_call(
 
 def _stream_check(
     text: bytes, kind: str, key: str, source: str | None, line: int | None, index: int
-) -> Callable[[], ChunksEntry]:
+) -> Callable[[], tuple[ChunksEntry, list[ChunkRun] | None]]:
     """The check an entry runs on first use over a stream a typed read kept as text.
 
     It reads the stream as the plain reader does (every record, then every chunk) and
-    returns the entry the plain reader builds of it.
+    returns the entry the plain reader builds of it, and the runs when it was built
+    from them as they are (not with surrogates repaired).
     """
 
-    def verify() -> ChunksEntry:
+    def verify() -> tuple[ChunksEntry, list[ChunkRun] | None]:
         stream = parse_json_text(text)
         if stream is ABSENT:
             raise SessionLogError(
@@ -186,14 +179,13 @@ def _stream_check(
                 checked_chunks(runs, event_type=kind)
         except SessionLogError as err:
             raise err.at(path=source, line=line) from None
-        entry = _entry_of(runs)
-        if entry is None:
-            try:
-                orjson.dumps(runs)
-            except TypeError as err:
+        try:
+            return ChunksEntry.from_runs(runs, sum(map(_run_size, runs))), runs
+        except TypeError as err:
+            safe = _text_safe_entry(runs)
+            if safe is None:
                 raise _unstorable_call(key, err, source, line, index) from None
-            raise AssertionError("unreachable: the runs serialize")
-        return entry
+            return safe, None
 
     return verify
 

@@ -9,7 +9,6 @@ what a later replay yields, and a large script costs about what its log costs.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal, TypeAlias
@@ -106,17 +105,20 @@ class _ChunkHolder:
     _marked: bool | None  # whether the blob holds a placeholder (None: not looked yet)
     _encodings: dict[Any, Any]  # see kept_encodings; set on first use
     # Reads what a reader left raw (docs/format.md#raw-payloads) as the plain reader
-    # would, raising its error, and gives the entry to keep; run on first use, then None.
-    _verify: Callable[[], ChunksEntry] | None
+    # would, raising its error, and gives the entry to keep and the fresh runs it was
+    # built from (None: not those runs); run on first use, then None.
+    _verify: Callable[[], tuple[ChunksEntry, list[ChunkRun] | None]] | None
 
-    def _verified(self) -> None:
+    def _verified(self) -> list[ChunkRun] | None:
         verify = self._verify
-        if verify is not None:
-            done = verify()
-            self._blob, self._count, self._marked = done._blob, done._count, None
-            if isinstance(self, ChunksEntry):
-                self._finished = done._finished
-            self._verify = None  # last: a reader that sees None finds the kept blob
+        if verify is None:
+            return None
+        done, runs = verify()
+        self._blob, self._count, self._marked = done._blob, done._count, None
+        if isinstance(self, ChunksEntry):
+            self._finished = done._finished
+        self._verify = None  # last: a reader that sees None finds the kept blob
+        return runs
 
     @property
     def chunks(self) -> list[StreamChunk]:
@@ -128,7 +130,9 @@ class _ChunkHolder:
             ScriptError: On first access, such a payload cannot be stored.
         """
         if self._verify is not None:
-            self._verified()
+            runs = self._verified()
+            if runs is not None:  # parsed for the check, referenced by nothing else
+                return materialize_runs(runs)
         return materialize_runs(orjson.loads(self._blob))
 
     @property
@@ -199,21 +203,12 @@ class ChunksEntry(_ChunkHolder):
         self._finished = _finishes_at_end(items)
 
     @classmethod
-    def from_runs(
-        cls,
-        runs: list[ChunkRun],
-        count: int,
-        verify: Callable[[bytes], ChunksEntry] | None = None,
-    ) -> ChunksEntry:
+    def from_runs(cls, runs: list[ChunkRun], count: int) -> ChunksEntry:
         """Build an entry from chunk runs already validated by a reader.
 
         Args:
-            runs: The call's chunks as chunk runs (``ChunkRun``), in order; a payload
-                may be an ``orjson.Fragment`` of raw JSON text that ``verify`` checks.
+            runs: The call's chunks as chunk runs (``ChunkRun``), in order.
             count: How many chunks the runs materialize into.
-            verify: Called with the serialized runs on the first use of the entry's
-                chunks: raises the error of a raw payload that breaks a rule, else
-                returns the entry the plain reader would have built.
 
         Raises:
             TypeError: A run cannot be serialized (nested deeper than
@@ -223,19 +218,22 @@ class ChunksEntry(_ChunkHolder):
         entry._blob = orjson.dumps(runs)
         entry._count = count
         entry._marked = None
-        entry._verify = None if verify is None else functools.partial(verify, entry._blob)
+        entry._verify = None
         entry._finished = _finishes_at_end(runs)
         return entry
 
     @classmethod
-    def from_stream(cls, text: bytes, verify: Callable[[], ChunksEntry]) -> ChunksEntry:
+    def from_stream(
+        cls, text: bytes, verify: Callable[[], tuple[ChunksEntry, list[ChunkRun] | None]]
+    ) -> ChunksEntry:
         """Build an entry from a stream kept as a log's text (docs/format.md#raw-payloads).
 
         Args:
             text: The call's ``data.stream`` as JSON text.
             verify: Reads ``text`` on the first use of the entry's chunks, count or
                 placeholders: raises the error of a record or chunk that breaks a rule,
-                else returns the entry the plain reader would have built.
+                else returns the entry the plain reader would have built and the runs
+                it was built from (fresh objects; ``None`` when it was built otherwise).
         """
         entry = cls.__new__(cls)
         entry._blob = text  # until verify gives the entry to keep

@@ -756,9 +756,10 @@ def _typed_stream_outcome(decoded: Any) -> tuple[str | None, list[Any] | None]:
 
     if decoded.stream is not None:
         try:
-            entry = _stream_check(decoded.stream, decoded.kind, "1/1", None, None, 0)()
+            entry, runs = _stream_check(decoded.stream, decoded.kind, "1/1", None, None, 0)()
         except DshReplayError as err:
             return str(err), None
+        assert runs is None or materialize_runs(runs) == entry.chunks
         return None, entry.chunks
     for run in decoded.runs:
         if run.__class__ is dict and (problem := chunk_problem(run)) is not None:
