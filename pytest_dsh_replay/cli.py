@@ -24,7 +24,7 @@ import orjson
 from ._check.normalize import canonical_log
 from ._errors import DshReplayError
 from ._format.events import Event
-from ._format.jsonl import iter_log_lines, parse_session_log, read_log_bytes
+from ._format.jsonl import iter_log_lines, parse_session_log, plain_reads, read_log_bytes
 from ._format.redact import Redactor, delta_runs, stream_runs_of
 from ._format.text import join_blocks, visible
 from ._format.zstd import ZSTD_SUFFIXES
@@ -286,8 +286,8 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     primaries: list[tuple[str, str | None]] = []  # each loaded target's (id, parent)
     for target in targets:
         try:
-            loaded = load_scenario(target)
-            _read_every_call(loaded)
+            with plain_reads():  # every payload at the load, in log order
+                loaded = load_scenario(target)
         except DshReplayError as error:
             problems.append(str(error))
             primaries.append(("", None))
@@ -310,17 +310,6 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 1
     out.write(f"ok: {count} scenario(s)\n")
     return 0
-
-
-def _read_every_call(scenario: Scenario) -> None:
-    """Read every call's chunks, so ``check`` reports what a load reports.
-
-    A large log's payloads are checked when first read (docs/format.md#raw-payloads).
-    """
-    for script in scenario.scripts:
-        for entry in script.entries:
-            if not isinstance(entry, HangEntry):
-                entry.chunk_count  # noqa: B018 (reading it runs the check)
 
 
 def _scenario_count(primaries: Sequence[tuple[str, str | None]]) -> int:

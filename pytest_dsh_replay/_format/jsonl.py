@@ -23,6 +23,7 @@ import io
 import os
 from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import partial
 from itertools import count, islice
 from typing import IO, Any, Final, cast
@@ -220,6 +221,30 @@ def parse_json_text(raw: bytes) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as err:
         return _with_lone_surrogates(raw, err)
+
+
+def line_error(source: str | None, lineno: int | None) -> SessionLogError | None:
+    """The error the reader gives line ``lineno`` of the log ``source``, read again now.
+
+    For a payload kept as the log's text whose text turns out not to parse when it is
+    first used (docs/format.md#raw-payloads): the reader's message names the column in
+    the whole line. ``None`` when the file cannot be read or the line now parses.
+    """
+    if source is None or lineno is None:
+        return None
+    try:
+        with open_log(source) as f:
+            raw = next(islice(raw_lines(f), lineno - 1, None), None)
+    except (OSError, SessionLogError):
+        return None
+    if raw is None:
+        return None
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError as err:
+        if _with_lone_surrogates(raw, err) is ABSENT:
+            return bad_line(raw, err, source, lineno)
+    return None
 
 
 def read_failed(err: OSError, source: str | None, lineno: int | None = None) -> SessionLogError:
@@ -483,6 +508,22 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
 TYPED_MIN_BYTES: Final = 1 << 20
 """The smallest log (plain text bytes) whose call lines the script builder decodes typed."""
 
+_PLAIN_READS: ContextVar[bool] = ContextVar("plain_reads", default=False)
+
+
+@contextmanager
+def plain_reads() -> Iterator[None]:
+    """Within it, every log is read the plain way, whatever its size.
+
+    Every payload is then checked at the load, in log order
+    (docs/format.md#raw-payloads), as ``dsh-replay check`` needs.
+    """
+    token = _PLAIN_READS.set(True)
+    try:
+        yield
+    finally:
+        _PLAIN_READS.reset(token)
+
 
 def _log_size(f: IO[bytes]) -> int:
     if isinstance(f, io.BytesIO):
@@ -542,7 +583,7 @@ def open_session_log(
     source = os.fspath(path)
     with open_log(path) as f:
         if calls:  # typed decoding pays for importing msgspec only in a large log
-            calls = _log_size(f) >= TYPED_MIN_BYTES
+            calls = _log_size(f) >= TYPED_MIN_BYTES and not _PLAIN_READS.get()
         parsed = None if calls else _parsed_small_log(f, source)
         lines = parsed if parsed is not None else iter_log_lines(f, source=source, calls=calls)
         first = next(lines, None)

@@ -188,7 +188,9 @@ def _decoders() -> _Decoders:
         ignorable: Any = UNSET
 
     # The same records with their payloads (chunks, member texts) left as raw JSON: the
-    # envelope is checked here, the payloads when the call is first served.
+    # envelope is checked here, the payloads when the call is first served. A run's
+    # members are counted by its dt, bounded so that every member time is safe.
+    _RawGaps = Annotated[list[_Gap], Meta(max_length=_MAX_MEMBERS - 1)]
 
     class _RawChunkRaw(Struct, tag="chunk", tag_field="type", forbid_unknown_fields=True):
         time: _Safe
@@ -197,7 +199,7 @@ def _decoders() -> _Decoders:
     class _TextRunRaw(Struct, tag="text-chunks", tag_field="type", forbid_unknown_fields=True):
         time0: _Time
         index: _Index
-        dt: list[_Gap]
+        dt: _RawGaps
         texts: Raw
 
     class _ReasoningRunRaw(
@@ -205,13 +207,13 @@ def _decoders() -> _Decoders:
     ):
         time0: _Time
         index: _Index
-        dt: list[_Gap]
+        dt: _RawGaps
         texts: Raw
 
     class _ToolRunRaw(Struct, tag="tool-call-chunks", tag_field="type", forbid_unknown_fields=True):
         time0: _Time
         index: _Index
-        dt: list[_Gap]
+        dt: _RawGaps
         id: _NonEmpty
         args: Raw
         name: _NonEmpty | UnsetType = UNSET

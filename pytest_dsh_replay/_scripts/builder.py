@@ -27,7 +27,7 @@ from .._errors import DshReplayError, ScriptError, SessionLogError
 from .._format.chunk_rows import PACKED_TAGS, PackedRow, validate_packed_row
 from .._format.events import END_SEED, ChunkRun, Event, JSONObject, StreamChunk
 from .._format.json_values import ABSENT, describe_json, js_string
-from .._format.jsonl import not_an_event, parse_json_text
+from .._format.jsonl import line_error, not_an_event, parse_json_text
 from .._format.stream_records import (
     STREAM_EVENTS,
     checked_chunks,
@@ -153,6 +153,24 @@ def _unstorable_call(
     )
 
 
+def _unparsed_stream(
+    text: bytes, kind: str, source: str | None, line: int | None
+) -> SessionLogError:
+    """The error for a kept stream whose text does not parse: the reader's, for its line."""
+    error = line_error(source, line)  # the reader's message names the line's column
+    if error is not None:
+        return error
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError as err:
+        reason = str(err)
+    else:  # pragma: no cover - the text parsed after all
+        reason = "it parses now"
+    return SessionLogError(
+        f"{kind} data.stream is not valid JSON ({reason})", path=source, line=line
+    )
+
+
 def _stream_check(
     text: bytes, kind: str, key: str, source: str | None, line: int | None, index: int
 ) -> Callable[[], tuple[ChunksEntry, list[ChunkRun] | None]]:
@@ -166,11 +184,7 @@ def _stream_check(
     def verify() -> tuple[ChunksEntry, list[ChunkRun] | None]:
         stream = parse_json_text(text)
         if stream is ABSENT:
-            raise SessionLogError(
-                f"{kind} data.stream is not valid JSON text (invalid UTF-8)",
-                path=source,
-                line=line,
-            )
+            raise _unparsed_stream(text, kind, source, line)
         runs = kept_runs(stream)
         try:
             if runs is None:  # a payload may break a rule: the reader's own checks
@@ -226,6 +240,7 @@ class ScriptBuilder:
         "_count",
         "_entries",
         "_items",
+        "_kept",
         "_known",
         "_lines",
         "_n_chunks",
@@ -283,6 +298,9 @@ class ScriptBuilder:
         # count, and the (turn, step) it was opened with.
         self._items: list[ChunkRun] = []
         self._lines: list[int | None] = []
+        # Streams kept as text since the last inherited marker (text, event type, line):
+        # a cut checks that they parse, as the reader checks every line it reads.
+        self._kept: list[tuple[bytes, str, int | None]] = []
         self._n_chunks = 0
         self._turn: Any = ABSENT
         self._step: Any = ABSENT
@@ -388,6 +406,10 @@ class ScriptBuilder:
 
     def _cut(self) -> None:
         """An inherited ``session/end-seed``: all before it is the parent's."""
+        for text, kind, line in self._kept:  # the parent's, but read: they must parse
+            if parse_json_text(text) is ABSENT:
+                raise _unparsed_stream(text, kind, self.source, line)
+        self._kept.clear()
         self._entries.clear()
         self._items.clear()
         self._lines.clear()
@@ -566,6 +588,8 @@ class ScriptBuilder:
             self._fail(self._unterminated_at(key, index, line))
             return
         self._entries.append(ChunksEntry.from_stream(stream, check))
+        if self.cut_at_marker:
+            self._kept.append((stream, value.kind, line))
 
     def packed(self, row: PackedRow, line: int | None = None) -> None:
         """Feed a validated packed row: its members, without expanding them."""

@@ -89,10 +89,19 @@ def _finishes_at_end(items: list[Any]) -> bool:
     return bool(items) and _is_finish(items[-1]) and not any(map(_is_finish, items[:-1]))
 
 
+def _kept(blob: bytes) -> bytes:
+    """``blob`` in a buffer of its own size, to be kept.
+
+    The serializer hands out its output in a buffer of at least 64 KiB; an entry keeps
+    its blob as long as the script lives, so it keeps a copy of the bytes alone.
+    """
+    return bytes(memoryview(blob))
+
+
 def _serialize_chunks(chunks: Iterable[StreamChunk], where: str) -> tuple[bytes, int]:
     items = list(chunks)
     try:
-        return orjson.dumps(items), len(items)
+        return _kept(orjson.dumps(items)), len(items)
     except TypeError as err:
         raise ScriptError(f"{where}: chunks must be JSON values ({err})") from None
 
@@ -119,6 +128,22 @@ class _ChunkHolder:
             self._finished = done._finished
         self._verify = None  # last: a reader that sees None finds the kept blob
         return runs
+
+    def verify(self) -> None:
+        """Check now what a large log's reader left to be checked on first use.
+
+        A format 2-4 log of 1 MiB or more keeps each call's stream as its text until
+        the call is first used (docs/format.md#raw-payloads); this reads it now. For
+        any other entry it does nothing.
+
+        Raises:
+            SessionLogError: A record or chunk of the stream breaks a rule of the format
+                (the message, file and line a small log's load gives).
+            ScriptError: A chunk nests deeper than :data:`MAX_CHUNK_NESTING`, or the
+                call never finished.
+        """
+        if self._verify is not None:
+            self._verified()
 
     @property
     def chunks(self) -> list[StreamChunk]:
@@ -154,6 +179,8 @@ class _ChunkHolder:
         ``replayState.response.responseId`` (docs/wires.md#provider-ids); ``None`` when
         the call has no such string.
         """
+        if self._verify is not None:
+            self._verified()
         if b'"responseId"' not in self._blob:  # most entries: no parse
             return None
         for chunk in reversed(self.chunks):
@@ -215,7 +242,7 @@ class ChunksEntry(_ChunkHolder):
                 :data:`MAX_CHUNK_NESTING`).
         """
         entry = cls.__new__(cls)
-        entry._blob = orjson.dumps(runs)
+        entry._blob = _kept(orjson.dumps(runs))
         entry._count = count
         entry._marked = None
         entry._verify = None
@@ -263,11 +290,15 @@ class ChunksEntry(_ChunkHolder):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ChunksEntry):
             return NotImplemented
+        self.verify()
+        other.verify()
         return self._blob == other._blob or self.chunks == other.chunks
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
+        if self._verify is not None:
+            return "ChunksEntry(<chunks not read yet>)"
         return f"ChunksEntry(<{self._count} chunks>)"
 
 

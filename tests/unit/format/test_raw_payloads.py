@@ -115,18 +115,88 @@ def test_a_bad_payload_beside_a_bad_finish_is_refused_at_the_load_as_the_plain_r
     assert _outcome(path, typed=True, monkeypatch=monkeypatch) == plain
 
 
-def test_invalid_utf8_in_a_raw_payload_is_refused_with_the_file_and_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("marked", "text"),
+    [
+        ({**TEXT, "texts": ["a", "MARK", "c"]}, b'"\xff"'),  # not UTF-8
+        ({"type": "chunk", "time": 2, "chunk": {"type": "usage", "usage": "MARK"}}, b"1e400"),
+        ({**TEXT, "texts": ["a", "MARK", "c"]}, b"-1e400"),  # beyond a double
+    ],
+    ids=["utf8", "chunk-number", "member-number"],
+)
+def test_a_payload_that_does_not_parse_is_refused_with_the_reader_s_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, marked: dict[str, Any], text: bytes
 ) -> None:
-    path = _v4_log(tmp_path, START, {**TEXT, "texts": ["a", "MARK", "c"]}, STOP)
-    path.write_bytes(path.read_bytes().replace(b"MARK", b"\xff"))
+    path = _v4_log(tmp_path, START, marked, STOP)
+    path.write_bytes(path.read_bytes().replace(b'"MARK"', text))
     plain = _outcome(path, typed=False, monkeypatch=monkeypatch)
-    typed = _outcome(path, typed=True, monkeypatch=monkeypatch)
     assert plain[0] == "load"
     assert plain[2:] == (str(path), 2)
-    assert typed[0] == "serve"
-    assert typed[2:] == (str(path), 2)
-    assert "not valid JSON" in typed[1]
+    assert _outcome(path, typed=True, monkeypatch=monkeypatch) == ("serve", *plain[1:])
+
+
+def test_member_times_beyond_the_safe_range_are_refused_at_the_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    n = 4096  # 2**52 + 4096 * 2**40 passes 2**53: only a run this long can overflow
+    run = {**TEXT, "time0": 2**52, "dt": [2**40] * n, "texts": ["x"] * (n + 1)}
+    path = _v4_log(tmp_path, START, run, STOP)
+    plain = _outcome(path, typed=False, monkeypatch=monkeypatch)
+    assert plain[:2] == ("load", "assistant/message stream record 1: text-chunks member "
+                         "times must stay safe integers")  # fmt: skip
+    assert _outcome(path, typed=True, monkeypatch=monkeypatch) == plain
+
+
+def test_a_seed_payload_that_does_not_parse_is_refused_at_the_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork child's inherited calls are the parent's, but every line is read."""
+    good = {"type": "assistant/message", "seq": 1, "time": 0,
+            "data": {"turn": 1, "step": 1, "stream": [START, TEXT, STOP]}}  # fmt: skip
+    user = {"type": "user/message", "seq": 0, "time": 0,
+            "data": {"role": "user", "content": [{"type": "text", "text": "hi"}]}}  # fmt: skip
+    (tmp_path / "session.jsonl").write_bytes(
+        b"".join(orjson.dumps(x) + b"\n" for x in [V4, user, good])
+    )
+    bad = {**good, "data": {**good["data"], "stream": [START, {**TEXT, "texts": ["MARK"],
+                                                              "dt": []}, STOP]}}  # fmt: skip
+    marker = {"type": "session/end-seed", "seq": 2, "time": 0, "data": {"inherited": True}}
+    child = {**V4, "id": "c", "createdAt": 2, "parentSession": "s", "isSeeded": True}
+    lines = [child, user, bad, marker, {**good, "seq": 3}]
+    path = tmp_path / "session.1.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines).replace(b'"MARK"', b'"\xff"'))
+    plain = _outcome(tmp_path, typed=False, monkeypatch=monkeypatch)
+    assert plain[0] == "load"
+    assert plain[2:] == (str(path), 3)
+    assert _outcome(tmp_path, typed=True, monkeypatch=monkeypatch) == plain
+
+
+def test_a_call_an_override_replaces_is_read_all_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _v4_log(tmp_path, START, {"type": "chunk", "time": 2, "chunk": {"type": "nope"}}, STOP)
+    patch = {"at": 0, "entry": {"kind": "chunks", "chunks": [STOP["chunk"]]}}
+    (tmp_path / "replay.override.json").write_bytes(orjson.dumps({"patches": [patch]}))
+    plain = _outcome(tmp_path, typed=False, monkeypatch=monkeypatch)
+    assert plain[0] == "load"
+    assert _outcome(tmp_path, typed=True, monkeypatch=monkeypatch) == plain
+
+
+def test_the_response_id_of_a_kept_stream_is_read_from_its_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    finish = {**STOP["chunk"], "replayState": {"response": {"MARK": "r1"}}}
+    path = _v4_log(tmp_path, START, {**STOP, "chunk": finish})
+    path.write_bytes(path.read_bytes().replace(b'"MARK"', b'"response\\u0049d"'))
+    ids = []
+    for typed in (False, True):
+        with monkeypatch.context() as m:
+            if typed:
+                m.setattr(jsonl, "TYPED_MIN_BYTES", 0)
+            entry = load_scenario(path).scripts[0].entries[0]
+        assert repr(entry) in ("ChunksEntry(<2 chunks>)", "ChunksEntry(<chunks not read yet>)")
+        ids.append(entry.response_id)  # before anything else reads the entry
+    assert ids == ["r1", "r1"]
 
 
 @pytest.mark.parametrize(
@@ -173,12 +243,26 @@ def test_every_corpus_scenario_reads_typed_as_it_reads_plain(
     assert _outcome(scenario, typed=True, monkeypatch=monkeypatch) == plain
 
 
+@pytest.mark.parametrize(
+    "later",
+    [
+        {"type": "assistant/attempt", "seq": 1, "time": 0,
+         "data": {"turn": 1, "step": 2, "stream": [START]}},  # never finished
+        {"type": "no/such-event", "seq": 1, "time": 0, "data": {}},
+    ],
+    ids=["unterminated", "unknown-event"],
+)  # fmt: skip
 def test_check_reports_a_raw_payload_as_a_load_would(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    later: dict[str, Any],
 ) -> None:
+    """The first problem in log order: a payload before a later line's problem."""
     from pytest_dsh_replay.cli import main
 
     path = _v4_log(tmp_path, START, {**TEXT, "texts": ["a", 1, "c"]}, STOP)
+    path.write_bytes(path.read_bytes() + orjson.dumps(later) + b"\n")
     monkeypatch.setattr(jsonl, "TYPED_MIN_BYTES", 0)
     assert main(["check", str(tmp_path)]) == 1
     assert f"{path}:2: assistant/message stream record 1: text-chunks texts" in (
