@@ -29,7 +29,8 @@ V4 = {
     "isSeeded": False,
     "delegationDepth": 0,
 }
-STOP = {"type": "chunk", "time": 5, "chunk": {"type": "finish", "reason": {"kind": "stop"}}}
+FINISH: dict[str, Any] = {"type": "finish", "reason": {"kind": "stop"}}
+STOP = {"type": "chunk", "time": 5, "chunk": FINISH}
 START = {
     "type": "chunk",
     "time": 1,
@@ -151,8 +152,8 @@ def test_a_seed_payload_that_does_not_parse_is_refused_at_the_load(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A fork child's inherited calls are the parent's, but every line is read."""
-    good = {"type": "assistant/message", "seq": 1, "time": 0,
-            "data": {"turn": 1, "step": 1, "stream": [START, TEXT, STOP]}}  # fmt: skip
+    data = {"turn": 1, "step": 1, "stream": [START, TEXT, STOP]}
+    good: dict[str, Any] = {"type": "assistant/message", "seq": 1, "time": 0, "data": data}
     user = {"type": "user/message", "seq": 0, "time": 0,
             "data": {"role": "user", "content": [{"type": "text", "text": "hi"}]}}  # fmt: skip
     (tmp_path / "session.jsonl").write_bytes(
@@ -185,7 +186,7 @@ def test_a_call_an_override_replaces_is_read_all_the_same(
 def test_the_response_id_of_a_kept_stream_is_read_from_its_chunks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    finish = {**STOP["chunk"], "replayState": {"response": {"MARK": "r1"}}}
+    finish = {**FINISH, "replayState": {"response": {"MARK": "r1"}}}
     path = _v4_log(tmp_path, START, {**STOP, "chunk": finish})
     path.write_bytes(path.read_bytes().replace(b'"MARK"', b'"response\\u0049d"'))
     ids = []
