@@ -240,7 +240,6 @@ class ScriptBuilder:
         "_count",
         "_entries",
         "_items",
-        "_kept",
         "_known",
         "_lines",
         "_n_chunks",
@@ -298,9 +297,6 @@ class ScriptBuilder:
         # count, and the (turn, step) it was opened with.
         self._items: list[ChunkRun] = []
         self._lines: list[int | None] = []
-        # Streams kept as text since the last inherited marker (text, event type, line):
-        # a cut checks that they parse, as the reader checks every line it reads.
-        self._kept: list[tuple[bytes, str, int | None]] = []
         self._n_chunks = 0
         self._turn: Any = ABSENT
         self._step: Any = ABSENT
@@ -406,10 +402,6 @@ class ScriptBuilder:
 
     def _cut(self) -> None:
         """An inherited ``session/end-seed``: all before it is the parent's."""
-        for text, kind, line in self._kept:  # the parent's, but read: they must parse
-            if parse_json_text(text) is ABSENT:
-                raise _unparsed_stream(text, kind, self.source, line)
-        self._kept.clear()
         self._entries.clear()
         self._items.clear()
         self._lines.clear()
@@ -588,8 +580,6 @@ class ScriptBuilder:
             self._fail(self._unterminated_at(key, index, line))
             return
         self._entries.append(ChunksEntry.from_stream(stream, check))
-        if self.cut_at_marker:
-            self._kept.append((stream, value.kind, line))
 
     def packed(self, row: PackedRow, line: int | None = None) -> None:
         """Feed a validated packed row: its members, without expanding them."""
