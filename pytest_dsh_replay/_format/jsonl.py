@@ -211,7 +211,7 @@ def _with_lone_surrogates(raw: bytes, err: orjson.JSONDecodeError) -> Any:
 
 
 def parse_json_text(raw: bytes) -> Any:
-    """``raw`` parsed as a log line's text is parsed (a lone surrogate kept), or ABSENT.
+    """``raw`` parsed as the reader parses a line (lone surrogates kept), or ABSENT.
 
     Returns:
         The value, or :data:`~pytest_dsh_replay._format.json_values.ABSENT` when the

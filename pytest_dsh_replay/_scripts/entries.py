@@ -167,8 +167,7 @@ class _ChunkHolder:
         Raises:
             SessionLogError: As :attr:`chunks`, for a payload left raw.
         """
-        if self._verify is not None:
-            self._verified()
+        self.verify()
         return self._count
 
     @property
@@ -179,8 +178,7 @@ class _ChunkHolder:
         ``replayState.response.responseId`` (docs/wires.md#provider-ids); ``None`` when
         the call has no such string.
         """
-        if self._verify is not None:
-            self._verified()
+        self.verify()
         if b'"responseId"' not in self._blob:  # most entries: no parse
             return None
         for chunk in reversed(self.chunks):
@@ -198,8 +196,7 @@ class _ChunkHolder:
         Raises:
             SessionLogError: As :attr:`chunks`, for a payload left raw.
         """
-        if self._verify is not None:
-            self._verified()
+        self.verify()
         marked = self._marked
         if marked is None:
             marked = self._marked = b"{{fromRequest:" in self._blob
@@ -279,8 +276,7 @@ class ChunksEntry(_ChunkHolder):
         Raises:
             SessionLogError: As :attr:`chunks`, for a payload left raw.
         """
-        if self._verify is not None:
-            self._verified()
+        self.verify()
         return self._finished
 
     def to_json(self) -> JSONObject:
