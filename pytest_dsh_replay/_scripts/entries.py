@@ -366,6 +366,12 @@ class HangEntry:
         """Always ``None``: a hang has no recorded answer."""
         return None
 
+    def verify(self) -> None:
+        """Nothing to check: a hang entry holds no recorded stream.
+
+        See :meth:`ChunksEntry.verify`.
+        """
+
     @property
     def has_placeholders(self) -> bool:
         """Whether ``ready_file`` holds a ``{{fromRequest:...}}`` placeholder."""

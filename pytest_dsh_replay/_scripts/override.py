@@ -18,7 +18,7 @@ import orjson
 
 from .._errors import OverrideError
 from .._format.json_values import is_safe_integer
-from .entries import HangEntry, ReplayEntry, entry_from_json, invalid_entry
+from .entries import ReplayEntry, entry_from_json, invalid_entry
 
 __all__ = ["Override", "apply_override", "load_override", "parse_override"]
 
@@ -131,8 +131,6 @@ def apply_override(derived: Sequence[ReplayEntry], override: Override) -> list[R
         if at == len(script):
             script.append(entry)
         else:
-            replaced = script[at]
-            if not isinstance(replaced, HangEntry):  # the log's call is read all the same
-                replaced.verify()  # (docs/format.md#raw-payloads)
+            script[at].verify()  # the log's call is read all the same (docs/format.md#raw-payloads)
             script[at] = entry
     return script

@@ -273,3 +273,23 @@ def test_check_reports_a_raw_payload_as_a_load_would(
     assert f"{path}:2: assistant/message stream record 1: text-chunks texts" in (
         capsys.readouterr().err
     )
+
+
+def test_verify_checks_a_kept_stream_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = _v4_log(tmp_path, START, TEXT, STOP)
+    bad_dir = tmp_path / "bad"
+    bad_dir.mkdir()
+    bad = _v4_log(bad_dir, START, {**TEXT, "texts": ["a", 1, "c"]}, STOP)
+    monkeypatch.setattr(jsonl, "TYPED_MIN_BYTES", 0)
+    entry = load_scenario(good).scripts[0].entries[0]
+    assert repr(entry) == "ChunksEntry(<chunks not read yet>)"
+    entry.verify()
+    assert repr(entry) == "ChunksEntry(<5 chunks>)"
+    entry.verify()  # once checked, nothing more to do
+    broken = load_scenario(bad).scripts[0].entries[0]
+    with pytest.raises(SessionLogError) as info:
+        broken.verify()
+    assert (info.value.path, info.value.line) == (str(bad), 2)
+    assert info.value.reason.endswith("text-chunks texts must be a string array")
