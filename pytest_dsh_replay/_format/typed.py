@@ -59,28 +59,20 @@ class _Decoders:
     __slots__ = (
         "errors",
         "raw_chunk",
-        "raw_chunk_raw",
         "stream_event",
-        "stream_event_raw",
         "stream_text",
         "text_row",
-        "text_run",
         "tool_row",
         "tool_row_data",
-        "tool_run",
         "unset",
     )
     errors: tuple[type[BaseException], ...]
     raw_chunk: Any
-    raw_chunk_raw: Any
     stream_event: Any
-    stream_event_raw: Any
     stream_text: Any
     text_row: Any
-    text_run: Any
     tool_row: Any
     tool_row_data: Any
-    tool_run: Any
     unset: Any
 
     def __init__(self, **fields: Any):
@@ -142,30 +134,35 @@ def _decoders() -> _Decoders:
 
     # --- formats 2 to 4: embedded streams ----------------------------------------------------
 
+    # The records with their payloads (chunks, member texts) left as raw JSON: the
+    # envelope is checked here, the payloads when the call is first served. A run's
+    # members are counted by its dt, bounded so that every member time is safe.
+    _RawGaps = Annotated[list[_Gap], Meta(max_length=_MAX_MEMBERS - 1)]
+
     class _RawChunk(Struct, tag="chunk", tag_field="type", forbid_unknown_fields=True):
         time: _Safe
-        chunk: dict[str, Any]
+        chunk: Raw
 
     class _TextRun(Struct, tag="text-chunks", tag_field="type", forbid_unknown_fields=True):
         time0: _Time
         index: _Index
-        dt: list[_Gap]
-        texts: _Members
+        dt: _RawGaps
+        texts: Raw
 
     class _ReasoningRun(
         Struct, tag="reasoning-chunks", tag_field="type", forbid_unknown_fields=True
     ):
         time0: _Time
         index: _Index
-        dt: list[_Gap]
-        texts: _Members
+        dt: _RawGaps
+        texts: Raw
 
     class _ToolRun(Struct, tag="tool-call-chunks", tag_field="type", forbid_unknown_fields=True):
         time0: _Time
         index: _Index
-        dt: list[_Gap]
+        dt: _RawGaps
         id: _NonEmpty
-        args: _Members
+        args: Raw
         name: _NonEmpty | UnsetType = UNSET
 
     _Record = _RawChunk | _TextRun | _ReasoningRun | _ToolRun
@@ -187,56 +184,6 @@ def _decoders() -> _Decoders:
         sourceEventSeqs: Any = UNSET
         ignorable: Any = UNSET
 
-    # The same records with their payloads (chunks, member texts) left as raw JSON: the
-    # envelope is checked here, the payloads when the call is first served. A run's
-    # members are counted by its dt, bounded so that every member time is safe.
-    _RawGaps = Annotated[list[_Gap], Meta(max_length=_MAX_MEMBERS - 1)]
-
-    class _RawChunkRaw(Struct, tag="chunk", tag_field="type", forbid_unknown_fields=True):
-        time: _Safe
-        chunk: Raw
-
-    class _TextRunRaw(Struct, tag="text-chunks", tag_field="type", forbid_unknown_fields=True):
-        time0: _Time
-        index: _Index
-        dt: _RawGaps
-        texts: Raw
-
-    class _ReasoningRunRaw(
-        Struct, tag="reasoning-chunks", tag_field="type", forbid_unknown_fields=True
-    ):
-        time0: _Time
-        index: _Index
-        dt: _RawGaps
-        texts: Raw
-
-    class _ToolRunRaw(Struct, tag="tool-call-chunks", tag_field="type", forbid_unknown_fields=True):
-        time0: _Time
-        index: _Index
-        dt: _RawGaps
-        id: _NonEmpty
-        args: Raw
-        name: _NonEmpty | UnsetType = UNSET
-
-    _RecordRaw = _RawChunkRaw | _TextRunRaw | _ReasoningRunRaw | _ToolRunRaw
-
-    class _StreamDataRaw(Struct, forbid_unknown_fields=True):
-        stream: list[_RecordRaw]
-        turn: _Int64 | UnsetType = UNSET
-        step: _Int64 | UnsetType = UNSET
-        message: Any = UNSET
-        usage: Any = UNSET
-        interrupted: Any = UNSET
-
-    class _StreamEventRaw(Struct, forbid_unknown_fields=True):
-        type: Literal["assistant/message", "assistant/attempt"]
-        data: _StreamDataRaw
-        seq: Any = UNSET
-        time: Any = UNSET
-        surfaceOp: Any = UNSET
-        sourceEventSeqs: Any = UNSET
-        ignorable: Any = UNSET
-
     class _StreamText(Struct):
         stream: Raw
 
@@ -245,15 +192,11 @@ def _decoders() -> _Decoders:
 
     return _Decoders(
         stream_event=msgspec.json.Decoder(_StreamEvent),
-        stream_event_raw=msgspec.json.Decoder(_StreamEventRaw),
         stream_text=msgspec.json.Decoder(_StreamTextEvent),
         text_row=msgspec.json.Decoder(_TextRow),
         tool_row=msgspec.json.Decoder(_ToolRow),
         tool_row_data=_ToolRowData,
         raw_chunk=_RawChunk,
-        raw_chunk_raw=_RawChunkRaw,
-        tool_run=_ToolRun,
-        text_run=_TextRun,
         unset=UNSET,
         errors=(msgspec.DecodeError, RecursionError),  # ValidationError is a DecodeError
     )
@@ -269,24 +212,21 @@ class StreamLine:
         kind: The event type.
         turn: ``data.turn``, or :data:`~pytest_dsh_replay._format.json_values.ABSENT`.
         step: ``data.step``, or :data:`~pytest_dsh_replay._format.json_values.ABSENT`.
-        runs: The stream as chunk runs, as
-            :func:`~pytest_dsh_replay._format.stream_records.stream_runs` returns them;
-            for a stream kept as text, only its last chunk (its ``finish``).
-        count: How many chunks the runs stand for; ``None`` for a stream kept as text.
-        stream: ``data.stream`` as the log's own JSON text when its envelope passed and
-            its payloads are left to be checked when the call is first served
-            (docs/format.md#raw-payloads); ``None`` when ``runs`` is the whole stream.
+        runs: The stream's last chunk (its ``finish``), decoded; ``[]`` for an empty
+            stream.
+        stream: ``data.stream`` as the log's own JSON text, its envelope checked and its
+            payloads left to be checked when the call is first served
+            (docs/format.md#raw-payloads); ``None`` for an empty stream.
     """
 
-    __slots__ = ("count", "kind", "runs", "step", "stream", "turn")
+    __slots__ = ("kind", "runs", "step", "stream", "turn")
 
     def __init__(self, kind: str, turn: Any, step: Any, runs: list[ChunkRun],
-                 count: int | None, stream: bytes | None = None):  # fmt: skip
+                 stream: bytes | None = None):  # fmt: skip
         self.kind = kind
         self.turn = turn
         self.step = step
         self.runs = runs
-        self.count = count
         self.stream = stream
 
 
@@ -313,57 +253,25 @@ def _packed(raw: bytes, d: _Decoders) -> PackedRow | None:
                      data.dt, payload)  # fmt: skip
 
 
-def _stream(raw: bytes, d: _Decoders) -> StreamLine | None:
-    event = d.stream_event.decode(raw)
-    runs: list[ChunkRun] = []
-    for record in event.data.stream:
-        if record.__class__ is d.raw_chunk:
-            if not surely_lossless(record.chunk):  # a chunk holding null: the plain path
-                return None
-            runs.append(record.chunk)
-            continue
-        tool = record.__class__ is d.tool_run
-        payload = record.args if tool else record.texts
-        if len(record.dt) != len(payload) - 1 or len(payload) > _MAX_MEMBERS:
-            return None
-        if tool:
-            if record.name is d.unset:
-                runs.append(["tool-call-delta", record.index, payload, record.id])
-            else:
-                runs.append(["tool-call-delta", record.index, payload, record.id, record.name])
-        elif record.__class__ is d.text_run:
-            runs.append(["text-delta", record.index, payload])
-        else:
-            runs.append(["reasoning-delta", record.index, payload])
-    data = event.data
-    turn = ABSENT if data.turn is d.unset else data.turn
-    step = ABSENT if data.step is d.unset else data.step
-    return StreamLine(event.type, turn, step, runs, sum(map(_run_size, runs)))
-
-
-def _run_size(run: ChunkRun) -> int:
-    return 1 if run.__class__ is dict else len(run[2])
-
-
 def _stream_raw(raw: bytes, d: _Decoders) -> StreamLine | None:
-    """:func:`_stream` keeping the stream as the log's own text (docs/format.md#raw-payloads).
+    """A stream event with its stream kept as the log's own text (docs/format.md#raw-payloads).
 
     The records are decoded with their payloads left raw, so their envelope is checked
     here; the last record's chunk is decoded (it must be the call's ``finish``, and no
     other record's text holds ``"finish"``; one hidden by an escape is found when the
-    stream is read). Anything else is left to :func:`_stream`, which checks every
-    payload now.
+    stream is read). Anything else (``None``) is left to the plain reader, which checks
+    every payload now.
     """
-    event = d.stream_event_raw.decode(raw)
+    event = d.stream_event.decode(raw)
     data = event.data
     turn = ABSENT if data.turn is d.unset else data.turn
     step = ABSENT if data.step is d.unset else data.step
     records = data.stream
     if not records:
-        return StreamLine(event.type, turn, step, [], 0)
+        return StreamLine(event.type, turn, step, [])
     last = records[-1]
-    if last.__class__ is not d.raw_chunk_raw:
-        return _stream(raw, d)
+    if last.__class__ is not d.raw_chunk:
+        return None
     text = bytes(last.chunk)
     try:
         chunk = orjson.loads(text)
@@ -373,8 +281,8 @@ def _stream_raw(raw: bytes, d: _Decoders) -> StreamLine | None:
         return None
     stream = bytes(d.stream_text.decode(raw).data.stream)
     if stream.count(b'"finish"') != text.count(b'"finish"'):
-        return _stream(raw, d)
-    return StreamLine(event.type, turn, step, [chunk], None, stream)
+        return None
+    return StreamLine(event.type, turn, step, [chunk], stream)
 
 
 def decode_call_line(raw: bytes) -> PackedRow | StreamLine | None:

@@ -517,12 +517,8 @@ class ScriptBuilder:
         runs: list[ChunkRun],
         index: int,
         line: int | None,
-        count: int | None = None,
     ) -> None:
-        """A stream event's call from its validated runs (formats 2-4).
-
-        ``count`` is the number of chunks the runs stand for (counted here when ``None``).
-        """
+        """A stream event's call from its validated runs (formats 2-4)."""
         if self._items:
             raise self._unterminated()
         if not runs and kind == "assistant/message":
@@ -537,10 +533,8 @@ class ScriptBuilder:
         if last.__class__ is not dict or last.get("type") != "finish":
             self._fail(self._unterminated_at(key, index, line))
             return
-        if count is None:
-            count = sum(map(_run_size, runs))
         try:
-            entry = ChunksEntry.from_runs(runs, count)
+            entry = ChunksEntry.from_runs(runs, sum(map(_run_size, runs)))
         except TypeError as err:
             safe = _text_safe_entry(runs)
             if safe is not None:
@@ -553,8 +547,8 @@ class ScriptBuilder:
     def _stream_line(self, value: StreamLine, index: int, line: int | None) -> None:
         """A stream event the typed read decoded: one call (formats 2-4)."""
         key = _call_key(value.turn, value.step)
-        if value.stream is None:
-            self._stream_entry(value.kind, key, value.runs, index, line, value.count)
+        if value.stream is None:  # an empty stream
+            self._stream_entry(value.kind, key, value.runs, index, line)
         else:
             self._kept_stream_entry(value, key, value.stream, index, line)
 
