@@ -24,25 +24,16 @@ import pytest
 @pytest.mark.asyncio
 @pytest.mark.dsh_scenario("agents-sdk")
 async def test_agents_sdk(dsh_replay):
-    from support.agents_sdk_agent import TURNS, AgentsSdkApp
+    from support.agents_sdk_agent import check_agents_sdk_app
 
-    app = AgentsSdkApp(dsh_replay.async_openai_client(max_retries=0))
-    assert await app.run(TURNS[0]) == "tool results: 5; echo: Reply ALPHA."
-    output, agent = await app.run_streamed(TURNS[1])
-    assert (output, agent) == ('tool results: {"assistant": "reviewer"}', "reviewer")
-    if dsh_replay.mode == "replay":
-        files = sorted(binding.file for binding in dsh_replay.model.bindings.values())
-        assert files == ["session.1.jsonl", "session.2.jsonl", "session.jsonl"]
+    await check_agents_sdk_app(dsh_replay)
 
 @pytest.mark.asyncio
 @pytest.mark.dsh_scenario("pydantic-ai")
 async def test_pydantic_ai(dsh_replay):
-    from support.pydantic_ai_agent import PROMPTS, pydantic_ai_agent
+    from support.pydantic_ai_agent import check_pydantic_ai_agent
 
-    agent = pydantic_ai_agent(dsh_replay.async_openai_client(max_retries=0))
-    assert (await agent.run(PROMPTS[0])).output == "tool results: 9"
-    async with agent.run_stream(PROMPTS[1]) as streamed:
-        assert await streamed.get_output() == "tool results: 3"
+    await check_pydantic_ai_agent(dsh_replay)
 """
 
 HOOK = """

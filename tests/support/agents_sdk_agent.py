@@ -18,7 +18,7 @@ from agents import (
     set_tracing_disabled,
 )
 
-__all__ = ["TURNS", "AgentsSdkApp"]
+__all__ = ["TURNS", "AgentsSdkApp", "check_agents_sdk_app"]
 
 TURNS = [
     '[[tool add {"a": 2, "b": 3}]][[tool researcher {"input": "Reply ALPHA."}]]',
@@ -68,3 +68,20 @@ class AgentsSdkApp:
             pass
         self.history = result.to_input_list()
         return str(result.final_output), result.last_agent.name
+
+
+async def check_agents_sdk_app(dsh_replay: Any) -> None:
+    """Both turns through ``dsh_replay``'s client, with what each must answer.
+
+    ``Runner.run`` calls a function tool and an agent as a tool concurrently;
+    ``Runner.run_streamed`` hands off to the reviewer. On replay, the researcher and the
+    reviewer (whose instructions differ, so its requests start a conversation of their
+    own) are children of the planner's session.
+    """
+    app = AgentsSdkApp(dsh_replay.async_openai_client(max_retries=0))
+    assert await app.run(TURNS[0]) == "tool results: 5; echo: Reply ALPHA."
+    output, agent = await app.run_streamed(TURNS[1])
+    assert (output, agent) == ('tool results: {"assistant": "reviewer"}', "reviewer")
+    if dsh_replay.mode == "replay":
+        files = sorted(binding.file for binding in dsh_replay.model.bindings.values())
+        assert files == ["session.1.jsonl", "session.2.jsonl", "session.jsonl"]

@@ -12,7 +12,7 @@ from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-__all__ = ["PROMPTS", "pydantic_ai_agent"]
+__all__ = ["PROMPTS", "check_pydantic_ai_agent", "pydantic_ai_agent"]
 
 PROMPTS = ('[[tool add {"a": 4, "b": 5}]]', '[[tool add {"a": 1, "b": 2}]]')
 """What the user asks, run by run (the scripted server's directives ask for ``add``)."""
@@ -29,3 +29,11 @@ def pydantic_ai_agent(client: Any) -> Agent[None, str]:
         return a + b
 
     return agent
+
+
+async def check_pydantic_ai_agent(dsh_replay: Any) -> None:
+    """``run`` and ``run_stream`` through ``dsh_replay``'s client, with their answers."""
+    agent = pydantic_ai_agent(dsh_replay.async_openai_client(max_retries=0))
+    assert (await agent.run(PROMPTS[0])).output == "tool results: 9"
+    async with agent.run_stream(PROMPTS[1]) as streamed:
+        assert await streamed.get_output() == "tool results: 3"
