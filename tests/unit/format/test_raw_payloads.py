@@ -61,6 +61,13 @@ def _outcome(path: Path, *, typed: bool, monkeypatch: pytest.MonkeyPatch) -> Any
     return ("ok", chunks)
 
 
+def _agreed(path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The plain read's outcome, once the typed read has given the same."""
+    plain = _outcome(path, typed=False, monkeypatch=monkeypatch)
+    assert _outcome(path, typed=True, monkeypatch=monkeypatch) == plain
+    return plain
+
+
 def _v4_log(tmp_path: Path, *records: Any) -> Path:
     message = {"type": "assistant/message", "seq": 0, "time": 0,
                "data": {"turn": 1, "step": 1, "stream": list(records)}}  # fmt: skip
@@ -111,9 +118,7 @@ def test_a_bad_payload_beside_a_bad_finish_is_refused_at_the_load_as_the_plain_r
     """The finish is decoded at the load; its refusal is the plain read's first problem."""
     bad_finish = {"type": "chunk", "time": 5, "chunk": {"type": "finish", "reason": 3}}
     path = _v4_log(tmp_path, START, *records, bad_finish)
-    plain = _outcome(path, typed=False, monkeypatch=monkeypatch)
-    assert plain[0] == "load"
-    assert _outcome(path, typed=True, monkeypatch=monkeypatch) == plain
+    assert _agreed(path, monkeypatch)[0] == "load"
 
 
 @pytest.mark.parametrize(
@@ -182,9 +187,7 @@ def test_a_call_an_override_replaces_is_read_all_the_same(
     _v4_log(tmp_path, START, {"type": "chunk", "time": 2, "chunk": {"type": "nope"}}, STOP)
     patch = {"at": 0, "entry": {"kind": "chunks", "chunks": [STOP["chunk"]]}}
     (tmp_path / "replay.override.json").write_bytes(orjson.dumps({"patches": [patch]}))
-    plain = _outcome(tmp_path, typed=False, monkeypatch=monkeypatch)
-    assert plain[0] == "load"
-    assert _outcome(tmp_path, typed=True, monkeypatch=monkeypatch) == plain
+    assert _agreed(tmp_path, monkeypatch)[0] == "load"
 
 
 def test_the_response_id_of_a_kept_stream_is_read_from_its_chunks(
@@ -221,9 +224,7 @@ def test_escapes_and_surrogates_in_a_kept_stream_read_as_the_plain_read_reads_th
         middle = {**TEXT, "texts": ["a", "MARK", "c"]}
     path = _v4_log(tmp_path, START, middle, STOP)
     path.write_bytes(path.read_bytes().replace(b'"MARK"', text))
-    plain = _outcome(path, typed=False, monkeypatch=monkeypatch)
-    assert plain[0] == "ok"
-    assert _outcome(path, typed=True, monkeypatch=monkeypatch) == plain
+    assert _agreed(path, monkeypatch)[0] == "ok"
 
 
 def test_a_bad_payload_fails_the_call_that_streams_it(
