@@ -175,10 +175,10 @@ class Binder:
         shown = self.first_message(request.get("messages"))
         nearest = self._nearest(free, openings[-1])
         listed = "; ".join(
-            f"{self.scripts[i].file}: {trim(self.scripts[i].first_user_shown, near=shown)}"
+            f"{self.scripts[i].file}: {trim(self.scripts[i].opening_shown, near=shown)}"
             for i in free
         )
-        near = None if nearest is None else self.scripts[nearest].first_user_shown
+        near = None if nearest is None else self.scripts[nearest].opening_shown
         return (
             f"its first user message {trim(shown, near=near)} matches no "
             f"unbound recorded child {where} (unbound: {listed})"
@@ -194,17 +194,17 @@ class Binder:
             ids = [s.recorded_id for s in self.scripts if s.recorded_id]
             paths = {s.header.cwd for s in self.scripts if s.header.cwd} | {"{{cwd}}"}
             self._openers = [
-                None if s.first_user_text is None else FirstMessage(s.first_user_text, ids, paths)
+                None if s.opening_text is None else FirstMessage(s.opening_text, ids, paths)
                 for s in self.scripts
             ]
         return self._openers[index]
 
     def _nearest(self, free: list[int], live: str) -> int | None:
         """The unbound recorded child whose first message shares the longest start with ``live``."""
-        known = [i for i in free if self.scripts[i].first_user_text is not None]
+        known = [i for i in free if self.scripts[i].opening_text is not None]
         return max(
             known,
-            key=lambda i: shared_start(self.scripts[i].first_user_text or "", live),
+            key=lambda i: shared_start(self.scripts[i].opening_text or "", live),
             default=None,
         )
 
@@ -221,7 +221,7 @@ class Binder:
         if matching:
             same = [i for i in matching if (self.scripts[i].seed_length > 0) == seeded]
             return (same or matching)[0]
-        unknown = [i for i in free if self.scripts[i].first_user_text is None]
+        unknown = [i for i in free if self.scripts[i].opening_text is None]
         if unknown or not openings:  # nothing to compare: recorded (or live) has no message
             return (unknown or free)[0]
         return None

@@ -257,6 +257,9 @@ class ScriptBuilder:
         "first_user_blocks",
         "first_user_text",
         "markers",
+        "opened",
+        "opening_blocks",
+        "run_blocks",
         "rows",
         "skip",
         "source",
@@ -286,6 +289,14 @@ class ScriptBuilder:
         #: The text blocks of the first own user message, for quoting it (see
         #: ``BLOCK_SEPARATOR``); ``first_user_text`` is them joined without a separator.
         self.first_user_blocks: tuple[str, ...] | None = None
+        #: The text blocks of the first message of the user run the session's first own
+        #: call was made after (docs/scenarios.md#binding): what binds a child. ``None``:
+        #: that call followed no user message (or had no text).
+        self.opening_blocks: tuple[str, ...] | None = None
+        #: The first message of the current run of user messages (``None``: no run).
+        self.run_blocks: tuple[str, ...] | None = None
+        #: Whether the first own call was seen (the opening is taken).
+        self.opened = False
         #: How many inherited ``session/end-seed`` markers were seen (formats 2-4).
         self.markers = 0
         #: The position of the last inherited marker: the inherited prefix's length.
@@ -325,10 +336,21 @@ class ScriptBuilder:
         return _call_key(turn, step) == _call_key(t0, s0)
 
     def _open(self, turn: Any, step: Any, index: int, line: int | None) -> None:
+        if not self.opened:
+            self._take_opening()
         self._turn = turn
         self._step = step
         self._start_index = index
         self._start_line = line
+
+    def _take_opening(self) -> None:
+        """The first own call starts: the user run before it is the session's opening."""
+        self.opened = True
+        self.opening_blocks = self.run_blocks
+
+    def _surface_break(self, event: Event, index: int, line: int | None) -> None:
+        """A tool result or an assistant message: the run of user messages ends."""
+        self.run_blocks = None
 
     def _unterminated_at(self, key: str, index: int, line: int | None) -> ScriptError:
         n = len(self._entries) + 1
@@ -409,6 +431,9 @@ class ScriptBuilder:
         self._pending = None
         self.first_user_text = None
         self.first_user_blocks = None
+        self.opening_blocks = None
+        self.run_blocks = None
+        self.opened = False
 
     def record(self, record: Event | PackedRow, line: int | None = None) -> None:
         """Feed one record: an event, or a validated packed row standing for its members."""
@@ -469,6 +494,8 @@ class ScriptBuilder:
         data = event.get("data")
         if data.__class__ is dict and data.get("llmStreamCall") is True:
             assert isinstance(data, dict)
+            if not self.opened:
+                self._take_opening()
             self._entries.append(self._summary_call(data, index, line))
 
     def _user_event(self, event: Event, index: int, line: int | None) -> None:
@@ -486,6 +513,8 @@ class ScriptBuilder:
             if blocks is not None:
                 self.first_user_blocks = tuple(blocks)
                 self.first_user_text = "".join(blocks)
+        if self.run_blocks is None:
+            self.run_blocks = tuple(message_blocks(data) or ())
 
     def _end_seed_event(self, event: Event, index: int, line: int | None) -> None:
         """A ``session/end-seed``: an inherited one ends a fork child's seed (formats 2-4)."""
@@ -500,7 +529,11 @@ class ScriptBuilder:
         """One ``assistant/message`` / ``assistant/attempt``: one call (formats 2-4)."""
         data = event.get("data")
         if data.__class__ is not dict or "stream" not in data:
+            self.run_blocks = None
             return  # a message without an embedded stream carries no call
+        if not self.opened:
+            self._take_opening()
+        self.run_blocks = None
         kind = event["type"]
         key = _call_key(data.get("turn", ABSENT), data.get("step", ABSENT))
         try:
@@ -546,6 +579,9 @@ class ScriptBuilder:
 
     def _stream_line(self, value: StreamLine, index: int, line: int | None) -> None:
         """A stream event the typed read decoded: one call (formats 2-4)."""
+        if not self.opened:
+            self._take_opening()
+        self.run_blocks = None
         key = _call_key(value.turn, value.step)
         if value.stream is None:  # an empty stream
             self._stream_entry(value.kind, key, value.runs, index, line)
@@ -764,6 +800,8 @@ class ScriptBuilder:
             raise self._unterminated()
         if self._pending is not None:
             raise self._pending
+        if not self.opened:  # no call read: the first own user message stands for it
+            self.opening_blocks = self.first_user_blocks
         return self._entries
 
 
@@ -781,7 +819,12 @@ def _event_readers(
         stream_events: Calls are embedded streams, seeds end at a marker (formats 2-4).
         derive: Calls are derived at all (else only the first user message is read).
     """
-    readers: dict[str, _EventReader] = {"user/message": ScriptBuilder._user_event}
+    readers: dict[str, _EventReader] = {
+        "user/message": ScriptBuilder._user_event,
+        "tool/result": ScriptBuilder._surface_break,
+        "assistant/message": ScriptBuilder._surface_break,
+        "assistant/attempt": ScriptBuilder._surface_break,
+    }
     if derive and chunk_events:
         readers["assistant/chunk"] = ScriptBuilder._chunk_event
     if derive and stream_events:

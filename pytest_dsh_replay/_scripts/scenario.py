@@ -70,6 +70,12 @@ class SessionScript:
         first_user_blocks: That message's text blocks (``first_user_text`` is them
             joined without a separator); errors quote them joined with
             :data:`~pytest_dsh_replay._format.text.BLOCK_SEPARATOR`.
+        opening_blocks: The text blocks of the session's **opening**: the first message
+            of the run of user messages its first own call was made after (``None``:
+            that call followed no user message). A child binds by it
+            (docs/scenarios.md#binding): for a child whose first request carries history
+            (a fork that repeats its parent's turn), it is the question the child was
+            started with, not the history's first message.
     """
 
     file: str
@@ -84,6 +90,25 @@ class SessionScript:
     event_count: int = 0
     first_user_text: str | None = None
     first_user_blocks: tuple[str, ...] | None = field(default=None, compare=False)
+    opening_blocks: tuple[str, ...] | None = field(default=None, compare=False)
+
+    @property
+    def opening_text(self) -> str | None:
+        """The text a child binds by: its opening's (blocks joined without a separator).
+
+        The first own user message's when the opening is unknown (``None``).
+        """
+        blocks = self.opening_blocks
+        return self.first_user_text if blocks is None else "".join(blocks)
+
+    @property
+    def opening_shown(self) -> str | None:
+        """:attr:`opening_text` as messages quote it: its blocks visibly joined."""
+        if self.opening_blocks is None:
+            return self.first_user_shown
+        from .._format.text import join_blocks
+
+        return join_blocks(self.opening_blocks)
 
     @property
     def first_user_shown(self) -> str | None:
@@ -338,6 +363,7 @@ def derived_script(
         event_count=builder.event_count,
         first_user_text=builder.first_user_text,
         first_user_blocks=builder.first_user_blocks,
+        opening_blocks=builder.opening_blocks,
     )
 
 
