@@ -48,6 +48,7 @@ from .._errors import (
 from .._format.events import StreamChunk
 from .._format.redact import builtin_redact
 from .._format.reply import finish_failure
+from .._identity.answers import ServedAnswer, ToolCallMark, tool_call_marks
 from .._recording.proxy import Relay
 from .._scripts.entries import MAX_KEPT_ENCODINGS, kept_encodings
 from .._wire.base import BadRequest, Encoder, Failure, Wire, WireError
@@ -91,6 +92,7 @@ _IN_STREAM: Final = frozenset({"EMPTY_RESPONSE", "CONTENT_FILTER", "STREAM_CLOSE
 # Failures that finish a stream normally (the stream shows them, no error event).
 _FINISHING: Final = frozenset({"EMPTY_RESPONSE", "CONTENT_FILTER"})
 _DROP_CODES: Final = frozenset({"TRANSPORT", "NETWORK", "TIMEOUT", "ABORTED"})
+_NOTHING: Final = ServedAnswer()
 _SSE: Final = [
     ("content-type", "text/event-stream"),
     ("cache-control", "no-cache"),
@@ -144,6 +146,26 @@ def _marks(chunks: list[StreamChunk]) -> list[str]:
     text = "".join(c.get("text", "") for c in chunks if c.get("type") == "text-delta")
     ids = {c["id"] for c in chunks if c.get("type") == "tool-call-delta" and c.get("id")}
     return [text, *sorted(ids)]
+
+
+def _is_tool_chunk(chunk: Mapping[str, Any]) -> bool:
+    """Whether a chunk is part of a tool call (what :func:`tool_call_marks` reads)."""
+    kind = chunk.get("type")
+    if kind == "tool-call-delta":
+        return True
+    if kind == "block-start":
+        return chunk.get("blockType") == "tool-call"
+    if kind == "block-end":
+        block = chunk.get("block")
+        return isinstance(block, Mapping) and block.get("type") == "tool-call"
+    return False
+
+
+def _served(marks: list[str] | tuple[str, ...], calls: tuple[ToolCallMark, ...]) -> ServedAnswer:
+    """The answer a next request quotes: the encoder's text and ids, the chunks' calls."""
+    if not marks:
+        return ServedAnswer("", calls, frozenset(c.id for c in calls if c.id))
+    return ServedAnswer(marks[0], calls, frozenset(marks[1:]))
 
 
 def _failure_of(chunk: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -225,6 +247,7 @@ class _Call:
         "model",
         "request",
         "route",
+        "tools",
         "wire",
     )
 
@@ -242,6 +265,13 @@ class _Call:
         self.chunks: list[StreamChunk] | None = [] if wire.remembers else None
         # the recorded entry it replays as recorded, when the replay said so
         self.entry: ChunksEntry | ThrowEntry | None = None
+        # the chunks of its tool calls served so far (how a next request names them)
+        self.tools: list[StreamChunk] = []
+
+    def note(self, chunk: StreamChunk) -> None:
+        """Keep a served chunk that is part of a tool call."""
+        if _is_tool_chunk(chunk):
+            self.tools.append(chunk)
 
     def recorded_id(self, response_id: str) -> None:
         """Answer under the provider's id the recording holds (docs/wires.md#provider-ids)."""
@@ -494,8 +524,8 @@ class Endpoint:
     def _answer(self, call: _Call, parent: str | None, relay: Relay | None) -> EndpointResponse:
         route = call.route
         kwargs: dict[str, Any] = {"session_id": route.session_id, "parent_session_id": parent}
-        if route.new and route.fork:
-            kwargs["fork"] = True  # it continues its parent's completed turns
+        if route.seed_length is not None:
+            kwargs["seed_length"] = route.seed_length  # declared by the dsh runtime
         if route.cwd is not None:
             kwargs["session_cwd"] = route.cwd  # a new session's header: its cwd is tokenized
         sessions = self.sessions
@@ -503,7 +533,7 @@ class Endpoint:
         if relay is not None:
             kwargs["relay"] = relay
         else:
-            kwargs.update(cancel=call.cancel, seed_length=route.seed_length, by_content=True)
+            kwargs.update(cancel=call.cancel, by_content=True)
             kwargs["read_only_chunks"] = True  # served chunks are only encoded
             kwargs["on_response_id"] = call.recorded_id
             kwargs["on_entry"] = call.replays
@@ -522,19 +552,43 @@ class Endpoint:
         return self._streamed(call, chunks)
 
     def _parent(self, route: Route, request: RequestView) -> str | None:
-        parent = route.parent_session_id
-        if not self.replay:
-            return parent or route.parent_guess
-        if self.sessions is None or not route.new:
-            return parent
+        """A new session's parent: the model creates (and, replaying, binds) it now.
+
+        The model that logs calls decides the session's lineage (its parent, spawn or
+        fork) as replay decides it (docs/scenarios.md#fork-or-spawn); a model that logs
+        nothing (the scripted server's) gets the route's parent, or its guess.
+        """
+        if not route.new:
+            return route.parent_session_id
+        open_session = getattr(self.model, "open_session", None)
+        if open_session is None:
+            return self._parent_unlogged(route, request)
+        lineage = open_session(
+            request,
+            session_id=route.session_id,
+            parent_session_id=route.parent_session_id,
+            parent_guess=route.parent_guess,
+            seed_length=route.seed_length,
+            cwd=route.cwd,
+        )
+        return lineage.parent  # type: ignore[no-any-return]
+
+    def _parent_unlogged(self, route: Route, request: RequestView) -> str | None:
+        """A new session's parent when the model logs nothing: the route's, or its guess.
+
+        Replaying, the session binds now, and the recording it binds to names the parent
+        that content did not.
+        """
+        if not self.replay or self.sessions is None:
+            return route.parent_session_id or route.parent_guess
         self.sessions.bind(
             request,
             session_id=route.session_id,
-            parent_session_id=parent,
+            parent_session_id=route.parent_session_id,
             seed_length=route.seed_length,
             by_content=True,
         )
-        return parent or self.sessions.live_parent(route.session_id)
+        return route.parent_session_id or self.sessions.live_parent(route.session_id)
 
     def _replay_error(self, error: DshReplayError, wire: Wire | None) -> EndpointResponse:
         self._keep(error)
@@ -585,10 +639,11 @@ class Endpoint:
                 data = relay.take()
                 if call.chunks is not None:
                     call.chunks.append(chunk)
+                call.note(chunk)
                 if chunk.get("type") == "finish" and relay.status < 400:
                     if relay.call_id:
                         call.answer_id = relay.call_id  # the live provider's id
-                    self._answered(call, chunk, [])
+                    self._answered(call, chunk, _served((), tool_call_marks(call.tools)))
                 if relay.ended:
                     held += data
                 elif data:
@@ -617,7 +672,7 @@ class Endpoint:
         if failure is not None and failure.get("code") not in _IN_STREAM:
             return _failure_response(call.wire, failure)
         call.chunks = collected if call.chunks is not None else None
-        self._answered(call, finish, _marks(collected))
+        self._answered(call, finish, _served(_marks(collected), tool_call_marks(collected)))
         body = call.wire.whole(collected, model=call.model, call_id=call.id)
         return json_response(200, body)
 
@@ -641,7 +696,7 @@ class Endpoint:
         if call.chunks is not None:
             call.chunks.extend(collected[: encoded.used])
         if encoded.answered >= 0:
-            self._answered(call, collected[encoded.answered], list(encoded.marks))
+            self._answered(call, collected[encoded.answered], encoded.served)
         elif encoded.failed:
             self.router.answered(call.route.session_id, failed=True)
         return EndpointResponse(200, list(_SSE), _pieces(encoded.body, encoded.dropped))
@@ -669,7 +724,9 @@ class Endpoint:
             kept[key] = found
         return found
 
-    def _answered(self, call: _Call, finish: Mapping[str, Any] | None, served: list[str]) -> None:
+    def _answered(
+        self, call: _Call, finish: Mapping[str, Any] | None, served: ServedAnswer
+    ) -> None:
         reason = finish.get("reason") if finish is not None else None
         kind = reason.get("kind") if isinstance(reason, Mapping) else None
         failed = kind not in ("stop", "tool-calls", "max-tokens")
@@ -677,7 +734,7 @@ class Endpoint:
             call.route.session_id,
             wants_tools=kind == "tool-calls",
             failed=failed,
-            served=tuple(served),
+            served=served,
         )
         if call.chunks is not None and not failed:
             answered = (list(call.request.messages), call.chunks)
@@ -770,10 +827,11 @@ class Endpoint:
         if call.chunks is not None:
             call.chunks.append(chunk)
         if chunk.get("type") != "finish":
+            call.note(chunk)
             return encoder.feed(chunk), False
         failure = _failure_of(chunk)
         if failure is None or failure.get("code") in _FINISHING:
-            self._answered(call, chunk, encoder.marks())
+            self._answered(call, chunk, _served(encoder.marks(), tool_call_marks(call.tools)))
             reason = chunk.get("reason")
             return encoder.finish(reason if isinstance(reason, Mapping) else {}), True
         self.router.answered(call.route.session_id, failed=True)
@@ -791,10 +849,10 @@ class _Encoding:
         used: How many of the call's chunks were encoded (up to the one that ended it).
         answered: The index of the ``finish`` that answered normally, else -1.
         failed: The answer ended failed (the router is told so).
-        marks: The encoder's marks at the normal ``finish`` (how a next request quotes it).
+        served: The answer at the normal ``finish`` as a next request quotes it.
     """
 
-    __slots__ = ("answered", "body", "dropped", "failed", "marks", "used")
+    __slots__ = ("answered", "body", "dropped", "failed", "served", "used")
 
     def __init__(
         self,
@@ -803,14 +861,14 @@ class _Encoding:
         used: int,
         answered: int,
         failed: bool,
-        marks: tuple[str, ...],
+        served: ServedAnswer,
     ):
         self.body = body
         self.dropped = dropped
         self.used = used
         self.answered = answered
         self.failed = failed
-        self.marks = marks
+        self.served = served
 
 
 def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | None) -> _Encoding:
@@ -827,21 +885,21 @@ def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | No
         chunk = collected[n]
         found = _failure_of(chunk)
         if found is None or found.get("code") in _FINISHING:
-            marks = tuple(encoder.marks())
+            served = _served(encoder.marks(), tool_call_marks(collected[:n]))
             reason = chunk.get("reason")
             out.append(encoder.finish(reason if isinstance(reason, Mapping) else {}))
-            return _Encoding(b"".join(out), False, n + 1, n, False, marks)
+            return _Encoding(b"".join(out), False, n + 1, n, False, served)
         closed = found.get("code") == "STREAM_CLOSED"  # cut: nothing more is sent
         dropped = not closed and str(found.get("code", "UNKNOWN")) in _DROP_CODES
         if not closed and not dropped:
             out.append(encoder.failure_event(found))
-        return _Encoding(b"".join(out), dropped, n + 1, -1, True, ())
+        return _Encoding(b"".join(out), dropped, n + 1, -1, True, _NOTHING)
     if failure is None:
-        return _Encoding(b"".join(out), False, n, -1, False, ())
+        return _Encoding(b"".join(out), False, n, -1, False, _NOTHING)
     dropped = failure.get("code") in _DROP_CODES
     if not dropped:
         out.append(encoder.failure_event(failure))
-    return _Encoding(b"".join(out), dropped, n, -1, True, ())
+    return _Encoding(b"".join(out), dropped, n, -1, True, _NOTHING)
 
 
 def _early_failure(collected: list[StreamChunk]) -> dict[str, Any] | None:

@@ -27,12 +27,17 @@ First answer wins:
      trailing user messages (a fork child's inherited seed), its parent is the earliest
      live session whose latest request starts with those messages (the live parent's own
      request, not the recording, so runtime-context and re-rendered messages compare
-     equal). Which recording it replays is decided by the replay model from its first
-     user message (the primary first).
+     equal). Without such messages, its parent is the live session whose latest answer
+     has a tool call that announces it (docs/scenarios.md#announcement: an argument holds
+     the new conversation's opening), else it is guessed. Which recording it replays is
+     decided by the replay model from its opening (the primary first).
    - when it continues two live sessions with the same latest request, the one whose
      answer (its text or a tool call id) is in the next message wins; when that does not
      decide either, the call fails with their first user messages. Children whose first
      requests are identical therefore bind in arrival order.
+   - an answer re-sent with tool call ids of the client's own (some frameworks rewrite
+     them) is still the answer when it names the same tools with the same arguments, in
+     order, and has the same text.
 
 The latest request of each session is kept as one serialized form per message (the
 request view's ``message_keys``), so a comparison costs one pass over the messages.
@@ -50,6 +55,8 @@ from typing import Any, Final
 import orjson
 
 from .._errors import ReplayBindingError
+from .._identity.announce import announces
+from .._identity.answers import ServedAnswer, is_served_answer, quotes_answer
 from .._replay.matching import trim
 from .._wire.request import RequestView
 
@@ -68,17 +75,14 @@ class Route:
         session_id: The live session.
         parent_session_id: Its parent, when the request says so (headers) or content
             proves it (a fork seed).
-        parent_guess: For a new conversation found by content without a seed: the live
-            session most recently waiting for tool results (a spawn's likely parent), else
-            the first live session (the primary); used only for logging while recording.
-        seed_length: Inherited events of a fork child (runtime headers), ``0`` for a
-            session that is not a fork, ``None`` when unknown; for a fork child found
-            by content repeating its parent's latest request, how many messages it
-            repeats (positive: replay only reads whether it is a fork).
+        parent_guess: For a new conversation whose parent content could not prove: the
+            live session most recently waiting for tool results (a spawn's likely
+            parent), else the first live session (the primary); used only while recording.
+        seed_length: The inherited events of a fork child as the dsh runtime declares
+            them (``0``: not a fork); ``None`` when the request does not say (the
+            recorder then decides, docs/scenarios.md#fork-or-spawn).
         how: ``"runtime"``, ``"headers"`` or ``"content"``.
         new: Whether this is the session's first request.
-        fork: A new child whose request continues its parent's latest request's earlier
-            messages (its inherited seed), or a runtime child with a ``seedLength``.
         cwd: The session's working directory, when the request says (the dsh runtime's
             ``dsh_session_log.session.cwd``).
     """
@@ -89,7 +93,6 @@ class Route:
     seed_length: int | None
     how: str
     new: bool
-    fork: bool = False
     cwd: str | None = None
 
 
@@ -108,7 +111,8 @@ class Router:
         self._first: dict[str, str | None] = {}  # live id -> its first user message
         self._waiting: list[str] = []  # sessions whose last answer asked for tools
         self._failed: set[str] = set()  # sessions whose last call failed (may retry)
-        self._served: dict[str, tuple[str, ...]] = {}  # live id -> its last answer's marks
+        self._served: dict[str, ServedAnswer] = {}  # live id -> its last answer
+        self._announced: set[tuple[str, int]] = set()  # (session, tool call) that started one
         self.guessed: list[str] = []
         """New sessions whose parent content could not decide (it was guessed)."""
 
@@ -141,7 +145,7 @@ class Router:
         *,
         wants_tools: bool = False,
         failed: bool = False,
-        served: tuple[str, ...] = (),
+        served: ServedAnswer | None = None,
     ) -> None:
         """Note how a session's call ended.
 
@@ -150,8 +154,9 @@ class Router:
             wants_tools: The answer asked for tool calls (a likely parent of what comes
                 next).
             failed: The call failed (the same request again is a retry).
-            served: The answer's text and tool call ids, to tell apart sessions whose
-                requests were equal.
+            served: The answer as the next request quotes it (its text and tool
+                calls), to tell apart sessions whose requests were equal and to find
+                the parent a tool call announces.
         """
         with self._lock:
             if session_id in self._waiting:
@@ -162,7 +167,8 @@ class Router:
                 self._failed.add(session_id)
             else:
                 self._failed.discard(session_id)
-                self._served[session_id] = served
+                self._served[session_id] = served if served is not None else ServedAnswer()
+                self._announced = {k for k in self._announced if k[0] != session_id}
 
     def first_message(self, session_id: str) -> str | None:
         """The first user message a live session sent (for messages)."""
@@ -179,17 +185,8 @@ class Router:
     ) -> Route:
         with self._lock:
             new = session_id not in self._latest
-            fork = bool(seed)
-            if new and parent is not None and seed is None:
-                fork = self._seeded_by(parent, view)
             self._remember(session_id, view)
-        return Route(session_id, parent, None, seed, how, new, fork)
-
-    def _seeded_by(self, parent: str, view: RequestView) -> bool:
-        """Whether the request starts with earlier messages of ``parent``'s latest request."""
-        prefix = view.seed_keys
-        latest = self._latest.get(parent)
-        return bool(prefix) and latest is not None and latest[: len(prefix)] == prefix
+        return Route(session_id, parent, None, seed, how, new)
 
     def _remember(self, session_id: str, view: RequestView) -> None:
         if session_id not in self._first:
@@ -239,23 +236,26 @@ class Router:
     def _answer_at(self, session_id: str, raw: bytes) -> bool:
         """Whether ``raw``, the message after a session's latest request, is its answer.
 
-        An answer is re-sent as an assistant message; when the served answer called
-        tools and the message names tool calls, it names some of the same ids.
+        See :func:`~.._identity.answers.is_served_answer` (ids rewritten by the client
+        count when the tools, arguments and text are the served ones).
         """
         message = orjson.loads(raw)
-        if not isinstance(message, Mapping) or message.get("role") not in _ANSWER_ROLES:
-            return False
-        ids = set(self._served.get(session_id, ())[1:])
-        named = _tool_call_ids(message)
-        return not ids or not named or not ids.isdisjoint(named)
+        return isinstance(message, Mapping) and is_served_answer(
+            message, self._served.get(session_id)
+        )
 
     def _by_content(self, view: RequestView) -> Route:
         key = view.message_keys
         with self._lock:
-            best, tied, repeated, repeated_size = self._continued(key)
+            best, tied, repeated, _repeated_size = self._continued(key)
             if len(tied) > 1 and best < len(key):
-                following = key[best]
-                known = [s for s in tied if _served_in(self._served.get(s, ()), following)]
+                following = orjson.loads(key[best])
+                known = [
+                    s
+                    for s in tied
+                    if isinstance(following, Mapping)
+                    and quotes_answer(following, self._served.get(s))
+                ]
                 if len(known) == 1:
                     tied = known
             if len(tied) > 1:
@@ -270,63 +270,52 @@ class Router:
                 session_id = tied[0]
                 self._remember(session_id, view)
                 return Route(session_id, None, None, None, "content", False)
-            parent: str | None = None
-            guess: str | None = None
-            prefix = view.seed_keys
-            if repeated is not None:  # a fork child of the session whose request it repeats
-                session_id = str(uuid.uuid4())
-                self._remember(session_id, view)
-                return Route(session_id, repeated, None, repeated_size, "content", True, True)
-            if prefix:
-                for session_id, latest in self._latest.items():  # creation order
-                    if len(latest) > len(prefix) and latest[: len(prefix)] == prefix:
-                        parent = session_id
-                        break
-            elif self._waiting:
-                guess = self._waiting[-1]
-            else:  # a subagent that starts after its parent went on: the first session
-                guess = next(iter(self._latest), None)
             session_id = str(uuid.uuid4())
-            if len(self._waiting) > 1 or (not self._waiting and len(self._latest) > 1):
-                self.guessed.append(session_id)  # several sessions could have started it
+            if repeated is not None:  # a child of the session whose request it repeats
+                parent: str | None = repeated
+            else:
+                parent = self._seed_parent(view) or self._announcer(view)
+            guess: str | None = None
+            if parent is None:
+                guess = self._guess(session_id)
             self._remember(session_id, view)
-            seeded = None if prefix else 0
-            return Route(session_id, parent, guess, seeded, "content", True, parent is not None)
+            return Route(session_id, parent, guess, None, "content", True)
 
+    def _seed_parent(self, view: RequestView) -> str | None:
+        """The earliest live session whose latest request starts with the request's seed."""
+        prefix = view.seed_keys
+        if not prefix:
+            return None
+        for session_id, latest in self._latest.items():  # creation order
+            if len(latest) > len(prefix) and latest[: len(prefix)] == prefix:
+                return session_id
+        return None
 
-_ANSWER_ROLES: Final = frozenset({"assistant", "model"})
+    def _announcer(self, view: RequestView) -> str | None:
+        """The live session whose latest answer has a tool call announcing this request.
 
+        docs/scenarios.md#announcement: one of the call's arguments holds the request's
+        opening. The most recently answered such session; its tool call counts once.
+        """
+        openings = view.openings
+        if not openings:
+            return None
+        for session_id in reversed(list(self._served)):
+            served = self._served[session_id]
+            for ordinal, call in enumerate(served.calls):
+                key = (session_id, ordinal)
+                if key not in self._announced and announces(call, openings):
+                    self._announced.add(key)
+                    return session_id
+        return None
 
-def _tool_call_ids(message: Mapping[str, Any]) -> set[Any]:
-    """The tool call ids a re-sent assistant message names (OpenAI and Anthropic forms)."""
-    calls = message.get("tool_calls")
-    ids = (
-        {c.get("id") for c in calls if isinstance(c, Mapping)} if isinstance(calls, list) else set()
-    )
-    content = message.get("content")
-    blocks = content if isinstance(content, list) else []
-    ids |= {b.get("id") for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool_use"}
-    ids.discard(None)
-    return ids
-
-
-def _served_in(served: tuple[str, ...], raw: bytes) -> bool:
-    """Whether a re-sent assistant message is the answer ``served`` (text, tool call ids)."""
-    if not served or not any(served):
-        return False
-    message = orjson.loads(raw)
-    if not isinstance(message, Mapping):
-        return False
-    content = message.get("content")
-    blocks = content if isinstance(content, list) else []
-    text = (
-        content
-        if isinstance(content, str)
-        else "".join(
-            b.get("text", "") for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"
-        )
-    )
-    return (not served[0] or served[0] == text) and set(served[1:]) <= _tool_call_ids(message)
+    def _guess(self, session_id: str) -> str | None:
+        """A new conversation's likely parent when content proves none (recording only)."""
+        if len(self._waiting) > 1 or (not self._waiting and len(self._latest) > 1):
+            self.guessed.append(session_id)  # several sessions could have started it
+        if self._waiting:
+            return self._waiting[-1]
+        return next(iter(self._latest), None)  # a child that starts after its parent went on
 
 
 def _runtime_lineage(body: Mapping[str, Any]) -> tuple[str | None, int | None, str | None]:

@@ -40,9 +40,10 @@ from .._format.events import JSONObject, StreamChunk
 from .._format.json_values import plain_json
 from .._format.reply import assemble_reply
 from .._format.text import TextSafeModel
+from .._identity.lineage import Lineage, completed_turns_end, fork_seed_length
+from .._identity.surface import apply_surface, surface_item
 from .._store.log_rules import completed_turn_prefix
 from .._wire.request import ASSISTANT, TOOL_RESULT, USER, Conversation, Item, RequestView
-from .conversation import surface_item
 
 __all__ = ["LiveModel", "RecordingModel", "failure_finish"]
 
@@ -170,20 +171,8 @@ class _SessionLog:
             else:
                 item = surface_item(event)
                 if item is not None:
-                    self._apply(event, item)
+                    apply_surface(self.surface, event, item)
         self.scanned += len(new)
-
-    def _apply(self, event: Any, item: Item) -> None:
-        op = event.get("surfaceOp")
-        if isinstance(op, dict) and op.get("op") == "replace":
-            seqs = [seq for seq, _ in self.surface]
-            try:
-                first, last = seqs.index(op["start"]), seqs.index(op["end"])
-            except (KeyError, ValueError):
-                first, last = len(seqs), len(seqs) - 1
-            self.surface[first : last + 1] = [(event["seq"], item)]
-        else:
-            self.surface.append((event["seq"], item))
 
 
 class _Call:
@@ -270,6 +259,12 @@ class _Follower:
             return chunk
 
         self.read.divert(log)
+
+
+def _header_lineage(session: Any) -> Lineage:
+    """A session's lineage as its header says it."""
+    header = session.header
+    return Lineage(header.parent_session, header.seed_length or 0)
 
 
 def _conversation(request: Any) -> Conversation:
@@ -382,38 +377,40 @@ class RecordingModel:
 
     # --- sessions ------------------------------------------------------------------------
 
-    def _session(
-        self,
-        session_id: str | None,
-        parent_session_id: str | None,
-        fork: bool = False,
-        cwd: str | None = None,
-    ) -> Any:  # the lock is held
+    def _session(self, session_id: str | None) -> Any:  # the lock is held
+        """The session ``session_id`` names (``None``: the anonymous one), if it exists."""
         if session_id is None:
-            if self._anonymous is not None:
-                return self.store.get(self._anonymous)
-            if not self.create_sessions:
-                return None
-            session = self._create(None, parent_session_id, fork, cwd)
-            self._anonymous = session.id
-            return session
-        session = self.store.get(session_id)
-        if session is None and self.create_sessions:
-            session = self._create(session_id, parent_session_id, fork, cwd)
-        return session
+            return None if self._anonymous is None else self.store.get(self._anonymous)
+        return self.store.get(session_id)
 
-    def _create(
-        self, session_id: str | None, parent: str | None, fork: bool = False, cwd: str | None = None
-    ) -> Any:
-        """Create a session the caller never created (a child of ``parent``, if given).
+    def _lineage(self, parent: str | None, view: Any, declared: int | None) -> Lineage:
+        """A new child's lineage, decided as replay decides it (docs/scenarios.md#fork-or-spawn).
 
-        With ``fork`` (the model endpoint found the request continuing the parent's
-        completed turns), the child is a fork: seeded with the parent's completed-turn
-        prefix, ``seedLength`` stamped. ``cwd`` (the caller's working directory, when its
+        Args:
+            parent: The live parent's id, if known.
+            view: The child's first request (its view).
+            declared: The ``seedLength`` its creator sent (the dsh runtime's), if any:
+                then it is a fork exactly when that is positive.
+        """
+        parent_session = None if parent is None else self.store.get(parent)
+        if parent_session is None:
+            return Lineage(parent)
+        events = parent_session.events
+        if declared is not None:
+            return Lineage(parent, completed_turns_end(events) if declared > 0 else 0)
+        return Lineage(parent, fork_seed_length(events, _conversation(view).items))
+
+    def _create(self, session_id: str | None, lineage: Lineage, cwd: str | None = None) -> Any:
+        """Create a session the caller never created, with its lineage (the lock is held).
+
+        A child gets ``parentSession``, ``origin: "subagent"`` and its parent's
+        ``delegationDepth`` + 1; a fork child also its seed, the parent's completed
+        turns, and ``seedLength``. ``cwd`` (the caller's working directory, when its
         request says) goes into the header, so recordings write it as ``{{cwd}}``.
         """
         meta: dict[str, Any] | None = {"cwd": cwd} if cwd is not None else None
         seed = None
+        parent = lineage.parent
         if parent is not None:
             parent_session = self.store.get(parent)
             depth = 0 if parent_session is None else parent_session.header.delegation_depth or 0
@@ -423,13 +420,71 @@ class RecordingModel:
                 "origin": "subagent",
                 "delegationDepth": depth + 1,
             }
-            if fork and parent_session is not None:
+            if lineage.fork and parent_session is not None:
                 seed = completed_turn_prefix(parent_session)
                 if seed is not None:
                     meta["seedLength"] = len(seed)
         session = self.store.create(session_id, seed=seed, meta=meta)
         self.created.add(session.id)
+        if session_id is None:
+            self._anonymous = session.id
         return session
+
+    def open_session(
+        self,
+        request: Any,
+        *,
+        session_id: str | None,
+        parent_session_id: str | None = None,
+        parent_guess: str | None = None,
+        seed_length: int | None = None,
+        cwd: str | None = None,
+    ) -> Lineage:
+        """Create the calling session before its first call, deciding its lineage.
+
+        The model endpoint calls this for a session it has not seen. Replaying (the
+        wrapped model can bind, :meth:`~pytest_dsh_replay.ReplayModel.bind_session`),
+        the session binds to its recording now; when content named no parent, the
+        recording it binds to names it (the live session replaying the recorded
+        parent), else the recording's ``parent_guess`` is the parent. An existing
+        session is left as it is.
+
+        Args:
+            request: The session's first request.
+            session_id: The live session (``None``: the anonymous one).
+            parent_session_id: Its parent, when the caller or content proves it.
+            parent_guess: Its likely parent when nothing proves one (recording only).
+            seed_length: The ``seedLength`` its creator declared, if any.
+            cwd: Its working directory, when the request says.
+
+        Returns:
+            Its lineage (an existing session's, read from its header).
+
+        Raises:
+            ReplayBindingError: Replaying, no recorded session is left for it.
+        """
+        view = self._view(request)
+        bind = getattr(self.model, "bind_session", None)
+        with self._lock:
+            found = self._session(session_id)
+            if found is not None:
+                return _header_lineage(found)
+            parent = parent_session_id
+            if parent is None and bind is not None:
+                parent = bind(self._passed(view), session_id=session_id, seed_length=seed_length)
+            elif parent is None:
+                parent = parent_guess
+            lineage = self._lineage(parent, view, seed_length)
+            if bind is not None and parent_session_id is not None:
+                bind(
+                    self._passed(view),
+                    session_id=session_id,
+                    parent_session_id=parent,
+                    seed_length=lineage.seed_length,
+                )
+            if self.create_sessions:
+                self._create(session_id, lineage, cwd)
+            return lineage
 
     def _log_of(self, session: Any) -> _SessionLog:  # the lock is held
         log = self._logs.get(session.id)
@@ -437,16 +492,28 @@ class RecordingModel:
             log = self._logs[session.id] = _SessionLog(session)
         return log
 
-    def _calling(self, kwargs: Mapping[str, Any]) -> _SessionLog | None:
-        """The calling session's log (its session created if need be); ``None``: not logged."""
+    def _calling(self, view: Any, kwargs: dict[str, Any]) -> _SessionLog | None:
+        """The calling session's log (its session created if need be); ``None``: not logged.
+
+        A session created here gets its lineage as :meth:`open_session` decides it, and
+        ``kwargs`` (passed on to the wrapped model) say it: its parent and
+        ``seed_length``, so replay binds by what the recording writes.
+        """
+        session_id = kwargs.get("session_id")
         with self._lock:
-            session = self._session(
-                kwargs.get("session_id"),
-                kwargs.get("parent_session_id"),
-                bool(kwargs.get("fork")),
-                kwargs.get("session_cwd"),
-            )
-            return None if session is None else self._log_of(session)
+            session = self._session(session_id)
+            if session is None and self.create_sessions:
+                lineage = self._lineage(
+                    kwargs.get("parent_session_id"), view, kwargs.get("seed_length")
+                )
+                session = self._create(session_id, lineage, kwargs.get("session_cwd"))
+            if session is None:
+                return None
+            lineage = _header_lineage(session)
+            if lineage.parent is not None:  # a child: what binds it is what was logged
+                kwargs["parent_session_id"] = lineage.parent
+                kwargs["seed_length"] = lineage.seed_length
+            return self._log_of(session)
 
     # --- opening a call ------------------------------------------------------------------
 
@@ -462,8 +529,8 @@ class RecordingModel:
             return view
         return view.body
 
-    def _begin(self, request: Any, kwargs: Mapping[str, Any]) -> _Call:
-        return self._begin_in(self._calling(kwargs), request, kwargs)
+    def _begin(self, request: Any, kwargs: dict[str, Any]) -> _Call:
+        return self._begin_in(self._calling(request, kwargs), request, kwargs)
 
     def _begin_in(self, log: _SessionLog | None, request: Any, kwargs: Mapping[str, Any]) -> _Call:
         """Log a call's opening now (``log`` ``None``: a call that is not logged)."""
@@ -754,7 +821,7 @@ class RecordingModel:
         """
         read_only = bool(kwargs.pop("read_only_chunks", False))
         view = self._view(request)
-        log = self._calling(kwargs)
+        log = self._calling(view, kwargs)
         if log is not None and self.parsed_chunks:
             return self._replayed(log, view, kwargs, read_only)
         return self._logged_now(log, view, kwargs, read_only)

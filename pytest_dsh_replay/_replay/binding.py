@@ -25,12 +25,15 @@ live first messages are compared, and quoted in errors, through the same redacti
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import ReplayBindingError, ReplayExhaustedError
+from .._identity.announce import Announcement, announcing
+from .._identity.answers import ToolCallMark, tool_call_marks
 from .._scripts.entries import HangEntry
 from .._scripts.scenario import Scenario, SessionScript
 from .call import (
@@ -83,6 +86,8 @@ class Binder:
         self.taken = [False] * len(self.scripts)
         self._next = 0  # no script before this index is unbound
         self._openers: list[FirstMessage | None] | None = None  # compiled on first use
+        self._calls: dict[int, list[tuple[ToolCallMark, ...]]] = {}  # script -> its calls'
+        self._links: dict[int, dict[int, tuple[int, int]]] = {}  # parent -> child -> call
         self._children: dict[str, list[int]] = {}
         for i, script in enumerate(self.scripts):
             if not script.primary and script.parent_session:
@@ -116,8 +121,9 @@ class Binder:
         parent_script: SessionScript | None,
         seed_length: int | None,
         by_content: bool,
-    ) -> int | str:
-        """The index of the script a new live session takes, or why there is none.
+        served: Served | None = None,
+    ) -> Choice | str:
+        """The script a new live session takes, or why there is none.
 
         Args:
             request: The live session's first request.
@@ -126,9 +132,11 @@ class Binder:
             seed_length: Events a fork child inherited (``0``: none; ``None``: judged from
                 the request).
             by_content: A new conversation found by content (no parent needed to match).
+            served: What the live parent was served so far, and which of its tool calls
+                already announced a live child (docs/scenarios.md#announcement).
 
         Returns:
-            The chosen index (call :meth:`take` with it), or the reason as a phrase.
+            The choice (call :meth:`take` with its index), or the reason as a phrase.
         """
         if parent is None and not by_content:
             while self._next < len(self.scripts) and self.taken[self._next]:
@@ -138,9 +146,9 @@ class Binder:
                     f"the scenario recorded {len(self.scripts)} session(s) and every one is "
                     "already bound"
                 )
-            return self._next
+            return Choice(self._next)
         if parent_script is None and not self.taken[0]:
-            return 0  # a new conversation: the primary first
+            return Choice(0)  # a new conversation: the primary first
         where = "in the scenario"
         owner = "the scenario's"
         kids: list[int] | None = None
@@ -168,11 +176,28 @@ class Binder:
         view = RequestView.of(request)
         seeded = bool(view.seed) if seed_length is None else seed_length > 0
         openings = self._redacted(view.openings)
+        announced = self._announced(served, openings)
+        if announced is not None:
+            linked = [i for i in free if self._linked(served, i) == announced.key]
+            if len(linked) == 1:
+                return Choice(linked[0], announced.key)
         found = self._match(free, openings, seeded)
+        if found is None and not openings and not by_content and len(free) == 1:
+            found = free[0]  # the caller named the parent, and one child is left
         if found is not None:
-            return found
+            return Choice(found, None if announced is None else announced.key)
         # No match: quote the live message and each candidate's, text blocks visibly apart.
         shown = self.first_message(request.get("messages"))
+        if not openings:
+            listed = "; ".join(
+                f"{self.scripts[i].file}: {trim(self.scripts[i].opening_shown)}" for i in free
+            )
+            return (
+                "its first request ends without a user message, so nothing tells which "
+                f"unbound recorded child {where} it is (unbound: {listed}); a request that "
+                "continues a conversation with an answer that differs from the one served "
+                "(rewritten text or tool calls) starts a new one"
+            )
         nearest = self._nearest(free, openings[-1])
         listed = "; ".join(
             f"{self.scripts[i].file}: {trim(self.scripts[i].opening_shown, near=shown)}"
@@ -183,6 +208,53 @@ class Binder:
             f"its first user message {trim(shown, near=near)} matches no "
             f"unbound recorded child {where} (unbound: {listed})"
         )
+
+    def tool_calls(self, index: int) -> list[tuple[ToolCallMark, ...]]:
+        """The tool calls of each recorded call of script ``index`` (read once, then kept)."""
+        found = self._calls.get(index)
+        if found is None:
+            found = self._calls[index] = [
+                tool_call_marks(entry.chunks) for entry in self.scripts[index].entries
+            ]
+        return found
+
+    def _announced(self, served: Served | None, openings: list[str]) -> Announcement | None:
+        """The live parent's tool call that announces the live child, if any."""
+        if served is None or not openings:
+            return None
+        calls = self.tool_calls(served.index)[: served.cursor]
+        return announcing(calls, openings, served.claimed)
+
+    def _linked(self, served: Served | None, child: int) -> tuple[int, int] | None:
+        """The recorded parent's tool call that announced recorded child ``child``."""
+        if served is None:
+            return None
+        links = self._links.get(served.index)
+        if links is None:
+            links = self._links[served.index] = self._recorded_links(served.index)
+        return links.get(child)
+
+    def _recorded_links(self, parent: int) -> dict[int, tuple[int, int]]:
+        """Each recorded child of script ``parent`` -> the tool call that announced it.
+
+        The children in replay order, each linked to the earliest tool call not linked
+        before it (docs/scenarios.md#announcement), as live children are.
+        """
+        recorded = self.scripts[parent].recorded_id
+        calls = self.tool_calls(parent)
+        links: dict[int, tuple[int, int]] = {}
+        claimed: set[tuple[int, int]] = set()
+        for child in self._children.get(recorded, []) if recorded else []:
+            blocks = self.scripts[child].opening_blocks
+            if blocks is None:
+                text = self.scripts[child].opening_text
+                blocks = () if text is None else (text,)
+            openings = self._redacted(list(itertools.accumulate(blocks)))
+            found = announcing(calls, openings, claimed)
+            if found is not None:
+                links[child] = found.key
+                claimed.add(found.key)
+        return links
 
     def take(self, index: int) -> SessionScript:
         """Mark a script bound; return it."""
@@ -221,10 +293,38 @@ class Binder:
         if matching:
             same = [i for i in matching if (self.scripts[i].seed_length > 0) == seeded]
             return (same or matching)[0]
-        unknown = [i for i in free if self.scripts[i].opening_text is None]
-        if unknown or not openings:  # nothing to compare: recorded (or live) has no message
-            return (unknown or free)[0]
-        return None
+        # Recorded children without an opening have nothing to compare: they bind in
+        # arrival order, as sessions without a parent do (the recording holds no more).
+        return next((i for i in free if self.scripts[i].opening_text is None), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The script a new live session binds to.
+
+    Attributes:
+        index: The script's index in the scenario.
+        announced: ``(call, ordinal)`` of the live parent's tool call that announced it,
+            when one did (claimed for it, so a sibling cannot take the same one).
+    """
+
+    index: int
+    announced: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What a live parent was served: for linking a new child to its announcement.
+
+    Attributes:
+        index: The script the live parent replays.
+        cursor: How many of its calls it made.
+        claimed: ``(call, ordinal)`` of its tool calls already linked to live children.
+    """
+
+    index: int
+    cursor: int
+    claimed: frozenset[tuple[int, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +393,8 @@ class LiveSessions:
         """The recording's redaction of a live text (``None``: none)."""
         self._binder = Binder(self._scripts, redact)
         self._unrecorded: dict[SessionKey, int] = {}
+        # live parent -> the (call, ordinal) of its tool calls that announced live children
+        self._claimed: dict[SessionKey, set[tuple[int, int]]] = {}
         # live key -> its first request's messages (a shallow copy: the caller may add to
         # its list); the first message is read from them only for an error message.
         self._first: dict[SessionKey, object] = {}
@@ -470,14 +572,23 @@ class LiveSessions:
         messages = request.get("messages")
         self._first[key] = list(messages) if messages.__class__ is list else messages
         live_parent = None if parent is None else self._bound.get(parent)
+        served = None
+        if live_parent is not None:
+            claimed = frozenset(self._claimed.get(parent, ()))
+            served = Served(live_parent.index, live_parent.cursor, claimed)
         found = self._binder.choose(
             request,
             parent=parent,
             parent_script=None if live_parent is None else live_parent.script,
             seed_length=seed_length,
             by_content=by_content,
+            served=served,
         )
-        return found if isinstance(found, str) else self._take(key, found)
+        if isinstance(found, str):
+            return found
+        if found.announced is not None:
+            self._claimed.setdefault(parent, set()).add(found.announced)
+        return self._take(key, found.index)
 
     def _take(self, key: SessionKey, index: int) -> BoundSession:
         script = self._binder.take(index)
@@ -514,7 +625,12 @@ class LiveSessions:
             for k, b in list(self._bound.items())[:8]
         )
         more = " ..." if len(self._bound) > 8 else ""
-        if "matches no unbound recorded child" in reason:
+        if "ends without a user message" in reason:
+            cause = (
+                "Content alone could not tell this request's session: send the "
+                "x-dsh-session-id header (docs/wires.md#calling-session)"
+            )
+        elif "matches no unbound recorded child" in reason:
             cause = (
                 "The child's first message differs from every unbound recorded child's (its "
                 "task changed, or it is a session the recording does not have)"

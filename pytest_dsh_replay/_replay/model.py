@@ -312,6 +312,44 @@ class ReplayModel:
             return call.astream(self._pacing)
         return gate.aordered(call, call.astream(self._pacing))
 
+    def bind_session(
+        self,
+        request: Mapping[str, Any],
+        *,
+        session_id: str | None,
+        parent_session_id: str | None = None,
+        seed_length: int | None = None,
+    ) -> str | None:
+        """Bind a new live session now, before its first call (a bound one stays as it is).
+
+        For a session that the model endpoint found by content (docs/wires.md#calling-session):
+        it binds as a call with ``by_content=True`` would (its parent's recorded children
+        when ``parent_session_id`` is given, else the primary first, then every recorded
+        child, by its opening), and the recording it binds to tells its parent.
+
+        Args:
+            request: The session's first request.
+            session_id: The live session.
+            parent_session_id: Its live parent, when content proved one.
+            seed_length: Events it inherits (``0``: a spawn; ``None``: judged from the
+                request), preferring recorded children of the same kind.
+
+        Returns:
+            ``parent_session_id``, else the live session bound to the recorded parent of
+            the recording it binds to (``None``: none, or it is the primary).
+
+        Raises:
+            ReplayBindingError: No recorded session is left for it.
+        """
+        self._sessions.bind(
+            request,
+            session_id=session_id,
+            parent_session_id=parent_session_id,
+            seed_length=seed_length,
+            by_content=True,
+        )
+        return parent_session_id or self._sessions.live_parent(session_id)
+
     def keep_recorded_order(self, *, timeout: float = 10.0, max_gap: float = 0.5) -> bool:
         """Serve concurrent sessions' calls in the recorded order (the dsh runtime's children).
 

@@ -259,8 +259,8 @@ class ScriptBuilder:
         "markers",
         "opened",
         "opening_blocks",
-        "run_blocks",
         "rows",
+        "run_blocks",
         "skip",
         "source",
     )
@@ -290,8 +290,8 @@ class ScriptBuilder:
         #: ``BLOCK_SEPARATOR``); ``first_user_text`` is them joined without a separator.
         self.first_user_blocks: tuple[str, ...] | None = None
         #: The text blocks of the first message of the user run the session's first own
-        #: call was made after (docs/scenarios.md#binding): what binds a child. ``None``:
-        #: that call followed no user message (or had no text).
+        #: call was made after (docs/scenarios.md#binding): what binds a child. ``()``:
+        #: that call followed no user message; ``None``: no call was read.
         self.opening_blocks: tuple[str, ...] | None = None
         #: The first message of the current run of user messages (``None``: no run).
         self.run_blocks: tuple[str, ...] | None = None
@@ -344,9 +344,12 @@ class ScriptBuilder:
         self._start_line = line
 
     def _take_opening(self) -> None:
-        """The first own call starts: the user run before it is the session's opening."""
+        """The first own call starts: the user run before it is the session's opening.
+
+        ``()`` when the call followed no user message (a tool result, an answer).
+        """
         self.opened = True
-        self.opening_blocks = self.run_blocks
+        self.opening_blocks = () if self.run_blocks is None else self.run_blocks
 
     def _surface_break(self, event: Event, index: int, line: int | None) -> None:
         """A tool result or an assistant message: the run of user messages ends."""

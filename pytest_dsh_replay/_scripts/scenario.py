@@ -71,11 +71,12 @@ class SessionScript:
             joined without a separator); errors quote them joined with
             :data:`~pytest_dsh_replay._format.text.BLOCK_SEPARATOR`.
         opening_blocks: The text blocks of the session's **opening**: the first message
-            of the run of user messages its first own call was made after (``None``:
-            that call followed no user message). A child binds by it
-            (docs/scenarios.md#binding): for a child whose first request carries history
-            (a fork that repeats its parent's turn), it is the question the child was
-            started with, not the history's first message.
+            of the run of user messages its first own call was made after (``()``: that
+            call followed no user message; ``None``: unknown, the first own user message
+            stands for it). A child binds by it (docs/scenarios.md#binding): for a child
+            whose first request carries history (a fork that repeats its parent's turn),
+            it is the question the child was started with, not the history's first
+            message.
     """
 
     file: str
@@ -99,13 +100,17 @@ class SessionScript:
         The first own user message's when the opening is unknown (``None``).
         """
         blocks = self.opening_blocks
-        return self.first_user_text if blocks is None else "".join(blocks)
+        if blocks is None:
+            return self.first_user_text
+        return "".join(blocks) if blocks else None
 
     @property
     def opening_shown(self) -> str | None:
         """:attr:`opening_text` as messages quote it: its blocks visibly joined."""
         if self.opening_blocks is None:
             return self.first_user_shown
+        if not self.opening_blocks:
+            return None
         from .._format.text import join_blocks
 
         return join_blocks(self.opening_blocks)

@@ -9,7 +9,7 @@ import pytest
 from support.corpus_support import CORPUS, require_corpus
 
 from pytest_dsh_replay._format.reply import assemble_reply
-from pytest_dsh_replay._recording.conversation import surface_item
+from pytest_dsh_replay._identity.surface import surface_item
 from pytest_dsh_replay._wire.request import read_request
 
 SAMPLES = CORPUS.parent / "runtime-samples"

@@ -253,11 +253,20 @@ def test_an_extra_child_does_not_steal_a_recording() -> None:
     assert texts(model.stream(ask("task beta"), session_id="b", parent_session_id="p")) == ["beta"]
 
 
-def test_a_child_without_any_user_message_takes_the_earliest_free_child() -> None:
+def test_a_child_without_any_user_message_is_refused_while_two_children_could_be_it() -> None:
+    # Nothing tells the two recorded children apart: arrival order would give one the
+    # other's answers on a run where they start the other way round.
     model = ReplayModel(lineage_scenario())
     list(model.stream(REQUEST, session_id="p"))
     empty: dict[str, Any] = {"messages": []}
-    assert texts(model.stream(empty, session_id="y", parent_session_id="p")) == ["alpha"]
+    with pytest.raises(ReplayBindingError, match="ends without a user message") as refused:
+        list(model.stream(empty, session_id="y", parent_session_id="p"))
+    assert "session.1.jsonl: 'task alpha'" in str(refused.value)
+    assert "session.2.jsonl: 'task beta'" in str(refused.value)
+    # Once one child is bound, the one left under the named parent is the only candidate.
+    first = {"messages": [{"role": "user", "content": "task alpha"}]}
+    assert texts(model.stream(first, session_id="a", parent_session_id="p")) == ["alpha"]
+    assert texts(model.stream(empty, session_id="z", parent_session_id="p")) == ["beta"]
 
 
 def test_recorded_ids_in_a_first_message_match_any_live_id() -> None:

@@ -1,0 +1,120 @@
+"""Which tool call of a parent started a child: its announcement.
+
+A parent starts a child from a tool call (the dsh runtime's ``subagent`` and
+``subagent_fork``, an SDK agent's agent-as-tool): the call's arguments hold the task the
+child then opens with. A tool call **announces** a child when one of its arguments' string
+values is the child's opening (docs/scenarios.md#announcement):
+
+- equal to the opening's text up to a block boundary (white space runs compared as one
+  space), or
+- at least :data:`MIN_CONTAINED` characters long and contained in it (a child whose first
+  message wraps its task in a template).
+
+:func:`announcing` links a child to the earliest tool call of its parent that announces it
+and no earlier child took. Recording and replay link by the same function over the same
+data: the parent's calls' tool calls (recorded, or as served) and the child's opening.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import orjson
+
+from .answers import ToolCallMark
+
+__all__ = ["MIN_CONTAINED", "Announcement", "announces", "announcing", "argument_texts"]
+
+MIN_CONTAINED: Final = 12
+"""The shortest argument text that announces a child by occurring inside its opening."""
+
+_MAX_DEPTH: Final = 64  # how deep argument values are searched for strings
+
+
+@dataclass(frozen=True, slots=True)
+class Announcement:
+    """The tool call that started a child.
+
+    Attributes:
+        call: The parent's call whose answer holds the tool call (1 is the first).
+        ordinal: The tool call's place among that answer's tool calls (from 0).
+        tool_call: The tool call.
+    """
+
+    call: int
+    ordinal: int
+    tool_call: ToolCallMark
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """``(call, ordinal)``: what tells two announcements of one parent apart."""
+        return (self.call, self.ordinal)
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split())
+
+
+def argument_texts(arguments: str) -> list[str]:
+    """The string values of a tool call's arguments, white space normalized.
+
+    Arguments that are not JSON count as one string (the text as it is).
+    """
+    try:
+        value: object = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return [_normal(arguments)] if arguments.strip() else []
+    texts: list[str] = []
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if item.strip():
+                texts.append(_normal(item))
+        elif depth < _MAX_DEPTH and isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in reversed(item.values()))
+        elif depth < _MAX_DEPTH and isinstance(item, list):
+            stack.extend((v, depth + 1) for v in reversed(item))
+    return texts
+
+
+def announces(call: ToolCallMark, openings: Iterable[str]) -> bool:
+    """Whether a tool call's arguments hold a child's task.
+
+    Args:
+        call: The parent's tool call.
+        openings: The child's opening texts: its first message up to each block
+            boundary (:func:`~.._wire.request.opening_texts`).
+    """
+    texts = [_normal(text) for text in openings if text.strip()]
+    if not texts:
+        return False
+    for value in argument_texts(call.arguments):
+        for text in texts:
+            if value == text or (len(value) >= MIN_CONTAINED and value in text):
+                return True
+    return False
+
+
+def announcing(
+    calls: Sequence[Sequence[ToolCallMark]],
+    openings: Sequence[str],
+    claimed: Container[tuple[int, int]] = (),
+) -> Announcement | None:
+    """The earliest tool call among a parent's calls that announces a child.
+
+    Args:
+        calls: The tool calls of each of the parent's calls, in call order.
+        openings: The child's opening texts.
+        claimed: ``(call, ordinal)`` keys already linked to other children.
+
+    Returns:
+        The announcement, or ``None`` when no unclaimed tool call announces the child.
+    """
+    for number, marks in enumerate(calls, start=1):
+        for ordinal, mark in enumerate(marks):
+            if (number, ordinal) not in claimed and announces(mark, openings):
+                return Announcement(number, ordinal, mark)
+    return None
