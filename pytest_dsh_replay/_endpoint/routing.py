@@ -56,7 +56,7 @@ import orjson
 
 from .._errors import ReplayBindingError
 from .._identity.announce import announces
-from .._identity.answers import ServedAnswer, is_served_answer, quotes_answer
+from .._identity.answers import ServedAnswer, ToolCallMark, is_served_answer, quotes_answer
 from .._replay.matching import trim
 from .._wire.request import RequestView
 
@@ -195,6 +195,7 @@ class Router:
                 first = self._redact(first)
             self._first[session_id] = first
         self._latest[session_id] = view.message_keys
+        self._served.pop(session_id, None)  # its answer to this request is not served yet
         if session_id in self._waiting:
             self._waiting.remove(session_id)
 
@@ -217,14 +218,13 @@ class Router:
                 continue  # the same request after an answer: not a retry
             if size > len(key) or key[:size] != latest:
                 continue
-            if (
-                0 < size < len(key)
-                and session_id not in self._failed  # a failed call served no answer
-                and not self._answer_at(session_id, key[size])
-            ):
-                if size > repeated_size:  # a fork of it while it waits (its seed: latest)
-                    repeated, repeated_size = session_id, size
-                continue
+            if 0 < size < len(key) and session_id not in self._failed:
+                if session_id not in self._served:
+                    continue  # its call is running: nothing can follow its answer yet
+                if not self._answer_at(session_id, key[size]):
+                    if size > repeated_size:  # a child of it while it waits for its tools
+                        repeated, repeated_size = session_id, size
+                    continue
             if size > best:
                 best, tied = size, []
             if size == best:
@@ -239,10 +239,11 @@ class Router:
         See :func:`~.._identity.answers.is_served_answer` (ids rewritten by the client
         count when the tools, arguments and text are the served ones).
         """
+        served = self._served.get(session_id)
+        if served is None:
+            return False  # its call is still running: no client has its answer yet
         message = orjson.loads(raw)
-        return isinstance(message, Mapping) and is_served_answer(
-            message, self._served.get(session_id)
-        )
+        return isinstance(message, Mapping) and is_served_answer(message, served)
 
     def _by_content(self, view: RequestView) -> Route:
         key = view.message_keys
@@ -258,6 +259,8 @@ class Router:
                 ]
                 if len(known) == 1:
                     tied = known
+            if len(tied) > 1 and len({_gist(self._served.get(s)) for s in tied}) == 1:
+                tied = tied[:1]  # twins: the same requests, the same answers
             if len(tied) > 1:
                 listed = "; ".join(f"{s}: {trim(self._first.get(s))}" for s in tied)
                 raise ReplayBindingError(
@@ -297,14 +300,16 @@ class Router:
         docs/scenarios.md#announcement: one of the call's arguments holds the request's
         opening. The most recently answered such session; its tool call counts once.
         """
-        openings = view.openings
+        redact = self._redact or _same
+        openings = [redact(text) for text in view.opening]
         if not openings:
             return None
         for session_id in reversed(list(self._served)):
             served = self._served[session_id]
             for ordinal, call in enumerate(served.calls):
                 key = (session_id, ordinal)
-                if key not in self._announced and announces(call, openings):
+                said = ToolCallMark(call.id, call.name, redact(call.arguments))
+                if key not in self._announced and announces(said, openings):
                     self._announced.add(key)
                     return session_id
         return None
@@ -316,6 +321,17 @@ class Router:
         if self._waiting:
             return self._waiting[-1]
         return next(iter(self._latest), None)  # a child that starts after its parent went on
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def _gist(served: ServedAnswer | None) -> tuple[object, ...] | None:
+    """An answer without its ids: sessions whose answers have the same gist are twins."""
+    if served is None:
+        return None
+    return (served.text, tuple((call.name, call.arguments) for call in served.calls))
 
 
 def _runtime_lineage(body: Mapping[str, Any]) -> tuple[str | None, int | None, str | None]:

@@ -3,12 +3,9 @@
 A parent starts a child from a tool call (the dsh runtime's ``subagent`` and
 ``subagent_fork``, an SDK agent's agent-as-tool): the call's arguments hold the task the
 child then opens with. A tool call **announces** a child when one of its arguments' string
-values is the child's opening (docs/scenarios.md#announcement):
-
-- equal to the opening's text up to a block boundary (white space runs compared as one
-  space), or
-- at least :data:`MIN_CONTAINED` characters long and contained in it (a child whose first
-  message wraps its task in a template).
+values is the child's opening up to a block boundary, white space runs compared as one
+space (docs/scenarios.md#announcement). Only equality counts: a child whose request
+repeats its parent's task holds every task that parent hands out.
 
 :func:`announcing` links a child to the earliest tool call of its parent that announces it
 and no earlier child took. Recording and replay link by the same function over the same
@@ -25,10 +22,7 @@ import orjson
 
 from .answers import ToolCallMark
 
-__all__ = ["MIN_CONTAINED", "Announcement", "announces", "announcing", "argument_texts"]
-
-MIN_CONTAINED: Final = 12
-"""The shortest argument text that announces a child by occurring inside its opening."""
+__all__ = ["Announcement", "announces", "announcing", "argument_texts"]
 
 _MAX_DEPTH: Final = 64  # how deep argument values are searched for strings
 
@@ -85,17 +79,11 @@ def announces(call: ToolCallMark, openings: Iterable[str]) -> bool:
 
     Args:
         call: The parent's tool call.
-        openings: The child's opening texts: its first message up to each block
-            boundary (:func:`~.._wire.request.opening_texts`).
+        openings: The child's opening up to each block boundary
+            (:func:`~.._wire.request.opening_prefixes`).
     """
-    texts = [_normal(text) for text in openings if text.strip()]
-    if not texts:
-        return False
-    for value in argument_texts(call.arguments):
-        for text in texts:
-            if value == text or (len(value) >= MIN_CONTAINED and value in text):
-                return True
-    return False
+    texts = {_normal(text) for text in openings if text.strip()}
+    return bool(texts) and any(value in texts for value in argument_texts(call.arguments))
 
 
 def announcing(

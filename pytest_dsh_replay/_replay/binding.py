@@ -176,12 +176,12 @@ class Binder:
         view = RequestView.of(request)
         seeded = bool(view.seed) if seed_length is None else seed_length > 0
         openings = self._redacted(view.openings)
-        announced = self._announced(served, openings)
+        announced = self._announced(served, self._redacted(view.opening))
         if announced is not None:
             linked = [i for i in free if self._linked(served, i) == announced.key]
             if len(linked) == 1:
                 return Choice(linked[0], announced.key)
-        found = self._match(free, openings, seeded)
+        found = self._match(free, openings, seeded, self._redacted(view.run))
         if found is None and not openings and not by_content and len(free) == 1:
             found = free[0]  # the caller named the parent, and one child is left
         if found is not None:
@@ -280,10 +280,14 @@ class Binder:
             default=None,
         )
 
-    def _match(self, free: list[int], openings: list[str], seeded: bool) -> int | None:
-        """The free recorded child whose first user message the request opens with.
+    def _match(
+        self, free: list[int], openings: list[str], seeded: bool, run: list[str]
+    ) -> int | None:
+        """The free recorded child whose opening the request opens with.
 
-        ``None`` when none matches (and there is something to compare).
+        Among several, the one whose whole run of user messages is the request's (two
+        questions asked after the same task), then the one of the same kind, then the
+        first. ``None`` when none matches (and there is something to compare).
         """
         matching = []
         for i in free:
@@ -291,6 +295,9 @@ class Binder:
             if opener is not None and opener.matches(openings):
                 matching.append(i)
         if matching:
+            if len(matching) > 1:
+                live = tuple(run)
+                matching = [i for i in matching if self.scripts[i].opening_run == live] or matching
             same = [i for i in matching if (self.scripts[i].seed_length > 0) == seeded]
             return (same or matching)[0]
         # Recorded children without an opening have nothing to compare: they bind in

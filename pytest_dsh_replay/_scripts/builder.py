@@ -259,8 +259,10 @@ class ScriptBuilder:
         "markers",
         "opened",
         "opening_blocks",
+        "opening_run",
         "rows",
         "run_blocks",
+        "run_texts",
         "skip",
         "source",
     )
@@ -293,8 +295,12 @@ class ScriptBuilder:
         #: call was made after (docs/scenarios.md#binding): what binds a child. ``()``:
         #: that call followed no user message; ``None``: no call was read.
         self.opening_blocks: tuple[str, ...] | None = None
+        #: The texts of every message of the run the first own call was made after.
+        self.opening_run: tuple[str, ...] = ()
         #: The first message of the current run of user messages (``None``: no run).
         self.run_blocks: tuple[str, ...] | None = None
+        #: The texts of the current run's messages.
+        self.run_texts: list[str] = []
         #: Whether the first own call was seen (the opening is taken).
         self.opened = False
         #: How many inherited ``session/end-seed`` markers were seen (formats 2-4).
@@ -350,10 +356,12 @@ class ScriptBuilder:
         """
         self.opened = True
         self.opening_blocks = () if self.run_blocks is None else self.run_blocks
+        self.opening_run = tuple(self.run_texts)
 
     def _surface_break(self, event: Event, index: int, line: int | None) -> None:
         """A tool result or an assistant message: the run of user messages ends."""
         self.run_blocks = None
+        self.run_texts = []
 
     def _unterminated_at(self, key: str, index: int, line: int | None) -> ScriptError:
         n = len(self._entries) + 1
@@ -435,7 +443,9 @@ class ScriptBuilder:
         self.first_user_text = None
         self.first_user_blocks = None
         self.opening_blocks = None
+        self.opening_run = ()
         self.run_blocks = None
+        self.run_texts = []
         self.opened = False
 
     def record(self, record: Event | PackedRow, line: int | None = None) -> None:
@@ -516,8 +526,11 @@ class ScriptBuilder:
             if blocks is not None:
                 self.first_user_blocks = tuple(blocks)
                 self.first_user_text = "".join(blocks)
-        if self.run_blocks is None:
-            self.run_blocks = tuple(message_blocks(data) or ())
+        blocks = message_blocks(data)
+        if blocks:  # a message without text is not part of the run (as on the wire)
+            if self.run_blocks is None:
+                self.run_blocks = tuple(blocks)
+            self.run_texts.append("".join(blocks))
 
     def _end_seed_event(self, event: Event, index: int, line: int | None) -> None:
         """A ``session/end-seed``: an inherited one ends a fork child's seed (formats 2-4)."""
@@ -532,11 +545,11 @@ class ScriptBuilder:
         """One ``assistant/message`` / ``assistant/attempt``: one call (formats 2-4)."""
         data = event.get("data")
         if data.__class__ is not dict or "stream" not in data:
-            self.run_blocks = None
+            self._surface_break(event, index, line)
             return  # a message without an embedded stream carries no call
         if not self.opened:
             self._take_opening()
-        self.run_blocks = None
+        self._surface_break(event, index, line)
         kind = event["type"]
         key = _call_key(data.get("turn", ABSENT), data.get("step", ABSENT))
         try:
@@ -585,6 +598,7 @@ class ScriptBuilder:
         if not self.opened:
             self._take_opening()
         self.run_blocks = None
+        self.run_texts = []
         key = _call_key(value.turn, value.step)
         if value.stream is None:  # an empty stream
             self._stream_entry(value.kind, key, value.runs, index, line)

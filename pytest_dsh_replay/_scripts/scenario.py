@@ -77,6 +77,9 @@ class SessionScript:
             whose first request carries history (a fork that repeats its parent's turn),
             it is the question the child was started with, not the history's first
             message.
+        opening_run: The texts of every message of that run, in order (``()``: none
+            known): what tells apart children whose openings are equal (two questions
+            asked after the same task).
     """
 
     file: str
@@ -92,6 +95,7 @@ class SessionScript:
     first_user_text: str | None = None
     first_user_blocks: tuple[str, ...] | None = field(default=None, compare=False)
     opening_blocks: tuple[str, ...] | None = field(default=None, compare=False)
+    opening_run: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def opening_text(self) -> str | None:
@@ -369,6 +373,7 @@ def derived_script(
         first_user_text=builder.first_user_text,
         first_user_blocks=builder.first_user_blocks,
         opening_blocks=builder.opening_blocks,
+        opening_run=builder.opening_run,
     )
 
 

@@ -21,6 +21,7 @@ text safety (:meth:`RequestView.safe` repairs lone surrogates first).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -456,6 +457,24 @@ def opening_units(messages: object) -> list[str]:
     return [unit for units in _run(messages) for unit in units]
 
 
+def opening_prefixes(messages: object) -> list[str]:
+    """The request's opening up to each of its block boundaries.
+
+    The opening is the first message with text of the trailing run of user messages
+    (docs/scenarios.md#binding); the texts are its text units joined up to each
+    boundary, the whole message last. ``[]`` when the request ends otherwise.
+    """
+    for units in _run(messages):
+        if units:
+            return list(itertools.accumulate(units))
+    return []
+
+
+def opening_run(messages: object) -> list[str]:
+    """The text of each message with text of the trailing run of user messages, in order."""
+    return ["".join(units) for units in _run(messages) if units]
+
+
 def opening_texts(messages: object) -> list[str]:
     """The texts a recorded first user message may equal, the whole run last.
 
@@ -627,6 +646,16 @@ class RequestView(Mapping[str, Any]):
         if self._openings is ABSENT:
             self._openings = opening_texts(self.body.get("messages"))
         return self._openings  # type: ignore[no-any-return]
+
+    @property
+    def opening(self) -> list[str]:
+        """:func:`opening_prefixes` of the messages (what a tool call announces)."""
+        return opening_prefixes(self.body.get("messages"))
+
+    @property
+    def run(self) -> list[str]:
+        """:func:`opening_run` of the messages."""
+        return opening_run(self.body.get("messages"))
 
     @property
     def first_user(self) -> str | None:
