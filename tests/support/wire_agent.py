@@ -147,8 +147,8 @@ class Responses:
                 items.append({"type": "message", "role": "user", "content": m.text})
             elif m.role == "assistant":
                 if m.text:
-                    items.append({"type": "message", "role": "assistant",
-                                  "content": [{"type": "output_text", "text": m.text}]})  # fmt: skip
+                    content = [{"type": "output_text", "text": m.text}]
+                    items.append({"type": "message", "role": "assistant", "content": content})
                 for c in m.calls:
                     items.append({"type": "function_call", "call_id": c.id, "name": c.name,
                                   "arguments": c.arguments})  # fmt: skip
@@ -366,7 +366,7 @@ class WireAgent:
             results = [""] * len(calls)
             if self.parallel and len(calls) > 1:
 
-                def work(i: int, call: Call) -> None:
+                def work(i: int, call: Call, results: list[str] = results) -> None:
                     results[i] = self._tool(call)
 
                 threads = [threading.Thread(target=work, args=(i, c)) for i, c in enumerate(calls)]

@@ -1,4 +1,6 @@
-"""Whatever shape an agent takes, what recording wrote is what replay binds (docs/scenarios.md#binding).
+"""Whatever shape an agent takes, what recording wrote is what replay binds.
+
+See docs/scenarios.md#binding.
 
 Agent programs are generated: a primary of one to three turns, each turn's steps a mix
 of a plain tool, spawned children (with tools and children of their own) and forks (the
@@ -99,4 +101,5 @@ def test_every_recorded_agent_shape_replays(program: dict[str, Any], tmp_path: P
     recorded = run(recording, program)
     replay = DshReplay.open(scenario, workdir=scenario.with_suffix(".p"))
     assert run(replay, program) == recorded
+    assert replay.scenario is not None
     assert len(replay.model.bindings) == len(replay.scenario.scripts)
