@@ -51,7 +51,7 @@ from .._format.reply import finish_failure
 from .._identity.answers import ServedAnswer, ToolCallMark, tool_call_marks
 from .._recording.proxy import Relay
 from .._scripts.entries import MAX_KEPT_ENCODINGS, kept_encodings
-from .._wire.base import BadRequest, Encoder, Failure, Wire, WireError
+from .._wire.base import Answered, BadRequest, Encoder, Failure, Wire, WireError
 from .._wire.openai import openai_refusal
 from .._wire.request import RequestView, answer_message
 from .._wire.table import closest_route, list_wire, served_routes, wire_for
@@ -252,7 +252,14 @@ class _Call:
     )
 
     def __init__(
-        self, wire: Wire, request: RequestView, route: Route, number: int, cancel: CallCancel
+        self,
+        wire: Wire,
+        request: RequestView,
+        route: Route,
+        number: int,
+        cancel: CallCancel,
+        *,
+        keep: bool,
     ):
         self.wire = wire
         self.request = request
@@ -261,8 +268,8 @@ class _Call:
         self.model = str(request.get("model") or UNNAMED_MODEL)
         self.id = wire.call_id(number)
         self.answer_id = self.id  # what a later request names this answer by
-        # the chunks served, kept when the wire continues answers by id
-        self.chunks: list[StreamChunk] | None = [] if wire.remembers else None
+        # the chunks served, kept when a later request may continue the answer by id
+        self.chunks: list[StreamChunk] | None = [] if keep else None
         # the recorded entry it replays as recorded, when the replay said so
         self.entry: ChunksEntry | ThrowEntry | None = None
         # the chunks of its tool calls served so far (how a next request names them)
@@ -286,6 +293,28 @@ class _Call:
         return self.wire.encoder(
             self.request, model=self.model, call_id=self.id, replay_state=state
         )
+
+
+class _Reading:
+    """The history one request is read with (:class:`~.._wire.base.History`).
+
+    The endpoint's kept answers, and whether the wire asked to keep this request's own.
+    """
+
+    __slots__ = ("_endpoint", "held")
+
+    def __init__(self, endpoint: Endpoint):
+        self._endpoint = endpoint
+        self.held = False
+
+    def conversation(self, call_id: str) -> list[Any] | None:
+        return self._endpoint.conversation(call_id)
+
+    def answered(self, call_id: str) -> Answered | None:
+        return self._endpoint.answered(call_id)
+
+    def hold(self) -> None:
+        self.held = True
 
 
 class Endpoint:
@@ -323,9 +352,9 @@ class Endpoint:
         self._cancels: set[CallCancel] = set()
         self._closed = False
         self._count = 0
-        # call id -> the conversation it answered, its answer last (wires that remember)
-        # answer id -> the messages it continued and its chunks (the message built on use)
-        self._served: dict[str, tuple[list[Any], list[StreamChunk]]] = {}
+        # answer id -> the request it answered and its chunks, for answers kept for
+        # continuation by id (the message built on use)
+        self._served: dict[str, Answered] = {}
         self._models: dict[str, None] = {}  # the models requested, in order
 
     @classmethod
@@ -464,8 +493,9 @@ class Endpoint:
         body_json = _parse(body)
         if isinstance(body_json, EndpointResponse):
             return body_json
+        reading = _Reading(self)
         try:
-            request = RequestView(wire.canonical(body_json, path=path, history=self))
+            request = RequestView(wire.canonical(body_json, path=path, history=reading))
         except BadRequest as refused:
             return _error_response(refused.error)
         try:
@@ -477,7 +507,8 @@ class Endpoint:
             self._count += 1
             number = self._count
             self._models[str(request.get("model") or "")] = None
-        call = _Call(wire, request, route, number, CallCancel(probe, timeout))
+        keep = wire.remembers or reading.held
+        call = _Call(wire, request, route, number, CallCancel(probe, timeout), keep=keep)
         relay = None if self.replay else Relay(wire, body, headers, path)
         response = self._answer(call, parent, relay)
         if response.drop or response.status != 200:
@@ -508,18 +539,23 @@ class Endpoint:
                 names = sorted(name for name in self._models if name)
         return names or [UNNAMED_MODEL]
 
-    def conversation(self, call_id: str) -> list[Any] | None:
-        """The messages an answer served in this test continued, its answer last.
+    def answered(self, call_id: str) -> Answered | None:
+        """An answer served in this test, and the request it answered.
 
-        Only answers on wires that continue by id (:attr:`~.._wire.base.Wire.remembers`)
-        are kept; ``None`` for any other id.
+        Only answers that ended well are kept, and only on wires that continue every
+        answer by id (:attr:`~.._wire.base.Wire.remembers`) or for requests whose wire
+        asked to keep theirs (:meth:`~.._wire.base.History.hold`); ``None`` for any
+        other id.
         """
         with self._lock:
-            served = self._served.get(call_id)
+            return self._served.get(call_id)
+
+    def conversation(self, call_id: str) -> list[Any] | None:
+        """The messages of a kept answer's request, its answer last (see :meth:`answered`)."""
+        served = self.answered(call_id)
         if served is None:
             return None
-        messages, chunks = served
-        return [*messages, answer_message(chunks)]
+        return [*RequestView.of(served.request).messages, answer_message(served.chunks)]
 
     def _answer(self, call: _Call, parent: str | None, relay: Relay | None) -> EndpointResponse:
         route = call.route
@@ -737,7 +773,7 @@ class Endpoint:
             served=served,
         )
         if call.chunks is not None and not failed:
-            answered = (list(call.request.messages), call.chunks)
+            answered = Answered(call.request, call.chunks)
             with self._lock:
                 self._served[call.answer_id] = answered
 

@@ -189,15 +189,24 @@ def _not_json() -> StreamChunk:
     return {"type": "finish", "reason": {"kind": "error", "failure": failure}}
 
 
-def _decoded_whole(wire: Wire, raw: bytes) -> list[StreamChunk]:
-    """The dsh chunks of a whole (``stream: false``) answer, through the wire's decoder."""
+def _decoded_whole(relay: Relay, raw: bytes) -> list[StreamChunk]:
+    """The dsh chunks of a whole (``stream: false``) answer, through the wire's decoder.
+
+    The answer's id (``id``; Gemini's ``responseId``) becomes :attr:`Relay.call_id`, as a
+    stream decoder's does, so a later request can continue the answer by that id.
+    """
     try:
         answer = orjson.loads(raw)
     except orjson.JSONDecodeError:
         answer = None
     if not isinstance(answer, Mapping):
         return [_not_json()]
-    return wire.decode_whole(answer)
+    for key in ("id", "responseId"):
+        found = answer.get(key)
+        if isinstance(found, str) and found:
+            relay.call_id = found
+            break
+    return relay.wire.decode_whole(answer)
 
 
 def proxy_stream(
@@ -253,7 +262,7 @@ def proxy_stream(
             if "text/event-stream" not in answer.headers.get("content-type", ""):
                 raw = answer.read()
                 relay.write(raw, last=True)
-                yield from _decoded_whole(wire, raw)
+                yield from _decoded_whole(relay, raw)
                 return
             if (yield from _relay_events(relay, answer, decoder)):
                 return

@@ -9,6 +9,9 @@ This is the wire the dsh runtime's ``deepseek-official`` route speaks, and the o
   ``content_block_stop``; ``message_delta`` with the ``stop_reason`` and usage;
   ``message_stop``. Each frame is ``event: <type>`` + ``data: <json>``.
 - :func:`anthropic_message` assembles the ``message`` object of ``stream: false``.
+- :func:`read_thread` reads a request that continues a server-held thread
+  (``thread: {"type": "continue", "previous_message_id"}``, what the SDK's tool runner
+  sends by default) as the whole conversation it continues.
 - :class:`AnthropicDecoder` maps a live provider's events back to dsh chunks the way
   the dsh runtime does, for recording; :func:`anthropic_failure` classifies an HTTP error
   response with the runtime's failure codes.
@@ -31,6 +34,7 @@ from .._format.events import JSONObject, StreamChunk
 from .._format.reply import assemble_reply
 from .base import (
     CONTEXT_OVERFLOW,
+    BadRequest,
     Failure,
     History,
     WireError,
@@ -50,10 +54,13 @@ __all__ = [
     "AnthropicDecoder",
     "AnthropicEncoder",
     "AnthropicWire",
+    "answer_content",
     "anthropic_failure",
     "anthropic_message",
     "anthropic_refusal",
     "messages_url",
+    "read_thread",
+    "thread_not_found",
 ]
 
 _STOP_REASONS: Final = {"stop": "end_turn", "tool-calls": "tool_use", "max-tokens": "max_tokens"}
@@ -346,6 +353,16 @@ def _content_block(block: Mapping[str, Any]) -> JSONObject | None:
     return None
 
 
+def answer_content(chunks: Sequence[StreamChunk]) -> list[JSONObject]:
+    """An answer's ``content`` blocks, as its ``message`` holds them and a client sends it back.
+
+    ``thinking`` (with ``signature``), ``text`` and ``tool_use`` (``input`` the parsed
+    arguments) blocks, in the answer's order.
+    """
+    reply = assemble_reply(list(chunks))
+    return [b for b in map(_content_block, reply.content) if b is not None]
+
+
 def anthropic_message(chunks: list[StreamChunk], *, model: str, message_id: str) -> dict[str, Any]:
     """The ``message`` object (``stream: false``) assembled from a call's chunks."""
     reply = assemble_reply(chunks)
@@ -386,6 +403,80 @@ def anthropic_refusal(status: int, message: str, *, param: str | None = None) ->
     """
     kind = _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
     return wire_error({}, status, {"type": "error", "error": {"type": kind, "message": message}})
+
+
+# --- server-held threads: a request that continues an answer by its id --------------------
+
+_THREAD_KEPT: Final = ("system", "tools")  # what a continuation takes from the thread
+
+
+def thread_not_found(previous: str) -> WireError:
+    """The API's 404 ``thread_not_found`` for a ``previous_message_id`` it does not hold.
+
+    ``{"type": "error", "error": {"type": "not_found_error", "message", "details":
+    {"error_code": "thread_not_found"}}}``: the SDK raises ``ThreadNotFoundError`` for it,
+    and its threads (the tool runner's) send the whole conversation again under a new
+    thread.
+    """
+    message = (
+        f"thread not found: previous_message_id '{previous}' names no message this test's "
+        "model endpoint answered for a request with a `thread`"
+    )
+    details = {"error_code": "thread_not_found"}
+    error = {"type": "not_found_error", "message": message, "details": details}
+    return wire_error({}, 404, {"type": "error", "error": error})
+
+
+def read_thread(body: dict[str, Any], history: History) -> Mapping[str, Any]:
+    """A Messages body with its ``thread`` read (docs/wires.md#anthropic-threads).
+
+    Args:
+        body: The parsed body (never changed).
+        history: The answers the endpoint kept in this test.
+
+    Returns:
+        ``body`` itself when it has no ``thread``. Otherwise a copy without ``thread``,
+        whose answer the endpoint keeps (:meth:`~.base.History.hold`); for
+        ``{"type": "continue", "previous_message_id": id}`` the copy is the whole
+        conversation: ``system`` and ``tools`` of the request that ``id`` answered (where
+        the body sends none), its messages, that answer as an assistant message
+        (:func:`answer_content`), then the body's messages.
+
+    Raises:
+        BadRequest: ``thread`` is not ``{"type": "create"}`` or ``{"type": "continue",
+            "previous_message_id": <string>}`` (400 ``invalid_request_error``), or the id
+            names no answer kept in this test (:func:`thread_not_found`).
+    """
+    thread = body.get("thread")
+    if thread is None:
+        return body
+    kind = thread.get("type") if isinstance(thread, Mapping) else None
+    previous = thread.get("previous_message_id") if isinstance(thread, Mapping) else None
+    if kind not in ("create", "continue") or (
+        kind == "continue" and not (isinstance(previous, str) and previous)
+    ):
+        raise BadRequest(
+            anthropic_refusal(
+                400,
+                'Invalid \'thread\': expected {"type": "create"} or {"type": "continue", '
+                f'"previous_message_id": <a message id>}}, got {orjson.dumps(thread).decode()}',
+            )
+        )
+    history.hold()
+    out = {key: value for key, value in body.items() if key != "thread"}
+    if kind == "create":
+        return out
+    earlier = history.answered(str(previous))
+    if earlier is None:
+        raise BadRequest(thread_not_found(str(previous)))
+    for key in _THREAD_KEPT:
+        if out.get(key) is None and earlier.request.get(key) is not None:
+            out[key] = earlier.request[key]
+    answer = {"role": "assistant", "content": answer_content(earlier.chunks)}
+    before = earlier.request.get("messages")
+    now = body.get("messages")
+    out["messages"] = [*(before or ()), answer, *(now or ())]
+    return out
 
 
 # --- decoding: a live provider's events -> dsh chunks (as the dsh runtime maps them) -------
@@ -706,20 +797,24 @@ class AnthropicWire:
     name: Final = "anthropic"
     routes: Final = ("/v1/messages", "/messages")
     list_routes: Final[tuple[str, ...]] = ("/v1/models", "/models")
-    remembers: Final = False
+    remembers: Final = False  # only answers to requests with a `thread` (read_thread)
     record_base_url_variable: Final = "DSH_RECORD_ANTHROPIC_BASE_URL"
 
     @staticmethod
     def canonical(body: dict[str, Any], *, path: str, history: History) -> Mapping[str, Any]:
-        """``body`` itself: the in-process shape reads this wire's requests as they are.
+        """``body`` as it is, its ``thread`` read (see :func:`read_thread`).
+
+        The in-process shape reads this wire's requests as they are.
 
         Raises:
             BadRequest: ``messages`` or ``tools`` is not an array of objects, or
-                ``system`` neither a string nor one (400).
+                ``system`` neither a string nor one (400); a malformed ``thread``, or
+                one that continues an answer this test did not keep (see
+                :func:`read_thread`).
         """
         fields = ("messages", "system", "tools")
         refuse_misshapen(body, fields, anthropic_refusal, text=("system",))
-        return body
+        return read_thread(body, history)
 
     refusal = staticmethod(anthropic_refusal)
     """See :func:`anthropic_refusal`."""

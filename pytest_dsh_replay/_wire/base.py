@@ -32,6 +32,7 @@ from .._format.events import JSONObject, StreamChunk
 
 __all__ = [
     "CONTEXT_OVERFLOW",
+    "Answered",
     "BadRequest",
     "Decoder",
     "Encoder",
@@ -110,11 +111,38 @@ class Refusal(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """An answer the endpoint served in this test and kept, for a request that continues it.
+
+    Attributes:
+        request: The request it answered, as the wire's :meth:`Wire.canonical` read it
+            (the in-process shape: ``messages``, ``system``?, ``tools``?, ...).
+        chunks: The answer's chunks, in order (its ``finish`` last).
+    """
+
+    request: Mapping[str, Any]
+    chunks: Sequence[StreamChunk]
+
+
 class History(Protocol):
-    """The answers an endpoint served in this test, for wires that continue them by id."""
+    """What a wire reads one request with: the answers the endpoint served in this test.
+
+    Only answers the endpoint kept are known: every answer on a wire that
+    :attr:`~Wire.remembers`, and the answer to a request whose reading called
+    :meth:`hold`.
+    """
 
     def conversation(self, call_id: str) -> list[Any] | None:
         """The messages of the served call ``call_id`` with its answer last, or ``None``."""
+        ...
+
+    def answered(self, call_id: str) -> Answered | None:
+        """The kept answer ``call_id`` (its id as served) and its request, or ``None``."""
+        ...
+
+    def hold(self) -> None:
+        """Keep the answer to the request being read, for a later request to continue."""
         ...
 
 
@@ -215,9 +243,10 @@ class Wire(Protocol):
         routes: The request paths the endpoint serves in this wire (``POST``); a
             ``{model}`` segment stands for any model name.
         list_routes: The paths of this wire's model list (``GET``), if it has one.
-        remembers: Whether the endpoint keeps the conversation of each answer it serves
-            on this wire, for requests that continue one by its id
-            (:meth:`canonical`'s ``history``).
+        remembers: Whether the endpoint keeps the conversation of every answer it
+            serves on this wire, for requests that continue one by its id
+            (:meth:`canonical`'s ``history``); a wire that keeps only the answers to
+            some requests says so per request (:meth:`History.hold`).
         record_base_url_variable: The environment variable naming where the recording
             proxy sends this wire's calls, when it differs from ``DSH_RECORD_BASE_URL``.
     """
@@ -239,7 +268,7 @@ class Wire(Protocol):
 
     @property
     def remembers(self) -> bool:
-        """Whether answers served on this wire are kept for continuation by id."""
+        """Whether every answer served on this wire is kept for continuation by id."""
         ...
 
     @property
@@ -251,8 +280,8 @@ class Wire(Protocol):
         """The request in the in-process shape the layers above read (docs/wires.md#routes).
 
         ``{"messages": [...], "system"?, "tools"?, "model"?, "stream"?, ...}`` with
-        chat-completions messages; the chat-completions and Messages wires return
-        ``body`` itself.
+        chat-completions messages; the chat-completions wire returns ``body`` itself,
+        and so does the Messages wire for a request without a ``thread``.
 
         Args:
             body: The parsed JSON body (never changed).

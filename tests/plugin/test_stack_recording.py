@@ -13,6 +13,7 @@ in every run (``tests/support``), only the client comes from ``dsh_replay``.
 from __future__ import annotations
 
 import pytest
+from support.proxy_recording import record_through_proxy, recorded_logs, recording_project
 from support.scripted import directive_model
 
 pytest.importorskip("agents", reason="the OpenAI Agents SDK (openai-agents) is needed")
@@ -48,18 +49,11 @@ KEY = "live-responses-key-0123456789"
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\nasyncio_mode = strict\n")
-    pytester.makepyfile(test_user=USER_TEST)
-    return pytester
-
-
-def _logs(project: pytest.Pytester) -> dict[str, str]:
-    root = project.path / "recordings"
-    return {str(p.relative_to(root)): p.read_text("utf-8") for p in sorted(root.rglob("*.jsonl"))}
+    return recording_project(pytester, USER_TEST, ini="asyncio_mode = strict\n")
 
 
 def _replays_without_a_live_model(project: pytest.Pytester) -> None:
-    recorded = _logs(project)
+    recorded = recorded_logs(project)
     assert sorted(recorded) == [
         "agents-sdk/session.1.jsonl",
         "agents-sdk/session.2.jsonl",
@@ -68,7 +62,7 @@ def _replays_without_a_live_model(project: pytest.Pytester) -> None:
         "pydantic-ai/session.jsonl",
     ]
     project.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
-    assert _logs(project) == recorded  # a replay writes nothing
+    assert recorded_logs(project) == recorded  # a replay writes nothing
 
 
 def test_responses_stacks_record_from_the_live_model_hook_and_replay(
@@ -83,19 +77,14 @@ def test_responses_stacks_record_from_the_live_model_hook_and_replay(
 def test_responses_stacks_record_through_the_proxy_and_replay_without_the_server(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with directive_model().serve(idle_timeout=120) as server:
-        monkeypatch.setenv("DSH_RECORD_BASE_URL", server.base_url + "/v1")
-        monkeypatch.setenv("DSH_RECORD_API_KEY", KEY)
-        project.runpytest("--dsh-record").assert_outcomes(passed=2)
-        requests = list(server.requests)
+    model = directive_model()
+    requests = record_through_proxy(project, monkeypatch, model, "--dsh-record", key=KEY, passed=2)
     assert requests
     assert {r.path for r in requests} == {"/v1/responses"}
     assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in requests)
     streamed = [r for r in requests if r.body.get("stream")]
     assert streamed, "Runner.run_streamed and run_stream stream their calls"
-    written = "".join(_logs(project).values())
+    written = "".join(recorded_logs(project).values())
     assert KEY not in written
     assert "tool results: 9" in written
-    monkeypatch.delenv("DSH_RECORD_BASE_URL")
-    monkeypatch.delenv("DSH_RECORD_API_KEY")
     _replays_without_a_live_model(project)

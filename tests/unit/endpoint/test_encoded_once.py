@@ -110,7 +110,7 @@ def serve(scenario: Scenario, route: str, *, per_chunk: bool = False) -> list[An
             out.append(_read(endpoint.handle("POST", PATHS[route], headers, body)))
     router = endpoint.router
     out.append(copy.deepcopy((router._waiting, router._failed, router._served)))
-    out.append({k: (v[0], v[1]) for k, v in endpoint._served.items()})
+    out.append({k: (endpoint.conversation(k), list(v.chunks)) for k, v in endpoint._served.items()})
     out.append([repr(e) for e in endpoint.errors])
     return out
 

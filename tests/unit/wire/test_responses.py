@@ -17,7 +17,7 @@ from pytest_dsh_replay._format.reply import assemble_reply
 from pytest_dsh_replay._replay.model import ReplayModel
 from pytest_dsh_replay._scripts.entries import ChunksEntry, ReplayEntry
 from pytest_dsh_replay._scripts.scenario import Scenario, SessionScript
-from pytest_dsh_replay._wire.base import BadRequest, SSEParser, httpx_module
+from pytest_dsh_replay._wire.base import Answered, BadRequest, SSEParser, httpx_module
 from pytest_dsh_replay._wire.responses import (
     ResponsesDecoder,
     ResponsesEncoder,
@@ -55,6 +55,12 @@ TOOL: list[dict[str, Any]] = [
 class _NoHistory:
     def conversation(self, call_id: str) -> list[Any] | None:
         return None
+
+    def answered(self, call_id: str) -> Answered | None:
+        return None
+
+    def hold(self) -> None:
+        raise AssertionError("the Responses wire keeps every answer: it never asks")
 
 
 def _endpoint(*entries: ReplayEntry) -> Endpoint:
