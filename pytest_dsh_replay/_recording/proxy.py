@@ -168,11 +168,14 @@ class SecretScrub:
         secrets: The texts to replace, as UTF-8 bytes (none: nothing is replaced).
     """
 
-    __slots__ = ("_held", "_secrets")
+    __slots__ = ("_held", "_inner", "_secrets")
 
     def __init__(self, secrets: Iterable[str]):
         found = {s.encode("utf-8", "surrogateescape") for s in secrets if s}
         self._secrets = tuple(sorted(found, key=len, reverse=True))
+        # The bytes a secret's start can end in: a piece ending in another (an event's
+        # newline) holds nothing back, without looking further.
+        self._inner = frozenset(b for secret in self._secrets for b in secret[:-1])
         self._held = b""
 
     def feed(self, data: bytes) -> bytes:
@@ -182,6 +185,9 @@ class SecretScrub:
         buf = self._held + data
         for secret in self._secrets:
             buf = buf.replace(secret, _REDACTED_BYTES)
+        if not buf or buf[-1] not in self._inner:
+            self._held = b""
+            return buf
         keep = max(_started(buf, secret) for secret in self._secrets)
         self._held = buf[len(buf) - keep :]
         return buf[: len(buf) - keep]
@@ -503,7 +509,7 @@ def _json_object(text: str | None) -> Mapping[str, Any] | None:
         event = orjson.loads(text)
     except orjson.JSONDecodeError:
         return None
-    return event if isinstance(event, Mapping) else None
+    return event if event.__class__ is dict else None
 
 
 def _http_failure(wire: Wire, answer: Any, raw: bytes, redactor: Redactor) -> dict[str, Any]:
