@@ -134,7 +134,7 @@ def silent(sdk: str) -> Reply:
 
 
 def trickling(sdk: str) -> Reply:
-    """A whole answer (CRLF lines) in 5-byte pieces: slower in all than the idle timeout."""
+    """A whole answer (CRLF lines) in 7-byte pieces: slower in all than the idle timeout."""
     crlf = b"\r\n"
     if sdk == "openai":
         body = b"".join(chat_events("Hel", "lo", newline=crlf)) + b"data: [DONE]\r\n\r\n"
@@ -142,7 +142,7 @@ def trickling(sdk: str) -> Reply:
         body = b"".join(messages_events("Hel", "lo", newline=crlf)) + MESSAGE_STOP.replace(
             b"\n", crlf
         )
-    return Reply(pieces(body, 5, TRICKLE_IDLE_S * 1.5 / (len(body) // 5)))
+    return Reply(pieces(body, 7, TRICKLE_IDLE_S * 1.5 / (len(body) // 7)))
 
 
 def not_utf8(sdk: str) -> Reply:
