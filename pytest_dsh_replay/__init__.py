@@ -8,8 +8,9 @@ through the ``pytest11`` entry point, so importing this package never does.
 Names are imported on first use (PEP 562), so ``import pytest_dsh_replay`` (and loading
 the pytest plugin, which lives inside the package) stays cheap. The limits on recorded
 input are exported too (``MAX_LINE_BYTES``, ``MAX_NESTING``, ``MAX_CHUNK_NESTING``,
-``PATTERN_TIMEOUT_S``, ``MAX_SAFE_INTEGER``), and those of the HTTP endpoint
-(``MAX_CONNECTIONS``, ``MAX_BODY_BYTES``, ``REQUEST_TIMEOUT_S``, ``IDLE_TIMEOUT_S``);
+``PATTERN_TIMEOUT_S``, ``MAX_SAFE_INTEGER``), those of the HTTP endpoint
+(``MAX_CONNECTIONS``, ``MAX_BODY_BYTES``, ``REQUEST_TIMEOUT_S``, ``IDLE_TIMEOUT_S``) and
+those of recording (``UPSTREAM_IDLE_TIMEOUT_S``, ``RECORDED_CHUNK_NESTING``);
 docs/limits.md says what each bounds.
 """
 
@@ -60,7 +61,8 @@ if TYPE_CHECKING:
         read_session_log,
     )
     from ._format.redact import Redactor
-    from ._recording.recorder import RecordingModel
+    from ._recording.proxy import UPSTREAM_IDLE_TIMEOUT_S
+    from ._recording.recorder import RECORDED_CHUNK_NESTING, RecordingModel
     from ._replay.model import ReplayBinding, ReplayModel
     from ._replay.placeholders import PATTERN_TIMEOUT_S
     from ._scripted.model import (
@@ -112,6 +114,7 @@ __all__ = [  # noqa: RUF022
     "PATTERN_TIMEOUT_S",
     "PlaceholderError",
     "ProviderFailure",
+    "RECORDED_CHUNK_NESTING",
     "REQUEST_TIMEOUT_S",
     "ReceivedRequest",
     "RecordingError",
@@ -148,6 +151,7 @@ __all__ = [  # noqa: RUF022
     "StreamChunk",
     "ThrowEntry",
     "ToolCall",
+    "UPSTREAM_IDLE_TIMEOUT_S",
     "UnservedRouteError",
     "completed_turn_prefix",
     "decode_storage_record",
@@ -187,6 +191,8 @@ _MODULE_OF: dict[str, str] = {
     "PlaceholderError": "_errors",
     "RecordingError": "_errors",
     "RecordingModel": "_recording.recorder",
+    "RECORDED_CHUNK_NESTING": "_recording.recorder",
+    "UPSTREAM_IDLE_TIMEOUT_S": "_recording.proxy",
     "Redactor": "_format.redact",
     "ReplayBinding": "_replay.model",
     "ReplayBindingError": "_errors",

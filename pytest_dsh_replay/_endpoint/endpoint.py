@@ -135,10 +135,15 @@ class ReplaySessions(Protocol):
         ...
 
 
+_DROPPED: Final = "the recorded call failed with a transport error"
+# What a connection dropped mid-stream says, however the answer was served (at once,
+# streamed, relayed while recording), so an SDK's exception reads alike in every mode.
+
+
 def _pieces(data: bytes, dropped: bool) -> Iterator[bytes]:
     yield data
     if dropped:
-        raise DroppedConnection("the recorded call failed with a transport error")
+        raise DroppedConnection(_DROPPED)
 
 
 def _marks(chunks: list[StreamChunk]) -> list[str]:
@@ -189,9 +194,8 @@ def _failure_response(wire: Wire, failure: Failure) -> EndpointResponse:
 
 def _late_failure(encoder: Encoder, failure: Failure) -> bytes:
     """A failure after content: the wire's error event (a transport failure drops)."""
-    code = str(failure.get("code", "UNKNOWN"))
-    if code in _DROP_CODES:
-        raise DroppedConnection(f"the recorded call failed with {code}")
+    if str(failure.get("code", "UNKNOWN")) in _DROP_CODES:
+        raise DroppedConnection(_DROPPED)
     return encoder.failure_event(failure)
 
 
@@ -635,61 +639,109 @@ class Endpoint:
     def _relayed(
         self, call: _Call, relay: Relay, chunks: Iterator[StreamChunk]
     ) -> tuple[EndpointResponse | None, list[StreamChunk]]:
-        """A recording proxy's answer, byte for byte (``None``: the model did not relay).
+        """A recording proxy's answer, byte for byte (``None``: encoded as replay serves it).
+
+        The call's head (its chunks up to the first content or the ``finish``) is read
+        first. The provider's bytes are relayed when it answered a stream as asked; an
+        answer that failed before any content, or one that is no stream where the client
+        asked for one, reaches the client as its replay will serve it
+        (docs/recording.md#upstream-answers).
 
         Returns:
-            The response, or ``None`` and the chunks already read when the live model
-            answers in dsh chunks only (then they are encoded like replayed ones).
+            The response, or ``None`` and the chunks already read when the answer is
+            encoded like a replayed one (so is a live model's that answers in dsh chunks
+            only).
         """
+        head: list[StreamChunk] = []
         try:
-            first = next(chunks, None)
+            for chunk in chunks:
+                head.append(chunk)
+                if chunk.get("type") in _CONTENT or chunk.get("type") == "finish":
+                    break
         except Exception as error:
             if not relay.started:
                 message = self._redact(f"the live model failed: {type(error).__name__}: {error}")
                 return _not_retried(call.wire, message), []
             raise
+        failure = _head_failure(head)
         if not relay.started:
-            failure = None if first is None else _failure_of(first)
             if failure is not None and failure.get("code") == "NETWORK":
                 for _ in chunks:  # the call ends (and is logged) as it failed
                     pass
                 message = self._redact(str(failure["message"]))
                 return _not_retried(call.wire, message), []
-            return None, [] if first is None else [first]
+            return None, head
+        if relay.status < 400 and (
+            failure is not None or (call.request.get("stream") is True and not relay.streamed)
+        ):
+            return None, head  # what the client gets is what its replay serves
         if relay.status >= 400:
             self.router.answered(call.route.session_id, failed=True)
-        raw = self._relay_body(call, relay, first, chunks)
+        raw = self._relay_body(call, relay, head, chunks)
         return EndpointResponse(relay.status, relay.response_headers, raw), []
 
     def _relay_body(
         self,
         call: _Call,
         relay: Relay,
-        first: StreamChunk | None,
+        head: list[StreamChunk],
         chunks: Iterator[StreamChunk],
     ) -> Iterator[bytes]:
+        """The provider's answer as it relays it; a failed answer ends as its replay ends.
+
+        The events before the answer's end go out as the provider sent them. Its end
+        (``[DONE]``, ``message_stop``, ...) goes out once the call is logged as finished,
+        when it finished normally; after a failure (an error event, a stream cut or
+        stalled, no finish reason) the client gets instead what the replay of the
+        recorded chunks sends from there: the wire's error event, nothing (a cut stream)
+        or a dropped connection.
+        """
         close = getattr(chunks, "close", None)
-        held = b""  # the answer's last bytes wait until the call is logged as finished
+        seen: list[StreamChunk] = []
+        tail = -1  # where in seen the chunks of the answer's end begin
+        failure: Failure | None = None
+        held = b""  # what the read that ends the answer brought waits for the call's end
         try:
-            for chunk in chunks if first is None else itertools.chain((first,), chunks):
+            for chunk in itertools.chain(head, chunks):
                 data = relay.take()
-                if call.chunks is not None:
+                if tail < 0 and relay.ended:
+                    tail = len(seen)
+                seen.append(chunk)
+                if chunk.get("type") == "finish":
+                    failure = self._relayed_finish(call, relay, chunk)
+                elif call.chunks is not None:
                     call.chunks.append(chunk)
                 call.note(chunk)
-                if chunk.get("type") == "finish" and relay.status < 400:
-                    if relay.call_id:
-                        call.answer_id = relay.call_id  # the live provider's id
-                    self._answered(call, chunk, _served((), tool_call_marks(call.tools)))
-                if relay.ended:
+                if relay.holding:
                     held += data
                 elif data:
                     yield data
             held += relay.take()
-            if held:
-                yield held
         finally:
             if close is not None:
                 close()
+        if failure is None:
+            held += relay.take_ending()
+            if held:
+                yield held
+            return
+        ending = _replayed_end(call, relay, seen, max(tail, 0), failure)
+        held += next(ending)
+        if held:
+            yield held
+        yield from ending
+
+    def _relayed_finish(self, call: _Call, relay: Relay, finish: StreamChunk) -> Failure | None:
+        """Take note of a relayed call's ``finish``; the failure its end is served as, if any."""
+        if call.chunks is not None:
+            call.chunks.append(finish)
+        if relay.status >= 400:
+            return None  # the provider's error answer, as it sent it
+        if relay.call_id:
+            call.answer_id = relay.call_id  # the live provider's id
+        self._answered(call, finish, _served((), tool_call_marks(call.tools)))
+        failure = _failure_of(finish)
+        return None if failure is None or failure.get("code") in _FINISHING else failure
 
     # --- replayed answers --------------------------------------------------------------
 
@@ -936,6 +988,31 @@ def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | No
     if not dropped:
         out.append(encoder.failure_event(failure))
     return _Encoding(b"".join(out), dropped, n, -1, True, _NOTHING)
+
+
+def _head_failure(head: list[StreamChunk]) -> Failure | None:
+    """The failure of a call whose head ends in its ``finish`` (before any content)."""
+    last = head[-1] if head else None
+    return None if last is None or last.get("type") != "finish" else _failure_of(last)
+
+
+def _replayed_end(
+    call: _Call, relay: Relay, seen: list[StreamChunk], tail: int, failure: Failure
+) -> Iterator[bytes]:
+    """How the replay of a relayed call ends: from ``seen[tail]`` to its failed ``finish``.
+
+    The chunks before ``tail`` went out as the provider sent them; the replay's encoder
+    takes them in for its state only. Then the bytes of the chunks that came with the
+    answer's end, then the failure as replay serves it (docs/wires.md#http-errors):
+    nothing for ``STREAM_CLOSED``, the wire's error event, or (a transport failure) a
+    dropped connection, raised as :class:`DroppedConnection`. Yields at least once.
+    """
+    encoder = call.wire.encoder(call.request, model=call.model, call_id=relay.call_id or call.id)
+    encoder.start()
+    encoder.feed_all(seen[:tail])
+    yield encoder.feed_all(seen[tail:-1])
+    if failure.get("code") != "STREAM_CLOSED":
+        yield _late_failure(encoder, failure)
 
 
 def _early_failure(collected: list[StreamChunk]) -> dict[str, Any] | None:

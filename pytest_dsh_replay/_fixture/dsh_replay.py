@@ -341,12 +341,16 @@ class DshReplay:
         """What made HTTP calls fail so far, each reported once (see :meth:`close`).
 
         Returns:
-            The first replay error HTTP calls met, else, while recording, the live model
-            not being reached; ``None`` when neither happened since the last call.
+            The first replay error HTTP calls met, else, while recording, the first
+            call the recorder refused (a chunk the loader would refuse), else the live
+            model not being reached; ``None`` when none happened since the last call.
         """
         errors = self._http.take_errors()
+        refused = self._recorder.take_refused() if self.mode == "record" else []
         if errors:
             return errors[0]
+        if refused:
+            return refused[0]
         return self._network_problem() if self.mode == "record" else None
 
     # --- the model endpoint --------------------------------------------------------------
@@ -801,7 +805,9 @@ class DshReplay:
         Replay mode: the first replay error an HTTP call met (if any), then
         :meth:`assert_consumed`, then the replayed-log check (when :attr:`compare_logs`).
         Record mode: the recording is written (atomically; a re-record of unchanged
-        behaviour keeps the files as they are, and :attr:`unchanged` says so).
+        behaviour keeps the files as they are, and :attr:`unchanged` says so), unless an
+        HTTP call met an error, the recorder refused a live model's chunk, or the live
+        model could not be reached: then that error is raised and nothing is written.
 
         Returns:
             The files written (record mode), else ``[]``.
@@ -810,7 +816,7 @@ class DshReplay:
             DshReplayError: A check failed or the recording could not be written.
         """
         if self.mode == "record":
-            problem = self._network_problem()
+            problem = self._take_problem()  # nothing is written after a failed call
             if problem is not None:
                 raise problem
             return self._save()

@@ -20,6 +20,7 @@ Importing this module is cheap: ``openai`` is imported when a model is construct
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -30,14 +31,23 @@ from .._format.events import StreamChunk
 from .._format.redact import shown_url
 from .._wire.anthropic import WIRE as ANTHROPIC_WIRE
 from .._wire.gemini import WIRE as GEMINI_WIRE
+from .._wire.openai import WIRE as OPENAI_WIRE
 from .._wire.openai import OpenAIDecoder, openai_failure
-from .proxy import Relay, proxy_redactor, proxy_stream
+from .proxy import (
+    UPSTREAM_IDLE_TIMEOUT_S,
+    Relay,
+    _is_read_timeout,
+    decoded_whole,
+    proxy_redactor,
+    proxy_stream,
+    stalled,
+)
 from .proxy import _is_network_error as _is_network_error
 
 if TYPE_CHECKING:
     from openai import OpenAI
 
-__all__ = ["RECORD_ENV_VARS", "OpenAICompatibleModel"]
+__all__ = ["RECORD_ENV_VARS", "TIMEOUT_VAR", "OpenAICompatibleModel"]
 
 RECORD_ENV_VARS: Final[tuple[str, str, str]] = (
     "DSH_RECORD_BASE_URL",
@@ -54,10 +64,35 @@ ANTHROPIC_BASE_URL_VAR: Final = ANTHROPIC_WIRE.record_base_url_variable
 GEMINI_BASE_URL_VAR: Final = GEMINI_WIRE.record_base_url_variable
 """Where Gemini calls go while recording (default: ``DSH_RECORD_BASE_URL``)."""
 
+TIMEOUT_VAR: Final = "DSH_RECORD_TIMEOUT"
+"""The variable that sets the built-in live model's ``timeout`` in seconds (default:
+:data:`~.proxy.UPSTREAM_IDLE_TIMEOUT_S`; docs/limits.md#upstream-idle)."""
+
 # dsh request keys this adapter converts; every other key is sent as it is.
 _CONVERTED: Final = frozenset({"messages", "system", "tools", "maxTokens", "model", "stream"})
 
 _INSTALL_HINT: Final = "pip install 'pytest-dsh-replay[record]'"
+
+
+def _timeout_from(raw: str) -> float:
+    """:data:`TIMEOUT_VAR`'s seconds (unset or empty: the default).
+
+    Raises:
+        RecordingError: The value is not a finite number > 0.
+    """
+    if not raw.strip():
+        return UPSTREAM_IDLE_TIMEOUT_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise RecordingError(
+            f"{TIMEOUT_VAR}={raw!r} is not a number of seconds > 0: it sets how long the "
+            "live model may send nothing (unset: "
+            f"{UPSTREAM_IDLE_TIMEOUT_S:g}; docs/limits.md#upstream-idle)"
+        )
+    return seconds
 
 
 def _import_openai() -> Any:
@@ -86,8 +121,12 @@ class OpenAICompatibleModel:
             part of ``repr()`` or of a failure message.
         model: When given, the model name sent as ``"model"`` instead of the one each
             request asks for (``"deepseek-chat"``); ``None`` sends the request's own.
-        timeout: The client timeout in seconds, for connecting and for each read; must
-            be > 0. A call that times out ends in a ``NETWORK`` error finish.
+        timeout: Seconds to connect, for an answer to start and between two reads of
+            an answer (the idle timeout; default
+            :data:`~pytest_dsh_replay.UPSTREAM_IDLE_TIMEOUT_S`, 120); must be > 0. A call
+            that cannot connect or whose answer does not start in time ends in a
+            ``NETWORK`` error finish; an answer that stalls longer once it started ends in
+            a ``TIMEOUT`` error finish, and is recorded so (docs/limits.md#upstream-idle).
         extra_body: Extra top-level JSON fields merged into every request body, for
             provider options the OpenAI API lacks (``{"thinking": {...}}``).
         anthropic_base_url: Where the recording proxy sends ``/v1/messages`` calls
@@ -115,7 +154,7 @@ class OpenAICompatibleModel:
         base_url: str,
         api_key: str,
         model: str | None = None,
-        timeout: float = 120.0,
+        timeout: float = UPSTREAM_IDLE_TIMEOUT_S,
         extra_body: Mapping[str, Any] | None = None,
         anthropic_base_url: str | None = None,
         gemini_base_url: str | None = None,
@@ -159,10 +198,13 @@ class OpenAICompatibleModel:
             caller reports that as a usage error naming :data:`RECORD_ENV_VARS`).
             ``DSH_RECORD_MODEL``, when set, replaces the model every request asks for;
             :data:`ANTHROPIC_BASE_URL_VAR` sets where ``/v1/messages`` calls go,
-            :data:`GEMINI_BASE_URL_VAR` where Gemini calls go.
+            :data:`GEMINI_BASE_URL_VAR` where Gemini calls go, :data:`TIMEOUT_VAR` the
+            ``timeout`` in seconds.
 
         Raises:
-            RecordingError: The variables are set but ``openai`` is not installed.
+            RecordingError: The variables are set but ``openai`` is not installed, or
+                :data:`TIMEOUT_VAR` is not a number of seconds > 0 (the message names it
+                and its value).
         """
         base_url, api_key, model = (environ.get(name, "") for name in RECORD_ENV_VARS)
         if not (base_url and api_key):
@@ -171,6 +213,7 @@ class OpenAICompatibleModel:
             base_url=base_url,
             api_key=api_key,
             model=model or None,
+            timeout=_timeout_from(environ.get(TIMEOUT_VAR, "")),
             anthropic_base_url=environ.get(ANTHROPIC_BASE_URL_VAR) or None,
             gemini_base_url=environ.get(GEMINI_BASE_URL_VAR) or None,
         )
@@ -317,13 +360,16 @@ class OpenAICompatibleModel:
             yield mapper.failed(self._failure(error))
             return
         with stream:
+            if _is_json(stream):  # one JSON object for a stream: an error body, say
+                yield from self._whole(stream.response.read(), stream)
+                return
             while True:
                 try:
                     chunk = next(stream)
                 except StopIteration:
                     break
                 except Exception as error:
-                    yield mapper.failed(self._failure(error))
+                    yield mapper.failed(self._failure(error, answering=True))
                     return
                 yield from mapper.feed(chunk)
         yield from mapper.end()
@@ -337,18 +383,27 @@ class OpenAICompatibleModel:
                 yield mapper.failed(self._failure(error))
                 return
             async with stream:
+                if _is_json(stream):
+                    for out in self._whole(await stream.response.aread(), stream):
+                        yield out
+                    return
                 while True:
                     try:
                         chunk = await stream.__anext__()
                     except StopAsyncIteration:
                         break
                     except Exception as error:
-                        yield mapper.failed(self._failure(error))
+                        yield mapper.failed(self._failure(error, answering=True))
                         return
                     for out in mapper.feed(chunk):
                         yield out
         for out in mapper.end():
             yield out
+
+    def _whole(self, raw: bytes, stream: Any) -> list[StreamChunk]:
+        """The chunks of an answer that is one JSON object where a stream was asked for."""
+        headers = {k.lower(): v for k, v in stream.response.headers.items()}
+        return decoded_whole(OPENAI_WIRE, raw, headers, self._redactor)
 
     def _params(self, request: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(request, Mapping):
@@ -373,9 +428,16 @@ class OpenAICompatibleModel:
         params["extra_body"] = extra
         return params
 
-    def _failure(self, error: Exception) -> dict[str, Any]:
-        failure = _failure_of(error, self._openai)
+    def _failure(self, error: Exception, *, answering: bool = False) -> dict[str, Any]:
+        """The failure of a call that raised ``error`` (``answering``: once it streamed).
+
+        A read that timed out once the answer started is the answer stalling
+        (``TIMEOUT``), as in the recording proxy (docs/limits.md#upstream-idle).
+        """
         redactor = self._redactor
+        if answering and (_is_read_timeout(error) or _is_read_timeout(error.__cause__)):
+            return stalled(shown_url(self.base_url, redactor), self.timeout, redactor)
+        failure = _failure_of(error, self._openai)
         failure["message"] = redactor.redact_text(str(failure["message"]))
         if failure["code"] == "NETWORK":
             failure["message"] = (
@@ -525,6 +587,11 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
 
 
 # --- failures --------------------------------------------------------------------------
+
+
+def _is_json(stream: Any) -> bool:
+    """Whether an SDK stream's answer is one JSON object (``application/json``), not events."""
+    return "json" in stream.response.headers.get("content-type", "")
 
 
 class _Mapper(OpenAIDecoder):

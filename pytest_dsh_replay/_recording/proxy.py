@@ -27,9 +27,20 @@ import orjson
 
 from .._format.events import StreamChunk
 from .._format.redact import REDACTED, Redactor, builtin_redactor, shown_url
+from .._format.reply import finish_failure
 from .._wire.base import Decoder, SSEParser, Wire
 
-__all__ = ["Relay", "proxy_stream"]
+__all__ = ["UPSTREAM_IDLE_TIMEOUT_S", "Relay", "decoded_whole", "proxy_stream"]
+
+UPSTREAM_IDLE_TIMEOUT_S: Final = 120.0
+"""The longest the live provider may send nothing, in seconds, while recording.
+
+The recording proxy and the built-in live model wait this long to connect, for an
+answer to start and between two reads of an answer (a provider that keeps sending, however
+slowly, is never cut). An answer that stalls longer once it has started is recorded as a
+``TIMEOUT`` failure and the client's connection is dropped, as its replay drops it
+(docs/limits.md#upstream-idle). ``OpenAICompatibleModel(timeout=...)`` and the
+``DSH_RECORD_TIMEOUT`` variable set another bound."""
 
 # Request headers that are the connection's, the client's credentials, or the proxy's to set.
 _NOT_FORWARDED: Final = frozenset(
@@ -57,6 +68,11 @@ _NOT_RELAYED: Final = frozenset(
 class Relay:
     """Carries one HTTP call from the endpoint to the proxy and the raw answer back.
 
+    The proxy passes the provider's answer on event by event (docs/wires.md#recording-proxy):
+    :meth:`write` the events of the answer, :meth:`end` the one that ends it (the end
+    marker, an error event), which the endpoint sends only when the call finished as it
+    was recorded; an answer that failed ends the way its replay ends instead.
+
     Args:
         wire: The wire the call speaks.
         body: The request body as the client sent it.
@@ -66,6 +82,12 @@ class Relay:
     Attributes:
         call_id: The live provider's id of the answer, once its decoder read one
             (``None`` when the wire's answers carry none).
+        streamed: The provider answered with an event stream (not one JSON object).
+        holding: The read that ends the answer has come: the endpoint holds what it
+            relays from then on until the call is logged as finished, so a client that
+            closes at the answer's end cannot cut the call short.
+        ended: The provider's answer is over (its end, its error, the end of its
+            stream, the idle timeout); the chunks yielded from then on come from its end.
     """
 
     def __init__(self, wire: Wire, body: bytes, headers: Mapping[str, str], path: str = ""):
@@ -77,12 +99,15 @@ class Relay:
         self.status = 0
         self.response_headers: list[tuple[str, str]] = []
         self.started = False
-        self.ended = False  # the provider's answer is complete ([DONE], message_stop)
+        self.streamed = False
+        self.holding = False
+        self.ended = False
         # The secrets the proxy holds (the live key) never go back to the client.
         self.redactor = builtin_redactor()
         self.scrub = SecretScrub(())
         self._lock = threading.Lock()
         self._pending: list[bytes] = []
+        self._ending = b""
 
     def start(self, status: int, headers: list[tuple[str, str]]) -> None:
         """The provider answered: its status and headers (lower-case names).
@@ -109,10 +134,30 @@ class Relay:
             with self._lock:
                 self._pending.append(data)
 
+    def end(self, data: bytes = b"") -> None:
+        """The provider's answer is over; ``data`` is the event that ended it, if any.
+
+        ``data`` is kept apart (:meth:`take_ending`), its secrets replaced as by
+        :meth:`write`; what :meth:`write` held back goes out with the rest.
+        """
+        rest = self.scrub.end()
+        ending = self.scrub.feed(data) + self.scrub.end()
+        with self._lock:
+            if rest:
+                self._pending.append(rest)
+            self._ending += ending
+        self.ended = True
+
     def take(self) -> bytes:
         """The bytes written since the last call."""
         with self._lock:
             data, self._pending = b"".join(self._pending), []
+        return data
+
+    def take_ending(self) -> bytes:
+        """The event that ended the answer (see :meth:`end`), once."""
+        with self._lock:
+            data, self._ending = self._ending, b""
         return data
 
 
@@ -123,11 +168,14 @@ class SecretScrub:
         secrets: The texts to replace, as UTF-8 bytes (none: nothing is replaced).
     """
 
-    __slots__ = ("_held", "_secrets")
+    __slots__ = ("_held", "_inner", "_secrets")
 
     def __init__(self, secrets: Iterable[str]):
         found = {s.encode("utf-8", "surrogateescape") for s in secrets if s}
         self._secrets = tuple(sorted(found, key=len, reverse=True))
+        # The bytes a secret's start can end in: a piece ending in another (an event's
+        # newline) holds nothing back, without looking further.
+        self._inner = frozenset(b for secret in self._secrets for b in secret[:-1])
         self._held = b""
 
     def feed(self, data: bytes) -> bytes:
@@ -137,6 +185,9 @@ class SecretScrub:
         buf = self._held + data
         for secret in self._secrets:
             buf = buf.replace(secret, _REDACTED_BYTES)
+        if not buf or buf[-1] not in self._inner:
+            self._held = b""
+            return buf
         keep = max(_started(buf, secret) for secret in self._secrets)
         self._held = buf[len(buf) - keep :]
         return buf[: len(buf) - keep]
@@ -189,11 +240,30 @@ def _not_json() -> StreamChunk:
     return {"type": "finish", "reason": {"kind": "error", "failure": failure}}
 
 
-def _decoded_whole(relay: Relay, raw: bytes) -> list[StreamChunk]:
-    """The dsh chunks of a whole (``stream: false``) answer, through the wire's decoder.
+_CONTENT_KEYS: Final = ("choices", "content", "candidates", "output")
 
-    The answer's id (``id``; Gemini's ``responseId``) becomes :attr:`Relay.call_id`, as a
-    stream decoder's does, so a later request can continue the answer by that id.
+
+def decoded_whole(
+    wire: Wire,
+    raw: bytes,
+    headers: Mapping[str, str],
+    redactor: Redactor,
+    relay: Relay | None = None,
+) -> list[StreamChunk]:
+    """The dsh chunks of a whole (one JSON object) answer, through the wire's decoder.
+
+    An error body (``{"error": {...}}`` and no content) answered with a 2xx status is
+    the call's failure, with the provider's message (docs/wires.md#live-failures); so is
+    a body that is not a JSON object (``UNKNOWN``). With ``relay``, the answer's id
+    (``id``; Gemini's ``responseId``) becomes :attr:`Relay.call_id`, as a stream
+    decoder's does, so a later request can continue the answer by that id.
+
+    Args:
+        wire: The call's wire.
+        raw: The body.
+        headers: The response headers, lower-case names (a request id, a retry delay).
+        redactor: Applied to a failure's message (it is no model output).
+        relay: The proxy's relay of the call, when it relays one.
     """
     try:
         answer = orjson.loads(raw)
@@ -201,12 +271,17 @@ def _decoded_whole(relay: Relay, raw: bytes) -> list[StreamChunk]:
         answer = None
     if not isinstance(answer, Mapping):
         return [_not_json()]
-    for key in ("id", "responseId"):
-        found = answer.get(key)
-        if isinstance(found, str) and found:
-            relay.call_id = found
-            break
-    return relay.wire.decode_whole(answer)
+    if isinstance(answer.get("error"), Mapping) and not any(k in answer for k in _CONTENT_KEYS):
+        failure = wire.failure(None, answer, headers)
+        failure["message"] = redactor.redact_text(str(failure.get("message", "")))
+        return [wire.decoder().failed(failure)]
+    if relay is not None:
+        for key in ("id", "responseId"):
+            found = answer.get(key)
+            if isinstance(found, str) and found:
+                relay.call_id = found
+                break
+    return wire.decode_whole(answer)
 
 
 def proxy_stream(
@@ -228,13 +303,24 @@ def proxy_stream(
     go through all its rules, and so do the failures it yields and its own messages
     (URLs shown without credentials).
 
+    A streamed answer is passed on event by event (an unfinished event is never
+    passed on: a stream that ends inside one loses it); bytes that are not UTF-8 are
+    passed on as U+FFFD, as the decoder reads them. What the call is recorded as when
+    the answer is not a complete stream (docs/recording.md#upstream-answers):
+
+    - the stream ends before the answer's end (no ``[DONE]``, no ``message_stop``) and
+      the decoder has no finish for it: ``STREAM_CLOSED``;
+    - the provider sends nothing for ``timeout`` seconds once it has answered: a
+      ``TIMEOUT`` failure (:data:`UPSTREAM_IDLE_TIMEOUT_S` by default);
+    - a 2xx answer that is a JSON error body: the provider's error.
+
     Args:
         relay: The call (wire, body, headers) and where its answer goes.
         client: An ``httpx`` client (``httpx2`` with current SDKs).
         base_url: The provider's base URL for this wire (the wire joins the path).
         api_key: Sent in the wire's authentication headers.
         model: When set, replaces the body's ``"model"`` (the user asked for it).
-        timeout: Seconds for connecting and for each read.
+        timeout: Seconds for connecting and for each read: the idle timeout.
         on_network_error: Called with a message naming ``url`` and the network error
             when the provider cannot be reached or the connection fails.
         redactor: The secrets the proxy holds; default: :func:`proxy_redactor` of
@@ -242,7 +328,7 @@ def proxy_stream(
 
     Yields:
         The answer as dsh chunks, ending in one ``finish`` (an error ``finish`` for an
-        HTTP error or a network failure).
+        HTTP error, a network failure or a stalled answer).
     """
     wire = relay.wire
     rules = proxy_redactor(api_key, base_url) if redactor is None else redactor
@@ -257,26 +343,91 @@ def proxy_stream(
             if answer.status_code >= 400:
                 raw = answer.read()
                 relay.write(redacted_bytes(raw, rules), last=True)
+                relay.end()
                 yield decoder.failed(_http_failure(wire, answer, raw, rules))
                 return
             if "text/event-stream" not in answer.headers.get("content-type", ""):
                 raw = answer.read()
                 relay.write(raw, last=True)
-                yield from _decoded_whole(relay, raw)
+                relay.end()
+                yield from decoded_whole(wire, raw, _lower(answer.headers), rules, relay)
                 return
-            if (yield from _relay_events(relay, answer, decoder)):
+            relay.streamed = True
+            unfinished = yield from _relay_events(relay, answer, decoder)
+            if unfinished is None:
                 return
     except Exception as error:
-        if not _is_network_error(error):
+        failure = _lost(relay, error, url, timeout, rules)
+        if failure is None:
             raise
-        cause = f"{type(error).__name__}: {error}"
-        message = rules.redact_text(
-            f"cannot reach the live model at {shown_url(url, rules)}: {cause}"
-        )
-        on_network_error(message)
-        yield decoder.failed({"message": message, "code": "NETWORK"})
+        if failure["code"] == "NETWORK":
+            on_network_error(failure["message"])
+        relay.end()
+        yield decoder.failed(failure)
         return
-    yield from decoder.end()
+    yield from _closing(relay, decoder, unfinished)
+
+
+def _lower(headers: Any) -> dict[str, str]:
+    return {k.lower(): v for k, v in headers.items()}
+
+
+def _lost(
+    relay: Relay, error: Exception, url: str, timeout: float, rules: Redactor
+) -> dict[str, Any] | None:
+    """The failure of a call the connection failed (``None``: not a network error).
+
+    A read that timed out once the provider answered is the answer stalling: ``TIMEOUT``;
+    anything else (connecting, a reset, a timeout before the answer started) is
+    ``NETWORK``.
+    """
+    if not _is_network_error(error):
+        return None
+    where = shown_url(url, rules)
+    if relay.started and _is_read_timeout(error):
+        return stalled(where, timeout, rules)
+    cause = f"{type(error).__name__}: {error}"
+    message = rules.redact_text(f"cannot reach the live model at {where}: {cause}")
+    return {"message": message, "code": "NETWORK"}
+
+
+def stalled(where: str, timeout: float, rules: Redactor) -> dict[str, Any]:
+    """The ``TIMEOUT`` failure of an answer that sent nothing for ``timeout`` seconds.
+
+    Args:
+        where: The URL called, as shown (no credentials).
+        timeout: The idle timeout in seconds.
+        rules: Applied to the message.
+    """
+    message = (
+        f"the live model at {where} sent nothing for {timeout:g} s in the middle of its "
+        "answer (the idle timeout; docs/limits.md#upstream-idle)"
+    )
+    return {"message": rules.redact_text(message), "code": "TIMEOUT"}
+
+
+def _closing(relay: Relay, decoder: Decoder, unfinished: int) -> Iterator[StreamChunk]:
+    """The chunks that close a streamed answer whose stream ended.
+
+    A stream that ended before the answer's end, where the decoder has no finish of its
+    own, is recorded as cut (``STREAM_CLOSED``): what the client got, and what its
+    replay serves (docs/wires.md#http-errors).
+    """
+    cut = not relay.ended
+    relay.end()
+    chunks = decoder.end()
+    if not cut or not chunks or chunks[-1].get("type") != "finish":
+        yield from chunks
+        return
+    *before, finish = chunks
+    failure = finish_failure(finish.get("reason"))
+    if failure is not None and failure.get("code") != "STREAM_CLOSED":
+        message = f"the live stream was cut before the answer's end: {failure.get('message')}"
+        if unfinished:
+            message += f" ({unfinished} bytes of an unfinished event were dropped)"
+        finish = decoder.failed({"message": message, "code": "STREAM_CLOSED"})
+    yield from before
+    yield finish
 
 
 def _outgoing(relay: Relay, api_key: str) -> dict[str, str]:
@@ -289,54 +440,89 @@ def _outgoing(relay: Relay, api_key: str) -> dict[str, str]:
 
 def _relay_events(
     relay: Relay, answer: Any, decoder: Decoder
-) -> Generator[StreamChunk, None, bool]:
-    """Relay a streamed answer's bytes and yield its chunks.
+) -> Generator[StreamChunk, None, int | None]:
+    """Relay a streamed answer event by event and yield its chunks.
+
+    Each complete event is written before its chunks are yielded; the event that ends
+    the answer (its end marker, an error, the event that gave the ``finish``) goes to
+    :meth:`Relay.end`, and the read it comes in makes the relay hold.
 
     Returns:
-        ``True`` when an error event in the stream ended the call (its failure was
-        yielded), ``False`` when the stream ended otherwise.
+        ``None`` when the ``finish`` was yielded, else how many bytes of an unfinished
+        event the stream ended in (0 when it ended between two events, or at the
+        answer's end marker).
     """
     wire = relay.wire
     parser = SSEParser()
     for data in answer.iter_raw():
-        raw_events = parser.feed(data)
-        events = list(_parsed(raw_events))
-        failures = [wire.stream_failure(event) for event in events]
-        failed = any(failure is not None for failure in failures)
-        ending = failed or any(wire.ends_answer(name, text) for name, text in raw_events)
-        # An error event is no model output: all the secret rules apply to its read.
-        relay.write(redacted_bytes(data, relay.redactor) if failed else data, last=ending)
-        if ending:
-            # Known before any chunk of this read goes out: the endpoint holds these
-            # bytes until the call is logged as finished, so a client that closes at
-            # the answer's end cannot cut the call short.
-            relay.ended = True
-        for event, failure in zip(events, failures, strict=True):
-            if failure is not None:
-                failure["message"] = relay.redactor.redact_text(str(failure.get("message", "")))
-                yield decoder.failed(failure)
-                return True
-            yield from decoder.feed(event)
+        events = [_Event(wire, *raw) for raw in parser.feed_raw(data)]
+        if any(event.ends or event.failure is not None for event in events):
+            relay.holding = True
+        for event in events:
+            chunks = event.chunks(decoder, relay.redactor)
             relay.call_id = decoder.response_id or relay.call_id
-            if decoder.done:
-                relay.ended = True
-        if relay.ended:
-            break
+            finished = any(chunk.get("type") == "finish" for chunk in chunks)
+            if event.ends or finished:
+                relay.end(event.relayed(relay.redactor))
+                yield from chunks
+                return None if finished else 0
+            relay.write(event.raw)
+            yield from chunks
     relay.write(b"", last=True)
-    return False
+    return len(parser.pending)
 
 
-def _parsed(events: list[tuple[str | None, str]]) -> Iterator[Mapping[str, Any]]:
-    """The JSON objects of server-sent events (``[DONE]`` and anything else skipped)."""
-    for _, text in events:
-        if text == "[DONE]":
-            continue
-        try:
-            event = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(event, Mapping):
-            yield event
+class _Event:
+    """One server-sent event of a live answer, parsed once."""
+
+    __slots__ = ("ends", "failure", "object", "raw")
+
+    def __init__(self, wire: Wire, raw: bytes, name: str | None, text: str | None):
+        self.raw = _text_safe(raw)
+        self.object = _json_object(text)
+        self.failure = None if self.object is None else wire.stream_failure(self.object)
+        self.ends = text is not None and wire.ends_answer(name, text)
+
+    def relayed(self, redactor: Redactor) -> bytes:
+        """Its bytes as passed on: an error event is no model output, every rule applies."""
+        return self.raw if self.failure is None else redacted_bytes(self.raw, redactor)
+
+    def chunks(self, decoder: Decoder, redactor: Redactor) -> list[StreamChunk]:
+        """Its dsh chunks; a failure's message redacted (it is no model output)."""
+        if self.failure is not None:
+            out = [decoder.failed(self.failure)]
+        elif self.object is not None:
+            out = decoder.feed(self.object)
+        else:
+            return []
+        for chunk in out:
+            failure = finish_failure(chunk.get("reason")) if chunk.get("type") == "finish" else None
+            if failure is not None:
+                failure["message"] = redactor.redact_text(str(failure.get("message", "")))
+                chunk["reason"] = {**chunk["reason"], "failure": failure}
+        return out
+
+
+def _text_safe(raw: bytes) -> bytes:
+    """An event's bytes, with what is not UTF-8 as U+FFFD (as the decoder reads it)."""
+    if raw.isascii():
+        return raw
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "replace").encode("utf-8")
+    return raw
+
+
+def _json_object(text: str | None) -> Mapping[str, Any] | None:
+    """An event's data as a JSON object (``None``: ``[DONE]``, not JSON, no data)."""
+    if text is None or text == "[DONE]":
+        return None
+    try:
+        event = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return event if event.__class__ is dict else None
 
 
 def _http_failure(wire: Wire, answer: Any, raw: bytes, redactor: Redactor) -> dict[str, Any]:
@@ -348,6 +534,14 @@ def _http_failure(wire: Wire, answer: Any, raw: bytes, redactor: Redactor) -> di
     failure = wire.failure(answer.status_code, parsed, headers)
     failure["message"] = redactor.redact_text(str(failure["message"]))
     return failure
+
+
+def _is_read_timeout(error: BaseException | None) -> bool:
+    """An ``httpx`` read timeout: the provider sent nothing for the read's timeout."""
+    return any(
+        cls.__name__ == "ReadTimeout" and cls.__module__.split(".")[0].startswith("httpx")
+        for cls in type(error).__mro__
+    )
 
 
 def _is_network_error(error: BaseException) -> bool:

@@ -37,15 +37,23 @@ import orjson
 
 from .._errors import RecordingError
 from .._format.events import JSONObject, StreamChunk
-from .._format.json_values import plain_json
+from .._format.json_values import describe_json, plain_json
 from .._format.reply import assemble_reply
 from .._format.text import TextSafeModel
+from .._format.vocabulary import chunk_problem
 from .._identity.lineage import Lineage, completed_turns_end, fork_seed_length
 from .._identity.surface import apply_surface, surface_item
+from .._scripts.entries import MAX_CHUNK_NESTING
 from .._store.log_rules import completed_turn_prefix
 from .._wire.request import ASSISTANT, TOOL_RESULT, USER, Conversation, Item, RequestView
 
-__all__ = ["LiveModel", "RecordingModel", "failure_finish"]
+__all__ = [
+    "RECORDED_CHUNK_NESTING",
+    "LiveModel",
+    "RecordingModel",
+    "failure_finish",
+    "live_chunk_problem",
+]
 
 
 class LiveModel(Protocol):
@@ -91,6 +99,51 @@ _ABANDONED: Final[StreamChunk] = {
 def _stop_chunk(error: BaseException | None) -> StreamChunk:
     """The finish logged for a stream that stopped early: an error, or the caller left."""
     return failure_finish(error) if isinstance(error, Exception) else dict(_ABANDONED)
+
+
+RECORDED_CHUNK_NESTING: Final = MAX_CHUNK_NESTING - 2
+"""The deepest nesting of arrays and objects a live model's chunk may have to be recorded.
+
+Two levels below :data:`~pytest_dsh_replay.MAX_CHUNK_NESTING`: a log keeps a ``finish``'s
+``replayState`` and a ``block-end``'s block once more, inside the ``assistant/message``
+event, deeper than in the chunk's own event, and the serializer stops at 255 levels
+(docs/limits.md#recorded-chunks)."""
+
+
+def live_chunk_problem(chunk: Any) -> str | None:
+    """What a recording's loader would refuse in a live model's chunk, if anything.
+
+    The loader's rules for a stream chunk (:func:`~.._format.vocabulary.chunk_problem`:
+    a known type with exactly its fields, each of its kind) and its nesting (at most
+    :data:`RECORDED_CHUNK_NESTING` levels).
+
+    Returns:
+        ``None`` when the chunk can be recorded and replayed; else the loader's sentence
+        (naming the chunk type, the field and what was expected).
+    """
+    if chunk.__class__ is not dict:
+        return f"a stream chunk must be an object, got {describe_json(chunk)}"
+    problem = chunk_problem(chunk)
+    if problem is not None or chunk["type"] not in _NESTING:
+        return problem
+    try:
+        orjson.dumps([[[chunk]]])  # as deep as the log's events hold it
+    except TypeError as err:
+        if "ecursion" in str(err):
+            return (
+                f"{_named(chunk)} nests too deep to be stored ({err}): a recorded chunk may "
+                f"nest at most {RECORDED_CHUNK_NESTING} levels of arrays and objects"
+            )
+    return None
+
+
+_NESTING: Final = frozenset({"block-end", "finish"})  # the chunks whose fields may nest
+
+
+def _named(chunk: dict[str, Any]) -> str:
+    """``a text-delta chunk`` (``a stream chunk`` when its type is no string)."""
+    kind = chunk.get("type")
+    return f"a {kind} chunk" if kind.__class__ is str else "a stream chunk"
 
 
 _OPEN: Final = "open"
@@ -374,6 +427,9 @@ class RecordingModel:
         self._logs: dict[str, _SessionLog] = {}
         self._anonymous: str | None = None
         self.created: set[str] = set()
+        #: What this recorder refused of a live model (a chunk the loader would refuse,
+        #: a stream without its finish), not handed out yet (:meth:`take_refused`).
+        self.refused: list[RecordingError] = []
 
     # --- sessions ------------------------------------------------------------------------
 
@@ -644,12 +700,47 @@ class RecordingModel:
 
     def _log_chunk(self, call: _Call, chunk: StreamChunk) -> None:
         log = call.log
+        if log is not None and not self.parsed_chunks:
+            self._check_live_chunk(log, call, chunk)
         if log is None:  # a call that is not logged
             if chunk.get("type") == "finish":
                 call.state = _FINISHED
             return
         with self._lock, log.session.held():
             self._log_chunk_held(call, chunk)
+
+    def _check_live_chunk(self, log: _SessionLog, call: _Call, chunk: Any) -> None:
+        """Refuse a live model's chunk that the recording's loader would refuse.
+
+        Raises:
+            RecordingError: The chunk breaks a rule of the format (the loader's message),
+                or follows the call's ``finish``; it is kept in :attr:`refused` too, so
+                the recording fails even when the caller swallows the error.
+        """
+        problem = live_chunk_problem(chunk)
+        if problem is None and call.state == _FINISHED:
+            problem = f"{_named(chunk)} came after the call's finish chunk: a stream ends there"
+        if problem is None:
+            return
+        self._refuse(
+            RecordingError(
+                f"the live model streamed a chunk that the recording cannot hold (session "
+                f"{log.session.id!r}): {problem}; a replay of it would not load, so the "
+                "recording fails and nothing is written"
+            )
+        )
+
+    def _refuse(self, error: RecordingError) -> None:
+        """Keep ``error`` for the recording's end (:meth:`take_refused`), and raise it."""
+        with self._lock:
+            self.refused.append(error)
+        raise error
+
+    def take_refused(self) -> list[RecordingError]:
+        """The calls refused so far (:attr:`refused`), each handed out once."""
+        with self._lock:
+            refused, self.refused = self.refused, []
+        return refused
 
     def _log_chunk_held(self, call: _Call, chunk: StreamChunk) -> None:
         """Log one chunk of a logged call (its session is held)."""
@@ -815,7 +906,10 @@ class RecordingModel:
                 ``step`` also choose where the call is logged.
 
         Raises:
-            RecordingError: The wrapped stream ended without a ``finish`` chunk.
+            RecordingError: The wrapped stream ended without a ``finish`` chunk, or (a
+                live model's, not ``parsed_chunks``) streamed a chunk the loader would
+                refuse (docs/limits.md#recorded-chunks); a live model's is also kept in
+                :attr:`refused`.
             Exception: Whatever the wrapped model raises, after the call was logged
                 with an error ``finish``.
         """
@@ -925,12 +1019,33 @@ class RecordingModel:
                 close()
             raise
         except BaseException as err:
-            error = err
+            error = self._live_error(call, err)
+            if error is not err:
+                raise error from err
             raise
         finally:
             if not completed:
                 self._abandon(call, error)
         self._check_complete(call)
+
+    def _live_error(self, call: _Call, error: BaseException) -> BaseException:
+        """The error a failed stream is logged and raised with.
+
+        A live model's chunk nested too deep for Python to walk (its text-safety pass
+        meets the recursion limit) is a chunk the recording cannot hold: a
+        :class:`RecordingError`, kept in :attr:`refused`; anything else as it is.
+        """
+        if not isinstance(error, RecursionError) or self.parsed_chunks or call.log is None:
+            return error
+        refused = RecordingError(
+            f"the live model streamed a chunk that the recording cannot hold (session "
+            f"{call.log.session.id!r}): reading it met Python's recursion limit ({error}); "
+            f"a recorded chunk may nest at most {RECORDED_CHUNK_NESTING} levels of arrays "
+            "and objects, so the recording fails and nothing is written"
+        )
+        with self._lock:
+            self.refused.append(refused)
+        return refused
 
     def _check_complete(self, call: _Call) -> None:
         if call.state == _OPEN:
@@ -939,6 +1054,8 @@ class RecordingModel:
                 "replayed from the log (every stream must end with a finish chunk)"
             )
             self._abandon(call, problem)
+            if call.log is not None and not self.parsed_chunks:
+                self._refuse(problem)
             raise problem
 
     def astream(self, request: Mapping[str, Any], **kwargs: Any) -> AsyncIterator[StreamChunk]:
@@ -974,7 +1091,9 @@ class RecordingModel:
                 await aclose()
             raise
         except BaseException as err:
-            error = err
+            error = self._live_error(call, err)
+            if error is not err:
+                raise error from err
             raise
         finally:
             if not completed:

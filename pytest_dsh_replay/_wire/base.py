@@ -560,30 +560,58 @@ def int_field(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+_EVENT_END: Final = re.compile(rb"\r?\n\r?\n")
+r"""A blank line: where a server-sent event ends (lines end in ``\n`` or ``\r\n``)."""
+
+
 class SSEParser:
-    """Splits a byte stream into server-sent events: ``(event name or None, data)``."""
+    r"""Splits a byte stream into server-sent events: ``(event name or None, data)``.
+
+    Lines end in ``\n`` or ``\r\n`` (also when a read splits the two); an event ends
+    at a blank line. Bytes that are not UTF-8 read as U+FFFD.
+    """
 
     def __init__(self) -> None:
         self._buffer = b""
 
+    @property
+    def pending(self) -> bytes:
+        """The bytes of an event not complete yet (what a stream that ends now cuts)."""
+        return self._buffer
+
     def feed(self, data: bytes) -> list[tuple[str | None, str]]:
-        """The events completed by ``data``."""
-        self._buffer += data.replace(b"\r\n", b"\n")
-        events: list[tuple[str | None, str]] = []
-        while True:
-            end = self._buffer.find(b"\n\n")
-            if end < 0:
-                return events
-            block, self._buffer = self._buffer[:end], self._buffer[end + 2 :]
-            name: str | None = None
-            data_lines: list[str] = []
-            for line in block.decode("utf-8", "replace").split("\n"):
-                if line.startswith("event:"):
-                    name = line[6:].strip()
-                elif line.startswith("data:"):
-                    data_lines.append(line[5:].removeprefix(" "))
-            if data_lines:
-                events.append((name, "\n".join(data_lines)))
+        """The events completed by ``data`` that carry data (comments and empty ones left out)."""
+        return [(name, text) for _, name, text in self.feed_raw(data) if text is not None]
+
+    def feed_raw(self, data: bytes) -> list[tuple[bytes, str | None, str | None]]:
+        """Every event completed by ``data``: ``(its bytes, name, data)``.
+
+        The bytes are the event's as received, its blank line included, so that what
+        they make up can be passed on whole; ``data`` is ``None`` for an event without
+        data lines (a comment, a keep-alive).
+        """
+        buffer = self._buffer + data
+        at = max(len(self._buffer) - 3, 0)  # an end may begin in the bytes kept before
+        start = 0
+        events: list[tuple[bytes, str | None, str | None]] = []
+        while (end := _EVENT_END.search(buffer, at)) is not None:
+            block = buffer[start : end.start()].replace(b"\r\n", b"\n")
+            events.append((buffer[start : end.end()], *_sse_fields(block)))
+            start = at = end.end()
+        self._buffer = buffer[start:]
+        return events
+
+
+def _sse_fields(block: bytes) -> tuple[str | None, str | None]:
+    """An event's name and data (``None`` without data lines), from its lines."""
+    name: str | None = None
+    data_lines: list[str] = []
+    for line in block.decode("utf-8", "replace").split("\n"):
+        if line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data_lines.append(line[5:].removeprefix(" "))
+    return name, "\n".join(data_lines) if data_lines else None
 
 
 def httpx_module() -> Any:

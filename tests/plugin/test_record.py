@@ -114,6 +114,45 @@ def test_a_failing_test_leaves_the_previous_recording_byte_for_byte(
     assert not [p for p in old.parent.iterdir() if p.name.startswith(".")]
 
 
+# A live model whose block-end carries no block, and an agent that carries on after errors.
+BAD_CHUNK_CONFTEST = """
+class Live:
+    def stream(self, request, **kwargs):
+        yield {"type": "block-start", "index": 0, "blockType": "text"}
+        yield {"type": "text-delta", "index": 0, "text": "hi"}
+        yield {"type": "block-end", "index": 0}
+        yield {"type": "finish", "reason": {"kind": "stop"}}
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return Live()
+"""
+SWALLOWING_TEST = """
+import pytest
+
+@pytest.mark.dsh_scenario("keep")
+def test_agent_that_swallows_errors(dsh_replay):
+    try:
+        list(dsh_replay.model.stream({"messages": [{"role": "user", "content": "x"}]}))
+    except Exception:
+        pass
+"""
+
+
+def test_a_live_chunk_the_loader_refuses_fails_the_recording_even_when_swallowed(
+    project: pytest.Pytester,
+) -> None:
+    project.makeconftest(BAD_CHUNK_CONFTEST)
+    project.makepyfile(test_swallow=SWALLOWING_TEST)
+    before = digest(make_scenario(project.path / "recordings" / "keep", primary=["old"]))
+    result = project.runpytest("--dsh-record")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*RecordingError: the live model streamed a chunk that the recording cannot hold*"
+         "a block-end chunk needs block: a content block object; it has none*"]
+    )  # fmt: skip
+    assert digest(project.path / "recordings" / "keep") == before  # byte for byte
+
+
 def test_the_summary_says_old_recording_kept_only_when_there_was_one(
     project: pytest.Pytester,
 ) -> None:

@@ -23,6 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from support.upstream import SILENT, Upstream, chat_events
+from support.upstream import Reply as Exact
 
 from pytest_dsh_replay import (
     Answer,
@@ -36,7 +38,12 @@ from pytest_dsh_replay import (
     ToolCall,
 )
 from pytest_dsh_replay._errors import RecordingError
-from pytest_dsh_replay._recording.live_openai import RECORD_ENV_VARS, OpenAICompatibleModel
+from pytest_dsh_replay._recording.live_openai import (
+    RECORD_ENV_VARS,
+    TIMEOUT_VAR,
+    OpenAICompatibleModel,
+)
+from pytest_dsh_replay._recording.proxy import UPSTREAM_IDLE_TIMEOUT_S
 from pytest_dsh_replay._scripted.model import answer_chunks
 
 KEY = "sk-live-test-0123456789abcdef"
@@ -935,6 +942,55 @@ def test_from_env_without_a_variable_is_none(missing: str, how: str) -> None:
     else:
         env[missing] = ""
     assert OpenAICompatibleModel.from_env(env) is None
+
+
+def test_from_env_reads_the_idle_timeout() -> None:
+    env = dict(zip(RECORD_ENV_VARS, ["http://127.0.0.1:9/v1", KEY, "m"], strict=True))
+    model = OpenAICompatibleModel.from_env({**env, TIMEOUT_VAR: "0.5"})
+    assert model is not None
+    assert model.timeout == 0.5
+    model = OpenAICompatibleModel.from_env({**env, TIMEOUT_VAR: " "})
+    assert model is not None
+    assert model.timeout == UPSTREAM_IDLE_TIMEOUT_S == 120.0
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "nan", "inf"])
+def test_from_env_refuses_an_idle_timeout_that_is_no_number_of_seconds(value: str) -> None:
+    env = dict(zip(RECORD_ENV_VARS, ["http://127.0.0.1:9/v1", KEY, "m"], strict=True))
+    with pytest.raises(RecordingError, match=rf"DSH_RECORD_TIMEOUT='{value}' is not a number"):
+        OpenAICompatibleModel.from_env({**env, TIMEOUT_VAR: value})
+
+
+def test_an_answer_that_stalls_mid_stream_is_a_timeout_not_a_network_failure(mode: str) -> None:
+    with Upstream(Exact([*chat_events("Hel", finish=None), SILENT])) as upstream:
+        model = OpenAICompatibleModel(base_url=upstream.base_url, api_key=KEY, timeout=0.2)
+        try:
+            chunks = run(model, {**USER, "model": "m"}, mode)
+        finally:
+            model.close()
+    assert [c["type"] for c in chunks] == ["block-start", "text-delta", "finish"]
+    assert failure(chunks)["code"] == "TIMEOUT"
+    assert "sent nothing for 0.2 s" in failure(chunks)["message"]
+    assert model.network_failures == []  # the recording holds it; the test does not fail
+
+
+def test_a_json_error_answering_a_stream_keeps_the_providers_message(mode: str) -> None:
+    body = b'{"error": {"message": "the model is overloaded", "type": "server_error"}}'
+    with Upstream(Exact([body], content_type="application/json")) as upstream:
+        model = OpenAICompatibleModel(base_url=upstream.base_url, api_key=KEY, model="m")
+        try:
+            chunks = run(model, USER, mode)
+        finally:
+            model.close()
+    assert chunks == [
+        {
+            "type": "finish",
+            "reason": {
+                "kind": "error",
+                "failure": {"message": "the model is overloaded", "code": "UNKNOWN"},
+            },
+        }
+    ]
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,8 @@ def relayed_with_headers(
             on_network_error=printed.append,
         )
     )
-    return relay.take(), chunks, printed, relay.response_headers
+    # The events, then the one that ended the answer (an error event is kept apart).
+    return relay.take() + relay.take_ending(), chunks, printed, relay.response_headers
 
 
 def sse_response(pieces: list[bytes]) -> Any:

@@ -22,6 +22,7 @@ from pytest_dsh_replay import (
 from pytest_dsh_replay._endpoint.routing import Router
 from pytest_dsh_replay._format.jsonl import dump_session_log
 from pytest_dsh_replay._format.redact import TextRedaction
+from pytest_dsh_replay._identity.answers import ServedAnswer
 from pytest_dsh_replay._replay.model import ReplayModel
 from pytest_dsh_replay._replay.placeholders import resolve_placeholders
 from pytest_dsh_replay._scripts.scenario import Scenario
@@ -98,14 +99,15 @@ def test_an_exhausted_error_quotes_the_live_message_redacted(scenario: Scenario)
 
 def test_the_router_quotes_first_messages_redacted() -> None:
     router = Router(Redactor().redact_text)
-    for session in ("s1", "s2"):
+    for session, answer in (("s1", "done"), ("s2", "finished")):
         router.route(
             {"x-dsh-session-id": session},
             {"messages": [{"role": "user", "content": f"go {PATTERN_KEY}"}]},
         )
+        router.answered(session, served=ServedAnswer(answer))
     follow_up = [
         {"role": "user", "content": f"go {PATTERN_KEY}"},
-        {"role": "assistant", "content": "done"},
+        {"role": "assistant", "content": "ok"},  # quotes neither answer
         {"role": "user", "content": "and now?"},
     ]
     with pytest.raises(ReplayBindingError) as caught:  # continues both alike
