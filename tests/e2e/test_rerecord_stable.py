@@ -74,7 +74,7 @@ def test_re_recording_parallel_children_twice_is_unchanged_and_keeps_every_file(
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_parallel=TEST)
     pytester.makeini("[pytest]\npythonpath = .\ndsh_snapshot_dir = recordings\n")
-    record = ("--dsh-record=all", "--snapshot-update", "-p", "no:randomly", "-p", "no:cacheprovider")
+    record = ("--dsh-record=all", "--snapshot-update", "-p", "no:randomly")
     first = pytester.runpytest_subprocess(*record)
     first.assert_outcomes(passed=2)
     kept = {

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pytest_dsh_replay._check.transcript import announced_children, render_transcript
+from pytest_dsh_replay._check.transcript import render_transcript
 from pytest_dsh_replay._format.events import SessionHeader
 
 PARENT = "5d0c3c4e-0a8e-4b55-9c39-3f1f6f4d2a01"
@@ -122,6 +122,8 @@ def test_a_catalog_before_a_result_that_names_no_child_announces_it() -> None:
         event("subagent/catalog", childId=BETA),
         result("call_b", "started"),
     ]
+    from pytest_dsh_replay._check.transcript import announced_children
+
     assert announced_children(parent(*middle).events) == {ALPHA: "call_a", BETA: "call_b"}
     text = render_transcript([parent(*middle), *CHILDREN])
     assert (linked_after(text, "cafes"), linked_after(text, "museums")) == ("{{id-2}}", "{{id-3}}")
