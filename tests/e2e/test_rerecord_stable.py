@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.inner_runs import scripted_proxy_conftest
 from support.paths import SUPPORT
 from support.runtime_agent import runtime_missing
 
@@ -22,23 +23,6 @@ pytestmark = [
     pytest.mark.skipif(runtime_missing() is not None, reason=str(runtime_missing())),
 ]
 
-CONFTEST = """
-from support.runtime_parallel import parallel_model
-
-from pytest_dsh_replay._recording.live_openai import OpenAICompatibleModel
-
-SERVER = parallel_model().serve(idle_timeout=600)
-
-
-def pytest_dsh_replay_live_model(config, scenario_path):
-    return OpenAICompatibleModel(
-        base_url=SERVER.base_url + "/v1", api_key="sk-local-0000000000000000"
-    )
-
-
-def pytest_unconfigure(config):
-    SERVER.stop()
-"""
 
 TEST = """
 import pytest
@@ -71,7 +55,7 @@ def test_re_recording_parallel_children_twice_is_unchanged_and_keeps_every_file(
     pytester: pytest.Pytester,
 ) -> None:
     shutil.copytree(SUPPORT, pytester.path / "support")
-    pytester.makeconftest(CONFTEST)
+    pytester.makeconftest(scripted_proxy_conftest("support.runtime_parallel", "parallel_model"))
     pytester.makepyfile(test_parallel=TEST)
     pytester.makeini("[pytest]\npythonpath = .\ndsh_snapshot_dir = recordings\n")
     record = ("--dsh-record=all", "--snapshot-update", "-p", "no:randomly")

@@ -209,6 +209,48 @@ def test_snapshot_update_keeps_the_transcript_of_a_test_that_fails_the_log_check
     assert snapshot.read_bytes() == before[0]
 
 
+def test_a_recording_whose_transcript_differs_says_to_record_with_snapshot_update(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(
+        """
+        import os
+        from pytest_dsh_replay import Answer, ScriptedModel
+
+        def pytest_dsh_replay_live_model(config, scenario_path):
+            return ScriptedModel([], default=Answer(text=os.environ.get("CAPITAL", "Paris")))
+        """
+    )
+    pytester.makepyfile(
+        test_capital="""
+        import pytest
+
+        @pytest.mark.dsh_scenario("capital")
+        def test_capital(dsh_replay, dsh_transcript):
+            list(dsh_replay.model.stream({"messages": [{"role": "user", "content": "Capital?"}]}))
+            assert dsh_replay.transcript() == dsh_transcript
+        """
+    )
+    pytester.runpytest("--dsh-record=all", "--snapshot-update").assert_outcomes(passed=1)
+    log = pytester.path / "dsh_snapshots" / "capital" / "session.jsonl"
+    recorded = log.read_bytes()
+    pytester._monkeypatch.setenv("CAPITAL", "Lyon")
+    result = pytester.runpytest("--dsh-record=all")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*- dsh-replay -*",
+            "the snapshot differs from this recording run, so the test failed and nothing was "
+            "recorded; record the new behaviour with its snapshots: "
+            "pytest --dsh-record=all --snapshot-update test_capital.py::test_capital",
+        ]
+    )
+    assert log.read_bytes() == recorded
+    pytester.runpytest("--dsh-record=all", "--snapshot-update").assert_outcomes(passed=1)
+    assert b"Lyon" in log.read_bytes()
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
 def test_the_unused_list_is_the_same_with_and_without_xdist(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
