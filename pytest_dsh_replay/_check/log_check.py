@@ -256,8 +256,9 @@ def recorded_pairing(
     expected, actual = _normalizers([h for h, _ in old], [log.header for log in logs])
     free = list(range(len(logs)))
     pairing: list[int] = []
-    for name, previous in zip(names, old, strict=True):
-        for k in free if pairing else free[:1]:  # the primary with the primary
+    for n, (name, previous) in enumerate(zip(names, old, strict=True)):
+        candidates = free if n else free[:1]  # the primary only with the primary
+        for k in candidates:
             mine, theirs = expected.copy(), actual.copy()
             log = logs[k]
             found = compare(

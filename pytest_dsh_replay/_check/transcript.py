@@ -397,12 +397,13 @@ def _links(
             after.setdefault(calls[call], []).append(child)
         else:
             unlinked.append(child)
+    tasks = {id(child): _child_task(child, sessions) for child in unlinked}
     for n, item in enumerate(items):
-        if item.arguments is None or n in after:
+        args = item.arguments
+        if args is None or n in after:
             continue
         for child in unlinked:
-            prompt = _child_task(child, sessions)
-            args = item.arguments
+            prompt = tasks[id(child)]
             if prompt and (prompt in args or orjson.dumps(prompt).decode()[1:-1] in args):
                 after[n] = [child]
                 unlinked.remove(child)
