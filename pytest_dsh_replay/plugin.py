@@ -312,10 +312,12 @@ def pytest_runtest_makereport(
     run = item.stash.get(_RUN, None)
     if report.when == "call" and run is not None:
         run.passed = report.passed
-        if report.failed and call.excinfo is not None:
-            _typed_error_first(item, report, call.excinfo, run.replay)
+        failed = call.excinfo if report.failed else None
+        if failed is not None and not _typed_error_first(item, report, failed, run.replay):
+            _explain_snapshot_drift(item, report, failed, run.replay)
     if report.failed and "dsh_replay" in getattr(item, "fixturenames", ()):
         item.stash[_FAILED] = True
+        _withhold_snapshot_writes(item)
     if report.when == "teardown" and item.stash.get(_FAILED, False):
         _keep_snapshots(item)
     return report
@@ -326,12 +328,15 @@ def _typed_error_first(
     report: pytest.TestReport,
     excinfo: pytest.ExceptionInfo[BaseException],
     replay: DshReplay,
-) -> None:
+) -> bool:
     """A body that raised after an HTTP call met a replay error fails once, with that error.
 
     The typed error leads the report (and its summary line); the exception the body
     raised (an SDK's) follows, short, from the test's own frame on; teardown does not
     report the error again.
+
+    Returns:
+        Whether an HTTP call met an error (the report now leads with it).
     """
     from ._plugin.runs import failed_call
 
@@ -344,6 +349,77 @@ def _typed_error_first(
     problem = failed_call(replay, raised)
     if problem is not None:
         report.longrepr = problem
+    return problem is not None
+
+
+def _snapshots(item: pytest.Item) -> list[Any]:
+    """The syrupy snapshot fixtures the test received (``dsh_transcript``, ``snapshot``)."""
+    from ._plugin.collected import SNAPSHOT_FIXTURES
+
+    funcargs = getattr(item, "funcargs", {})
+    return [funcargs[name] for name in sorted(SNAPSHOT_FIXTURES) if name in funcargs]
+
+
+def _explain_snapshot_drift(
+    item: pytest.Item,
+    report: pytest.TestReport,
+    excinfo: pytest.ExceptionInfo[BaseException],
+    replay: DshReplay,
+) -> None:
+    """A body that failed on a snapshot assertion also gets the plugin's own verdict.
+
+    syrupy's diff of the transcript says what changed, not why: the end-of-test check
+    says whether the replay differs from its recording (with the command that
+    re-records) or the snapshot is out of date (docs/checks.md#transcripts). The text is
+    a section of the failure's report, after syrupy's.
+    """
+    if not isinstance(excinfo.value, AssertionError):
+        return
+    failed = any(
+        not getattr(result, "success", True)
+        for snapshot in _snapshots(item)
+        for result in getattr(snapshot, "executions", {}).values()
+    )
+    if not failed:
+        return
+    from ._plugin.runs import snapshot_drift
+
+    state = _state(item.config)
+    text = snapshot_drift(_collected(item), state, replay, _recorders(state))
+    add = getattr(report.longrepr, "addsection", None)
+    if callable(add):  # after syrupy's diff, in the failure's own report
+        add("dsh-replay", text)
+    else:
+        report.sections.append(("dsh-replay", text))
+
+
+def _withhold_snapshot_writes(item: pytest.Item) -> None:
+    """A failing test writes no snapshot: drop what ``--snapshot-update`` queued for it.
+
+    syrupy writes the snapshots it queued when the session ends, whatever became of the
+    test afterwards; a test that requests ``dsh_replay`` and fails (the replayed-log
+    check after its transcript assertion, a recording not written) keeps the snapshots
+    it has (docs/checks.md#transcripts). Its queued writes are dropped and its updated
+    or created assertions count as failed in syrupy's report. Nothing happens without
+    syrupy, or with a syrupy that keeps its queue otherwise.
+    """
+    session = getattr(item.config, "_syrupy", None)
+    queued = getattr(session, "_queued_snapshot_writes", None)
+
+    def of_item(entry: Any) -> bool:
+        parts = entry if isinstance(entry, tuple) else (entry,)
+        return any(getattr(part, "nodeid", None) == item.nodeid for part in parts)
+
+    for writes in queued.values() if isinstance(queued, dict) else ():
+        if isinstance(writes, dict):
+            for key in [key for key in writes if of_item(key)]:
+                del writes[key]
+        elif isinstance(writes, list):
+            writes[:] = [entry for entry in writes if not of_item(entry)]
+    for snapshot in _snapshots(item):
+        for result in getattr(snapshot, "executions", {}).values():
+            if getattr(result, "created", False) or getattr(result, "updated", False):
+                result.created = result.updated = result.success = False
 
 
 def _keep_snapshots(item: pytest.Item) -> None:

@@ -58,10 +58,16 @@ def _sessions(data: Any, accepted: str) -> list[Any]:
 
 
 class DshTranscriptExtension(SingleFileSnapshotExtension):
-    """A session tree as a Markdown transcript, one ``.md`` file per snapshot."""
+    """A session tree as a Markdown transcript, one ``.md`` file per snapshot.
+
+    ``--snapshot-update`` writes it when the session ends, not at the assertion: a test
+    that fails afterwards (the replayed-log check, a recording not written) keeps the
+    snapshot it had (docs/checks.md#transcripts).
+    """
 
     _write_mode = WriteMode.TEXT
     file_extension = "md"
+    write_immediately = False
 
     def serialize(self, data: Any, **kwargs: Any) -> str:
         """Render ``data`` (see the module docstring) as a transcript."""
@@ -75,10 +81,14 @@ class DshTranscriptExtension(SingleFileSnapshotExtension):
 
 
 class DshLogExtension(SingleFileSnapshotExtension):
-    """A session tree as normalized JSON lines, one ``.jsonl`` file per snapshot."""
+    """A session tree as normalized JSON lines, one ``.jsonl`` file per snapshot.
+
+    Written when the session ends, as :class:`DshTranscriptExtension` is.
+    """
 
     _write_mode = WriteMode.TEXT
     file_extension = "jsonl"
+    write_immediately = False
 
     def serialize(self, data: Any, **kwargs: Any) -> str:
         """Render ``data`` (see the module docstring) as normalized events."""

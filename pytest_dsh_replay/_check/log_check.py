@@ -4,7 +4,8 @@
 working directory as ``{{cwd}}``, the user's hooks run); :func:`first_difference` finds
 the first difference between recorded and live logs (compared as they are first, and
 redacted only when something differs, so a report never shows a live secret);
-:func:`unchanged_recording` tells whether a re-record would write what is there already.
+:func:`unchanged_recording` tells whether a re-record would write what is there already
+(:func:`recorded_pairing`: which new log each recorded file holds, children as a set).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "first_difference",
     "forms_agree",
     "log_forms",
+    "recorded_pairing",
     "unchanged_recording",
 ]
 
@@ -196,13 +198,50 @@ def unchanged_recording(
 ) -> list[Path] | None:
     """The recording's log files when they hold exactly ``logs``, else ``None``.
 
-    Exactly means: the directory holds those logs and nothing else, each in its
-    committed form, equal to ``logs`` after normalization (ids, times, the cwd). Then a
-    re-record need not write: the files keep their bytes, ids and times.
+    Exactly means (docs/recording.md#writing): the directory holds those logs and
+    nothing else, each in its committed form, and :func:`recorded_pairing` pairs every
+    log with a file. Then a re-record need not write: the files keep their bytes, ids,
+    times and numbering.
+    """
+    pairing = recorded_pairing(path, logs, compare)
+    if pairing is None:
+        return None
+    return [path / _log_name(n) for n in range(len(pairing))]
+
+
+def _log_name(n: int) -> str:
+    return PRIMARY_LOG if n == 0 else f"session.{n}.jsonl"
+
+
+def recorded_pairing(
+    path: Path, logs: Sequence[SessionLog], compare: Comparison
+) -> list[int] | None:
+    """Which of ``logs`` each log file of the recording at ``path`` holds, if all agree.
+
+    The children are paired as a set (docs/checks.md#unchanged): children started at
+    once are created, and so numbered, in whichever order the scheduler gives, so a
+    re-record of the same behaviour may hold ``session.1.jsonl``'s child second. The
+    primaries are compared first; then each recorded child, in file order, takes the
+    first remaining log that ``compare`` finds no difference with, each side
+    normalized as one scenario in that order (ids numbered by first appearance, times
+    and the working directory aside), so the verdict is exactly that of comparing the
+    recording with ``logs`` in the returned order.
+
+    Args:
+        path: The recorded scenario directory.
+        logs: The new logs, the primary first.
+        compare: How two logs are compared (``diff_logs``, or the dsh runtime's
+            model-view comparison).
+
+    Returns:
+        ``pairing[n]`` is the index in ``logs`` of the log that file ``n``
+        (``session.jsonl``, ``session.1.jsonl``, ...) holds; ``None`` when the directory
+        holds other files, a log not in its committed form, another number of logs, or
+        a log that no new one agrees with.
     """
     if not path.is_dir():
         return None
-    names = [PRIMARY_LOG] + [f"session.{n}.jsonl" for n in range(1, len(logs))]
+    names = [_log_name(n) for n in range(len(logs))]
     try:
         if sorted(os.listdir(path)) != sorted(names):
             return None  # other files (sidecars) would not survive a write either
@@ -215,16 +254,25 @@ def unchanged_recording(
     except (OSError, DshReplayError):
         return None
     expected, actual = _normalizers([h for h, _ in old], [log.header for log in logs])
-    for name, previous, log in zip(names, old, logs, strict=True):
-        if (
-            compare(
+    free = list(range(len(logs)))
+    pairing: list[int] = []
+    for n, (name, previous) in enumerate(zip(names, old, strict=True)):
+        candidates = free if n else free[:1]  # the primary only with the primary
+        for k in candidates:
+            mine, theirs = expected.copy(), actual.copy()
+            log = logs[k]
+            found = compare(
                 name,
                 previous,
                 (log.header, log.events),
-                expected_normalizer=expected,
-                actual_normalizer=actual,
+                expected_normalizer=mine,
+                actual_normalizer=theirs,
             )
-            is not None
-        ):
+            if found is None:
+                expected, actual = mine, theirs  # keep the numbering this pair made
+                pairing.append(k)
+                free.remove(k)
+                break
+        else:
             return None
-    return [path / name for name in names]
+    return pairing

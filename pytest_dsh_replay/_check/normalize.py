@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -112,6 +113,16 @@ class Normalizer:
             self._needles: tuple[bytes, ...] | None = None
         else:
             self._needles = tuple(needles)
+
+    def copy(self) -> Normalizer:
+        """An independent copy: the same rules and the placeholders assigned so far.
+
+        What the copy assigns from then on leaves this normalizer as it was, so a
+        comparison can be tried and its numbering kept only when it is wanted.
+        """
+        clone = copy.copy(self)
+        clone._ids = dict(self._ids)
+        return clone
 
     def _placeholder(self, key: str) -> str:
         key = self._aliases.get(key, key)

@@ -10,8 +10,10 @@ render the same text.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 import orjson
 
@@ -28,7 +30,12 @@ from .._format.reply import assemble_reply
 from .._format.text import visible
 from .normalize import Normalizer
 
-__all__ = ["render_transcript", "sessions_as_jsonl"]
+__all__ = [
+    "announced_children",
+    "notices_in_announcement_order",
+    "render_transcript",
+    "sessions_as_jsonl",
+]
 
 
 def _redacted(sessions: Iterable[SessionLike], redactor: Redactor | None) -> list[SessionLike]:
@@ -105,10 +112,159 @@ def _seed(session: SessionLike) -> int:
     return 0
 
 
-def _first_own_user_text(session: SessionLike) -> str | None:
+_STARTED: Final = re.compile(r"\bstarted subagent ([\w-]+)")
+"""The dsh runtime's result of a tool call that started a child: ``started subagent <id>``."""
+
+_SETTLED: Final = "subagent-settled"
+"""The ``source.kind`` of a child's settled notice in its parent (a ``user/message``)."""
+
+_MESSAGES: Final = frozenset({"user/message", "assistant/message", "tool/result"})
+"""The events that carry a conversation's messages (what a fork child's copy repeats)."""
+
+
+def _result_call_id(message: Any) -> str | None:
+    """The tool call id a ``tool/result`` message answers (format 0 blocks or formats 2-4)."""
+    if not isinstance(message, dict):
+        return None
+    own = message.get("toolCallId")
+    if isinstance(own, str):
+        return own
+    content = message.get("content")
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and isinstance(block.get("toolCallId"), str):
+            return str(block["toolCallId"])
+    return None
+
+
+def announced_children(events: Sequence[Event]) -> dict[str, str]:
+    """Which tool call of a session started each child it announced (the dsh runtime's way).
+
+    The runtime answers the tool call that started a child with ``started subagent
+    <child id>``, and logs a ``subagent/catalog`` event ``{childId}`` before that
+    result; a result that names no child takes the one catalog logged since the
+    previous result (docs/checks.md#transcripts).
+
+    Args:
+        events: The parent session's events.
+
+    Returns:
+        ``{child id: tool call id}``; empty for a session that announced none.
+    """
+    found: dict[str, str] = {}
+    catalogs: list[str] = []
+    for event in events:
+        kind, data = event.get("type"), event.get("data")
+        if not isinstance(data, dict):
+            continue
+        if kind == "subagent/catalog" and isinstance(data.get("childId"), str):
+            catalogs.append(data["childId"])
+        elif kind == "tool/result":
+            message = data.get("message")
+            call = _result_call_id(message)
+            named = _STARTED.findall(_tool_result_text(message))
+            if call is not None and named:
+                found.setdefault(named[0], call)
+            elif call is not None and len(catalogs) == 1:
+                found.setdefault(catalogs[0], call)
+            catalogs = []
+    return found
+
+
+def _settled_sender(event: Event) -> str | None:
+    """The child whose settled notice ``event`` is (``None`` for any other event)."""
+    data = event.get("data")
+    source = data.get("source") if isinstance(data, dict) else None
+    if event.get("type") != "user/message" or not isinstance(source, dict):
+        return None
+    if source.get("kind") != _SETTLED:
+        return None
+    sender = source.get("senderSessionId")
+    return sender if isinstance(sender, str) else ""
+
+
+def notices_in_announcement_order(events: Sequence[Event]) -> list[Event]:
+    """``events`` with each run of consecutive settled notices in announcement order.
+
+    Children that finish while their parent's model call is in flight reach the
+    parent's next request together, in whichever order the scheduler settled them;
+    each such run of ``subagent-settled`` notices is ordered by the id of the tool call
+    that announced each child (:func:`announced_children`), notices of children not
+    announced last, in their order (docs/checks.md#runtime-log-check).
+
+    Returns:
+        A new list holding the same event objects.
+    """
+    announced = announced_children(events)
+    out: list[Event] = []
+    run: list[Event] = []
+
+    def flush() -> None:
+        def key(event: Event) -> tuple[int, str]:
+            call = announced.get(_settled_sender(event) or "")
+            return (0, call) if call is not None else (1, "")
+
+        out.extend(sorted(run, key=key))
+        run.clear()
+
+    for event in events:
+        if _settled_sender(event) is not None:
+            run.append(event)
+            continue
+        flush()
+        out.append(event)
+    flush()
+    return out
+
+
+def _message_key(event: Event) -> tuple[str, str] | None:
+    """What a copy of a message must repeat: its kind and its text (tool calls included)."""
+    kind, data = event.get("type"), event.get("data")
+    if kind not in _MESSAGES or not isinstance(data, dict):
+        return None
+    if kind == "user/message":
+        return ("user", _lines(data.get("content")))
+    if kind == "tool/result":
+        return ("tool", _tool_result_text(data.get("message")))
+    message = data.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    calls = [
+        [b.get("name"), b.get("arguments")]
+        for b in (content if isinstance(content, list) else [])
+        if isinstance(b, dict) and b.get("type") == "tool-call"
+    ]
+    return ("assistant", orjson.dumps([_block_text(content, "text"), calls]).decode())
+
+
+def _copied(session: SessionLike, parent: SessionLike | None, seed: int) -> set[int]:
+    """The indexes (in the session's own events) of the messages it copied from its parent.
+
+    A fork child's seed is its parent's history up to the fork; a request may repeat
+    more of it (the parent's open turn: its latest user message, tool calls and
+    results) before the child's own question. Those leading messages, equal in order to
+    the parent's messages that follow the seed, are the parent's, not the child's.
+    """
+    if parent is None or not seed:
+        return set()
+    theirs = [k for k in map(_message_key, parent.events) if k is not None]
+    inherited = [k for k in map(_message_key, session.events[:seed]) if k is not None]
+    if theirs[: len(inherited)] != inherited:
+        return set()
+    rest = theirs[len(inherited) :]
+    copied: set[int] = set()
+    for index, event in enumerate(session.events[seed:]):
+        key = _message_key(event)
+        if key is None:
+            continue
+        if len(copied) >= len(rest) or key != rest[len(copied)]:
+            break
+        copied.add(index)
+    return copied
+
+
+def _task(own: Sequence[Event], copied: set[int]) -> str | None:
     """The first text block of a session's first own user message (its task)."""
-    for event in session.events[_seed(session) :]:
-        if event.get("type") == "user/message":
+    for index, event in enumerate(own):
+        if event.get("type") == "user/message" and index not in copied:
             data = event.get("data")
             if isinstance(data, dict):
                 content = data.get("content")
@@ -141,11 +297,14 @@ def render_transcript(
     Returns:
         Markdown text ending in a newline: ``# Session <id> (primary)``, then
         ``## Turn <n>`` sections with ``**User**``, ``**Assistant**`` (reasoning as
-        ``*thinking*``), ``**Tool call** `name` `` and ``**Tool result**`` entries; a tool
-        call that started a child links to it (``-> child session <id>``). A fork
-        child's inherited events are summarized, not repeated. Control characters other
-        than newline and tab, U+2028/U+2029 and lone surrogates are shown as visible
-        symbols (``\r`` as ``␍``), so the text survives a text file unchanged.
+        ``*thinking*``), ``**Tool call** `name` `` and ``**Tool result**`` entries. A
+        child is linked (``-> child session <id>``) after the tool call that started it
+        (docs/checks.md#transcripts: its header's ``parentToolCallId``, the runtime's
+        announcement, else the call whose arguments hold its task), else at the end of
+        its parent. A fork child's inherited events, and the messages of its parent it
+        repeats after them, are summarized, not repeated. Control characters other than
+        newline and tab, U+2028/U+2029 and lone surrogates are shown as visible symbols
+        (``\r`` as ``␍``), so the text survives a text file unchanged.
     """
     ordered = _order(_redacted(sessions, redactor))
     cwds = [s.header.cwd for s in ordered if s.header.cwd] + ([cwd] if cwd else [])
@@ -153,20 +312,35 @@ def render_transcript(
     for s in ordered:  # number sessions first, so their placeholders are stable
         norm.text(s.header.id)
     children: dict[str, list[SessionLike]] = {}
+    by_id = {s.header.id: s for s in ordered}
     for s in ordered:
         if s.header.parent_session is not None:
             children.setdefault(s.header.parent_session, []).append(s)
     out: list[str] = []
     for s in ordered:
-        out.extend(_render_session(s, children.get(s.header.id, []), norm))
+        parent = by_id.get(s.header.parent_session or "")
+        out.extend(_render_session(s, parent, children.get(s.header.id, []), by_id, norm))
     if not out:
         return "*No session was written.*\n"
     # Shown, not obeyed: a text file drops \r, a terminal obeys ESC (see _text.visible).
     return visible("\n".join(out).rstrip("\n") + "\n")
 
 
+@dataclass
+class _Item:
+    """One rendered entry of a session: its lines, and what a child link may follow."""
+
+    lines: list[str]
+    call_id: str | None = None  # a tool call: its id, when the log names one
+    arguments: str | None = None  # a tool call: its arguments (a child's task may be there)
+
+
 def _render_session(
-    session: SessionLike, children: Sequence[SessionLike], norm: Normalizer
+    session: SessionLike,
+    parent: SessionLike | None,
+    children: Sequence[SessionLike],
+    sessions: Mapping[str, SessionLike],
+    norm: Normalizer,
 ) -> list[str]:
     h = session.header
     seed = _seed(session)
@@ -178,54 +352,149 @@ def _render_session(
     lines = [f"# Session {norm.text(h.id)} ({role})", ""]
     if seed:
         lines += [f"*{seed} events inherited from the parent.*", ""]
-    unlinked = list(children)
-    own = session.events[seed:]
-    # Without assistant/message events (a session the model wrapper created), each
-    # model call is rendered from its chunks instead.
+    copied = _copied(session, parent, seed)
+    note = None
+    if copied and h.parent_session is not None:
+        note = (
+            f"*{len(copied)} more message(s) of {norm.text(h.parent_session)} repeated "
+            "here (shown in its session).*"
+        )
+    items = _items(session.events[seed:], copied, norm, note)
+    after, unlinked = _links(session, children, items, sessions)
+    for index, item in enumerate(items):
+        lines += item.lines
+        for child in after.get(index, []):
+            lines += [f"-> child session {norm.text(child.header.id)}", ""]
+    for child in unlinked:
+        lines += [f"-> child session {norm.text(child.header.id)}", ""]
+    return lines
+
+
+def _links(
+    session: SessionLike,
+    children: Sequence[SessionLike],
+    items: Sequence[_Item],
+    sessions: Mapping[str, SessionLike],
+) -> tuple[dict[int, list[SessionLike]], list[SessionLike]]:
+    """Where each child's link goes: after the item of the tool call that started it.
+
+    First the tool call the child's header names (``parentToolCallId``) or the parent
+    announced it from (:func:`announced_children`); else the first tool call whose
+    arguments hold the child's task (each such call links one child); else nowhere.
+
+    Returns:
+        ``{item index: children linked after it}`` and the children linked nowhere, in
+        the order given (they are linked at the end of the session).
+    """
+    announced = announced_children(session.events)
+    calls = {item.call_id: n for n, item in enumerate(items) if item.call_id is not None}
+    after: dict[int, list[SessionLike]] = {}
+    unlinked: list[SessionLike] = []
+    for child in children:
+        named = child.header.extra.get("parentToolCallId")
+        call = named if isinstance(named, str) else announced.get(child.header.id)
+        if call is not None and call in calls:
+            after.setdefault(calls[call], []).append(child)
+        else:
+            unlinked.append(child)
+    tasks = {id(child): _child_task(child, sessions) for child in unlinked}
+    for n, item in enumerate(items):
+        args = item.arguments
+        if args is None or n in after:
+            continue
+        for child in unlinked:
+            prompt = tasks[id(child)]
+            if prompt and (prompt in args or orjson.dumps(prompt).decode()[1:-1] in args):
+                after[n] = [child]
+                unlinked.remove(child)
+                break
+    return after, unlinked
+
+
+def _child_task(child: SessionLike, sessions: Mapping[str, SessionLike]) -> str | None:
+    """A child's task: its first own user message that is no copy of its parent's."""
+    seed = _seed(child)
+    parent = sessions.get(child.header.parent_session or "")
+    return _task(child.events[seed:], _copied(child, parent, seed))
+
+
+def _items(
+    own: Sequence[Event], copied: set[int], norm: Normalizer, note: str | None
+) -> list[_Item]:
+    """The rendered entries of a session's own events.
+
+    The ``copied`` messages (indexes in ``own``) are left out, ``note`` says so where
+    the first of them was. Runs of settled notices come in announcement order
+    (:func:`notices_in_announcement_order`). Without ``assistant/message`` events (a
+    session the model wrapper created), each model call is rendered from its chunks.
+    """
     from_chunks = not any(e.get("type") == "assistant/message" for e in own)
+    items: list[_Item] = []
     call: list[dict[str, Any]] = []
-    for event in own:
+    shown = {id(event): index for index, event in enumerate(own)}
+    for event in notices_in_announcement_order(own):
+        if shown[id(event)] in copied:
+            if note is not None:
+                items.append(_Item([note, ""]))
+                note = None
+            continue
         if from_chunks and event.get("type") == "assistant/chunk":
             data = event.get("data")
             chunk = data.get("chunk") if isinstance(data, dict) else None
             if isinstance(chunk, dict):
                 call.append(chunk)
                 if chunk.get("type") == "finish":
-                    lines += _render_call(call, unlinked, norm)
+                    items += _render_call(call, norm)
                     call = []
             continue
-        lines += _render_event(event, unlinked, norm)
+        items += _render_event(event, norm)
     if call:
-        lines += _render_call(call, unlinked, norm)
-    for child in unlinked:
-        lines += [f"-> child session {norm.text(child.header.id)}", ""]
-    return lines
+        items += _render_call(call, norm)
+    return items
 
 
-def _render_call(
-    chunks: list[dict[str, Any]], unlinked: list[SessionLike], norm: Normalizer
-) -> list[str]:
+def _render_call(chunks: list[dict[str, Any]], norm: Normalizer) -> list[_Item]:
     """One model call rendered from its stream chunks."""
     blocks = assemble_reply(chunks).ended
     message = {"message": {"content": blocks}}
-    lines = _render_event({"type": "assistant/message", "data": message}, unlinked, norm)
+    items = _render_event({"type": "assistant/message", "data": message}, norm)
     for block in blocks:
         if isinstance(block, dict) and block.get("type") == "tool-call":
-            call = {"name": block.get("name"), "arguments": block.get("arguments", "")}
-            lines += _render_event({"type": "tool/call", "data": call}, unlinked, norm)
+            call = {
+                "callId": block.get("id"),
+                "name": block.get("name"),
+                "arguments": block.get("arguments", ""),
+            }
+            items += _render_event({"type": "tool/call", "data": call}, norm)
     reason = chunks[-1].get("reason") if chunks[-1].get("type") == "finish" else None
     if isinstance(reason, dict) and reason.get("kind") in ("error", "aborted"):
         failure = reason.get("failure")
         code = failure.get("code") if isinstance(failure, dict) else None
-        lines += [f"*Model call failed ({code or reason.get('kind')}).*", ""]
-    return lines
+        items.append(_Item([f"*Model call failed ({code or reason.get('kind')}).*", ""]))
+    return items
 
 
-def _render_event(event: Event, unlinked: list[SessionLike], norm: Normalizer) -> list[str]:
+def _render_event(event: Event, norm: Normalizer) -> list[_Item]:
     kind = event.get("type")
     data = event.get("data")
     if not isinstance(data, dict):
         return []
+    if kind == "tool/call":
+        args = str(data.get("arguments", ""))
+        call_id = data.get("callId")
+        return [
+            _Item(
+                [f"**Tool call** `{data.get('name')}` `{norm.text(args)}`", ""],
+                call_id=call_id if isinstance(call_id, str) else None,
+                arguments=args,
+            )
+        ]
+    lines = _event_lines(kind, data, norm)
+    return [_Item(lines)] if lines else []
+
+
+def _event_lines(kind: Any, data: dict[str, Any], norm: Normalizer) -> list[str]:
+    """The lines of an event that no child link can follow."""
     if kind == "turn/start":
         return [f"## Turn {data.get('turn')}", ""]
     if kind == "user/message":
@@ -240,16 +509,6 @@ def _render_event(event: Event, unlinked: list[SessionLike], norm: Normalizer) -
         text = _block_text(content, "text")
         if text:
             lines += ["**Assistant**", "", _quote(norm.text(text)), ""]
-        return lines
-    if kind == "tool/call":
-        args = str(data.get("arguments", ""))
-        lines = [f"**Tool call** `{data.get('name')}` `{norm.text(args)}`", ""]
-        for child in list(unlinked):
-            prompt = _first_own_user_text(child)
-            if prompt and (prompt in args or orjson.dumps(prompt).decode()[1:-1] in args):
-                lines += [f"-> child session {norm.text(child.header.id)}", ""]
-                unlinked.remove(child)
-                break
         return lines
     if kind == "tool/result":
         return [

@@ -23,6 +23,7 @@ from .._check.log_check import (
     first_difference,
     forms_agree,
     log_forms,
+    recorded_pairing,
     unchanged_recording,
 )
 from .._check.normalize import canonical_log, describe_difference, diff_logs
@@ -503,13 +504,34 @@ class DshReplay:
         directory is ``{{cwd}}``.
 
         Returns:
-            Objects with ``.header`` and ``.events``, in the store's creation order.
+            Objects with ``.header`` and ``.events``, in scenario order: replaying, the
+            order of the recorded sessions they replay (docs/checks.md#session-order);
+            recording, the order of the files the recording keeps or writes (a re-record
+            of unchanged behaviour keeps the previous files and their numbering,
+            docs/checks.md#unchanged).
         """
+        if self.mode == "record":
+            return self._recorded_view()
         if self._runtime.source is not None:
             live: Sequence[Any] = self._runtime.logs()
         else:
             live = self.sessions.sessions()
         return [self._redacted(s.header, s.events) for s in self._in_recorded_order(live)]
+
+    def _recorded_view(self) -> list[SessionLog]:
+        """Record mode: the sessions in the order of the files the recording will hold.
+
+        The previous recording's order when this run is the same behaviour (its files
+        are kept), else the order a new recording writes (primary, then the children by
+        creation time); the creation order of the store when no single primary exists
+        (nothing can be written then).
+        """
+        try:
+            logs = self._written_logs()
+        except RecordingError:  # not exactly one primary: nothing would be written
+            return [self._redacted(s.header, s.events) for s in self.sessions.sessions()]
+        pairing = self._pairing(logs)
+        return logs if pairing is None else [logs[k] for k in pairing]
 
     def _in_recorded_order(self, sessions: Sequence[Any]) -> list[Any]:
         """``sessions`` in the order of the recorded sessions they replay, never by arrival.
@@ -770,7 +792,7 @@ class DshReplay:
                 "dsh_replay.model and created no session in dsh_replay.sessions"
             )
         logs = self._written_logs()
-        kept = self._unchanged(logs, diff_logs)
+        kept = self._unchanged(logs)
         if kept is not None:
             self.unchanged = True
             return kept
@@ -787,17 +809,27 @@ class DshReplay:
                 f"nothing to record for {self.path}: the dsh runtime's session {session_id!r} "
                 f"cannot be read from the sessions root {root}: {err}"
             ) from None
-        kept = self._unchanged(logs, compare_model_views)
+        kept = self._unchanged(logs)
         if kept is not None:
             self.unchanged = True
             return kept
         return write_scenario(self.path, logs)
 
-    def _unchanged(self, logs: Sequence[SessionLog], compare: Comparison) -> list[Path] | None:
+    def _comparison(self) -> Comparison:
+        """How this run's logs compare with a recording: the runtime's as the model saw them."""
+        return compare_model_views if self._runtime.source is not None else diff_logs
+
+    def _unchanged(self, logs: Sequence[SessionLog]) -> list[Path] | None:
         """The previous recording's files when they hold exactly ``logs``, else ``None``."""
         if self.scenario is None:
             return None
-        return unchanged_recording(self.path, logs, compare)
+        return unchanged_recording(self.path, logs, self._comparison())
+
+    def _pairing(self, logs: Sequence[SessionLog]) -> list[int] | None:
+        """Which of ``logs`` each previous file holds, when this run is unchanged."""
+        if self.scenario is None:
+            return None
+        return recorded_pairing(self.path, logs, self._comparison())
 
     def finish(self) -> list[Path]:
         """Run the end-of-test work of a passing test.

@@ -16,7 +16,8 @@ what it answered. :func:`model_view` keeps exactly that, per session, in log ord
 
 - the messages: ``system/message``, ``developer/message``, ``user/message``,
   ``assistant/message`` and ``tool/result`` (the results of one step's parallel tool
-  calls ordered by tool call id);
+  calls ordered by tool call id, and the settled notices of children that one request
+  carries ordered by the id of the tool call that started each child);
 - the request settings: ``request/header`` (model, limits, tools) and
   ``request/context``;
 - every model call's chunks, expanded from the embedded stream without their times:
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from .._check.normalize import LogDifference, Normalizer, value_difference
+from .._check.transcript import notices_in_announcement_order
 from .._errors import SessionLogError
 from .._format.events import Event, JSONObject, SessionHeader, SessionLog
 from .._format.jsonl import read_session_log
@@ -157,7 +159,9 @@ def model_view(
         ``(index, {"type", "data"})`` pairs: the event's index in ``events`` and the
         event as compared, for the types of :data:`MODEL_VIEW_EVENTS` in log order.
         Calls carry ``chunks`` (their expanded stream, no times) instead of ``stream``;
-        the results of one step's consecutive tool calls are ordered by tool call id.
+        the results of one step's consecutive tool calls are ordered by tool call id,
+        and the children's settled notices one request carries by the id of the tool
+        call that announced each child (the order they settled in is the scheduler's).
 
     Raises:
         SessionLogError: An embedded stream is malformed (the file named).
@@ -169,7 +173,9 @@ def model_view(
         view.extend(sorted(results, key=_tool_call_id))
         results.clear()
 
-    for index, event in enumerate(events):
+    position = {id(event): index for index, event in enumerate(events)}
+    for event in notices_in_announcement_order(events):
+        index = position[id(event)]
         kind = event.get("type")
         if kind not in MODEL_VIEW_EVENTS:
             continue

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["CollectedTest"]
+__all__ = ["SNAPSHOT_FIXTURES", "CollectedTest"]
+
+SNAPSHOT_FIXTURES: Final = frozenset({"dsh_transcript", "snapshot"})
+"""The fixtures that give a test syrupy snapshots (this plugin's and syrupy's own)."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,15 @@ class CollectedTest:
     def uses_replay(self) -> bool:
         """Whether the test requests the ``dsh_replay`` fixture."""
         return "dsh_replay" in self.fixturenames
+
+    @property
+    def uses_snapshots(self) -> bool:
+        """Whether the test requests a syrupy snapshot (``dsh_transcript``, ``snapshot``).
+
+        Its recording and its snapshots are made together: the command that
+        (re-)records it adds ``--snapshot-update``.
+        """
+        return bool(SNAPSHOT_FIXTURES & set(self.fixturenames))
 
     @property
     def names_scenario(self) -> bool:

@@ -31,6 +31,9 @@ __all__ = [
     "not_written",
     "record_command",
     "rerecord",
+    "snapshot_differs_while_recording",
+    "snapshot_drift",
+    "snapshot_out_of_date",
 ]
 
 HOW_TO_RECORD: Final = (
@@ -83,18 +86,22 @@ def record_command(
         recorders: The collected tests that record (read only for a replay-only test).
 
     Returns:
-        ``pytest --dsh-record=<mode> <node id>``. A replay-only test (``record=False``)
-        would only replay again under ``--dsh-record``: the command names the test that
-        records the scenario instead, or, when none was collected, the text says to run
-        that test.
+        ``pytest --dsh-record=<mode> <node id>``, with ``--snapshot-update`` when the test
+        requests a syrupy snapshot (its transcript is recorded with it). A replay-only
+        test (``record=False``) would only replay again under ``--dsh-record``: the
+        command names the test that records the scenario instead, or, when none was
+        collected, the text says to run that test.
     """
+    flags = (
+        f"--dsh-record={mode} --snapshot-update" if test.uses_snapshots else f"--dsh-record={mode}"
+    )
     if not test.replay_only:
-        return f"pytest --dsh-record={mode} {shlex.quote(test.nodeid)}"
+        return f"pytest {flags} {shlex.quote(test.nodeid)}"
     from .scenarios import recording_test
 
     recorder = recording_test(path, recorders, state)
     if recorder is not None:
-        return f"pytest --dsh-record={mode} {shlex.quote(recorder)}"
+        return f"pytest {flags} {shlex.quote(recorder)}"
     return (
         f"{test.nodeid} only replays {path} (dsh_scenario(..., record=False)): run the "
         f"test that records this scenario with --dsh-record={mode}"
@@ -140,6 +147,45 @@ def does_not_load(nodeid: str, err: Exception) -> str:
 def rerecord(problem: str, command: str) -> str:
     """An end-of-test check failed: the problem, then the command that re-records."""
     return f"{problem}\n(if the new behaviour is right, re-record: {command})"
+
+
+def snapshot_drift(problem: str) -> str:
+    """A replayed test's snapshot differs, and so does the replay from its recording.
+
+    ``problem`` is the end-of-test check's failure text, its re-record command included
+    (:func:`rerecord`): the snapshot shows a replay that the recording does not hold.
+    """
+    return f"the snapshot differs because the replay differs from its recording:\n{problem}"
+
+
+def snapshot_out_of_date(nodeid: str, path: Path, *, checked: bool) -> str:
+    """A replayed test's snapshot differs while the replay matches its recording.
+
+    Args:
+        nodeid: The test.
+        path: Its scenario.
+        checked: Whether the replayed-log check ran (``compare_logs``); without it the
+            replay may differ from the recording unseen.
+    """
+    update = f"pytest --snapshot-update {shlex.quote(nodeid)}"
+    if not checked:
+        return (
+            f"the snapshot differs from this replay of {path}, whose logs are not compared "
+            "with the recording (compare_logs=False): if the recording is right, update "
+            f"the snapshot: {update}"
+        )
+    return (
+        f"the replay matches its recording {path} (every call used, the logs as recorded): "
+        f"the snapshot is out of date, not the recording; update it: {update}"
+    )
+
+
+def snapshot_differs_while_recording(command: str) -> str:
+    """A recording test's snapshot differs: nothing was written, the test failed."""
+    return (
+        "the snapshot differs from this recording run, so the test failed and nothing was "
+        f"recorded; record the new behaviour with its snapshots: {command}"
+    )
 
 
 def endpoint_failed(problem: str) -> str:

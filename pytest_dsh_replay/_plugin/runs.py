@@ -31,6 +31,7 @@ __all__ = [
     "end_recording",
     "failed_call",
     "recorded_calls",
+    "snapshot_drift",
     "start",
 ]
 
@@ -213,6 +214,40 @@ def check_replayed(
         else:
             return None
     return rerecord(problem, record_command(test, replay.path, "all", state, recorders))
+
+
+def snapshot_drift(
+    test: CollectedTest,
+    state: SuiteState,
+    replay: DshReplay,
+    recorders: Iterable[CollectedTest],
+) -> str:
+    """Why a test's syrupy snapshot (its transcript, say) differs, and what to run.
+
+    Called when the test body failed on a snapshot assertion (syrupy shows its diff;
+    docs/checks.md#transcripts). Replaying, the end-of-test check runs as it does after
+    a passing body (:func:`check_replayed`): a replay that differs from its recording
+    is the cause, told with the command that re-records; one that matches it means the
+    snapshot is out of date. Recording, nothing was written.
+
+    Returns:
+        The plugin's text, shown beside syrupy's diff.
+    """
+    from .messages import (
+        record_command,
+        snapshot_differs_while_recording,
+        snapshot_drift,
+        snapshot_out_of_date,
+    )
+
+    if replay.mode == "record":
+        return snapshot_differs_while_recording(
+            record_command(test, replay.path, "all", state, recorders)
+        )
+    problem = check_replayed(test, state, replay, recorders)
+    if problem is not None:
+        return snapshot_drift(problem)
+    return snapshot_out_of_date(test.nodeid, replay.path, checked=replay.compare_logs)
 
 
 def end_recording(nodeid: str, state: SuiteState, replay: DshReplay, *, passed: bool) -> str | None:

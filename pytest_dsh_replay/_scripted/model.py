@@ -92,6 +92,18 @@ def _seconds(value: Any, what: str, *, zero: bool = True) -> float:
     return float(value)
 
 
+_ABSOLUTE_PATH: Final = re.compile(
+    r"(?<![\w.~:/\\-])/(?=[^\s/])[^\s\"'`<>|()\[\]{}]*"  # /tmp/x, "/a b" up to the space
+    r"|(?<![\w])[A-Za-z]:[\\/][^\s\"'`<>|()\[\]{}]*"  # C:\Users\x, D:/work
+)
+"""An absolute path in a text: what :meth:`ScriptedRequest.stable_id` does not count.
+
+A POSIX path starts with ``/`` where no word, ``.``, ``~``, ``:``, ``/``, ``\\`` or
+``-`` comes before it (``https://host/a``, ``a/b`` and ``and/or`` are no paths), a
+Windows path with a drive letter; both run to the next white space, quote or bracket.
+"""
+
+
 # --- answers ---------------------------------------------------------------------------------
 
 
@@ -481,8 +493,17 @@ class ScriptedRequest:
         )
 
     def stable_id(self) -> str:
-        """16 hex digits that depend only on the conversation (tool call ids use them)."""
-        data = orjson.dumps([self.system, self.messages])
+        """16 hex digits that depend only on the conversation (tool call ids use them).
+
+        The system prompt and the messages' texts, with every absolute path in them
+        counted as the same ``{{path}}`` (docs/recording.md#scripted-model): an agent
+        that names its working directory (the dsh runtime does, in every request) gets
+        the same ids whichever temporary directory, checkout or machine it runs in. A
+        conversation without such a path hashes as it always did.
+        """
+        paths = _ABSOLUTE_PATH.sub
+        messages = [(role, paths("{{path}}", text)) for role, text in self.messages]
+        data = orjson.dumps([paths("{{path}}", self.system), messages])
         return hashlib.sha256(data).hexdigest()[:16]
 
 

@@ -7,28 +7,11 @@ import shutil
 import sys
 
 import pytest
+from support.inner_runs import scripted_proxy_conftest
 from support.paths import SUPPORT
 from support.readme import first_test_code
 
 pytestmark = pytest.mark.e2e
-
-RUNTIME_LIVE = """
-from support.runtime_agent import runtime_model
-
-from pytest_dsh_replay._recording.live_openai import OpenAICompatibleModel
-
-SERVER = runtime_model().serve(idle_timeout=600)
-
-
-def pytest_dsh_replay_live_model(config, scenario_path):
-    return OpenAICompatibleModel(
-        base_url=SERVER.base_url + "/v1", api_key="sk-local-0000000000000000"
-    )
-
-
-def pytest_unconfigure(config):
-    SERVER.stop()
-"""
 
 
 def test_readme_runtime_example_records_through_the_proxy_then_replays(
@@ -44,7 +27,7 @@ def test_readme_runtime_example_records_through_the_proxy_then_replays(
         pytest.skip(missing)
     shutil.copytree(SUPPORT, pytester.path / "support")
     pytester.makepyfile(test_delegation=first_test_code("## The dsh runtime"))
-    pytester.makeconftest(RUNTIME_LIVE)
+    pytester.makeconftest(scripted_proxy_conftest("support.runtime_agent", "runtime_model"))
     pytester.makeini("[pytest]\npythonpath = .\n")
     recorded = pytester.runpytest_subprocess("--dsh-record", "--snapshot-update")
     recorded.assert_outcomes(passed=1)

@@ -122,6 +122,135 @@ def test_snapshot_update_creates_updates_and_keeps_other_transcripts(
     assert (snapshots / "test_second.md").exists()
 
 
+README_TRANSCRIPT_TEST = """
+import pytest
+from support.example_agent import ExampleAgent, FACTS
+
+PROMPT = '[[tool lookup {"key": "capital_of_france"}]][[tool add {"a": 2, "b": 3}]]'
+
+@pytest.mark.dsh_scenario("tool-call")
+def test_agent(dsh_replay, dsh_transcript, monkeypatch):
+    {change}
+    ExampleAgent(dsh_replay.model, dsh_replay.sessions).run(PROMPT)
+    assert dsh_replay.transcript() == dsh_transcript
+"""
+
+LYON = 'monkeypatch.setitem(FACTS, "capital_of_france", "Lyon")'
+
+
+def transcript_project(project: pytest.Pytester, change: str = "pass") -> Path:
+    """The README's transcript assert on the tool-call recording; its snapshot made."""
+    project.makepyfile(test_tr=README_TRANSCRIPT_TEST.replace("{change}", "pass"))
+    project.runpytest("--snapshot-update").assert_outcomes(passed=1)
+    project.makepyfile(test_tr=README_TRANSCRIPT_TEST.replace("{change}", change))
+    return project.path / "__snapshots__" / "test_tr" / "test_agent.md"
+
+
+def test_a_drift_under_the_transcript_assert_shows_the_plugins_message(
+    project: pytest.Pytester,
+) -> None:
+    transcript_project(project, LYON)
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)
+    # syrupy's diff, then the plugin's verdict: the replay differs from its recording,
+    # where, and the exact command that re-records the scenario and its transcript.
+    result.stdout.fnmatch_lines(
+        [
+            "*Lyon*",
+            "*- dsh-replay -*",
+            "the snapshot differs because the replay differs from its recording:",
+            "the replayed session log differs from the recording*session.jsonl:",
+            "*(tool/result): event differs",
+            '*recorded: "Paris"',
+            '*replayed: "Lyon"',
+            "(if the new behaviour is right, re-record: "
+            "pytest --dsh-record=all --snapshot-update test_tr.py::test_agent)",
+        ]
+    )
+
+
+def test_a_stale_transcript_snapshot_is_told_from_a_drift(project: pytest.Pytester) -> None:
+    snapshot = transcript_project(project)
+    snapshot.write_text(snapshot.read_text().replace("Paris", "Rome"))
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*- dsh-replay -*",
+            "the replay matches its recording *tool-call (every call used, the logs as "
+            "recorded): the snapshot is out of date, not the recording; update it: "
+            "pytest --snapshot-update test_tr.py::test_agent",
+        ]
+    )
+    assert "re-record" not in result.stdout.str()
+
+
+def test_snapshot_update_keeps_the_transcript_of_a_test_that_fails_the_log_check(
+    project: pytest.Pytester,
+) -> None:
+    snapshot = transcript_project(project, LYON)
+    before = (snapshot.read_bytes(), snapshot.stat().st_mtime_ns)
+    result = project.runpytest("--snapshot-update")
+    # The transcript assert took the new text; the log check then failed the test.
+    result.assert_outcomes(failed=1)
+    assert (snapshot.read_bytes(), snapshot.stat().st_mtime_ns) == before
+    result.stdout.fnmatch_lines(
+        [
+            '*replayed: "Lyon"',
+            "*re-record: pytest --dsh-record=all --snapshot-update test_tr.py::test_agent)",
+        ]
+    )
+    report = result.stdout.str().split("snapshot report summary")[1]
+    assert "updated" not in report
+    assert "1 snapshot failed." in report
+    # Without the drift the same command passes and the transcript stays as it is.
+    project.makepyfile(test_tr=README_TRANSCRIPT_TEST.replace("{change}", "pass"))
+    project.runpytest("--snapshot-update").assert_outcomes(passed=1)
+    assert snapshot.read_bytes() == before[0]
+
+
+def test_a_recording_whose_transcript_differs_says_to_record_with_snapshot_update(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(
+        """
+        import os
+        from pytest_dsh_replay import Answer, ScriptedModel
+
+        def pytest_dsh_replay_live_model(config, scenario_path):
+            return ScriptedModel([], default=Answer(text=os.environ.get("CAPITAL", "Paris")))
+        """
+    )
+    pytester.makepyfile(
+        test_capital="""
+        import pytest
+
+        @pytest.mark.dsh_scenario("capital")
+        def test_capital(dsh_replay, dsh_transcript):
+            list(dsh_replay.model.stream({"messages": [{"role": "user", "content": "Capital?"}]}))
+            assert dsh_replay.transcript() == dsh_transcript
+        """
+    )
+    pytester.runpytest("--dsh-record=all", "--snapshot-update").assert_outcomes(passed=1)
+    log = pytester.path / "dsh_snapshots" / "capital" / "session.jsonl"
+    recorded = log.read_bytes()
+    pytester._monkeypatch.setenv("CAPITAL", "Lyon")
+    result = pytester.runpytest("--dsh-record=all")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*- dsh-replay -*",
+            "the snapshot differs from this recording run, so the test failed and nothing was "
+            "recorded; record the new behaviour with its snapshots: "
+            "pytest --dsh-record=all --snapshot-update test_capital.py::test_capital",
+        ]
+    )
+    assert log.read_bytes() == recorded
+    pytester.runpytest("--dsh-record=all", "--snapshot-update").assert_outcomes(passed=1)
+    assert b"Lyon" in log.read_bytes()
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
 def test_the_unused_list_is_the_same_with_and_without_xdist(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")

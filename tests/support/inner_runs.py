@@ -45,3 +45,29 @@ def _quiet_third_party_config(pytester: pytest.Pytester, monkeypatch: pytest.Mon
         "-o asyncio_default_fixture_loop_scope=function"
         " -p no:benchmark -p no:hypothesispytest -p no:recording",
     )
+
+
+def scripted_proxy_conftest(module: str, factory: str) -> str:
+    """An inner run's ``conftest.py`` that records from a scripted model on loopback.
+
+    ``module.factory()`` makes a ``ScriptedModel``; it is served for the whole run and
+    reached through the fixture's recording proxy (the built-in OpenAI-compatible
+    adapter pointed at it), as a live provider would be.
+    """
+    return f"""
+from {module} import {factory}
+
+from pytest_dsh_replay._recording.live_openai import OpenAICompatibleModel
+
+SERVER = {factory}().serve(idle_timeout=600)
+
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return OpenAICompatibleModel(
+        base_url=SERVER.base_url + "/v1", api_key="sk-local-0000000000000000"
+    )
+
+
+def pytest_unconfigure(config):
+    SERVER.stop()
+"""

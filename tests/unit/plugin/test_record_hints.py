@@ -24,6 +24,27 @@ def test_the_record_command_quotes_the_node_id_for_a_shell(tmp_path: Path) -> No
     assert command == "pytest --dsh-record=missing 'tests/test_m.py::test_x[a b]'"
 
 
+def test_a_test_with_snapshots_records_them_with_its_scenario(tmp_path: Path) -> None:
+    # Re-recorded without --snapshot-update, a changed transcript would fail the test and
+    # nothing would be written: the command says both.
+    for fixture in ("dsh_transcript", "snapshot"):
+        test = collected(tmp_path, "tests/test_m.py::test_x", fixtures=("dsh_replay", fixture))
+        command = record_command(test, tmp_path / "s", "all", suite_state(), [])
+        assert command == "pytest --dsh-record=all --snapshot-update tests/test_m.py::test_x"
+    replayer = collected(
+        tmp_path,
+        "tests/test_m.py::test_replays",
+        "shared",
+        record=False,
+        fixtures=("dsh_replay", "dsh_transcript"),
+    )
+    recorder = collected(tmp_path, "tests/test_m.py::test_records", "shared")
+    command = record_command(
+        replayer, tmp_path / "snaps/shared", "all", suite_state(tmp_path / "snaps"), [recorder]
+    )
+    assert command == "pytest --dsh-record=all --snapshot-update tests/test_m.py::test_records"
+
+
 def test_a_replay_only_test_names_the_test_that_records_its_scenario(tmp_path: Path) -> None:
     state = suite_state(tmp_path / "snaps")
     replayer = collected(tmp_path, "tests/test_m.py::test_replays", "shared", record=False)

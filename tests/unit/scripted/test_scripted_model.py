@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 import threading
 import time
 from typing import Any
 
+import orjson
 import pytest
 from support.hang_guard import deadline
 
@@ -172,6 +174,44 @@ def test_default_tool_call_ids_depend_only_on_the_conversation() -> None:
     assert ids[0] == ids[1] != ids[2]
     assert re.fullmatch(r"call_[0-9a-f]{16}_0", ids[0][0])
     assert ids[0][1].endswith("_1")
+
+
+def tool_call_ids(model: ScriptedModel, request: dict[str, Any]) -> list[str]:
+    return [c["block"]["id"] for c in model.stream(request) if c["type"] == "block-end"]
+
+
+def runtime_request(cwd: str, task: str = "list the files") -> dict[str, Any]:
+    """A request as the dsh runtime sends one: its working directory in the system
+    prompt and in a runtime-context message after the user's words."""
+    context = f'Current working directory: "{cwd}".\nFiles under {cwd}/src may change.'
+    return {
+        "system": f"You work in {cwd} (see {cwd}/README.md).",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": task}]},
+            {"role": "user", "content": [{"type": "text", "text": context}]},
+        ],
+    }
+
+
+def test_tool_call_ids_do_not_depend_on_the_temporary_directory_of_the_run() -> None:
+    # The dsh runtime names its working directory, pytest's tmp_path, in every request:
+    # two runs of one test, or two machines, must get the same ids.
+    model = ScriptedModel([Rule(Answer(tool_calls=[ToolCall("glob"), ToolCall("read")]))])
+    first = tool_call_ids(model, runtime_request("/tmp/pytest-of-ann/pytest-3/test_x0/work"))
+    again = tool_call_ids(model, runtime_request("/tmp/pytest-of-bob/pytest-41/test_x0/work"))
+    windows = tool_call_ids(model, runtime_request("C:\\Users\\cy\\AppData\\Local\\Temp\\w"))
+    assert first == again == windows
+    assert re.fullmatch(r"call_[0-9a-f]{16}_0", first[0])
+    # What is not a path still tells conversations apart; a conversation without a
+    # path keeps the ids it always had.
+    other = tool_call_ids(model, runtime_request("/tmp/w", task="list the tests"))
+    assert other != first
+    url = ask("fetch https://example.com/a/b and/or 1 / 2")
+    assert tool_call_ids(model, url) != tool_call_ids(model, ask("fetch https://example.com/a/c"))
+    plain = ScriptedRequest.read(ask("one"), call=1)
+    assert (
+        plain.stable_id() == hashlib.sha256(orjson.dumps(["", [["user", "one"]]])).hexdigest()[:16]
+    )
 
 
 STOP = {"type": "finish", "reason": {"kind": "stop"}}
