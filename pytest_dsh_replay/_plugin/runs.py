@@ -72,21 +72,30 @@ def start(
 
     Raises:
         ScenarioMarkerError: The test's ``dsh_scenario`` marker is broken.
-        ScenarioUnavailable: The layout was refused, the recording is missing or does
-            not load, or it cannot be recorded.
+        ScenarioUnavailable: The scenario's name was refused (not a directory strictly
+            inside the snapshot root; docs/limits.md#paths), the layout was refused, the
+            recording is missing or does not load, or it cannot be recorded.
     """
     from .._fixture.dsh_replay import DshReplay
     from .messages import cannot_record, does_not_load, missing_recording, record_command
     from .scenarios import (
+        ScenarioNameError,
         closest_scenario,
         compare_logs,
         records,
+        refuse_recording_outside,
         resolved_root,
         scenario_path,
         snapshot_root,
     )
 
-    path = scenario_path(test, state)
+    try:
+        path = scenario_path(test, state)
+        recording = records(test, state, path)
+        if recording:
+            refuse_recording_outside(test, state, path)
+    except ScenarioNameError as err:  # before anything is touched or asked of a live model
+        raise ScenarioUnavailable(str(err)) from None
     _recover_interrupted_writes(state, path.parent)  # a recording killed mid-swap
     _recover_interrupted_writes(state, path)  # a dsh-replay fmt killed mid-write
     state.used.add(str(path))  # resolved only if needed, once, at the end of the run
@@ -100,7 +109,7 @@ def start(
     redactor, redact_hook, redact_header_hook = state.redaction
     if layout_problem is not None:
         raise ScenarioUnavailable(layout_problem)
-    if records(test, state, path):
+    if recording:
         try:
             return DshReplay.record(
                 path,
