@@ -171,7 +171,9 @@ def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:
 
     Only hidden entries named like the temporary files this package writes are touched
     (``.<name>.tmp-<12 hex>``, ``.<name>.old-<12 hex>``; see docs/recording.md); a
-    directory that does not exist, or a scenario that is a file, has none.
+    directory that does not exist, or a scenario that is a file, has none. What could
+    not be put back or removed (a read-only file system) is noted for the summary, with
+    the OS error.
     """
     key = str(directory)
     if key in state.recovered:
@@ -179,7 +181,9 @@ def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:
     state.recovered.add(key)
     from .._store.atomic import recover_directory
 
-    state.cleaned += len(recover_directory(directory))
+    recovery = recover_directory(directory)
+    state.cleaned += recovery.done
+    state.stuck.extend(stuck.describe() for stuck in recovery.stuck)
 
 
 def check_replayed(

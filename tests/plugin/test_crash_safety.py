@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.read_only import refuse_leftover_writes
 from support.scenarios import make_scenario
 
 LIVE = """
@@ -67,6 +68,30 @@ def test_the_next_run_puts_back_a_recording_a_killed_write_moved_aside(
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*1 replayed*3 leftovers of interrupted writes recovered*"])
     assert sorted(p.name for p in root.iterdir()) == ["kept"]
+
+
+def test_a_leftover_that_cannot_be_removed_is_reported_as_such(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A read-only checkout: the summary once counted it "recovered or removed".
+    root = project.path / "recordings"
+    make_scenario(root / "kept", ask="q", primary=["live: q"])
+    make_scenario(root / ".kept.tmp-0123456789ab", primary=["half-written"])
+    project.makeconftest("")
+    project.makepyfile(test_replay=REPLAY_KEPT)
+    refuse_leftover_writes(monkeypatch)  # the run is in process: its writes fail too
+    result = project.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "scenarios: 1 replayed, 0 recorded, 0 missing, 0 unused, 1 leftover of interrupted "
+            "writes could not be recovered or removed (below)",
+            f"  {root}/.kept.tmp-0123456789ab: this leftover of an interrupted write of "
+            f"{root}/kept could not be removed: Read-only file system; it is still there*",
+        ]
+    )
+    assert "writes recovered or removed" not in result.stdout.str()
+    assert (root / ".kept.tmp-0123456789ab").is_dir()
 
 
 def test_a_scenario_nested_in_another_is_refused_before_any_live_call(
