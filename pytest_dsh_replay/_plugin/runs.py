@@ -20,6 +20,7 @@ from .._errors import DshReplayError
 
 if TYPE_CHECKING:
     from .._fixture.dsh_replay import DshReplay
+    from .._store.lock import RecordingLock
     from .collected import CollectedTest
     from .suite import Redaction, SuiteState
 
@@ -74,7 +75,9 @@ def start(
         ScenarioMarkerError: The test's ``dsh_scenario`` marker is broken.
         ScenarioUnavailable: The scenario's name was refused (not a directory strictly
             inside the snapshot root; docs/limits.md#paths), the layout was refused, the
-            recording is missing or does not load, or it cannot be recorded.
+            recording is missing or does not load, or it cannot be recorded (another
+            process records it right now, docs/recording.md#one-recorder; the place is
+            not writable).
     """
     from .._fixture.dsh_replay import DshReplay
     from .messages import cannot_record, does_not_load, missing_recording, record_command
@@ -110,8 +113,9 @@ def start(
     if layout_problem is not None:
         raise ScenarioUnavailable(layout_problem)
     if recording:
+        lock, unlocked = _hold(test, path)  # before the live model is asked for
         try:
-            return DshReplay.record(
+            replay = DshReplay.record(
                 path,
                 live=live(path),
                 workdir=workdir,
@@ -121,7 +125,16 @@ def start(
                 max_body_bytes=state.max_body_bytes,
             )
         except DshReplayError as err:
+            lock.release()
             raise ScenarioUnavailable(cannot_record(test.nodeid, err)) from None
+        except BaseException:
+            lock.release()
+            raise
+        if unlocked is not None:
+            replay.close()
+            raise ScenarioUnavailable(cannot_record(test.nodeid, _unlockable(path, unlocked)))
+        state.locks[test.nodeid] = lock  # released by end_recording
+        return replay
     if not path.exists():
         state.missing += 1
         command = record_command(test, path, "missing", state, recorders)
@@ -150,6 +163,41 @@ def start(
         raise ScenarioUnavailable(does_not_load(test.nodeid, err)) from None
     state.replayed += 1
     return replay
+
+
+def _hold(test: CollectedTest, path: Path) -> tuple[RecordingLock, OSError | None]:
+    """The lock on recording ``path`` (docs/recording.md#one-recorder).
+
+    Returns:
+        The held lock; or, when its file cannot be created, a lock that holds nothing
+        and the error (:meth:`DshReplay.record` then says why the place cannot be
+        written, which :func:`start` reports first).
+
+    Raises:
+        ScenarioUnavailable: Another process records ``path`` (its id is named).
+    """
+    from .._errors import RecordingError
+    from .._store.lock import RecordingLock, hold_recording
+    from .messages import cannot_record
+
+    try:
+        return hold_recording(path, owner=test.nodeid), None
+    except RecordingError as err:
+        raise ScenarioUnavailable(cannot_record(test.nodeid, err)) from None
+    except OSError as err:
+        return RecordingLock(None), err
+
+
+def _unlockable(path: Path, err: OSError) -> DshReplayError:
+    """The recording of ``path`` cannot take its lock (``err``), though the place is writable."""
+    from .._errors import RecordingError
+    from .._store.lock import lock_path
+
+    return RecordingError(
+        f"cannot record into {path}: its lock file {err.filename or lock_path(path)} cannot "
+        f"be created: {err.strerror or err}; nothing was recorded (the live model was not "
+        "called) and the previous recording, if any, is kept"
+    )
 
 
 def _once(make: Callable[[], str]) -> Callable[[], str]:
@@ -241,8 +289,22 @@ def end_recording(nodeid: str, state: SuiteState, replay: DshReplay, *, passed: 
             written and the previous recording stays.
 
     Returns:
-        ``None``, or the failure text when the recording could not be written.
+        ``None``, or the failure text when the recording could not be written. Either
+        way the test's lock on recording the scenario (taken by :func:`start`) is
+        released.
     """
+    lock = state.locks.pop(nodeid, None)
+    try:
+        return _end_recording(nodeid, state, replay, passed=passed)
+    finally:
+        if lock is not None:
+            lock.release()  # the recording is written or given up: another run may record
+
+
+def _end_recording(
+    nodeid: str, state: SuiteState, replay: DshReplay, *, passed: bool
+) -> str | None:
+    """:func:`end_recording`, its lock held."""
     if not passed:
         if _has_recording(replay.path):
             state.kept += 1

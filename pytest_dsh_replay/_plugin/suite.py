@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
     from .._format.redact import Redactor
     from .._scripts.loading import ScenarioCache
+    from .._store.lock import RecordingLock
 
     Redaction: TypeAlias = tuple[
         Redactor, Callable[[dict[str, Any]], None], Callable[[dict[str, Any]], None]
@@ -68,6 +69,7 @@ class SuiteState:
     unwritten: int = 0  # recordings that could not be saved; an old one stays
     unwritten_new: int = 0  # recordings that could not be saved; there was none
     cache: ScenarioCache | None = None
+    locks: dict[str, RecordingLock] = field(default_factory=dict)  # node id -> its lock
     resolved_roots: dict[Path, str] = field(default_factory=dict)
     ini_root_prefix: str | None = None  # ini_root normalized, with a trailing separator
 
