@@ -82,12 +82,15 @@ class WatchedLive:
         """The live model's ``stream(request, **kwargs)``, watched (see the class)."""
         if kwargs.get("relay") is not None:
             return self._relayed(request, kwargs)
+        return self._watched(self._called(self.live.stream, request, kwargs))
+
+    def _called(self, method: Any, request: Mapping[str, Any], kwargs: dict[str, Any]) -> Any:
+        """``method(request, **kwargs)``; what it raises is kept, then raised as it is."""
         try:
-            upstream = self.live.stream(request, **kwargs)
+            return method(request, **kwargs)
         except Exception as error:
             self._failed(error)
             raise
-        return self._watched(upstream)
 
     def _watched(self, upstream: Iterable[StreamChunk]) -> Iterator[StreamChunk]:
         try:
@@ -106,12 +109,7 @@ class WatchedLive:
             raise RecordingError(failure.message) from error
 
     def _astream(self, request: Mapping[str, Any], **kwargs: Any) -> AsyncIterator[StreamChunk]:
-        try:
-            upstream = self.live.astream(request, **kwargs)
-        except Exception as error:
-            self._failed(error)
-            raise
-        return self._awatched(upstream)
+        return self._awatched(self._called(self.live.astream, request, kwargs))
 
     async def _awatched(self, upstream: AsyncIterator[StreamChunk]) -> AsyncIterator[StreamChunk]:
         try:

@@ -553,21 +553,18 @@ def test_a_replay_after_a_recording_in_the_same_run_replays_the_new_recording(
 RACING_LIVE = """
 import os
 
-class Live:
-    def stream(self, request, **kwargs):
-        ready, go = os.environ.pop("RACE_READY_FD", None), os.environ.pop("RACE_GO_FD", None)
-        if ready is not None:
-            os.write(int(ready), b"recording\\n")
-            os.close(int(ready))
-            os.read(int(go), 1)  # returns when the test writes or closes its end
-        text = f"recorded by {os.getpid()}"
-        yield {"type": "block-start", "index": 0, "blockType": "text"}
-        yield {"type": "text-delta", "index": 0, "text": text}
-        yield {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}}
-        yield {"type": "finish", "reason": {"kind": "stop"}}
+from pytest_dsh_replay import Answer, ScriptedModel
+
+def answer(request):
+    ready, go = os.environ.pop("RACE_READY_FD", None), os.environ.pop("RACE_GO_FD", None)
+    if ready is not None:
+        os.write(int(ready), b"recording\\n")
+        os.close(int(ready))
+        os.read(int(go), 1)  # returns when the test writes or closes its end
+    return Answer(text=f"recorded by {os.getpid()}")
 
 def pytest_dsh_replay_live_model(config, scenario_path):
-    return Live()
+    return ScriptedModel(default=answer)
 """
 
 

@@ -460,12 +460,29 @@ def leftovers_of_three_kinds(root: Path) -> tuple[dict[str, bytes], list[Path]]:
     return before, sorted(p for p in root.iterdir() if p.name.startswith("."))
 
 
-def test_leftovers_that_cannot_be_recovered_are_reported_with_the_os_error(
+@pytest.fixture
+def read_only_root(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> tuple[Path, dict[str, bytes]]:
+    """``leftovers_of_three_kinds`` under ``tmp_path/recordings``, on a read-only file system.
+
+    Returns the root and the moved-aside recording's files.
+    """
     root = tmp_path / "recordings"
-    before, leftovers = leftovers_of_three_kinds(root)
+    before, _ = leftovers_of_three_kinds(root)
     refuse_leftover_writes(monkeypatch)
+    return root, before
+
+
+def hidden_paths(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.name.startswith("."))
+
+
+def test_leftovers_that_cannot_be_recovered_are_reported_with_the_os_error(
+    read_only_root: tuple[Path, dict[str, bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, before = read_only_root
+    leftovers = hidden_paths(root)
     recovery = _atomic.recover_directory(root)
     assert (recovery.done, recovery.restored, recovery.removed) == (0, (), ())
     assert {(s.leftover.path.name, s.action) for s in recovery.stuck} == {
@@ -479,7 +496,7 @@ def test_leftovers_that_cannot_be_recovered_are_reported_with_the_os_error(
         "could not be put back: Read-only file system; it is still there (make its directory "
         "writable and run dsh-replay fmt, or pytest, again)"
     )
-    assert sorted(p for p in root.iterdir() if p.name.startswith(".")) == leftovers
+    assert hidden_paths(root) == leftovers
     monkeypatch.undo()
     assert _atomic.recover_directory(root).done == 3  # writable again: all recovered
     assert contents(root / "kept") == before
@@ -498,11 +515,10 @@ def test_a_previous_recording_that_cannot_be_put_back_is_never_deleted(
 
 
 def test_fmt_on_a_read_only_file_system_says_what_stays_and_exits_1(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    read_only_root: tuple[Path, dict[str, bytes]],
 ) -> None:
-    root = tmp_path / "recordings"
-    _, leftovers = leftovers_of_three_kinds(root)
-    refuse_leftover_writes(monkeypatch)
+    root, _ = read_only_root
+    leftovers = hidden_paths(root)
     code, out, err = run_cli("fmt", str(root))
     assert code == 1
     assert "put back" not in out
@@ -511,7 +527,7 @@ def test_fmt_on_a_read_only_file_system_says_what_stays_and_exits_1(
         assert f"dsh-replay: {leftover}: this leftover of an interrupted write" in err
     assert err.count(": Read-only file system; it is still there") == 3
     assert err.endswith("3 leftover(s) of interrupted writes could not be recovered or removed\n")
-    assert sorted(p for p in root.iterdir() if p.name.startswith(".")) == leftovers
+    assert hidden_paths(root) == leftovers
 
 
 @pytest.mark.skipif(
