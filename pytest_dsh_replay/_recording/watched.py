@@ -67,6 +67,8 @@ class WatchedLive:
         return f"WatchedLive({self.live!r})"
 
     def __getattr__(self, name: str) -> Any:
+        if name == "live":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
         if name == "astream":
             getattr(self.live, "astream")  # noqa: B009 - AttributeError when it has none
             return self._astream
