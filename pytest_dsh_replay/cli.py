@@ -331,21 +331,28 @@ def _is_sqlite_file(path: Path) -> bool:
 
 
 def _fmt_leftovers(paths: Sequence[Path], out: TextIO, err: TextIO, *, check: bool) -> int:
-    """Report (``check``) or recover the leftovers of interrupted writes; how many."""
+    """Report (``check``) or recover the leftovers of interrupted writes.
+
+    Returns:
+        How many leftovers are there (``check``), or are still there after recovery (it
+        could not put them back or remove them: each is reported with its OS error).
+    """
     leftovers = _leftovers(paths)
     if check:
         for leftover in leftovers:
             err.write(f"{leftover.describe()}\n")
         return len(leftovers)
+    stuck = 0
     for target in dict.fromkeys(leftover.target for leftover in leftovers):
-        missing = not os.path.lexists(target)
-        for leftover in recover(target):
-            if missing and leftover.kind == "old" and os.path.lexists(target):
-                out.write(f"put back {target} from {leftover.path.name}\n")
-                missing = False
-            else:
-                out.write(f"removed {leftover.path}\n")
-    return 0
+        recovery = recover(target)
+        for leftover in recovery.restored:
+            out.write(f"put back {target} from {leftover.path.name}\n")
+        for leftover in recovery.removed:
+            out.write(f"removed {leftover.path}\n")
+        for left in recovery.stuck:
+            err.write(f"dsh-replay: {left.describe()}\n")
+        stuck += len(recovery.stuck)
+    return stuck
 
 
 def _cmd_fmt(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -377,6 +384,9 @@ def _cmd_fmt(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     out.write(
         f"{changed} of {len(files)} log(s) {'need rewriting' if args.check else 'were rewritten'}\n"
     )
+    if left:
+        err.write(f"{left} leftover(s) of interrupted writes could not be recovered or removed\n")
+        return 1
     return 0
 
 

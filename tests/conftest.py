@@ -14,6 +14,7 @@ against a real OpenAI-compatible endpoint instead.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +54,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         server = config.stash.get(key, None)
         if server is not None:
             server.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _the_shared_corpus_is_left_as_it_was() -> Iterator[None]:
+    """Fail the run when its tests leave a new file in the shared corpus, or remove one.
+
+    Other runs read the corpus beside the clone at the same time; a hang entry's ready
+    file written there once went unnoticed (``workdir=`` the scenario's own directory).
+    """
+    from support.corpus_support import corpus_changes, corpus_listing
+
+    before = corpus_listing()
+    yield
+    problem = corpus_changes(before, corpus_listing())
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)

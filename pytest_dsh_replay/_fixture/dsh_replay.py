@@ -33,6 +33,7 @@ from .._format.events import Event, SessionHeader, SessionLog
 from .._format.jsonl import read_session_log
 from .._format.redact import Redactor, TextRedaction
 from .._recording.recorder import RecordingModel
+from .._recording.watched import LiveFailure, WatchedLive
 from .._replay.model import ReplayModel
 from .._scripts.loading import ScenarioCache, load_scenario
 from .._scripts.scenario import (
@@ -112,6 +113,7 @@ class DshReplay:
     _http: EndpointClients = field(init=False, repr=False)
     _live: Any = field(default=None, init=False, repr=False)
     _live_mark: int = field(default=0, init=False, repr=False)
+    _watched: WatchedLive | None = field(default=None, init=False, repr=False)
     _cache: ScenarioCache | None = field(default=None, init=False, repr=False)
     _replayer: ReplayModel | None = field(default=None, init=False, repr=False)
     _recorder: RecordingModel = field(init=False, repr=False)
@@ -236,12 +238,16 @@ class DshReplay:
                 previous = load_scenario(p)
             except DshReplayError:
                 previous = None  # a broken old recording is about to be replaced
+        # What the live model raises is kept: the test fails with it first, typed
+        # (docs/recording.md#live-model-failures).
+        watched = WatchedLive(live, redactor or Redactor())
         replay = cls._logged_run(
-            p, previous, live, None, workdir, redactor, redact_hook, redact_header_hook
+            p, previous, watched, None, workdir, redactor, redact_hook, redact_header_hook
         )
         replay._http.max_body_bytes = max_body_bytes
         replay._live = live
         replay._live_mark = len(getattr(live, "network_failures", ()))
+        replay._watched = watched
         return replay
 
     @classmethod
@@ -290,17 +296,29 @@ class DshReplay:
         replay._runtime = RuntimeSessions(scenario, replayer)
         return replay
 
-    def _network_problem(self) -> RecordingError | None:
-        """The live model could not be reached during this recording (reported once)."""
+    def _live_problem(self) -> RecordingError | None:
+        """The live model could not be reached, or raised, during this recording.
+
+        Each failure is reported once: the built-in adapter's ``network_failures`` (it
+        never raises) and what the watched live model raised, the first one named.
+        """
         failures = list(getattr(self._live, "network_failures", ()))
-        new = failures[self._live_mark :]
+        new = [LiveFailure(text, True) for text in failures[self._live_mark :]]
         self._live_mark = len(failures)
+        if self._watched is not None:
+            new.extend(self._watched.take_failures())
         if not new:
             return None
         more = f" (and {len(new) - 1} more failed call(s))" if len(new) > 1 else ""
+        hint = (
+            " Check that the live model's server is running and that the base URL it calls "
+            "(DSH_RECORD_BASE_URL, or the one of the model the pytest_dsh_replay_live_model "
+            "hook returns) points at it"
+            if new[0].network
+            else ""
+        )
         return RecordingError(
-            f"recording {self.path} failed: {new[0]}{more}; nothing was written. Check "
-            "that the live model's server is running and DSH_RECORD_BASE_URL points at it"
+            f"recording {self.path} failed: {new[0].message}{more}; nothing was written.{hint}"
         )
 
     # --- the model endpoint (its accessors and clients: EndpointClients) ---------------
@@ -313,8 +331,8 @@ class DshReplay:
                 placeholder, script) and nothing reported yet: the call was answered with a
                 400 (docs/wires.md#replay-errors), and this makes the test fail with the
                 typed error.
-            RecordingError: While recording, the live model could not be reached (the
-                message names its base URL and the network error).
+            RecordingError: While recording, the live model could not be reached or
+                raised (the message names it, its redacted base URL and the error).
         """
         self._http.close()
         self._recorder.forget_finished_calls()  # freed at once when dropped
@@ -342,17 +360,22 @@ class DshReplay:
         """What made HTTP calls fail so far, each reported once (see :meth:`close`).
 
         Returns:
-            The first replay error HTTP calls met, else, while recording, the first
-            call the recorder refused (a chunk the loader would refuse), else the live
-            model not being reached; ``None`` when none happened since the last call.
+            While recording, the live model not being reached or raising (the first
+            failure; an HTTP call's error after it is its echo and is dropped), else the
+            first replay error HTTP calls met, else, while recording, the first call the
+            recorder refused (a chunk the loader would refuse); ``None`` when none
+            happened since the last call.
         """
         errors = self._http.take_errors()
-        refused = self._recorder.take_refused() if self.mode == "record" else []
+        if self.mode != "record":
+            return errors[0] if errors else None
+        live = self._live_problem()
+        if live is not None:
+            return live  # the root cause: what an HTTP call met after it is its echo
+        refused = self._recorder.take_refused()
         if errors:
             return errors[0]
-        if refused:
-            return refused[0]
-        return self._network_problem() if self.mode == "record" else None
+        return refused[0] if refused else None
 
     # --- the model endpoint --------------------------------------------------------------
 

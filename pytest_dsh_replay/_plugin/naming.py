@@ -12,7 +12,14 @@ from typing import Final
 from .._errors import ScenarioError
 from .._scripts.scenario import iter_scenario_dirs
 
-__all__ = ["MAX_SCENARIO_NAME", "find_scenario_dirs", "resolve_scenario", "scenario_name"]
+__all__ = [
+    "MAX_SCENARIO_NAME",
+    "SCENARIO_RULE",
+    "find_scenario_dirs",
+    "inside_root",
+    "resolve_scenario",
+    "scenario_name",
+]
 
 MAX_SCENARIO_NAME: Final = 100
 """The longest scenario directory name derived from a test name, in characters."""
@@ -46,6 +53,13 @@ def scenario_name(test_name: str) -> str:
     return safe
 
 
+SCENARIO_RULE: Final = (
+    "a scenario must be a directory strictly inside the snapshot root (recording replaces "
+    "that whole directory)"
+)
+"""The rule every ``dsh_scenario`` name follows; quoted by each refusal (docs/limits.md#paths)."""
+
+
 def resolve_scenario(
     root: Path, name_or_path: str | os.PathLike[str], *, resolved_root: str | None = None
 ) -> Path:
@@ -53,17 +67,21 @@ def resolve_scenario(
 
     Args:
         root: The snapshot root (``dsh_snapshot_dir``).
-        name_or_path: An absolute path (used as it is), or a name relative to ``root``
-            (``"spawn"``, ``"agents/fork"``).
+        name_or_path: An absolute path (used as it is; :func:`inside_root` says whether it
+            may be recorded), or a name relative to ``root`` (``"spawn"``,
+            ``"agents/fork"``).
         resolved_root: ``str(root.resolve())`` when the caller knows it already (the
             plugin resolves each root once per run); a one-part name that is not a
             symbolic link is then checked without resolving anything.
 
     Returns:
-        The scenario path.
+        The scenario path: ``root / name`` for a relative name.
 
     Raises:
-        ScenarioError: A relative name escapes ``root`` (``..``), or is empty.
+        ScenarioError: A relative name is empty, holds a NUL byte, or does not resolve
+            (``..``, symbolic links followed) to a directory strictly inside ``root``:
+            ``"."``, ``"./"`` and ``"a/.."`` name the root itself, ``"../x"`` leaves it.
+            The message quotes the name and :data:`SCENARIO_RULE`.
     """
     text = os.fspath(name_or_path)
     if "\x00" in text:
@@ -72,7 +90,7 @@ def resolve_scenario(
     if candidate.is_absolute():
         return candidate
     if not text.strip():
-        raise ScenarioError("a scenario name must not be empty", path=str(root))
+        raise ScenarioError(f"scenario name {text!r} is empty: {SCENARIO_RULE}", path=str(root))
     parts = candidate.parts
     if (
         resolved_root is not None
@@ -83,13 +101,31 @@ def resolve_scenario(
         return root / candidate  # directly inside the root: it cannot leave it
     resolved = (root / candidate).resolve()
     base = root.resolve() if resolved_root is None else Path(resolved_root)
-    if resolved != base and base not in resolved.parents:
+    if resolved == base:
         raise ScenarioError(
-            f"scenario name {str(name_or_path)!r} leaves the snapshot root; use a name "
-            "inside it or an absolute path",
+            f"scenario name {text!r} names the snapshot root itself: {SCENARIO_RULE}; "
+            "use a name such as 'agents/spawn'",
+            path=str(root),
+        )
+    if base not in resolved.parents:
+        raise ScenarioError(
+            f"scenario name {text!r} leaves the snapshot root (it resolves to {resolved}): "
+            f"{SCENARIO_RULE}; use a name inside it (an absolute path is replayed as it is)",
             path=str(root),
         )
     return root / candidate
+
+
+def inside_root(root: Path, path: Path, *, resolved_root: str | None = None) -> bool:
+    """Whether ``path`` resolves (symbolic links followed) to a place strictly inside ``root``.
+
+    Args:
+        root: The snapshot root.
+        path: A scenario path (absolute, as a marker may give it).
+        resolved_root: ``str(root.resolve())`` when the caller knows it already.
+    """
+    base = root.resolve() if resolved_root is None else Path(resolved_root)
+    return base in path.resolve().parents
 
 
 def find_scenario_dirs(root: Path) -> Iterator[Path]:

@@ -20,6 +20,7 @@ from .._errors import DshReplayError
 
 if TYPE_CHECKING:
     from .._fixture.dsh_replay import DshReplay
+    from .._store.lock import RecordingLock
     from .collected import CollectedTest
     from .suite import Redaction, SuiteState
 
@@ -73,21 +74,32 @@ def start(
 
     Raises:
         ScenarioMarkerError: The test's ``dsh_scenario`` marker is broken.
-        ScenarioUnavailable: The layout was refused, the recording is missing or does
-            not load, or it cannot be recorded.
+        ScenarioUnavailable: The scenario's name was refused (not a directory strictly
+            inside the snapshot root; docs/limits.md#paths), the layout was refused, the
+            recording is missing or does not load, or it cannot be recorded (another
+            process records it right now, docs/recording.md#one-recorder; the place is
+            not writable).
     """
     from .._fixture.dsh_replay import DshReplay
     from .messages import cannot_record, does_not_load, missing_recording, record_command
     from .scenarios import (
+        ScenarioNameError,
         closest_scenario,
         compare_logs,
         records,
+        refuse_recording_outside,
         resolved_root,
         scenario_path,
         snapshot_root,
     )
 
-    path = scenario_path(test, state)
+    try:
+        path = scenario_path(test, state)
+        recording = records(test, state, path)
+        if recording:
+            refuse_recording_outside(test, state, path)
+    except ScenarioNameError as err:  # before anything is touched or asked of a live model
+        raise ScenarioUnavailable(str(err)) from None
     _recover_interrupted_writes(state, path.parent)  # a recording killed mid-swap
     _recover_interrupted_writes(state, path)  # a dsh-replay fmt killed mid-write
     state.used.add(str(path))  # resolved only if needed, once, at the end of the run
@@ -101,9 +113,10 @@ def start(
     redactor, redact_hook, redact_header_hook = state.redaction
     if layout_problem is not None:
         raise ScenarioUnavailable(layout_problem)
-    if records(test, state, path):
+    if recording:
+        lock, unlocked = _hold(test, path)  # before the live model is asked for
         try:
-            return DshReplay.record(
+            replay = DshReplay.record(
                 path,
                 live=live(path),
                 workdir=workdir,
@@ -113,7 +126,16 @@ def start(
                 max_body_bytes=state.max_body_bytes,
             )
         except DshReplayError as err:
+            lock.release()
             raise ScenarioUnavailable(cannot_record(test.nodeid, err)) from None
+        except BaseException:
+            lock.release()
+            raise
+        if unlocked is not None:
+            replay.close()
+            raise ScenarioUnavailable(cannot_record(test.nodeid, _unlockable(path, unlocked)))
+        state.locks[test.nodeid] = lock  # released by end_recording
+        return replay
     if not path.exists():
         state.missing += 1
         command = record_command(test, path, "missing", state, recorders)
@@ -144,6 +166,41 @@ def start(
     return replay
 
 
+def _hold(test: CollectedTest, path: Path) -> tuple[RecordingLock, OSError | None]:
+    """The lock on recording ``path`` (docs/recording.md#one-recorder).
+
+    Returns:
+        The held lock; or, when its file cannot be created, a lock that holds nothing
+        and the error (:meth:`DshReplay.record` then says why the place cannot be
+        written, which :func:`start` reports first).
+
+    Raises:
+        ScenarioUnavailable: Another process records ``path`` (its id is named).
+    """
+    from .._errors import RecordingError
+    from .._store.lock import RecordingLock, hold_recording
+    from .messages import cannot_record
+
+    try:
+        return hold_recording(path, owner=test.nodeid), None
+    except RecordingError as err:
+        raise ScenarioUnavailable(cannot_record(test.nodeid, err)) from None
+    except OSError as err:
+        return RecordingLock(None), err
+
+
+def _unlockable(path: Path, err: OSError) -> DshReplayError:
+    """The recording of ``path`` cannot take its lock (``err``), though the place is writable."""
+    from .._errors import RecordingError
+    from .._store.lock import lock_path
+
+    return RecordingError(
+        f"cannot record into {path}: its lock file {err.filename or lock_path(path)} cannot "
+        f"be created: {err.strerror or err}; nothing was recorded (the live model was not "
+        "called) and the previous recording, if any, is kept"
+    )
+
+
 def _once(make: Callable[[], str]) -> Callable[[], str]:
     """``make``, called at most once whatever thread asks (``recorders`` is read once)."""
     lock = threading.Lock()
@@ -163,7 +220,9 @@ def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:
 
     Only hidden entries named like the temporary files this package writes are touched
     (``.<name>.tmp-<12 hex>``, ``.<name>.old-<12 hex>``; see docs/recording.md); a
-    directory that does not exist, or a scenario that is a file, has none.
+    directory that does not exist, or a scenario that is a file, has none. What could
+    not be put back or removed (a read-only file system) is noted for the summary, with
+    the OS error.
     """
     key = str(directory)
     if key in state.recovered:
@@ -171,7 +230,9 @@ def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:
     state.recovered.add(key)
     from .._store.atomic import recover_directory
 
-    state.cleaned += len(recover_directory(directory))
+    recovery = recover_directory(directory)
+    state.cleaned += recovery.done
+    state.stuck.extend(stuck.describe() for stuck in recovery.stuck)
 
 
 def check_replayed(
@@ -263,8 +324,22 @@ def end_recording(nodeid: str, state: SuiteState, replay: DshReplay, *, passed: 
             written and the previous recording stays.
 
     Returns:
-        ``None``, or the failure text when the recording could not be written.
+        ``None``, or the failure text when the recording could not be written. Either
+        way the test's lock on recording the scenario (taken by :func:`start`) is
+        released.
     """
+    lock = state.locks.pop(nodeid, None)
+    try:
+        return _end_recording(nodeid, state, replay, passed=passed)
+    finally:
+        if lock is not None:
+            lock.release()  # the recording is written or given up: another run may record
+
+
+def _end_recording(
+    nodeid: str, state: SuiteState, replay: DshReplay, *, passed: bool
+) -> str | None:
+    """:func:`end_recording`, its lock held."""
     if not passed:
         if _has_recording(replay.path):
             state.kept += 1

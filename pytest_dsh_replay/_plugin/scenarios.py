@@ -23,11 +23,13 @@ __all__ = [
     "DEFAULT_SNAPSHOT_DIR",
     "MARKER_KEYWORDS",
     "ScenarioMarkerError",
+    "ScenarioNameError",
     "closest_scenario",
     "compare_logs",
     "ignores",
     "recording_test",
     "records",
+    "refuse_recording_outside",
     "resolved_root",
     "scenario_path",
     "snapshot_root",
@@ -47,6 +49,15 @@ class ScenarioMarkerError(DshReplayError, ValueError):
 
     The message starts with the test's node id, then says what the marker takes and
     what it got (the plugin shows it as a usage error).
+    """
+
+
+class ScenarioNameError(ScenarioMarkerError):
+    """A ``dsh_scenario`` name is refused: it is not a directory strictly inside the root.
+
+    The message starts with the test's node id, then quotes the name and the rule
+    (docs/limits.md#paths). The plugin fails that test at set-up, before any live model
+    is asked, instead of stopping the run.
     """
 
 
@@ -84,7 +95,10 @@ def scenario_path(test: CollectedTest, state: SuiteState) -> Path:
 
     Raises:
         ScenarioMarkerError: The marker has other than one ``str``/``PathLike``
-            argument or an unknown keyword, or its name leaves the snapshot root.
+            argument or an unknown keyword.
+        ScenarioNameError: Its relative name does not resolve to a directory strictly
+            inside the snapshot root (``.``, ``./``, ``a/..``, ``../x``, a symbolic link
+            leaving the root, an empty name).
     """
     from .naming import resolve_scenario, scenario_name
 
@@ -109,7 +123,37 @@ def scenario_path(test: CollectedTest, state: SuiteState) -> Path:
     try:
         return resolve_scenario(root, args[0], resolved_root=resolved_root(state, root))
     except ScenarioError as err:
-        raise ScenarioMarkerError(f"{test.nodeid}: {err}") from None
+        raise ScenarioNameError(f"{test.nodeid}: {err}") from None
+
+
+def refuse_recording_outside(test: CollectedTest, state: SuiteState, path: Path) -> None:
+    """Refuse to record a scenario that is not strictly inside the snapshot root.
+
+    A relative or derived name is inside by construction (:func:`scenario_path`); an
+    absolute marker path is replayed wherever it is, but recording replaces the whole
+    directory, so it is recorded only strictly inside the root.
+
+    Args:
+        test: A test that records ``path``.
+        state: The run's state.
+        path: Its scenario (:func:`scenario_path`).
+
+    Raises:
+        ScenarioNameError: ``path`` is absolute and resolves to the snapshot root, to a
+            place outside it, or to one of its ancestors.
+    """
+    from .naming import SCENARIO_RULE, inside_root
+
+    if not (test.names_scenario and Path(os.fspath(test.scenario_args[0])).is_absolute()):
+        return  # a relative name was checked by scenario_path
+    root = snapshot_root(test, state)
+    if inside_root(root, path, resolved_root=resolved_root(state, root)):
+        return
+    raise ScenarioNameError(
+        f"{test.nodeid}: {root}: scenario path {str(path)!r} is not inside the snapshot root: "
+        f"{SCENARIO_RULE}; an absolute path is replayed as it is, but recorded only inside the "
+        "snapshot root (mark the test record=False to only replay it)"
+    )
 
 
 def compare_logs(test: CollectedTest, state: SuiteState) -> bool:

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
     from .._format.redact import Redactor
     from .._scripts.loading import ScenarioCache
+    from .._store.lock import RecordingLock
 
     Redaction: TypeAlias = tuple[
         Redactor, Callable[[dict[str, Any]], None], Callable[[dict[str, Any]], None]
@@ -63,10 +64,12 @@ class SuiteState:
     redaction: Redaction | None = None
     recorders: list[Any] = field(default_factory=list)  # pytest items that record
     recovered: set[str] = field(default_factory=set)
-    cleaned: int = 0
+    cleaned: int = 0  # leftovers of interrupted writes put back or removed
+    stuck: list[str] = field(default_factory=list)  # leftovers that stay: what failed
     unwritten: int = 0  # recordings that could not be saved; an old one stays
     unwritten_new: int = 0  # recordings that could not be saved; there was none
     cache: ScenarioCache | None = None
+    locks: dict[str, RecordingLock] = field(default_factory=dict)  # node id -> its lock
     resolved_roots: dict[Path, str] = field(default_factory=dict)
     ini_root_prefix: str | None = None  # ini_root normalized, with a trailing separator
 
@@ -101,6 +104,7 @@ class SuiteState:
         self.kept += report["kept"]
         self.not_recorded += report["not_recorded"]
         self.cleaned += report["cleaned"]
+        self.stuck.extend(report["stuck"])
         self.unwritten += report["unwritten"]
         self.unwritten_new += report["unwritten_new"]
 
@@ -117,6 +121,7 @@ class SuiteState:
             "kept": self.kept,
             "not_recorded": self.not_recorded,
             "cleaned": self.cleaned,
+            "stuck": list(self.stuck),
             "unwritten": self.unwritten,
             "unwritten_new": self.unwritten_new,
         }
@@ -286,7 +291,14 @@ def summary_lines(state: SuiteState) -> list[str]:
         parts.append(
             f"{plural(state.cleaned, 'leftover')} of interrupted writes recovered or removed"
         )
+    stuck = list(dict.fromkeys(state.stuck))  # xdist workers may each meet one
+    if stuck:
+        parts.append(
+            f"{plural(len(stuck), 'leftover')} of interrupted writes could not be recovered "
+            "or removed (below)"
+        )
     lines = ["scenarios: " + ", ".join(parts)]
+    lines.extend(f"  {line}" for line in stuck)
     for path, logs, calls, unchanged, guessed in sorted(state.recordings):
         kept = ", unchanged (files kept as they were)" if unchanged else ""
         lines.append(

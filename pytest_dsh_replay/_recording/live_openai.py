@@ -116,7 +116,10 @@ class OpenAICompatibleModel:
     Args:
         base_url: The API base URL, up to and including the version segment, e.g.
             ``"https://api.deepseek.com/v1"``; requests go to
-            ``<base_url>/chat/completions``.
+            ``<base_url>/chat/completions``. A query string is kept on every request
+            (``https://h/v1?api-version=1`` calls
+            ``https://h/v1/chat/completions?api-version=1``); its secret-looking values
+            never show in a message or ``repr`` (docs/checks.md#redaction).
         api_key: The bearer token sent in the ``Authorization`` header. It is never
             part of ``repr()`` or of a failure message.
         model: When given, the model name sent as ``"model"`` instead of the one each
@@ -144,8 +147,9 @@ class OpenAICompatibleModel:
     Raises:
         RecordingError: The ``openai`` package is not installed (the message names
             ``pip install 'pytest-dsh-replay[record]'``).
-        ValueError: ``base_url`` or ``api_key`` is empty, ``model`` is given but empty,
-            or ``timeout`` is not a positive number of seconds.
+        ValueError: ``base_url`` or ``api_key`` is empty, ``base_url``'s query string
+            repeats a parameter, ``model`` is given but empty, or ``timeout`` is not a
+            positive number of seconds.
     """
 
     def __init__(
@@ -168,6 +172,7 @@ class OpenAICompatibleModel:
             raise ValueError(
                 f"OpenAICompatibleModel(timeout=...) takes seconds > 0, got {timeout!r}"
             )
+        split_query(base_url)  # a query the SDK cannot send is refused now
         self._openai = _import_openai()
         self.base_url = base_url
         self.model = model
@@ -204,19 +209,23 @@ class OpenAICompatibleModel:
         Raises:
             RecordingError: The variables are set but ``openai`` is not installed, or
                 :data:`TIMEOUT_VAR` is not a number of seconds > 0 (the message names it
-                and its value).
+                and its value), or the base URL's query string repeats a parameter.
         """
         base_url, api_key, model = (environ.get(name, "") for name in RECORD_ENV_VARS)
         if not (base_url and api_key):
             return None
-        return cls(
-            base_url=base_url,
-            api_key=api_key,
-            model=model or None,
-            timeout=_timeout_from(environ.get(TIMEOUT_VAR, "")),
-            anthropic_base_url=environ.get(ANTHROPIC_BASE_URL_VAR) or None,
-            gemini_base_url=environ.get(GEMINI_BASE_URL_VAR) or None,
-        )
+        timeout = _timeout_from(environ.get(TIMEOUT_VAR, ""))
+        try:
+            return cls(
+                base_url=base_url,
+                api_key=api_key,
+                model=model or None,
+                timeout=timeout,
+                anthropic_base_url=environ.get(ANTHROPIC_BASE_URL_VAR) or None,
+                gemini_base_url=environ.get(GEMINI_BASE_URL_VAR) or None,
+            )
+        except ValueError as error:
+            raise RecordingError(f"{RECORD_ENV_VARS[0]}: {error}") from None
 
     def __repr__(self) -> str:
         shown = shown_url(self.base_url, self._redactor)
@@ -339,12 +348,16 @@ class OpenAICompatibleModel:
     # --- the HTTP side -----------------------------------------------------------------
 
     def _client_options(self) -> dict[str, Any]:
-        return {
-            "base_url": self.base_url,
+        base_url, query = split_query(self.base_url)
+        options: dict[str, Any] = {
+            "base_url": base_url,
             "api_key": self._api_key,
             "timeout": self.timeout,
             "max_retries": 0,
         }
+        if query:
+            options["default_query"] = query  # the SDK appends paths to the base URL's path
+        return options
 
     def _sync_client(self) -> OpenAI:
         with self._lock:
@@ -446,6 +459,39 @@ class OpenAICompatibleModel:
             )
             self._network_failure(failure["message"])
         return failure
+
+
+def split_query(url: str) -> tuple[str, dict[str, str]]:
+    """A base URL without its query string, and that query's parameters.
+
+    The SDK joins request paths to the base URL as text, so a query in it would end up
+    before the path (``/v1?api-version=1chat/completions``); given apart, the SDK sends
+    it with every request (``/v1/chat/completions?api-version=1``), as the recording
+    proxy does (docs/recording.md#recording-secrets).
+
+    Args:
+        url: A base URL, with or without a query string (``https://h/v1?api-version=1``).
+
+    Returns:
+        The URL without its query and fragment, and the query's parameters in order
+        (blank values kept).
+
+    Raises:
+        ValueError: The query repeats a parameter (the SDK would send it as ``name[]``);
+            the message names it.
+    """
+    from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    query: dict[str, str] = {}
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in query:
+            raise ValueError(
+                f"the base URL's query string repeats the parameter {name!r}, which the "
+                "openai SDK cannot send as it is; give it once"
+            )
+        query[name] = value
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), query
 
 
 # --- request conversion ----------------------------------------------------------------

@@ -40,6 +40,8 @@ from .._format.jsonl import fsync_dir
 __all__ = [
     "LEFTOVER",
     "Leftover",
+    "Recovery",
+    "StuckLeftover",
     "check_writable",
     "exchange_supported",
     "find_leftovers",
@@ -114,6 +116,57 @@ class Leftover:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class StuckLeftover:
+    """A leftover that recovery could not put back or remove: it is still there.
+
+    Attributes:
+        leftover: The leftover.
+        action: What failed: ``"put back"`` (a previous recording whose target is
+            missing; it is then left where it is, never deleted) or ``"removed"``.
+        error: The operating system's error (a read-only file system, a permission).
+    """
+
+    leftover: Leftover
+    action: Literal["put back", "removed"]
+    error: OSError
+
+    def describe(self) -> str:
+        """One line: the leftover, what could not be done, the OS error, what to do."""
+        reason = self.error.strerror or str(self.error)
+        return (
+            f"{self.leftover.path}: this leftover of an interrupted write of "
+            f"{self.leftover.target} could not be {self.action}: {reason}; it is still "
+            "there (make its directory writable and run dsh-replay fmt, or pytest, again)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """What a recovery did with the leftovers it found.
+
+    Attributes:
+        restored: Previous recordings put back in the place of their missing target.
+        removed: Leftovers deleted.
+        stuck: Leftovers still there: the rename or the deletion failed.
+    """
+
+    restored: tuple[Leftover, ...] = ()
+    removed: tuple[Leftover, ...] = ()
+    stuck: tuple[StuckLeftover, ...] = ()
+
+    @property
+    def done(self) -> int:
+        """How many leftovers are gone: put back or removed."""
+        return len(self.restored) + len(self.removed)
+
+    @property
+    def found(self) -> list[Leftover]:
+        """Every leftover found, sorted by path."""
+        stuck = [s.leftover for s in self.stuck]
+        return sorted([*self.restored, *self.removed, *stuck], key=lambda left: left.path)
+
+
 def find_leftovers(directory: str | os.PathLike[str], name: str | None = None) -> list[Leftover]:
     """List the leftovers of interrupted replacements in one directory.
 
@@ -156,73 +209,110 @@ def _locked(directory: Path) -> Iterator[None]:
 
 
 def _remove(path: Path) -> None:
+    """Delete ``path`` if possible (best effort: what stays is a leftover, reported later)."""
+    with contextlib.suppress(OSError):
+        _delete(path)
+
+
+def _delete(path: Path) -> None:
+    """Delete a file, a link or a whole directory.
+
+    Raises:
+        OSError: Something could not be deleted (``path`` may be partly gone).
+    """
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(path)
     else:
-        with contextlib.suppress(OSError):
-            path.unlink()
+        path.unlink()
 
 
-def _recover_locked(directory: Path, name: str | None) -> list[Leftover]:
+def _recover_locked(directory: Path, name: str | None) -> Recovery:
     leftovers = find_leftovers(directory, name)
-    restored: set[Path] = set()
+    restored: list[Leftover] = []
+    stuck: list[StuckLeftover] = []
+    back: set[Path] = set()
     for leftover in reversed(leftovers):  # the newest token wins, if ever there are two
         target = leftover.target
-        if leftover.kind == "old" and target not in restored and not os.path.lexists(target):
+        if leftover.kind == "old" and target not in back and not os.path.lexists(target):
             try:
                 os.rename(leftover.path, target)
-            except OSError:
+            except OSError as err:
+                # The only copy of that recording: kept where it is, never deleted.
+                stuck.append(StuckLeftover(leftover, "put back", err))
+                back.add(target)
                 continue
-            restored.add(target)
+            back.add(target)
+            restored.append(leftover)
+    handled = {left.path for left in restored} | {s.leftover.path for s in stuck}
+    removed: list[Leftover] = []
     for leftover in leftovers:
-        if os.path.lexists(leftover.path):
-            _remove(leftover.path)
+        if leftover.path in handled:
+            continue
+        try:
+            _delete(leftover.path)
+        except FileNotFoundError:
+            pass  # gone meanwhile
+        except OSError as err:
+            stuck.append(StuckLeftover(leftover, "removed", err))
+            continue
+        removed.append(leftover)
     if leftovers:
         fsync_dir(directory)
-    return leftovers
+    return Recovery(tuple(restored[::-1]), tuple(removed), tuple(stuck))
 
 
-def recover(target: str | os.PathLike[str]) -> list[Leftover]:
+def _unlocked(leftovers: list[Leftover], err: OSError) -> Recovery:
+    """Nothing done: the directory could not be locked (``err``), every leftover stays."""
+    return Recovery(stuck=tuple(StuckLeftover(left, "removed", err) for left in leftovers))
+
+
+def recover(target: str | os.PathLike[str]) -> Recovery:
     """Undo or clean up an interrupted replacement of ``target``.
 
     When ``target`` is missing and its previous version was moved aside (``.old-``),
     that version is put back; every other leftover of ``target`` is deleted. Waits for
     a replacement of anything in the same directory that is in progress in another
-    process. Best effort: what cannot be removed stays (``dsh-replay check`` reports it).
+    process. What cannot be put back or removed (a read-only file system) stays, and
+    the result says so with the OS error; a previous recording that cannot be put back
+    is never deleted.
 
     Args:
         target: The directory or file that was being replaced.
 
     Returns:
-        The leftovers found (restored or deleted); ``[]`` when there were none.
+        What was put back, removed, and what is still there; empty when there were no
+        leftovers.
     """
     p = Path(target)
-    if not find_leftovers(p.parent, p.name):
-        return []
+    leftovers = find_leftovers(p.parent, p.name)
+    if not leftovers:
+        return Recovery()
     try:
         with _locked(p.parent):
             return _recover_locked(p.parent, p.name)
-    except OSError:
-        return []
+    except OSError as err:
+        return _unlocked(leftovers, err)
 
 
-def recover_directory(directory: str | os.PathLike[str]) -> list[Leftover]:
+def recover_directory(directory: str | os.PathLike[str]) -> Recovery:
     """:func:`recover` every entry of ``directory`` that has leftovers.
 
     Args:
         directory: A directory holding replaced entries (a snapshot root).
 
     Returns:
-        The leftovers found; ``[]`` when there were none or ``directory`` is missing.
+        What was put back, removed, and what is still there (see :func:`recover`);
+        empty when there were no leftovers or ``directory`` is missing.
     """
     d = Path(directory)
-    if not find_leftovers(d):
-        return []
+    leftovers = find_leftovers(d)
+    if not leftovers:
+        return Recovery()
     try:
         with _locked(d):
             return _recover_locked(d, None)
-    except OSError:
-        return []
+    except OSError as err:
+        return _unlocked(leftovers, err)
 
 
 _renameat2: Callable[[int, bytes, int, bytes, int], int] | Literal[False] | None = False

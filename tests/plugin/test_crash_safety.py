@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
+from support.read_only import refuse_leftover_writes
 from support.scenarios import make_scenario
 
 LIVE = """
@@ -66,6 +68,30 @@ def test_the_next_run_puts_back_a_recording_a_killed_write_moved_aside(
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*1 replayed*3 leftovers of interrupted writes recovered*"])
     assert sorted(p.name for p in root.iterdir()) == ["kept"]
+
+
+def test_a_leftover_that_cannot_be_removed_is_reported_as_such(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A read-only checkout: the summary once counted it "recovered or removed".
+    root = project.path / "recordings"
+    make_scenario(root / "kept", ask="q", primary=["live: q"])
+    make_scenario(root / ".kept.tmp-0123456789ab", primary=["half-written"])
+    project.makeconftest("")
+    project.makepyfile(test_replay=REPLAY_KEPT)
+    refuse_leftover_writes(monkeypatch)  # the run is in process: its writes fail too
+    result = project.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "scenarios: 1 replayed, 0 recorded, 0 missing, 0 unused, 1 leftover of interrupted "
+            "writes could not be recovered or removed (below)",
+            f"  {root}/.kept.tmp-0123456789ab: this leftover of an interrupted write of "
+            f"{root}/kept could not be removed: Read-only file system; it is still there*",
+        ]
+    )
+    assert "writes recovered or removed" not in result.stdout.str()
+    assert (root / ".kept.tmp-0123456789ab").is_dir()
 
 
 def test_a_scenario_nested_in_another_is_refused_before_any_live_call(
@@ -290,3 +316,93 @@ def test_an_immutable_scenario_is_refused_at_set_up_before_the_live_call(
         ]
     )
     assert (scenario / "session.jsonl").read_bytes() == before
+
+
+SCRIPTED_LIVE = """
+from pytest_dsh_replay import Answer, ScriptedModel
+
+MODEL = ScriptedModel(default=Answer(text="live"))
+ASKED = []
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    ASKED.append(scenario_path)
+    return MODEL
+"""
+
+
+def tree(directory: Path) -> dict[str, bytes | None]:
+    """Every entry under ``directory``: a file's bytes, ``None`` for a directory or link."""
+    return {
+        str(p.relative_to(directory)): None if p.is_dir() or p.is_symlink() else p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize("mode", ["record", "replay"])
+def test_a_name_that_is_not_strictly_inside_the_snapshot_root_is_refused_at_set_up(
+    pytester: pytest.Pytester, mode: str
+) -> None:
+    # Recording "." once replaced the snapshot root itself, deleting README.md and notes/.
+    root = pytester.path / "recordings"
+    make_scenario(root / "kept", ask="q", primary=["live"])
+    (root / "README.md").write_text("what these recordings are\n")
+    (root / "notes").mkdir()
+    (root / "notes" / "x.txt").write_text("a note\n")
+    outside = pytester.path / "outside"
+    make_scenario(outside / "s", ask="q", primary=["live"])
+    (root / "out").symlink_to(outside)
+    before_root, before_outside = tree(root), tree(outside)
+    names = [".", "./", "a/..", "../x", "", "out/s", str(root), str(outside / "s")]
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
+    pytester.makeconftest(SCRIPTED_LIVE)
+    pytester.makepyfile(agent=ASK)
+    pytester.makepyfile(
+        test_names=f"""
+        import pytest
+        from agent import ask
+        from conftest import ASKED, MODEL
+
+        NAMES = {names!r}
+
+        @pytest.mark.parametrize(
+            "name",
+            [pytest.param(n, marks=pytest.mark.dsh_scenario(n), id=f"n{{k}}") for k, n in
+             enumerate(NAMES)],
+        )
+        def test_refused(dsh_replay, name):
+            ask(dsh_replay.model, "q")
+
+        def test_the_live_model_was_never_asked():
+            assert ASKED == [] and MODEL.calls == []
+        """
+    )
+    args = ["-p", "no:randomly", "-p", "no:cacheprovider"]
+    result = pytester.runpytest(*args, *(["--dsh-record=all"] if mode == "record" else []))
+    rule = "a scenario must be a directory strictly inside the snapshot root*"
+    root_itself = f"names the snapshot root itself: {rule}"
+    leaves = f"leaves the snapshot root (it resolves to *): {rule}"
+    refused = [
+        f"name '.' {root_itself}",
+        f"name './' {root_itself}",
+        f"name 'a/..' {root_itself}",
+        f"name '../x' {leaves}",
+        f"name '' is empty: {rule}",
+        f"name 'out/s' {leaves}",
+    ]
+    if mode == "replay":  # an absolute path is replayed wherever it is (the root holds none)
+        result.assert_outcomes(errors=7, passed=2)
+        result.stdout.fnmatch_lines(
+            ["*the dsh scenario for test_names.py::test_refused?n6? does not load*"]
+        )
+    else:
+        result.assert_outcomes(errors=8, passed=1)
+        refused.append(f"path '{root}' is not inside the snapshot root: {rule}")
+        refused.append(f"path '{outside / 's'}' is not inside the snapshot root: {rule}")
+    result.stdout.fnmatch_lines(
+        [
+            f"test_names.py::test_refused?n{k}?: {root}: scenario {text}"
+            for k, text in enumerate(refused)
+        ]
+    )
+    assert tree(root) == before_root
+    assert tree(outside) == before_outside

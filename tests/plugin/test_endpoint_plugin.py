@@ -183,6 +183,76 @@ def test_recording_with_the_server_down_names_the_url_and_the_error(
     assert not (pytester.path / "snaps").exists()
 
 
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+UNREACHED = """
+import openai
+import pytest
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+def test_in_process(dsh_replay):
+    list(dsh_replay.model.stream({"model": "m", "messages": MESSAGES}))
+
+def test_through_an_sdk(dsh_replay):
+    client = dsh_replay.openai_client(max_retries=0)
+    client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+"""
+
+# A live model of the user's own, on the openai SDK: it raises when its server is down.
+SDK_LIVE = """
+import os
+
+import openai
+
+class SdkLive:
+    def stream(self, request, **kwargs):
+        client = openai.OpenAI(base_url=os.environ["LIVE_URL"], api_key="dummy", max_retries=0)
+        client.chat.completions.create(model="m", messages=request["messages"], stream=True)
+        return iter([{"type": "finish", "reason": {"kind": "stop"}}])
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return SdkLive()
+"""
+
+
+@pytest.mark.parametrize("live", ["DSH_RECORD_BASE_URL", "hook"])
+def test_an_unreachable_live_model_fails_first_with_its_redacted_url(
+    pytester: pytest.Pytester, live: str
+) -> None:
+    pytest.importorskip("openai")
+    port, secret = closed_port(), "sk-query-0123456789abcdefghij"
+    url = f"http://127.0.0.1:{port}/v1?api_key={secret}"
+    if live == "hook":  # a live model that raises: it once failed as a bug of the endpoint
+        pytester.makeconftest(SDK_LIVE)
+        pytester._monkeypatch.setenv("LIVE_URL", url)
+        shown = (
+            f"SdkLive at http://127.0.0.1:{port}/v1*api_key=[[]REDACTED[]]*: APIConnectionError*"
+        )
+    else:
+        pytester._monkeypatch.setenv("DSH_RECORD_BASE_URL", url)
+        pytester._monkeypatch.setenv("DSH_RECORD_API_KEY", "sk-test-0123456789abcdef")
+        shown = f"at http://127.0.0.1:{port}/v1*api_key=[[]REDACTED[]]*: *Connect*"
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = snaps\n")
+    pytester.makepyfile(UNREACHED)
+    result = pytester.runpytest("--dsh-record", "-p", "no:randomly")
+    result.assert_outcomes(failed=2)  # once each, not again at teardown
+    typed = f"RecordingError: recording * failed: cannot reach the live model {shown}"
+    for test in ("test_in_process", "test_through_an_sdk"):
+        result.stdout.fnmatch_lines([f"*_ {test} _*", typed], consecutive=True)
+    out = result.stdout.str()
+    assert "bug of the endpoint" not in out
+    assert secret not in out
+    assert not (pytester.path / "snaps").exists()
+
+
 HOSTILE = """
 import http.client
 import json

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -582,3 +585,82 @@ def test_a_replay_after_a_recording_in_the_same_run_replays_the_new_recording(
     result = project.runpytest("--dsh-record", "-p", "no:randomly")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*scenarios: 2 replayed, 1 recorded, 0 missing*"])
+
+
+# The first recorder says, through a pipe, that it is inside its live call, then waits
+# for the test to let it go; any later recorder answers at once.
+RACING_LIVE = """
+import os
+
+from pytest_dsh_replay import Answer, ScriptedModel
+
+def answer(request):
+    ready, go = os.environ.pop("RACE_READY_FD", None), os.environ.pop("RACE_GO_FD", None)
+    if ready is not None:
+        os.write(int(ready), b"recording\\n")
+        os.close(int(ready))
+        os.read(int(go), 1)  # returns when the test writes or closes its end
+    return Answer(text=f"recorded by {os.getpid()}")
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return ScriptedModel(default=answer)
+"""
+
+
+def test_two_processes_recording_one_scenario_one_records_the_other_is_refused(
+    project: pytest.Pytester,
+) -> None:
+    # Both once reported "1 recorded", and the last writer won silently.
+    pytest.importorskip("fcntl", reason="the recording lock is an flock (POSIX only)")
+    project.makeconftest(RACING_LIVE)
+    project.makepyfile(
+        test_shared="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("shared")
+        def test_shared(dsh_replay):
+            run(dsh_replay.model, "q")
+        """
+    )
+    command = [sys.executable, "-m", "pytest", "--dsh-record=all", "-p", "no:cacheprovider"]
+    command += ["-p", "no:randomly", "test_shared.py"]
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    env = {**os.environ, "RACE_READY_FD": str(ready_w), "RACE_GO_FD": str(go_r)}
+    first = subprocess.Popen(
+        command,
+        cwd=project.path,
+        env=env,
+        pass_fds=(ready_w, go_r),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    os.close(ready_w)
+    os.close(go_r)
+    try:
+        with os.fdopen(ready_r, "rb") as ready:  # EOF, not a hang, if the first one died
+            assert ready.readline() == b"recording\n", "the first recorder never got to its call"
+        second = subprocess.run(
+            command, cwd=project.path, capture_output=True, text=True, timeout=300
+        )
+    finally:
+        os.close(go_w)  # the first recorder goes on
+        out, _ = first.communicate(timeout=300)
+    pytest.LineMatcher(out.splitlines()).fnmatch_lines(
+        ["scenarios: 0 replayed, 1 recorded, 0 missing*", "*1 passed*"]
+    )
+    pytest.LineMatcher(second.stdout.splitlines()).fnmatch_lines(
+        [
+            "cannot record the dsh scenario for test_shared.py::test_shared:",
+            f"  cannot record */recordings/shared: another process (pid {first.pid}: "
+            "test_shared.py::test_shared) is recording it right now*",
+            "scenarios: 0 replayed, 0 recorded, 0 missing*",
+            "*1 error*",
+        ]
+    )
+    assert "recorded by" not in second.stdout  # its live model was never called
+    scenario = project.path / "recordings" / "shared"
+    assert f"recorded by {first.pid}".encode() in (scenario / "session.jsonl").read_bytes()
+    assert sorted(p.name for p in scenario.parent.iterdir()) == ["shared"]  # no lock left

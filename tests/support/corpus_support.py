@@ -61,3 +61,31 @@ def corpus_params(paths: list[Path]) -> list[object]:
     if paths:
         return [pytest.param(p, id=p.name) for p in paths]
     return [pytest.param(None, id="corpus-missing")]
+
+
+def corpus_listing() -> frozenset[str]:
+    """Every entry under the shared corpus and the runtime samples, as paths from them.
+
+    The corpus is read in place by every run on this machine: a test writes only into
+    its own temporary directory. A session-scoped guard (``tests/conftest.py``) compares
+    this listing before and after the run.
+    """
+    found: set[str] = set()
+    for base in (CORPUS, SAMPLES):
+        for dirpath, dirnames, filenames in os.walk(base):
+            for name in (*dirnames, *filenames):
+                found.add(os.path.relpath(os.path.join(dirpath, name), CORPUS.parent))
+    return frozenset(found)
+
+
+def corpus_changes(before: frozenset[str], after: frozenset[str]) -> str | None:
+    """What a run left in or took from the corpus (:func:`corpus_listing`), or ``None``."""
+    if before == after:
+        return None
+    lines = [f"  new: {path}" for path in sorted(after - before)]
+    lines += [f"  gone: {path}" for path in sorted(before - after)]
+    return (
+        f"the tests changed the shared corpus under {CORPUS.parent}; tests write only into "
+        "their temporary directories (a replay model's ready files too: pass "
+        "workdir=tmp_path):\n" + "\n".join(lines)
+    )

@@ -78,9 +78,13 @@ def _read(response: Any) -> tuple[Any, ...]:
     return response.status, response.headers, b"".join(pieces), dropped, response.drop
 
 
-def serve(scenario: Scenario, route: str, *, per_chunk: bool = False) -> list[Any]:
-    """Every call of ``scenario`` over ``route``, read whole; and what the endpoint kept."""
-    model = ReplayModel(scenario, workdir=scenario.path)
+def serve(scenario: Scenario, route: str, workdir: Path, *, per_chunk: bool = False) -> list[Any]:
+    """Every call of ``scenario`` over ``route``, read whole; and what the endpoint kept.
+
+    A ``hang`` entry's ready file is written into ``workdir`` (the test's own temporary
+    directory: never the shared corpus).
+    """
+    model = ReplayModel(scenario, workdir=workdir)
     endpoint = Endpoint.replaying(model)
     if per_chunk:
         endpoint.sessions = _Waits(endpoint.sessions)
@@ -118,15 +122,15 @@ def serve(scenario: Scenario, route: str, *, per_chunk: bool = False) -> list[An
 @pytest.mark.parametrize("route", list(PATHS))
 @pytest.mark.parametrize("path", corpus_params(corpus_scenarios()))
 def test_every_corpus_call_served_again_is_what_encoding_it_afresh_gives(
-    path: Path | None, route: str
+    path: Path | None, route: str, tmp_path: Path
 ) -> None:
     require_corpus()
     assert path is not None
     if not json.loads((path / "expected.json").read_text("utf-8"))["ok"]:
         pytest.skip("the scenario does not replay")
-    expected = serve(load_scenario(path), route, per_chunk=True)  # encoded chunk by chunk
+    expected = serve(load_scenario(path), route, tmp_path, per_chunk=True)  # encoded chunk by chunk
     shared = load_scenario(path)
-    assert serve(shared, route) == expected  # encoded and kept
+    assert serve(shared, route, tmp_path) == expected  # encoded and kept
     kept = [
         kept_encodings(e)
         for s in shared.scripts
@@ -134,8 +138,8 @@ def test_every_corpus_call_served_again_is_what_encoding_it_afresh_gives(
         if isinstance(e, ChunksEntry | ThrowEntry) and not e.has_placeholders
     ]
     held = [dict(k) for k in kept]  # the answers encoded at once (not HTTP errors)
-    assert serve(shared, route) == expected  # served from what was kept
-    assert serve(shared, route) == expected
+    assert serve(shared, route, tmp_path) == expected  # served from what was kept
+    assert serve(shared, route, tmp_path) == expected
     assert [dict(k) for k in kept] == held  # nothing encoded again
 
 

@@ -195,11 +195,13 @@ def request_body(route: str, first: str | None, number: int) -> dict[str, Any]:
 
 @pytest.mark.parametrize("route", ["openai", "responses", "anthropic"])
 @pytest.mark.parametrize("path", corpus_params(SCENARIOS))
-def test_every_corpus_call_round_trips_over_http(path: Path | None, route: str) -> None:
+def test_every_corpus_call_round_trips_over_http(
+    path: Path | None, route: str, tmp_path: Path
+) -> None:
     require_corpus()
     assert path is not None
     scenario = load_scenario(path)
-    model = ReplayModel(scenario, workdir=path)
+    model = ReplayModel(scenario, workdir=tmp_path)  # ready files: never into the corpus
     endpoint = Endpoint.replaying(model)
     client = httpx_module().Client(transport=sync_transport(endpoint), base_url="http://t")
     live = {script.recorded_id: f"live-{i}" for i, script in enumerate(scenario.scripts)}

@@ -38,7 +38,12 @@ from pytest_dsh_replay import (
 )
 from pytest_dsh_replay._errors import ReplayCancelledError
 from pytest_dsh_replay._format.jsonl import MAX_LINE_BYTES, MAX_NESTING
-from pytest_dsh_replay._plugin.naming import MAX_SCENARIO_NAME, resolve_scenario, scenario_name
+from pytest_dsh_replay._plugin.naming import (
+    MAX_SCENARIO_NAME,
+    inside_root,
+    resolve_scenario,
+    scenario_name,
+)
 from pytest_dsh_replay._replay.model import ReplayModel
 from pytest_dsh_replay._replay.placeholders import PATTERN_TIMEOUT_S, resolve_placeholders
 from pytest_dsh_replay._scripts.entries import MAX_CHUNK_NESTING, ChunksEntry, HangEntry
@@ -366,8 +371,33 @@ def test_names_inside_the_root_resolve_under_it(tmp_path: Path) -> None:
     root.mkdir()
     assert resolve_scenario(root, "agents/fork") == root / "agents" / "fork"
     assert resolve_scenario(root, "a/../b") == root / "a" / ".." / "b"
-    with pytest.raises(ScenarioError, match="must not be empty"):
+    with pytest.raises(ScenarioError, match="is empty: a scenario must be a directory strictly"):
         resolve_scenario(root, "  ")
+
+
+@pytest.mark.parametrize("name", [".", "./", "a/..", "a/b/../..", "./.", "link/.."])
+@pytest.mark.parametrize("known", [False, True])
+def test_a_marker_name_naming_the_root_itself_is_refused(
+    tmp_path: Path, name: str, known: bool
+) -> None:
+    # Recording "." once replaced the whole snapshot root, and every file in it.
+    root = tmp_path / "root"
+    (root / "link").mkdir(parents=True)
+    options = {"resolved_root": str(root.resolve())} if known else {}
+    with pytest.raises(ScenarioError, match="names the snapshot root itself: a scenario must"):
+        resolve_scenario(root, name, **options)
+
+
+def test_only_a_path_strictly_inside_the_root_is_inside_it(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "a").mkdir(parents=True)
+    (root / "out").symlink_to(tmp_path, target_is_directory=True)
+    assert inside_root(root, root / "a")
+    assert inside_root(root, root / "new" / "scenario")  # need not exist
+    assert not inside_root(root, root)
+    assert not inside_root(root, tmp_path)
+    assert not inside_root(root, root / "a" / ".." / "..")
+    assert not inside_root(root, root / "out" / "x")  # a link leading outside
 
 
 @pytest.mark.parametrize(

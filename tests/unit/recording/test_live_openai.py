@@ -687,6 +687,57 @@ def test_wrong_key_is_auth_and_the_key_is_never_echoed(
             model.close()
 
 
+def test_a_base_url_with_a_query_string_keeps_it_after_the_path(
+    server: ScriptedServer, mode: str
+) -> None:
+    # The Azure shape: the SDK joined paths after the query (/v1/?api_key=...chat/completions).
+    secret = "sk-query-0123456789abcdefghij"
+    query = f"api-version=2024-10-21&api_key={secret}&blank="
+    answers(Answer(text="fine"), Answer(text="again"))
+    model = OpenAICompatibleModel(base_url=f"{server.base_url}/v1?{query}", api_key=KEY, model="m")
+    try:
+        assert [c for c in run(model, USER, mode) if c["type"] == "text-delta"]
+        run(model, USER, mode)
+        shown = repr(model)
+    finally:
+        model.close()
+    assert [r.path for r in server.requests] == [f"/v1/chat/completions?{query}"] * 2
+    assert secret not in shown
+    assert "api-version=2024-10-21&api_key=[REDACTED]" in shown
+
+
+def test_an_unreachable_base_url_with_a_key_in_its_query_never_shows_the_key(
+    mode: str,
+) -> None:
+    secret = "sk-query-0123456789abcdefghij"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    model = OpenAICompatibleModel(
+        base_url=f"http://127.0.0.1:{port}/v1?api_key={secret}&api-version=1",
+        api_key=KEY,
+        model="m",
+    )
+    try:
+        chunks = run(model, USER, mode)
+    finally:
+        model.close()
+    (kept,) = model.network_failures
+    assert kept.startswith(
+        f"cannot reach the live model at http://127.0.0.1:{port}/v1?api_key=[REDACTED]"
+        "&api-version=1: "
+    )
+    assert secret not in failure(chunks)["message"]
+
+
+def test_a_base_url_whose_query_repeats_a_parameter_is_refused() -> None:
+    with pytest.raises(ValueError, match="repeats the parameter 'v'"):
+        OpenAICompatibleModel(base_url="http://127.0.0.1:9/v1?v=1&v=2", api_key=KEY)
+    environ = {"DSH_RECORD_BASE_URL": "http://127.0.0.1:9/v1?v=1&v=2", "DSH_RECORD_API_KEY": KEY}
+    with pytest.raises(RecordingError, match="^DSH_RECORD_BASE_URL: .*repeats the parameter"):
+        OpenAICompatibleModel.from_env(environ)
+
+
 # --- requests ------------------------------------------------------------------------------
 
 

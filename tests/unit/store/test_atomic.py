@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from support.read_only import refuse_leftover_writes
 
 from pytest_dsh_replay import load_scenario, write_scenario
 from pytest_dsh_replay._errors import RecordingError
@@ -111,7 +112,9 @@ def test_recovery_after_a_crash_between_the_two_renames(tmp_path: Path) -> None:
     write_scenario(tmp_path / f".scenario.tmp-{token}", logs("new"))
     os.rename(target, tmp_path / f".scenario.old-{token}")
     found = _atomic.recover(target)
-    assert sorted(leftover.kind for leftover in found) == ["old", "tmp"]
+    assert [left.kind for left in found.restored] == ["old"]
+    assert [left.kind for left in found.removed] == ["tmp"]
+    assert found.stuck == ()
     assert contents(target) == before
     assert hidden(tmp_path) == []
 
@@ -123,7 +126,7 @@ def test_recovery_deletes_leftovers_when_the_target_exists(tmp_path: Path) -> No
     for name in (".scenario.tmp-00000000000a", ".scenario.old-00000000000b"):
         write_scenario(tmp_path / name, logs("stale"))
     (tmp_path / ".unrelated").write_text("kept")
-    assert len(_atomic.recover_directory(tmp_path)) == 2
+    assert len(_atomic.recover_directory(tmp_path).removed) == 2
     assert contents(target) == before
     assert hidden(tmp_path) == [".unrelated"]
 
@@ -448,6 +451,100 @@ def crashed_between_the_renames(root: Path) -> dict[str, bytes]:
     write_scenario(root / ".kept.tmp-0123456789ab", logs("new"))
     os.rename(root / "kept", root / ".kept.old-0123456789ab")
     return before
+
+
+def leftovers_of_three_kinds(root: Path) -> tuple[dict[str, bytes], list[Path]]:
+    """A swap killed mid-way (``kept`` moved aside), a half-written file, a stale copy."""
+    before = crashed_between_the_renames(root)
+    (root / ".notes.txt.tmp-00000000000c").write_text("half")
+    return before, sorted(p for p in root.iterdir() if p.name.startswith("."))
+
+
+@pytest.fixture
+def read_only_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, dict[str, bytes]]:
+    """``leftovers_of_three_kinds`` under ``tmp_path/recordings``, on a read-only file system.
+
+    Returns the root and the moved-aside recording's files.
+    """
+    root = tmp_path / "recordings"
+    before, _ = leftovers_of_three_kinds(root)
+    refuse_leftover_writes(monkeypatch)
+    return root, before
+
+
+def hidden_paths(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.name.startswith("."))
+
+
+def test_leftovers_that_cannot_be_recovered_are_reported_with_the_os_error(
+    read_only_root: tuple[Path, dict[str, bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, before = read_only_root
+    leftovers = hidden_paths(root)
+    recovery = _atomic.recover_directory(root)
+    assert (recovery.done, recovery.restored, recovery.removed) == (0, (), ())
+    assert {(s.leftover.path.name, s.action) for s in recovery.stuck} == {
+        (".kept.old-0123456789ab", "put back"),
+        (".kept.tmp-0123456789ab", "removed"),
+        (".notes.txt.tmp-00000000000c", "removed"),
+    }
+    stuck = {s.leftover.path.name: s.describe() for s in recovery.stuck}
+    assert stuck[".kept.old-0123456789ab"] == (
+        f"{root}/.kept.old-0123456789ab: this leftover of an interrupted write of {root}/kept "
+        "could not be put back: Read-only file system; it is still there (make its directory "
+        "writable and run dsh-replay fmt, or pytest, again)"
+    )
+    assert hidden_paths(root) == leftovers
+    monkeypatch.undo()
+    assert _atomic.recover_directory(root).done == 3  # writable again: all recovered
+    assert contents(root / "kept") == before
+
+
+def test_a_previous_recording_that_cannot_be_put_back_is_never_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "recordings"
+    before = crashed_between_the_renames(root)
+    refuse_leftover_writes(monkeypatch, delete=False)  # it could be deleted, not renamed
+    recovery = _atomic.recover(root / "kept")
+    assert [(s.leftover.kind, s.action) for s in recovery.stuck] == [("old", "put back")]
+    assert [left.kind for left in recovery.removed] == ["tmp"]
+    assert contents(root / ".kept.old-0123456789ab") == before  # the only copy, kept
+
+
+def test_fmt_on_a_read_only_file_system_says_what_stays_and_exits_1(
+    read_only_root: tuple[Path, dict[str, bytes]],
+) -> None:
+    root, _ = read_only_root
+    leftovers = hidden_paths(root)
+    code, out, err = run_cli("fmt", str(root))
+    assert code == 1
+    assert "put back" not in out
+    assert "removed" not in out
+    for leftover in leftovers:
+        assert f"dsh-replay: {leftover}: this leftover of an interrupted write" in err
+    assert err.count(": Read-only file system; it is still there") == 3
+    assert err.endswith("3 leftover(s) of interrupted writes could not be recovered or removed\n")
+    assert hidden_paths(root) == leftovers
+
+
+@pytest.mark.skipif(
+    hasattr(os, "geteuid") and os.geteuid() == 0,
+    reason="root may write into a read-only directory (the monkeypatched tests above fail "
+    "the writes as a read-only file system does)",
+)
+def test_fmt_in_a_read_only_directory_says_what_stays_and_exits_1(tmp_path: Path) -> None:
+    root = tmp_path / "recordings"
+    leftovers_of_three_kinds(root)
+    root.chmod(0o555)
+    try:
+        code, _, err = run_cli("fmt", str(root))
+    finally:
+        root.chmod(0o755)
+    assert code == 1
+    assert err.count("; it is still there") == 3
 
 
 @pytest.mark.parametrize("where", ["root", "scenario"])

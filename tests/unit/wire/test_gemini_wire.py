@@ -699,11 +699,13 @@ def meaning(chunks: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("path", corpus_params(_replayable()))
-def test_every_corpus_call_round_trips_over_the_gemini_route(path: Path | None) -> None:
+def test_every_corpus_call_round_trips_over_the_gemini_route(
+    path: Path | None, tmp_path: Path
+) -> None:
     require_corpus()
     assert path is not None
     scenario = load_scenario(path)
-    model = ReplayModel(scenario, workdir=path)
+    model = ReplayModel(scenario, workdir=tmp_path)  # ready files: never into the corpus
     endpoint = Endpoint.replaying(model)
     client = raw_client(endpoint)
     live = {script.recorded_id: f"live-{i}" for i, script in enumerate(scenario.scripts)}
