@@ -360,22 +360,22 @@ class DshReplay:
         """What made HTTP calls fail so far, each reported once (see :meth:`close`).
 
         Returns:
-            While recording, the live model not being reached or raising (the first
-            failure; an HTTP call's error after it is its echo and is dropped), else the
-            first replay error HTTP calls met, else, while recording, the first call the
-            recorder refused (a chunk the loader would refuse); ``None`` when none
-            happened since the last call.
+            While recording, the first call the recorder refused (a chunk the loader
+            would refuse: what the live model or the code met after it is its echo),
+            else the live model not being reached or raising (an HTTP call's error after
+            it is its echo and is dropped); else the first replay error HTTP calls met;
+            ``None`` when none happened since the last call.
         """
         errors = self._http.take_errors()
         if self.mode != "record":
             return errors[0] if errors else None
+        refused = self._recorder.take_refused()
         live = self._live_problem()
+        if refused:
+            return refused[0]
         if live is not None:
             return live  # the root cause: what an HTTP call met after it is its echo
-        refused = self._recorder.take_refused()
-        if errors:
-            return errors[0]
-        return refused[0] if refused else None
+        return errors[0] if errors else None
 
     # --- the model endpoint --------------------------------------------------------------
 
