@@ -28,6 +28,8 @@ from .._format.events import (
 from .._format.redact import Redactor, recording_redactor
 from .._format.reply import assemble_reply
 from .._format.text import visible
+from .._identity.announce import announces
+from .._identity.answers import ToolCallMark
 from .normalize import Normalizer
 
 __all__ = [
@@ -299,8 +301,8 @@ def render_transcript(
         ``## Turn <n>`` sections with ``**User**``, ``**Assistant**`` (reasoning as
         ``*thinking*``), ``**Tool call** `name` `` and ``**Tool result**`` entries. A
         child is linked (``-> child session <id>``) after the tool call that started it
-        (docs/checks.md#transcripts: its header's ``parentToolCallId``, the runtime's
-        announcement, else the call whose arguments hold its task), else at the end of
+        (docs/checks.md#transcripts: the runtime's announcement, else the call that
+        announces its task, docs/scenarios.md#announcement), else at the end of
         its parent. A fork child's inherited events, and the messages of its parent it
         repeats after them, are summarized, not repeated. Control characters other than
         newline and tab, U+2028/U+2029 and lone surrogates are shown as visible symbols
@@ -378,9 +380,10 @@ def _links(
 ) -> tuple[dict[int, list[SessionLike]], list[SessionLike]]:
     """Where each child's link goes: after the item of the tool call that started it.
 
-    First the tool call the child's header names (``parentToolCallId``) or the parent
-    announced it from (:func:`announced_children`); else the first tool call whose
-    arguments hold the child's task (each such call links one child); else nowhere.
+    First the tool call the parent announced it from as the dsh runtime logs it
+    (:func:`announced_children`); else the first tool call that announces the child's
+    task (docs/scenarios.md#announcement: one of its arguments is the task; each such
+    call links one child), as recording and replay link a child; else nowhere.
 
     Returns:
         ``{item index: children linked after it}`` and the children linked nowhere, in
@@ -391,8 +394,7 @@ def _links(
     after: dict[int, list[SessionLike]] = {}
     unlinked: list[SessionLike] = []
     for child in children:
-        named = child.header.extra.get("parentToolCallId")
-        call = named if isinstance(named, str) else announced.get(child.header.id)
+        call = announced.get(child.header.id)
         if call is not None and call in calls:
             after.setdefault(calls[call], []).append(child)
         else:
@@ -404,7 +406,7 @@ def _links(
             continue
         for child in unlinked:
             prompt = tasks[id(child)]
-            if prompt and (prompt in args or orjson.dumps(prompt).decode()[1:-1] in args):
+            if prompt and announces(ToolCallMark("", "", args), [prompt]):
                 after[n] = [child]
                 unlinked.remove(child)
                 break

@@ -2,7 +2,7 @@
 
 Sessions are built here as the dsh runtime and the recorder log them: a parent whose
 tool calls start children (announced by ``started subagent <id>`` results and
-``subagent/catalog`` events, or named by the child's ``parentToolCallId``), children
+``subagent/catalog`` events, or by arguments that are the child's task), children
 whose task is not the tool call's arguments word for word, their settled notices
 reaching the parent in one request, and a fork child whose request repeats its
 parent's open turn before its own question.
@@ -129,17 +129,13 @@ def test_a_catalog_before_a_result_that_names_no_child_announces_it() -> None:
     assert (linked_after(text, "cafes"), linked_after(text, "museums")) == ("{{id-2}}", "{{id-3}}")
 
 
-def test_a_childs_parent_tool_call_id_links_it_after_that_call() -> None:
-    # Nothing in the parent announces them; their headers name the calls (the recorder's
-    # link for SDK agents), the second child's first.
-    named = [
-        child(BETA, "You research museums.", parentToolCallId="call_b"),
-        child(ALPHA, "You research cafes.", parentToolCallId="call_a"),
-    ]
-    text = render_transcript([parent(result("call_a", "ok"), result("call_b", "ok")), *named])
+def test_a_tool_call_whose_argument_is_a_childs_task_links_it_after_that_call() -> None:
+    # Nothing in the parent says which child each call started; each call's argument is
+    # its child's task (docs/scenarios.md#announcement), the second child's first.
+    tasked = [child(BETA, "Research the museums."), child(ALPHA, "Research the cafes.")]
+    text = render_transcript([parent(result("call_a", "ok"), result("call_b", "ok")), *tasked])
     assert linked_after(text, "cafes") == "{{id-3}}"
     assert linked_after(text, "museums") == "{{id-2}}"
-
 
 def test_a_child_with_no_link_is_linked_at_the_end_of_its_parent() -> None:
     text = render_transcript([parent(result("call_a", "ok"), result("call_b", "ok")), *CHILDREN])
