@@ -7,8 +7,8 @@ through the ``pytest11`` entry point, so importing this package never does.
 
 Names are imported on first use (PEP 562), so ``import pytest_dsh_replay`` (and loading
 the pytest plugin, which lives inside the package) stays cheap. The limits on recorded
-input are exported too (``MAX_LINE_BYTES``, ``MAX_NESTING``, ``MAX_CHUNK_NESTING``,
-``PATTERN_TIMEOUT_S``, ``MAX_SAFE_INTEGER``), and those of the HTTP endpoint
+input are exported too (``MAX_LINE_BYTES``, ``MAX_DECOMPRESSED_BYTES``, ``MAX_NESTING``,
+``MAX_CHUNK_NESTING``, ``PATTERN_TIMEOUT_S``, ``MAX_SAFE_INTEGER``), and those of the HTTP endpoint
 (``MAX_CONNECTIONS``, ``MAX_BODY_BYTES``, ``REQUEST_TIMEOUT_S``, ``IDLE_TIMEOUT_S``);
 docs/limits.md says what each bounds.
 """
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         read_session_log,
     )
     from ._format.redact import Redactor
+    from ._format.zstd import MAX_DECOMPRESSED_BYTES
     from ._recording.recorder import RecordingModel
     from ._replay.model import ReplayBinding, ReplayModel
     from ._replay.placeholders import PATTERN_TIMEOUT_S
@@ -104,6 +105,7 @@ __all__ = [  # noqa: RUF022
     "MAX_BODY_BYTES",
     "MAX_CHUNK_NESTING",
     "MAX_CONNECTIONS",
+    "MAX_DECOMPRESSED_BYTES",
     "MAX_LINE_BYTES",
     "MAX_NESTING",
     "MAX_SAFE_INTEGER",
@@ -178,6 +180,7 @@ _MODULE_OF: dict[str, str] = {
     "LogMismatchError": "_errors",
     "MAX_CHUNK_NESTING": "_scripts.entries",
     "MAX_CONNECTIONS": "_endpoint.server",
+    "MAX_DECOMPRESSED_BYTES": "_format.zstd",
     "MAX_LINE_BYTES": "_format.jsonl",
     "MAX_NESTING": "_format.jsonl",
     "MAX_SAFE_INTEGER": "_format.json_values",

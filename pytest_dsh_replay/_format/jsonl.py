@@ -51,7 +51,7 @@ from .events import (
 from .json_values import ABSENT, describe_json
 from .log_names import check_log_name
 from .typed import ROW_LINE_PREFIXES, STREAM_LINE_PREFIXES, decode_call_line
-from .zstd import ZSTD_MAGIC, ZSTD_SUFFIXES, decompress_frames
+from .zstd import ZSTD_MAGIC, ZSTD_SUFFIXES, check_compressed_size, decompress_frames
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -474,8 +474,9 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
 
     A plain log is streamed from disk, so only the line being parsed is in memory; a
     zstd log (by name or by its frame magic) is decompressed whole first (its frames
-    must all be checked anyway). Use the result in a ``with`` block and pass it to
-    :func:`iter_log_lines`.
+    must all be checked anyway), up to
+    :data:`~pytest_dsh_replay._format.zstd.MAX_DECOMPRESSED_BYTES` of text. Use the
+    result in a ``with`` block and pass it to :func:`iter_log_lines`.
 
     Args:
         path: A ``.jsonl``, ``.jsonl.zst`` or ``.jsonl.zstd`` file.
@@ -484,8 +485,8 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
         A binary file object positioned at the start of the log text.
 
     Raises:
-        SessionLogError: The file cannot be opened, zstd support is missing, or the zstd
-            container is damaged.
+        SessionLogError: The file cannot be opened, zstd support is missing, the zstd
+            container is damaged, or it holds more text than the limit.
     """
     name = os.fspath(path)
     try:
@@ -495,6 +496,7 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
     try:
         if name.endswith(ZSTD_SUFFIXES) or f.peek(4)[:4] == ZSTD_MAGIC:
             with f:
+                check_compressed_size(os.fstat(f.fileno()).st_size, name)
                 return io.BytesIO(decompress_frames(f.read(), name))
     except OSError as err:
         f.close()

@@ -183,6 +183,134 @@ def test_a_header_line_over_the_limit_is_refused(tmp_path: Path) -> None:
     assert err.line == 1
 
 
+# --- decompression bombs -----------------------------------------------------------------
+
+
+def bomb_frame(zstandard: Any, pattern: bytes, size: int) -> bytes:
+    """One zstd frame of ``size`` bytes of ``pattern``, streamed: its header claims no size."""
+    compressor = zstandard.ZstdCompressor(level=1, write_checksum=True)
+    chunker = compressor.chunker(chunk_size=1 << 20)
+    whole, rest = divmod(size, len(pattern))
+    frame = b"".join([*chunker.compress(pattern * whole + pattern[:rest]), *chunker.finish()])
+    assert zstandard.frame_content_size(frame) == -1
+    return frame
+
+
+def bomb_frames(zstandard: Any, pattern: bytes, total: int) -> bytes:
+    """Frames that decompress to at least ``total`` bytes of ``pattern`` (whole lines).
+
+    One frame of 64 MiB is compressed once and repeated: zstd frames simply follow each
+    other, so the file stays a few KB however large ``total`` is.
+    """
+    piece = 64 * 1024 * 1024 // len(pattern) * len(pattern)
+    return bomb_frame(zstandard, pattern, piece) * -(-total // piece)
+
+
+def test_a_zstd_bomb_of_small_lines_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    # A few KB that expand past the limit into small events: refused while decompressing,
+    # naming the file and the limit, never parsed (hundreds of seconds) nor held whole.
+    zstandard = pytest.importorskip("zstandard")
+    from pytest_dsh_replay import MAX_DECOMPRESSED_BYTES
+    from pytest_dsh_replay._format.zstd import compress_frame
+
+    d = tmp_path / "scn"
+    d.mkdir()
+    path = d / "session.jsonl.zst"
+    event = line({"type": "turn/start", "data": {}})
+    path.write_bytes(
+        compress_frame(zstandard, HEADER)
+        + bomb_frames(zstandard, event, MAX_DECOMPRESSED_BYTES + 1)
+    )
+    assert path.stat().st_size < 128 * 1024
+    err = load_error(d)
+    assert isinstance(err, SessionLogError)
+    assert (err.path, err.line) == (str(path), None)
+    assert "decompresses to more than 512 MiB (536870912 bytes)" in str(err)
+    assert "MAX_DECOMPRESSED_BYTES" in str(err)
+
+
+def test_a_zstd_bomb_stops_near_the_limit_whatever_it_expands_to(tmp_path: Path) -> None:
+    # 1 GiB of zeros in a few KB, against a 4 MiB limit: decoding stops within a block's
+    # output past the limit, so memory follows the limit, not the bomb.
+    zstandard = pytest.importorskip("zstandard")
+    from pytest_dsh_replay._format.zstd import zstd_frames
+
+    limit = 4 * 1024 * 1024
+    bomb = bomb_frames(zstandard, b"\0", 1024 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        with deadline(30), pytest.raises(SessionLogError) as info:
+            zstd_frames(bomb, "bomb.jsonl.zst", limit=limit)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert str(info.value).startswith("bomb.jsonl.zst: zstd session log decompresses to more")
+    assert "the frame at byte 0" in str(info.value)
+    assert peak < 2 * limit + 4 * 1024 * 1024
+
+
+def test_the_decompressed_limit_is_exact_and_counts_every_frame() -> None:
+    zstandard = pytest.importorskip("zstandard")
+    from pytest_dsh_replay._format.zstd import compress_frame, zstd_frames
+
+    body = line({"type": "turn/start", "data": {"turn": 1}}) * 100
+    data = compress_frame(zstandard, HEADER) + compress_frame(zstandard, body)
+    total = len(HEADER) + len(body)
+    frames, torn_at, _ = zstd_frames(data, "x.zst", limit=total)
+    assert (len(frames), torn_at) == (2, None)
+    with pytest.raises(SessionLogError, match=rf"refused in the frame at byte {frames[1][0]}"):
+        zstd_frames(data, "x.zst", limit=total - 1)
+
+
+def test_a_torn_last_frame_is_still_told_apart_under_the_limit() -> None:
+    zstandard = pytest.importorskip("zstandard")
+    from pytest_dsh_replay._format.zstd import compress_frame, zstd_frames
+
+    body = line({"type": "turn/start", "data": {"turn": 1}}) * 5000  # several blocks
+    first = compress_frame(zstandard, HEADER)
+    second = compress_frame(zstandard, body)
+    frames, torn_at, partial = zstd_frames(first + second[: len(second) // 2], "x.zst")
+    assert [text for _, text in frames] == [HEADER]
+    assert torn_at == len(first)
+    assert body.startswith(partial)
+
+
+def test_a_zstd_file_larger_than_the_limit_is_refused_from_its_size(tmp_path: Path) -> None:
+    pytest.importorskip("zstandard")
+    from pytest_dsh_replay import MAX_DECOMPRESSED_BYTES
+
+    path = tmp_path / "session.jsonl.zst"
+    with open(path, "wb") as f:
+        f.write(b"\x28\xb5\x2f\xfd")
+        f.truncate(MAX_DECOMPRESSED_BYTES + 1)  # sparse: never written, never read
+    with pytest.raises(SessionLogError, match="bytes on disk, more than the 512 MiB"):
+        load_scenario(path)
+
+
+def test_a_sqlite_data_cell_bomb_is_refused_naming_the_store(tmp_path: Path) -> None:
+    # One compressed data cell holds one record's data: at most a line's bytes.
+    import sqlite3
+
+    zstandard = pytest.importorskip("zstandard")
+    from pytest_dsh_replay import SessionStore, SqliteBackend
+
+    path = tmp_path / "store.sqlite"
+    store = SessionStore(SqliteBackend(path))
+    session = store.create("primary")
+    session.append("turn/start", {"turn": 1})
+    session.append("tool/result", {"output": "x"}, surfaceOp="append")
+    session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    store.close()
+    cell = bomb_frame(zstandard, b" ", MAX_LINE_BYTES + 1)
+    with sqlite3.connect(path) as conn:  # a committed row, not a torn tail
+        conn.execute("UPDATE events SET data = ? WHERE type = 'tool/result'", (cell,))
+    conn.close()
+    err = load_error(path)
+    assert isinstance(err, SessionLogError)
+    assert str(path) in str(err)
+    assert f"data exceeds {MAX_LINE_BYTES} UTF-8 bytes" in str(err)
+
+
 # --- packed rows with a million members -------------------------------------------------
 
 
