@@ -50,10 +50,9 @@ if TYPE_CHECKING:
     from ._fixture.dsh_replay import DshReplay
     from ._format.chunk_rows import decode_storage_record, pack_chunk_runs
     from ._format.events import Event, SessionHeader, StreamChunk
-    from ._format.json_values import MAX_SAFE_INTEGER
+    from ._format.json_values import MAX_NESTING, MAX_SAFE_INTEGER
     from ._format.jsonl import (
         MAX_LINE_BYTES,
-        MAX_NESTING,
         dump_session_log,
         parse_session_header,
         parse_session_log,
@@ -182,7 +181,7 @@ _MODULE_OF: dict[str, str] = {
     "MAX_CONNECTIONS": "_endpoint.server",
     "MAX_DECOMPRESSED_BYTES": "_format.zstd",
     "MAX_LINE_BYTES": "_format.jsonl",
-    "MAX_NESTING": "_format.jsonl",
+    "MAX_NESTING": "_format.json_values",
     "MAX_SAFE_INTEGER": "_format.json_values",
     "MemoryBackend": "_store.backends.base",
     "OverrideError": "_errors",

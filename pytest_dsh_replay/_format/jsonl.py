@@ -48,7 +48,7 @@ from .events import (
     header_problem,
     header_version,
 )
-from .json_values import ABSENT, describe_json
+from .json_values import ABSENT, MAX_NESTING, describe_json
 from .log_names import check_log_name
 from .typed import ROW_LINE_PREFIXES, STREAM_LINE_PREFIXES, decode_call_line
 from .zstd import ZSTD_MAGIC, ZSTD_SUFFIXES, check_compressed_size, decompress_frames
@@ -77,14 +77,6 @@ MAX_LINE_BYTES: Final[int] = 64 * 1024 * 1024
 A longer line is refused before it is parsed, and a plain file is never read further
 than that into the line, so a damaged or hostile file (a multi-gigabyte line without a
 newline) cannot exhaust memory.
-"""
-
-MAX_NESTING: Final[int] = 1024
-"""The deepest nesting of arrays and objects a record may have: 1024 levels.
-
-This is the JSON parser's own limit; a deeper record is refused, naming its line. (A
-stream chunk that replay serves must also fit the serializer's limit of 254 levels, so
-a chunk nested deeper than that is refused by the script builder, naming its line.)
 """
 
 _BOM: Final = b"\xef\xbb\xbf"

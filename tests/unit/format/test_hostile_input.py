@@ -12,6 +12,7 @@ not a timing assertion: targets are measured in ``benchmarks/``.
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -132,6 +133,183 @@ def test_deep_turn_values_do_not_recurse(tmp_path: Path) -> None:
     err = load_error(scenario_dir(tmp_path, body))
     assert isinstance(err, ScriptError)
     assert "ended without a finish" in str(err)
+
+
+# The depths of issue 41: a chunk object nesting this many levels (itself the first). Up
+# to MAX_CHUNK_NESTING it loads and is served; deeper, its line is refused as a stream
+# chunk the script cannot store; past what fits a line of MAX_NESTING levels, as JSON
+# that nests too deep. Never a RecursionError, never a traceback.
+CHUNK_DEPTHS = {
+    200: None,
+    253: None,
+    254: ScriptError,
+    500: ScriptError,
+    1000: ScriptError,
+    1024: SessionLogError,
+    1025: SessionLogError,
+}
+
+
+def deep_finish(depth: int) -> bytes:
+    """A finish chunk nesting ``depth`` levels: the chunk, its reason, then arrays."""
+    return b'{"type":"finish","reason":{"kind":"stop","x":' + nested(depth - 2) + b"}}"
+
+
+def deep_chunk_scenario(tmp_path: Path, depth: int) -> Path:
+    body = b'{"type":"assistant/chunk","data":{"turn":1,"step":1,"chunk":'
+    return scenario_dir(tmp_path, body + deep_finish(depth) + b"}}\n", f"depth-{depth}")
+
+
+@pytest.mark.parametrize(("depth", "refused"), CHUNK_DEPTHS.items())
+def test_a_deep_stream_chunk_loads_or_is_refused_naming_its_line(
+    tmp_path: Path, depth: int, refused: type[DshReplayError] | None
+) -> None:
+    d = deep_chunk_scenario(tmp_path, depth)
+    if refused is None:
+        scenario = load_scenario(d)
+        (chunk,) = ReplayModel(scenario).stream({"messages": []})
+        assert chunk["type"] == "finish"
+        return
+    err = load_error(d)
+    assert type(err) is refused
+    assert (err.path, err.line) == (str(d / "session.jsonl"), 2)  # type: ignore[attr-defined]
+
+
+def test_deep_chunks_through_check_and_show_give_one_line_each(tmp_path: Path) -> None:
+    dirs = {depth: deep_chunk_scenario(tmp_path, depth) for depth in CHUNK_DEPTHS}
+
+    def command(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest_dsh_replay", *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+
+    done = command("check", *map(str, dirs.values()))
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr + done.stdout
+    problems = done.stderr.splitlines()
+    assert problems[-1] == "5 problem(s) in 7 scenario(s)"
+    for depth, refused in CHUNK_DEPTHS.items():
+        named = [p for p in problems if p.startswith(f"{dirs[depth] / 'session.jsonl'}:2: ")]
+        assert len(named) == (0 if refused is None else 1), (depth, problems)
+    from pytest_dsh_replay.cli import main
+
+    for depth, refused in CHUNK_DEPTHS.items():
+        if depth in (500, 1000):  # the depths that met a RecursionError: as users run it
+            shown = command("show", str(dirs[depth]))
+            code, out, err = shown.returncode, shown.stdout, shown.stderr
+        else:
+            out_io, err_io = io.StringIO(), io.StringIO()
+            code = main(["show", str(dirs[depth])], stdout=out_io, stderr=err_io)
+            out, err = out_io.getvalue(), err_io.getvalue()
+        if refused is None:
+            assert (code, err) == (0, ""), depth
+            continue
+        assert (code, out) == (1, ""), depth
+        (line,) = err.splitlines()
+        assert line.startswith(f"dsh-replay: {dirs[depth] / 'session.jsonl'}:2: ")
+
+
+@pytest.mark.parametrize("depth", [500, 1000, 1023])
+def test_deep_values_outside_chunks_load_and_pass_check(tmp_path: Path, depth: int) -> None:
+    # A tool result and a header field nested deep load (they are not served): the
+    # secret scan of check walks them without recursion.
+    from pytest_dsh_replay.cli import main
+
+    tool = b'{"type":"tool/result","data":{"x":' + nested(depth - 2) + b"}}\n"
+    d = scenario_dir(tmp_path, tool + FINISH)
+    assert load_scenario(d).primary.event_count == 2
+    (d / "session.jsonl").write_bytes(
+        b'{"type":"session","version":0,"id":"s","createdAt":5,"cwd":'
+        + nested(depth - 1)
+        + b"}\n"
+        + tool
+        + FINISH
+    )
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["check", str(d)], stdout=out, stderr=err) == 0, err.getvalue()
+
+
+def test_scripts_json_prints_a_chunk_at_the_nesting_limit(tmp_path: Path) -> None:
+    # The chunk fits the serializer alone; inside the printed scripts it sits deeper.
+    from pytest_dsh_replay.cli import main
+
+    d = deep_chunk_scenario(tmp_path, MAX_CHUNK_NESTING)
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["scripts", str(d), "--json"], stdout=out, stderr=err) == 0
+    (entry,) = orjson.loads(out.getvalue())["scripts"][0]["entries"]
+    assert entry["chunks"] == [orjson.loads(deep_finish(MAX_CHUNK_NESTING))]
+
+
+def test_a_deep_v4_stream_record_is_refused_naming_its_line(tmp_path: Path) -> None:
+    log = tmp_path / "session.v4.jsonl"
+    message = b'{"role":"assistant","content":[],"id":"m-1"}'
+    stream = b'[{"type":"chunk","time":1,"chunk":' + deep_finish(1000) + b"}]"
+    log.write_bytes(
+        b'{"type":"session","version":4,"id":"s","createdAt":5,"isSeeded":false,"delegationDepth":0}\n'
+        + b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n'
+        + b'{"type":"step/start","seq":1,"time":1,"data":{"turn":1,"step":1}}\n'
+        + b'{"type":"assistant/message","seq":2,"time":1,"data":{"turn":1,"step":1,'
+        + b'"message":'
+        + message
+        + b',"stream":'
+        + stream
+        + b"}}\n"
+    )
+    err = load_error(log)
+    assert isinstance(err, ScriptError)
+    assert (err.path, err.line) == (str(log), 4)
+
+
+def test_a_deep_chunk_in_a_sqlite_store_is_refused_naming_the_store(tmp_path: Path) -> None:
+    import sqlite3
+
+    from pytest_dsh_replay import SessionStore, SqliteBackend
+
+    path = tmp_path / "store.sqlite"
+    store = SessionStore(SqliteBackend(path))
+    session = store.create("primary")
+    session.append("turn/start", {"turn": 1})
+    finish = {"type": "finish", "reason": {"kind": "stop"}}
+    session.append("assistant/chunk", {"turn": 1, "step": 1, "chunk": finish})
+    session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    store.close()
+    data = b'{"turn":1,"step":1,"chunk":' + deep_finish(1000) + b"}"
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE events SET data = ? WHERE type = 'assistant/chunk'", (data.decode(),))
+    conn.close()
+    err = load_error(path)
+    assert isinstance(err, ScriptError)
+    assert str(err).startswith(f"{path}#primary: the stream chunk of model call 1/1 number 1")
+
+
+def test_the_store_copies_values_up_to_the_nesting_limit(tmp_path: Path) -> None:
+    from pytest_dsh_replay import MemoryBackend, SessionStore, SessionStoreError
+
+    session = SessionStore(MemoryBackend()).create("s")
+    deep = orjson.loads(nested(MAX_NESTING - 1))
+    session.append("tool/result", {"x": deep}, surfaceOp="append")  # data, then 1023 levels
+    with pytest.raises(SessionStoreError, match=f"deeper than {MAX_NESTING} levels"):
+        session.append("tool/result", {"x": [deep]}, surfaceOp="append")
+
+
+def test_strict_form_check_names_the_log_it_cannot_rewrite(tmp_path: Path) -> None:
+    # A format 4 record deeper than the writer's 254 levels has no committed form.
+    from pytest_dsh_replay.cli import main
+
+    log = tmp_path / "session.v4.jsonl"
+    log.write_bytes(
+        b'{"type":"session","version":4,"id":"s","createdAt":5,"isSeeded":false,"delegationDepth":0}\n'
+        + b'{"type":"tool/result","seq":0,"time":1,"data":'
+        + nested(300)
+        + b"}\n"
+    )
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["check", "--strict-form", str(log)], stdout=out, stderr=err) == 1
+    assert err.getvalue().startswith(f"{log}: cannot write session log: record 1 (line 2)")
 
 
 # --- line length ---------------------------------------------------------------------------
