@@ -10,6 +10,7 @@ reader: the line reader (:mod:`pytest_dsh_replay._format.jsonl`) and the store's
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Final
 
 from .._errors import SessionLogError
@@ -23,6 +24,7 @@ __all__ = [
     "compress_frame",
     "decompress_frame",
     "decompress_frames",
+    "iter_frames",
     "zstd_frames",
 ]
 
@@ -163,16 +165,17 @@ def _too_large(source: str, limit: int, offset: int) -> SessionLogError:
     )
 
 
-def zstd_frames(
+def iter_frames(
     data: bytes, source: str, *, limit: int | None = None
-) -> tuple[list[tuple[int, bytes]], int | None, bytes]:
-    """Split a zstd log into its frames and decompress each (the one zstd reader).
+) -> Iterator[tuple[int, bytes, bool]]:
+    """Decompress a zstd log's frames one after the other (the one zstd reader).
 
     A log written in batches is a sequence of zstd frames, one per batch. Each is
     decoded by ``zstandard`` on its own, so a damaged frame is named by its offset. All
     frames together may decompress to at most ``limit`` bytes (docs/limits.md#decompressed-size):
     decoding stops as soon as they would exceed it, so memory stays bounded by the
-    limit, not by what the frames claim or expand to.
+    limit, not by what the frames claim or expand to. A reader that needs only the
+    log's head stops early, and the rest is never decompressed.
 
     Args:
         data: The whole file.
@@ -180,10 +183,10 @@ def zstd_frames(
         limit: The most bytes of plain text the whole log may hold;
             :data:`MAX_DECOMPRESSED_BYTES` when ``None``.
 
-    Returns:
-        ``(frames, torn_at, partial)``: every complete frame as ``(byte offset,
-        plaintext)``; the offset of a last frame that ends early (a torn write), else
-        ``None``; and what that torn frame still decodes to.
+    Yields:
+        ``(byte offset, plaintext, complete)`` per frame; the last one is incomplete
+        (``complete`` false, with what its complete blocks decode to) when the file
+        ends inside it (a torn write).
 
     Raises:
         SessionLogError: ``zstandard`` is missing, a frame has a bad magic number or
@@ -192,13 +195,13 @@ def zstd_frames(
     zstandard = _zstandard(source)
     cap = MAX_DECOMPRESSED_BYTES if limit is None else limit
     check_compressed_size(len(data), source, limit=cap)
-    frames: list[tuple[int, bytes]] = []
     offset = 0
     produced = 0
     while offset < len(data):
         if not data.startswith(ZSTD_MAGIC, offset):
             if len(data) - offset < len(ZSTD_MAGIC) and ZSTD_MAGIC.startswith(data[offset:]):
-                return frames, offset, b""
+                yield offset, b"", False
+                return
             raise SessionLogError(
                 f"corrupt zstd session log: invalid frame magic at byte {offset}", path=source
             )
@@ -211,11 +214,31 @@ def zstd_frames(
                 f"corrupt zstd session log: the frame at byte {offset} does not decode ({err})",
                 path=source,
             ) from None
+        yield offset, text, end is not None
         if end is None:
-            return frames, offset, text
-        frames.append((offset, text))
+            return
         produced += len(text)
         offset = end
+
+
+def zstd_frames(
+    data: bytes, source: str, *, limit: int | None = None
+) -> tuple[list[tuple[int, bytes]], int | None, bytes]:
+    """Split a zstd log into its frames and decompress each (:func:`iter_frames`).
+
+    Returns:
+        ``(frames, torn_at, partial)``: every complete frame as ``(byte offset,
+        plaintext)``; the offset of a last frame that ends early (a torn write), else
+        ``None``; and what that torn frame still decodes to.
+
+    Raises:
+        SessionLogError: As :func:`iter_frames`.
+    """
+    frames: list[tuple[int, bytes]] = []
+    for offset, text, complete in iter_frames(data, source, limit=limit):
+        if not complete:
+            return frames, offset, text
+        frames.append((offset, text))
     return frames, None, b""
 
 
