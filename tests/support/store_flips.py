@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dsh_replay import DshReplayError, SessionStore, SqliteBackend, load_scenario
+from support.flips import flipped_loads
 
 SEED = 41
 CHILD_IDS = ("fork-child", "spawn-child")
@@ -74,32 +75,17 @@ def flip_loop(
             error that does not name the store; the message names the case, the byte
             and the flip, so the same ``seed`` reproduces it.
     """
-    original = path.read_bytes()
     expected = structure(path)
-    rng = random.Random(seed)
     outcomes: dict[str, int] = {}
-    try:
-        for n in range(flips):
-            data = bytearray(original)
-            at = rng.randrange(len(data))
-            data[at] ^= rng.randrange(1, 256)
-            path.write_bytes(data)
-            where = f"flip {n} at byte {at} ({original[at]:#04x} -> {data[at]:#04x})"
-            refusal: DshReplayError | None = None
-            try:
-                found = structure(path)
-            except DshReplayError as err:
-                refusal = err
-            if refusal is not None:
-                named = str(path) in str(refusal)
-                assert named, f"{where}: the error does not name the store: {refusal}"
-                outcome = type(refusal).__name__
-            else:
-                assert found == expected, f"{where}: a silent structural change: {found}"
-                outcome = "same"
-            outcomes[outcome] = outcomes.get(outcome, 0) + 1
-            if progress is not None:
-                progress(n + 1)
-    finally:
-        path.write_bytes(original)
+    for n, (where, found) in enumerate(flipped_loads(path, flips, random.Random(seed), structure)):
+        if isinstance(found, DshReplayError):
+            named = str(path) in str(found)
+            assert named, f"{where}: the error does not name the store: {found}"
+            outcome = type(found).__name__
+        else:
+            assert found == expected, f"{where}: a silent structural change: {found}"
+            outcome = "same"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        if progress is not None:
+            progress(n + 1)
     return outcomes

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.paths import EXAMPLES
+from support.values import json_paths, replace_at
 
 from pytest_dsh_replay import DshReplayError
 from pytest_dsh_replay._endpoint.transport import sync_transport
@@ -166,26 +166,6 @@ def test_the_templates_are_answered(tmp_path: Path) -> None:
         assert status in (200, 400), text
 
 
-def _places(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield at
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _places(item, (*at, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _places(item, (*at, index))
-
-
-def _put(body: Any, at: tuple[Any, ...], value: Any) -> Any:
-    if not at:
-        return value
-    holder = body
-    for step in at[:-1]:
-        holder = holder[step]
-    holder[at[-1]] = value
-    return body
-
-
 _JSON = st.recursive(
     st.none()
     | st.booleans()
@@ -210,8 +190,8 @@ _JSON = st.recursive(
 def test_no_json_body_meets_an_endpoint_error(tmp_path: Path, wire: str, data: Any) -> None:
     path, template = BODIES[wire]
     body = copy.deepcopy(template)
-    at = data.draw(st.sampled_from(list(_places(body))), label="place")
-    body = _put(body, at, data.draw(_JSON, label="value"))
+    at = data.draw(st.sampled_from(list(json_paths(body))), label="place")
+    body = replace_at(body, at, data.draw(_JSON, label="value"))
     status, text = post(tmp_path, path, body)
     assert "EndpointError" not in text, (at, body, text)
     assert status < 500, (at, body, text)
