@@ -36,6 +36,7 @@ PATTERNS = {"zeros": b"\0", "small-lines": b'{"type":"turn/start","data":{}}\n'}
 
 _LOAD = r"""
 import json, resource, sys, time
+sys.path[:] = [p for p in sys.path if p not in ("", ".")]  # PYTHONPATH picks the tree
 limit = int(sys.argv[2])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 from pytest_dsh_replay import DshReplayError, load_scenario
@@ -54,6 +55,7 @@ print(json.dumps({"outcome": outcome, "wall_s": round(time.perf_counter() - wall
 
 _CHECK = r"""
 import resource, runpy, sys
+sys.path[:] = [p for p in sys.path if p not in ("", ".")]  # PYTHONPATH picks the tree
 limit = int(sys.argv.pop(1))
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 sys.argv[0] = "dsh-replay"

@@ -4,13 +4,15 @@ An object ``role`` used to reach the recorder's conversation as a dict and fail 
 with ``400 EndpointError ... TypeError: unhashable type: 'dict'``: the answer meant for
 a bug of the endpoint. Every wire refuses a role that is not a string with its 400,
 naming the field; a bounded fuzz puts arbitrary JSON at any place of a realistic body
-of each wire and requires that no answer is an ``EndpointError``.
+of each wire and requires that no answer is an ``EndpointError`` (60 examples a wire;
+``DSH_REQUEST_FUZZ_EXAMPLES=2500`` runs more, as benchmarks/README.md reports).
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +183,7 @@ _JSON = st.recursive(
 
 @pytest.mark.parametrize("wire", BODIES)
 @settings(
-    max_examples=60,
+    max_examples=int(os.environ.get("DSH_REQUEST_FUZZ_EXAMPLES", "60")),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
