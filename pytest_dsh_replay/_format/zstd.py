@@ -3,9 +3,10 @@
 A log named ``*.jsonl.zst`` / ``*.jsonl.zstd``, or any file starting with the zstd frame
 magic, is read through the ``zstandard`` package (the ``zstd`` extra), one frame at a
 time, so a damaged frame is named by its byte offset and a torn last frame (an
-interrupted write) is told apart from corruption. :func:`zstd_frames` is the one zstd
+interrupted write) is told apart from corruption. :func:`iter_frames` is the one zstd
 reader: the line reader (:mod:`pytest_dsh_replay._format.jsonl`) and the store's crash repair
-(:mod:`pytest_dsh_replay._store.log_rules`) both go through it.
+(:mod:`pytest_dsh_replay._store.log_rules`) both go through it (:func:`zstd_frames`). It
+never decompresses past :data:`MAX_DECOMPRESSED_BYTES` (docs/limits.md#decompressed-size).
 """
 
 from __future__ import annotations
