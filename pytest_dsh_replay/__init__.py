@@ -7,10 +7,11 @@ through the ``pytest11`` entry point, so importing this package never does.
 
 Names are imported on first use (PEP 562), so ``import pytest_dsh_replay`` (and loading
 the pytest plugin, which lives inside the package) stays cheap. The limits on recorded
-input are exported too (``MAX_LINE_BYTES``, ``MAX_NESTING``, ``MAX_CHUNK_NESTING``,
-``PATTERN_TIMEOUT_S``, ``MAX_SAFE_INTEGER``), those of the HTTP endpoint
-(``MAX_CONNECTIONS``, ``MAX_BODY_BYTES``, ``REQUEST_TIMEOUT_S``, ``IDLE_TIMEOUT_S``) and
-those of recording (``UPSTREAM_IDLE_TIMEOUT_S``, ``RECORDED_CHUNK_NESTING``);
+input are exported too (``MAX_LINE_BYTES``, ``MAX_DECOMPRESSED_BYTES``, ``MAX_NESTING``,
+``MAX_CHUNK_NESTING``, ``PATTERN_TIMEOUT_S``, ``MAX_SAFE_INTEGER``), those of the HTTP
+endpoint (``MAX_CONNECTIONS``, ``MAX_BODY_BYTES``, ``REQUEST_TIMEOUT_S``,
+``IDLE_TIMEOUT_S``) and those of recording (``UPSTREAM_IDLE_TIMEOUT_S``,
+``RECORDED_CHUNK_NESTING``);
 docs/limits.md says what each bounds.
 """
 
@@ -51,16 +52,16 @@ if TYPE_CHECKING:
     from ._fixture.dsh_replay import DshReplay
     from ._format.chunk_rows import decode_storage_record, pack_chunk_runs
     from ._format.events import Event, SessionHeader, StreamChunk
-    from ._format.json_values import MAX_SAFE_INTEGER
+    from ._format.json_values import MAX_NESTING, MAX_SAFE_INTEGER
     from ._format.jsonl import (
         MAX_LINE_BYTES,
-        MAX_NESTING,
         dump_session_log,
         parse_session_header,
         parse_session_log,
         read_session_log,
     )
     from ._format.redact import Redactor
+    from ._format.zstd import MAX_DECOMPRESSED_BYTES
     from ._recording.proxy import UPSTREAM_IDLE_TIMEOUT_S
     from ._recording.recorder import RECORDED_CHUNK_NESTING, RecordingModel
     from ._replay.model import ReplayBinding, ReplayModel
@@ -106,6 +107,7 @@ __all__ = [  # noqa: RUF022
     "MAX_BODY_BYTES",
     "MAX_CHUNK_NESTING",
     "MAX_CONNECTIONS",
+    "MAX_DECOMPRESSED_BYTES",
     "MAX_LINE_BYTES",
     "MAX_NESTING",
     "MAX_SAFE_INTEGER",
@@ -182,8 +184,9 @@ _MODULE_OF: dict[str, str] = {
     "LogMismatchError": "_errors",
     "MAX_CHUNK_NESTING": "_scripts.entries",
     "MAX_CONNECTIONS": "_endpoint.server",
+    "MAX_DECOMPRESSED_BYTES": "_format.zstd",
     "MAX_LINE_BYTES": "_format.jsonl",
-    "MAX_NESTING": "_format.jsonl",
+    "MAX_NESTING": "_format.json_values",
     "MAX_SAFE_INTEGER": "_format.json_values",
     "MemoryBackend": "_store.backends.base",
     "OverrideError": "_errors",

@@ -22,7 +22,7 @@ from typing import TextIO
 import orjson
 
 from ._check.normalize import canonical_log
-from ._errors import DshReplayError
+from ._errors import DshReplayError, SessionLogError
 from ._format.events import Event
 from ._format.jsonl import iter_log_lines, parse_session_log, plain_reads, read_log_bytes
 from ._format.redact import Redactor, delta_runs, stream_runs_of
@@ -38,7 +38,14 @@ __all__ = ["main"]
 
 def _write_json(value: object, out: TextIO) -> None:
     out.flush()
-    data = orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
+    try:
+        data = orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
+    except orjson.JSONEncodeError:
+        # A chunk may nest up to the limit (docs/limits.md#nesting); inside the printed
+        # scripts it sits a few levels deeper than orjson's own 254-level limit.
+        import json
+
+        data = json.dumps(value, indent=2, ensure_ascii=False).encode() + b"\n"
     buffer = getattr(out, "buffer", None)
     if buffer is not None:
         buffer.write(data)
@@ -193,15 +200,24 @@ def _log_files(target: Path) -> list[Path]:
     )
 
 
+def _canonical(path: Path, data: bytes) -> bytes:
+    """The log at ``path`` in the committed form; an error names the file.
+
+    Raises:
+        SessionLogError: The log does not parse, or the writer cannot write a record of
+            it (one nested deeper than the serializer's 254 levels), naming ``path``.
+    """
+    try:
+        return canonical_log(data, source=str(path))
+    except SessionLogError as error:
+        raise error.at(path=str(path), line=None) from None
+
+
 def _log_problems(path: Path, redactor: Redactor, *, strict_form: bool) -> list[str]:
     """Secret problems of one log (and, when ``strict_form``, its form), one line each."""
     problems: list[str] = []
     data = read_log_bytes(path)
-    if (
-        strict_form
-        and not path.name.endswith(ZSTD_SUFFIXES)
-        and canonical_log(data, source=str(path)) != data
-    ):
+    if strict_form and not path.name.endswith(ZSTD_SUFFIXES) and _canonical(path, data) != data:
         problems.append(
             f"{path}: not in the committed form (projected envelopes, packed chunk rows); "
             f"canonicalize it with: dsh-replay fmt {path}"
@@ -366,7 +382,7 @@ def _cmd_fmt(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             err.write(f"dsh-replay: {path}: skipped, fmt rewrites plain .jsonl logs only\n")
             continue
         data = path.read_bytes()
-        canonical = canonical_log(data, source=str(path))
+        canonical = _canonical(path, data)
         if canonical == data:
             continue
         if args.check:

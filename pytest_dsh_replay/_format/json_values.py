@@ -30,6 +30,7 @@ from .._errors import SessionStoreError
 
 __all__ = [
     "ABSENT",
+    "MAX_NESTING",
     "MAX_SAFE_INTEGER",
     "PLAIN_ONLY",
     "Absent",
@@ -73,6 +74,16 @@ Not JSON ``null``, which is a value. Compare with ``is``; annotate as ``T | Abse
 
 MAX_SAFE_INTEGER: Final[int] = 2**53 - 1
 """The largest integer a JavaScript number holds exactly (``Number.MAX_SAFE_INTEGER``)."""
+
+MAX_NESTING: Final[int] = 1024
+"""The deepest nesting of arrays and objects a record may have: 1024 levels.
+
+This is the JSON parser's own limit; a deeper record is refused, naming its line. (A
+stream chunk that replay serves must also fit the serializer's limit of 254 levels, so
+a chunk nested deeper than that is refused by the script builder, naming its line.)
+Every walk over a parsed value is iterative, so a value up to this depth is read,
+checked and shown without recursion (docs/limits.md#nesting).
+"""
 
 
 # --- numbers -------------------------------------------------------------------------------
@@ -234,41 +245,43 @@ def _walk_float(value: float, where: str) -> float:
     return value
 
 
-def _walk_dict(value: Mapping[Any, Any], where: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in value.items():
-        if k.__class__ is not str:
-            raise _not_lossless(where, f"object key {k!r} is not a string")
-        out[k] = _json_walk(v, f"{where}.{k}")
-    return out
-
-
-def _walk_list(value: list[Any], where: str) -> list[Any]:
-    return [_json_walk(v, f"{where}[{i}]") for i, v in enumerate(value)]
-
-
-_WALKERS: Final[dict[type, Callable[[Any, str], Any]]] = {
+_SCALAR_WALKERS: Final[dict[type, Callable[[Any, str], Any]]] = {
     str: _walk_str,
     type(None): _walk_scalar,
     bool: _walk_scalar,
     int: _walk_int,
     float: _walk_float,
-    dict: _walk_dict,
-    list: _walk_list,
 }
-"""How :func:`_json_walk` copies a value of each exact JSON type."""
+"""How :func:`_json_walk` copies a scalar of each exact JSON type."""
 
 
-def _json_walk(value: Any, where: str) -> Any:
-    """:func:`json_copy`, one value at a time (the slow path, which names a problem)."""
-    walker = _WALKERS.get(value.__class__)
+class _Copying:
+    """A dict or list being copied by :func:`_json_walk`: its copy, and what is left of it."""
+
+    __slots__ = ("members", "out")
+
+    def __init__(self, out: dict[str, Any] | list[Any], members: Iterator[tuple[Any, Any, str]]):
+        self.out = out
+        self.members = members  # (key, or None in a list; value; its path)
+
+
+def _dict_members(value: Mapping[Any, Any], where: str) -> Iterator[tuple[Any, Any, str]]:
+    for k, v in value.items():
+        if k.__class__ is not str:
+            raise _not_lossless(where, f"object key {k!r} is not a string")
+        yield k, v, f"{where}.{k}"
+
+
+def _copy_or_open(value: Any, where: str) -> Any:
+    """A scalar's copy, or a :class:`_Copying` for a dict or list (subclasses too)."""
+    walker = _SCALAR_WALKERS.get(value.__class__)
     if walker is not None:
         return walker(value, where)
     # Subclasses: containers are walked, scalars (enums and the like) give their plain value.
     if isinstance(value, dict):
-        return _walk_dict(value, where)
+        return _Copying({}, _dict_members(value, where))
     if isinstance(value, list):
-        return _walk_list(value, where)
+        return _Copying([], ((None, v, f"{where}[{i}]") for i, v in enumerate(value)))
     if isinstance(value, str):
         return _walk_str(str.__str__(value), where)
     if isinstance(value, int):
@@ -280,6 +293,41 @@ def _json_walk(value: Any, where: str) -> Any:
         f"{type(value).__name__} values have no exact JSON form (use dict, list, str, int, "
         "float, bool or None)",
     )
+
+
+def _json_walk(value: Any, where: str) -> Any:
+    """:func:`json_copy`, one value at a time (the slow path, which names a problem).
+
+    Iterative, so any depth is walked without recursion; a value nested deeper than
+    :data:`MAX_NESTING` is refused, as no reader reads it back.
+    """
+    first = _copy_or_open(value, where)
+    if not isinstance(first, _Copying):
+        return first
+    stack = [first]
+    while stack:
+        top = stack[-1]
+        member = next(top.members, None)
+        if member is None:
+            stack.pop()
+            continue
+        key, item, path = member
+        copied = _copy_or_open(item, path)
+        if isinstance(copied, _Copying):
+            if len(stack) >= MAX_NESTING:
+                raise _not_lossless(
+                    path,
+                    f"it nests arrays and objects deeper than {MAX_NESTING} levels, which "
+                    "no JSON reader here reads back",
+                )
+            stack.append(copied)
+            copied = copied.out
+        out = top.out
+        if isinstance(out, list):
+            out.append(copied)
+        else:
+            out[key] = copied
+    return first.out
 
 
 def plain_json(value: Any) -> Any:

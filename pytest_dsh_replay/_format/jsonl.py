@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import os
+import zlib
 from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -48,16 +49,24 @@ from .events import (
     header_problem,
     header_version,
 )
-from .json_values import ABSENT, describe_json
+from .json_values import ABSENT, MAX_NESTING, describe_json
 from .log_names import check_log_name
 from .typed import ROW_LINE_PREFIXES, STREAM_LINE_PREFIXES, decode_call_line
-from .zstd import ZSTD_MAGIC, ZSTD_SUFFIXES, decompress_frames
+from .zstd import (
+    ZSTD_MAGIC,
+    ZSTD_SUFFIXES,
+    check_compressed_size,
+    decompress_frames,
+    iter_frames,
+)
 
 __all__ = [
     "MAX_LINE_BYTES",
     "MAX_NESTING",
+    "body_digests",
     "dump_session_log",
     "fsync_dir",
+    "head_digest",
     "header_line",
     "iter_log_lines",
     "iter_records",
@@ -77,14 +86,6 @@ MAX_LINE_BYTES: Final[int] = 64 * 1024 * 1024
 A longer line is refused before it is parsed, and a plain file is never read further
 than that into the line, so a damaged or hostile file (a multi-gigabyte line without a
 newline) cannot exhaust memory.
-"""
-
-MAX_NESTING: Final[int] = 1024
-"""The deepest nesting of arrays and objects a record may have: 1024 levels.
-
-This is the JSON parser's own limit; a deeper record is refused, naming its line. (A
-stream chunk that replay serves must also fit the serializer's limit of 254 levels, so
-a chunk nested deeper than that is refused by the script builder, naming its line.)
 """
 
 _BOM: Final = b"\xef\xbb\xbf"
@@ -474,8 +475,9 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
 
     A plain log is streamed from disk, so only the line being parsed is in memory; a
     zstd log (by name or by its frame magic) is decompressed whole first (its frames
-    must all be checked anyway). Use the result in a ``with`` block and pass it to
-    :func:`iter_log_lines`.
+    must all be checked anyway), up to
+    :data:`~pytest_dsh_replay._format.zstd.MAX_DECOMPRESSED_BYTES` of text. Use the
+    result in a ``with`` block and pass it to :func:`iter_log_lines`.
 
     Args:
         path: A ``.jsonl``, ``.jsonl.zst`` or ``.jsonl.zstd`` file.
@@ -484,8 +486,8 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
         A binary file object positioned at the start of the log text.
 
     Raises:
-        SessionLogError: The file cannot be opened, zstd support is missing, or the zstd
-            container is damaged.
+        SessionLogError: The file cannot be opened, zstd support is missing, the zstd
+            container is damaged, or it holds more text than the limit.
     """
     name = os.fspath(path)
     try:
@@ -495,6 +497,7 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
     try:
         if name.endswith(ZSTD_SUFFIXES) or f.peek(4)[:4] == ZSTD_MAGIC:
             with f:
+                check_compressed_size(os.fstat(f.fileno()).st_size, name)
                 return io.BytesIO(decompress_frames(f.read(), name))
     except OSError as err:
         f.close()
@@ -562,7 +565,11 @@ def _parsed_small_log(f: IO[bytes], source: str) -> Iterator[tuple[int, Any]] | 
 
 @contextmanager
 def open_session_log(
-    path: str | os.PathLike[str], *, mode: HeaderMode = "replay", calls: bool = False
+    path: str | os.PathLike[str],
+    *,
+    mode: HeaderMode = "replay",
+    calls: bool = False,
+    text: list[IO[bytes]] | None = None,
 ) -> Iterator[tuple[SessionHeader, int, Iterator[tuple[int, Any]]]]:
     """Open a log file and read its header; the body follows as parsed lines.
 
@@ -571,6 +578,8 @@ def open_session_log(
         mode: How strictly the header is checked (:data:`HeaderMode`).
         calls: Decode call lines typed (see :func:`iter_log_lines`) when the log holds
             :data:`TYPED_MIN_BYTES` or more: for the script builder only.
+        text: A list that receives the file object of the log's plain text, to read
+            its head again (:func:`head_digest`) while the log is open.
 
     Yields:
         ``(header, header_line, body)``: the validated header, its line number, and
@@ -582,6 +591,8 @@ def open_session_log(
     """
     source = os.fspath(path)
     with open_log(path) as f:
+        if text is not None:
+            text.append(f)
         if calls:  # typed decoding pays for importing msgspec only in a large log
             calls = _log_size(f) >= TYPED_MIN_BYTES and not _PLAIN_READS.get()
         parsed = None if calls else _parsed_small_log(f, source)
@@ -593,6 +604,91 @@ def open_session_log(
         if mode != "lenient":
             check_log_name(header, source, first[0])
         yield header, first[0], lines
+
+
+def head_digest(f: IO[bytes], lines: int) -> tuple[int, int] | None:
+    """The size and digest of a log's lines 2 to ``lines - 1``, its header on line 1.
+
+    What a fork child's seed is compared by (docs/scenarios.md#structure): two logs
+    whose seed lines are the same bytes hold the same seed events, without reading
+    them as events.
+
+    Args:
+        f: The log's plain text (:func:`open_log`), read again from its start.
+        lines: The physical line where the region ends (excluded).
+
+    Returns:
+        ``(bytes, CRC-32)`` of the region; ``None`` when the header is not
+        the first line, or the region has a line longer than :data:`MAX_LINE_BYTES`
+        or ends without a newline.
+    """
+    f.seek(0)
+    if not f.readline(MAX_LINE_BYTES + 1).startswith(b"{"):
+        return None  # a byte-order mark or blank lines before the header
+    crc = 0
+    size = 0
+    for _ in range(lines - 2):
+        line = f.readline(MAX_LINE_BYTES + 1)
+        if not line.endswith(b"\n"):
+            return None
+        crc = zlib.crc32(line, crc)
+        size += len(line)
+    return size, crc
+
+
+def body_digests(path: str | os.PathLike[str], sizes: Iterable[int]) -> dict[int, int] | None:
+    """The digests of the first ``size`` bytes after a log's header line, for each size.
+
+    A fork parent's side of :func:`head_digest`: only the head of the log that the
+    largest size needs is read (a zstd log's later frames are never decompressed).
+
+    Returns:
+        ``{size: CRC-32}``; ``None`` when the header is not the first line or
+        the log's body is shorter than a size.
+
+    Raises:
+        SessionLogError: The file cannot be read or its zstd container is damaged.
+    """
+    wanted = sorted(set(sizes))
+    need = wanted[-1] if wanted else 0
+    source = os.fspath(path)
+    try:
+        with open(source, "rb") as f:
+            magic = f.read(len(ZSTD_MAGIC))
+            if source.endswith(ZSTD_SUFFIXES) or magic == ZSTD_MAGIC:
+                check_compressed_size(os.fstat(f.fileno()).st_size, source)
+                first, body = _zstd_head(magic + f.read(), source, need)
+            else:
+                f.seek(0)
+                first = f.readline(MAX_LINE_BYTES + 1)
+                body = f.read(need)
+    except OSError as err:
+        raise read_failed(err, source) from None
+    if not first.startswith(b"{") or not first.endswith(b"\n") or len(body) < need:
+        return None
+    found: dict[int, int] = {}
+    crc = done = 0
+    view = memoryview(body)
+    for size in wanted:
+        crc = zlib.crc32(view[done:size], crc)
+        done = size
+        found[size] = crc
+    return found
+
+
+def _zstd_head(data: bytes, source: str, need: int) -> tuple[bytes, bytes]:
+    """A zstd log's first line, and at most ``need`` bytes after it: only those decompressed."""
+    text = bytearray()
+    start = 0
+    for _, piece, _ in iter_frames(data, source):
+        text += piece
+        if not start:
+            start = text.find(b"\n") + 1
+        if start and len(text) - start >= need:
+            break
+    if not start:
+        return bytes(text), b""
+    return bytes(text[:start]), bytes(text[start : start + need])
 
 
 def read_session_log(path: str | os.PathLike[str]) -> SessionLog:

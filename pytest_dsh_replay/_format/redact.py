@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 _IDENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NO_KEY: Final = object()  # Redactor.find: a value that is no object's member
 _DELTA_FIELDS: Final = {
     "text-delta": "text",
     "reasoning-delta": "text",
@@ -212,24 +213,33 @@ class Redactor:
         return out
 
     def find(self, value: Any, path: str = "$") -> Iterable[tuple[str, str]]:
-        """Yield ``(json_path, rule_name)`` for each string or key in ``value`` with a secret."""
-        if isinstance(value, str):
-            for name, rx in self._compiled:
-                if rx.search(value):
-                    yield path, name
-                    return
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                sub = f"{path}.{k}" if _IDENT.fullmatch(k) else f"{path}[{k!r}]"
-                for name, rx in self._compiled:
-                    if rx.search(k):
+        """Yield ``(json_path, rule_name)`` for each string or key in ``value`` with a secret.
+
+        Strings and keys are visited in document order, without recursion, so a value
+        of any depth is searched (docs/limits.md#nesting).
+        """
+        # (the key it is found under, or _NO_KEY; the value; the path of its container)
+        stack: list[tuple[Any, Any, str]] = [(_NO_KEY, value, path)]
+        pop, push, rules = stack.pop, stack.extend, self._compiled
+        while stack:
+            key, value, path = pop()
+            if key is not _NO_KEY:  # a member of an object: its key first, then its value
+                sub = f"{path}.{key}" if _IDENT.fullmatch(key) else f"{path}[{key!r}]"
+                for name, rx in rules:
+                    if rx.search(key):
                         yield f"{path} (a key)", name
                         sub = f"{path}[{REDACTED!r}]"
                         break
-                yield from self.find(v, sub)
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                yield from self.find(v, f"{path}[{i}]")
+                path = sub
+            if isinstance(value, str):
+                for name, rx in rules:
+                    if rx.search(value):
+                        yield path, name
+                        break
+            elif isinstance(value, dict):
+                push([(k, v, path) for k, v in reversed(value.items())])
+            elif isinstance(value, list):
+                push([(_NO_KEY, v, f"{path}[{i}]") for i, v in reversed(list(enumerate(value)))])
 
 
 def _first_match(rules: Sequence[tuple[str, re.Pattern[str]]]) -> Callable[[str], bool]:

@@ -107,25 +107,67 @@ def text_safe(value: Any) -> Any:
     return _text_safe_walk(value)
 
 
+class _Container:
+    """One dict, list or tuple on :func:`_text_safe_walk`'s stack: its items as walked."""
+
+    __slots__ = ("items", "keys", "out", "pairs", "value")
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self.pairs: list[tuple[Any, Any]] | None = None
+        self.keys: list[Any] = []
+        if isinstance(value, dict):
+            pairs = self.pairs = list(value.items())  # what a subclass shows, read once
+            self.keys = [repair_surrogates(k) if isinstance(k, str) else k for k, _ in pairs]
+            self.items: Iterator[Any] = (v for _, v in pairs)
+        else:
+            self.items = iter(value)
+        self.out: list[Any] = []
+
+    def result(self) -> Any:
+        """The container with its walked items: itself when none changed, else a copy."""
+        value, out, pairs = self.value, self.out, self.pairs
+        if pairs is None:
+            same = all(a is b for a, b in zip(out, value, strict=True))
+            return value if same else out
+        same = all(
+            key is k and item is v for key, item, (k, v) in zip(self.keys, out, pairs, strict=True)
+        )
+        return value if same else dict(zip(self.keys, out, strict=True))
+
+
+_END: Final = object()
+
+
 def _text_safe_walk(value: Any) -> Any:
-    """:func:`text_safe`, value by value."""
+    """:func:`text_safe`, value by value, without recursion (any depth; a cycle is kept).
+
+    A container met again inside itself (a cyclic in-process object, which no JSON
+    value is) is left as it is there rather than walked for ever.
+    """
     if isinstance(value, str):
         return repair_surrogates(value)
-    if isinstance(value, dict):
-        changed = False
-        out: dict[Any, Any] = {}
-        for k, v in value.items():
-            key = repair_surrogates(k) if isinstance(k, str) else k
-            item = _text_safe_walk(v)
-            changed = changed or key is not k or item is not v
-            out[key] = item
-        return out if changed else value
-    if isinstance(value, list | tuple):
-        items = [_text_safe_walk(v) for v in value]
-        if any(a is not b for a, b in zip(items, value, strict=True)):
-            return items
+    if not isinstance(value, dict | list | tuple):
         return value
-    return value
+    stack = [_Container(value)]
+    open_ids = {id(value)}
+    while True:
+        top = stack[-1]
+        item = next(top.items, _END)
+        if item is _END:
+            stack.pop()
+            open_ids.discard(id(top.value))
+            done = top.result()
+            if not stack:
+                return done
+            stack[-1].out.append(done)
+        elif isinstance(item, str):
+            top.out.append(repair_surrogates(item))
+        elif isinstance(item, dict | list | tuple) and id(item) not in open_ids:
+            stack.append(_Container(item))
+            open_ids.add(id(item))
+        else:
+            top.out.append(item)
 
 
 def _ends_high(text: str) -> bool:

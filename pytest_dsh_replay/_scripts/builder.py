@@ -419,12 +419,13 @@ class ScriptBuilder:
 
     def _unstorable(self) -> ScriptError:
         """The error for an open call whose chunks cannot be serialized (too deep)."""
-        for item, line in zip(self._items, self._lines, strict=True):
+        for n, (item, line) in enumerate(zip(self._items, self._lines, strict=True), start=1):
             try:
                 orjson.dumps([item])  # as in the list of the call's items
             except TypeError as err:
+                which = "on this line" if line is not None else f"number {n} in the call"
                 return ScriptError(
-                    f"the stream chunk of model call {self._key} on this line cannot be "
+                    f"the stream chunk of model call {self._key} {which} cannot be "
                     f"stored ({err}): a chunk may nest at most {MAX_CHUNK_NESTING} levels "
                     "of arrays and objects",
                     path=self.source,

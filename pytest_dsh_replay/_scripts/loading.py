@@ -23,10 +23,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from .._errors import ScenarioError
+from .._errors import ScenarioError, SessionLogError
 from .._format.events import SessionHeader, SessionLog
 from .._format.jsonl import open_session_log, read_session_log, session_log_from_body
 from .._format.log_names import LogName, parse_log_name
@@ -41,6 +42,7 @@ from .scenario import (
     load_session_script,
     scenario_of,
 )
+from .structure import EventPrefix, check_seeds, check_tree, log_prefix, store_prefix
 
 if TYPE_CHECKING:
     from .._store.backends.sqlite import SqliteBackend
@@ -227,7 +229,19 @@ def _load_directory(
         load_session_script(d / name, primary=False, override=override_for(n), body=body(name))
         for n, name in enumerate(inv.children, start=1)
     ]
-    return scenario_of(d, primary, children)
+    return _checked(scenario_of(d, primary, children), log_prefix)
+
+
+def _checked(scenario: Scenario, prefix: EventPrefix, *, store: bool = False) -> Scenario:
+    """``scenario``, once its sessions form a tree and its fork seeds fit their parents.
+
+    ``store``: the scenario is a SQLite store, which holds every session its writer
+    created, so a child's parent must be one of them (docs/scenarios.md#structure).
+    """
+    if len(scenario.scripts) > 1:
+        check_tree(scenario.scripts, scenario.path, parents_inside=store)
+        check_seeds(scenario.scripts, prefix)
+    return scenario
 
 
 # --- a SQLite store ----------------------------------------------------------------------
@@ -246,7 +260,7 @@ def _store_script(path: Path, header: SessionHeader, backend: SqliteBackend) -> 
     source = f"{path}#{header.id}"
     seed_length = header.seed_length if header.seeded else 0
     builder = ScriptBuilder(skip=0 if primary else seed_length, source=source, rows=True)
-    for record in backend.records(header.id):
+    for record in backend.records(header.id, complete=True):
         builder.record(record)
     return derived_script(
         builder,
@@ -258,6 +272,18 @@ def _store_script(path: Path, header: SessionHeader, backend: SqliteBackend) -> 
     )
 
 
+def _stored_header(path: Path, backend: SqliteBackend, session_id: str) -> SessionHeader:
+    """The header of a session the store lists; one its id does not find is damage."""
+    header = backend.header(session_id)
+    if header is None:
+        raise SessionLogError(
+            f"corrupt SQLite store: session {session_id!r} is listed but not found by its "
+            "id (a damaged index)",
+            path=str(path),
+        )
+    return header
+
+
 def _load_store(p: Path) -> Scenario:
     """Every session of a store; the primary is the one without ``parentSession``."""
     from .._store.backends.sqlite import (
@@ -266,7 +292,7 @@ def _load_store(p: Path) -> Scenario:
 
     with SqliteBackend(p, read_only=True) as backend:
         backend.check_pages()
-        headers = [h for h in map(backend.header, backend.session_ids()) if h is not None]
+        headers = [_stored_header(p, backend, sid) for sid in backend.session_ids()]
         roots = [h for h in headers if h.parent_session is None]
         if len(roots) != 1:
             ids = ", ".join(repr(h.id) for h in roots) or "none"
@@ -277,8 +303,10 @@ def _load_store(p: Path) -> Scenario:
                 path=str(p),
             )
         scripts = [_store_script(p, h, backend) for h in headers]
-    primary = next(s for s in scripts if s.primary)
-    return scenario_of(p, primary, (s for s in scripts if not s.primary))
+        primary = next(s for s in scripts if s.primary)
+        scenario = scenario_of(p, primary, (s for s in scripts if not s.primary))
+        prefix = store_prefix(partial(backend.records, complete=True))
+        return _checked(scenario, prefix, store=True)
 
 
 # --- the runtime's sessions root ------------------------------------------------------
@@ -353,6 +381,13 @@ def _load_sessions_root(root: Path, session_id: str) -> Scenario:
     while frontier:
         parent = frontier.pop()
         kids = sorted(s for s, (_, h) in sessions.items() if h.parent_session == parent)
+        if session_id in kids:  # the primary below itself: its parents lead back to it
+            raise ScenarioError(
+                f"session {session_id!r} names parentSession "
+                f"{sessions[session_id][1].parent_session!r}, which is itself or one of its "
+                "own descendants: its sessions form a cycle",
+                path=str(sessions[session_id][0]),
+            )
         descendants.extend(kids)
         frontier.extend(kids)
 
@@ -360,7 +395,8 @@ def _load_sessions_root(root: Path, session_id: str) -> Scenario:
         log = sessions[sid][0]
         return load_session_script(log, primary=primary, file=str(log.relative_to(root)))
 
-    return scenario_of(root, script(session_id, True), (script(s, False) for s in descendants))
+    scenario = scenario_of(root, script(session_id, True), (script(s, False) for s in descendants))
+    return _checked(scenario, log_prefix)
 
 
 def _home_hint(d: Path, session_id: str) -> str:

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 from .._errors import RecordingError, SessionLogError
 from .._format.events import SEEDED_FORMAT, JSONObject, SessionHeader, SessionLike
-from .._format.jsonl import dump_session_log, open_session_log
+from .._format.jsonl import dump_session_log, head_digest, open_session_log
 from .._format.log_names import parse_log_name
 from .builder import ScriptBuilder
 from .entries import ReplayEntry
@@ -80,6 +80,9 @@ class SessionScript:
         opening_run: The texts of every message of that run, in order (``()``: none
             known): what tells apart children whose openings are equal (two questions
             asked after the same task).
+        seed_digest: For a fork child read from a log file, the size and digest of its
+            seed's lines (:func:`~pytest_dsh_replay._format.jsonl.head_digest`), to
+            compare them with its parent's log; ``None`` otherwise.
     """
 
     file: str
@@ -118,6 +121,7 @@ class SessionScript:
         from .._format.text import join_blocks
 
         return join_blocks(self.opening_blocks)
+    seed_digest: tuple[int, int] | None = field(default=None, compare=False)
 
     @property
     def first_user_shown(self) -> str | None:
@@ -265,7 +269,8 @@ def load_session_script(
     p = path if isinstance(path, Path) else Path(path)  # Path(Path) parses it again
     source = str(p)
     derive = override is None or override.replace is None
-    with open_session_log(p, calls=True) as (header, header_line, lines):
+    text: list[IO[bytes]] = []
+    with open_session_log(p, calls=True, text=text) as (header, header_line, lines):
         fmt = header.format
         marked = fmt >= SEEDED_FORMAT
         seed_length = header.seed_length if header.seeded and not marked else 0
@@ -276,12 +281,17 @@ def load_session_script(
             source=source,
             derive=derive,
         )
+        seed = (
+            _SeedLines(builder, marked) if not primary and (seed_length or header.seeded) else None
+        )
+        fed = lines if seed is None else seed.watch(lines)
         if body is None:
-            builder.feed(lines)
+            builder.feed(fed)
         else:
-            builder.feed(_kept(lines, body))
+            builder.feed(_kept(fed, body))
             if any(value.__class__ is not dict for _, value in body):
                 body.clear()  # decoded typed: not the values an event reader gets
+        digest = None if seed is None or seed.end is None else head_digest(text[0], seed.end)
     if marked:
         if header.seeded and not builder.markers:
             raise SessionLogError(
@@ -298,7 +308,7 @@ def load_session_script(
                 line=header_line,
             )
         seed_length = builder.boundary or 0
-    return derived_script(
+    script = derived_script(
         builder,
         header,
         file=file if file is not None else p.name,
@@ -308,6 +318,41 @@ def load_session_script(
         line=None if marked else header_line,
         override=override,
     )
+    return script if digest is None else replace(script, seed_digest=digest)
+
+
+class _SeedLines:
+    """Where a fork child's seed ends among its log's lines, noted while the log is fed.
+
+    Formats 0 and 1: the first line whose events are the child's own (the builder has
+    counted ``skip`` events before it). Formats 2 to 4: the line of the last inherited
+    ``session/end-seed`` marker (one event per line: the seed is the lines before it).
+    """
+
+    __slots__ = ("builder", "end", "marked")
+
+    def __init__(self, builder: ScriptBuilder, marked: bool) -> None:
+        self.builder = builder
+        self.marked = marked
+        self.end: int | None = None
+
+    def watch(self, lines: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+        builder = self.builder
+        lines = iter(lines)
+        if not self.marked:
+            for line in lines:
+                if builder.event_count >= builder.skip:
+                    self.end = line[0]
+                    yield line
+                    yield from lines  # the child's own lines, unwatched
+                    return
+                yield line
+            return
+        for line in lines:
+            markers = builder.markers
+            yield line
+            if builder.markers != markers:
+                self.end = line[0]
 
 
 def _kept(

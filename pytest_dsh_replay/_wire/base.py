@@ -497,10 +497,18 @@ def _json_type(value: Any) -> str:
     return "an object" if isinstance(value, Mapping) else "an array"
 
 
+ROLE_FIELDS: Final = frozenset({"messages", "input", "contents"})
+"""The list fields whose elements carry a ``role``, which must be a string (or ``null``)."""
+
+
 def misshapen(
     body: Mapping[str, Any], name: str, *, text: bool = False, single: bool = False
-) -> str | None:
+) -> tuple[str, str] | None:
     """Why ``body[name]`` is not an array of JSON objects, for the 400 that refuses it.
+
+    The elements of a field of :data:`ROLE_FIELDS` must also have a string ``role``
+    (when they have one): a role is compared with the roles a wire knows, and an object
+    or array there is no role any provider takes (docs/wires.md#refused).
 
     Args:
         body: The parsed request body.
@@ -509,24 +517,38 @@ def misshapen(
         single: One object passes too (a Gemini ``contents``).
 
     Returns:
-        ``None`` when the field is acceptable, else the message, naming the field and
-        the index of a bad element (``"Invalid type for 'messages[1]': expected an
-        object, got a string"``).
+        ``None`` when the field is acceptable, else ``(message, param)``: the message
+        names the field and the index of a bad element (``"Invalid type for
+        'messages[1]': expected an object, got a string"``); ``param`` is the field, or
+        the role refused (``"messages[0].role"``).
     """
     value = body.get(name)
     if value is None or (text and isinstance(value, str)):
         return None
     if single and isinstance(value, Mapping):
-        return None
+        return _bad_role(value, name) if name in ROLE_FIELDS else None
     if not isinstance(value, list):
         wanted = "a string or an array of objects" if text else "an array of objects"
-        return f"Invalid type for '{name}': expected {wanted}, got {_json_type(value)}"
+        return f"Invalid type for '{name}': expected {wanted}, got {_json_type(value)}", name
     for index, element in enumerate(value):
+        where = f"{name}[{index}]"
         if not isinstance(element, Mapping):
             return (
-                f"Invalid type for '{name}[{index}]': expected an object, got {_json_type(element)}"
+                f"Invalid type for '{where}': expected an object, got {_json_type(element)}",
+                name,
             )
+        if name in ROLE_FIELDS and (bad := _bad_role(element, where)) is not None:
+            return bad
     return None
+
+
+def _bad_role(element: Mapping[str, Any], where: str) -> tuple[str, str] | None:
+    role = element.get("role")
+    if role is None or isinstance(role, str):
+        return None
+    return f"Invalid type for '{where}.role': expected a string, got {_json_type(role)}", (
+        f"{where}.role"
+    )
 
 
 def refuse_misshapen(
@@ -552,7 +574,8 @@ def refuse_misshapen(
     for name in fields:
         problem = misshapen(body, name, text=name in text, single=name in single)
         if problem is not None:
-            raise BadRequest(refusal(400, problem, param=name))
+            message, param = problem
+            raise BadRequest(refusal(400, message, param=param))
 
 
 def int_field(value: Any) -> int | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -14,3 +15,25 @@ def same_values(left: Any, right: Any) -> bool:
     if isinstance(left, list | tuple):
         return len(left) == len(right) and all(map(same_values, left, right))
     return repr(left) == repr(right)
+
+
+def json_paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every path into a JSON value (the value itself included), depth first."""
+    yield path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from json_paths(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from json_paths(v, (*path, i))
+
+
+def replace_at(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    """``value`` with ``new`` at ``path`` (in place; the root itself is replaced by a new one)."""
+    if not path:
+        return new
+    parent = value
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = new
+    return value

@@ -214,3 +214,27 @@ def test_the_package_cites_no_private_design_document() -> None:
     """Users have neither SPEC.md, DESIGN.md nor RUNTIME.md: comments cite docs/ pages."""
     paths = [p for p in _sources() if p.is_relative_to(PACKAGE)]
     assert _private_citations(paths) == []
+
+
+def _limit_constants() -> list[str]:
+    """The exported constants that bound input: ``MAX_*`` and ``*_TIMEOUT_S``."""
+    return [
+        name
+        for name in pytest_dsh_replay.__all__
+        if name.startswith("MAX_") or name.endswith("_TIMEOUT_S")
+    ]
+
+
+def test_every_limit_is_on_the_limits_page_and_in_the_readme() -> None:
+    # docs/limits.md's table lists every limit with its constant (as a link to its API
+    # entry); the README's "Limits on recorded input" names each one too.
+    limits = list(_lines_outside_code(DOCS / "limits.md"))
+    table = [line for line in limits if line.startswith("| ")]
+    readme = README.read_text(encoding="utf-8")
+    start = readme.index("## Limits on recorded input")
+    section = readme[start : readme.index("\n## ", start + 1)]
+    constants = _limit_constants()
+    assert {"MAX_DECOMPRESSED_BYTES", "MAX_NESTING", "MAX_LINE_BYTES"} <= set(constants)
+    for name in constants:
+        assert any(f"[pytest_dsh_replay.{name}]" in row for row in table), name
+        assert f"`pytest_dsh_replay.{name}`" in section, name

@@ -305,24 +305,39 @@ class SqliteBackend:
     def check_pages(self) -> None:
         """Check the file's pages, which no checksum guards, before its sessions are read.
 
-        Two checks (docs/format.md#sqlite-store): SQLite's ``quick_check`` over the b-tree
-        pages, and each session's rows counted in the table itself, which every later
-        read of that session through the index must match. ``quick_check`` does not
-        compare an index with its table, and a damaged index page can hide a session's
-        last rows, so a damaged store would otherwise read as a shorter log.
+        Four checks (docs/format.md#sqlite-store): SQLite's ``quick_check`` over the
+        b-tree pages; ``integrity_check`` of the ``sessions`` table, which also compares
+        it with the index every session is found by (``quick_check`` compares no index
+        with its table, and a damaged index entry or session id would hide a session);
+        each session's rows counted in the ``events`` table itself, which every later
+        read of that session through the index must match (a damaged index page can
+        hide a session's last rows); and no event rows of a session the store does not
+        hold. A damaged store would otherwise read as fewer sessions or a shorter log.
 
         Raises:
             SessionLogError: The store's pages are damaged, naming the store.
         """
         found = self._query("PRAGMA quick_check(1)")
         if found and found[0][0] != "ok":
-            raise SessionLogError(
-                f"corrupt SQLite store: its pages are damaged ({found[0][0]})", path=self._source
-            )
+            raise self._damaged(f"its pages are damaged ({found[0][0]})")
+        found = self._query("PRAGMA integrity_check(sessions)")
+        if found and found[0][0] != "ok":
+            raise self._damaged(f"its sessions table is damaged ({found[0][0]})")
         counted = self._query(
             "SELECT session_id, count(*) FROM events NOT INDEXED GROUP BY session_id"
         )
         self._table_counts = {str(sid): int(n) for sid, n in counted}
+        held = {str(r[0]) for r in self._query("SELECT id FROM sessions NOT INDEXED")}
+        orphans = sorted(set(self._table_counts) - held)
+        if orphans:
+            raise self._damaged(
+                f"{self._table_counts[orphans[0]]} event rows belong to session "
+                f"{orphans[0]!r}, which its sessions table does not hold (a damaged "
+                "session id or row)"
+            )
+
+    def _damaged(self, reason: str) -> SessionLogError:
+        return SessionLogError(f"corrupt SQLite store: {reason}", path=self._source)
 
     def exists(self, session_id: str) -> bool:
         """Whether the store has a row for this session."""
@@ -367,13 +382,29 @@ class SqliteBackend:
             if header is not None:
                 yield SessionLog(header, expand_records(self.records(sid)))
 
-    def records(self, session_id: str) -> list[Event | PackedRow]:
+    def records(self, session_id: str, *, complete: bool = False) -> list[Event | PackedRow]:
         """A session's committed records (events and packed rows), a torn tail left out.
 
+        Args:
+            session_id: The session.
+            complete: Refuse a torn tail instead of leaving it out: a scenario is a
+                finished recording, and every write to a store is one transaction, so
+                rows that do not read after the last ``turn/end`` are damage there.
+
         Raises:
-            SessionLogError: Committed rows are damaged (names the store and the seq).
+            SessionLogError: Committed rows are damaged (names the store and the seq),
+                or ``complete`` and the session has a torn tail.
         """
-        return scan_rows(self._rows(session_id), f"{self._source}#{session_id}")[0]
+        source = f"{self._source}#{session_id}"
+        records, _, torn = scan_rows(self._rows(session_id), source)
+        if complete and torn is not None:
+            raise SessionLogError(
+                f"corrupt SQLite store: the rows of session {session_id} from seq {torn} "
+                "on do not read (a torn or damaged tail after its last turn/end); a "
+                "scenario store must hold complete sessions",
+                path=source,
+            )
+        return records
 
     def _records(
         self, session_id: str

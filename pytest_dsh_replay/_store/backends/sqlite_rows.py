@@ -40,7 +40,8 @@ from ..._format.chunk_rows import (
 )
 from ..._format.events import Event, JSONObject, SessionHeader
 from ..._format.json_values import MAX_SAFE_INTEGER
-from ..._format.zstd import ZSTD_MAGIC, compress_frame
+from ..._format.jsonl import MAX_LINE_BYTES
+from ..._format.zstd import ZSTD_MAGIC, OutputLimitError, compress_frame, decompress_frame
 from ..log_rules import store_header
 
 __all__ = [
@@ -263,15 +264,14 @@ def _decode_data(value: Any, limit: int | None) -> tuple[Any, int]:
                 "data is zstd-compressed and the zstandard package is not installed; install "
                 "it with: pip install 'pytest-dsh-replay[zstd]'"
             )
-        try:
-            obj = zstd.ZstdDecompressor().decompressobj()
-            raw = obj.decompress(value)
+        try:  # a cell holds one record's data: at most a line's bytes (docs/limits.md)
+            raw, end = decompress_frame(zstd, value, 0, MAX_LINE_BYTES if limit is None else limit)
+        except OutputLimitError as err:
+            raise ValueError(f"data exceeds {err.limit} UTF-8 bytes") from None
         except zstd.ZstdError as err:
             raise ValueError(f"data BLOB does not decompress ({err})") from None
-        if not obj.eof or obj.unused_data:
+        if end != len(value):
             raise ValueError("data BLOB is not exactly one complete zstd frame")
-        if limit is not None and len(raw) > limit:
-            raise ValueError(f"data exceeds {limit} UTF-8 bytes")
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.flips import flipped_loads
 from support.hang_guard import deadline
 
 from pytest_dsh_replay import DshReplayError, load_scenario
@@ -154,33 +155,26 @@ def _same_but_strings(a: Any, b: Any, where: str = "$") -> str | None:
     return f"{where}: {a!r} became {b!r}"
 
 
+def _guarded_load(path: Path) -> Any:
+    with deadline(PER_LOAD_S):
+        return _load(path)
+
+
 def _flip_loop(path: Path, rng: random.Random) -> dict[str, int]:
-    original_bytes = path.read_bytes()
     original = _load(path)
     outcomes: dict[str, int] = {}
     started = time.monotonic()
-    for n in range(FLIPS):
-        data = bytearray(original_bytes)
-        at = rng.randrange(len(data))
-        data[at] ^= rng.randrange(1, 256)
-        path.write_bytes(data)
-        where = f"{path.name}: flip {n} at byte {at} ({original_bytes[at]:#04x} -> {data[at]:#04x})"
-        refused: str | None = None
-        try:
-            with deadline(PER_LOAD_S):
-                loaded = _load(path)
-        except DshReplayError as err:
-            outcome = type(err).__name__
-            refused = str(err)
-        if refused is not None:
+    for where, loaded in flipped_loads(path, FLIPS, rng, _guarded_load):
+        if isinstance(loaded, DshReplayError):
+            refused = str(loaded)
             assert path.name in refused, f"{where}: the error does not name the file: {refused}"
+            outcome = type(loaded).__name__
         else:
             changed = _same_but_strings(original, loaded)
             assert changed is None, f"{where}: loaded as something else: {changed}"
             outcome = "loaded"
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         assert time.monotonic() - started < TOTAL_S, f"{where}: the loop runs too long"
-    path.write_bytes(original_bytes)
     return outcomes
 
 

@@ -18,12 +18,12 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
 from support.corpus_support import corpus_scenarios, require_corpus
 from support.hang_guard import deadline
+from support.values import json_paths, replace_at
 
 from pytest_dsh_replay import (
     DshReplayError,
@@ -122,27 +122,6 @@ def _lines(data: bytes) -> list[bytes]:
     return data.splitlines(keepends=True)
 
 
-def _nodes(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    """Every path into a JSON value (the value itself included), depth first."""
-    yield path
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _nodes(v, (*path, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _nodes(v, (*path, i))
-
-
-def _replace(value: Any, path: tuple[Any, ...], new: Any) -> Any:
-    if not path:
-        return new
-    parent = value
-    for key in path[:-1]:
-        parent = parent[key]
-    parent[path[-1]] = new
-    return value
-
-
 def _splice(rng: random.Random, line: bytes) -> bytes | None:
     """Replace one value of a JSON line (or one key) with a hostile literal."""
     try:
@@ -150,7 +129,7 @@ def _splice(rng: random.Random, line: bytes) -> bytes | None:
         orjson.dumps(value)  # a line an earlier mutation nested too deep is left alone
     except (orjson.JSONDecodeError, TypeError):
         return None
-    paths = list(_nodes(value))
+    paths = list(json_paths(value))
     interesting = [
         p
         for p in paths
@@ -165,8 +144,8 @@ def _splice(rng: random.Random, line: bytes) -> bytes | None:
         del parent[path[-1]]
         return orjson.dumps(value) + b"\n"
     if path and path[-1] == "type" and rng.random() < 0.5:
-        return orjson.dumps(_replace(value, path, rng.choice(_TYPES))) + b"\n"
-    text = orjson.dumps(_replace(value, path, _HOLE))
+        return orjson.dumps(replace_at(value, path, rng.choice(_TYPES))) + b"\n"
+    text = orjson.dumps(replace_at(value, path, _HOLE))
     return text.replace(b'"' + _HOLE.encode() + b'"', rng.choice(_LITERALS), 1) + b"\n"
 
 

@@ -12,6 +12,7 @@ not a timing assertion: targets are measured in ``benchmarks/``.
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -139,6 +140,183 @@ def test_deep_turn_values_do_not_recurse(tmp_path: Path) -> None:
     assert "ended without a finish" in str(err)
 
 
+# The depths of issue 41: a chunk object nesting this many levels (itself the first). Up
+# to MAX_CHUNK_NESTING it loads and is served; deeper, its line is refused as a stream
+# chunk the script cannot store; past what fits a line of MAX_NESTING levels, as JSON
+# that nests too deep. Never a RecursionError, never a traceback.
+CHUNK_DEPTHS = {
+    200: None,
+    253: None,
+    254: ScriptError,
+    500: ScriptError,
+    1000: ScriptError,
+    1024: SessionLogError,
+    1025: SessionLogError,
+}
+
+
+def deep_finish(depth: int) -> bytes:
+    """A finish chunk nesting ``depth`` levels: the chunk, its reason, then arrays."""
+    return b'{"type":"finish","reason":{"kind":"stop","x":' + nested(depth - 2) + b"}}"
+
+
+def deep_chunk_scenario(tmp_path: Path, depth: int) -> Path:
+    body = b'{"type":"assistant/chunk","data":{"turn":1,"step":1,"chunk":'
+    return scenario_dir(tmp_path, body + deep_finish(depth) + b"}}\n", f"depth-{depth}")
+
+
+@pytest.mark.parametrize(("depth", "refused"), CHUNK_DEPTHS.items())
+def test_a_deep_stream_chunk_loads_or_is_refused_naming_its_line(
+    tmp_path: Path, depth: int, refused: type[DshReplayError] | None
+) -> None:
+    d = deep_chunk_scenario(tmp_path, depth)
+    if refused is None:
+        scenario = load_scenario(d)
+        (chunk,) = ReplayModel(scenario).stream({"messages": []})
+        assert chunk["type"] == "finish"
+        return
+    err = load_error(d)
+    assert type(err) is refused
+    assert (err.path, err.line) == (str(d / "session.jsonl"), 2)  # type: ignore[attr-defined]
+
+
+def test_deep_chunks_through_check_and_show_give_one_line_each(tmp_path: Path) -> None:
+    dirs = {depth: deep_chunk_scenario(tmp_path, depth) for depth in CHUNK_DEPTHS}
+
+    def command(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest_dsh_replay", *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+
+    done = command("check", *map(str, dirs.values()))
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr + done.stdout
+    problems = done.stderr.splitlines()
+    assert problems[-1] == "5 problem(s) in 7 scenario(s)"
+    for depth, refused in CHUNK_DEPTHS.items():
+        named = [p for p in problems if p.startswith(f"{dirs[depth] / 'session.jsonl'}:2: ")]
+        assert len(named) == (0 if refused is None else 1), (depth, problems)
+    from pytest_dsh_replay.cli import main
+
+    for depth, refused in CHUNK_DEPTHS.items():
+        if depth in (500, 1000):  # the depths that met a RecursionError: as users run it
+            shown = command("show", str(dirs[depth]))
+            code, out, err = shown.returncode, shown.stdout, shown.stderr
+        else:
+            out_io, err_io = io.StringIO(), io.StringIO()
+            code = main(["show", str(dirs[depth])], stdout=out_io, stderr=err_io)
+            out, err = out_io.getvalue(), err_io.getvalue()
+        if refused is None:
+            assert (code, err) == (0, ""), depth
+            continue
+        assert (code, out) == (1, ""), depth
+        (line,) = err.splitlines()
+        assert line.startswith(f"dsh-replay: {dirs[depth] / 'session.jsonl'}:2: ")
+
+
+@pytest.mark.parametrize("depth", [500, 1000, 1023])
+def test_deep_values_outside_chunks_load_and_pass_check(tmp_path: Path, depth: int) -> None:
+    # A tool result and a header field nested deep load (they are not served): the
+    # secret scan of check walks them without recursion.
+    from pytest_dsh_replay.cli import main
+
+    tool = b'{"type":"tool/result","data":{"x":' + nested(depth - 2) + b"}}\n"
+    d = scenario_dir(tmp_path, tool + FINISH)
+    assert load_scenario(d).primary.event_count == 2
+    (d / "session.jsonl").write_bytes(
+        b'{"type":"session","version":0,"id":"s","createdAt":5,"cwd":'
+        + nested(depth - 1)
+        + b"}\n"
+        + tool
+        + FINISH
+    )
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["check", str(d)], stdout=out, stderr=err) == 0, err.getvalue()
+
+
+def test_scripts_json_prints_a_chunk_at_the_nesting_limit(tmp_path: Path) -> None:
+    # The chunk fits the serializer alone; inside the printed scripts it sits deeper.
+    from pytest_dsh_replay.cli import main
+
+    d = deep_chunk_scenario(tmp_path, MAX_CHUNK_NESTING)
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["scripts", str(d), "--json"], stdout=out, stderr=err) == 0
+    (entry,) = orjson.loads(out.getvalue())["scripts"][0]["entries"]
+    assert entry["chunks"] == [orjson.loads(deep_finish(MAX_CHUNK_NESTING))]
+
+
+def test_a_deep_v4_stream_record_is_refused_naming_its_line(tmp_path: Path) -> None:
+    log = tmp_path / "session.v4.jsonl"
+    message = b'{"role":"assistant","content":[],"id":"m-1"}'
+    stream = b'[{"type":"chunk","time":1,"chunk":' + deep_finish(1000) + b"}]"
+    log.write_bytes(
+        b'{"type":"session","version":4,"id":"s","createdAt":5,"isSeeded":false,"delegationDepth":0}\n'
+        + b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n'
+        + b'{"type":"step/start","seq":1,"time":1,"data":{"turn":1,"step":1}}\n'
+        + b'{"type":"assistant/message","seq":2,"time":1,"data":{"turn":1,"step":1,'
+        + b'"message":'
+        + message
+        + b',"stream":'
+        + stream
+        + b"}}\n"
+    )
+    err = load_error(log)
+    assert isinstance(err, ScriptError)
+    assert (err.path, err.line) == (str(log), 4)
+
+
+def test_a_deep_chunk_in_a_sqlite_store_is_refused_naming_the_store(tmp_path: Path) -> None:
+    import sqlite3
+
+    from pytest_dsh_replay import SessionStore, SqliteBackend
+
+    path = tmp_path / "store.sqlite"
+    store = SessionStore(SqliteBackend(path))
+    session = store.create("primary")
+    session.append("turn/start", {"turn": 1})
+    finish = {"type": "finish", "reason": {"kind": "stop"}}
+    session.append("assistant/chunk", {"turn": 1, "step": 1, "chunk": finish})
+    session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    store.close()
+    data = b'{"turn":1,"step":1,"chunk":' + deep_finish(1000) + b"}"
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE events SET data = ? WHERE type = 'assistant/chunk'", (data.decode(),))
+    conn.close()
+    err = load_error(path)
+    assert isinstance(err, ScriptError)
+    assert str(err).startswith(f"{path}#primary: the stream chunk of model call 1/1 number 1")
+
+
+def test_the_store_copies_values_up_to_the_nesting_limit(tmp_path: Path) -> None:
+    from pytest_dsh_replay import MemoryBackend, SessionStore, SessionStoreError
+
+    session = SessionStore(MemoryBackend()).create("s")
+    deep = orjson.loads(nested(MAX_NESTING - 1))
+    session.append("tool/result", {"x": deep}, surfaceOp="append")  # data, then 1023 levels
+    with pytest.raises(SessionStoreError, match=f"deeper than {MAX_NESTING} levels"):
+        session.append("tool/result", {"x": [deep]}, surfaceOp="append")
+
+
+def test_strict_form_check_names_the_log_it_cannot_rewrite(tmp_path: Path) -> None:
+    # A format 4 record deeper than the writer's 254 levels has no committed form.
+    from pytest_dsh_replay.cli import main
+
+    log = tmp_path / "session.v4.jsonl"
+    log.write_bytes(
+        b'{"type":"session","version":4,"id":"s","createdAt":5,"isSeeded":false,"delegationDepth":0}\n'
+        + b'{"type":"tool/result","seq":0,"time":1,"data":'
+        + nested(300)
+        + b"}\n"
+    )
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["check", "--strict-form", str(log)], stdout=out, stderr=err) == 1
+    assert err.getvalue().startswith(f"{log}: cannot write session log: record 1 (line 2)")
+
+
 # --- line length ---------------------------------------------------------------------------
 
 
@@ -186,6 +364,134 @@ def test_a_header_line_over_the_limit_is_refused(tmp_path: Path) -> None:
     err = load_error(d)
     assert isinstance(err, SessionLogError)
     assert err.line == 1
+
+
+# --- decompression bombs -----------------------------------------------------------------
+
+
+def bomb_frame(zstandard: Any, pattern: bytes, size: int) -> bytes:
+    """One zstd frame of ``size`` bytes of ``pattern``, streamed: its header claims no size."""
+    compressor = zstandard.ZstdCompressor(level=1, write_checksum=True)
+    chunker = compressor.chunker(chunk_size=1 << 20)
+    whole, rest = divmod(size, len(pattern))
+    frame = b"".join([*chunker.compress(pattern * whole + pattern[:rest]), *chunker.finish()])
+    assert zstandard.frame_content_size(frame) == -1
+    return frame
+
+
+def bomb_frames(zstandard: Any, pattern: bytes, total: int) -> bytes:
+    """Frames that decompress to at least ``total`` bytes of ``pattern`` (whole lines).
+
+    One frame of 64 MiB is compressed once and repeated: zstd frames simply follow each
+    other, so the file stays a few KB however large ``total`` is.
+    """
+    piece = 64 * 1024 * 1024 // len(pattern) * len(pattern)
+    return bomb_frame(zstandard, pattern, piece) * -(-total // piece)
+
+
+def test_a_zstd_bomb_of_small_lines_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    # A few KB that expand past the limit into small events: refused while decompressing,
+    # naming the file and the limit, never parsed (hundreds of seconds) nor held whole.
+    zstandard = pytest.importorskip("zstandard")
+    from pytest_dsh_replay import MAX_DECOMPRESSED_BYTES
+    from pytest_dsh_replay._format.zstd import compress_frame
+
+    d = tmp_path / "scn"
+    d.mkdir()
+    path = d / "session.jsonl.zst"
+    event = line({"type": "turn/start", "data": {}})
+    path.write_bytes(
+        compress_frame(zstandard, HEADER)
+        + bomb_frames(zstandard, event, MAX_DECOMPRESSED_BYTES + 1)
+    )
+    assert path.stat().st_size < 128 * 1024
+    err = load_error(d)
+    assert isinstance(err, SessionLogError)
+    assert (err.path, err.line) == (str(path), None)
+    assert "decompresses to more than 512 MiB (536870912 bytes)" in str(err)
+    assert "MAX_DECOMPRESSED_BYTES" in str(err)
+
+
+def test_a_zstd_bomb_stops_near_the_limit_whatever_it_expands_to(tmp_path: Path) -> None:
+    # 1 GiB of zeros in a few KB, against a 4 MiB limit: decoding stops within a block's
+    # output past the limit, so memory follows the limit, not the bomb.
+    zstandard = pytest.importorskip("zstandard")
+    from pytest_dsh_replay._format.zstd import zstd_frames
+
+    limit = 4 * 1024 * 1024
+    bomb = bomb_frames(zstandard, b"\0", 1024 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        with deadline(30), pytest.raises(SessionLogError) as info:
+            zstd_frames(bomb, "bomb.jsonl.zst", limit=limit)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert str(info.value).startswith("bomb.jsonl.zst: zstd session log decompresses to more")
+    assert "the frame at byte 0" in str(info.value)
+    assert peak < 2 * limit + 4 * 1024 * 1024
+
+
+def test_the_decompressed_limit_is_exact_and_counts_every_frame() -> None:
+    zstandard = pytest.importorskip("zstandard")
+    from pytest_dsh_replay._format.zstd import compress_frame, zstd_frames
+
+    body = line({"type": "turn/start", "data": {"turn": 1}}) * 100
+    data = compress_frame(zstandard, HEADER) + compress_frame(zstandard, body)
+    total = len(HEADER) + len(body)
+    frames, torn_at, _ = zstd_frames(data, "x.zst", limit=total)
+    assert (len(frames), torn_at) == (2, None)
+    with pytest.raises(SessionLogError, match=rf"refused in the frame at byte {frames[1][0]}"):
+        zstd_frames(data, "x.zst", limit=total - 1)
+
+
+def test_a_torn_last_frame_is_still_told_apart_under_the_limit() -> None:
+    zstandard = pytest.importorskip("zstandard")
+    from pytest_dsh_replay._format.zstd import compress_frame, zstd_frames
+
+    body = line({"type": "turn/start", "data": {"turn": 1}}) * 5000  # several blocks
+    first = compress_frame(zstandard, HEADER)
+    second = compress_frame(zstandard, body)
+    frames, torn_at, partial = zstd_frames(first + second[: len(second) // 2], "x.zst")
+    assert [text for _, text in frames] == [HEADER]
+    assert torn_at == len(first)
+    assert body.startswith(partial)
+
+
+def test_a_zstd_file_larger_than_the_limit_is_refused_from_its_size(tmp_path: Path) -> None:
+    pytest.importorskip("zstandard")
+    from pytest_dsh_replay import MAX_DECOMPRESSED_BYTES
+
+    path = tmp_path / "session.jsonl.zst"
+    with open(path, "wb") as f:
+        f.write(b"\x28\xb5\x2f\xfd")
+        f.truncate(MAX_DECOMPRESSED_BYTES + 1)  # sparse: never written, never read
+    with pytest.raises(SessionLogError, match="bytes on disk, more than the 512 MiB"):
+        load_scenario(path)
+
+
+def test_a_sqlite_data_cell_bomb_is_refused_naming_the_store(tmp_path: Path) -> None:
+    # One compressed data cell holds one record's data: at most a line's bytes.
+    import sqlite3
+
+    zstandard = pytest.importorskip("zstandard")
+    from pytest_dsh_replay import SessionStore, SqliteBackend
+
+    path = tmp_path / "store.sqlite"
+    store = SessionStore(SqliteBackend(path))
+    session = store.create("primary")
+    session.append("turn/start", {"turn": 1})
+    session.append("tool/result", {"output": "x"}, surfaceOp="append")
+    session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    store.close()
+    cell = bomb_frame(zstandard, b" ", MAX_LINE_BYTES + 1)
+    with sqlite3.connect(path) as conn:  # a committed row, not a torn tail
+        conn.execute("UPDATE events SET data = ? WHERE type = 'tool/result'", (cell,))
+    conn.close()
+    err = load_error(path)
+    assert isinstance(err, SessionLogError)
+    assert str(path) in str(err)
+    assert f"data exceeds {MAX_LINE_BYTES} UTF-8 bytes" in str(err)
 
 
 # --- packed rows with a million members -------------------------------------------------
