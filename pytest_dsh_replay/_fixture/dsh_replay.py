@@ -463,6 +463,14 @@ class DshReplay:
         """
         self._runtime.use(root, session_id, order_timeout=order_timeout)
 
+    def _runtime_races(self) -> list[str]:
+        """The races inside the dsh runtime this replay took otherwise.
+
+        Empty when the test named no runtime logs, when recording, or when none did
+        (docs/limits.md#runtime-races).
+        """
+        return self._runtime.races()
+
     # --- views -------------------------------------------------------------------------
 
     def transcript(self) -> str:
