@@ -644,7 +644,8 @@ class _Plan:
         log, calls = self.logs[sender], self.calls[sender]
         if log is None or calls is None:
             return None
-        ended = [k for k, i in enumerate(calls) if (_time(log[i].get("time")) or at + 1) <= at]
+        ends = [_time(log[i].get("time")) for i in calls]
+        ended = [k for k, end in enumerate(ends) if end is not None and end <= at]
         return (sender, ended[-1]) if ended else None
 
     def senders(self, script: int, end: int, kind: str | None = None) -> list[tuple[int, int]]:
@@ -694,9 +695,11 @@ class _Plan:
         """Plan the waits of the messages that event ``n`` of session ``script`` inserts."""
         log = self.logs[script]
         assert log is not None
-        data = log[n]["data"]
-        target = data.get("target")
-        for sender, message in self.messages(log[n]):
+        messages = self.messages(log[n])
+        if not messages:
+            return
+        target = log[n]["data"].get("target")  # messages() found a data object
+        for sender, message in messages:
             call = self.sender_call(sender, _time(log[n].get("time")) or 0)
             if call is None:
                 continue
@@ -748,17 +751,19 @@ class _Plan:
         last = bounds[-1] if bounds else -1
         self.waits.setdefault(call, []).append(self.position(script, last))
         closing = [k for k, i in enumerate(self.calls[script] or ()) if last < i < taken]
-        race = InboxRace(
-            script,
-            n,
-            call[0],
-            f"{what} reached {self.scripts[script].file} (event #{n}) after "
-            f"{_describe(log, last) if last >= 0 else 'its start'}, and no model call of "
-            "that session ends between that and the step end that took it in: when the "
-            "runtime ends that step is its own",
-        )
+        reached = f"{what} reached {self.scripts[script].file} (event #{n})"
         if not drains or not closing:
-            self.races.append(race)
+            opened = _describe(log, last) if last >= 0 else "its start"
+            self.races.append(
+                InboxRace(
+                    script,
+                    n,
+                    call[0],
+                    f"{reached} after {opened}, and no model call of that session ends "
+                    "between that and the step end that took it in: when the runtime ends "
+                    "that step is its own",
+                )
+            )
             return
         kind = _INSERT + _source_kind(message)
         wait = LogWait(
@@ -768,7 +773,16 @@ class _Plan:
             what,
             tuple(self.senders(script, n + 1, _source_kind(message))),
         )
-        self.later.append(((script, closing[-1]), wait, race))
+        k = closing[-1]
+        cycle = InboxRace(
+            script,
+            n,
+            call[0],
+            f"{reached} before the end of the step of its call #{k + 1}, but holding that "
+            "call until it arrives would make calls wait for each other (messages that "
+            "crossed): when it lands is the runtime's own",
+        )
+        self.later.append(((script, k), wait, cycle))
 
     @staticmethod
     def _drain(event: Event) -> str | None:

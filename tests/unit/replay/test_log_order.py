@@ -278,3 +278,33 @@ def test_async_calls_wait_on_the_live_logs_without_blocking_their_loop(tmp_path:
     with deadline(60):
         asyncio.run(both())
     assert order == ["turn 3", "b"]
+
+
+def test_two_waits_that_would_hold_each_other_leave_one_message_a_named_race(
+    tmp_path: Path,
+) -> None:
+    # Each session's tools sent the other a message while the other's call was already
+    # answered: P's message reached X before X's step ended, X's reached P before P's
+    # step ended. Holding both answers for the messages would make each wait for the
+    # other; the later wait is left out and its message is a race.
+    p, x = LogBuilder("p"), LogBuilder("x", parent="p")
+    for log in (p, x):
+        log.turn(1, end=False)
+        log.add("step/start", {"turn": 1, "step": 1}, at=1_000_002)
+    p.call(1, 1, "P ANSWERED")  # ends at 1_000_003
+    x.splice("next-step", x.message("from p", kind="agent-message", sender="p"), at=1_000_004)
+    x.call(1, 1, "X ANSWERED")  # ends at 1_000_005
+    p.splice("next-step", p.message("from x", kind="agent-message", sender="x"), at=1_000_006)
+    for log, text in ((p, "P AGAIN"), (x, "X AGAIN")):
+        log.add("step/end", {"turn": 1, "step": 1}, at=1_000_007)
+        log.take_in("next-step")
+        log.step(1, 2, text)
+        log.turn(1)
+    plan = plan_of(tmp_path, [p, x])
+    # P's first call waits for X's message; X's first call does not wait for P's.
+    assert plan.waits[(0, 0)][-1].counts == (("insert:agent-message", 1),)
+    assert all(w.counts != (("insert:agent-message", 1),) for w in plan.waits.get((1, 0), ()))
+    (race,) = plan.races
+    assert (race.script, race.event, race.sender) == (1, 2, 0)
+    assert race.why.startswith("the agent-message message of session.jsonl reached session.1.jsonl")
+    assert "would make calls wait for each other" in race.why
