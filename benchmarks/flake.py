@@ -107,9 +107,7 @@ def main() -> None:
         parser.error(f"unknown route(s) {sorted(unknown)}: choose from {sorted(SCENARIOS)}")
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
-    loops = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)
-    ]
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     results: dict[str, dict[str, Any]] = {
         r: {"scenario": SCENARIOS[r], "runs": 0, "failed": 0, "failures": [], "wall_s": []}
         for r in routes
