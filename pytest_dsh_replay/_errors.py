@@ -286,9 +286,12 @@ class ReplayCancelledError(DshReplayError, RuntimeError):
 class ReplayOrderError(DshReplayError, RuntimeError):
     """A replayed call waited in vain for the recorded order of calls across sessions.
 
-    The recording shows calls of other sessions starting or ending before this call
-    ended; replay holds the call until they have, and gives up after a bounded wait:
-    the agent did not make those calls (it took another path, or made fewer).
+    The recording shows something before this call was answered: calls of other sessions
+    starting or ending (the recorded times), or, replaying the dsh runtime, a session's
+    live log reaching a position (a turn begun, a child's notice arrived;
+    docs/recording.md#runtime-recording). Replay holds the call until it has, and gives
+    up after a bounded wait, naming the session and the recorded event: the agent did
+    not get there (it took another path, or made fewer calls).
     """
 
 

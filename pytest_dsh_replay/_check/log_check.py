@@ -5,7 +5,8 @@ working directory as ``{{cwd}}``, the user's hooks run); :func:`first_difference
 the first difference between recorded and live logs (compared as they are first, and
 redacted only when something differs, so a report never shows a live secret);
 :func:`unchanged_recording` tells whether a re-record would write what is there already
-(:func:`recorded_pairing`: which new log each recorded file holds, children as a set).
+(:func:`recorded_pairing`: which new log each recorded file holds, children as a set);
+:func:`race_report` says that a failed replay met a race inside the agent's runtime.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "first_difference",
     "forms_agree",
     "log_forms",
+    "race_report",
     "recorded_pairing",
     "unchanged_recording",
 ]
@@ -276,3 +278,22 @@ def recorded_pairing(
         else:
             return None
     return pairing
+
+
+def race_report(problem: str, races: Sequence[str]) -> str:
+    """A failed replay that met races inside the dsh runtime: the problem, then the races.
+
+    No re-record advice: a recording holds the one order the runtime took, and a replay
+    cannot make the runtime take it again (docs/limits.md#runtime-races).
+
+    Args:
+        problem: What failed (a log difference, a call beyond the recording, ...).
+        races: The races the run took otherwise, each described.
+    """
+    return (
+        f"{problem}\n(this replay met a race inside the dsh runtime that no replay can "
+        "decide (docs/limits.md#runtime-races): "
+        + "; ".join(races)
+        + ". Re-recording does not fix a race: the recording holds the order the runtime "
+        "took that time, and a replay cannot make the runtime take it again)"
+    )

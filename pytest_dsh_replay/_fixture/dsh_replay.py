@@ -472,9 +472,12 @@ class DshReplay:
           ``session.jsonl``, the children as ``session.<n>.jsonl`` by creation time,
           format 4 as the runtime wrote it, redacted and with the working directory as
           ``{{cwd}}``, atomically, when the test passes;
-        - replay mode: the replay model keeps the recorded order of calls across
-          sessions (a call waits, bounded, until the calls of other sessions that the
-          recording shows before it have been served), and after the test the runtime's
+        - replay mode: the replay model keeps the recorded interleaving of the
+          runtime's sessions on the logs the runtime writes as it runs (a child's last
+          answer waits, bounded, until its parent's live log reached the point where
+          the recording shows the child's notice could land, and the parent's answer
+          that ends that step until the notice is in its live log;
+          docs/recording.md#runtime-recording), and after the test the runtime's
           logs of this run must show the model what the recording shows it: the same
           messages, request settings and served chunks per session, ids, times and the
           working directory normalized (the runtime's bookkeeping events, whose order
@@ -486,10 +489,19 @@ class DshReplay:
             session_id: The primary session's id (the one the test prompts).
             order_timeout: Replay mode: the longest a call waits for the recorded order,
                 in seconds; then it fails with
-                :class:`~pytest_dsh_replay.ReplayOrderError` (the runtime gets an HTTP
+                :class:`~pytest_dsh_replay.ReplayOrderError` naming the session whose
+                live log it waited for and the recorded event (the runtime gets an HTTP
                 400, which it does not retry, and the test fails with the error).
         """
         self._runtime.use(root, session_id, order_timeout=order_timeout)
+
+    def _runtime_races(self) -> list[str]:
+        """The races inside the dsh runtime this replay took otherwise.
+
+        Empty when the test named no runtime logs, when recording, or when none did
+        (docs/limits.md#runtime-races).
+        """
+        return self._runtime.races()
 
     # --- views -------------------------------------------------------------------------
 

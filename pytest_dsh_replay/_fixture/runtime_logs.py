@@ -27,34 +27,51 @@ what it answered. :func:`model_view` keeps exactly that, per session, in log ord
 and leaves out the rest: turn and step brackets, inbox splices, catalogs, titles,
 delivery receipts and retry notes (their delays are random). Ids, times and the working
 directory are normalized as everywhere (:class:`~pytest_dsh_replay._check.normalize.Normalizer`).
+
+While a replay runs, :class:`LiveRuntimeLogs` reads the logs the runtime is writing, as
+it writes them, so that the replay can keep the recorded interleaving of its sessions
+(:class:`~pytest_dsh_replay._replay.order.LogOrderGate`). Live sessions are matched with
+the recorded ones by announcement: a parent's ``subagent``/``subagent_fork`` tool result
+(``started subagent <child id>``) names the child its tool call started, and a replay
+serves the recorded tool call ids, so the same tool call id names the recorded child in
+the recording and the live child in the run (:func:`match_by_announcement`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import re
+import threading
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from .._check.normalize import LogDifference, Normalizer, value_difference
 from .._check.transcript import notices_in_announcement_order
-from .._errors import SessionLogError
+from .._errors import DshReplayError, SessionLogError
 from .._format.events import Event, JSONObject, SessionHeader, SessionLog
-from .._format.jsonl import read_session_log
+from .._format.json_values import ABSENT
+from .._format.jsonl import parse_json_text, read_session_log
 from .._format.stream_records import STREAM_EVENTS, stream_runs
 from .._scripts.entries import ChunksEntry
 from .._scripts.loading import load_scenario
+from .._store.backends.jsonl import encode_segment
 
 if TYPE_CHECKING:
     from .._replay.model import ReplayModel
-    from .._scripts.scenario import Scenario
+    from .._scripts.scenario import Scenario, SessionScript
 
 __all__ = [
     "MODEL_VIEW_EVENTS",
+    "LiveRuntimeLogs",
     "RuntimeLog",
     "RuntimeSessions",
+    "announced_children",
     "compare_model_views",
+    "first_seen",
+    "match_by_announcement",
     "model_view",
     "runtime_logs",
 ]
@@ -266,6 +283,225 @@ def compare_model_views(
     return None
 
 
+_STARTED: Final = re.compile(r"\Astarted subagent (\S+)")
+_LOG_NAME: Final = "session.v4.jsonl"
+
+
+def _announcement(event: Event) -> tuple[str, str] | None:
+    """``(tool call id, child id)`` when ``event`` is a tool result that started a child."""
+    data = event.get("data")
+    message = (
+        data.get("message")
+        if event.get("type") == "tool/result" and isinstance(data, dict)
+        else None
+    )
+    if not isinstance(message, dict) or not isinstance(message.get("toolCallId"), str):
+        return None
+    content = message.get("content")
+    for block in content if isinstance(content, list) else ():
+        text = block.get("text") if isinstance(block, dict) else None
+        found = _STARTED.match(text) if isinstance(text, str) else None
+        if found is not None:
+            return message["toolCallId"], found.group(1)
+    return None
+
+
+def announced_children(events: Sequence[Event]) -> dict[str, str]:
+    """The children a session's tool calls started, as its log announces them.
+
+    The dsh runtime answers a ``subagent`` or ``subagent_fork`` tool call at once with
+    the text ``started subagent <child id>``.
+
+    Args:
+        events: The session's events.
+
+    Returns:
+        ``{tool call id: child session id}`` in log order.
+    """
+    found = (_announcement(event) for event in events)
+    return dict(pair for pair in found if pair is not None)
+
+
+def match_by_announcement(
+    recorded: Sequence[tuple[str, Sequence[Event]]],
+    live: Mapping[str, Sequence[Event]],
+    primary: str,
+) -> dict[int, str]:
+    """Which live session replays each recorded one, by the tool calls that started them.
+
+    Args:
+        recorded: Per recorded session (scenario order, the primary first), its id and
+            its events.
+        live: Live session id -> its events so far.
+        primary: The live primary's id.
+
+    Returns:
+        Recorded session index -> live session id, for the primary and every child
+        whose starting tool call (the same tool call id on both sides) both logs
+        announce, down the tree.
+    """
+    index = {recorded_id: i for i, (recorded_id, _) in enumerate(recorded)}
+    found = {0: primary} if recorded else {}
+    pending = [0] if recorded else []
+    while pending:
+        parent = pending.pop()
+        theirs = announced_children(live.get(found[parent], ()))
+        for call_id, child in announced_children(recorded[parent][1]).items():
+            k = index.get(child)
+            if k is not None and k not in found and call_id in theirs:
+                found[k] = theirs[call_id]
+                pending.append(k)
+    return found
+
+
+class _Tail:
+    """One log the runtime is writing, read as it grows: complete lines only."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.events: list[Event] = []
+        self._offset = 0
+        self._partial = b""
+        self._lines = 0
+
+    def read(self) -> list[Event]:
+        """The events appended since the last read.
+
+        Raises:
+            SessionLogError: A complete line is not a JSON object (file and line named).
+        """
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        except OSError as err:
+            raise SessionLogError(f"cannot read: {err}", path=str(self.path), line=None) from None
+        self._offset += len(data)
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        new: list[Event] = []
+        for raw in lines:
+            self._lines += 1
+            if self._lines == 1:
+                continue  # the header
+            value = parse_json_text(raw)
+            if value is ABSENT or not isinstance(value, dict):
+                raise SessionLogError(
+                    "the live log holds a line that is not a JSON object (an event was expected)",
+                    path=str(self.path),
+                    line=self._lines,
+                )
+            new.append(value)
+        self.events.extend(new)
+        return new
+
+
+class LiveRuntimeLogs:
+    """The logs the dsh runtime is writing during a replay, per recorded session.
+
+    Implements :class:`~pytest_dsh_replay._replay.order.LiveLogs`. The primary's log is
+    found under the sessions root by its id; each child's once a live parent's tool
+    result announces it (:func:`match_by_announcement`). Logs are read incrementally, a
+    complete line at a time, at most every :attr:`poll_s` / 2 seconds however many calls
+    wait.
+
+    Args:
+        root: The runtime's sessions root (plain JSONL logs).
+        session_id: The live primary's id.
+        scenario: The recording replayed.
+    """
+
+    poll_s: float = 0.005
+
+    def __init__(self, root: Path, session_id: str, scenario: Scenario):
+        self._root = root
+        self._files = [s.file for s in scenario.scripts]
+        self._recorded: list[tuple[str, Sequence[Event]]] = []
+        for script in scenario.scripts:
+            events = read_session_log(script.path).events if script.path is not None else []
+            self._recorded.append((script.recorded_id, events))
+        self._ids: dict[int, str] = {0: session_id} if self._files else {}
+        self._tails: dict[int, _Tail] = {}
+        self._lock = threading.Lock()
+        self._last = 0.0
+
+    def refresh(self) -> None:
+        """Read what the runtime logged since the last look, and find new children."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self._last < self.poll_s / 2:
+                return
+            self._last = now
+            for script in list(self._ids):
+                self._read(script)
+
+    def _read(self, script: int) -> None:
+        tail = self._tails.get(script) or self._find(script)
+        if tail is None:
+            return
+        for event in tail.read():
+            announced = _announcement(event)
+            if announced is None:
+                continue
+            mine = announced_children(self._recorded[script][1]).get(announced[0])
+            child = next((k for k, (rid, _) in enumerate(self._recorded) if rid == mine), None)
+            if child is not None and child not in self._ids:
+                self._ids[child] = announced[1]
+                self._read(child)
+
+    def _find(self, script: int) -> _Tail | None:
+        """The live log of a recorded session whose live id is known, once it exists."""
+        name = encode_segment(self._ids[script])
+        for path in self._root.glob(f"*/{name}/{_LOG_NAME}"):
+            self._tails[script] = _Tail(path)
+            return self._tails[script]
+        return None
+
+    def events(self, script: int) -> Sequence[Event]:
+        """The events the live session of recorded session ``script`` logged so far."""
+        tail = self._tails.get(script)
+        return tail.events if tail is not None else ()
+
+    def where(self, script: int) -> str:
+        """The live log of recorded session ``script``, or why it is not known yet."""
+        tail = self._tails.get(script)
+        if tail is not None:
+            return str(tail.path)
+        if script in self._ids:
+            return (
+                f"no plain JSONL log {_LOG_NAME} of live session {self._ids[script]!r} "
+                f"under {self._root} yet"
+            )
+        return (
+            f"no live session announced as {self._files[script]}'s yet (its parent's "
+            "tool result names it)"
+        )
+
+
+def first_seen(events: Sequence[Event], sender: str) -> tuple[Any, Any] | None:
+    """Where a session's model first saw a message another session sent it.
+
+    Args:
+        events: The receiving session's events.
+        sender: The sending session's id (the message's ``source.senderSessionId``).
+
+    Returns:
+        ``(turn, step)`` of the first call after the ``user/message`` that shows the
+        message, or ``None`` when no call saw it.
+    """
+    shown = False
+    for event in events:
+        kind = event.get("type")
+        data = event.get("data")
+        if not shown and kind == "user/message" and isinstance(data, dict):
+            source = data.get("source")
+            shown = isinstance(source, dict) and source.get("senderSessionId") == sender
+        elif shown and kind in STREAM_EVENTS:
+            return _step(data)
+    return None
+
+
 class RuntimeSessions:
     """The dsh runtime's own logs named as a run's recording (a part of ``DshReplay``).
 
@@ -288,26 +524,81 @@ class RuntimeSessions:
         In replay mode the replay model keeps the recorded order of calls from now on.
         """
         self.source = (Path(root), session_id)
-        if self._replay is not None:
-            self._replay.keep_recorded_order(timeout=order_timeout)
+        if self._replay is not None and self._scenario is not None:
+            live = LiveRuntimeLogs(Path(root), session_id, self._scenario)
+            self._replay.keep_recorded_order(timeout=order_timeout, live=live)
 
     def logs(self) -> list[RuntimeLog]:
         """The runtime's logs of this run, in the order of the recording they replay.
 
         Record mode: creation order (as they are written). Replay mode: the children by
-        the recorded file each one replays, so a transcript shows them as recorded.
+        the recorded file each one replays (matched by announcement, else by the replay's
+        bindings), so a transcript shows them as recorded.
         """
         assert self.source is not None
         root, session_id = self.source
         logs = runtime_logs(root, session_id)
         if self._replay is not None and self._scenario is not None:
-            files = [s.file for s in self._scenario.scripts]
-            bindings = self._replay.bindings
-            bound = {k: b.file for k, b in bindings.items() if k is not None}
+            scripts = self._scenario.scripts
+            files = [s.file for s in scripts]
+            recorded = [(s.recorded_id, self._recorded_events(s)) for s in scripts]
+            live = {log.header.id: log.events for log in logs}
+            announced = {v: k for k, v in match_by_announcement(recorded, live, session_id).items()}
+            bound = {k: b.file for k, b in self._replay.bindings.items() if k is not None}
 
             def place(log: RuntimeLog) -> int:
+                if log.header.id in announced:
+                    return announced[log.header.id]
                 file = bound.get(log.header.id)
                 return files.index(file) if file in files else len(files)
 
             logs = [logs[0], *sorted(logs[1:], key=place)]
         return logs
+
+    def races(self) -> list[str]:
+        """The races inside the runtime that the recording shows and this run took otherwise.
+
+        A race is a message between sessions that no replayed call can place
+        (:class:`~pytest_dsh_replay._replay.order.InboxRace`, docs/limits.md#runtime-races);
+        it went otherwise when the receiver's model first saw it in another turn or step
+        than recorded (:func:`first_seen`).
+
+        Returns:
+            One description per race that went otherwise; empty when none did, when
+            recording, or when the logs cannot be read.
+        """
+        if self.source is None or self._replay is None or self._scenario is None:
+            return []
+        from .._replay.order import scenario_plan  # only a failed replay asks
+
+        scripts = self._scenario.scripts
+        plan = scenario_plan(scripts)
+        if not plan.races:
+            return []
+        root, session_id = self.source
+        try:
+            logs = runtime_logs(root, session_id)
+            recorded = [(s.recorded_id, self._recorded_events(s)) for s in scripts]
+        except DshReplayError:
+            return []
+        live = {log.header.id: log.events for log in logs}
+        ids = match_by_announcement(recorded, live, session_id)
+        found = []
+        for race in plan.races:
+            receiver, sender = ids.get(race.script), ids.get(race.sender)
+            if receiver is None or sender is None:
+                continue
+            mine = first_seen(recorded[race.script][1], recorded[race.sender][0])
+            theirs = first_seen(live[receiver], sender)
+            if mine != theirs:
+                found.append(f"{race.why} (recorded: {_where(mine)}; this run: {_where(theirs)})")
+        return found
+
+    @staticmethod
+    def _recorded_events(script: SessionScript) -> list[Event]:
+        return read_session_log(script.path).events if script.path is not None else []
+
+
+def _where(step: tuple[Any, Any] | None) -> str:
+    """Where a model first saw a message, for messages."""
+    return "no call saw it" if step is None else f"first seen in turn {step[0]} step {step[1]}"

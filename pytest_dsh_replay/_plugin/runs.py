@@ -253,8 +253,10 @@ def check_replayed(
         ``None`` when the check passed, else the failure text: the problem (a replay
         error an HTTP call met first, typed, see :func:`~.messages.met_over_http`), a note
         when another program wrote the recording and the logs differ, and the command
-        that re-records the scenario (not after a bug of the endpoint).
+        that re-records the scenario (not after a bug of the endpoint, nor when the run
+        met a race inside the dsh runtime, which re-recording cannot fix: then the races).
     """
+    from .._check.log_check import race_report
     from .._errors import EndpointError, LogMismatchError, UnservedRouteError
     from .messages import RECORDED_ELSEWHERE, met_over_http, record_command, rerecord
 
@@ -274,6 +276,9 @@ def check_replayed(
             problem = str(err)
         else:
             return None
+    races = replay._runtime_races()
+    if races:  # re-recording cannot fix a race (docs/limits.md#runtime-races)
+        return race_report(problem, races)
     return rerecord(problem, record_command(test, replay.path, "all", state, recorders))
 
 

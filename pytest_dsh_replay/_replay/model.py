@@ -57,7 +57,7 @@ from .call import NO_PACING, Pacing, ReplayCall
 if TYPE_CHECKING:
     import asyncio
 
-    from .order import OrderGate
+    from .order import LiveLogs, OrderGate
 
 __all__ = ["ReplayBinding", "ReplayModel", "last_user_text"]
 
@@ -350,18 +350,32 @@ class ReplayModel:
         )
         return parent_session_id or self._sessions.live_parent(session_id)
 
-    def keep_recorded_order(self, *, timeout: float = 10.0, max_gap: float = 0.5) -> bool:
+    def keep_recorded_order(
+        self, *, timeout: float = 10.0, max_gap: float = 0.5, live: LiveLogs | None = None
+    ) -> bool:
         """Serve concurrent sessions' calls in the recorded order (the dsh runtime's children).
 
-        A call is served once the calls of other sessions that the recording shows
-        starting or ending before it ended have done so, and the recorded pause since
-        the latest of them (at most ``max_gap`` s) has passed; after ``timeout`` s it
-        raises :class:`~pytest_dsh_replay.ReplayOrderError` instead. Children whose
-        ``subagent-settled`` notices reached their parent in some order have the calls
-        that settled them served in that order, ``max_gap`` s apart, whatever order the
-        calls' ends show (the runtime notices children finishing close together in
-        either order). Times come from logs
-        of formats 2 to 4. Call it before the first call; not for one thread running
+        With ``live`` (the logs the sessions under test are writing, read as they write
+        them; the fixture passes the dsh runtime's), the recorded interleaving is kept on
+        those logs: a message one session sends another (a child's ``subagent-settled``
+        notice) is made to land in the same step of the receiver as recorded. The call
+        that precedes the message is answered only once the receiver's live log has
+        reached the recorded position where the message's window opens, and the
+        receiver's call that ends that step only once the message is in its live log
+        (docs/recording.md#runtime-recording). Messages no call can place (two that
+        opened one turn together) are races inside the runtime: the check names them.
+
+        Without ``live``, the order comes from the recorded times: a call is served once
+        the calls of other sessions that the recording shows starting or ending before it
+        ended have done so, and the recorded pause since the latest of them (at most
+        ``max_gap`` s) has passed. Children whose ``subagent-settled`` notices reached
+        their parent in some order have the calls that settled them served in that
+        order, ``max_gap`` s apart, whatever order the calls' ends show. Times come from
+        logs of formats 2 to 4.
+
+        Either way, a call that waits longer than ``timeout`` s raises
+        :class:`~pytest_dsh_replay.ReplayOrderError` naming the session and the recorded
+        event it waited for. Call it before the first call; not for one thread running
         sessions one after another (it would wait for calls made later).
 
         Returns:
@@ -370,9 +384,13 @@ class ReplayModel:
         Raises:
             ValueError: ``timeout`` is not > 0 or ``max_gap`` is negative.
         """
-        from .order import OrderGate  # only scenarios that keep the order
+        from .order import LogOrderGate, OrderGate  # only scenarios that keep the order
 
-        gate = OrderGate.of(self._scripts, timeout=timeout, max_gap=max_gap)
+        gate: OrderGate
+        if live is not None:
+            gate = LogOrderGate.of_logs(self._scripts, live, timeout=timeout)
+        else:
+            gate = OrderGate.of(self._scripts, timeout=timeout, max_gap=max_gap)
         with self._sessions.lock:
             self._gate = gate if gate.active else None
         return gate.active

@@ -26,16 +26,30 @@ would make two calls wait for each other).
 Times come from logs of formats 2 to 4 (the dsh runtime's, in milliseconds); a session
 whose log has no such times takes no part. The estimates of a start are never earlier
 than the real one, so a call never waits for something that can only happen after it.
+
+Times order calls; they cannot order what the runtime does between calls. Where the
+runtime's live logs can be read while it runs (it writes them as it goes),
+:class:`LogOrderGate` keeps the recorded interleaving exactly instead: a message one
+session sends another (a child's ``subagent-settled`` notice) lands in the receiver's
+inbox, and the receiver's next step boundary takes it in (``next-step``: at the end of
+the running step; ``next-turn``: an idle session opens a turn). :func:`inbox_plan` reads
+from the recording, per such message, the window of the receiver's log it landed in and
+makes two waits of it: the sender's call before the message is answered only once the
+receiver's live log has reached the window's start (so the message cannot land
+earlier), and the receiver's call that ends the window's step is answered only once the
+message is in its live log (so it cannot land later). Windows no call closes (two
+messages that opened one turn together) are races inside the runtime; the plan names
+them (:class:`InboxRace`), see docs/limits.md#runtime-races.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
 
 from .._errors import DshReplayError, ReplayOrderError
 from .._format.events import SEEDED_FORMAT, Event
@@ -48,7 +62,20 @@ if TYPE_CHECKING:
     from .._format.events import StreamChunk
     from .call import ReplayCall
 
-__all__ = ["CallTimes", "OrderGate", "call_times", "settled_order"]
+__all__ = [
+    "CallTimes",
+    "InboxPlan",
+    "InboxRace",
+    "LiveLogs",
+    "LogOrderGate",
+    "LogWait",
+    "OrderGate",
+    "call_times",
+    "inbox_plan",
+    "log_marks",
+    "scenario_plan",
+    "settled_order",
+]
 
 _ACCEPTED: Final = "session-log-deepseek/delivery-accepted"
 _SPLICED: Final = "agent/inbox/spliced"
@@ -94,15 +121,21 @@ def _start(events: Sequence[Event], index: int, end: int) -> int:
     return end
 
 
-def _own_events(script: SessionScript) -> list[Event] | None:
-    """A session's own events (after a fork child's seed), or ``None`` without times."""
+def _whole_events(script: SessionScript) -> list[Event] | None:
+    """A session's whole log (a fork child's seed included), or ``None`` without times."""
     if script.path is None or script.header.format < SEEDED_FORMAT or not script.path.is_file():
         return None
     try:
         _, events = read_session_log(script.path)
     except DshReplayError:
         return None
-    return list(events[0 if script.primary else script.seed_length :])
+    return list(events)
+
+
+def _own_events(script: SessionScript) -> list[Event] | None:
+    """A session's own events (after a fork child's seed), or ``None`` without times."""
+    events = _whole_events(script)
+    return None if events is None else events[0 if script.primary else script.seed_length :]
 
 
 def call_times(script: SessionScript) -> list[CallTimes] | None:
@@ -185,6 +218,7 @@ def _settled_order(
 
 
 _Point = tuple[int, int, bool]  # (script index, call index, is the end)
+_Missing: TypeAlias = "_Point | LogWait"  # what a waiting call still waits for
 
 
 class OrderGate:
@@ -235,6 +269,7 @@ class OrderGate:
             for first, then in pairwise(group):
                 self._settle_after(first, then, max_gap)
         self._reached: dict[_Point, float] = {}
+        self._poll_s = 0.05  # the longest a waiting call sleeps before it looks again
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
 
@@ -332,7 +367,7 @@ class OrderGate:
             self._reached.setdefault(point, time.monotonic())
             self._changed.notify_all()
 
-    def _ready_at(self, script: int, call: int) -> tuple[float | None, _Point | None]:
+    def _ready_at(self, script: int, call: int) -> tuple[float | None, _Missing | None]:
         """When the call may go (monotonic seconds), or ``None`` and the point it awaits."""
         ready = 0.0
         for point, pause in self._before.get((script, call), ()):
@@ -342,7 +377,8 @@ class OrderGate:
             ready = max(ready, at + pause)
         return ready, None
 
-    def _failure(self, call: tuple[int, int], point: _Point) -> ReplayOrderError:
+    def _failure(self, call: tuple[int, int], point: _Missing) -> ReplayOrderError:
+        assert isinstance(point, tuple)
         i, k, end = point
         shows = (
             f"the recording shows the notice that call #{k + 1} of {self._files[i]} "
@@ -375,21 +411,35 @@ class OrderGate:
                 the timeout.
         """
         deadline = time.monotonic() + self._timeout
-        with self._changed:
-            while True:
+        while True:
+            self._refresh()
+            with self._changed:
                 if cancelled():
                     return True
-                ready, missing = self._ready_at(script, call)
-                now = time.monotonic()
-                if ready is not None and now >= ready:
+                step = self._step(script, call, deadline)
+                if step is None:
                     return False
-                if now >= deadline:
-                    assert missing is not None or ready is not None
-                    if missing is not None:
-                        raise self._failure((script, call), missing)
-                    return False  # only a pause was left: it ends at the deadline anyway
-                step = deadline - now if ready is None else min(ready, deadline) - now
-                self._changed.wait(min(step, 0.05))
+                self._changed.wait(step)
+
+    def _step(self, script: int, call: int, deadline: float) -> float | None:
+        """How long to wait before looking again; ``None``: the call may go (lock held).
+
+        Raises:
+            ReplayOrderError: The deadline passed with a recorded point still missing.
+        """
+        ready, missing = self._ready_at(script, call)
+        now = time.monotonic()
+        if ready is not None and now >= ready:
+            return None
+        if now >= deadline:
+            if missing is not None:
+                raise self._failure((script, call), missing)
+            return None  # only a pause was left: it ends at the deadline anyway
+        step = deadline - now if ready is None else min(ready, deadline) - now
+        return min(step, self._poll_s)
+
+    def _refresh(self) -> None:
+        """Look at what changed outside the process (nothing here; see LogOrderGate)."""
 
     async def await_ready(
         self, script: int, call: int, cancelled: Callable[[], bool] = lambda: False
@@ -401,16 +451,12 @@ class OrderGate:
         while True:
             if cancelled():
                 return True
+            self._refresh()
             with self._lock:
-                ready, missing = self._ready_at(script, call)
-            now = time.monotonic()
-            if ready is not None and now >= ready:
+                step = self._step(script, call, deadline)
+            if step is None:
                 return False
-            if now >= deadline:
-                if missing is not None:
-                    raise self._failure((script, call), missing)
-                return False
-            await asyncio.sleep(min(_POLL_S, deadline - now))
+            await asyncio.sleep(min(_POLL_S, step))
 
     def ordered(
         self,
@@ -458,3 +504,496 @@ class OrderGate:
             if close is not None:
                 await close()
             self.served(*order)
+
+
+# --- the recorded interleaving, kept on the runtime's live logs -------------------------------
+
+_TURN_MARKS: Final = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
+_NEXT_STEP: Final = "next-step"
+_NEXT_TURN: Final = "next-turn"
+_INSERT: Final = "insert:"
+_CALL: Final = "call"
+
+
+def log_marks(event: Event) -> list[str]:
+    """The milestones one event counts for in a session's position (see :class:`LogWait`).
+
+    ``turn/start``, ``turn/end``, ``step/start``, ``step/end``; ``call`` for a model call
+    (a settled ``assistant/message`` or an ``assistant/attempt``); ``insert:<source kind>``
+    once per message an ``agent/inbox/spliced`` event inserts (``insert:subagent-settled``
+    for a child's notice). Other events (catalogs, titles, receipts) count for nothing:
+    their order varies between runs.
+    """
+    kind = event.get("type")
+    if kind in _TURN_MARKS:
+        return [str(kind)]
+    if _is_call(event):
+        return [_CALL]
+    if kind != _SPLICED:
+        return []
+    data = event.get("data")
+    inserted = data.get("inserted") if isinstance(data, dict) else None
+    return [_INSERT + _source_kind(m) for m in inserted] if isinstance(inserted, list) else []
+
+
+def _source_kind(message: object) -> str:
+    source = message.get("source") if isinstance(message, dict) else None
+    kind = source.get("kind") if isinstance(source, dict) else None
+    return kind if isinstance(kind, str) else "?"
+
+
+def _counts(events: Sequence[Event], end: int) -> dict[str, int]:
+    """How often each milestone occurs in ``events[:end]``."""
+    counts: dict[str, int] = {}
+    for event in events[:end]:
+        for mark in log_marks(event):
+            counts[mark] = counts.get(mark, 0) + 1
+    return counts
+
+
+@dataclass(frozen=True, slots=True)
+class LogWait:
+    """A position a session's live log must reach before a call is answered.
+
+    Attributes:
+        script: The recorded session (its index in the scenario) whose live log is read.
+        counts: ``(milestone, least count)`` pairs (:func:`log_marks`): the live log has
+            reached the position when it holds at least that many of each.
+        event: The index, in that session's recorded log, of the event the position
+            stands for.
+        what: That event, for messages (``"turn/end (turn 2)"``, ``"the subagent-settled
+            notice of session.2.jsonl"``).
+        needs: The recorded calls ``(script, call)`` that must have been answered for
+            the position to be reachable (used to keep the waits free of cycles).
+    """
+
+    script: int
+    counts: tuple[tuple[str, int], ...]
+    event: int
+    what: str
+    needs: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class InboxRace:
+    """A message between sessions whose place in the receiver's turns no gate decides.
+
+    Attributes:
+        script: The receiving session's index in the scenario.
+        event: The index of the ``agent/inbox/spliced`` event in its recorded log.
+        sender: The sending session's index.
+        why: What the recording shows, for messages.
+    """
+
+    script: int
+    event: int
+    sender: int
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class InboxPlan:
+    """What each recorded call waits for on the live logs, and the races left.
+
+    Attributes:
+        waits: ``(script, call)`` -> the positions it waits for.
+        races: The messages whose place no wait decides, in scenario order.
+    """
+
+    waits: Mapping[tuple[int, int], tuple[LogWait, ...]]
+    races: tuple[InboxRace, ...]
+
+
+def _call_indices(script: SessionScript, events: Sequence[Event]) -> list[int] | None:
+    """The log indices of a session's own calls.
+
+    ``None`` when they do not line up with its entries (an override sidecar changed them).
+    """
+    start = 0 if script.primary else script.seed_length
+    found = [i for i in range(start, len(events)) if _is_call(events[i])]
+    return found if len(found) == len(script.entries) else None
+
+
+def _describe(events: Sequence[Event], index: int) -> str:
+    event = events[index]
+    kind = str(event.get("type"))
+    data = event.get("data")
+    turn = data.get("turn") if isinstance(data, dict) else None
+    step = data.get("step") if isinstance(data, dict) else None
+    where = "" if turn is None else f" (turn {turn}" + ("" if step is None else f" step {step}")
+    return f"event #{index} {kind}{where}{')' if where else ''}"
+
+
+class _Plan:
+    """The work of :func:`inbox_plan`: the scenario's logs, read once."""
+
+    def __init__(self, scripts: Sequence[SessionScript], logs: Sequence[Sequence[Event] | None]):
+        self.scripts = scripts
+        self.logs = logs
+        self.calls = [
+            None if log is None else _call_indices(script, log)
+            for script, log in zip(scripts, logs, strict=True)
+        ]
+        self.index = {s.recorded_id: i for i, s in enumerate(scripts) if s.recorded_id}
+        self.waits: dict[tuple[int, int], list[LogWait]] = {}
+        self.races: list[InboxRace] = []
+        self.later: list[tuple[tuple[int, int], LogWait, InboxRace]] = []
+
+    def sender_call(self, sender: int, at: int) -> tuple[int, int] | None:
+        """The sender's last call that ended at or before ``at`` (ms), if any."""
+        log, calls = self.logs[sender], self.calls[sender]
+        if log is None or calls is None:
+            return None
+        ends = [_time(log[i].get("time")) for i in calls]
+        ended = [k for k, end in enumerate(ends) if end is not None and end <= at]
+        return (sender, ended[-1]) if ended else None
+
+    def senders(self, script: int, end: int, kind: str | None = None) -> list[tuple[int, int]]:
+        """The sender calls of the session messages in ``logs[script][:end]``."""
+        log = self.logs[script]
+        found: list[tuple[int, int]] = []
+        for event in log[:end] if log is not None else ():
+            for sender, message in self.messages(event):
+                call = self.sender_call(sender, _time(event.get("time")) or 0)
+                if call is not None and (kind is None or _source_kind(message) == kind):
+                    found.append(call)
+        return found
+
+    def messages(self, event: Event) -> list[tuple[int, dict[str, object]]]:
+        """The messages an ``agent/inbox/spliced`` event inserts that a recorded session sent."""
+        data = event.get("data")
+        if event.get("type") != _SPLICED or not isinstance(data, dict):
+            return []
+        inserted = data.get("inserted")
+        found = []
+        for message in inserted if isinstance(inserted, list) else ():
+            source = message.get("source") if isinstance(message, dict) else None
+            sender = (
+                self.index.get(str(source.get("senderSessionId")))
+                if isinstance(source, dict)
+                else None
+            )
+            if sender is not None:
+                found.append((sender, message))
+        return found
+
+    def position(self, script: int, last: int) -> LogWait:
+        """The position just after event ``last`` of a session (-1: its start)."""
+        log = self.logs[script]
+        assert log is not None
+        calls = self.calls[script] or []
+        needs = [(script, k) for k, i in enumerate(calls) if i <= last]
+        return LogWait(
+            script,
+            tuple(sorted(_counts(log, last + 1).items())),
+            last,
+            "its start" if last < 0 else _describe(log, last),
+            (*needs, *self.senders(script, last + 1)),
+        )
+
+    def receive(self, script: int, n: int) -> None:
+        """Plan the waits of the messages that event ``n`` of session ``script`` inserts."""
+        log = self.logs[script]
+        assert log is not None
+        messages = self.messages(log[n])
+        if not messages:
+            return
+        target = log[n]["data"].get("target")  # messages() found a data object
+        for sender, message in messages:
+            call = self.sender_call(sender, _time(log[n].get("time")) or 0)
+            if call is None:
+                continue
+            what = f"the {_source_kind(message)} message of {self.scripts[sender].file}"
+            if target == _NEXT_TURN:
+                self.next_turn(script, n, call, what)
+            elif target == _NEXT_STEP:
+                self.next_step(script, n, call, message, what)
+
+    def next_turn(self, script: int, n: int, call: tuple[int, int], what: str) -> None:
+        """A message to an idle session: it opens a turn, unless another one just did."""
+        log = self.logs[script]
+        assert log is not None
+        ended = [i for i in range(n) if log[i].get("type") == "turn/end"]
+        last = ended[-1] if ended else -1
+        self.waits.setdefault(call, []).append(self.position(script, last))
+        earlier = [i for i in range(last + 1, n) if self.messages(log[i])]
+        if earlier:
+            self.races.append(
+                InboxRace(
+                    script,
+                    n,
+                    call[0],
+                    f"{what} reached {self.scripts[script].file} (event #{n}) while it was "
+                    f"idle, after {_describe(log, earlier[0])} had inserted another message "
+                    "that opened the turn: both opened one turn together, and which message "
+                    "of two arriving that close the runtime takes into the turn it opens is "
+                    "a race inside the runtime",
+                )
+            )
+
+    def next_step(
+        self, script: int, n: int, call: tuple[int, int], message: dict[str, object], what: str
+    ) -> None:
+        """A message to a running session: the next step end's take-in takes it in.
+
+        The runtime looks at its inbox when a step ends: a message that arrived by then,
+        even just after the ``step/end`` event, is taken in and the turn goes on with a
+        step that shows it. So the message's window runs from the previous look (the
+        turn's start, an earlier step end, an earlier take-in) to the look that took it
+        in, and the session's last call before that look closes it.
+        """
+        log = self.logs[script]
+        assert log is not None
+        drains = [i for i in range(n + 1, len(log)) if self._drain(log[i]) == _NEXT_STEP]
+        taken = drains[0] if drains else len(log)
+        looked = max((i for i in range(taken) if log[i].get("type") == "step/end"), default=-1)
+        bounds = [i for i in range(n) if self._opens_window(log[i]) and i != looked]
+        last = bounds[-1] if bounds else -1
+        self.waits.setdefault(call, []).append(self.position(script, last))
+        closing = [k for k, i in enumerate(self.calls[script] or ()) if last < i < taken]
+        reached = f"{what} reached {self.scripts[script].file} (event #{n})"
+        if not drains or not closing:
+            opened = _describe(log, last) if last >= 0 else "its start"
+            self.races.append(
+                InboxRace(
+                    script,
+                    n,
+                    call[0],
+                    f"{reached} after {opened}, and no model call of that session ends "
+                    "between that and the step end that took it in: when the runtime ends "
+                    "that step is its own",
+                )
+            )
+            return
+        kind = _INSERT + _source_kind(message)
+        wait = LogWait(
+            script,
+            ((kind, _counts(log, n + 1).get(kind, 0)),),
+            n,
+            what,
+            tuple(self.senders(script, n + 1, _source_kind(message))),
+        )
+        k = closing[-1]
+        cycle = InboxRace(
+            script,
+            n,
+            call[0],
+            f"{reached} before the end of the step of its call #{k + 1}, but holding that "
+            "call until it arrives would make calls wait for each other (messages that "
+            "crossed): when it lands is the runtime's own",
+        )
+        self.later.append(((script, k), wait, cycle))
+
+    @staticmethod
+    def _drain(event: Event) -> str | None:
+        """The target an ``agent/inbox/spliced`` event takes messages out for, if it does."""
+        data = event.get("data")
+        if event.get("type") != _SPLICED or not isinstance(data, dict):
+            return None
+        removed = data.get("removedCount")
+        target = data.get("target")
+        return str(target) if isinstance(removed, int) and removed > 0 else None
+
+    def _opens_window(self, event: Event) -> bool:
+        """Whether messages arriving after this event wait for a later step end.
+
+        So they do once the running session's turn started, a step ended, or it took in
+        earlier messages.
+        """
+        return event.get("type") in ("turn/start", "step/end") or self._drain(event) == _NEXT_STEP
+
+    def acyclic(self) -> bool:
+        """Whether no call waits, through the calls its positions need, for itself."""
+        after: dict[tuple[int, int], set[tuple[int, int]]] = {}
+        for i, calls in enumerate(self.calls):
+            for k in range(len(calls or ())):
+                after[(i, k)] = {(i, k - 1)} if k else set()
+        for call, waits in self.waits.items():
+            for wait in waits:
+                after.setdefault(call, set()).update(n for n in wait.needs if n != call)
+        state: dict[tuple[int, int], int] = {}  # 1: on the path, 2: done
+        for root in after:
+            stack = [(root, iter(after[root]))]
+            if state.get(root):
+                continue
+            state[root] = 1
+            while stack:
+                node, rest = stack[-1]
+                nxt = next(rest, None)
+                if nxt is None:
+                    stack.pop()
+                    state[node] = 2
+                elif state.get(nxt) == 1:
+                    return False
+                elif not state.get(nxt):
+                    state[nxt] = 1
+                    stack.append((nxt, iter(after.get(nxt, ()))))
+        return True
+
+
+def inbox_plan(
+    scripts: Sequence[SessionScript], logs: Sequence[Sequence[Event] | None]
+) -> InboxPlan:
+    """What each recorded call waits for so that the sessions' messages land as recorded.
+
+    For each message a recorded session sent another (an ``agent/inbox/spliced``
+    insertion whose ``source.senderSessionId`` is a session of the scenario, as a
+    child's ``subagent-settled`` notice), in the receiver's log:
+
+    - ``next-step`` (the receiver was running a turn; the end of its running step takes
+      the message in): the sender's last call before it waits for the receiver's
+      position after the event that opened the window (its turn's start, the last step
+      end, or the last take-in), and the receiver's last call before the step end that
+      took the message in waits until the message is in the receiver's log;
+    - ``next-turn`` (the receiver was idle; the message opens a turn): the sender's call
+      waits for the receiver's position after its last ``turn/end``. A message that
+      joined a turn another message opened is a race (:class:`InboxRace`).
+
+    A wait that would make calls wait for each other in a cycle is left out, and its
+    message is a race.
+
+    Args:
+        scripts: The scenario's sessions.
+        logs: Per session, its whole recorded log (fork seeds included), or ``None``
+            when it takes no part.
+
+    Returns:
+        The plan.
+    """
+    plan = _Plan(scripts, logs)
+    for script, log in enumerate(logs):
+        if log is None or plan.calls[script] is None:
+            continue
+        start = 0 if scripts[script].primary else scripts[script].seed_length
+        for n in range(start, len(log)):
+            plan.receive(script, n)
+    if not plan.acyclic():  # the senders' waits alone: a recording the runtime cannot make
+        plan.waits.clear()
+    for call, wait, race in plan.later:
+        plan.waits.setdefault(call, []).append(wait)
+        if not plan.acyclic():
+            plan.waits[call].pop()
+            plan.races.append(race)
+    return InboxPlan(
+        {call: tuple(waits) for call, waits in plan.waits.items() if waits},
+        tuple(sorted(plan.races, key=lambda r: (r.script, r.event))),
+    )
+
+
+def scenario_plan(scripts: Sequence[SessionScript]) -> InboxPlan:
+    """:func:`inbox_plan` of a scenario's sessions, their logs read again.
+
+    A session whose log is not of format 2 to 4 (no times, no inbox), is not a file or
+    does not read takes no part.
+    """
+    return inbox_plan(scripts, [_whole_events(script) for script in scripts])
+
+
+class LiveLogs(Protocol):
+    """The logs the sessions under test are writing, per recorded session they replay.
+
+    Attributes:
+        poll_s: How long a waiting call sleeps before it looks again, in seconds (a
+            source that tells the gate of each change, :meth:`LogOrderGate.changed`,
+            may give a long one).
+    """
+
+    poll_s: float
+
+    def refresh(self) -> None:
+        """Read what the sessions logged since the last look (thread-safe)."""
+
+    def events(self, script: int) -> Sequence[Event]:
+        """The events the live session of recorded session ``script`` logged so far.
+
+        Its whole log, a fork child's seed included; empty while it is not known.
+        """
+
+    def where(self, script: int) -> str:
+        """The live log of recorded session ``script``, for messages."""
+
+
+class LogOrderGate(OrderGate):
+    """Holds replayed calls until the live logs reached the recorded positions.
+
+    Each call of :attr:`InboxPlan.waits` is answered only once the live log of each
+    session it waits for holds at least the recorded count of each milestone
+    (:func:`log_marks`); after ``timeout`` s it fails with
+    :class:`~pytest_dsh_replay.ReplayOrderError` naming the session, its live log and
+    the recorded event it waited for.
+
+    Args:
+        plan: What each call waits for.
+        files: Per recorded session, its log's name (for messages).
+        live: The live logs.
+        timeout: The longest a call waits, in seconds.
+    """
+
+    def __init__(self, plan: InboxPlan, files: Sequence[str], live: LiveLogs, *, timeout: float):
+        super().__init__([None] * len(files), files, timeout=timeout, max_gap=0)
+        self.plan = plan
+        self._live = live
+        self._poll_s = live.poll_s
+        self._seen: dict[int, tuple[int, dict[str, int]]] = {}
+
+    @classmethod
+    def of_logs(
+        cls, scripts: Sequence[SessionScript], live: LiveLogs, *, timeout: float
+    ) -> LogOrderGate:
+        """The gate of a scenario's scripts, their recorded logs read again.
+
+        Raises:
+            ValueError: ``timeout`` is not > 0.
+        """
+        if not timeout > 0:
+            raise ValueError(f"keep_recorded_order(timeout > 0), got {timeout!r}")
+        return cls(scenario_plan(scripts), [s.file for s in scripts], live, timeout=timeout)
+
+    @property
+    def active(self) -> bool:
+        """Whether any call waits for a live log."""
+        return bool(self.plan.waits)
+
+    def changed(self) -> None:
+        """Tell the waiting calls that a live log changed (they look again at once)."""
+        with self._changed:
+            self._changed.notify_all()
+
+    def _refresh(self) -> None:
+        self._live.refresh()
+
+    def _count(self, script: int) -> dict[str, int]:
+        """The milestones of a live log so far (lock held; read incrementally)."""
+        events = self._live.events(script)
+        seen, counts = self._seen.get(script, (0, {}))
+        if len(events) < seen:
+            seen, counts = 0, {}
+        for event in events[seen:]:
+            for mark in log_marks(event):
+                counts[mark] = counts.get(mark, 0) + 1
+        self._seen[script] = (len(events), counts)
+        return counts
+
+    def _ready_at(self, script: int, call: int) -> tuple[float | None, _Missing | None]:
+        for wait in self.plan.waits.get((script, call), ()):
+            have = self._count(wait.script)
+            if any(have.get(mark, 0) < least for mark, least in wait.counts):
+                return None, wait
+        return 0.0, None
+
+    def _failure(self, call: tuple[int, int], point: _Missing) -> ReplayOrderError:
+        assert isinstance(point, LogWait)
+        have = self._count(point.script)
+        short = ", ".join(
+            f"{mark} {have.get(mark, 0)} of {least}"
+            for mark, least in point.counts
+            if have.get(mark, 0) < least
+        )
+        return ReplayOrderError(
+            f"waited {self._timeout:g} s for the live log of {self._files[point.script]} "
+            f"({self._live.where(point.script)}) to reach the recorded position after "
+            f"{point.what}: the recording shows that before this call was answered, and in "
+            f"this run the live log has not got there ({short}). The agent did not reach "
+            "the recorded order (it made other calls or fewer); re-record with --dsh-record "
+            "if its behaviour changed"
+        )

@@ -39,6 +39,8 @@ CHILDREN: dict[str, list[str]] = {  # the children each scenario's primary start
     "runtime-mixed": ["spawn", "fork"],
     "runtime-retry": ["spawn"],
     "runtime-openai": ["spawn", "fork"],
+    "runtime-parallel": ["spawn", "spawn", "fork"],
+    "runtime-parallel-openai": ["spawn", "spawn", "fork"],
 }
 
 

@@ -43,6 +43,9 @@ WARMUP = "WARMUP: remember the codeword MARMALADE."
 SPAWN_TASK = "SPAWN_TASK: reply SPAWN_OK"
 SLOW_SPAWN_TASK = "SPAWN_TASK (slow): reply SPAWN_OK"
 FORK_TASK = "FORK_TASK: what is the codeword?"
+TOOL_TASK = "TOOL_TASK {name}: look for *.nothing files, then report"
+REVIEW_TASK = "REVIEW_TASK: review what the workers found"
+PARALLEL_TASK = "MAIN_TASK: delegate to two tool workers, then fork a reviewer."
 
 
 def runtime_missing() -> str | None:
@@ -80,10 +83,12 @@ SCENARIOS: dict[str, list[str]] = {
     "runtime-mixed": [WARMUP, "MAIN_TASK: delegate to a spawn and a fork child."],
     "runtime-retry": [f"{WARMUP} [[fail 429]]", "MAIN_TASK: delegate to a flaky spawn child."],
     "runtime-openai": [WARMUP, "MAIN_TASK: delegate to a spawn and a fork child."],
+    "runtime-parallel": [WARMUP, PARALLEL_TASK],
+    "runtime-parallel-openai": [WARMUP, PARALLEL_TASK],
 }
 """The prompts each example scenario sends to the primary, in order."""
 
-ROUTES: dict[str, str] = {"runtime-openai": "openai"}
+ROUTES: dict[str, str] = {"runtime-openai": "openai", "runtime-parallel-openai": "openai"}
 """The scenarios whose runtime reaches its model over the OpenAI route (others: Messages)."""
 
 _DELEGATIONS: dict[str, list[ToolCall]] = {
@@ -95,6 +100,12 @@ _DELEGATIONS: dict[str, list[ToolCall]] = {
     ],
     "delegate to a flaky spawn child.": [
         ToolCall("subagent", _task("Flaky check", f"{SPAWN_TASK} [[fail 500]]"))
+    ],
+    # Two spawn children of equal speed that each use a tool: their notices reach the
+    # parent close together (issue 40); the parent then forks a reviewer.
+    PARALLEL_TASK.removeprefix("MAIN_TASK: "): [
+        ToolCall("subagent", _task("Worker alpha", TOOL_TASK.format(name="alpha"))),
+        ToolCall("subagent", _task("Worker beta", TOOL_TASK.format(name="beta"))),
     ],
     # The README's example.
     "Ask a fork child for the codeword and a spawn child to say hi.": [
@@ -139,6 +150,25 @@ def _fork_answer(request: ScriptedRequest) -> Answer:
     return Answer(text=f"FORK_OK: {found.group(1) if found else 'no codeword known'}")
 
 
+def _worker_answer(request: ScriptedRequest) -> Answer:
+    """A tool worker: a ``glob`` call first, then a report once its result came back."""
+    name = _said(request).split()[1].rstrip(":")
+    if request.tool_results:
+        return Answer(text=f"WORKER_OK {name}")
+    return Answer(tool_calls=[ToolCall("glob", {"pattern": "*.nothing"})])
+
+
+def _notice_answer(request: ScriptedRequest) -> Answer:
+    """A child's notice: noted, except that both workers' reports fork the reviewer."""
+    reports = sum(text.count("WORKER_OK") for role, text in request.messages if role == "user")
+    started = sum(
+        text.startswith("started subagent") for role, text in request.messages if role == "tool"
+    )
+    if reports == 2 and started == 2:
+        return Answer(tool_calls=[ToolCall("subagent_fork", _task("Review", REVIEW_TASK))])
+    return Answer(text="NOTED")
+
+
 def _delegate(request: ScriptedRequest) -> Answer:
     calls = next(calls for task, calls in _DELEGATIONS.items() if task in _said(request))
     return Answer(tool_calls=calls)
@@ -149,7 +179,10 @@ def runtime_model() -> ScriptedModel:
 
     Read from the request alone: tool results get ``DELEGATED``; ``[[fail NNN]]`` in the
     prompt fails the first request carrying it with HTTP ``NNN`` (the runtime retries);
-    a child's notice (``Background subagent ... finished``) gets ``NOTED``; otherwise the
+    a tool worker (``TOOL_TASK``) calls ``glob`` and then reports ``WORKER_OK``; a child's
+    notice (``Background subagent ... finished``) gets ``NOTED``, or, once both workers
+    reported and no reviewer was started, a ``subagent_fork`` of the reviewer (who says
+    ``REVIEW_OK``); otherwise the
     last user message (the user's own words first, before the runtime's context) picks
     the answer: the warm-up is acknowledged with a thought, a delegation task (see
     ``_DELEGATIONS``) makes tool calls, a spawn child says ``SPAWN_OK`` (the slow one
@@ -159,9 +192,11 @@ def runtime_model() -> ScriptedModel:
     """
     return ScriptedModel(
         [
+            Rule(_worker_answer, when=lambda r: _said(r).startswith("TOOL_TASK")),
             Rule(Answer(text="DELEGATED"), when=lambda r: bool(r.tool_results)),
             fail_once(lambda status: f"scripted failure {status}"),
-            Rule(Answer(text="NOTED"), when=lambda r: _said(r).startswith("Background subagent")),
+            Rule(_notice_answer, when=lambda r: _said(r).startswith("Background subagent")),
+            Rule(Answer(text="REVIEW_OK"), when=lambda r: _said(r).startswith("REVIEW_TASK")),
             Rule(
                 Answer(text="SPAWN_OK", delay=_SLOW_S),
                 when=lambda r: _said(r).startswith("SPAWN_TASK (slow)"),

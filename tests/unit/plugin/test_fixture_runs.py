@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from support.collected import collected, suite_state
+from support.inbox_logs import two_workers, write_scenario_dir
 from support.paths import EXAMPLES
 
 from pytest_dsh_replay import RecordingError
@@ -85,6 +86,27 @@ def test_a_replay_that_left_calls_unused_names_the_re_record_command(tmp_path: P
         "\n(if the new behaviour is right, re-record: pytest --dsh-record=all "
         "tests/test_m.py::test_x)"
     )
+
+
+def test_a_replay_that_met_a_race_inside_the_runtime_names_it_and_advises_no_re_record(
+    tmp_path: Path,
+) -> None:
+    # The recording shows both workers' notices opening one turn; in this run the
+    # runtime took the second into a step of its own (issue 40): a race, not a change.
+    write_scenario_dir(tmp_path / "snapshots" / "race", two_workers(together=True))
+    root = tmp_path / "sessions"
+    for log in two_workers():
+        log.write(root / "--work--" / log.id / "session.v4.jsonl")
+    state = suite_state(tmp_path / "snapshots")
+    test = collected(tmp_path, NODE, "race")
+    replay = start(tmp_path, test, state)
+    replay.use_sessions(root, "sess-main")
+    problem = runs.check_replayed(test, state, replay, [])
+    assert problem is not None
+    assert "this replay met a race inside the dsh runtime" in problem
+    assert "opened one turn together" in problem
+    assert "Re-recording does not fix a race" in problem
+    assert "re-record:" not in problem
 
 
 def test_a_missing_recording_fails_with_where_and_how_and_is_counted(tmp_path: Path) -> None:
