@@ -10,7 +10,6 @@ render the same text.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -28,7 +27,7 @@ from .._format.events import (
 from .._format.redact import Redactor, recording_redactor
 from .._format.reply import assemble_reply
 from .._format.text import visible
-from .._identity.announce import announces
+from .._identity.announce import announces, runtime_announcements
 from .._identity.answers import ToolCallMark
 from .normalize import Normalizer
 
@@ -114,9 +113,6 @@ def _seed(session: SessionLike) -> int:
     return 0
 
 
-_STARTED: Final = re.compile(r"\bstarted subagent ([\w-]+)")
-"""The dsh runtime's result of a tool call that started a child: ``started subagent <id>``."""
-
 _SETTLED: Final = "subagent-settled"
 """The ``source.kind`` of a child's settled notice in its parent (a ``user/message``)."""
 
@@ -124,52 +120,15 @@ _MESSAGES: Final = frozenset({"user/message", "assistant/message", "tool/result"
 """The events that carry a conversation's messages (what a fork child's copy repeats)."""
 
 
-def _result_call_id(message: Any) -> str | None:
-    """The tool call id a ``tool/result`` message answers (format 0 blocks or formats 2-4)."""
-    if not isinstance(message, dict):
-        return None
-    own = message.get("toolCallId")
-    if isinstance(own, str):
-        return own
-    content = message.get("content")
-    for block in content if isinstance(content, list) else []:
-        if isinstance(block, dict) and isinstance(block.get("toolCallId"), str):
-            return str(block["toolCallId"])
-    return None
-
-
 def announced_children(events: Sequence[Event]) -> dict[str, str]:
     """Which tool call of a session started each child it announced (the dsh runtime's way).
 
-    The runtime answers the tool call that started a child with ``started subagent
-    <child id>``, and logs a ``subagent/catalog`` event ``{childId}`` before that
-    result; a result that names no child takes the one catalog logged since the
-    previous result (docs/checks.md#transcripts).
-
-    Args:
-        events: The parent session's events.
+    See :func:`~.._identity.announce.runtime_announcements` (docs/checks.md#transcripts).
 
     Returns:
         ``{child id: tool call id}``; empty for a session that announced none.
     """
-    found: dict[str, str] = {}
-    catalogs: list[str] = []
-    for event in events:
-        kind, data = event.get("type"), event.get("data")
-        if not isinstance(data, dict):
-            continue
-        if kind == "subagent/catalog" and isinstance(data.get("childId"), str):
-            catalogs.append(data["childId"])
-        elif kind == "tool/result":
-            message = data.get("message")
-            call = _result_call_id(message)
-            named = _STARTED.findall(_tool_result_text(message))
-            if call is not None and named:
-                found.setdefault(named[0], call)
-            elif call is not None and len(catalogs) == 1:
-                found.setdefault(catalogs[0], call)
-            catalogs = []
-    return found
+    return runtime_announcements(events)
 
 
 def _settled_sender(event: Event) -> str | None:

@@ -40,7 +40,6 @@ the recording and the live child in the run (:func:`match_by_announcement`).
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -55,6 +54,7 @@ from .._format.events import Event, JSONObject, SessionHeader, SessionLog
 from .._format.json_values import ABSENT
 from .._format.jsonl import parse_json_text, read_session_log
 from .._format.stream_records import STREAM_EVENTS, stream_runs
+from .._identity.announce import runtime_announcements
 from .._scripts.entries import ChunksEntry
 from .._scripts.loading import load_scenario
 from .._store.backends.jsonl import encode_segment
@@ -283,34 +283,15 @@ def compare_model_views(
     return None
 
 
-_STARTED: Final = re.compile(r"\Astarted subagent (\S+)")
 _LOG_NAME: Final = "session.v4.jsonl"
-
-
-def _announcement(event: Event) -> tuple[str, str] | None:
-    """``(tool call id, child id)`` when ``event`` is a tool result that started a child."""
-    data = event.get("data")
-    message = (
-        data.get("message")
-        if event.get("type") == "tool/result" and isinstance(data, dict)
-        else None
-    )
-    if not isinstance(message, dict) or not isinstance(message.get("toolCallId"), str):
-        return None
-    content = message.get("content")
-    for block in content if isinstance(content, list) else ():
-        text = block.get("text") if isinstance(block, dict) else None
-        found = _STARTED.match(text) if isinstance(text, str) else None
-        if found is not None:
-            return message["toolCallId"], found.group(1)
-    return None
 
 
 def announced_children(events: Sequence[Event]) -> dict[str, str]:
     """The children a session's tool calls started, as its log announces them.
 
     The dsh runtime answers a ``subagent`` or ``subagent_fork`` tool call at once with
-    the text ``started subagent <child id>``.
+    the text ``started subagent <child id>``
+    (:func:`~.._identity.announce.runtime_announcements`).
 
     Args:
         events: The session's events.
@@ -318,8 +299,7 @@ def announced_children(events: Sequence[Event]) -> dict[str, str]:
     Returns:
         ``{tool call id: child session id}`` in log order.
     """
-    found = (_announcement(event) for event in events)
-    return dict(pair for pair in found if pair is not None)
+    return {call: child for child, call in runtime_announcements(events).items()}
 
 
 def match_by_announcement(
@@ -441,14 +421,12 @@ class LiveRuntimeLogs:
         if tail is None:
             return
         for event in tail.read():
-            announced = _announcement(event)
-            if announced is None:
-                continue
-            mine = announced_children(self._recorded[script][1]).get(announced[0])
-            child = next((k for k, (rid, _) in enumerate(self._recorded) if rid == mine), None)
-            if child is not None and child not in self._ids:
-                self._ids[child] = announced[1]
-                self._read(child)
+            for live_child, call in runtime_announcements((event,)).items():
+                mine = announced_children(self._recorded[script][1]).get(call)
+                child = next((k for k, (rid, _) in enumerate(self._recorded) if rid == mine), None)
+                if child is not None and child not in self._ids:
+                    self._ids[child] = live_child
+                    self._read(child)
 
     def _find(self, script: int) -> _Tail | None:
         """The live log of a recorded session whose live id is known, once it exists."""

@@ -10,19 +10,34 @@ repeats its parent's task holds every task that parent hands out.
 :func:`announcing` links a child to the earliest tool call of its parent that announces it
 and no earlier child took. Recording and replay link by the same function over the same
 data: the parent's calls' tool calls (recorded, or as served) and the child's opening.
+
+The dsh runtime also says so in its parent's log: it answers the tool call that started
+a child with ``started subagent <child id>`` and logs a ``subagent/catalog`` event
+``{childId}`` before that result; :func:`runtime_announcements` reads that.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import orjson
 
+from .._format.events import Event
 from .answers import ToolCallMark
 
-__all__ = ["Announcement", "announces", "announcing", "argument_texts"]
+__all__ = [
+    "Announcement",
+    "announces",
+    "announcing",
+    "argument_texts",
+    "runtime_announcements",
+]
+
+_STARTED: Final = re.compile(r"\bstarted subagent ([\w-]+)")
+"""The dsh runtime's result of a tool call that started a child: ``started subagent <id>``."""
 
 _MAX_DEPTH: Final = 64  # how deep argument values are searched for strings
 
@@ -106,3 +121,66 @@ def announcing(
             if (number, ordinal) not in claimed and announces(mark, openings):
                 return Announcement(number, ordinal, mark)
     return None
+
+
+def _result_call(message: Any) -> str | None:
+    """The tool call id a logged ``tool/result`` answers (format 0 blocks or formats 2-4)."""
+    if not isinstance(message, dict):
+        return None
+    own = message.get("toolCallId")
+    if isinstance(own, str):
+        return own
+    content = message.get("content")
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and isinstance(block.get("toolCallId"), str):
+            return str(block["toolCallId"])
+    return None
+
+
+def _result_texts(message: Any) -> list[str]:
+    """The texts of a logged ``tool/result``: its own blocks, and those of its result blocks."""
+    content = message.get("content") if isinstance(message, dict) else None
+    texts: list[str] = []
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        inner = block.get("content") if block.get("type") == "tool-result" else None
+        for part in inner if isinstance(inner, list) else []:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+    return texts
+
+
+def runtime_announcements(events: Sequence[Event]) -> dict[str, str]:
+    """Which tool call of a session started each child, as the dsh runtime logs it.
+
+    A tool result ``started subagent <child id>`` names its child; a result that names
+    none takes the one ``subagent/catalog`` child logged since the previous result.
+
+    Args:
+        events: The parent session's events.
+
+    Returns:
+        ``{child id: tool call id}``, in log order; empty for a session that announced
+        none.
+    """
+    found: dict[str, str] = {}
+    catalogs: list[str] = []
+    for event in events:
+        kind, data = event.get("type"), event.get("data")
+        if not isinstance(data, dict):
+            continue
+        if kind == "subagent/catalog" and isinstance(data.get("childId"), str):
+            catalogs.append(data["childId"])
+        elif kind == "tool/result":
+            message = data.get("message")
+            call = _result_call(message)
+            named = [m for text in _result_texts(message) for m in _STARTED.findall(text)]
+            if call is not None and named:
+                found.setdefault(named[0], call)
+            elif call is not None and len(catalogs) == 1:
+                found.setdefault(catalogs[0], call)
+            catalogs = []
+    return found

@@ -121,6 +121,7 @@ class SessionScript:
         from .._format.text import join_blocks
 
         return join_blocks(self.opening_blocks)
+
     seed_digest: tuple[int, int] | None = field(default=None, compare=False)
 
     @property
