@@ -24,6 +24,7 @@ __all__ = [
     "is_served_answer",
     "message_text",
     "message_tool_calls",
+    "quotes_answer",
     "same_arguments",
     "served_answer",
     "tool_call_marks",
