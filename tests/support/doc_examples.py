@@ -1,6 +1,6 @@
 """The code blocks of README.md and the site's pages, as the tests that run them read them.
 
-A page's Python blocks say what they are in their fence (docs/guide/contributing-docs.md):
+A page's Python blocks say what they are in their fence (README.md, *Developing*):
 
 - ```` ```python title="test_agent.py" ````: a file of the page's example project, written
   under that name (a page's file names are unique);
