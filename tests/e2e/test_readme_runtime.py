@@ -1,4 +1,7 @@
-"""The README's dsh runtime example, recorded through the proxy and replayed (e2e)."""
+"""The dsh runtime page's example, recorded through the proxy and replayed (e2e).
+
+It is the ``{ .e2e }`` block of docs/guide/dsh-runtime.md titled ``"test_delegation.py"``.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +10,9 @@ import shutil
 import sys
 
 import pytest
+from support.doc_examples import DOCS, titled
 from support.inner_runs import scripted_proxy_conftest
 from support.paths import SUPPORT
-from support.readme import first_test_code
 
 pytestmark = pytest.mark.e2e
 
@@ -26,7 +29,7 @@ def test_readme_runtime_example_records_through_the_proxy_then_replays(
     if missing is not None:
         pytest.skip(missing)
     shutil.copytree(SUPPORT, pytester.path / "support")
-    pytester.makepyfile(test_delegation=first_test_code("## The dsh runtime"))
+    pytester.makepyfile(test_delegation=titled(DOCS / "guide/dsh-runtime.md", "test_delegation.py"))
     pytester.makeconftest(scripted_proxy_conftest("support.runtime_agent", "runtime_model"))
     pytester.makeini("[pytest]\npythonpath = .\n")
     recorded = pytester.runpytest_subprocess("--dsh-record", "--snapshot-update")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from support.paths import README
+from support.doc_examples import DOCS, titled
 from support.scenarios import make_scenario
 
 
@@ -374,11 +374,14 @@ def pytest_dsh_replay_live_model(config, scenario_path):
 """
 
 
-@pytest.mark.parametrize("heading", ["### The openai SDK", "### The anthropic SDK"])
-def test_readme_sdk_first_tests_record_then_replay(pytester: pytest.Pytester, heading: str) -> None:
-    section = README.read_text(encoding="utf-8").split(heading, 1)[1]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    pytester.makepyfile(test_capital=code)
+@pytest.mark.parametrize(
+    ("page", "title"),
+    [("openai-chat.md", "test_openai_chat.py"), ("anthropic.md", "test_anthropic.py")],
+)
+def test_guide_sdk_first_tests_record_then_replay(
+    pytester: pytest.Pytester, page: str, title: str
+) -> None:
+    pytester.makepyfile(test_capital=titled(DOCS / "guide" / page, title))
     pytester.makeconftest(FAKE_LIVE)
     pytester.runpytest("--dsh-record=missing").assert_outcomes(passed=1)
     pytester.makeconftest("")

@@ -1,15 +1,29 @@
-"""The README's first test works as printed: record it, then replay it keyless."""
+"""README's and the guide's examples work as printed, and the statements around them hold.
+
+The examples are read by their file titles (``tests/support/doc_examples.py``).
+"""
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+from support.doc_examples import DOCS, pages, titled
 from support.paths import PYPROJECT, README
-from support.readme import first_test_code
 from support.scenarios import make_scenario
+
+GUIDE = DOCS / "guide"
+WRITING_TESTS = GUIDE / "writing-tests.md"
+NO_KEY = GUIDE / "recording-without-a-key.md"
+
+
+def in_process_test() -> str:
+    """The guide's first in-process test (``dsh_replay.model``, no SDK)."""
+    return titled(WRITING_TESTS, "test_capital.py")
+
 
 FAKE_LIVE = """
 class Live:
@@ -26,8 +40,10 @@ def pytest_dsh_replay_live_model(config, scenario_path):
 """
 
 
-def test_readme_first_test_records_then_replays(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_capital=first_test_code())
+@pytest.mark.parametrize("page", [README, WRITING_TESTS], ids=["README", "writing-tests"])
+def test_first_test_records_then_replays(pytester: pytest.Pytester, page: Path) -> None:
+    pytest.importorskip("openai")
+    pytester.makepyfile(test_capital=titled(page, "test_capital.py"))
     missing = pytester.runpytest()
     missing.assert_outcomes(errors=1)
     missing.stdout.fnmatch_lines(
@@ -46,13 +62,13 @@ def test_readme_says_when_dsh_record_model_is_required(
     # The first test's request names no model: the built-in adapter needs
     # DSH_RECORD_MODEL, and the Recording section says so with the message it fails with.
     pytest.importorskip("openai")
-    recording = " ".join(README.read_text(encoding="utf-8").split("## Recording", 1)[1].split())
+    recording = " ".join((GUIDE / "recording.md").read_text(encoding="utf-8").split())
     assert "`DSH_RECORD_MODEL` names the model to record with, and is required exactly" in (
         recording
     )
     quoted = re.search(r"fails the test with `(the request names no model:[^`]*)`", recording)
     assert quoted, "the Recording section lost the message a request without a model gets"
-    code = first_test_code()
+    code = in_process_test()
     assert '"model"' not in code
     assert "'model'" not in code
     pytester.makepyfile(test_capital=code)
@@ -80,7 +96,7 @@ def pytest_dsh_replay_live_model(config, scenario_path):
 
 
 def test_readme_fork_example_records_a_fork_child_then_replays(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_fork=first_test_code("### Forking from the fixture"))
+    pytester.makepyfile(test_fork=titled(GUIDE / "forks-and-spawns.md", "test_fork.py"))
     pytester.makeconftest(RECALLING_LIVE)
     pytester.runpytest("--dsh-record").assert_outcomes(passed=1)
     scenario = pytester.path / "dsh_snapshots" / "fork-recall"
@@ -96,12 +112,14 @@ def test_readme_joins_the_record_mode_with_equals_when_anything_follows(
     pytester: pytest.Pytester,
 ) -> None:
     # argparse's optional value takes the next argument: `--dsh-record tests/x.py` is
-    # refused, so every README command that goes on after the flag writes `=all`/`=missing`,
-    # but for the one refused example the Recording section shows.
-    text = README.read_text(encoding="utf-8")
+    # refused, so every command of README and the site that goes on after the flag writes
+    # `=all`/`=missing`, but for the refused example the Recording page and
+    # Troubleshooting show.
+    text = "\n".join(page.read_text(encoding="utf-8") for page in pages())
     bare = re.findall(r"--dsh-record[ \t]+([^\s#`|]+)", text)
-    assert bare == ["tests/test_x.py"], bare
-    assert "says to write `--dsh-record=all tests/test_x.py`" in " ".join(text.split())
+    assert bare == ["tests/test_x.py", "tests/test_x.py"], bare
+    recording = (GUIDE / "recording.md").read_text(encoding="utf-8")
+    assert "says to write `--dsh-record=all tests/test_x.py`" in " ".join(recording.split())
     pytester.mkdir("tests")
     (pytester.path / "tests" / "test_x.py").write_text("def test_x():\n    pass\n")
     refused = pytester.runpytest("--dsh-record", "tests/test_x.py")
@@ -116,8 +134,7 @@ def test_readme_runtime_section_says_how_to_record_offline_and_keep_web_tools_of
     # offered: in the request header's tool list and the system prompt).
     from support.runtime_agent import _DELEGATIONS
 
-    section = README.read_text(encoding="utf-8").split("## The dsh runtime", 1)[1]
-    section = " ".join(section.split("\n## ", 1)[0].split())
+    section = " ".join((GUIDE / "dsh-runtime.md").read_text(encoding="utf-8").split())
     assert "**Recording without a live model.**" in section
     assert "**The runtime's network tools.**" in section
     for name in (
@@ -142,17 +159,17 @@ def test_readme_runtime_section_says_how_to_record_offline_and_keep_web_tools_of
 
 
 @pytest.mark.parametrize(
-    ("heading", "scenario", "needs"),
+    ("page", "title", "scenario", "needs"),
     [
-        ("### The OpenAI Responses API", "capital-responses", "openai"),
-        ("### The Gemini API (google-genai)", "capital-gemini", "google.genai"),
+        ("openai-responses.md", "test_responses.py", "capital-responses", "openai"),
+        ("google-genai.md", "test_gemini.py", "capital-gemini", "google.genai"),
     ],
 )
-def test_readme_wire_examples_record_then_replay(
-    pytester: pytest.Pytester, heading: str, scenario: str, needs: str
+def test_guide_wire_examples_record_then_replay(
+    pytester: pytest.Pytester, page: str, title: str, scenario: str, needs: str
 ) -> None:
     pytest.importorskip(needs)
-    pytester.makepyfile(test_capital=first_test_code(heading))
+    pytester.makepyfile(test_capital=titled(GUIDE / page, title))
     pytester.makeconftest(FAKE_LIVE)
     pytester.runpytest("--dsh-record=missing").assert_outcomes(passed=1)
     assert (pytester.path / "dsh_snapshots" / scenario / "session.jsonl").exists()
@@ -215,15 +232,12 @@ def test_readme_is_right_that_async_tests_need_an_async_plugin(pytester: pytest.
     pytester.runpytest("-p", "asyncio").assert_outcomes(passed=1)
 
 
-SCRIPTED = "### Recording without a key: the scripted model"
-
-
-def test_readme_scripted_model_records_the_first_test_then_replays(
+def test_scripted_model_records_the_first_test_then_replays(
     pytester: pytest.Pytester,
 ) -> None:
-    # The section's conftest as printed records *Your first test* in process, no key.
-    pytester.makepyfile(test_capital=first_test_code())
-    pytester.makeconftest(first_test_code(SCRIPTED))
+    # The page's conftest as printed records the in-process first test, no key.
+    pytester.makepyfile(test_capital=in_process_test())
+    pytester.makeconftest(titled(NO_KEY, "conftest.py"))
     pytester.runpytest("--dsh-record=missing").assert_outcomes(passed=1)
     recorded = (pytester.path / "dsh_snapshots" / "capital" / "session.jsonl").read_text()
     assert "The capital is Paris." in recorded
@@ -231,9 +245,9 @@ def test_readme_scripted_model_records_the_first_test_then_replays(
     pytester.runpytest().assert_outcomes(passed=1)
 
 
-def test_readme_scripted_model_rules_answer_as_the_section_says() -> None:
+def test_scripted_model_rules_answer_as_the_page_says() -> None:
     namespace: dict[str, Any] = {}
-    exec(first_test_code(SCRIPTED), namespace)  # the conftest as printed
+    exec(titled(NO_KEY, "conftest.py"), namespace)  # the conftest as printed
     model = namespace["MODEL"]
 
     def reply(*messages: dict[str, Any]) -> list[dict[str, Any]]:
@@ -252,10 +266,7 @@ def test_readme_scripted_model_rules_answer_as_the_section_says() -> None:
     assert "".join(c.get("text", "") for c in answered) == "The sum is 5."
 
 
-def test_readme_scripted_server_example_runs_an_agent_process(pytester: pytest.Pytester) -> None:
+def test_scripted_server_example_runs_an_agent_process(pytester: pytest.Pytester) -> None:
     pytest.importorskip("openai")
-    section = README.read_text(encoding="utf-8").split(SCRIPTED, 1)[1]
-    blocks = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.S)
-    assert len(blocks) == 2, "the scripted model section lost one of its two examples"
-    pytester.makepyfile(test_agent=blocks[1])
+    pytester.makepyfile(test_agent=titled(NO_KEY, "test_retry.py"))
     pytester.runpytest_subprocess().assert_outcomes(passed=1)

@@ -225,16 +225,88 @@ def _limit_constants() -> list[str]:
     ]
 
 
-def test_every_limit_is_on_the_limits_page_and_in_the_readme() -> None:
+def test_every_limit_is_on_the_limits_page() -> None:
     # docs/limits.md's table lists every limit with its constant (as a link to its API
-    # entry); the README's "Limits on recorded input" names each one too.
+    # entry); README points there.
     limits = list(_lines_outside_code(DOCS / "limits.md"))
     table = [line for line in limits if line.startswith("| ")]
-    readme = README.read_text(encoding="utf-8")
-    start = readme.index("## Limits on recorded input")
-    section = readme[start : readme.index("\n## ", start + 1)]
     constants = _limit_constants()
     assert {"MAX_DECOMPRESSED_BYTES", "MAX_NESTING", "MAX_LINE_BYTES"} <= set(constants)
     for name in constants:
         assert any(f"[pytest_dsh_replay.{name}]" in row for row in table), name
-        assert f"`pytest_dsh_replay.{name}`" in section, name
+    assert "](docs/limits.md)" in README.read_text(encoding="utf-8")
+
+
+def _public_errors() -> list[str]:
+    return [
+        name
+        for name in pytest_dsh_replay.__all__
+        if isinstance(obj := getattr(pytest_dsh_replay, name), type)
+        and issubclass(obj, pytest_dsh_replay.DshReplayError)
+        and obj is not pytest_dsh_replay.DshReplayError
+    ]
+
+
+def test_every_typed_error_has_a_troubleshooting_entry() -> None:
+    # Each public DshReplayError subclass: a heading of its own (anchor: its name) with
+    # what it means and what to do.
+    page = DOCS / "guide" / "troubleshooting.md"
+    anchors = _anchors(page)
+    errors = _public_errors()
+    assert len(errors) >= 19
+    missing = [name for name in errors if name not in anchors]
+    assert missing == []
+    headings = [line for line in _lines_outside_code(page) if _HEADING.match(line)]
+    for name in errors:
+        (heading,) = [h for h in headings if h.startswith(f"### {name} ")]
+        assert heading == f"### {name} {{#{name}}}"
+
+
+def test_the_troubleshooting_rule_sees_a_missing_entry(tmp_path: Path) -> None:
+    page = tmp_path / "t.md"
+    page.write_text("### ReplayBindingError {#ReplayBindingError}\ntext\n", encoding="utf-8")
+    assert "ReplayBindingError" in _anchors(page)
+    assert "ReplayExhaustedError" not in _anchors(page)
+
+
+# pytest's registrations in plugin.py: group.addoption("--x", ...), parser.addini("x", ...).
+_REGISTERED = re.compile(r"\.add(?:option|ini)\(\s*\"([\w-]+)\"")
+
+
+def test_every_option_and_ini_key_is_documented() -> None:
+    source = (PACKAGE / "plugin.py").read_text(encoding="utf-8")
+    names = _REGISTERED.findall(source)
+    assert {"--dsh-record", "--dsh-fail-unused", "dsh_snapshot_dir", "dsh_compare_logs"} <= set(
+        names
+    )
+    site = "\n".join(page.read_text(encoding="utf-8") for page in sorted(DOCS.rglob("*.md")))
+    assert [name for name in names if f"`{name}" not in site] == []
+
+
+def test_the_site_config_has_its_address_repository_dark_mode_and_mermaid() -> None:
+    config = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    site_url = re.search(r"^site_url: (https://\S+/)$", config, re.M)
+    repo_url = re.search(r"^repo_url: (https://github\.com/([\w-]+)/([\w-]+))$", config, re.M)
+    assert site_url
+    assert repo_url
+    owner, name = repo_url.group(2), repo_url.group(3)
+    assert site_url.group(1) == f"https://{owner}.github.io/{name}/"
+    assert f"repo_name: {owner}/{name}" in config
+    assert "scheme: slate" in config  # the dark palette, with its toggle
+    assert config.count("toggle:") == 2
+    assert "name: mermaid" in config
+    assert "pymdownx.superfences.fence_code_format" in config
+    nav = config.split("\nnav:\n", 1)[1].split("\n\n", 1)[0]
+    tops = re.findall(r"^  - ([^:]+):", nav, re.M)
+    assert tops == ["Home", "Getting started", "Guide", "Reference", "API reference"]
+
+
+def test_readme_links_the_site_by_relative_paths_that_exist() -> None:
+    readme = README.read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 350
+    links = re.findall(r"\]\((docs/[\w/.-]+\.md)(?:#[\w-]+)?\)", readme)
+    assert "docs/getting-started.md" in links
+    assert [link for link in links if not (REPO / link).is_file()] == []
+    guide = {p.name for p in (DOCS / "guide").glob("*.md")} - {"index.md"}
+    linked = {Path(link).name for link in links if link.startswith("docs/guide/")}
+    assert guide - linked == set()  # one line per stack and per task page
