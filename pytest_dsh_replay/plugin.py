@@ -22,9 +22,6 @@ if TYPE_CHECKING:
     from ._plugin.collected import CollectedTest
     from ._plugin.suite import RunScope, SuiteState
 
-RECORD_MODES: Final = ("all", "missing")
-"""The values ``--dsh-record`` accepts (a bare ``--dsh-record`` means ``all``)."""
-
 DEFAULT_SNAPSHOT_DIR: Final = "dsh_snapshots"
 """The snapshot root beside each test module when ``dsh_snapshot_dir`` is not set."""
 
@@ -44,12 +41,13 @@ _FAILED = pytest.StashKey[bool]()  # a phase of a test that requests dsh_replay 
 
 
 def _parse_record_mode(value: str) -> str:
-    """Validate ``--dsh-record``'s value (argparse ``type=``)."""
-    if value in RECORD_MODES:
-        return value
-    from ._plugin.messages import bad_record_mode
+    """Validate ``--dsh-record``'s value (argparse ``type=``); the option keeps the value."""
+    from ._plugin.modes import RECORD_MODES, RecordModeError
 
-    raise pytest.UsageError(bad_record_mode(value, RECORD_MODES))
+    try:
+        return RECORD_MODES.parse(value).value
+    except RecordModeError as err:
+        raise pytest.UsageError(str(err)) from None
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -61,19 +59,19 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Register the ``dsh-replay`` option group and its ini keys."""
+    from ._plugin.modes import RECORD_MODES
+
     group = parser.getgroup("dsh-replay", "dsh-replay (replay and record dsh agent sessions)")
     group.addoption(
         "--dsh-record",
         action="store",
         nargs="?",
-        const="all",
+        const=RECORD_MODES.default.value,
         default=None,
         type=_parse_record_mode,
         dest="dsh_record",
-        metavar="all|missing",
-        help="record scenarios against the live model instead of replaying them: "
-        "all (the default when no value is given) re-records every selected scenario, "
-        "missing records only scenarios that have no recording yet.",
+        metavar=RECORD_MODES.metavar,
+        help=RECORD_MODES.help,
     )
     group.addoption(
         "--dsh-fail-unused",
@@ -113,6 +111,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "skips the replayed-log check; record=False makes the test replay even under "
         "--dsh-record (another test records the scenario).",
     )
+    from ._plugin.modes import RECORD_MODES
     from ._plugin.suite import SuiteState, body_cap
 
     try:
@@ -122,7 +121,9 @@ def pytest_configure(config: pytest.Config) -> None:
     raw_root = str(config.getini("dsh_snapshot_dir")).strip()
     base = config.inipath.parent if config.inipath is not None else config.rootpath
     config.stash[_STATE] = state = SuiteState(
-        record=config.getoption("dsh_record"),
+        record=None
+        if (mode := config.getoption("dsh_record")) is None
+        else RECORD_MODES.parse(mode),
         ini_root=(base / raw_root) if raw_root else None,
         subset=bool(config.getoption("keyword") or config.getoption("markexpr")),
         compare_logs=bool(config.getini("dsh_compare_logs")),

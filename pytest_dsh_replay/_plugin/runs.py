@@ -138,7 +138,7 @@ def start(
         return replay
     if not path.exists():
         state.missing += 1
-        command = record_command(test, path, "missing", state, recorders)
+        command = record_command(test, path, state.modes.to_record(exists=False), state, recorders)
         near = closest_scenario(path)
         raise ScenarioUnavailable(missing_recording(test.nodeid, path, command, near))
     if state.cache is None:
@@ -157,7 +157,11 @@ def start(
             redact_hook=redact_hook,
             redact_header_hook=redact_header_hook,
             max_body_bytes=state.max_body_bytes,
-            rerecord=_once(lambda: record_command(test, path, "all", state, recorders)),
+            rerecord=_once(
+                lambda: record_command(
+                    test, path, state.modes.to_record(exists=True), state, recorders
+                )
+            ),
         )
     except DshReplayError as err:
         state.broken += 1
@@ -279,7 +283,10 @@ def check_replayed(
     races = replay._runtime_races()
     if races:  # re-recording cannot fix a race (docs/limits.md#runtime-races)
         return race_report(problem, races)
-    return rerecord(problem, record_command(test, replay.path, "all", state, recorders))
+    return rerecord(
+        problem,
+        record_command(test, replay.path, state.modes.to_record(exists=True), state, recorders),
+    )
 
 
 def snapshot_drift(
@@ -308,7 +315,7 @@ def snapshot_drift(
 
     if replay.mode == "record":
         return snapshot_differs_while_recording(
-            record_command(test, replay.path, "all", state, recorders)
+            record_command(test, replay.path, state.modes.to_record(exists=True), state, recorders)
         )
     problem = check_replayed(test, state, replay, recorders)
     if problem is not None:

@@ -166,12 +166,13 @@ def compare_logs(test: CollectedTest, state: SuiteState) -> bool:
 def records(test: CollectedTest, state: SuiteState, path: Path) -> bool:
     """Whether the test records (rather than replays) ``path`` under the run's options.
 
-    ``--dsh-record=all`` records every test, ``--dsh-record=missing`` only those whose
-    scenario does not exist yet; a replay-only test (``record=False``) never records.
+    The run's record mode (:class:`~.modes.RecordMode`) says, from whether the scenario
+    exists; without ``--dsh-record`` nothing records, and a replay-only test
+    (``record=False``) never records.
     """
-    if test.replay_only:
-        return False  # another test records this scenario
-    return state.record == "all" or (state.record == "missing" and not path.exists())
+    if test.replay_only or state.record is None:
+        return False  # another test records this scenario, or the run replays
+    return state.record.records(exists=path.exists())
 
 
 def recording_test(path: Path, recorders: Iterable[CollectedTest], state: SuiteState) -> str | None:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .modes import RECORD_MODES, RecordMode, RecordModes
+
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import TypeAlias
@@ -43,8 +45,9 @@ class SuiteState:
     which :meth:`merge` s them.
     """
 
-    record: str | None
+    record: RecordMode | None  # --dsh-record's mode; None replays
     ini_root: Path | None
+    modes: RecordModes = RECORD_MODES  # the modes hints name (docs/recording.md#record-mode)
     used: set[str] = field(default_factory=set)
     roots: set[str] = field(default_factory=set)
     replayed: int = 0

@@ -137,6 +137,7 @@ def test_a_tool_call_whose_argument_is_a_childs_task_links_it_after_that_call() 
     assert linked_after(text, "cafes") == "{{id-3}}"
     assert linked_after(text, "museums") == "{{id-2}}"
 
+
 def test_a_child_with_no_link_is_linked_at_the_end_of_its_parent() -> None:
     text = render_transcript([parent(result("call_a", "ok"), result("call_b", "ok")), *CHILDREN])
     assert linked_after(text, "cafes") is None
