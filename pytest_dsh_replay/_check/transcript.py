@@ -29,6 +29,7 @@ from .._format.reply import assemble_reply
 from .._format.text import visible
 from .._identity.announce import announces, runtime_announcements
 from .._identity.answers import ToolCallMark
+from .._wire.request import content_texts
 from .normalize import Normalizer
 
 __all__ = [
@@ -64,13 +65,7 @@ def _quote(text: str) -> str:
 
 
 def _block_text(blocks: Any, kind: str) -> str:
-    if isinstance(blocks, str):
-        return blocks if kind == "text" else ""
-    if not isinstance(blocks, list):
-        return ""
-    return "".join(
-        b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == kind
-    )
+    return "".join(content_texts(blocks, kind))
 
 
 def _tool_result_text(message: Any) -> str:
@@ -87,11 +82,7 @@ def _tool_result_text(message: Any) -> str:
 
 def _lines(content: Any) -> str:
     """A message's text blocks, one per line (a string content as it is)."""
-    if not isinstance(content, list):
-        return _block_text(content, "text")
-    return "\n".join(
-        b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
-    )
+    return "\n".join(content_texts(content))
 
 
 def _seed(session: SessionLike) -> int:
@@ -229,10 +220,10 @@ def _task(own: Sequence[Event], copied: set[int]) -> str | None:
             data = event.get("data")
             if isinstance(data, dict):
                 content = data.get("content")
+                texts = content_texts(content)
                 if isinstance(content, list):
-                    texts = [b for b in content if isinstance(b, dict) and b.get("type") == "text"]
-                    return str(texts[0].get("text", "")) if texts else None
-                return _block_text(content, "text")
+                    return texts[0] if texts else None
+                return "".join(texts)
     return None
 
 

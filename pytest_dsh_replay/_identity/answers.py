@@ -22,7 +22,6 @@ __all__ = [
     "ServedAnswer",
     "ToolCallMark",
     "is_served_answer",
-    "message_text",
     "message_tool_calls",
     "quotes_answer",
     "same_arguments",
@@ -103,17 +102,6 @@ def served_answer(
     return ServedAnswer(text, calls, seen)
 
 
-def message_text(message: Mapping[str, Any]) -> str:
-    """A re-sent message's text: its string content, or its text blocks joined."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    blocks = content if isinstance(content, list) else []
-    return "".join(
-        str(b.get("text", "")) for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"
-    )
-
-
 def message_tool_calls(message: Mapping[str, Any]) -> tuple[ToolCallMark, ...]:
     """The tool calls a re-sent assistant message names (OpenAI and Anthropic forms)."""
     found: list[ToolCallMark] = []
@@ -186,6 +174,8 @@ def is_served_answer(message: Mapping[str, Any], served: ServedAnswer | None) ->
         return True
     if not ids.isdisjoint(call.id for call in named):
         return True
+    from .._wire.request import message_text  # the request reader: not on the replay path
+
     return (
         len(named) == len(served.calls)
         and all(
@@ -204,6 +194,8 @@ def quotes_answer(message: Mapping[str, Any], served: ServedAnswer | None) -> bo
     """
     if served is None or not (served.text or served.calls):
         return False
+    from .._wire.request import message_text  # the request reader: not on the replay path
+
     if served.text and served.text != message_text(message):
         return False
     return served.ids <= {call.id for call in message_tool_calls(message)}
