@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 import orjson
 
@@ -123,7 +123,7 @@ def announcing(
     return None
 
 
-def _result_call(message: Any) -> str | None:
+def _result_call(message: object) -> str | None:
     """The tool call id a logged ``tool/result`` answers (format 0 blocks or formats 2-4)."""
     if not isinstance(message, dict):
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 import orjson
 
@@ -102,7 +102,7 @@ def served_answer(
     return ServedAnswer(text, calls, seen)
 
 
-def message_tool_calls(message: Mapping[str, Any]) -> tuple[ToolCallMark, ...]:
+def message_tool_calls(message: Mapping[str, object]) -> tuple[ToolCallMark, ...]:
     """The tool calls a re-sent assistant message names (OpenAI and Anthropic forms)."""
     found: list[ToolCallMark] = []
     calls = message.get("tool_calls")
@@ -130,7 +130,7 @@ def message_tool_calls(message: Mapping[str, Any]) -> tuple[ToolCallMark, ...]:
     return tuple(found)
 
 
-def _json_text(value: Any) -> str:
+def _json_text(value: object) -> str:
     if isinstance(value, str):
         return value
     if value is None:
@@ -151,7 +151,7 @@ def same_arguments(a: str, b: str) -> bool:
         return False
 
 
-def is_served_answer(message: Mapping[str, Any], served: ServedAnswer | None) -> bool:
+def is_served_answer(message: Mapping[str, object], served: ServedAnswer | None) -> bool:
     """Whether a message that follows a session's latest request is the answer it was served.
 
     An answer is re-sent as an assistant message. When the served answer called tools
@@ -186,7 +186,7 @@ def is_served_answer(message: Mapping[str, Any], served: ServedAnswer | None) ->
     )
 
 
-def quotes_answer(message: Mapping[str, Any], served: ServedAnswer | None) -> bool:
+def quotes_answer(message: Mapping[str, object], served: ServedAnswer | None) -> bool:
     """Whether a re-sent message is exactly the answer ``served`` (its text and every id).
 
     Stricter than :func:`is_served_answer`: it tells apart sessions whose latest

@@ -12,19 +12,22 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from .._errors import DshReplayError
 
 if TYPE_CHECKING:
     from .._fixture.dsh_replay import DshReplay
+    from .._format.events import Event
     from .._store.lock import RecordingLock
     from .collected import CollectedTest
     from .suite import Redaction, SuiteState
 
 __all__ = [
+    "RecordedSession",
+    "RecordedSessions",
     "ScenarioUnavailable",
     "check_recorded",
     "check_replayed",
@@ -35,6 +38,28 @@ __all__ = [
     "snapshot_drift",
     "start",
 ]
+
+
+class RecordedSession(Protocol):
+    """What :func:`recorded_calls` reads of a recorded session."""
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """The session's events."""
+        ...
+
+    @property
+    def seed_length(self) -> int:
+        """How many leading events a fork inherited."""
+        ...
+
+
+class RecordedSessions(Protocol):
+    """What :func:`recorded_calls` reads of a store (a ``SessionStore``)."""
+
+    def sessions(self) -> Iterable[RecordedSession]:
+        """Every session."""
+        ...
 
 
 class ScenarioUnavailable(DshReplayError):
@@ -52,7 +77,7 @@ def start(
     layout_problem: str | None,
     workbase: Callable[[], Path],
     redaction: Callable[[], Redaction],
-    live: Callable[[Path], Any],
+    live: Callable[[Path], object],
     recorders: Iterable[CollectedTest],
 ) -> DshReplay:
     """Open the test's scenario for replay, or prepare to record it.
@@ -389,7 +414,7 @@ def _has_recording(path: Path) -> bool:
     return os.path.lexists(path)
 
 
-def recorded_calls(sessions: Any) -> int:
+def recorded_calls(sessions: RecordedSessions) -> int:
     """The model calls recorded in a store's sessions (a fork's inherited calls left out).
 
     Args:

@@ -144,7 +144,8 @@ def refuse_recording_outside(test: CollectedTest, state: SuiteState, path: Path)
     """
     from .naming import SCENARIO_RULE, inside_root
 
-    if not (test.names_scenario and Path(os.fspath(test.scenario_args[0])).is_absolute()):
+    name = test.scenario_args[0] if test.names_scenario else None
+    if not (isinstance(name, str | os.PathLike) and Path(os.fspath(name)).is_absolute()):
         return  # a relative name was checked by scenario_path
     root = snapshot_root(test, state)
     if inside_root(root, path, resolved_root=resolved_root(state, root)):
