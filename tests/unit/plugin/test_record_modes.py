@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from support.collected import collected
-from support.paths import EXAMPLES
+from support.paths import EXAMPLES, REPO
 
 from pytest_dsh_replay._format.redact import recording_redactor
 from pytest_dsh_replay._plugin import runs
@@ -108,3 +109,12 @@ def _no_redaction() -> Redaction:
         pass
 
     return recording_redactor(), ignore, ignore
+
+
+def test_the_recording_page_lists_every_mode_of_the_table() -> None:
+    page = (REPO / "docs" / "recording.md").read_text(encoding="utf-8")
+    section = page.split("{#record-mode}", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    listed = [re.findall(r"`--dsh-record=(\w+)`", row)[0] for row in rows]
+    assert listed == list(RECORD_MODES.values)
+    assert f"`--dsh-record={RECORD_MODES.default.value}` (or `--dsh-record` alone" in section
