@@ -18,222 +18,132 @@ docs/limits.md says what each bounds.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ._endpoint.server import (
-        IDLE_TIMEOUT_S,
-        MAX_BODY_BYTES,
-        MAX_CONNECTIONS,
-        REQUEST_TIMEOUT_S,
-    )
-    from ._errors import (
-        DshReplayError,
-        EndpointError,
-        LogMismatchError,
-        OverrideError,
-        PlaceholderError,
-        RecordingError,
-        ReplayBindingError,
-        ReplayCancelledError,
-        ReplayConsumptionError,
-        ReplayedModelError,
-        ReplayExhaustedError,
-        ReplayOrderError,
-        ScenarioError,
-        SchemaVersionError,
-        ScriptedModelError,
-        ScriptError,
-        SessionForkError,
-        SessionLogError,
-        SessionStoreError,
-        UnservedRouteError,
-    )
-    from ._fixture.dsh_replay import DshReplay
-    from ._format.chunk_rows import decode_storage_record, pack_chunk_runs
-    from ._format.events import Event, SessionHeader, StreamChunk
-    from ._format.json_values import MAX_NESTING, MAX_SAFE_INTEGER
-    from ._format.jsonl import (
-        MAX_LINE_BYTES,
-        dump_session_log,
-        parse_session_header,
-        parse_session_log,
-        read_session_log,
-    )
-    from ._format.redact import Redactor
-    from ._format.zstd import MAX_DECOMPRESSED_BYTES
-    from ._recording.proxy import UPSTREAM_IDLE_TIMEOUT_S
-    from ._recording.recorder import RECORDED_CHUNK_NESTING, RecordingModel
-    from ._replay.model import ReplayBinding, ReplayModel
-    from ._replay.placeholders import PATTERN_TIMEOUT_S
-    from ._scripted.model import (
-        Answer,
-        Chunks,
-        Hang,
-        ProviderFailure,
-        Rule,
-        ScriptedModel,
-        ScriptedRequest,
-        ToolCall,
-    )
-    from ._scripted.server import ReceivedRequest, ScriptedServer
-    from ._scripts.builder import derive_replay_script
-    from ._scripts.entries import MAX_CHUNK_NESTING, ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
-    from ._scripts.loading import load_scenario
-    from ._scripts.scenario import Scenario, SessionScript, write_scenario
-    from ._store.backends.base import MemoryBackend, SessionBackend, StoredLog
-    from ._store.backends.jsonl import JsonlBackend
-    from ._store.backends.sqlite import SqliteBackend
-    from ._store.log_rules import completed_turn_prefix, interrupted_turn_closers
-    from ._store.session import ChunkRun, ChunkSource, Session
-    from ._store.store import SessionStore
-
-# In plain sorted order (the constants among the classes), as test_layering checks.
-__all__ = [  # noqa: RUF022
-    "Answer",
-    "ChunkRun",
-    "ChunkSource",
-    "Chunks",
-    "ChunksEntry",
-    "DshReplay",
-    "DshReplayError",
-    "EndpointError",
-    "Event",
-    "Hang",
-    "HangEntry",
-    "IDLE_TIMEOUT_S",
-    "JsonlBackend",
-    "LogMismatchError",
-    "MAX_BODY_BYTES",
-    "MAX_CHUNK_NESTING",
-    "MAX_CONNECTIONS",
-    "MAX_DECOMPRESSED_BYTES",
-    "MAX_LINE_BYTES",
-    "MAX_NESTING",
-    "MAX_SAFE_INTEGER",
-    "MemoryBackend",
-    "OverrideError",
-    "PATTERN_TIMEOUT_S",
-    "PlaceholderError",
-    "ProviderFailure",
-    "RECORDED_CHUNK_NESTING",
-    "REQUEST_TIMEOUT_S",
-    "ReceivedRequest",
-    "RecordingError",
-    "RecordingModel",
-    "Redactor",
-    "ReplayBinding",
-    "ReplayBindingError",
-    "ReplayCancelledError",
-    "ReplayConsumptionError",
-    "ReplayEntry",
-    "ReplayExhaustedError",
-    "ReplayModel",
-    "ReplayOrderError",
-    "ReplayedModelError",
-    "Rule",
-    "Scenario",
-    "ScenarioError",
-    "SchemaVersionError",
-    "ScriptError",
-    "ScriptedModel",
-    "ScriptedModelError",
-    "ScriptedRequest",
-    "ScriptedServer",
-    "Session",
-    "SessionBackend",
-    "SessionForkError",
-    "SessionHeader",
-    "SessionLogError",
-    "SessionScript",
-    "SessionStore",
-    "SessionStoreError",
-    "SqliteBackend",
-    "StoredLog",
-    "StreamChunk",
-    "ThrowEntry",
-    "ToolCall",
-    "UPSTREAM_IDLE_TIMEOUT_S",
-    "UnservedRouteError",
-    "completed_turn_prefix",
-    "decode_storage_record",
-    "derive_replay_script",
-    "dump_session_log",
-    "interrupted_turn_closers",
-    "load_scenario",
-    "pack_chunk_runs",
-    "parse_session_header",
-    "parse_session_log",
-    "read_session_log",
-    "write_scenario",
-]
+if TYPE_CHECKING:  # for type checkers; the names are imported on first use (below)
+    from ._endpoint.server import IDLE_TIMEOUT_S as IDLE_TIMEOUT_S
+    from ._endpoint.server import MAX_BODY_BYTES as MAX_BODY_BYTES
+    from ._endpoint.server import MAX_CONNECTIONS as MAX_CONNECTIONS
+    from ._endpoint.server import REQUEST_TIMEOUT_S as REQUEST_TIMEOUT_S
+    from ._errors import DshReplayError as DshReplayError
+    from ._errors import EndpointError as EndpointError
+    from ._errors import LogMismatchError as LogMismatchError
+    from ._errors import OverrideError as OverrideError
+    from ._errors import PlaceholderError as PlaceholderError
+    from ._errors import RecordingError as RecordingError
+    from ._errors import ReplayBindingError as ReplayBindingError
+    from ._errors import ReplayCancelledError as ReplayCancelledError
+    from ._errors import ReplayConsumptionError as ReplayConsumptionError
+    from ._errors import ReplayedModelError as ReplayedModelError
+    from ._errors import ReplayExhaustedError as ReplayExhaustedError
+    from ._errors import ReplayOrderError as ReplayOrderError
+    from ._errors import ScenarioError as ScenarioError
+    from ._errors import SchemaVersionError as SchemaVersionError
+    from ._errors import ScriptedModelError as ScriptedModelError
+    from ._errors import ScriptError as ScriptError
+    from ._errors import SessionForkError as SessionForkError
+    from ._errors import SessionLogError as SessionLogError
+    from ._errors import SessionStoreError as SessionStoreError
+    from ._errors import UnservedRouteError as UnservedRouteError
+    from ._fixture.dsh_replay import DshReplay as DshReplay
+    from ._format.chunk_rows import decode_storage_record as decode_storage_record
+    from ._format.chunk_rows import pack_chunk_runs as pack_chunk_runs
+    from ._format.events import Event as Event
+    from ._format.events import SessionHeader as SessionHeader
+    from ._format.events import StreamChunk as StreamChunk
+    from ._format.json_values import MAX_NESTING as MAX_NESTING
+    from ._format.json_values import MAX_SAFE_INTEGER as MAX_SAFE_INTEGER
+    from ._format.jsonl import MAX_LINE_BYTES as MAX_LINE_BYTES
+    from ._format.jsonl import dump_session_log as dump_session_log
+    from ._format.jsonl import parse_session_header as parse_session_header
+    from ._format.jsonl import parse_session_log as parse_session_log
+    from ._format.jsonl import read_session_log as read_session_log
+    from ._format.redact import Redactor as Redactor
+    from ._format.zstd import MAX_DECOMPRESSED_BYTES as MAX_DECOMPRESSED_BYTES
+    from ._recording.proxy import UPSTREAM_IDLE_TIMEOUT_S as UPSTREAM_IDLE_TIMEOUT_S
+    from ._recording.recorder import RECORDED_CHUNK_NESTING as RECORDED_CHUNK_NESTING
+    from ._recording.recorder import RecordingModel as RecordingModel
+    from ._replay.model import ReplayBinding as ReplayBinding
+    from ._replay.model import ReplayModel as ReplayModel
+    from ._replay.placeholders import PATTERN_TIMEOUT_S as PATTERN_TIMEOUT_S
+    from ._scripted.model import Answer as Answer
+    from ._scripted.model import Chunks as Chunks
+    from ._scripted.model import Hang as Hang
+    from ._scripted.model import ProviderFailure as ProviderFailure
+    from ._scripted.model import Rule as Rule
+    from ._scripted.model import ScriptedModel as ScriptedModel
+    from ._scripted.model import ScriptedRequest as ScriptedRequest
+    from ._scripted.model import ToolCall as ToolCall
+    from ._scripted.server import ReceivedRequest as ReceivedRequest
+    from ._scripted.server import ScriptedServer as ScriptedServer
+    from ._scripts.builder import derive_replay_script as derive_replay_script
+    from ._scripts.entries import MAX_CHUNK_NESTING as MAX_CHUNK_NESTING
+    from ._scripts.entries import ChunksEntry as ChunksEntry
+    from ._scripts.entries import HangEntry as HangEntry
+    from ._scripts.entries import ReplayEntry as ReplayEntry
+    from ._scripts.entries import ThrowEntry as ThrowEntry
+    from ._scripts.loading import load_scenario as load_scenario
+    from ._scripts.scenario import Scenario as Scenario
+    from ._scripts.scenario import SessionScript as SessionScript
+    from ._scripts.scenario import write_scenario as write_scenario
+    from ._store.backends.base import MemoryBackend as MemoryBackend
+    from ._store.backends.base import SessionBackend as SessionBackend
+    from ._store.backends.base import StoredLog as StoredLog
+    from ._store.backends.jsonl import JsonlBackend as JsonlBackend
+    from ._store.backends.sqlite import SqliteBackend as SqliteBackend
+    from ._store.log_rules import completed_turn_prefix as completed_turn_prefix
+    from ._store.log_rules import interrupted_turn_closers as interrupted_turn_closers
+    from ._store.session import ChunkRun as ChunkRun
+    from ._store.session import ChunkSource as ChunkSource
+    from ._store.session import Session as Session
+    from ._store.store import SessionStore as SessionStore
 
 _MODULE_OF: dict[str, str] = {
-    "ChunkRun": "_store.session",
-    "ChunkSource": "_store.session",
-    "ChunksEntry": "_scripts.entries",
-    "DshReplay": "_fixture.dsh_replay",
-    "DshReplayError": "_errors",
-    "EndpointError": "_errors",
-    "Event": "_format.events",
     "IDLE_TIMEOUT_S": "_endpoint.server",
     "MAX_BODY_BYTES": "_endpoint.server",
-    "REQUEST_TIMEOUT_S": "_endpoint.server",
-    "HangEntry": "_scripts.entries",
-    "JsonlBackend": "_store.backends.jsonl",
-    "LogMismatchError": "_errors",
-    "MAX_CHUNK_NESTING": "_scripts.entries",
     "MAX_CONNECTIONS": "_endpoint.server",
-    "MAX_DECOMPRESSED_BYTES": "_format.zstd",
-    "MAX_LINE_BYTES": "_format.jsonl",
-    "MAX_NESTING": "_format.json_values",
-    "MAX_SAFE_INTEGER": "_format.json_values",
-    "MemoryBackend": "_store.backends.base",
+    "REQUEST_TIMEOUT_S": "_endpoint.server",
+    "DshReplayError": "_errors",
+    "EndpointError": "_errors",
+    "LogMismatchError": "_errors",
     "OverrideError": "_errors",
-    "PATTERN_TIMEOUT_S": "_replay.placeholders",
     "PlaceholderError": "_errors",
     "RecordingError": "_errors",
-    "RecordingModel": "_recording.recorder",
-    "RECORDED_CHUNK_NESTING": "_recording.recorder",
-    "UPSTREAM_IDLE_TIMEOUT_S": "_recording.proxy",
-    "Redactor": "_format.redact",
-    "ReplayBinding": "_replay.model",
     "ReplayBindingError": "_errors",
     "ReplayCancelledError": "_errors",
     "ReplayConsumptionError": "_errors",
-    "ReplayEntry": "_scripts.entries",
-    "ReplayExhaustedError": "_errors",
-    "ReplayModel": "_replay.model",
-    "ReplayOrderError": "_errors",
-    "UnservedRouteError": "_errors",
     "ReplayedModelError": "_errors",
-    "Scenario": "_scripts.scenario",
+    "ReplayExhaustedError": "_errors",
+    "ReplayOrderError": "_errors",
     "ScenarioError": "_errors",
     "SchemaVersionError": "_errors",
+    "ScriptedModelError": "_errors",
     "ScriptError": "_errors",
-    "Session": "_store.session",
-    "SessionBackend": "_store.backends.base",
     "SessionForkError": "_errors",
-    "SessionHeader": "_format.events",
     "SessionLogError": "_errors",
-    "SessionScript": "_scripts.scenario",
-    "SessionStore": "_store.store",
     "SessionStoreError": "_errors",
-    "SqliteBackend": "_store.backends.sqlite",
-    "StoredLog": "_store.backends.base",
-    "StreamChunk": "_format.events",
-    "ThrowEntry": "_scripts.entries",
-    "completed_turn_prefix": "_store.log_rules",
+    "UnservedRouteError": "_errors",
+    "DshReplay": "_fixture.dsh_replay",
     "decode_storage_record": "_format.chunk_rows",
-    "derive_replay_script": "_scripts.builder",
-    "dump_session_log": "_format.jsonl",
-    "interrupted_turn_closers": "_store.log_rules",
-    "load_scenario": "_scripts.loading",
     "pack_chunk_runs": "_format.chunk_rows",
+    "Event": "_format.events",
+    "SessionHeader": "_format.events",
+    "StreamChunk": "_format.events",
+    "MAX_NESTING": "_format.json_values",
+    "MAX_SAFE_INTEGER": "_format.json_values",
+    "MAX_LINE_BYTES": "_format.jsonl",
+    "dump_session_log": "_format.jsonl",
     "parse_session_header": "_format.jsonl",
     "parse_session_log": "_format.jsonl",
     "read_session_log": "_format.jsonl",
-    "write_scenario": "_scripts.scenario",
+    "Redactor": "_format.redact",
+    "MAX_DECOMPRESSED_BYTES": "_format.zstd",
+    "UPSTREAM_IDLE_TIMEOUT_S": "_recording.proxy",
+    "RECORDED_CHUNK_NESTING": "_recording.recorder",
+    "RecordingModel": "_recording.recorder",
+    "ReplayBinding": "_replay.model",
+    "ReplayModel": "_replay.model",
+    "PATTERN_TIMEOUT_S": "_replay.placeholders",
     "Answer": "_scripted.model",
     "Chunks": "_scripted.model",
     "Hang": "_scripted.model",
@@ -244,11 +154,38 @@ _MODULE_OF: dict[str, str] = {
     "ToolCall": "_scripted.model",
     "ReceivedRequest": "_scripted.server",
     "ScriptedServer": "_scripted.server",
-    "ScriptedModelError": "_errors",
+    "derive_replay_script": "_scripts.builder",
+    "MAX_CHUNK_NESTING": "_scripts.entries",
+    "ChunksEntry": "_scripts.entries",
+    "HangEntry": "_scripts.entries",
+    "ReplayEntry": "_scripts.entries",
+    "ThrowEntry": "_scripts.entries",
+    "load_scenario": "_scripts.loading",
+    "Scenario": "_scripts.scenario",
+    "SessionScript": "_scripts.scenario",
+    "write_scenario": "_scripts.scenario",
+    "MemoryBackend": "_store.backends.base",
+    "SessionBackend": "_store.backends.base",
+    "StoredLog": "_store.backends.base",
+    "JsonlBackend": "_store.backends.jsonl",
+    "SqliteBackend": "_store.backends.sqlite",
+    "completed_turn_prefix": "_store.log_rules",
+    "interrupted_turn_closers": "_store.log_rules",
+    "ChunkRun": "_store.session",
+    "ChunkSource": "_store.session",
+    "Session": "_store.session",
+    "SessionStore": "_store.store",
 }
+"""The public names and the module each lives in: the one list of them.
+
+``__all__`` is derived from it; the imports above (what type checkers read) and the API
+reference (docs/api.md) are checked against it by tests/unit/test_public_names.py.
+"""
+
+__all__ = sorted(_MODULE_OF)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

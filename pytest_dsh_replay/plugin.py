@@ -19,11 +19,9 @@ if TYPE_CHECKING:
     from syrupy.assertion import SnapshotAssertion
 
     from ._fixture.dsh_replay import DshReplay
+    from ._format.events import Event, JSONObject
     from ._plugin.collected import CollectedTest
-    from ._plugin.suite import RunScope, SuiteState
-
-RECORD_MODES: Final = ("all", "missing")
-"""The values ``--dsh-record`` accepts (a bare ``--dsh-record`` means ``all``)."""
+    from ._plugin.suite import Redaction, RunScope, SuiteState
 
 DEFAULT_SNAPSHOT_DIR: Final = "dsh_snapshots"
 """The snapshot root beside each test module when ``dsh_snapshot_dir`` is not set."""
@@ -38,18 +36,20 @@ class _Run:
 
 
 _STATE = pytest.StashKey["SuiteState"]()
+_RECORDERS = pytest.StashKey[list[pytest.Item]]()  # the collected items that record
 _RUN = pytest.StashKey[_Run]()
 _LAYOUT_PROBLEM = pytest.StashKey[str]()
 _FAILED = pytest.StashKey[bool]()  # a phase of a test that requests dsh_replay failed
 
 
 def _parse_record_mode(value: str) -> str:
-    """Validate ``--dsh-record``'s value (argparse ``type=``)."""
-    if value in RECORD_MODES:
-        return value
-    from ._plugin.messages import bad_record_mode
+    """Validate ``--dsh-record``'s value (argparse ``type=``); the option keeps the value."""
+    from ._plugin.modes import RECORD_MODES, RecordModeError
 
-    raise pytest.UsageError(bad_record_mode(value, RECORD_MODES))
+    try:
+        return RECORD_MODES.parse(value).value
+    except RecordModeError as err:
+        raise pytest.UsageError(str(err)) from None
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -61,19 +61,19 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Register the ``dsh-replay`` option group and its ini keys."""
+    from ._plugin.modes import RECORD_MODES
+
     group = parser.getgroup("dsh-replay", "dsh-replay (replay and record dsh agent sessions)")
     group.addoption(
         "--dsh-record",
         action="store",
         nargs="?",
-        const="all",
+        const=RECORD_MODES.default.value,
         default=None,
         type=_parse_record_mode,
         dest="dsh_record",
-        metavar="all|missing",
-        help="record scenarios against the live model instead of replaying them: "
-        "all (the default when no value is given) re-records every selected scenario, "
-        "missing records only scenarios that have no recording yet.",
+        metavar=RECORD_MODES.metavar,
+        help=RECORD_MODES.help,
     )
     group.addoption(
         "--dsh-fail-unused",
@@ -113,6 +113,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "skips the replayed-log check; record=False makes the test replay even under "
         "--dsh-record (another test records the scenario).",
     )
+    from ._plugin.modes import RECORD_MODES
     from ._plugin.suite import SuiteState, body_cap
 
     try:
@@ -122,7 +123,9 @@ def pytest_configure(config: pytest.Config) -> None:
     raw_root = str(config.getini("dsh_snapshot_dir")).strip()
     base = config.inipath.parent if config.inipath is not None else config.rootpath
     config.stash[_STATE] = state = SuiteState(
-        record=config.getoption("dsh_record"),
+        record=None
+        if (mode := config.getoption("dsh_record")) is None
+        else RECORD_MODES.parse(mode),
         ini_root=(base / raw_root) if raw_root else None,
         subset=bool(config.getoption("keyword") or config.getoption("markexpr")),
         compare_logs=bool(config.getini("dsh_compare_logs")),
@@ -163,7 +166,7 @@ def _state(config: pytest.Config) -> SuiteState:
     return config.stash[_STATE]
 
 
-def _env_live_model(config: pytest.Config) -> Any:
+def _env_live_model(config: pytest.Config) -> object:
     from ._errors import RecordingError
 
     try:
@@ -182,7 +185,7 @@ def _check_live_model_available(config: pytest.Config) -> None:
         raise pytest.UsageError(HOW_TO_RECORD)
 
 
-def _live_model(config: pytest.Config, path: Path) -> Any:
+def _live_model(config: pytest.Config, path: Path) -> object:
     live = config.hook.pytest_dsh_replay_live_model(config=config, scenario_path=path)
     if live is None:
         live = _env_live_model(config)
@@ -211,9 +214,28 @@ def _collected(item: pytest.Item) -> CollectedTest:
     )
 
 
-def _recorders(state: SuiteState) -> Iterator[CollectedTest]:
+def _recorders(config: pytest.Config) -> Iterator[CollectedTest]:
     """The collected tests that record, converted only as far as they are read."""
-    return (_collected(item) for item in state.recorders)
+    return (_collected(item) for item in config.stash.get(_RECORDERS, []))
+
+
+def _hook_redaction(config: pytest.Config) -> Redaction:
+    """The built-in redactor, and the ``pytest_dsh_replay_redact`` hooks for events and headers."""
+    from ._format.redact import recording_redactor
+
+    hook = config.hook.pytest_dsh_replay_redact
+    # Implementations written before headers were redacted take only ``event``: they
+    # are left out of header calls.
+    event_only = [impl.plugin for impl in hook.get_hookimpls() if "header" not in impl.argnames]
+    header_hook = config.pluginmanager.subset_hook_caller("pytest_dsh_replay_redact", event_only)
+
+    def redact_event(event: Event) -> None:
+        hook(event=event, header=None)
+
+    def redact_header(header: JSONObject) -> None:
+        header_hook(event=None, header=header)
+
+    return recording_redactor(), redact_event, redact_header
 
 
 @pytest.fixture
@@ -229,7 +251,6 @@ def dsh_replay(
     """
     from ._plugin import runs
     from ._plugin.scenarios import ScenarioMarkerError
-    from ._plugin.suite import hook_redaction
 
     item, config = request.node, request.config
     if not isinstance(item, pytest.Item):  # pragma: no cover - function scope guarantees it
@@ -242,9 +263,9 @@ def dsh_replay(
             state,
             layout_problem=item.stash.get(_LAYOUT_PROBLEM, None),
             workbase=lambda: tmp_path_factory.mktemp("dsh-replay"),
-            redaction=lambda: hook_redaction(config),
+            redaction=lambda: _hook_redaction(config),
             live=lambda path: _live_model(config, path),
-            recorders=_recorders(state),
+            recorders=_recorders(config),
         )
     except ScenarioMarkerError as err:
         raise pytest.UsageError(str(err)) from None
@@ -289,7 +310,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
 
     if run.replay.mode == "replay":
         state = _state(item.config)
-        problem = check_replayed(_collected(item), state, run.replay, _recorders(state))
+        problem = check_replayed(_collected(item), state, run.replay, _recorders(item.config))
     else:
         problem = check_recorded(run.replay)
     if problem is not None:
@@ -352,7 +373,7 @@ def _typed_error_first(
     return problem is not None
 
 
-def _snapshots(item: pytest.Item) -> list[Any]:
+def _snapshots(item: pytest.Item) -> list[object]:
     """The syrupy snapshot fixtures the test received (``dsh_transcript``, ``snapshot``)."""
     from ._plugin.collected import SNAPSHOT_FIXTURES
 
@@ -385,7 +406,7 @@ def _explain_snapshot_drift(
     from ._plugin.runs import snapshot_drift
 
     state = _state(item.config)
-    text = snapshot_drift(_collected(item), state, replay, _recorders(state))
+    text = snapshot_drift(_collected(item), state, replay, _recorders(item.config))
     add = getattr(report.longrepr, "addsection", None)
     if callable(add):  # after syrupy's diff, in the failure's own report
         add("dsh-replay", text)
@@ -406,7 +427,7 @@ def _withhold_snapshot_writes(item: pytest.Item) -> None:
     session = getattr(item.config, "_syrupy", None)
     queued = getattr(session, "_queued_snapshot_writes", None)
 
-    def of_item(entry: Any) -> bool:
+    def of_item(entry: object) -> bool:
         parts = entry if isinstance(entry, tuple) else (entry,)
         return any(getattr(part, "nodeid", None) == item.nodeid for part in parts)
 
@@ -474,7 +495,7 @@ def pytest_collection_modifyitems(
 
     state = _state(config)
     tests = [_collected(item) for item in items]
-    state.recorders = [
+    config.stash[_RECORDERS] = [
         i for i, t in zip(items, tests, strict=True) if t.uses_replay and not t.replay_only
     ]
     for message, pair in case_collisions(tests, state):
@@ -507,7 +528,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
-    """Any deselection makes the run a subset."""
+    """A deselection of any test makes the run a subset."""
     if items:
         items[0].config.stash[_STATE].subset = True
 

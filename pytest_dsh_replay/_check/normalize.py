@@ -608,8 +608,8 @@ def tokenize_cwd(value: Any, cwd: str | None) -> Any:
     """Replace the working directory ``cwd`` with ``{{cwd}}`` in every string of ``value``.
 
     A recording keeps no machine path: the header's ``cwd`` and every path under it
-    become ``{{cwd}}``-relative (docs/checks.md#normalization; the reference's
-    ``tokenizeSessionFixtureCwd``). Only whole path prefixes are replaced (``/w`` does not
+    become ``{{cwd}}``-relative (docs/checks.md#normalization, as the dsh harness's
+    ``tokenizeSessionFixtureCwd`` does). Only whole path prefixes are replaced (``/w`` does not
     touch ``/work``).
 
     Args:
@@ -638,7 +638,7 @@ def tokenize_cwd(value: Any, cwd: str | None) -> Any:
 def canonical_log(data: bytes, *, source: str | None = None) -> bytes:
     r"""A log in the canonical committed form.
 
-    See docs/format.md#committed-form (the reference's ``canonicalSessionFixture``).
+    See docs/format.md#committed-form (the dsh harness's ``canonicalSessionFixture``).
 
     The header line exactly as found (without a byte-order mark or ``\r``), then every
     event packed into chunk rows in one pass with the top-level ``seq``/``time``

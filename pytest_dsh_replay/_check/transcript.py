@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 import orjson
 
@@ -23,12 +23,14 @@ from .._format.events import (
     SessionHeader,
     SessionLike,
     SessionLog,
+    StreamChunk,
 )
 from .._format.redact import Redactor, recording_redactor
 from .._format.reply import assemble_reply
 from .._format.text import visible
 from .._identity.announce import announces, runtime_announcements
 from .._identity.answers import ToolCallMark
+from .._wire.request import content_texts
 from .normalize import Normalizer
 
 __all__ = [
@@ -63,17 +65,11 @@ def _quote(text: str) -> str:
     return "\n".join("> " + line if line else ">" for line in text.split("\n"))
 
 
-def _block_text(blocks: Any, kind: str) -> str:
-    if isinstance(blocks, str):
-        return blocks if kind == "text" else ""
-    if not isinstance(blocks, list):
-        return ""
-    return "".join(
-        b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == kind
-    )
+def _block_text(blocks: object, kind: str) -> str:
+    return "".join(content_texts(blocks, kind))
 
 
-def _tool_result_text(message: Any) -> str:
+def _tool_result_text(message: object) -> str:
     content = message.get("content") if isinstance(message, dict) else None
     if isinstance(message, dict) and message.get("role") == "tool":
         # Formats 2-4 (the dsh runtime): the result's own blocks, one per line.
@@ -85,13 +81,9 @@ def _tool_result_text(message: Any) -> str:
     return "\n".join(parts)
 
 
-def _lines(content: Any) -> str:
+def _lines(content: object) -> str:
     """A message's text blocks, one per line (a string content as it is)."""
-    if not isinstance(content, list):
-        return _block_text(content, "text")
-    return "\n".join(
-        b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
-    )
+    return "\n".join(content_texts(content))
 
 
 def _seed(session: SessionLike) -> int:
@@ -229,10 +221,10 @@ def _task(own: Sequence[Event], copied: set[int]) -> str | None:
             data = event.get("data")
             if isinstance(data, dict):
                 content = data.get("content")
+                texts = content_texts(content)
                 if isinstance(content, list):
-                    texts = [b for b in content if isinstance(b, dict) and b.get("type") == "text"]
-                    return str(texts[0].get("text", "")) if texts else None
-                return _block_text(content, "text")
+                    return texts[0] if texts else None
+                return "".join(texts)
     return None
 
 
@@ -391,7 +383,7 @@ def _items(
     """
     from_chunks = not any(e.get("type") == "assistant/message" for e in own)
     items: list[_Item] = []
-    call: list[dict[str, Any]] = []
+    call: list[StreamChunk] = []
     shown = {id(event): index for index, event in enumerate(own)}
     for event in notices_in_announcement_order(own):
         if shown[id(event)] in copied:
@@ -414,7 +406,7 @@ def _items(
     return items
 
 
-def _render_call(chunks: list[dict[str, Any]], norm: Normalizer) -> list[_Item]:
+def _render_call(chunks: list[StreamChunk], norm: Normalizer) -> list[_Item]:
     """One model call rendered from its stream chunks."""
     blocks = assemble_reply(chunks).ended
     message = {"message": {"content": blocks}}
@@ -454,7 +446,7 @@ def _render_event(event: Event, norm: Normalizer) -> list[_Item]:
     return [_Item(lines)] if lines else []
 
 
-def _event_lines(kind: Any, data: dict[str, Any], norm: Normalizer) -> list[str]:
+def _event_lines(kind: object, data: Mapping[str, object], norm: Normalizer) -> list[str]:
     """The lines of an event that no child link can follow."""
     if kind == "turn/start":
         return [f"## Turn {data.get('turn')}", ""]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 import orjson
 
@@ -123,7 +123,7 @@ def announcing(
     return None
 
 
-def _result_call(message: Any) -> str | None:
+def _result_call(message: object) -> str | None:
     """The tool call id a logged ``tool/result`` answers (format 0 blocks or formats 2-4)."""
     if not isinstance(message, dict):
         return None
@@ -137,19 +137,19 @@ def _result_call(message: Any) -> str | None:
     return None
 
 
-def _result_texts(message: Any) -> list[str]:
+def _result_texts(message: object) -> list[str]:
     """The texts of a logged ``tool/result``: its own blocks, and those of its result blocks."""
+    from .._wire.request import content_texts  # the request reader: not on the replay path
+
     content = message.get("content") if isinstance(message, dict) else None
     texts: list[str] = []
     for block in content if isinstance(content, list) else []:
         if not isinstance(block, dict):
             continue
-        if isinstance(block.get("text"), str):
-            texts.append(block["text"])
+        texts += content_texts([block], kind=None)
         inner = block.get("content") if block.get("type") == "tool-result" else None
-        for part in inner if isinstance(inner, list) else []:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                texts.append(part["text"])
+        if isinstance(inner, list):
+            texts += content_texts(inner, kind=None)
     return texts
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 import orjson
 
@@ -22,7 +22,6 @@ __all__ = [
     "ServedAnswer",
     "ToolCallMark",
     "is_served_answer",
-    "message_text",
     "message_tool_calls",
     "quotes_answer",
     "same_arguments",
@@ -103,18 +102,7 @@ def served_answer(
     return ServedAnswer(text, calls, seen)
 
 
-def message_text(message: Mapping[str, Any]) -> str:
-    """A re-sent message's text: its string content, or its text blocks joined."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    blocks = content if isinstance(content, list) else []
-    return "".join(
-        str(b.get("text", "")) for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"
-    )
-
-
-def message_tool_calls(message: Mapping[str, Any]) -> tuple[ToolCallMark, ...]:
+def message_tool_calls(message: Mapping[str, object]) -> tuple[ToolCallMark, ...]:
     """The tool calls a re-sent assistant message names (OpenAI and Anthropic forms)."""
     found: list[ToolCallMark] = []
     calls = message.get("tool_calls")
@@ -142,7 +130,7 @@ def message_tool_calls(message: Mapping[str, Any]) -> tuple[ToolCallMark, ...]:
     return tuple(found)
 
 
-def _json_text(value: Any) -> str:
+def _json_text(value: object) -> str:
     if isinstance(value, str):
         return value
     if value is None:
@@ -163,7 +151,7 @@ def same_arguments(a: str, b: str) -> bool:
         return False
 
 
-def is_served_answer(message: Mapping[str, Any], served: ServedAnswer | None) -> bool:
+def is_served_answer(message: Mapping[str, object], served: ServedAnswer | None) -> bool:
     """Whether a message that follows a session's latest request is the answer it was served.
 
     An answer is re-sent as an assistant message. When the served answer called tools
@@ -186,6 +174,8 @@ def is_served_answer(message: Mapping[str, Any], served: ServedAnswer | None) ->
         return True
     if not ids.isdisjoint(call.id for call in named):
         return True
+    from .._wire.request import message_text  # the request reader: not on the replay path
+
     return (
         len(named) == len(served.calls)
         and all(
@@ -196,7 +186,7 @@ def is_served_answer(message: Mapping[str, Any], served: ServedAnswer | None) ->
     )
 
 
-def quotes_answer(message: Mapping[str, Any], served: ServedAnswer | None) -> bool:
+def quotes_answer(message: Mapping[str, object], served: ServedAnswer | None) -> bool:
     """Whether a re-sent message is exactly the answer ``served`` (its text and every id).
 
     Stricter than :func:`is_served_answer`: it tells apart sessions whose latest
@@ -204,6 +194,8 @@ def quotes_answer(message: Mapping[str, Any], served: ServedAnswer | None) -> bo
     """
     if served is None or not (served.text or served.calls):
         return False
+    from .._wire.request import message_text  # the request reader: not on the replay path
+
     if served.text and served.text != message_text(message):
         return False
     return served.ids <= {call.id for call in message_tool_calls(message)}

@@ -3,6 +3,6 @@
 ``plugin.py`` turns each pytest object into plain values (a :class:`~.collected.CollectedTest`,
 a :class:`~.suite.RunScope`) and asks here: which scenario a test uses and whether it
 records (``scenarios``), which layouts are refused (``layout``), one test's run from
-set-up to teardown (``runs``), what to tell the user (``messages``), scenario names
-(``naming``), and the run's state and summary (``suite``).
+set-up to teardown (``runs``), what to tell the user (``messages``), the ``--dsh-record`` modes
+(``modes``), scenario names (``naming``), and the run's state and summary (``suite``).
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 __all__ = ["SNAPSHOT_FIXTURES", "CollectedTest"]
 
@@ -36,8 +36,8 @@ class CollectedTest:
     path: Path
     relpath: Path | None
     name: str
-    scenario_args: tuple[Any, ...] = ()
-    scenario_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    scenario_args: tuple[object, ...] = ()
+    scenario_kwargs: Mapping[str, object] = field(default_factory=dict)
     fixturenames: tuple[str, ...] = ()
 
     @property

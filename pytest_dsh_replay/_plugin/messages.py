@@ -6,14 +6,16 @@ failure without a traceback); the wording is part of the plugin's interface.
 
 from __future__ import annotations
 
-import os
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from .modes import bad_record_mode
+
 if TYPE_CHECKING:
     from .collected import CollectedTest
+    from .modes import RecordMode
     from .suite import SuiteState
 
 __all__ = [
@@ -53,17 +55,6 @@ RECORDED_ELSEWHERE: Final = (
 """Appended to a log mismatch when another program wrote the recording."""
 
 
-def bad_record_mode(value: str, modes: Sequence[str]) -> str:
-    """``--dsh-record`` got ``value``, none of ``modes``; a test path gets a hint."""
-    hint = ""
-    if "/" in value or os.sep in value or "::" in value or value.endswith(".py"):
-        hint = f"; it looks like a test path: write --dsh-record=all {value}"
-    return (
-        f"--dsh-record accepts {' or '.join(modes)} (a bare --dsh-record means all), "
-        f"got {value!r}{hint}"
-    )
-
-
 def no_live_model(path: Path) -> str:
     """No hook and no ``DSH_RECORD_*`` variables give a live model to record ``path``."""
     return f"no live model to record {path}: {HOW_TO_RECORD}"
@@ -72,7 +63,7 @@ def no_live_model(path: Path) -> str:
 def record_command(
     test: CollectedTest,
     path: Path,
-    mode: str,
+    mode: RecordMode,
     state: SuiteState,
     recorders: Iterable[CollectedTest],
 ) -> str:
@@ -81,7 +72,7 @@ def record_command(
     Args:
         test: The test that replays ``path``.
         path: Its scenario.
-        mode: The ``--dsh-record`` value the command uses (``"all"`` or ``"missing"``).
+        mode: The ``--dsh-record`` mode the command uses.
         state: The run's state.
         recorders: The collected tests that record (read only for a replay-only test).
 
@@ -92,9 +83,9 @@ def record_command(
         command names the test that records the scenario instead, or, when none was
         collected, the text says to run that test.
     """
-    flags = (
-        f"--dsh-record={mode} --snapshot-update" if test.uses_snapshots else f"--dsh-record={mode}"
-    )
+    flags = f"--dsh-record={mode.value}"
+    if test.uses_snapshots:
+        flags += " --snapshot-update"
     if not test.replay_only:
         return f"pytest {flags} {shlex.quote(test.nodeid)}"
     from .scenarios import recording_test
@@ -104,7 +95,7 @@ def record_command(
         return f"pytest {flags} {shlex.quote(recorder)}"
     return (
         f"{test.nodeid} only replays {path} (dsh_scenario(..., record=False)): run the "
-        f"test that records this scenario with --dsh-record={mode}"
+        f"test that records this scenario with --dsh-record={mode.value}"
     )
 
 

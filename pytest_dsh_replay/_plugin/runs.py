@@ -12,19 +12,22 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from .._errors import DshReplayError
 
 if TYPE_CHECKING:
     from .._fixture.dsh_replay import DshReplay
+    from .._format.events import Event
     from .._store.lock import RecordingLock
     from .collected import CollectedTest
     from .suite import Redaction, SuiteState
 
 __all__ = [
+    "RecordedSession",
+    "RecordedSessions",
     "ScenarioUnavailable",
     "check_recorded",
     "check_replayed",
@@ -35,6 +38,28 @@ __all__ = [
     "snapshot_drift",
     "start",
 ]
+
+
+class RecordedSession(Protocol):
+    """What :func:`recorded_calls` reads of a recorded session."""
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """The session's events."""
+        ...
+
+    @property
+    def seed_length(self) -> int:
+        """How many leading events a fork inherited."""
+        ...
+
+
+class RecordedSessions(Protocol):
+    """What :func:`recorded_calls` reads of a store (a ``SessionStore``)."""
+
+    def sessions(self) -> Iterable[RecordedSession]:
+        """Every session."""
+        ...
 
 
 class ScenarioUnavailable(DshReplayError):
@@ -52,7 +77,7 @@ def start(
     layout_problem: str | None,
     workbase: Callable[[], Path],
     redaction: Callable[[], Redaction],
-    live: Callable[[Path], Any],
+    live: Callable[[Path], object],
     recorders: Iterable[CollectedTest],
 ) -> DshReplay:
     """Open the test's scenario for replay, or prepare to record it.
@@ -138,7 +163,7 @@ def start(
         return replay
     if not path.exists():
         state.missing += 1
-        command = record_command(test, path, "missing", state, recorders)
+        command = record_command(test, path, state.modes.to_record(exists=False), state, recorders)
         near = closest_scenario(path)
         raise ScenarioUnavailable(missing_recording(test.nodeid, path, command, near))
     if state.cache is None:
@@ -157,7 +182,11 @@ def start(
             redact_hook=redact_hook,
             redact_header_hook=redact_header_hook,
             max_body_bytes=state.max_body_bytes,
-            rerecord=_once(lambda: record_command(test, path, "all", state, recorders)),
+            rerecord=_once(
+                lambda: record_command(
+                    test, path, state.modes.to_record(exists=True), state, recorders
+                )
+            ),
         )
     except DshReplayError as err:
         state.broken += 1
@@ -279,7 +308,10 @@ def check_replayed(
     races = replay._runtime_races()
     if races:  # re-recording cannot fix a race (docs/limits.md#runtime-races)
         return race_report(problem, races)
-    return rerecord(problem, record_command(test, replay.path, "all", state, recorders))
+    return rerecord(
+        problem,
+        record_command(test, replay.path, state.modes.to_record(exists=True), state, recorders),
+    )
 
 
 def snapshot_drift(
@@ -308,7 +340,7 @@ def snapshot_drift(
 
     if replay.mode == "record":
         return snapshot_differs_while_recording(
-            record_command(test, replay.path, "all", state, recorders)
+            record_command(test, replay.path, state.modes.to_record(exists=True), state, recorders)
         )
     problem = check_replayed(test, state, replay, recorders)
     if problem is not None:
@@ -382,7 +414,7 @@ def _has_recording(path: Path) -> bool:
     return os.path.lexists(path)
 
 
-def recorded_calls(sessions: Any) -> int:
+def recorded_calls(sessions: RecordedSessions) -> int:
     """The model calls recorded in a store's sessions (a fork's inherited calls left out).
 
     Args:

@@ -144,7 +144,8 @@ def refuse_recording_outside(test: CollectedTest, state: SuiteState, path: Path)
     """
     from .naming import SCENARIO_RULE, inside_root
 
-    if not (test.names_scenario and Path(os.fspath(test.scenario_args[0])).is_absolute()):
+    name = test.scenario_args[0] if test.names_scenario else None
+    if not (isinstance(name, str | os.PathLike) and Path(os.fspath(name)).is_absolute()):
         return  # a relative name was checked by scenario_path
     root = snapshot_root(test, state)
     if inside_root(root, path, resolved_root=resolved_root(state, root)):
@@ -166,12 +167,13 @@ def compare_logs(test: CollectedTest, state: SuiteState) -> bool:
 def records(test: CollectedTest, state: SuiteState, path: Path) -> bool:
     """Whether the test records (rather than replays) ``path`` under the run's options.
 
-    ``--dsh-record=all`` records every test, ``--dsh-record=missing`` only those whose
-    scenario does not exist yet; a replay-only test (``record=False``) never records.
+    The run's record mode (:class:`~.modes.RecordMode`) says, from whether the scenario
+    exists; without ``--dsh-record`` nothing records, and a replay-only test
+    (``record=False``) never records.
     """
-    if test.replay_only:
-        return False  # another test records this scenario
-    return state.record == "all" or (state.record == "missing" and not path.exists())
+    if test.replay_only or state.record is None:
+        return False  # another test records this scenario, or the run replays
+    return state.record.records(exists=path.exists())
 
 
 def recording_test(path: Path, recorders: Iterable[CollectedTest], state: SuiteState) -> str | None:

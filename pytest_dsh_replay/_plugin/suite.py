@@ -5,32 +5,52 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
+
+from .modes import RECORD_MODES, RecordMode, RecordModes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import TypeAlias
 
+    from .._format.events import Event, JSONObject
     from .._format.redact import Redactor
+    from .._recording.live_openai import OpenAICompatibleModel
     from .._scripts.loading import ScenarioCache
     from .._store.lock import RecordingLock
 
-    Redaction: TypeAlias = tuple[
-        Redactor, Callable[[dict[str, Any]], None], Callable[[dict[str, Any]], None]
-    ]
+    Redaction: TypeAlias = tuple[Redactor, Callable[[Event], None], Callable[[JSONObject], None]]
     """The built-in redactor, the redact hook for events and the one for headers."""
 
 __all__ = [
     "RunScope",
     "SuiteState",
+    "WorkerReport",
     "body_cap",
     "find_unused",
-    "hook_redaction",
     "is_complete_run",
     "plural",
     "summary_lines",
     "unused_scenarios",
 ]
+
+
+class WorkerReport(TypedDict):
+    """What a ``pytest-xdist`` worker hands the controller (:meth:`SuiteState.report`)."""
+
+    used: list[str]
+    roots: list[str]
+    replayed: int
+    missing: int
+    broken: int
+    subset: bool
+    recordings: list[list[str | int | bool]]
+    kept: int
+    not_recorded: int
+    cleaned: int
+    stuck: list[str]
+    unwritten: int
+    unwritten_new: int
 
 
 @dataclass
@@ -43,8 +63,9 @@ class SuiteState:
     which :meth:`merge` s them.
     """
 
-    record: str | None
+    record: RecordMode | None  # --dsh-record's mode; None replays
     ini_root: Path | None
+    modes: RecordModes = RECORD_MODES  # the modes hints name (docs/recording.md#record-mode)
     used: set[str] = field(default_factory=set)
     roots: set[str] = field(default_factory=set)
     replayed: int = 0
@@ -58,11 +79,10 @@ class SuiteState:
     kept: int = 0  # recordings not made (the test failed); an old one exists and stays
     not_recorded: int = 0  # recordings not made (the test failed); there was none
     unused: list[Path] | None = None
-    env_model: Any = None
+    env_model: OpenAICompatibleModel | None = None
     workbase: Path | None = None
     runs: int = 0
     redaction: Redaction | None = None
-    recorders: list[Any] = field(default_factory=list)  # pytest items that record
     recovered: set[str] = field(default_factory=set)
     cleaned: int = 0  # leftovers of interrupted writes put back or removed
     stuck: list[str] = field(default_factory=list)  # leftovers that stay: what failed
@@ -77,7 +97,7 @@ class SuiteState:
         if self.ini_root is not None and self.ini_root_prefix is None:
             self.ini_root_prefix = os.path.join(os.path.normpath(self.ini_root), "")
 
-    def env_live_model(self) -> Any:
+    def env_live_model(self) -> OpenAICompatibleModel | None:
         """The built-in live model configured from ``DSH_RECORD_*`` (one per run).
 
         Returns:
@@ -92,7 +112,7 @@ class SuiteState:
             self.env_model = OpenAICompatibleModel.from_env()
         return self.env_model
 
-    def merge(self, report: dict[str, Any]) -> None:
+    def merge(self, report: WorkerReport) -> None:
         """Add a worker's report (``pytest-xdist``) to this state."""
         self.used.update(report["used"])
         self.roots.update(report["roots"])
@@ -100,7 +120,7 @@ class SuiteState:
         self.missing += report["missing"]
         self.broken += report["broken"]
         self.subset = self.subset or report["subset"]
-        self.recordings.extend(tuple(r) for r in report["recordings"])
+        self.recordings.extend(_recording(r) for r in report["recordings"])
         self.kept += report["kept"]
         self.not_recorded += report["not_recorded"]
         self.cleaned += report["cleaned"]
@@ -108,7 +128,7 @@ class SuiteState:
         self.unwritten += report["unwritten"]
         self.unwritten_new += report["unwritten_new"]
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> WorkerReport:
         """What a worker sends to the controller: plain, serializable values."""
         return {
             "used": sorted(self.used),
@@ -125,6 +145,12 @@ class SuiteState:
             "unwritten": self.unwritten,
             "unwritten_new": self.unwritten_new,
         }
+
+
+def _recording(row: list[str | int | bool]) -> tuple[str, int, int, bool, int]:
+    """A recording's summary row, as a worker's report carries it (a list), typed again."""
+    path, files, calls, unchanged, guessed = row
+    return str(path), int(files), int(calls), bool(unchanged), int(guessed)
 
 
 def body_cap(raw: str) -> int | None:
@@ -147,29 +173,6 @@ def body_cap(raw: str) -> int | None:
     raise ValueError(
         f"dsh_replay_max_body_bytes must be a positive whole number of bytes, got {value!r}"
     )
-
-
-def hook_redaction(config: Any) -> Redaction:
-    """The built-in redactor, and the redact hook for events and for headers.
-
-    Args:
-        config: The ``pytest.Config`` whose ``pytest_dsh_replay_redact`` hooks apply.
-    """
-    from .._format.redact import recording_redactor
-
-    hook = config.hook.pytest_dsh_replay_redact
-    # Implementations written before headers were redacted take only ``event``: they
-    # are left out of header calls.
-    event_only = [impl.plugin for impl in hook.get_hookimpls() if "header" not in impl.argnames]
-    header_hook = config.pluginmanager.subset_hook_caller("pytest_dsh_replay_redact", event_only)
-
-    def redact_event(event: dict[str, Any]) -> None:
-        hook(event=event, header=None)
-
-    def redact_header(header: dict[str, Any]) -> None:
-        header_hook(event=None, header=header)
-
-    return recording_redactor(), redact_event, redact_header
 
 
 def unused_scenarios(state: SuiteState) -> list[Path]:

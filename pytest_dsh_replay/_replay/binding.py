@@ -29,7 +29,7 @@ import itertools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from .._errors import ReplayBindingError, ReplayExhaustedError
 from .._identity.announce import Announcement, announcing
@@ -115,7 +115,7 @@ class Binder:
 
     def choose(
         self,
-        request: Mapping[str, Any],
+        request: Mapping[str, object],
         *,
         parent: str | None,
         parent_script: SessionScript | None,
@@ -411,7 +411,7 @@ class LiveSessions:
 
     def bind(
         self,
-        request: Mapping[str, Any],
+        request: Mapping[str, object],
         *,
         session_id: str | None,
         parent_session_id: str | None = None,
@@ -493,7 +493,7 @@ class LiveSessions:
 
     def admit(
         self,
-        request: Mapping[str, Any],
+        request: Mapping[str, object],
         key: SessionKey,
         parent: SessionKey,
         flag: threading.Event | asyncio.Event | None,
@@ -571,7 +571,7 @@ class LiveSessions:
         self,
         key: SessionKey,
         parent: SessionKey,
-        request: Mapping[str, Any],
+        request: Mapping[str, object],
         seed_length: int | None,
         by_content: bool,
     ) -> BoundSession | str:

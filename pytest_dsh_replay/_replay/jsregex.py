@@ -1,7 +1,7 @@
 r"""JavaScript regular expressions for the ``regex`` package.
 
 Placeholder patterns are written in **JavaScript** regular-expression syntax without
-flags (the reference compiles them with ``new RegExp(pattern, "g")``).
+flags (the dsh harness compiles them with ``new RegExp(pattern, "g")``).
 :func:`translate_js_pattern` rewrites one into an equivalent pattern for the ``regex``
 package. What differs from Python and is translated:
 

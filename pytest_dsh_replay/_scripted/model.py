@@ -26,11 +26,13 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias
 
 import orjson
 
-from .._errors import ScriptedModelError
 from .._format.events import JSONObject, StreamChunk
 from .._format.vocabulary import chunk_problem
 from .._wire.base import CONTEXT_OVERFLOW
 from .._wire.request import ASSISTANT, TOOL_RESULT, USER, RequestView
+from .checks import Scripted
+from .checks import fail as _fail
+from .checks import seconds as _seconds
 
 if TYPE_CHECKING:
     from .server import ScriptedServer
@@ -78,18 +80,6 @@ class _Waitable(Protocol):
     def is_set(self) -> bool: ...
 
     def wait(self, timeout: float | None = None) -> bool: ...
-
-
-def _fail(message: str) -> ScriptedModelError:
-    return ScriptedModelError(message)
-
-
-def _seconds(value: Any, what: str, *, zero: bool = True) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not (value >= 0 if zero else value > 0) or value != value:
-        bound = ">= 0" if zero else "> 0"
-        raise _fail(f"{what} takes seconds {bound}, got {value!r}")
-    return float(value)
 
 
 _ABSOLUTE_PATH: Final = re.compile(
@@ -689,7 +679,7 @@ def _chunks(reply: Reply, seen: ScriptedRequest) -> list[StreamChunk]:
 # --- the model ---------------------------------------------------------------------------------
 
 
-class ScriptedModel:
+class ScriptedModel(Scripted):
     """A live model that answers each call by its rules: no network, no API key.
 
     It has the live-model interface (``stream`` and ``astream``, docs/recording.md#live-model),

@@ -23,13 +23,13 @@ from typing import Any, Final
 
 import orjson
 
-from .._endpoint.endpoint import Endpoint, EndpointResponse
+from .._endpoint.endpoint import Endpoint, EndpointResponse, StreamingModel
 from .._endpoint.routing import Route, Router
 from .._endpoint.server import MAX_BODY_BYTES, EndpointServer
 from .._endpoint.transport import endpoint_env
 from .._errors import DshReplayError, ReplayBindingError
 from .._format.events import StreamChunk
-from .model import ScriptedModel
+from .checks import Scripted, fail, seconds
 
 __all__ = ["ReceivedRequest", "ScriptedServer"]
 
@@ -89,7 +89,7 @@ class _Cancel:
 class _Served:
     """The model as the endpoint calls it: each call's cancel also ends when the server stops."""
 
-    def __init__(self, model: ScriptedModel, stopped: threading.Event):
+    def __init__(self, model: StreamingModel, stopped: threading.Event):
         self.model = model
         self._stopped = stopped
 
@@ -198,21 +198,19 @@ class ScriptedServer:
 
     def __init__(
         self,
-        model: ScriptedModel,
+        model: StreamingModel,
         *,
         api_key: str | None = None,
         idle_timeout: float = 60.0,
         max_body_bytes: int = MAX_BODY_BYTES,
     ):
-        from .model import _fail, _seconds
-
-        if not isinstance(model, ScriptedModel):
-            raise _fail(f"ScriptedServer(model) takes a ScriptedModel, got {model!r}")
+        if not isinstance(model, Scripted):
+            raise fail(f"ScriptedServer(model) takes a ScriptedModel, got {model!r}")
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
-            raise _fail("ScriptedServer(api_key=...) must be a non-empty string or None")
+            raise fail("ScriptedServer(api_key=...) must be a non-empty string or None")
         self.model = model
         self.api_key = api_key
-        self.idle_timeout = _seconds(idle_timeout, "ScriptedServer(idle_timeout=...)", zero=False)
+        self.idle_timeout = seconds(idle_timeout, "ScriptedServer(idle_timeout=...)", zero=False)
         self.requests: list[ReceivedRequest] = []
         self._lock = threading.Lock()
         self._active = 0

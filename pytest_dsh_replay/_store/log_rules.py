@@ -24,6 +24,7 @@ from .._format.events import Event, SessionHeader, SessionLike, SessionLog, head
 from .._format.json_values import PLAIN_ONLY, is_safe_integer
 from .._format.jsonl import MAX_LINE_BYTES, raw_lines, too_long
 from .._format.zstd import zstd_frames
+from .plain import PlainJSONEvents
 
 __all__ = [
     "SURFACE_TYPES",
@@ -438,8 +439,6 @@ def completed_turn_prefix(session: SessionLike | Sequence[Event]) -> list[Event]
                 meta["seedLength"] = len(seed)
             child = store.create(seed=seed, meta=meta)
     """
-    from .session import Session  # here: the session module imports this one
-
     if isinstance(session, SessionLog) or not isinstance(session, Sequence):
         events: Sequence[Event] = list(session.events)  # a SessionLog is a tuple too
     else:
@@ -450,7 +449,11 @@ def completed_turn_prefix(session: SessionLike | Sequence[Event]) -> list[Event]
             # A store's session holds JSON values (the store copies what it is given as
             # JSON; a stream's chunks are checked to serialize as they are), copied by
             # value; other events may hold enums and the like, which deepcopy keeps.
-            return _plain_copy(prefix) if isinstance(session, Session) else copy.deepcopy(prefix)
+            return (
+                _plain_copy(prefix)
+                if isinstance(session, PlainJSONEvents)
+                else copy.deepcopy(prefix)
+            )
     return None
 
 

@@ -22,6 +22,7 @@ from .._format.events import Event, SessionHeader
 from .._format.json_values import is_safe_integer, json_copy
 from .backends.base import SessionBackend
 from .log_rules import Surface, interrupted_turn_closers, quote
+from .plain import PlainJSONEvents
 
 __all__ = ["ChunkRun", "ChunkSource", "Session", "SessionOwner"]
 
@@ -251,7 +252,7 @@ class _EventsView(Sequence[Event]):
     __hash__ = None  # type: ignore[assignment]
 
 
-class Session:
+class Session(PlainJSONEvents):
     """One session of a :class:`SessionStore`: a header and an append-only event log.
 
     Get sessions from :meth:`SessionStore.create`, :meth:`SessionStore.fork` or

@@ -728,3 +728,45 @@ def answer_message(chunks: Sequence[StreamChunk]) -> JSONObject:
     if calls:
         message["tool_calls"] = calls
     return message
+
+
+# --- a message's text: the one reader every layer asks --------------------------------------
+
+
+def content_texts(content: object, kind: str | None = "text") -> list[str]:
+    """The texts of a message's content, in order.
+
+    Args:
+        content: A message's ``content``: a string, or a list of content blocks (dsh,
+            OpenAI or Anthropic shapes: mappings with ``type`` and ``text``).
+        kind: The block type whose texts are read (``"text"``, ``"reasoning"``);
+            ``None`` reads every block that has a text.
+
+    Returns:
+        A string content as one text (for ``kind="text"`` or ``None``); else the
+        ``text`` of each block of that type whose ``text`` is a string. ``[]`` for
+        anything else.
+    """
+    if isinstance(content, str):
+        return [content] if kind in ("text", None) else []
+    if not isinstance(content, list):
+        return []
+    return [
+        text
+        for block in content
+        if isinstance(block, Mapping)
+        and (kind is None or block.get("type") == kind)
+        and isinstance(text := block.get("text"), str)
+    ]
+
+
+def message_text(message: object, separator: str = "") -> str:
+    """A message's text: :func:`content_texts` of its ``content`` joined by ``separator``.
+
+    ``""`` when ``message`` is no mapping or has no text.
+    """
+    content = message.get("content") if isinstance(message, Mapping) else None
+    return separator.join(content_texts(content))
+
+
+__all__ += ["content_texts", "message_text"]

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dsh_replay._plugin.collected import CollectedTest
+from pytest_dsh_replay._plugin.modes import RECORD_MODES
 from pytest_dsh_replay._plugin.suite import SuiteState
 
 
@@ -34,4 +35,5 @@ def collected(
 
 def suite_state(ini_root: Path | None = None, record: str | None = None) -> SuiteState:
     """A run's state as ``pytest_configure`` makes it, for the given options."""
-    return SuiteState(record=record, ini_root=ini_root)
+    mode = None if record is None else RECORD_MODES.parse(record)
+    return SuiteState(record=mode, ini_root=ini_root)

@@ -16,11 +16,14 @@ from pytest_dsh_replay._plugin.messages import (
     no_live_model,
     record_command,
 )
+from pytest_dsh_replay._plugin.modes import RECORD_MODES
+
+ALL, MISSING = RECORD_MODES.parse("all"), RECORD_MODES.parse("missing")
 
 
 def test_the_record_command_quotes_the_node_id_for_a_shell(tmp_path: Path) -> None:
     test = collected(tmp_path, "tests/test_m.py::test_x[a b]")
-    command = record_command(test, tmp_path / "s", "missing", suite_state(), [])
+    command = record_command(test, tmp_path / "s", MISSING, suite_state(), [])
     assert command == "pytest --dsh-record=missing 'tests/test_m.py::test_x[a b]'"
 
 
@@ -29,7 +32,7 @@ def test_a_test_with_snapshots_records_them_with_its_scenario(tmp_path: Path) ->
     # nothing would be written: the command says both.
     for fixture in ("dsh_transcript", "snapshot"):
         test = collected(tmp_path, "tests/test_m.py::test_x", fixtures=("dsh_replay", fixture))
-        command = record_command(test, tmp_path / "s", "all", suite_state(), [])
+        command = record_command(test, tmp_path / "s", ALL, suite_state(), [])
         assert command == "pytest --dsh-record=all --snapshot-update tests/test_m.py::test_x"
     replayer = collected(
         tmp_path,
@@ -40,7 +43,7 @@ def test_a_test_with_snapshots_records_them_with_its_scenario(tmp_path: Path) ->
     )
     recorder = collected(tmp_path, "tests/test_m.py::test_records", "shared")
     command = record_command(
-        replayer, tmp_path / "snaps/shared", "all", suite_state(tmp_path / "snaps"), [recorder]
+        replayer, tmp_path / "snaps/shared", ALL, suite_state(tmp_path / "snaps"), [recorder]
     )
     assert command == "pytest --dsh-record=all --snapshot-update tests/test_m.py::test_records"
 
@@ -53,7 +56,7 @@ def test_a_replay_only_test_names_the_test_that_records_its_scenario(tmp_path: P
         collected(tmp_path, "tests/test_m.py::test_records[x y]", "shared"),
     ]
     path = tmp_path / "snaps/shared"
-    command = record_command(replayer, path, "all", state, recorders)
+    command = record_command(replayer, path, ALL, state, recorders)
     assert command == "pytest --dsh-record=all 'tests/test_m.py::test_records[x y]'"
 
 
@@ -62,7 +65,7 @@ def test_a_replay_only_test_without_a_recording_test_says_to_run_that_test(
 ) -> None:
     replayer = collected(tmp_path, "tests/test_m.py::test_replays", "shared", record=False)
     path = tmp_path / "snaps/shared"
-    command = record_command(replayer, path, "missing", suite_state(tmp_path / "snaps"), [])
+    command = record_command(replayer, path, MISSING, suite_state(tmp_path / "snaps"), [])
     assert command == (
         f"tests/test_m.py::test_replays only replays {path} (dsh_scenario(..., "
         "record=False)): run the test that records this scenario with --dsh-record=missing"
@@ -75,7 +78,7 @@ def test_recorders_are_read_only_for_a_replay_only_test(tmp_path: Path) -> None:
         yield  # a generator: it fails only when read
 
     test = collected(tmp_path, "tests/test_m.py::test_x")
-    command = record_command(test, tmp_path / "s", "all", suite_state(), never())
+    command = record_command(test, tmp_path / "s", ALL, suite_state(), never())
     assert command == "pytest --dsh-record=all tests/test_m.py::test_x"
 
 
@@ -103,7 +106,7 @@ def test_the_missing_recording_message_says_where_and_how(tmp_path: Path) -> Non
     ],
 )
 def test_a_bad_record_mode_names_the_modes_and_spots_a_test_path(value: str, hint: str) -> None:
-    assert bad_record_mode(value, ("all", "missing")) == (
+    assert bad_record_mode(value, ("all", "missing"), "all") == (
         f"--dsh-record accepts all or missing (a bare --dsh-record means all), got {value!r}{hint}"
     )
 

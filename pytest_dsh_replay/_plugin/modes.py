@@ -1,0 +1,135 @@
+"""The record modes ``--dsh-record`` accepts, each defined once (pytest-free).
+
+A :class:`RecordMode` says what it does (does it replay a scenario that has a recording,
+does it record one that has none), its command-line value and its help text; the
+plugin's option, its messages and the policy ask the mode and never compare values.
+:data:`RECORD_MODES` is the table (docs/recording.md#record-mode). A new mode is one
+entry there, plus whatever it does beyond these two answers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from .._errors import DshReplayError
+
+__all__ = ["RECORD_MODES", "RecordMode", "RecordModeError", "RecordModes", "bad_record_mode"]
+
+
+class RecordModeError(DshReplayError, ValueError):
+    """``--dsh-record`` got a value that names no mode; the message says which it takes."""
+
+
+@dataclass(frozen=True)
+class RecordMode:
+    """One ``--dsh-record`` mode.
+
+    Attributes:
+        value: Its command-line value (``--dsh-record=<value>``).
+        help: What it records, for ``pytest --help`` (a phrase after the value).
+        replays_recorded: A scenario that has a recording is replayed, not recorded
+            again.
+        records_missing: A scenario that has no recording is recorded.
+    """
+
+    value: str
+    help: str
+    replays_recorded: bool
+    records_missing: bool
+
+    def records(self, *, exists: bool) -> bool:
+        """Whether a test records (rather than replays) a scenario that ``exists`` or not."""
+        return not self.replays_recorded if exists else self.records_missing
+
+
+def bad_record_mode(value: str, modes: Sequence[str], default: str) -> str:
+    """``--dsh-record`` got ``value``, none of ``modes``; a test path gets a hint.
+
+    ``default`` is the mode a bare ``--dsh-record`` means.
+    """
+    hint = ""
+    if "/" in value or os.sep in value or "::" in value or value.endswith(".py"):
+        hint = f"; it looks like a test path: write --dsh-record={default} {value}"
+    return (
+        f"--dsh-record accepts {' or '.join(modes)} (a bare --dsh-record means {default}), "
+        f"got {value!r}{hint}"
+    )
+
+
+@dataclass(frozen=True)
+class RecordModes:
+    """The modes ``--dsh-record`` accepts; the first is what a bare ``--dsh-record`` means."""
+
+    modes: tuple[RecordMode, ...]
+
+    @property
+    def default(self) -> RecordMode:
+        """The mode of a bare ``--dsh-record``."""
+        return self.modes[0]
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        """The command-line values, in the table's order."""
+        return tuple(mode.value for mode in self.modes)
+
+    @property
+    def metavar(self) -> str:
+        """The option's value in ``pytest --help``: ``all|missing``."""
+        return "|".join(self.values)
+
+    @property
+    def help(self) -> str:
+        """The option's help text: what each mode records, the default first."""
+        parts = [f"{self.default.value} (the default when no value is given) {self.default.help}"]
+        parts += [f"{mode.value} {mode.help}" for mode in self.modes[1:]]
+        return (
+            "record scenarios against the live model instead of replaying them: "
+            f"{', '.join(parts)}."
+        )
+
+    def parse(self, value: str) -> RecordMode:
+        """The mode whose command-line value is ``value``.
+
+        Raises:
+            RecordModeError: No mode has that value; the message names the values and,
+                when ``value`` looks like a test path, how to write the command.
+        """
+        for mode in self.modes:
+            if mode.value == value:
+                return mode
+        raise RecordModeError(bad_record_mode(value, self.values, self.default.value))
+
+    def to_record(self, *, exists: bool) -> RecordMode:
+        """The mode a hint's command uses to record one scenario.
+
+        For a scenario that has no recording, the first mode that records it and
+        replays the recordings that exist (the least the command can touch); for one
+        that has a recording, the first mode that records it again. The default mode
+        when no mode is such.
+        """
+        for mode in self.modes:
+            if mode.records(exists=exists) and (exists or mode.replays_recorded):
+                return mode
+        return self.default
+
+
+RECORD_MODES: Final = RecordModes(
+    (
+        RecordMode(
+            "all",
+            "re-records every selected scenario",
+            replays_recorded=False,
+            records_missing=True,
+        ),
+        RecordMode(
+            "missing",
+            "records only scenarios that have no recording yet",
+            replays_recorded=True,
+            records_missing=True,
+        ),
+    )
+)
+"""The modes ``--dsh-record`` accepts (docs/recording.md#record-mode)."""
