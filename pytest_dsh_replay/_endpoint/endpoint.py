@@ -49,6 +49,13 @@ from .._format.events import StreamChunk
 from .._format.redact import builtin_redact
 from .._format.reply import finish_failure
 from .._identity.answers import ServedAnswer, ToolCallMark, tool_call_marks
+from .._identity.options import (
+    CallOptions,
+    OptionsModel,
+    ReplayOptions,
+    Request,
+    options_model,
+)
 from .._recording.proxy import Relay
 from .._scripts.entries import MAX_KEPT_ENCODINGS, kept_encodings
 from .._wire.base import Answered, BadRequest, Encoder, Failure, Wire, WireError
@@ -99,12 +106,9 @@ _SSE: Final = [
 ]
 
 
-class StreamingModel(Protocol):
-    """What the endpoint streams a call from: a replay model, or the recorder around one."""
-
-    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
-        """Stream the chunks of one call."""
-        ...
+StreamingModel = OptionsModel
+"""What the endpoint streams a call from: a replay model, or the recorder around one (a
+model of this package, which takes the call's :class:`CallOptions` as one value)."""
 
 
 class ReplaySessions(Protocol):
@@ -112,7 +116,7 @@ class ReplaySessions(Protocol):
 
     def bind(
         self,
-        request: Mapping[str, Any],
+        request: Request,
         *,
         session_id: str | None,
         parent_session_id: str | None = None,
@@ -325,28 +329,29 @@ class Endpoint:
     """Serves model calls over the provider wires (one per test).
 
     Args:
-        model: What calls stream from: anything with ``stream(request, **kwargs)`` (the
-            request is a read-only mapping, the request view).
+        model: What calls stream from: a model of this package (``stream_call(request,
+            options)``; the request is a read-only mapping, the request view), or any
+            object with ``stream(request, **kwargs)``, called as a live model is
+            (docs/recording.md#live-model-calls).
         sessions: The replay's live sessions, asked before a new session's call (it
             binds first, so a child found by content is logged under the live session
             its recording's parent is bound to); ``None`` when nothing binds first.
         record: Whether ``model`` records from the live provider: calls carry a
-            :class:`~.._recording.proxy.Relay` for the recording proxy, and
-            replay-only keywords (``cancel``, ``seed_length``, ``by_content``) are not
-            passed.
+            :class:`~.._recording.proxy.Relay` for the recording proxy, and no cancel
+            and no :class:`ReplayOptions` (the live provider's answer is relayed).
         redact: Applied to live texts the endpoint's messages quote (the recording's
             redaction); ``None``: quoted as they are.
     """
 
     def __init__(
         self,
-        model: StreamingModel,
+        model: StreamingModel | object,
         *,
         sessions: ReplaySessions | None = None,
         record: bool = False,
         redact: Callable[[str], str] | None = None,
     ):
-        self.model = model
+        self.model = options_model(model)
         self.sessions = sessions
         self.replay = not record
         self.router = Router(redact)
@@ -563,29 +568,37 @@ class Endpoint:
 
     def _answer(self, call: _Call, parent: str | None, relay: Relay | None) -> EndpointResponse:
         route = call.route
-        kwargs: dict[str, Any] = {"session_id": route.session_id, "parent_session_id": parent}
-        if route.seed_length is not None:
-            kwargs["seed_length"] = route.seed_length  # declared by the dsh runtime
-        if route.cwd is not None:
-            kwargs["session_cwd"] = route.cwd  # a new session's header: its cwd is tokenized
         sessions = self.sessions
         whole = sessions is not None and not sessions.may_wait(route.session_id)
-        if relay is not None:
-            kwargs["relay"] = relay
+        streamed = call.request.get("stream") is True
+        # seed_length: declared by the dsh runtime; session_cwd: a new session's header
+        # holds it (tokenized)
+        if relay is None:
+            options = CallOptions(
+                route.session_id,
+                parent,
+                route.seed_length,
+                route.cwd,
+                cancel=call.cancel,
+                read_only_chunks=True,  # served chunks are only encoded
+                replay=ReplayOptions(
+                    True,  # by content
+                    call.recorded_id,
+                    call.replays,
+                    whole or not streamed,  # read at once: nothing sets cancel between
+                ),
+            )
         else:
-            kwargs.update(cancel=call.cancel, by_content=True)
-            kwargs["read_only_chunks"] = True  # served chunks are only encoded
-            kwargs["on_response_id"] = call.recorded_id
-            kwargs["on_entry"] = call.replays
-            if whole or call.request.get("stream") is not True:
-                kwargs["cancel_waits_only"] = True  # read at once: nothing sets it between
-        chunks = iter(self.model.stream(call.request, **kwargs))
+            options = CallOptions(
+                route.session_id, parent, route.seed_length, route.cwd, relay=relay
+            )
+        chunks = iter(self.model.stream_call(call.request, options))
         if relay is not None:
             relayed, head = self._relayed(call, relay, chunks)
             if relayed is not None:
                 return relayed
             chunks = itertools.chain(head, chunks)
-        if call.request.get("stream") is not True:
+        if not streamed:
             return self._whole(call, chunks)
         if whole:  # nothing can wait: the whole stream in one piece
             return self._at_once(call, chunks)

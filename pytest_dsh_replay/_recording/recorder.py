@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, Final, Protocol
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
 
@@ -42,10 +42,14 @@ from .._format.reply import assemble_reply
 from .._format.text import TextSafeModel
 from .._format.vocabulary import chunk_problem
 from .._identity.lineage import Lineage, completed_turns_end, fork_seed_length
+from .._identity.options import CallOptions, OptionsModel, Request, Waitable, options_model
 from .._identity.surface import apply_surface, surface_item
 from .._scripts.entries import MAX_CHUNK_NESTING
 from .._store.log_rules import completed_turn_prefix
 from .._wire.request import ASSISTANT, TOOL_RESULT, USER, Conversation, Item, RequestView
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "RECORDED_CHUNK_NESTING",
@@ -57,9 +61,14 @@ __all__ = [
 
 
 class LiveModel(Protocol):
-    """What the recorder needs of a model: ``stream`` (and ``astream`` for async callers)."""
+    """What the recorder needs of a model: ``stream`` (and ``astream`` for async callers).
 
-    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
+    The keyword arguments ``stream`` gets are docs/recording.md#live-model-calls's; a
+    model of this package (:class:`~.._identity.options.OptionsModel`) gets the call's
+    :class:`~.._identity.options.CallOptions` instead.
+    """
+
+    def stream(self, request: Request, /, **kwargs: object) -> Iterable[StreamChunk]:
         """Stream the chunks of one call."""
 
 
@@ -360,13 +369,16 @@ def _common_prefix(surface: list[tuple[int, Item]], items: list[Item]) -> int:
     return n
 
 
-class RecordingModel:
+class RecordingModel(OptionsModel):
     """Wraps a model and logs each call's conversation into the calling session.
 
     Args:
         model: The model that answers: anything with ``stream(request, **kwargs)``
             returning dsh stream chunks, and ``astream`` for async callers (without it,
-            ``astream`` iterates ``stream`` in the event loop's thread).
+            ``astream`` iterates ``stream`` in the event loop's thread); it is called
+            with the keyword arguments docs/recording.md#live-model-calls lists. A model
+            of this package (the replay model, the scripted model, the built-in live
+            model) gets the call's options as one value instead.
         store: The :class:`~pytest_dsh_replay.SessionStore` holding the callers'
             sessions.
         create_sessions: Whether a call from a session the store does not have creates
@@ -394,9 +406,9 @@ class RecordingModel:
     what is logged. In a turn the code under test opened (its own ``turn/start``), the
     recorder adds only the header, the new messages and the chunks, logged with the
     caller's ``turn`` and ``step`` keyword arguments (default: the open turn and step).
-    All keyword arguments (``session_id``, ``parent_session_id``, ``turn``, ``step``,
-    ...) but one are passed through to ``model``: ``read_only_chunks=True`` says the
-    caller never changes the chunks it reads (the endpoint's calls), so with
+    The call's options (:meth:`stream`'s keyword arguments) are passed on to ``model``
+    (docs/recording.md#live-model-calls); ``read_only_chunks=True`` says the caller
+    never changes the chunks it reads (the endpoint's calls), so with
     ``parsed_chunks`` the log keeps them as they are, built into events when the
     session is read (:meth:`~pytest_dsh_replay.Session.chunk_run`). Attributes it does
     not have (``bindings``, ``assert_consumed``, ``cancel``, ...) are the wrapped model's.
@@ -404,7 +416,7 @@ class RecordingModel:
 
     def __init__(
         self,
-        model: Any,
+        model: object,
         store: Any,
         *,
         create_sessions: bool = True,
@@ -412,7 +424,11 @@ class RecordingModel:
         text_safe: bool = False,
         request_views: bool = False,
     ):
-        self.model = TextSafeModel(model) if text_safe and not parsed_chunks else model
+        answering = options_model(model)
+        self._answering: OptionsModel | TextSafeModel[CallOptions] = (
+            TextSafeModel(answering) if text_safe and not parsed_chunks else answering
+        )
+        self.model = model
         self.store = store
         self.create_sessions = create_sessions
         self.parsed_chunks = parsed_chunks
@@ -548,28 +564,27 @@ class RecordingModel:
             log = self._logs[session.id] = _SessionLog(session)
         return log
 
-    def _calling(self, view: Any, kwargs: dict[str, Any]) -> _SessionLog | None:
-        """The calling session's log (its session created if need be); ``None``: not logged.
+    def _calling(self, view: Any, options: CallOptions) -> tuple[_SessionLog | None, CallOptions]:
+        """The calling session's log, and the options the wrapped model gets.
+
+        The session is created if need be; a log ``None``: the call is not logged.
 
         A session created here gets its lineage as :meth:`open_session` decides it, and
-        ``kwargs`` (passed on to the wrapped model) say it: its parent and
+        the options passed on to the wrapped model say it: its parent and
         ``seed_length``, so replay binds by what the recording writes.
         """
-        session_id = kwargs.get("session_id")
+        session_id = options.session_id
         with self._lock:
             session = self._session(session_id)
             if session is None and self.create_sessions:
-                lineage = self._lineage(
-                    kwargs.get("parent_session_id"), view, kwargs.get("seed_length")
-                )
-                session = self._create(session_id, lineage, kwargs.get("session_cwd"))
+                lineage = self._lineage(options.parent_session_id, view, options.seed_length)
+                session = self._create(session_id, lineage, options.session_cwd)
             if session is None:
-                return None
+                return None, options
             lineage = _header_lineage(session)
             if lineage.parent is not None:  # a child: what binds it is what was logged
-                kwargs["parent_session_id"] = lineage.parent
-                kwargs["seed_length"] = lineage.seed_length
-            return self._log_of(session)
+                options = options.with_lineage(lineage.parent, lineage.seed_length)
+            return self._log_of(session), options
 
     # --- opening a call ------------------------------------------------------------------
 
@@ -585,25 +600,24 @@ class RecordingModel:
             return view
         return view.body
 
-    def _begin(self, request: Any, kwargs: dict[str, Any]) -> _Call:
-        return self._begin_in(self._calling(request, kwargs), request, kwargs)
-
-    def _begin_in(self, log: _SessionLog | None, request: Any, kwargs: Mapping[str, Any]) -> _Call:
+    def _begin_in(self, log: _SessionLog | None, request: Any, options: CallOptions) -> _Call:
         """Log a call's opening now (``log`` ``None``: a call that is not logged)."""
         if log is None:
             view = _conversation(request)
-            return _Call(None, kwargs.get("turn"), kwargs.get("step"), False, view)
+            return _Call(None, options.turn, options.step, False, view)
         with self._lock, log.session.held():
-            return self._open_call(log, _conversation(request), kwargs)
+            return self._open_call(log, _conversation(request), options.turn, options.step)
 
-    def _open_call(self, log: _SessionLog, view: Conversation, kwargs: Mapping[str, Any]) -> _Call:
+    def _open_call(
+        self, log: _SessionLog, view: Conversation, turn: int | None, step: int | None
+    ) -> _Call:
         """Log a call's opening (the session is held; the recorder's lock need not be)."""
         log.scan()
         if log.pending is not None and log.pending.state == _OPEN:
             self._abandon_held(log.pending, None)  # left open across this call
             log.scan()
         with log.session.batch():
-            call = self._open(log, view, kwargs.get("turn"), kwargs.get("step"))
+            call = self._open(log, view, turn, step)
         log.pending = call
         return call
 
@@ -897,13 +911,36 @@ class RecordingModel:
 
     # --- streaming ---------------------------------------------------------------------
 
-    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
+    def stream(
+        self,
+        request: Request,
+        *,
+        session_id: str | None = None,
+        parent_session_id: str | None = None,
+        turn: int | None = None,
+        step: int | None = None,
+        cancel: Waitable | None = None,
+        seed_length: int | None = None,
+        session_cwd: str | None = None,
+        read_only_chunks: bool = False,
+        **model_options: object,
+    ) -> Iterator[StreamChunk]:
         """Stream one call from the wrapped model, logging it (see the class docstring).
 
         Args:
             request: The request mapping, passed through.
-            **kwargs: Passed through; ``session_id``, ``parent_session_id``, ``turn`` and
-                ``step`` also choose where the call is logged.
+            session_id: The calling session (``None``: the anonymous one); the call is
+                logged in it.
+            parent_session_id: The session that started it (a child's first call
+                creates it as that session's child).
+            turn: The turn to log the call in (default: the open turn, or a new one).
+            step: The step to log the call in (default: as the turn goes on).
+            cancel: An event that cancels the call, passed on.
+            seed_length: Events a fork child inherited, when its creator declares them.
+            session_cwd: The session's working directory, for a new session's header.
+            read_only_chunks: The caller never changes the chunks it reads.
+            **model_options: Passed on to the wrapped model as they are (a replay
+                model ignores them; docs/recording.md#live-model-calls).
 
         Raises:
             RecordingError: The wrapped stream ended without a ``finish`` chunk, or (a
@@ -913,16 +950,28 @@ class RecordingModel:
             Exception: Whatever the wrapped model raises, after the call was logged
                 with an error ``finish``.
         """
-        read_only = bool(kwargs.pop("read_only_chunks", False))
-        view = self._view(request)
-        log = self._calling(view, kwargs)
-        if log is not None and self.parsed_chunks:
-            return self._replayed(log, view, kwargs, read_only)
-        return self._logged_now(log, view, kwargs, read_only)
+        options = CallOptions(
+            session_id,
+            parent_session_id,
+            seed_length,
+            session_cwd,
+            turn,
+            step,
+            cancel,
+            read_only_chunks,
+            extra=tuple(model_options.items()),
+        )
+        return self.stream_call(request, options)
 
-    def _replayed(
-        self, log: _SessionLog, view: Any, kwargs: dict[str, Any], read_only: bool
-    ) -> Iterator[StreamChunk]:
+    def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
+        """:meth:`stream` with the call's options as one value (the model endpoint's)."""
+        view = self._view(request)
+        log, options = self._calling(view, options)
+        if log is not None and self.parsed_chunks:
+            return self._replayed(log, view, options)
+        return self._logged_now(log, view, options)
+
+    def _replayed(self, log: _SessionLog, view: Any, options: CallOptions) -> Iterator[StreamChunk]:
         """Stream a call of a model whose chunks are parsed JSON (a replay model).
 
         A followable stream is handed to the caller as it is, and the whole call is
@@ -933,40 +982,41 @@ class RecordingModel:
         error is raised now).
         """
         conversation = _conversation(view)
-        turn, step = kwargs.get("turn"), kwargs.get("step")
+        turn, step = options.turn, options.step
         if _still_reading(log) or not _loggable(conversation, turn, step):
-            return self._logged_now(log, view, kwargs, read_only)
+            return self._logged_now(log, view, options)
         try:
-            upstream: Any = iter(self.model.stream(self._passed(view), **kwargs))
+            upstream: Any = iter(self._answering.stream_call(self._passed(view), options))
         except BaseException as err:
-            call = self._begin_in(log, view, kwargs)
+            call = self._begin_in(log, view, options)
             self._abandon(call, err)
             raise
         followable = getattr(upstream, "followable", None)
         if followable is not None and followable():
-            copies = not read_only
+            copies = not options.read_only_chunks
             read = upstream.followed()  # not the stream: the caller may drop it
             log.followed = read
             log.session.defer(
                 lambda: self._log_followed(log, conversation, turn, step, read, copies)
             )
             return upstream  # type: ignore[no-any-return]
-        call = self._begin_in(log, view, kwargs)
-        call.handed = read_only
+        call = self._begin_in(log, view, options)
+        call.handed = options.read_only_chunks
         return self._relay(call, upstream)
 
     def _logged_now(
-        self, log: _SessionLog | None, view: Any, kwargs: dict[str, Any], read_only: bool
+        self, log: _SessionLog | None, view: Any, options: CallOptions
     ) -> Iterator[StreamChunk]:
         """Stream a call whose opening is logged before the model is called.
 
         Its chunks are logged as they pass, or, for a replay model's followable stream,
         by a run that follows it (``log`` ``None``: a call that is not logged).
         """
-        call = self._begin_in(log, view, kwargs)
+        call = self._begin_in(log, view, options)
+        read_only = options.read_only_chunks
         call.handed = read_only and self.parsed_chunks
         try:
-            upstream: Any = iter(self.model.stream(self._passed(view), **kwargs))
+            upstream: Any = iter(self._answering.stream_call(self._passed(view), options))
         except BaseException as err:
             self._abandon(call, err)
             raise
@@ -993,7 +1043,7 @@ class RecordingModel:
         A deferred write of the session (:meth:`Session.defer`): it runs with the
         session held and takes no lock of the recorder's.
         """
-        call = self._open_call(log, conversation, {"turn": turn, "step": step})
+        call = self._open_call(log, conversation, turn, step)
         self._follow_held(call, read, copies)
 
     def _follow_held(self, call: _Call, read: Any, copies: bool) -> None:
@@ -1058,18 +1108,43 @@ class RecordingModel:
                 self._refuse(problem)
             raise problem
 
-    def astream(self, request: Mapping[str, Any], **kwargs: Any) -> AsyncIterator[StreamChunk]:
-        """The async form of :meth:`stream`: the same logging, the same errors."""
-        handed = bool(kwargs.pop("read_only_chunks", False)) and self.parsed_chunks
+    def astream(
+        self,
+        request: Request,
+        *,
+        session_id: str | None = None,
+        parent_session_id: str | None = None,
+        turn: int | None = None,
+        step: int | None = None,
+        cancel: Waitable | asyncio.Event | None = None,
+        seed_length: int | None = None,
+        session_cwd: str | None = None,
+        read_only_chunks: bool = False,
+        **model_options: object,
+    ) -> AsyncIterator[StreamChunk]:
+        """The async form of :meth:`stream`: the same arguments, logging and errors."""
+        options = CallOptions(
+            session_id,
+            parent_session_id,
+            seed_length,
+            session_cwd,
+            turn,
+            step,
+            cancel,
+            read_only_chunks,
+            extra=tuple(model_options.items()),
+        )
+        return self.astream_call(request, options)
+
+    def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
+        """:meth:`astream` with the call's options as one value."""
+        handed = options.read_only_chunks and self.parsed_chunks
         view = self._view(request)
-        call = self._begin(view, kwargs)
+        log, options = self._calling(view, options)
+        call = self._begin_in(log, view, options)
         call.handed = handed
-        request = self._passed(view)
-        astream = getattr(self.model, "astream", None)
         try:
-            if astream is None:
-                return self._arelay_sync(call, iter(self.model.stream(request, **kwargs)))
-            upstream = astream(request, **kwargs)
+            upstream = self._answering.astream_call(self._passed(view), options)
         except BaseException as err:
             self._abandon(call, err)
             raise
@@ -1099,12 +1174,6 @@ class RecordingModel:
             if not completed:
                 self._abandon(call, error)
         self._check_complete(call)
-
-    async def _arelay_sync(
-        self, call: _Call, upstream: Iterator[StreamChunk]
-    ) -> AsyncIterator[StreamChunk]:
-        for chunk in self._relay(call, upstream):
-            yield chunk
 
     def __getattr__(self, name: str) -> Any:
         # Anything else (assert_consumed, bindings, cancel, ...) is the wrapped model's.

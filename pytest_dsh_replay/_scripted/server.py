@@ -13,6 +13,8 @@ See docs/recording.md#scripted-server.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import hmac
 import threading
 import time
@@ -29,6 +31,7 @@ from .._endpoint.server import MAX_BODY_BYTES, EndpointServer
 from .._endpoint.transport import endpoint_env
 from .._errors import DshReplayError, ReplayBindingError
 from .._format.events import StreamChunk
+from .._identity.options import CallOptions, OptionsModel, Request, Waitable
 from .model import ScriptedModel
 
 __all__ = ["ReceivedRequest", "ScriptedServer"]
@@ -72,7 +75,7 @@ class _AnyRouter(Router):
 class _Cancel:
     """A call's cancel: the endpoint's (the client went away) or the server stopping."""
 
-    def __init__(self, call: Any, stopped: threading.Event):
+    def __init__(self, call: Waitable | None, stopped: threading.Event):
         self._call = call
         self._stopped = stopped
 
@@ -86,16 +89,18 @@ class _Cancel:
         return self._stopped.wait(step)
 
 
-class _Served:
+class _Served(OptionsModel):
     """The model as the endpoint calls it: each call's cancel also ends when the server stops."""
 
     def __init__(self, model: ScriptedModel, stopped: threading.Event):
         self.model = model
         self._stopped = stopped
 
-    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
-        kwargs["cancel"] = _Cancel(kwargs.get("cancel"), self._stopped)
-        return self.model.stream(request, **kwargs)
+    def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
+        cancel = options.cancel
+        waits = None if cancel is None or isinstance(cancel, asyncio.Event) else cancel
+        cut = _Cancel(waits, self._stopped)
+        return self.model.stream_call(request, dataclasses.replace(options, cancel=cut))
 
 
 class _Tracked:
