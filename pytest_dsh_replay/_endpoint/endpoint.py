@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -57,7 +58,6 @@ from .._identity.options import (
     options_model,
 )
 from .._recording.proxy import Relay
-from .._scripts.entries import MAX_KEPT_ENCODINGS, kept_encodings
 from .._wire.base import Answered, BadRequest, Encoder, Failure, Wire, WireError
 from .._wire.openai import openai_refusal
 from .._wire.request import RequestView, answer_message
@@ -816,7 +816,7 @@ class Endpoint:
             return _encode_all(call, collected, failure)
         wire = call.wire
         key = (wire.name, wire.encoder_options(call.request), call.model, call.id)
-        kept = kept_encodings(entry)
+        kept = _KEPT.of(entry)
         found = kept.get(key)
         if found is None:
             found = _encode_all(call, collected, failure)
@@ -1001,6 +1001,45 @@ def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | No
     if not dropped:
         out.append(encoder.failure_event(failure))
     return _Encoding(b"".join(out), dropped, n, -1, True, _NOTHING)
+
+
+MAX_KEPT_ENCODINGS: Final = 4
+"""How many encodings of one entry :data:`_KEPT` holds before it drops the oldest."""
+
+_EncodingKey = tuple[str, object, str, str]  # wire, encoder options, model, call id
+
+
+class _KeptEncodings:
+    """Each replayed entry's streamed encodings, kept beside the entry while it lives.
+
+    Every endpoint of the process shares it, so every test that replays the same loaded
+    scenario gets the bytes one test built (docs/wires.md#encoded-once). An entry's
+    encodings go when the entry does (a weak reference's callback); the caller keeps at
+    most :data:`MAX_KEPT_ENCODINGS` per entry. Only for entries without placeholders:
+    their chunks are the same on every replay.
+    """
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        # id(entry) -> a weak reference to it (whose callback forgets the id) and its
+        # encodings; an id is forgotten before the entry's memory can be reused
+        self._kept: dict[
+            int, tuple[weakref.ref[ChunksEntry | ThrowEntry], dict[_EncodingKey, _Encoding]]
+        ] = {}
+
+    def of(self, entry: ChunksEntry | ThrowEntry) -> dict[_EncodingKey, _Encoding]:
+        """The entry's encodings (empty at first), the same dict while the entry lives."""
+        found = self._kept.get(id(entry))
+        if found is None:
+            key = id(entry)
+            kept = self._kept
+            ref = weakref.ref(entry, lambda _: kept.pop(key, None))
+            found = kept.setdefault(key, (ref, {}))
+        return found[1]
+
+
+_KEPT: Final = _KeptEncodings()
 
 
 def _head_failure(head: list[StreamChunk]) -> Failure | None:
