@@ -35,7 +35,7 @@ import itertools
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import orjson
 
@@ -46,7 +46,7 @@ from .._errors import (
     ReplayedModelError,
     UnservedRouteError,
 )
-from .._format.events import StreamChunk
+from .._format.events import JSONObject, StreamChunk
 from .._format.redact import builtin_redact
 from .._format.reply import finish_failure
 from .._identity.answers import ServedAnswer, ToolCallMark, tool_call_marks
@@ -157,7 +157,7 @@ def _marks(chunks: list[StreamChunk]) -> list[str]:
     return [text, *sorted(ids)]
 
 
-def _is_tool_chunk(chunk: Mapping[str, Any]) -> bool:
+def _is_tool_chunk(chunk: Mapping[str, object]) -> bool:
     """Whether a chunk is part of a tool call (what :func:`tool_call_marks` reads)."""
     kind = chunk.get("type")
     if kind == "tool-call-delta":
@@ -177,7 +177,7 @@ def _served(marks: list[str] | tuple[str, ...], calls: tuple[ToolCallMark, ...])
     return ServedAnswer(marks[0], calls, frozenset(marks[1:]))
 
 
-def _failure_of(chunk: Mapping[str, Any]) -> dict[str, Any] | None:
+def _failure_of(chunk: Mapping[str, object]) -> JSONObject | None:
     return finish_failure(chunk.get("reason"))
 
 
@@ -230,7 +230,7 @@ def _unserved_answer(method: str, path: str) -> tuple[UnservedRouteError, Endpoi
     return UnservedRouteError(message), json_response(404, body, [("x-should-retry", "false")])
 
 
-def _parse(body: bytes) -> dict[str, Any] | EndpointResponse:
+def _parse(body: bytes) -> JSONObject | EndpointResponse:
     """The request body, or the HTTP error for a body that is not a JSON object."""
     try:
         request = orjson.loads(body or b"null")
@@ -296,7 +296,7 @@ class _Call:
         """The replay's word: this call's chunks are ``entry``'s as recorded."""
         self.entry = entry
 
-    def encoder(self, replay_state: Any = None) -> Encoder:
+    def encoder(self, replay_state: object = None) -> Encoder:
         state = replay_state if isinstance(replay_state, Mapping) else None
         return self.wire.encoder(
             self.request, model=self.model, call_id=self.id, replay_state=state
@@ -315,7 +315,7 @@ class _Reading:
         self._endpoint = endpoint
         self.held = False
 
-    def conversation(self, call_id: str) -> list[Any] | None:
+    def conversation(self, call_id: str) -> list[JSONObject] | None:
         return self._endpoint.conversation(call_id)
 
     def answered(self, call_id: str) -> Answered | None:
@@ -559,7 +559,7 @@ class Endpoint:
         with self._lock:
             return self._served.get(call_id)
 
-    def conversation(self, call_id: str) -> list[Any] | None:
+    def conversation(self, call_id: str) -> list[JSONObject] | None:
         """The messages of a kept answer's request, its answer last (see :meth:`answered`)."""
         served = self.answered(call_id)
         if served is None:
@@ -780,7 +780,7 @@ class Endpoint:
     def _at_once(self, call: _Call, chunks: Iterator[StreamChunk]) -> EndpointResponse:
         """A streamed answer produced at once (the call cannot wait): one body piece."""
         collected: list[StreamChunk] = []
-        failure: dict[str, Any] | None = None
+        failure: Failure | None = None
         try:
             collected.extend(chunks)  # what came before a failure stays in the list
         except ReplayedModelError as error:
@@ -826,7 +826,7 @@ class Endpoint:
         return found
 
     def _answered(
-        self, call: _Call, finish: Mapping[str, Any] | None, served: ServedAnswer
+        self, call: _Call, finish: Mapping[str, object] | None, served: ServedAnswer
     ) -> None:
         reason = finish.get("reason") if finish is not None else None
         kind = reason.get("kind") if isinstance(reason, Mapping) else None
@@ -1067,7 +1067,7 @@ def _replayed_end(
         yield _late_failure(encoder, failure)
 
 
-def _early_failure(collected: list[StreamChunk]) -> dict[str, Any] | None:
+def _early_failure(collected: list[StreamChunk]) -> Failure | None:
     """The failure a call without content ends with, unless it is a stream of its own."""
     for chunk in collected:
         if chunk.get("type") == "finish":

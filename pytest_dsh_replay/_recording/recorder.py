@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
@@ -50,6 +50,9 @@ from .._wire.request import ASSISTANT, TOOL_RESULT, USER, Conversation, Item, Re
 
 if TYPE_CHECKING:
     import asyncio
+
+    from .._store.session import ChunkRun, Session
+    from .._store.store import SessionStore
 
 __all__ = [
     "RECORDED_CHUNK_NESTING",
@@ -86,7 +89,7 @@ def failure_finish(error: BaseException, *, kind: str = "error") -> StreamChunk:
     """
     code = getattr(error, "code", None)
     message = str(error) or type(error).__name__
-    failure: dict[str, Any] = {
+    failure: dict[str, object] = {
         "message": message,
         "code": code if isinstance(code, str) and code else "UNKNOWN",
     }
@@ -119,7 +122,7 @@ event, deeper than in the chunk's own event, and the serializer stops at 255 lev
 (docs/limits.md#recorded-chunks)."""
 
 
-def live_chunk_problem(chunk: Any) -> str | None:
+def live_chunk_problem(chunk: object) -> str | None:
     """What a recording's loader would refuse in a live model's chunk, if anything.
 
     The loader's rules for a stream chunk (:func:`~.._format.vocabulary.chunk_problem`:
@@ -130,7 +133,7 @@ def live_chunk_problem(chunk: Any) -> str | None:
         ``None`` when the chunk can be recorded and replayed; else the loader's sentence
         (naming the chunk type, the field and what was expected).
     """
-    if chunk.__class__ is not dict:
+    if chunk.__class__ is not dict or not isinstance(chunk, dict):
         return f"a stream chunk must be an object, got {describe_json(chunk)}"
     problem = chunk_problem(chunk)
     if problem is not None or chunk["type"] not in _NESTING:
@@ -149,7 +152,7 @@ def live_chunk_problem(chunk: Any) -> str | None:
 _NESTING: Final = frozenset({"block-end", "finish"})  # the chunks whose fields may nest
 
 
-def _named(chunk: dict[str, Any]) -> str:
+def _named(chunk: Mapping[str, object]) -> str:
     """``a text-delta chunk`` (``a stream chunk`` when its type is no string)."""
     kind = chunk.get("type")
     return f"a {kind} chunk" if kind.__class__ is str else "a stream chunk"
@@ -181,11 +184,11 @@ class _SessionLog:
         "turn",
     )
 
-    def __init__(self, session: Any):
+    def __init__(self, session: Session):
         self.session = session
         self.scanned = 0
         self.surface: list[tuple[int, Item]] = []  # the model-visible conversation
-        self.header: Any = None  # the last request/header's header
+        self.header: object = None  # the last request/header's header
         self.turn = 0  # the highest turn number seen
         self.open_turn = False
         self.own_turn = False  # the open turn is the recorder's
@@ -195,8 +198,8 @@ class _SessionLog:
         self.calls: dict[str, int] = {}  # tool call id -> its tool/call seq
         self.pending: _Call | None = None  # the last call
         self.last: str | None = None  # the finish kind of the last call of the open turn
-        self.failure: Any = None  # the last error finish's failure
-        self.followed: Any = None  # the FollowedRead of the last followed call
+        self.failure: object = None  # the last error finish's failure
+        self.followed: FollowedRead | None = None  # the read of the last followed call
 
     def scan(self) -> None:
         events = self.session.events
@@ -255,10 +258,15 @@ class _Call:
     )
 
     def __init__(
-        self, log: _SessionLog | None, turn: Any, step: Any, own: bool, view: Conversation
+        self,
+        log: _SessionLog | None,
+        turn: int | None,
+        step: int | None,
+        own: bool,
+        view: Conversation,
     ):
         self.handed = False  # the caller never changes the chunks: a ChunkRun keeps them
-        self.run: Any = None  # the ChunkRun of a handed call, from its first chunk
+        self.run: ChunkRun | None = None  # a handed call's, from its first chunk
         self.follower: _Follower | None = None  # a followed call's (docs/recording.md#lazy)
         self.log = log
         self.turn = turn
@@ -282,19 +290,19 @@ class _Follower:
 
     __slots__ = ("call", "copies", "read", "recorder")
 
-    def __init__(self, recorder: RecordingModel, call: _Call, read: Any, copies: bool):
+    def __init__(self, recorder: RecordingModel, call: _Call, read: FollowedRead, copies: bool):
         self.recorder = recorder
         self.call = call
         self.read = read  # the stream's FollowedRead: the caller may drop the stream
         self.copies = copies  # log the recorded values: the caller may change its chunks
 
-    def handed_out(self) -> list[Any]:
-        return self.read.handed_out(copies=self.copies)  # type: ignore[no-any-return]
+    def handed_out(self) -> list[StreamChunk]:
+        return self.read.handed_out(copies=self.copies)
 
     def done(self) -> bool:
-        return bool(self.read.done())
+        return self.read.done()
 
-    def ended(self, run: Any) -> None:
+    def ended(self, run: ChunkRun) -> None:
         """Log what follows the chunks: the call's finish, or how the read stopped."""
         call = self.call
         call.follower = None
@@ -310,7 +318,7 @@ class _Follower:
         self.recorder._finish(call)
         call.state = _CLOSED
 
-    def diverted(self, run: Any) -> None:
+    def diverted(self, run: ChunkRun) -> None:
         """Log each further chunk as it passes (another write ended the run)."""
         call = self.call
         call.follower = None
@@ -323,13 +331,47 @@ class _Follower:
         self.read.divert(log)
 
 
-def _header_lineage(session: Any) -> Lineage:
+class FollowedRead(Protocol):
+    """A replay model's read that the recorder follows instead of relaying each chunk.
+
+    What a followable stream's ``followed()`` returns (the replay model's, see
+    docs/recording.md#lazy): the recorder logs the call from it when the session is next
+    read or written.
+    """
+
+    def handed_out(self, *, copies: bool = False) -> list[StreamChunk]:
+        """The chunks handed out so far (``copies``: with their recorded values)."""
+        ...
+
+    def done(self) -> bool:
+        """Whether nothing more will be handed out."""
+        ...
+
+    def error(self) -> BaseException | None:
+        """What the read raised, if it raised."""
+        ...
+
+    def divert(self, log: Callable[[StreamChunk], StreamChunk]) -> None:
+        """From now on hand every chunk through ``log`` first."""
+        ...
+
+
+def _followed(upstream: Iterator[StreamChunk]) -> FollowedRead | None:
+    """The read a recorder may follow, when ``upstream`` is a followable stream."""
+    followable: Callable[[], bool] | None = getattr(upstream, "followable", None)
+    if followable is None or not followable():
+        return None
+    followed: Callable[[], FollowedRead] = getattr(upstream, "followed")  # noqa: B009
+    return followed()
+
+
+def _header_lineage(session: Session) -> Lineage:
     """A session's lineage as its header says it."""
     header = session.header
     return Lineage(header.parent_session, header.seed_length or 0)
 
 
-def _conversation(request: Any) -> Conversation:
+def _conversation(request: object) -> Conversation:
     """The conversation a request view holds (none for a request that is not a view)."""
     return request.conversation if isinstance(request, RequestView) else Conversation(None, [])
 
@@ -343,7 +385,7 @@ def _still_reading(log: _SessionLog) -> bool:
     return pending is not None and pending.state == _OPEN and pending.follower is None
 
 
-def _loggable(conversation: Conversation, turn: Any, step: Any) -> bool:
+def _loggable(conversation: Conversation, turn: int | None, step: int | None) -> bool:
     """Whether what a call logs (its request, the caller's turn and step) is lossless JSON.
 
     A conversation holds plain JSON already (``plain_json``: no NaN, no unsafe
@@ -417,7 +459,7 @@ class RecordingModel(OptionsModel):
     def __init__(
         self,
         model: object,
-        store: Any,
+        store: SessionStore,
         *,
         create_sessions: bool = True,
         parsed_chunks: bool = False,
@@ -449,13 +491,13 @@ class RecordingModel(OptionsModel):
 
     # --- sessions ------------------------------------------------------------------------
 
-    def _session(self, session_id: str | None) -> Any:  # the lock is held
+    def _session(self, session_id: str | None) -> Session | None:  # the lock is held
         """The session ``session_id`` names (``None``: the anonymous one), if it exists."""
         if session_id is None:
             return None if self._anonymous is None else self.store.get(self._anonymous)
         return self.store.get(session_id)
 
-    def _lineage(self, parent: str | None, view: Any, declared: int | None) -> Lineage:
+    def _lineage(self, parent: str | None, view: object, declared: int | None) -> Lineage:
         """A new child's lineage, decided as replay decides it (docs/scenarios.md#fork-or-spawn).
 
         Args:
@@ -472,7 +514,7 @@ class RecordingModel(OptionsModel):
             return Lineage(parent, completed_turns_end(events) if declared > 0 else 0)
         return Lineage(parent, fork_seed_length(events, _conversation(view).items))
 
-    def _create(self, session_id: str | None, lineage: Lineage, cwd: str | None = None) -> Any:
+    def _create(self, session_id: str | None, lineage: Lineage, cwd: str | None = None) -> Session:
         """Create a session the caller never created, with its lineage (the lock is held).
 
         A child gets ``parentSession``, ``origin: "subagent"`` and its parent's
@@ -480,7 +522,7 @@ class RecordingModel(OptionsModel):
         turns, and ``seedLength``. ``cwd`` (the caller's working directory, when its
         request says) goes into the header, so recordings write it as ``{{cwd}}``.
         """
-        meta: dict[str, Any] | None = {"cwd": cwd} if cwd is not None else None
+        meta: dict[str, object] | None = {"cwd": cwd} if cwd is not None else None
         seed = None
         parent = lineage.parent
         if parent is not None:
@@ -504,7 +546,7 @@ class RecordingModel(OptionsModel):
 
     def open_session(
         self,
-        request: Any,
+        request: Request,
         *,
         session_id: str | None,
         parent_session_id: str | None = None,
@@ -558,13 +600,15 @@ class RecordingModel(OptionsModel):
                 self._create(session_id, lineage, cwd)
             return lineage
 
-    def _log_of(self, session: Any) -> _SessionLog:  # the lock is held
+    def _log_of(self, session: Session) -> _SessionLog:  # the lock is held
         log = self._logs.get(session.id)
         if log is None or log.session is not session:
             log = self._logs[session.id] = _SessionLog(session)
         return log
 
-    def _calling(self, view: Any, options: CallOptions) -> tuple[_SessionLog | None, CallOptions]:
+    def _calling(
+        self, view: Request, options: CallOptions
+    ) -> tuple[_SessionLog | None, CallOptions]:
         """The calling session's log, and the options the wrapped model gets.
 
         The session is created if need be; a log ``None``: the call is not logged.
@@ -588,19 +632,19 @@ class RecordingModel(OptionsModel):
 
     # --- opening a call ------------------------------------------------------------------
 
-    def _view(self, request: Any) -> Any:
+    def _view(self, request: Request) -> Request:
         """The request's view (text-safe when asked for); a non-mapping stays as it is."""
         if not isinstance(request, Mapping):
             return request
         return RequestView.safe(request) if self.text_safe else RequestView.of(request)
 
-    def _passed(self, view: Any) -> Any:
+    def _passed(self, view: Request) -> Request:
         """What the wrapped model gets as the request: the view, or the request mapping."""
         if self.request_views or not isinstance(view, RequestView):
             return view
         return view.body
 
-    def _begin_in(self, log: _SessionLog | None, request: Any, options: CallOptions) -> _Call:
+    def _begin_in(self, log: _SessionLog | None, request: Request, options: CallOptions) -> _Call:
         """Log a call's opening now (``log`` ``None``: a call that is not logged)."""
         if log is None:
             view = _conversation(request)
@@ -621,7 +665,9 @@ class RecordingModel(OptionsModel):
         log.pending = call
         return call
 
-    def _open(self, log: _SessionLog, view: Conversation, turn_kw: Any, step_kw: Any) -> _Call:
+    def _open(
+        self, log: _SessionLog, view: Conversation, turn_kw: int | None, step_kw: int | None
+    ) -> _Call:
         session = log.session
         known = _common_prefix(log.surface, view.items)
         new = view.items[known:]
@@ -664,14 +710,14 @@ class RecordingModel(OptionsModel):
         log: _SessionLog,
         items: list[Item],
         known: int,
-        turn: Any,
-        step: Any,
+        turn: int,
+        step: int,
         view: Conversation,
     ) -> None:
         """Append ``items``; the first replaces the surface after ``known`` if it diverged."""
         log.scan()
         for i, item in enumerate(items):
-            envelope: dict[str, Any] = {"surfaceOp": "append"}
+            envelope: dict[str, object] = {"surfaceOp": "append"}
             shadowed = [seq for seq, _ in log.surface[known:]] if i == 0 else []
             if shadowed and item.kind != TOOL_RESULT:
                 # The request dropped or rewrote messages the log holds: this message
@@ -723,7 +769,7 @@ class RecordingModel(OptionsModel):
         with self._lock, log.session.held():
             self._log_chunk_held(call, chunk)
 
-    def _check_live_chunk(self, log: _SessionLog, call: _Call, chunk: Any) -> None:
+    def _check_live_chunk(self, log: _SessionLog, call: _Call, chunk: StreamChunk) -> None:
         """Refuse a live model's chunk that the recording's loader would refuse.
 
         Raises:
@@ -861,7 +907,7 @@ class RecordingModel(OptionsModel):
         """:meth:`_abandon` for a logged call whose session is held."""
         log = call.log
         assert log is not None
-        if call.follower is not None:  # what it read, then stop
+        if call.follower is not None and call.run is not None:  # what it read, then stop
             log.session.stop_following(call.run)
             call.follower = None
         if call.state != _OPEN:
@@ -971,7 +1017,9 @@ class RecordingModel(OptionsModel):
             return self._replayed(log, view, options)
         return self._logged_now(log, view, options)
 
-    def _replayed(self, log: _SessionLog, view: Any, options: CallOptions) -> Iterator[StreamChunk]:
+    def _replayed(
+        self, log: _SessionLog, view: Request, options: CallOptions
+    ) -> Iterator[StreamChunk]:
         """Stream a call of a model whose chunks are parsed JSON (a replay model).
 
         A followable stream is handed to the caller as it is, and the whole call is
@@ -986,26 +1034,25 @@ class RecordingModel(OptionsModel):
         if _still_reading(log) or not _loggable(conversation, turn, step):
             return self._logged_now(log, view, options)
         try:
-            upstream: Any = iter(self._answering.stream_call(self._passed(view), options))
+            upstream = iter(self._answering.stream_call(self._passed(view), options))
         except BaseException as err:
             call = self._begin_in(log, view, options)
             self._abandon(call, err)
             raise
-        followable = getattr(upstream, "followable", None)
-        if followable is not None and followable():
+        read = _followed(upstream)  # not the stream: the caller may drop it
+        if read is not None:
             copies = not options.read_only_chunks
-            read = upstream.followed()  # not the stream: the caller may drop it
             log.followed = read
             log.session.defer(
                 lambda: self._log_followed(log, conversation, turn, step, read, copies)
             )
-            return upstream  # type: ignore[no-any-return]
+            return upstream
         call = self._begin_in(log, view, options)
         call.handed = options.read_only_chunks
         return self._relay(call, upstream)
 
     def _logged_now(
-        self, log: _SessionLog | None, view: Any, options: CallOptions
+        self, log: _SessionLog | None, view: Request, options: CallOptions
     ) -> Iterator[StreamChunk]:
         """Stream a call whose opening is logged before the model is called.
 
@@ -1016,26 +1063,25 @@ class RecordingModel(OptionsModel):
         read_only = options.read_only_chunks
         call.handed = read_only and self.parsed_chunks
         try:
-            upstream: Any = iter(self._answering.stream_call(self._passed(view), options))
+            upstream = iter(self._answering.stream_call(self._passed(view), options))
         except BaseException as err:
             self._abandon(call, err)
             raise
-        followable = getattr(upstream, "followable", None) if self.parsed_chunks else None
-        if log is None or followable is None or not followable():
+        read = _followed(upstream) if self.parsed_chunks and log is not None else None
+        if log is None or read is None:
             return self._relay(call, upstream)
-        read = upstream.followed()
         log.followed = read
         with self._lock, log.session.held():
             self._follow_held(call, read, not read_only)
-        return upstream  # type: ignore[no-any-return]
+        return upstream
 
     def _log_followed(
         self,
         log: _SessionLog,
         conversation: Conversation,
-        turn: Any,
-        step: Any,
-        read: Any,
+        turn: int | None,
+        step: int | None,
+        read: FollowedRead,
         copies: bool,
     ) -> None:
         """Log a followed call: its opening, then a run that follows the ``read``.
@@ -1046,7 +1092,7 @@ class RecordingModel(OptionsModel):
         call = self._open_call(log, conversation, turn, step)
         self._follow_held(call, read, copies)
 
-    def _follow_held(self, call: _Call, read: Any, copies: bool) -> None:
+    def _follow_held(self, call: _Call, read: FollowedRead, copies: bool) -> None:
         """Log ``call`` by following its ``read`` (its session is held)."""
         log = call.log
         assert log is not None

@@ -90,9 +90,13 @@ def _fail(message: str) -> ScriptedModelError:
     return ScriptedModelError(message)
 
 
-def _seconds(value: Any, what: str, *, zero: bool = True) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not (value >= 0 if zero else value > 0) or value != value:
+def _seconds(value: object, what: str, *, zero: bool = True) -> float:
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not (value >= 0 if zero else value > 0)
+        or value != value
+    ):
         bound = ">= 0" if zero else "> 0"
         raise _fail(f"{what} takes seconds {bound}, got {value!r}")
     return float(value)
@@ -130,7 +134,7 @@ class ToolCall:
     """
 
     name: str
-    arguments: str | Mapping[str, Any] = "{}"
+    arguments: str | Mapping[str, object] = "{}"
     id: str | None = None
 
     def __post_init__(self) -> None:
@@ -364,13 +368,13 @@ class Chunks:
             one ``finish``.
     """
 
-    chunks: Sequence[Mapping[str, Any]]
+    chunks: Sequence[Mapping[str, object]]
 
     def __post_init__(self) -> None:
         given = self.chunks
         if isinstance(given, str | bytes | Mapping) or not isinstance(given, Sequence):
             raise _fail(f"Chunks(chunks) takes a list of stream chunks, got {given!r}")
-        copied: list[Any] = []
+        copied: list[StreamChunk] = []
         for position, chunk in enumerate(given):
             if not isinstance(chunk, Mapping):
                 raise _fail(
@@ -410,7 +414,7 @@ _REPLIES: Final = (Answer, Chunks, ProviderFailure, Hang)
 # --- the request as rules see it --------------------------------------------------------------
 
 
-def _text(blocks: Any) -> str:
+def _text(blocks: object) -> str:
     if not isinstance(blocks, list):
         return ""
     return "\n".join(
@@ -418,7 +422,7 @@ def _text(blocks: Any) -> str:
     )
 
 
-def _result_text(blocks: Any) -> str:
+def _result_text(blocks: object) -> str:
     results = [b for b in blocks if isinstance(b, dict)] if isinstance(blocks, list) else []
     return "\n".join(_text(b.get("content")) for b in results)
 
@@ -459,7 +463,7 @@ class ScriptedRequest:
 
     @classmethod
     def read(
-        cls, request: Mapping[str, Any], *, call: int, session_id: str | None = None
+        cls, request: Mapping[str, object], *, call: int, session_id: str | None = None
     ) -> ScriptedRequest:
         """Read a request of any shape the model endpoint passes on (docs/wires.md#routes).
 
@@ -761,11 +765,20 @@ class ScriptedModel(OptionsModel):
         """End every hanging call now (and those that start later, at once)."""
         self._closed.set()
 
-    def serve(self, **options: Any) -> ScriptedServer:
+    def serve(
+        self,
+        *,
+        api_key: str | None = None,
+        idle_timeout: float = 60.0,
+        max_body_bytes: int | None = None,
+    ) -> ScriptedServer:
         """Serve this model on ``http://127.0.0.1:<free port>``: a ``ScriptedServer``.
 
         Args:
-            **options: The server's keyword arguments (``api_key``, ``idle_timeout``).
+            api_key: The key clients must send (``None``: any key).
+            idle_timeout: Seconds without a request after which the server stops.
+            max_body_bytes: The largest request body it accepts (``None``:
+                :data:`~pytest_dsh_replay.MAX_BODY_BYTES`).
 
         Returns:
             The running :class:`~pytest_dsh_replay.ScriptedServer`; use it as a context
@@ -773,7 +786,11 @@ class ScriptedModel(OptionsModel):
         """
         from .server import ScriptedServer
 
-        return ScriptedServer(self, **options)
+        if max_body_bytes is None:
+            return ScriptedServer(self, api_key=api_key, idle_timeout=idle_timeout)
+        return ScriptedServer(
+            self, api_key=api_key, idle_timeout=idle_timeout, max_body_bytes=max_body_bytes
+        )
 
     # --- answering ------------------------------------------------------------------------
 

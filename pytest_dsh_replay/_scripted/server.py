@@ -19,7 +19,7 @@ import hmac
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -65,7 +65,7 @@ class ReceivedRequest:
 class _AnyRouter(Router):
     """Routing that never refuses: a provider answers two identical requests alike."""
 
-    def route(self, headers: Mapping[str, str], request: Mapping[str, Any]) -> Route:
+    def route(self, headers: Mapping[str, str], request: Mapping[str, object]) -> Route:
         try:
             return super().route(headers, request)
         except ReplayBindingError:
@@ -106,7 +106,7 @@ class _Served(OptionsModel):
 class _Tracked:
     """A response body that tells the server when it has been sent (or dropped)."""
 
-    def __init__(self, body: Iterator[bytes], done: Any, kept: bytearray):
+    def __init__(self, body: Iterator[bytes], done: Callable[[], None], kept: bytearray):
         self._body = body
         self._done = done
         self._kept = kept
@@ -148,7 +148,7 @@ class _ScriptedEndpoint(Endpoint):
         headers: Mapping[str, str],
         body: bytes,
         *,
-        probe: Any = None,
+        probe: Callable[[], bool] | None = None,
         timeout: float | None = None,
     ) -> EndpointResponse:
         owner = self._owner
@@ -297,7 +297,7 @@ class ScriptedServer:
         self, method: str, path: str, headers: Mapping[str, str], body: bytes
     ) -> ReceivedRequest:
         try:
-            parsed: Any = orjson.loads(body) if body else None
+            parsed = orjson.loads(body) if body else None
         except orjson.JSONDecodeError:
             parsed = None
         received = ReceivedRequest(method, path, dict(headers), parsed)
