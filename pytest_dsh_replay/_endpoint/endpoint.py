@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import orjson
 
@@ -45,12 +46,18 @@ from .._errors import (
     ReplayedModelError,
     UnservedRouteError,
 )
-from .._format.events import StreamChunk
+from .._format.events import JSONObject, StreamChunk
 from .._format.redact import builtin_redact
 from .._format.reply import finish_failure
 from .._identity.answers import ServedAnswer, ToolCallMark, tool_call_marks
+from .._identity.options import (
+    CallOptions,
+    OptionsModel,
+    ReplayOptions,
+    Request,
+    options_model,
+)
 from .._recording.proxy import Relay
-from .._scripts.entries import MAX_KEPT_ENCODINGS, kept_encodings
 from .._wire.base import Answered, BadRequest, Encoder, Failure, Wire, WireError
 from .._wire.openai import openai_refusal
 from .._wire.request import RequestView, answer_message
@@ -99,12 +106,9 @@ _SSE: Final = [
 ]
 
 
-class StreamingModel(Protocol):
-    """What the endpoint streams a call from: a replay model, or the recorder around one."""
-
-    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
-        """Stream the chunks of one call."""
-        ...
+StreamingModel = OptionsModel
+"""What the endpoint streams a call from: a replay model, or the recorder around one (a
+model of this package, which takes the call's :class:`CallOptions` as one value)."""
 
 
 class ReplaySessions(Protocol):
@@ -112,7 +116,7 @@ class ReplaySessions(Protocol):
 
     def bind(
         self,
-        request: Mapping[str, Any],
+        request: Request,
         *,
         session_id: str | None,
         parent_session_id: str | None = None,
@@ -153,7 +157,7 @@ def _marks(chunks: list[StreamChunk]) -> list[str]:
     return [text, *sorted(ids)]
 
 
-def _is_tool_chunk(chunk: Mapping[str, Any]) -> bool:
+def _is_tool_chunk(chunk: Mapping[str, object]) -> bool:
     """Whether a chunk is part of a tool call (what :func:`tool_call_marks` reads)."""
     kind = chunk.get("type")
     if kind == "tool-call-delta":
@@ -173,7 +177,7 @@ def _served(marks: list[str] | tuple[str, ...], calls: tuple[ToolCallMark, ...])
     return ServedAnswer(marks[0], calls, frozenset(marks[1:]))
 
 
-def _failure_of(chunk: Mapping[str, Any]) -> dict[str, Any] | None:
+def _failure_of(chunk: Mapping[str, object]) -> JSONObject | None:
     return finish_failure(chunk.get("reason"))
 
 
@@ -226,7 +230,7 @@ def _unserved_answer(method: str, path: str) -> tuple[UnservedRouteError, Endpoi
     return UnservedRouteError(message), json_response(404, body, [("x-should-retry", "false")])
 
 
-def _parse(body: bytes) -> dict[str, Any] | EndpointResponse:
+def _parse(body: bytes) -> JSONObject | EndpointResponse:
     """The request body, or the HTTP error for a body that is not a JSON object."""
     try:
         request = orjson.loads(body or b"null")
@@ -292,7 +296,7 @@ class _Call:
         """The replay's word: this call's chunks are ``entry``'s as recorded."""
         self.entry = entry
 
-    def encoder(self, replay_state: Any = None) -> Encoder:
+    def encoder(self, replay_state: object = None) -> Encoder:
         state = replay_state if isinstance(replay_state, Mapping) else None
         return self.wire.encoder(
             self.request, model=self.model, call_id=self.id, replay_state=state
@@ -311,7 +315,7 @@ class _Reading:
         self._endpoint = endpoint
         self.held = False
 
-    def conversation(self, call_id: str) -> list[Any] | None:
+    def conversation(self, call_id: str) -> list[JSONObject] | None:
         return self._endpoint.conversation(call_id)
 
     def answered(self, call_id: str) -> Answered | None:
@@ -325,28 +329,29 @@ class Endpoint:
     """Serves model calls over the provider wires (one per test).
 
     Args:
-        model: What calls stream from: anything with ``stream(request, **kwargs)`` (the
-            request is a read-only mapping, the request view).
+        model: What calls stream from: a model of this package (``stream_call(request,
+            options)``; the request is a read-only mapping, the request view), or any
+            object with ``stream(request, **kwargs)``, called as a live model is
+            (docs/recording.md#live-model-calls).
         sessions: The replay's live sessions, asked before a new session's call (it
             binds first, so a child found by content is logged under the live session
             its recording's parent is bound to); ``None`` when nothing binds first.
         record: Whether ``model`` records from the live provider: calls carry a
-            :class:`~.._recording.proxy.Relay` for the recording proxy, and
-            replay-only keywords (``cancel``, ``seed_length``, ``by_content``) are not
-            passed.
+            :class:`~.._recording.proxy.Relay` for the recording proxy, and no cancel
+            and no :class:`ReplayOptions` (the live provider's answer is relayed).
         redact: Applied to live texts the endpoint's messages quote (the recording's
             redaction); ``None``: quoted as they are.
     """
 
     def __init__(
         self,
-        model: StreamingModel,
+        model: StreamingModel | object,
         *,
         sessions: ReplaySessions | None = None,
         record: bool = False,
         redact: Callable[[str], str] | None = None,
     ):
-        self.model = model
+        self.model = options_model(model)
         self.sessions = sessions
         self.replay = not record
         self.router = Router(redact)
@@ -554,7 +559,7 @@ class Endpoint:
         with self._lock:
             return self._served.get(call_id)
 
-    def conversation(self, call_id: str) -> list[Any] | None:
+    def conversation(self, call_id: str) -> list[JSONObject] | None:
         """The messages of a kept answer's request, its answer last (see :meth:`answered`)."""
         served = self.answered(call_id)
         if served is None:
@@ -563,29 +568,37 @@ class Endpoint:
 
     def _answer(self, call: _Call, parent: str | None, relay: Relay | None) -> EndpointResponse:
         route = call.route
-        kwargs: dict[str, Any] = {"session_id": route.session_id, "parent_session_id": parent}
-        if route.seed_length is not None:
-            kwargs["seed_length"] = route.seed_length  # declared by the dsh runtime
-        if route.cwd is not None:
-            kwargs["session_cwd"] = route.cwd  # a new session's header: its cwd is tokenized
         sessions = self.sessions
         whole = sessions is not None and not sessions.may_wait(route.session_id)
-        if relay is not None:
-            kwargs["relay"] = relay
+        streamed = call.request.get("stream") is True
+        # seed_length: declared by the dsh runtime; session_cwd: a new session's header
+        # holds it (tokenized)
+        if relay is None:
+            options = CallOptions(
+                route.session_id,
+                parent,
+                route.seed_length,
+                route.cwd,
+                cancel=call.cancel,
+                read_only_chunks=True,  # served chunks are only encoded
+                replay=ReplayOptions(
+                    True,  # by content
+                    call.recorded_id,
+                    call.replays,
+                    whole or not streamed,  # read at once: nothing sets cancel between
+                ),
+            )
         else:
-            kwargs.update(cancel=call.cancel, by_content=True)
-            kwargs["read_only_chunks"] = True  # served chunks are only encoded
-            kwargs["on_response_id"] = call.recorded_id
-            kwargs["on_entry"] = call.replays
-            if whole or call.request.get("stream") is not True:
-                kwargs["cancel_waits_only"] = True  # read at once: nothing sets it between
-        chunks = iter(self.model.stream(call.request, **kwargs))
+            options = CallOptions(
+                route.session_id, parent, route.seed_length, route.cwd, relay=relay
+            )
+        chunks = iter(self.model.stream_call(call.request, options))
         if relay is not None:
             relayed, head = self._relayed(call, relay, chunks)
             if relayed is not None:
                 return relayed
             chunks = itertools.chain(head, chunks)
-        if call.request.get("stream") is not True:
+        if not streamed:
             return self._whole(call, chunks)
         if whole:  # nothing can wait: the whole stream in one piece
             return self._at_once(call, chunks)
@@ -767,7 +780,7 @@ class Endpoint:
     def _at_once(self, call: _Call, chunks: Iterator[StreamChunk]) -> EndpointResponse:
         """A streamed answer produced at once (the call cannot wait): one body piece."""
         collected: list[StreamChunk] = []
-        failure: dict[str, Any] | None = None
+        failure: Failure | None = None
         try:
             collected.extend(chunks)  # what came before a failure stays in the list
         except ReplayedModelError as error:
@@ -803,7 +816,7 @@ class Endpoint:
             return _encode_all(call, collected, failure)
         wire = call.wire
         key = (wire.name, wire.encoder_options(call.request), call.model, call.id)
-        kept = kept_encodings(entry)
+        kept = _KEPT.of(entry)
         found = kept.get(key)
         if found is None:
             found = _encode_all(call, collected, failure)
@@ -813,7 +826,7 @@ class Endpoint:
         return found
 
     def _answered(
-        self, call: _Call, finish: Mapping[str, Any] | None, served: ServedAnswer
+        self, call: _Call, finish: Mapping[str, object] | None, served: ServedAnswer
     ) -> None:
         reason = finish.get("reason") if finish is not None else None
         kind = reason.get("kind") if isinstance(reason, Mapping) else None
@@ -990,6 +1003,45 @@ def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | No
     return _Encoding(b"".join(out), dropped, n, -1, True, _NOTHING)
 
 
+MAX_KEPT_ENCODINGS: Final = 4
+"""How many encodings of one entry :data:`_KEPT` holds before it drops the oldest."""
+
+_EncodingKey = tuple[str, object, str, str]  # wire, encoder options, model, call id
+
+
+class _KeptEncodings:
+    """Each replayed entry's streamed encodings, kept beside the entry while it lives.
+
+    Every endpoint of the process shares it, so every test that replays the same loaded
+    scenario gets the bytes one test built (docs/wires.md#encoded-once). An entry's
+    encodings go when the entry does (a weak reference's callback); the caller keeps at
+    most :data:`MAX_KEPT_ENCODINGS` per entry. Only for entries without placeholders:
+    their chunks are the same on every replay.
+    """
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        # id(entry) -> a weak reference to it (whose callback forgets the id) and its
+        # encodings; an id is forgotten before the entry's memory can be reused
+        self._kept: dict[
+            int, tuple[weakref.ref[ChunksEntry | ThrowEntry], dict[_EncodingKey, _Encoding]]
+        ] = {}
+
+    def of(self, entry: ChunksEntry | ThrowEntry) -> dict[_EncodingKey, _Encoding]:
+        """The entry's encodings (empty at first), the same dict while the entry lives."""
+        found = self._kept.get(id(entry))
+        if found is None:
+            key = id(entry)
+            kept = self._kept
+            ref = weakref.ref(entry, lambda _: kept.pop(key, None))
+            found = kept.setdefault(key, (ref, {}))
+        return found[1]
+
+
+_KEPT: Final = _KeptEncodings()
+
+
 def _head_failure(head: list[StreamChunk]) -> Failure | None:
     """The failure of a call whose head ends in its ``finish`` (before any content)."""
     last = head[-1] if head else None
@@ -1015,7 +1067,7 @@ def _replayed_end(
         yield _late_failure(encoder, failure)
 
 
-def _early_failure(collected: list[StreamChunk]) -> dict[str, Any] | None:
+def _early_failure(collected: list[StreamChunk]) -> Failure | None:
     """The failure a call without content ends with, unless it is a stream of its own."""
     for chunk in collected:
         if chunk.get("type") == "finish":

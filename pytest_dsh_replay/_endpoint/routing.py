@@ -50,7 +50,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Final
 
 import orjson
 
@@ -116,7 +116,7 @@ class Router:
         self.guessed: list[str] = []
         """New sessions whose parent content could not decide (it was guessed)."""
 
-    def route(self, headers: Mapping[str, str], request: Mapping[str, Any]) -> Route:
+    def route(self, headers: Mapping[str, str], request: Mapping[str, object]) -> Route:
         """Find the calling session of one request.
 
         Args:
@@ -334,7 +334,7 @@ def _gist(served: ServedAnswer | None) -> tuple[object, ...] | None:
     return (served.text, tuple((call.name, call.arguments) for call in served.calls))
 
 
-def _runtime_lineage(body: Mapping[str, Any]) -> tuple[str | None, int | None, str | None]:
+def _runtime_lineage(body: Mapping[str, object]) -> tuple[str | None, int | None, str | None]:
     """The runtime's ``dsh_session_log.session``: parent, seed length, working directory."""
     log = body.get("dsh_session_log")
     session = log.get("session") if isinstance(log, Mapping) else None

@@ -39,9 +39,12 @@ import time
 from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .endpoint import Endpoint
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 from .response import DroppedConnection, EndpointResponse, TimedOut
 
 __all__ = [
@@ -93,7 +96,7 @@ class _Deadline(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: Any) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
         left = self.at - time.monotonic()
         if left <= 0:
             raise TimeoutError("the connection's read deadline passed")
@@ -131,7 +134,7 @@ class _Server(ThreadingHTTPServer):
         self.stopping = False
         super().__init__(("127.0.0.1", 0), _Handler)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
+    def handle_error(self, request: object, client_address: object) -> None:
         """Nothing is printed: a client that went away is no error, anything else is kept."""
         error = sys.exc_info()[1]
         if error is None or isinstance(error, OSError):
@@ -206,7 +209,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.command = self.path = self.requestline = ""
         self.request_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: object) -> None:
         """Quiet: a test's output is not the place for access logs."""
 
     # --- reading requests --------------------------------------------------------------

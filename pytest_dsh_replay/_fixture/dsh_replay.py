@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .._check.log_check import (
     Comparison,
@@ -26,15 +26,21 @@ from .._check.log_check import (
     recorded_pairing,
     unchanged_recording,
 )
-from .._check.normalize import canonical_log, describe_difference, diff_logs
+from .._check.normalize import (
+    LogDifference,
+    Normalizer,
+    canonical_log,
+    describe_difference,
+    diff_logs,
+)
 from .._endpoint.clients import EndpointClients
 from .._errors import DshReplayError, LogMismatchError, RecordingError
-from .._format.events import Event, SessionHeader, SessionLog
+from .._format.events import Event, JSONObject, SessionHeader, SessionLike, SessionLog
 from .._format.jsonl import read_session_log
 from .._format.redact import Redactor, TextRedaction
 from .._recording.recorder import RecordingModel
 from .._recording.watched import LiveFailure, WatchedLive
-from .._replay.model import ReplayModel
+from .._replay.model import ReplayBinding, ReplayModel
 from .._scripts.loading import ScenarioCache, load_scenario
 from .._scripts.scenario import (
     Scenario,
@@ -47,6 +53,8 @@ from .._store.atomic import check_writable, recover
 from .._store.backends.base import MemoryBackend
 from .._store.store import SessionStore
 from .runtime_logs import RuntimeSessions, compare_model_views
+
+_S = TypeVar("_S", bound=SessionLike)
 
 if TYPE_CHECKING:
     from .._endpoint.endpoint import Endpoint
@@ -103,15 +111,15 @@ class DshReplay:
     mode: Mode
     scenario: Scenario | None
     model: Any
-    sessions: Any
+    sessions: SessionStore
     workdir: Path
     compare_logs: bool = True
     redactor: Redactor = field(default_factory=Redactor)
     redact_hook: Callable[[Event], object] | None = None
-    redact_header_hook: Callable[[dict[str, Any]], object] | None = None
+    redact_header_hook: Callable[[JSONObject], object] | None = None
     unchanged: bool = field(default=False, init=False)
     _http: EndpointClients = field(init=False, repr=False)
-    _live: Any = field(default=None, init=False, repr=False)
+    _live: object = field(default=None, init=False, repr=False)
     _live_mark: int = field(default=0, init=False, repr=False)
     _watched: WatchedLive | None = field(default=None, init=False, repr=False)
     _cache: ScenarioCache | None = field(default=None, init=False, repr=False)
@@ -129,7 +137,7 @@ class DshReplay:
         compare_logs: bool = True,
         redactor: Redactor | None = None,
         redact_hook: Callable[[Event], object] | None = None,
-        redact_header_hook: Callable[[dict[str, Any]], object] | None = None,
+        redact_header_hook: Callable[[JSONObject], object] | None = None,
         cache: ScenarioCache | None = None,
         max_body_bytes: int | None = None,
         rerecord: str | Callable[[], str] | None = None,
@@ -188,11 +196,11 @@ class DshReplay:
         cls,
         path: str | os.PathLike[str],
         *,
-        live: Any,
+        live: object,
         workdir: Path,
         redactor: Redactor | None = None,
         redact_hook: Callable[[Event], object] | None = None,
-        redact_header_hook: Callable[[dict[str, Any]], object] | None = None,
+        redact_header_hook: Callable[[JSONObject], object] | None = None,
         max_body_bytes: int | None = None,
     ) -> DshReplay:
         """Prepare to record a scenario from a live model.
@@ -255,12 +263,12 @@ class DshReplay:
         cls,
         path: Path,
         scenario: Scenario | None,
-        answering: Any,
+        answering: object,
         replayer: ReplayModel | None,
         workdir: Path,
         redactor: Redactor | None,
         redact_hook: Callable[[Event], object] | None,
-        redact_header_hook: Callable[[dict[str, Any]], object] | None,
+        redact_header_hook: Callable[[JSONObject], object] | None,
     ) -> DshReplay:
         """A run whose model logs every call ``answering`` answers, in a new in-memory store.
 
@@ -548,7 +556,7 @@ class DshReplay:
         if self.mode == "record":
             return self._recorded_view()
         if self._runtime.source is not None:
-            live: Sequence[Any] = self._runtime.logs()
+            live: Sequence[SessionLike] = self._runtime.logs()
         else:
             live = self.sessions.sessions()
         return [self._redacted(s.header, s.events) for s in self._in_recorded_order(live)]
@@ -568,7 +576,7 @@ class DshReplay:
         pairing = self._pairing(logs)
         return logs if pairing is None else [logs[k] for k in pairing]
 
-    def _in_recorded_order(self, sessions: Sequence[Any]) -> list[Any]:
+    def _in_recorded_order(self, sessions: Sequence[_S]) -> list[_S]:
         """``sessions`` in the order of the recorded sessions they replay, never by arrival.
 
         A live session bound to a recorded one takes that session's place in the
@@ -583,7 +591,7 @@ class DshReplay:
         place = {script.file: n for n, script in enumerate(self.scenario.scripts)}
         last = len(place)
 
-        def rank(indexed: tuple[int, Any]) -> tuple[int, int]:
+        def rank(indexed: tuple[int, _S]) -> tuple[int, int]:
             n, session = indexed
             binding = bindings.get(session.header.id)
             return (place.get(binding.file, last) if binding is not None else last, n)
@@ -626,7 +634,7 @@ class DshReplay:
                 return True
         return False
 
-    def _bindings(self) -> dict[str | None, Any]:
+    def _bindings(self) -> dict[str | None, ReplayBinding]:
         """The replay's bindings (live id -> binding); ``{}`` when recording."""
         return {} if self._replayer is None else self._replayer.bindings
 
@@ -683,7 +691,7 @@ class DshReplay:
             return  # a SQLite scenario: no per-session file to compare with
         by_file = {s.file: s for s in recorded}
         bound = {key: by_file.get(b.file) for key, b in self._bindings().items() if key is not None}
-        pairs: list[tuple[SessionScript, Any]] = []
+        pairs: list[tuple[SessionScript, SessionLike]] = []
         # Top-level first, then creation order (ids are random and times can tie).
         free_live = sorted(live, key=lambda s: s.header.parent_session is not None)
         free_recorded = list(recorded)
@@ -720,7 +728,7 @@ class DshReplay:
         )
 
     def _recorded_forms(
-        self, logs: list[tuple[str, SessionLog, Any]], headers: list[SessionHeader]
+        self, logs: Sequence[tuple[str, SessionLog, SessionLike]], headers: list[SessionHeader]
     ) -> tuple[tuple[bytes, ...], ...] | None:
         """The recorded side's normalized forms, kept with the run's cached recording.
 
@@ -743,7 +751,7 @@ class DshReplay:
 
     def _raise_first_difference(
         self,
-        logs: list[tuple[str, Any, Any]],
+        logs: Sequence[tuple[str, SessionLog, SessionLike]],
         recorded: list[SessionHeader],
         live: list[SessionHeader],
         compare: Comparison,
@@ -783,8 +791,22 @@ class DshReplay:
             )
         sources = {script.file: str(log.path) for script, log in zip(recorded, live, strict=True)}
 
-        def compare(file: str, *args: Any, **options: Any) -> Any:
-            return compare_model_views(file, *args, actual_source=sources[file], **options)
+        def compare(
+            file: str,
+            expected: tuple[SessionHeader, Sequence[Event]],
+            actual: tuple[SessionHeader, Sequence[Event]],
+            *,
+            expected_normalizer: Normalizer,
+            actual_normalizer: Normalizer,
+        ) -> LogDifference | None:
+            return compare_model_views(
+                file,
+                expected,
+                actual,
+                expected_normalizer=expected_normalizer,
+                actual_normalizer=actual_normalizer,
+                actual_source=sources[file],
+            )
 
         self._raise_first_difference(
             [  # logs() orders the live logs by the recording they replay

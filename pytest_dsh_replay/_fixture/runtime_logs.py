@@ -45,12 +45,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from .._check.normalize import LogDifference, Normalizer, value_difference
 from .._check.transcript import notices_in_announcement_order
 from .._errors import DshReplayError, SessionLogError
-from .._format.events import Event, JSONObject, SessionHeader, SessionLog
+from .._format.events import Event, JSONObject, SessionHeader, SessionLog, StreamChunk
 from .._format.json_values import ABSENT
 from .._format.jsonl import parse_json_text, read_session_log
 from .._format.stream_records import STREAM_EVENTS, stream_runs
@@ -139,7 +139,7 @@ def runtime_logs(root: str | os.PathLike[str], session_id: str) -> list[RuntimeL
     return logs
 
 
-def _chunks(event: Event, source: str | None) -> list[Any]:
+def _chunks(event: Event, source: str | None) -> list[StreamChunk]:
     data = event["data"]
     runs = stream_runs(data.get("stream"), event_type=event["type"], source=source, line=None)
     return ChunksEntry.from_runs(runs, 0).chunks
@@ -159,7 +159,7 @@ def _tool_call_id(item: tuple[int, JSONObject]) -> str:
     return call_id if isinstance(call_id, str) else ""
 
 
-def _step(data: Any) -> tuple[Any, Any]:
+def _step(data: object) -> tuple[object, object]:
     return (data.get("turn"), data.get("step")) if isinstance(data, dict) else (None, None)
 
 
@@ -457,7 +457,7 @@ class LiveRuntimeLogs:
         )
 
 
-def first_seen(events: Sequence[Event], sender: str) -> tuple[Any, Any] | None:
+def first_seen(events: Sequence[Event], sender: str) -> tuple[object, object] | None:
     """Where a session's model first saw a message another session sent it.
 
     Args:
@@ -577,6 +577,6 @@ class RuntimeSessions:
         return read_session_log(script.path).events if script.path is not None else []
 
 
-def _where(step: tuple[Any, Any] | None) -> str:
+def _where(step: tuple[object, object] | None) -> str:
     """Where a model first saw a message, for messages."""
     return "no call saw it" if step is None else f"first seen in turn {step[0]} step {step[1]}"

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
-from typing import Any, Final
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 import orjson
 
@@ -232,29 +232,51 @@ def join_split_surrogates(chunks: list[StreamChunk]) -> list[StreamChunk]:
     return out
 
 
-class TextSafeModel:
+_Options = TypeVar("_Options")
+_TakesOptions = TypeVar("_TakesOptions", contravariant=True)
+
+
+class OptionsStreaming(Protocol[_TakesOptions]):
+    """A model that takes a call's options as one value (``_identity.options.OptionsModel``)."""
+
+    def stream_call(
+        self, request: Mapping[str, object], options: _TakesOptions
+    ) -> Iterable[StreamChunk]:
+        """Stream the chunks of one call."""
+        ...
+
+    def astream_call(
+        self, request: Mapping[str, object], options: _TakesOptions
+    ) -> AsyncIterator[StreamChunk]:
+        """The async form of :meth:`stream_call`."""
+        ...
+
+
+class TextSafeModel(Generic[_Options]):
     """Wraps a model so that requests and chunks hold only valid Unicode text.
 
     Requests are passed on with lone surrogates replaced (:func:`text_safe`); chunks
     come back with surrogate pairs that were split across two deltas joined in the later
     delta and every other lone surrogate replaced by U+FFFD. A chunk is delayed only
     when its delta ends with a high surrogate (until the next chunk shows whether the
-    pair continues). Everything else is passed through unchanged, the same objects.
+    pair continues). Everything else is passed through unchanged, the same objects; the
+    call's options go to the wrapped model as they are.
 
     Args:
-        model: Anything with ``stream(request, **kwargs)`` (and optionally ``astream``).
+        model: A model with ``stream_call(request, options)`` and
+            ``astream_call(request, options)``.
     """
 
-    astream: Callable[..., AsyncIterator[StreamChunk]]
+    __slots__ = ("model",)
 
-    def __init__(self, model: Any):
+    def __init__(self, model: OptionsStreaming[_Options]):
         self.model = model
-        if hasattr(model, "astream"):  # else callers fall back to stream(), as without us
-            self.astream = self._astream
 
-    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
+    def stream_call(
+        self, request: Mapping[str, object], options: _Options
+    ) -> Iterator[StreamChunk]:
         """The wrapped model's chunks for ``request``, text made safe."""
-        return self._relay(iter(self.model.stream(text_safe(request), **kwargs)))
+        return self._relay(iter(self.model.stream_call(text_safe(request), options)))
 
     def _relay(self, upstream: Iterator[StreamChunk]) -> Iterator[StreamChunk]:
         joiner = _Joiner()
@@ -267,9 +289,11 @@ class TextSafeModel:
             if close is not None:
                 close()
 
-    def _astream(self, request: Mapping[str, Any], **kwargs: Any) -> AsyncIterator[StreamChunk]:
-        """The async form of :meth:`stream` (``astream``, when the wrapped model has one)."""
-        return self._arelay(self.model.astream(text_safe(request), **kwargs))
+    def astream_call(
+        self, request: Mapping[str, object], options: _Options
+    ) -> AsyncIterator[StreamChunk]:
+        """The async form of :meth:`stream_call`."""
+        return self._arelay(self.model.astream_call(text_safe(request), options))
 
     async def _arelay(self, upstream: AsyncIterator[StreamChunk]) -> AsyncIterator[StreamChunk]:
         joiner = _Joiner()
@@ -283,11 +307,6 @@ class TextSafeModel:
             aclose = getattr(upstream, "aclose", None)
             if aclose is not None:
                 await aclose()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("model", "astream"):
-            raise AttributeError(name)
-        return getattr(self.model, name)
 
     def __repr__(self) -> str:
         return f"TextSafeModel({self.model!r})"

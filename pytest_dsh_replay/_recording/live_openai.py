@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .._errors import RecordingError
 from .._format.events import StreamChunk
 from .._format.redact import shown_url
+from .._identity.options import CallOptions, OptionsModel, Request
 from .._wire.anthropic import WIRE as ANTHROPIC_WIRE
 from .._wire.gemini import WIRE as GEMINI_WIRE
 from .._wire.openai import WIRE as OPENAI_WIRE
@@ -106,7 +107,7 @@ def _import_openai() -> Any:
     return openai
 
 
-class OpenAICompatibleModel:
+class OpenAICompatibleModel(OptionsModel):
     """A live model that streams from an OpenAI-compatible chat-completions endpoint.
 
     It has the live-model interface the recorder uses (``stream`` and ``astream``). The
@@ -248,7 +249,7 @@ class OpenAICompatibleModel:
     # --- calls -------------------------------------------------------------------------
 
     def stream(
-        self, request: Mapping[str, Any], *, relay: Relay | None = None, **kwargs: Any
+        self, request: Mapping[str, object], *, relay: Relay | None = None, **ignored: object
     ) -> Iterator[StreamChunk]:
         """Make one streaming chat-completions call and yield it as dsh chunks.
 
@@ -280,8 +281,8 @@ class OpenAICompatibleModel:
             relay: Set by the model endpoint while recording: the HTTP call to forward
                 to the provider as it is (the recording proxy); its answer goes back
                 through ``relay`` byte for byte, and ``request`` is only read for logging.
-            **kwargs: Accepted and ignored (``session_id``, ``parent_session_id``,
-                ``turn``, ``step``, ...).
+            **ignored: Accepted and ignored (``session_id``, ``parent_session_id``,
+                ``turn``, ``step``, ...; docs/recording.md#live-model-calls).
 
         Returns:
             An iterator of new chunk dicts (docs/format.md#stream-chunks): blocks, then
@@ -307,6 +308,22 @@ class OpenAICompatibleModel:
             return self._proxy(relay)
         return self._run(self._params(request))
 
+    def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
+        """:meth:`stream` with the call's options as one value (the recorder's call).
+
+        ``options.relay`` is the recording proxy's HTTP call; the rest is ignored.
+
+        Raises:
+            TypeError: As :meth:`stream`; also when ``options.relay`` is not the model
+                endpoint's relay.
+        """
+        relay = options.relay
+        if relay is None:
+            return self._run(self._params(request))
+        if not isinstance(relay, Relay):
+            raise TypeError(f"options.relay must be a Relay, got {type(relay).__name__}")
+        return self._proxy(relay)
+
     def _proxy(self, relay: Relay) -> Iterator[StreamChunk]:
         with self._lock:
             if self._proxy_client is None:
@@ -326,7 +343,9 @@ class OpenAICompatibleModel:
             redactor=self._redactor,
         )
 
-    def astream(self, request: Mapping[str, Any], **kwargs: Any) -> AsyncIterator[StreamChunk]:
+    def astream(
+        self, request: Mapping[str, object], **ignored: object
+    ) -> AsyncIterator[StreamChunk]:
         """Make one streaming call with ``openai.AsyncOpenAI``; the async form of :meth:`stream`.
 
         Each call uses its own async client, closed when the iterator ends, so the model
@@ -334,7 +353,7 @@ class OpenAICompatibleModel:
 
         Args:
             request: As for :meth:`stream`.
-            **kwargs: Accepted and ignored.
+            **ignored: Accepted and ignored.
 
         Returns:
             An async iterator of the same chunks :meth:`stream` yields.
@@ -343,6 +362,10 @@ class OpenAICompatibleModel:
             TypeError: ``request`` is not a mapping.
             ValueError: ``request`` is malformed (nothing is sent).
         """
+        return self._arun(self._params(request))
+
+    def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
+        """:meth:`astream` with the call's options as one value (they are ignored)."""
         return self._arun(self._params(request))
 
     # --- the HTTP side -----------------------------------------------------------------

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, Final, Protocol
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
 
@@ -42,10 +42,17 @@ from .._format.reply import assemble_reply
 from .._format.text import TextSafeModel
 from .._format.vocabulary import chunk_problem
 from .._identity.lineage import Lineage, completed_turns_end, fork_seed_length
+from .._identity.options import CallOptions, OptionsModel, Request, Waitable, options_model
 from .._identity.surface import apply_surface, surface_item
 from .._scripts.entries import MAX_CHUNK_NESTING
 from .._store.log_rules import completed_turn_prefix
 from .._wire.request import ASSISTANT, TOOL_RESULT, USER, Conversation, Item, RequestView
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from .._store.session import ChunkRun, Session
+    from .._store.store import SessionStore
 
 __all__ = [
     "RECORDED_CHUNK_NESTING",
@@ -57,9 +64,14 @@ __all__ = [
 
 
 class LiveModel(Protocol):
-    """What the recorder needs of a model: ``stream`` (and ``astream`` for async callers)."""
+    """What the recorder needs of a model: ``stream`` (and ``astream`` for async callers).
 
-    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
+    The keyword arguments ``stream`` gets are docs/recording.md#live-model-calls's; a
+    model of this package (:class:`~.._identity.options.OptionsModel`) gets the call's
+    :class:`~.._identity.options.CallOptions` instead.
+    """
+
+    def stream(self, request: Request, /, **kwargs: object) -> Iterable[StreamChunk]:
         """Stream the chunks of one call."""
 
 
@@ -77,7 +89,7 @@ def failure_finish(error: BaseException, *, kind: str = "error") -> StreamChunk:
     """
     code = getattr(error, "code", None)
     message = str(error) or type(error).__name__
-    failure: dict[str, Any] = {
+    failure: dict[str, object] = {
         "message": message,
         "code": code if isinstance(code, str) and code else "UNKNOWN",
     }
@@ -110,7 +122,7 @@ event, deeper than in the chunk's own event, and the serializer stops at 255 lev
 (docs/limits.md#recorded-chunks)."""
 
 
-def live_chunk_problem(chunk: Any) -> str | None:
+def live_chunk_problem(chunk: object) -> str | None:
     """What a recording's loader would refuse in a live model's chunk, if anything.
 
     The loader's rules for a stream chunk (:func:`~.._format.vocabulary.chunk_problem`:
@@ -121,7 +133,7 @@ def live_chunk_problem(chunk: Any) -> str | None:
         ``None`` when the chunk can be recorded and replayed; else the loader's sentence
         (naming the chunk type, the field and what was expected).
     """
-    if chunk.__class__ is not dict:
+    if chunk.__class__ is not dict or not isinstance(chunk, dict):
         return f"a stream chunk must be an object, got {describe_json(chunk)}"
     problem = chunk_problem(chunk)
     if problem is not None or chunk["type"] not in _NESTING:
@@ -140,7 +152,7 @@ def live_chunk_problem(chunk: Any) -> str | None:
 _NESTING: Final = frozenset({"block-end", "finish"})  # the chunks whose fields may nest
 
 
-def _named(chunk: dict[str, Any]) -> str:
+def _named(chunk: Mapping[str, object]) -> str:
     """``a text-delta chunk`` (``a stream chunk`` when its type is no string)."""
     kind = chunk.get("type")
     return f"a {kind} chunk" if kind.__class__ is str else "a stream chunk"
@@ -172,11 +184,11 @@ class _SessionLog:
         "turn",
     )
 
-    def __init__(self, session: Any):
+    def __init__(self, session: Session):
         self.session = session
         self.scanned = 0
         self.surface: list[tuple[int, Item]] = []  # the model-visible conversation
-        self.header: Any = None  # the last request/header's header
+        self.header: object = None  # the last request/header's header
         self.turn = 0  # the highest turn number seen
         self.open_turn = False
         self.own_turn = False  # the open turn is the recorder's
@@ -186,8 +198,8 @@ class _SessionLog:
         self.calls: dict[str, int] = {}  # tool call id -> its tool/call seq
         self.pending: _Call | None = None  # the last call
         self.last: str | None = None  # the finish kind of the last call of the open turn
-        self.failure: Any = None  # the last error finish's failure
-        self.followed: Any = None  # the FollowedRead of the last followed call
+        self.failure: object = None  # the last error finish's failure
+        self.followed: FollowedRead | None = None  # the read of the last followed call
 
     def scan(self) -> None:
         events = self.session.events
@@ -246,10 +258,15 @@ class _Call:
     )
 
     def __init__(
-        self, log: _SessionLog | None, turn: Any, step: Any, own: bool, view: Conversation
+        self,
+        log: _SessionLog | None,
+        turn: int | None,
+        step: int | None,
+        own: bool,
+        view: Conversation,
     ):
         self.handed = False  # the caller never changes the chunks: a ChunkRun keeps them
-        self.run: Any = None  # the ChunkRun of a handed call, from its first chunk
+        self.run: ChunkRun | None = None  # a handed call's, from its first chunk
         self.follower: _Follower | None = None  # a followed call's (docs/recording.md#lazy)
         self.log = log
         self.turn = turn
@@ -273,19 +290,19 @@ class _Follower:
 
     __slots__ = ("call", "copies", "read", "recorder")
 
-    def __init__(self, recorder: RecordingModel, call: _Call, read: Any, copies: bool):
+    def __init__(self, recorder: RecordingModel, call: _Call, read: FollowedRead, copies: bool):
         self.recorder = recorder
         self.call = call
         self.read = read  # the stream's FollowedRead: the caller may drop the stream
         self.copies = copies  # log the recorded values: the caller may change its chunks
 
-    def handed_out(self) -> list[Any]:
-        return self.read.handed_out(copies=self.copies)  # type: ignore[no-any-return]
+    def handed_out(self) -> list[StreamChunk]:
+        return self.read.handed_out(copies=self.copies)
 
     def done(self) -> bool:
-        return bool(self.read.done())
+        return self.read.done()
 
-    def ended(self, run: Any) -> None:
+    def ended(self, run: ChunkRun) -> None:
         """Log what follows the chunks: the call's finish, or how the read stopped."""
         call = self.call
         call.follower = None
@@ -301,7 +318,7 @@ class _Follower:
         self.recorder._finish(call)
         call.state = _CLOSED
 
-    def diverted(self, run: Any) -> None:
+    def diverted(self, run: ChunkRun) -> None:
         """Log each further chunk as it passes (another write ended the run)."""
         call = self.call
         call.follower = None
@@ -314,13 +331,47 @@ class _Follower:
         self.read.divert(log)
 
 
-def _header_lineage(session: Any) -> Lineage:
+class FollowedRead(Protocol):
+    """A replay model's read that the recorder follows instead of relaying each chunk.
+
+    What a followable stream's ``followed()`` returns (the replay model's, see
+    docs/recording.md#lazy): the recorder logs the call from it when the session is next
+    read or written.
+    """
+
+    def handed_out(self, *, copies: bool = False) -> list[StreamChunk]:
+        """The chunks handed out so far (``copies``: with their recorded values)."""
+        ...
+
+    def done(self) -> bool:
+        """Whether nothing more will be handed out."""
+        ...
+
+    def error(self) -> BaseException | None:
+        """What the read raised, if it raised."""
+        ...
+
+    def divert(self, log: Callable[[StreamChunk], StreamChunk]) -> None:
+        """From now on hand every chunk through ``log`` first."""
+        ...
+
+
+def _followed(upstream: Iterator[StreamChunk]) -> FollowedRead | None:
+    """The read a recorder may follow, when ``upstream`` is a followable stream."""
+    followable: Callable[[], bool] | None = getattr(upstream, "followable", None)
+    if followable is None or not followable():
+        return None
+    followed: Callable[[], FollowedRead] = getattr(upstream, "followed")  # noqa: B009
+    return followed()
+
+
+def _header_lineage(session: Session) -> Lineage:
     """A session's lineage as its header says it."""
     header = session.header
     return Lineage(header.parent_session, header.seed_length or 0)
 
 
-def _conversation(request: Any) -> Conversation:
+def _conversation(request: object) -> Conversation:
     """The conversation a request view holds (none for a request that is not a view)."""
     return request.conversation if isinstance(request, RequestView) else Conversation(None, [])
 
@@ -334,7 +385,7 @@ def _still_reading(log: _SessionLog) -> bool:
     return pending is not None and pending.state == _OPEN and pending.follower is None
 
 
-def _loggable(conversation: Conversation, turn: Any, step: Any) -> bool:
+def _loggable(conversation: Conversation, turn: int | None, step: int | None) -> bool:
     """Whether what a call logs (its request, the caller's turn and step) is lossless JSON.
 
     A conversation holds plain JSON already (``plain_json``: no NaN, no unsafe
@@ -360,13 +411,16 @@ def _common_prefix(surface: list[tuple[int, Item]], items: list[Item]) -> int:
     return n
 
 
-class RecordingModel:
+class RecordingModel(OptionsModel):
     """Wraps a model and logs each call's conversation into the calling session.
 
     Args:
         model: The model that answers: anything with ``stream(request, **kwargs)``
             returning dsh stream chunks, and ``astream`` for async callers (without it,
-            ``astream`` iterates ``stream`` in the event loop's thread).
+            ``astream`` iterates ``stream`` in the event loop's thread); it is called
+            with the keyword arguments docs/recording.md#live-model-calls lists. A model
+            of this package (the replay model, the scripted model, the built-in live
+            model) gets the call's options as one value instead.
         store: The :class:`~pytest_dsh_replay.SessionStore` holding the callers'
             sessions.
         create_sessions: Whether a call from a session the store does not have creates
@@ -394,9 +448,9 @@ class RecordingModel:
     what is logged. In a turn the code under test opened (its own ``turn/start``), the
     recorder adds only the header, the new messages and the chunks, logged with the
     caller's ``turn`` and ``step`` keyword arguments (default: the open turn and step).
-    All keyword arguments (``session_id``, ``parent_session_id``, ``turn``, ``step``,
-    ...) but one are passed through to ``model``: ``read_only_chunks=True`` says the
-    caller never changes the chunks it reads (the endpoint's calls), so with
+    The call's options (:meth:`stream`'s keyword arguments) are passed on to ``model``
+    (docs/recording.md#live-model-calls); ``read_only_chunks=True`` says the caller
+    never changes the chunks it reads (the endpoint's calls), so with
     ``parsed_chunks`` the log keeps them as they are, built into events when the
     session is read (:meth:`~pytest_dsh_replay.Session.chunk_run`). Attributes it does
     not have (``bindings``, ``assert_consumed``, ``cancel``, ...) are the wrapped model's.
@@ -404,15 +458,19 @@ class RecordingModel:
 
     def __init__(
         self,
-        model: Any,
-        store: Any,
+        model: object,
+        store: SessionStore,
         *,
         create_sessions: bool = True,
         parsed_chunks: bool = False,
         text_safe: bool = False,
         request_views: bool = False,
     ):
-        self.model = TextSafeModel(model) if text_safe and not parsed_chunks else model
+        answering = options_model(model)
+        self._answering: OptionsModel | TextSafeModel[CallOptions] = (
+            TextSafeModel(answering) if text_safe and not parsed_chunks else answering
+        )
+        self.model = model
         self.store = store
         self.create_sessions = create_sessions
         self.parsed_chunks = parsed_chunks
@@ -433,13 +491,13 @@ class RecordingModel:
 
     # --- sessions ------------------------------------------------------------------------
 
-    def _session(self, session_id: str | None) -> Any:  # the lock is held
+    def _session(self, session_id: str | None) -> Session | None:  # the lock is held
         """The session ``session_id`` names (``None``: the anonymous one), if it exists."""
         if session_id is None:
             return None if self._anonymous is None else self.store.get(self._anonymous)
         return self.store.get(session_id)
 
-    def _lineage(self, parent: str | None, view: Any, declared: int | None) -> Lineage:
+    def _lineage(self, parent: str | None, view: object, declared: int | None) -> Lineage:
         """A new child's lineage, decided as replay decides it (docs/scenarios.md#fork-or-spawn).
 
         Args:
@@ -456,7 +514,7 @@ class RecordingModel:
             return Lineage(parent, completed_turns_end(events) if declared > 0 else 0)
         return Lineage(parent, fork_seed_length(events, _conversation(view).items))
 
-    def _create(self, session_id: str | None, lineage: Lineage, cwd: str | None = None) -> Any:
+    def _create(self, session_id: str | None, lineage: Lineage, cwd: str | None = None) -> Session:
         """Create a session the caller never created, with its lineage (the lock is held).
 
         A child gets ``parentSession``, ``origin: "subagent"`` and its parent's
@@ -464,7 +522,7 @@ class RecordingModel:
         turns, and ``seedLength``. ``cwd`` (the caller's working directory, when its
         request says) goes into the header, so recordings write it as ``{{cwd}}``.
         """
-        meta: dict[str, Any] | None = {"cwd": cwd} if cwd is not None else None
+        meta: dict[str, object] | None = {"cwd": cwd} if cwd is not None else None
         seed = None
         parent = lineage.parent
         if parent is not None:
@@ -488,7 +546,7 @@ class RecordingModel:
 
     def open_session(
         self,
-        request: Any,
+        request: Request,
         *,
         session_id: str | None,
         parent_session_id: str | None = None,
@@ -542,72 +600,74 @@ class RecordingModel:
                 self._create(session_id, lineage, cwd)
             return lineage
 
-    def _log_of(self, session: Any) -> _SessionLog:  # the lock is held
+    def _log_of(self, session: Session) -> _SessionLog:  # the lock is held
         log = self._logs.get(session.id)
         if log is None or log.session is not session:
             log = self._logs[session.id] = _SessionLog(session)
         return log
 
-    def _calling(self, view: Any, kwargs: dict[str, Any]) -> _SessionLog | None:
-        """The calling session's log (its session created if need be); ``None``: not logged.
+    def _calling(
+        self, view: Request, options: CallOptions
+    ) -> tuple[_SessionLog | None, CallOptions]:
+        """The calling session's log, and the options the wrapped model gets.
+
+        The session is created if need be; a log ``None``: the call is not logged.
 
         A session created here gets its lineage as :meth:`open_session` decides it, and
-        ``kwargs`` (passed on to the wrapped model) say it: its parent and
+        the options passed on to the wrapped model say it: its parent and
         ``seed_length``, so replay binds by what the recording writes.
         """
-        session_id = kwargs.get("session_id")
+        session_id = options.session_id
         with self._lock:
             session = self._session(session_id)
             if session is None and self.create_sessions:
-                lineage = self._lineage(
-                    kwargs.get("parent_session_id"), view, kwargs.get("seed_length")
-                )
-                session = self._create(session_id, lineage, kwargs.get("session_cwd"))
+                lineage = self._lineage(options.parent_session_id, view, options.seed_length)
+                session = self._create(session_id, lineage, options.session_cwd)
             if session is None:
-                return None
+                return None, options
             lineage = _header_lineage(session)
             if lineage.parent is not None:  # a child: what binds it is what was logged
-                kwargs["parent_session_id"] = lineage.parent
-                kwargs["seed_length"] = lineage.seed_length
-            return self._log_of(session)
+                options = options.with_lineage(lineage.parent, lineage.seed_length)
+            return self._log_of(session), options
 
     # --- opening a call ------------------------------------------------------------------
 
-    def _view(self, request: Any) -> Any:
+    def _view(self, request: Request) -> Request:
         """The request's view (text-safe when asked for); a non-mapping stays as it is."""
         if not isinstance(request, Mapping):
             return request
         return RequestView.safe(request) if self.text_safe else RequestView.of(request)
 
-    def _passed(self, view: Any) -> Any:
+    def _passed(self, view: Request) -> Request:
         """What the wrapped model gets as the request: the view, or the request mapping."""
         if self.request_views or not isinstance(view, RequestView):
             return view
         return view.body
 
-    def _begin(self, request: Any, kwargs: dict[str, Any]) -> _Call:
-        return self._begin_in(self._calling(request, kwargs), request, kwargs)
-
-    def _begin_in(self, log: _SessionLog | None, request: Any, kwargs: Mapping[str, Any]) -> _Call:
+    def _begin_in(self, log: _SessionLog | None, request: Request, options: CallOptions) -> _Call:
         """Log a call's opening now (``log`` ``None``: a call that is not logged)."""
         if log is None:
             view = _conversation(request)
-            return _Call(None, kwargs.get("turn"), kwargs.get("step"), False, view)
+            return _Call(None, options.turn, options.step, False, view)
         with self._lock, log.session.held():
-            return self._open_call(log, _conversation(request), kwargs)
+            return self._open_call(log, _conversation(request), options.turn, options.step)
 
-    def _open_call(self, log: _SessionLog, view: Conversation, kwargs: Mapping[str, Any]) -> _Call:
+    def _open_call(
+        self, log: _SessionLog, view: Conversation, turn: int | None, step: int | None
+    ) -> _Call:
         """Log a call's opening (the session is held; the recorder's lock need not be)."""
         log.scan()
         if log.pending is not None and log.pending.state == _OPEN:
             self._abandon_held(log.pending, None)  # left open across this call
             log.scan()
         with log.session.batch():
-            call = self._open(log, view, kwargs.get("turn"), kwargs.get("step"))
+            call = self._open(log, view, turn, step)
         log.pending = call
         return call
 
-    def _open(self, log: _SessionLog, view: Conversation, turn_kw: Any, step_kw: Any) -> _Call:
+    def _open(
+        self, log: _SessionLog, view: Conversation, turn_kw: int | None, step_kw: int | None
+    ) -> _Call:
         session = log.session
         known = _common_prefix(log.surface, view.items)
         new = view.items[known:]
@@ -650,14 +710,14 @@ class RecordingModel:
         log: _SessionLog,
         items: list[Item],
         known: int,
-        turn: Any,
-        step: Any,
+        turn: int,
+        step: int,
         view: Conversation,
     ) -> None:
         """Append ``items``; the first replaces the surface after ``known`` if it diverged."""
         log.scan()
         for i, item in enumerate(items):
-            envelope: dict[str, Any] = {"surfaceOp": "append"}
+            envelope: dict[str, object] = {"surfaceOp": "append"}
             shadowed = [seq for seq, _ in log.surface[known:]] if i == 0 else []
             if shadowed and item.kind != TOOL_RESULT:
                 # The request dropped or rewrote messages the log holds: this message
@@ -709,7 +769,7 @@ class RecordingModel:
         with self._lock, log.session.held():
             self._log_chunk_held(call, chunk)
 
-    def _check_live_chunk(self, log: _SessionLog, call: _Call, chunk: Any) -> None:
+    def _check_live_chunk(self, log: _SessionLog, call: _Call, chunk: StreamChunk) -> None:
         """Refuse a live model's chunk that the recording's loader would refuse.
 
         Raises:
@@ -847,7 +907,7 @@ class RecordingModel:
         """:meth:`_abandon` for a logged call whose session is held."""
         log = call.log
         assert log is not None
-        if call.follower is not None:  # what it read, then stop
+        if call.follower is not None and call.run is not None:  # what it read, then stop
             log.session.stop_following(call.run)
             call.follower = None
         if call.state != _OPEN:
@@ -897,13 +957,36 @@ class RecordingModel:
 
     # --- streaming ---------------------------------------------------------------------
 
-    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
+    def stream(
+        self,
+        request: Request,
+        *,
+        session_id: str | None = None,
+        parent_session_id: str | None = None,
+        turn: int | None = None,
+        step: int | None = None,
+        cancel: Waitable | None = None,
+        seed_length: int | None = None,
+        session_cwd: str | None = None,
+        read_only_chunks: bool = False,
+        **model_options: object,
+    ) -> Iterator[StreamChunk]:
         """Stream one call from the wrapped model, logging it (see the class docstring).
 
         Args:
             request: The request mapping, passed through.
-            **kwargs: Passed through; ``session_id``, ``parent_session_id``, ``turn`` and
-                ``step`` also choose where the call is logged.
+            session_id: The calling session (``None``: the anonymous one); the call is
+                logged in it.
+            parent_session_id: The session that started it (a child's first call
+                creates it as that session's child).
+            turn: The turn to log the call in (default: the open turn, or a new one).
+            step: The step to log the call in (default: as the turn goes on).
+            cancel: An event that cancels the call, passed on.
+            seed_length: Events a fork child inherited, when its creator declares them.
+            session_cwd: The session's working directory, for a new session's header.
+            read_only_chunks: The caller never changes the chunks it reads.
+            **model_options: Passed on to the wrapped model as they are (a replay
+                model ignores them; docs/recording.md#live-model-calls).
 
         Raises:
             RecordingError: The wrapped stream ended without a ``finish`` chunk, or (a
@@ -913,15 +996,29 @@ class RecordingModel:
             Exception: Whatever the wrapped model raises, after the call was logged
                 with an error ``finish``.
         """
-        read_only = bool(kwargs.pop("read_only_chunks", False))
+        options = CallOptions(
+            session_id,
+            parent_session_id,
+            seed_length,
+            session_cwd,
+            turn,
+            step,
+            cancel,
+            read_only_chunks,
+            extra=tuple(model_options.items()),
+        )
+        return self.stream_call(request, options)
+
+    def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
+        """:meth:`stream` with the call's options as one value (the model endpoint's)."""
         view = self._view(request)
-        log = self._calling(view, kwargs)
+        log, options = self._calling(view, options)
         if log is not None and self.parsed_chunks:
-            return self._replayed(log, view, kwargs, read_only)
-        return self._logged_now(log, view, kwargs, read_only)
+            return self._replayed(log, view, options)
+        return self._logged_now(log, view, options)
 
     def _replayed(
-        self, log: _SessionLog, view: Any, kwargs: dict[str, Any], read_only: bool
+        self, log: _SessionLog, view: Request, options: CallOptions
     ) -> Iterator[StreamChunk]:
         """Stream a call of a model whose chunks are parsed JSON (a replay model).
 
@@ -933,59 +1030,58 @@ class RecordingModel:
         error is raised now).
         """
         conversation = _conversation(view)
-        turn, step = kwargs.get("turn"), kwargs.get("step")
+        turn, step = options.turn, options.step
         if _still_reading(log) or not _loggable(conversation, turn, step):
-            return self._logged_now(log, view, kwargs, read_only)
+            return self._logged_now(log, view, options)
         try:
-            upstream: Any = iter(self.model.stream(self._passed(view), **kwargs))
+            upstream = iter(self._answering.stream_call(self._passed(view), options))
         except BaseException as err:
-            call = self._begin_in(log, view, kwargs)
+            call = self._begin_in(log, view, options)
             self._abandon(call, err)
             raise
-        followable = getattr(upstream, "followable", None)
-        if followable is not None and followable():
-            copies = not read_only
-            read = upstream.followed()  # not the stream: the caller may drop it
+        read = _followed(upstream)  # not the stream: the caller may drop it
+        if read is not None:
+            copies = not options.read_only_chunks
             log.followed = read
             log.session.defer(
                 lambda: self._log_followed(log, conversation, turn, step, read, copies)
             )
-            return upstream  # type: ignore[no-any-return]
-        call = self._begin_in(log, view, kwargs)
-        call.handed = read_only
+            return upstream
+        call = self._begin_in(log, view, options)
+        call.handed = options.read_only_chunks
         return self._relay(call, upstream)
 
     def _logged_now(
-        self, log: _SessionLog | None, view: Any, kwargs: dict[str, Any], read_only: bool
+        self, log: _SessionLog | None, view: Request, options: CallOptions
     ) -> Iterator[StreamChunk]:
         """Stream a call whose opening is logged before the model is called.
 
         Its chunks are logged as they pass, or, for a replay model's followable stream,
         by a run that follows it (``log`` ``None``: a call that is not logged).
         """
-        call = self._begin_in(log, view, kwargs)
+        call = self._begin_in(log, view, options)
+        read_only = options.read_only_chunks
         call.handed = read_only and self.parsed_chunks
         try:
-            upstream: Any = iter(self.model.stream(self._passed(view), **kwargs))
+            upstream = iter(self._answering.stream_call(self._passed(view), options))
         except BaseException as err:
             self._abandon(call, err)
             raise
-        followable = getattr(upstream, "followable", None) if self.parsed_chunks else None
-        if log is None or followable is None or not followable():
+        read = _followed(upstream) if self.parsed_chunks and log is not None else None
+        if log is None or read is None:
             return self._relay(call, upstream)
-        read = upstream.followed()
         log.followed = read
         with self._lock, log.session.held():
             self._follow_held(call, read, not read_only)
-        return upstream  # type: ignore[no-any-return]
+        return upstream
 
     def _log_followed(
         self,
         log: _SessionLog,
         conversation: Conversation,
-        turn: Any,
-        step: Any,
-        read: Any,
+        turn: int | None,
+        step: int | None,
+        read: FollowedRead,
         copies: bool,
     ) -> None:
         """Log a followed call: its opening, then a run that follows the ``read``.
@@ -993,10 +1089,10 @@ class RecordingModel:
         A deferred write of the session (:meth:`Session.defer`): it runs with the
         session held and takes no lock of the recorder's.
         """
-        call = self._open_call(log, conversation, {"turn": turn, "step": step})
+        call = self._open_call(log, conversation, turn, step)
         self._follow_held(call, read, copies)
 
-    def _follow_held(self, call: _Call, read: Any, copies: bool) -> None:
+    def _follow_held(self, call: _Call, read: FollowedRead, copies: bool) -> None:
         """Log ``call`` by following its ``read`` (its session is held)."""
         log = call.log
         assert log is not None
@@ -1058,18 +1154,43 @@ class RecordingModel:
                 self._refuse(problem)
             raise problem
 
-    def astream(self, request: Mapping[str, Any], **kwargs: Any) -> AsyncIterator[StreamChunk]:
-        """The async form of :meth:`stream`: the same logging, the same errors."""
-        handed = bool(kwargs.pop("read_only_chunks", False)) and self.parsed_chunks
+    def astream(
+        self,
+        request: Request,
+        *,
+        session_id: str | None = None,
+        parent_session_id: str | None = None,
+        turn: int | None = None,
+        step: int | None = None,
+        cancel: Waitable | asyncio.Event | None = None,
+        seed_length: int | None = None,
+        session_cwd: str | None = None,
+        read_only_chunks: bool = False,
+        **model_options: object,
+    ) -> AsyncIterator[StreamChunk]:
+        """The async form of :meth:`stream`: the same arguments, logging and errors."""
+        options = CallOptions(
+            session_id,
+            parent_session_id,
+            seed_length,
+            session_cwd,
+            turn,
+            step,
+            cancel,
+            read_only_chunks,
+            extra=tuple(model_options.items()),
+        )
+        return self.astream_call(request, options)
+
+    def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
+        """:meth:`astream` with the call's options as one value."""
+        handed = options.read_only_chunks and self.parsed_chunks
         view = self._view(request)
-        call = self._begin(view, kwargs)
+        log, options = self._calling(view, options)
+        call = self._begin_in(log, view, options)
         call.handed = handed
-        request = self._passed(view)
-        astream = getattr(self.model, "astream", None)
         try:
-            if astream is None:
-                return self._arelay_sync(call, iter(self.model.stream(request, **kwargs)))
-            upstream = astream(request, **kwargs)
+            upstream = self._answering.astream_call(self._passed(view), options)
         except BaseException as err:
             self._abandon(call, err)
             raise
@@ -1099,12 +1220,6 @@ class RecordingModel:
             if not completed:
                 self._abandon(call, error)
         self._check_complete(call)
-
-    async def _arelay_sync(
-        self, call: _Call, upstream: Iterator[StreamChunk]
-    ) -> AsyncIterator[StreamChunk]:
-        for chunk in self._relay(call, upstream):
-            yield chunk
 
     def __getattr__(self, name: str) -> Any:
         # Anything else (assert_consumed, bindings, cancel, ...) is the wrapped model's.

@@ -12,13 +12,14 @@ exception the live model raises; the fixture turns the first into a ``RecordingE
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from .._errors import DshReplayError, RecordingError
 from .._format.events import StreamChunk
 from .._format.redact import Redactor, shown_url
+from .._identity.options import CallOptions, OptionsModel, Request, options_model
 from .proxy import _is_network_error
 
 __all__ = ["LiveFailure", "WatchedLive"]
@@ -39,26 +40,30 @@ class LiveFailure:
     network: bool
 
 
-class WatchedLive:
+_T = TypeVar("_T")
+
+
+class WatchedLive(OptionsModel):
     """A live model whose calls pass through unchanged and whose exceptions are kept.
 
-    ``stream`` (and ``astream`` when the live model has one) call the live model as
-    they are called and hand out its chunks. An exception it raises, when calling or
-    while its stream is read, is kept (:meth:`take_failures`) and reaches the caller as
-    it is, so the code under test sees what the live model raised; an error of this
-    package (a :class:`~pytest_dsh_replay.DshReplayError`) is left alone, it reports
-    itself. A call over HTTP (``relay=...``: the model endpoint's recording proxy)
-    starts when its stream is first read and raises a ``RecordingError`` saying what
-    happened, so the endpoint answers it as the live model's failure. Every other
-    attribute is the live model's.
+    ``stream_call`` and ``astream_call`` call the live model as they are called (as
+    docs/recording.md#live-model-calls says) and hand out its chunks. An exception it
+    raises, when calling or while its stream is read, is kept (:meth:`take_failures`) and
+    reaches the caller as it is, so the code under test sees what the live model raised; an
+    error of this package (a :class:`~pytest_dsh_replay.DshReplayError`) is left alone, it
+    reports itself. A call over HTTP (its options carry a ``relay``: the model endpoint's
+    recording proxy) starts when its stream is first read and raises a ``RecordingError``
+    saying what happened, so the endpoint answers it as the live model's failure. Every
+    other attribute is the live model's.
 
     Args:
         live: The live model (``stream``, maybe ``astream``).
         redactor: The secret rules of the recording (messages are redacted with them).
     """
 
-    def __init__(self, live: Any, redactor: Redactor):
+    def __init__(self, live: object, redactor: Redactor):
         self.live = live
+        self._calls = options_model(live)
         self._redactor = redactor
         self._lock = threading.Lock()
         self._failures: list[LiveFailure] = []
@@ -66,12 +71,9 @@ class WatchedLive:
     def __repr__(self) -> str:
         return f"WatchedLive({self.live!r})"
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "live":  # not set yet (a copy being made): no recursion
+    def __getattr__(self, name: str) -> object:
+        if name in ("live", "_calls"):  # not set yet (a copy being made): no recursion
             raise AttributeError(name)
-        if name == "astream":
-            getattr(self.live, "astream")  # noqa: B009 - AttributeError when it has none
-            return self._astream
         return getattr(self.live, name)
 
     def take_failures(self) -> list[LiveFailure]:
@@ -80,16 +82,21 @@ class WatchedLive:
             taken, self._failures = self._failures, []
         return taken
 
-    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
-        """The live model's ``stream(request, **kwargs)``, watched (see the class)."""
-        if kwargs.get("relay") is not None:
-            return self._relayed(request, kwargs)
-        return self._watched(self._called(self.live.stream, request, kwargs))
+    def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
+        """The live model's chunks for one call, watched (see the class)."""
+        if options.relay is not None:
+            return self._relayed(request, options)
+        return self._watched(self._called(self._calls.stream_call, request, options))
 
-    def _called(self, method: Any, request: Mapping[str, Any], kwargs: dict[str, Any]) -> Any:
-        """``method(request, **kwargs)``; what it raises is kept, then raised as it is."""
+    def _called(
+        self,
+        method: Callable[[Request, CallOptions], _T],
+        request: Request,
+        options: CallOptions,
+    ) -> _T:
+        """``method(request, options)``; what it raises is kept, then raised as it is."""
         try:
-            return method(request, **kwargs)
+            return method(request, options)
         except Exception as error:
             self._failed(error)
             raise
@@ -101,17 +108,21 @@ class WatchedLive:
             self._failed(error)
             raise
 
-    def _relayed(self, request: Mapping[str, Any], kwargs: dict[str, Any]) -> Iterator[StreamChunk]:
+    def _relayed(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
         try:
-            yield from self.live.stream(request, **kwargs)
+            yield from self._calls.stream_call(request, options)
         except Exception as error:
             failure = self._failed(error)
             if failure is None:
                 raise
             raise RecordingError(failure.message) from error
 
-    def _astream(self, request: Mapping[str, Any], **kwargs: Any) -> AsyncIterator[StreamChunk]:
-        return self._awatched(self._called(self.live.astream, request, kwargs))
+    def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
+        """The async form of :meth:`stream_call`.
+
+        The live model's ``astream``, else its ``stream`` read in the event loop's thread.
+        """
+        return self._awatched(self._called(self._calls.astream_call, request, options))
 
     async def _awatched(self, upstream: AsyncIterator[StreamChunk]) -> AsyncIterator[StreamChunk]:
         try:
@@ -135,7 +146,7 @@ class WatchedLive:
         return failure
 
 
-def describe_failure(live: Any, error: BaseException, redactor: Redactor) -> LiveFailure:
+def describe_failure(live: object, error: BaseException, redactor: Redactor) -> LiveFailure:
     """What the test says about an exception a live model raised.
 
     Args:
@@ -171,7 +182,7 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
-def _url_of(live: Any, causes: list[BaseException]) -> str | None:
+def _url_of(live: object, causes: list[BaseException]) -> str | None:
     """The live model's ``base_url``, else the URL of the request an error names."""
     base = getattr(live, "base_url", None)
     if base is not None and str(base):

@@ -11,13 +11,14 @@ script::
         ...
     model.assert_consumed()  # at the end of the test
 
-Binding (docs/scenarios.md#binding; this goes beyond the reference):
+Binding (docs/scenarios.md#binding; this goes beyond the dsh harness, which binds by
+call order alone):
 
 - A live session is keyed by its ``session_id``; calls without one share one anonymous
   session.
 - A new live session takes the next recorded script in scenario order (the primary
-  first, then the children by ``createdAt``, id): first-call order, as the reference.
-- Beyond the reference, a call that names ``parent_session_id`` binds to the unbound
+  first, then the children by ``createdAt``, id): first-call order, as the dsh harness.
+- Beyond the dsh harness, a call that names ``parent_session_id`` binds to the unbound
   recorded child whose first own user message is the live request's first user message
   (see :mod:`pytest_dsh_replay._replay.matching`: recorded session ids in it match any id),
   among the children of the recorded session its live parent replays (all unbound
@@ -29,7 +30,8 @@ Binding (docs/scenarios.md#binding; this goes beyond the reference):
   bound.
 - Binding and the cursor move when :meth:`ReplayModel.stream` or
   :meth:`ReplayModel.astream` is *called*, whether or not the stream is ever read.
-  Errors surface when the stream is read (at its first item), as in the reference.
+  Errors surface when the stream is read (at its first item), as the dsh harness's
+  model streams raise.
 
 Binding is guarded by a lock: the model can be shared by threads and by asyncio tasks.
 """
@@ -42,11 +44,12 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._errors import ReplayConsumptionError
 from .._format.events import Event, StreamChunk
 from .._format.redact import Redactor, TextRedaction, builtin_redact
+from .._identity.options import NO_REPLAY, CallOptions, OptionsModel, ReplayOptions, Request
 from .._scripts.builder import last_user_text
 from .._scripts.entries import HangEntry
 from .._scripts.loading import load_scenario
@@ -57,6 +60,7 @@ from .call import NO_PACING, Pacing, ReplayCall
 if TYPE_CHECKING:
     import asyncio
 
+    from .._scripts.entries import ChunksEntry, ThrowEntry
     from .order import LiveLogs, OrderGate
 
 __all__ = ["ReplayBinding", "ReplayModel", "last_user_text"]
@@ -71,7 +75,7 @@ def _text_redaction(
     return builtin_redact if redactor is None else redactor.redact_text
 
 
-class ReplayModel:
+class ReplayModel(OptionsModel):
     """A fake streaming model that replays a recorded scenario.
 
     Args:
@@ -180,14 +184,17 @@ class ReplayModel:
 
     def stream(
         self,
-        request: Mapping[str, Any],
+        request: Request,
         *,
         session_id: str | None = None,
         parent_session_id: str | None = None,
         cancel: threading.Event | None = None,
         seed_length: int | None = None,
         by_content: bool = False,
-        **kwargs: Any,
+        on_response_id: Callable[[str], object] | None = None,
+        on_entry: Callable[[ChunksEntry | ThrowEntry], object] | None = None,
+        cancel_waits_only: bool = False,
+        **ignored: object,
     ) -> Iterator[StreamChunk]:
         """Make one model call and return its recorded stream.
 
@@ -210,17 +217,17 @@ class ReplayModel:
                 kind when several match.
             by_content: Bind a new session without ``parent_session_id`` by its first
                 user message once the primary is bound (instead of first-call order).
-            **kwargs: Accepted and ignored (``turn=``, ``step=``, model options), but
-                ``on_response_id``: a callable given the provider's id of the recorded
-                answer, before the call streams, when the recording holds one (the
-                model endpoint serves it, docs/wires.md#provider-ids);
-                ``on_entry``: a callable given the recorded entry the call replays,
-                before it streams, when its chunks are the entry's as recorded (a
-                chunks or throw entry without placeholders; the model endpoint keeps
-                the entry's encoding with it, docs/wires.md#encoded-once); and
-                ``cancel_waits_only=True``: ``cancel`` only ends waits (a ``hang``, a
-                pacing pause) and is not checked before each chunk, for a caller that
-                reads the whole stream at once (the model endpoint, mostly).
+            on_response_id: Given the provider's id of the recorded answer, before the
+                call streams, when the recording holds one (the model endpoint serves
+                it, docs/wires.md#provider-ids).
+            on_entry: Given the recorded entry the call replays, before it streams,
+                when its chunks are the entry's as recorded (a chunks or throw entry
+                without placeholders; the model endpoint keeps the entry's encoding,
+                docs/wires.md#encoded-once).
+            cancel_waits_only: ``cancel`` only ends waits (a ``hang``, a pacing pause)
+                and is not checked before each chunk, for a caller that reads the whole
+                stream at once (the model endpoint, mostly).
+            **ignored: Accepted and ignored (``turn=``, ``step=``, model options).
 
         Returns:
             An iterator of new chunk objects, in recorded order.
@@ -241,6 +248,25 @@ class ReplayModel:
             TypeError: ``request`` is not a mapping, or ``cancel`` is not a
                 ``threading.Event``.
         """
+        options = _options(
+            session_id,
+            parent_session_id,
+            cancel,
+            seed_length,
+            (by_content, on_response_id, on_entry, cancel_waits_only),
+        )
+        return self.stream_call(request, options)
+
+    def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
+        """:meth:`stream` with the call's options as one value.
+
+        How the recorder and the model endpoint call it; what only a replay reads is
+        ``options.replay``.
+
+        Raises:
+            TypeError: As :meth:`stream`.
+        """
+        cancel = options.cancel
         if cancel is not None and not isinstance(cancel, threading.Event):
             raise TypeError(
                 f"stream(cancel=...) takes a threading.Event, got {type(cancel).__name__}"
@@ -248,12 +274,19 @@ class ReplayModel:
         if request.__class__ is not dict and not isinstance(request, Mapping):
             raise _not_a_request(request)
         gate = self._gate
+        replay = options.replay
         call = self._sessions.admit(
-            request, session_id, parent_session_id, cancel, seed_length, by_content, gate
+            request,
+            options.session_id,
+            options.parent_session_id,
+            cancel,
+            options.seed_length,
+            replay.by_content,
+            gate,
         )
-        if kwargs:
-            _tell_callbacks(call, kwargs)
-            if kwargs.get("cancel_waits_only") and call.flag is not None:
+        if replay is not NO_REPLAY:
+            _tell_callbacks(call, replay)
+            if replay.cancel_waits_only and call.flag is not None:
                 _waits_only(call, self._pacing)
         if gate is None or call.order is None:
             return call.stream(self._pacing)
@@ -261,14 +294,17 @@ class ReplayModel:
 
     def astream(
         self,
-        request: Mapping[str, Any],
+        request: Request,
         *,
         session_id: str | None = None,
         parent_session_id: str | None = None,
         cancel: asyncio.Event | None = None,
         seed_length: int | None = None,
         by_content: bool = False,
-        **kwargs: Any,
+        on_response_id: Callable[[str], object] | None = None,
+        on_entry: Callable[[ChunksEntry | ThrowEntry], object] | None = None,
+        cancel_waits_only: bool = False,
+        **ignored: object,
     ) -> AsyncIterator[StreamChunk]:
         """Make one model call and return its recorded stream as an async iterator.
 
@@ -284,7 +320,11 @@ class ReplayModel:
             cancel: An :class:`asyncio.Event` that cancels this call when set.
             seed_length: As for :meth:`stream`.
             by_content: As for :meth:`stream`.
-            **kwargs: As for :meth:`stream`.
+            on_response_id: As for :meth:`stream`.
+            on_entry: As for :meth:`stream`.
+            cancel_waits_only: Accepted and ignored (an async call's waits are the
+                event loop's).
+            **ignored: As for :meth:`stream`.
 
         Returns:
             An async iterator of new chunk objects.
@@ -293,8 +333,24 @@ class ReplayModel:
             TypeError: ``request`` is not a mapping, or ``cancel`` is not an
                 ``asyncio.Event``.
         """
+        options = _options(
+            session_id,
+            parent_session_id,
+            cancel,
+            seed_length,
+            (by_content, on_response_id, on_entry, cancel_waits_only),
+        )
+        return self.astream_call(request, options)
+
+    def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
+        """:meth:`astream` with the call's options as one value.
+
+        Raises:
+            TypeError: As :meth:`astream`.
+        """
         import asyncio
 
+        cancel = options.cancel
         if cancel is not None and not isinstance(cancel, asyncio.Event):
             raise TypeError(
                 "astream(cancel=...) takes an asyncio.Event (or cancel the task, or call "
@@ -303,18 +359,25 @@ class ReplayModel:
         if request.__class__ is not dict and not isinstance(request, Mapping):
             raise _not_a_request(request)
         gate = self._gate
+        replay = options.replay
         call = self._sessions.admit(
-            request, session_id, parent_session_id, cancel, seed_length, by_content, gate
+            request,
+            options.session_id,
+            options.parent_session_id,
+            cancel,
+            options.seed_length,
+            replay.by_content,
+            gate,
         )
-        if kwargs:
-            _tell_callbacks(call, kwargs)
+        if replay is not NO_REPLAY:
+            _tell_callbacks(call, replay)
         if gate is None or call.order is None:
             return call.astream(self._pacing)
         return gate.aordered(call, call.astream(self._pacing))
 
     def bind_session(
         self,
-        request: Mapping[str, Any],
+        request: Request,
         *,
         session_id: str | None,
         parent_session_id: str | None = None,
@@ -444,8 +507,34 @@ def _waits_only(call: ReplayCall, pacing: Pacing) -> None:
         call.flag = None
 
 
-def _tell_callbacks(call: ReplayCall, kwargs: Mapping[str, Any]) -> None:
-    """Tell the callbacks of ``kwargs`` about the call's entry (see :meth:`ReplayModel.stream`).
+def _options(
+    session_id: str | None,
+    parent_session_id: str | None,
+    cancel: threading.Event | asyncio.Event | None,
+    seed_length: int | None,
+    replay: tuple[
+        bool,
+        Callable[[str], object] | None,
+        Callable[[ChunksEntry | ThrowEntry], object] | None,
+        bool,
+    ],
+) -> CallOptions:
+    """The options of a call made through :meth:`ReplayModel.stream` or ``astream``.
+
+    ``replay`` holds :class:`ReplayOptions`'s fields in order.
+    """
+    asked = replay[0] or replay[1] is not None or replay[2] is not None or replay[3]
+    return CallOptions(
+        session_id,
+        parent_session_id,
+        seed_length,
+        cancel=cancel,
+        replay=ReplayOptions(*replay) if asked else NO_REPLAY,
+    )
+
+
+def _tell_callbacks(call: ReplayCall, replay: ReplayOptions) -> None:
+    """Tell the callbacks of ``replay`` about the call's entry (see :meth:`ReplayModel.stream`).
 
     ``on_response_id`` gets the recorded answer's provider id, if any; ``on_entry`` the
     entry, when the call replays it as recorded.
@@ -453,16 +542,16 @@ def _tell_callbacks(call: ReplayCall, kwargs: Mapping[str, Any]) -> None:
     entry = call.entry
     if entry is None:
         return
-    tell = kwargs.get("on_response_id")
+    tell = replay.on_response_id
     if tell is not None:
         found = entry.response_id
         if found is not None:
             tell(found)
-    told = kwargs.get("on_entry")
+    told = replay.on_entry
     if (
         told is not None
         and not call.placeholders
         and call.error is None
-        and entry.__class__ is not HangEntry
+        and not isinstance(entry, HangEntry)
     ):
         told(entry)

@@ -28,6 +28,14 @@ import orjson
 
 from .._format.events import JSONObject, StreamChunk
 from .._format.vocabulary import chunk_problem
+from .._identity.options import (
+    NO_REPLAY,
+    CallOptions,
+    OptionsModel,
+    ReplayOptions,
+    Request,
+    Waitable,
+)
 from .._wire.base import CONTEXT_OVERFLOW
 from .._wire.request import ASSISTANT, TOOL_RESULT, USER, RequestView
 from .checks import Scripted
@@ -74,12 +82,10 @@ _CODES: Final = {
 _NO_STATUS: Final = frozenset({"NETWORK", "TRANSPORT", "TIMEOUT", "ABORTED"})
 
 
-class _Waitable(Protocol):
-    """A cancel event: ``threading.Event`` or the endpoint's, which also watches the client."""
+class _Flag(Protocol):
+    """What an async call asks of its cancel: whether it is set."""
 
     def is_set(self) -> bool: ...
-
-    def wait(self, timeout: float | None = None) -> bool: ...
 
 
 _ABSOLUTE_PATH: Final = re.compile(
@@ -114,7 +120,7 @@ class ToolCall:
     """
 
     name: str
-    arguments: str | Mapping[str, Any] = "{}"
+    arguments: str | Mapping[str, object] = "{}"
     id: str | None = None
 
     def __post_init__(self) -> None:
@@ -348,13 +354,13 @@ class Chunks:
             one ``finish``.
     """
 
-    chunks: Sequence[Mapping[str, Any]]
+    chunks: Sequence[Mapping[str, object]]
 
     def __post_init__(self) -> None:
         given = self.chunks
         if isinstance(given, str | bytes | Mapping) or not isinstance(given, Sequence):
             raise _fail(f"Chunks(chunks) takes a list of stream chunks, got {given!r}")
-        copied: list[Any] = []
+        copied: list[StreamChunk] = []
         for position, chunk in enumerate(given):
             if not isinstance(chunk, Mapping):
                 raise _fail(
@@ -394,7 +400,7 @@ _REPLIES: Final = (Answer, Chunks, ProviderFailure, Hang)
 # --- the request as rules see it --------------------------------------------------------------
 
 
-def _text(blocks: Any) -> str:
+def _text(blocks: object) -> str:
     if not isinstance(blocks, list):
         return ""
     return "\n".join(
@@ -402,7 +408,7 @@ def _text(blocks: Any) -> str:
     )
 
 
-def _result_text(blocks: Any) -> str:
+def _result_text(blocks: object) -> str:
     results = [b for b in blocks if isinstance(b, dict)] if isinstance(blocks, list) else []
     return "\n".join(_text(b.get("content")) for b in results)
 
@@ -443,7 +449,7 @@ class ScriptedRequest:
 
     @classmethod
     def read(
-        cls, request: Mapping[str, Any], *, call: int, session_id: str | None = None
+        cls, request: Mapping[str, object], *, call: int, session_id: str | None = None
     ) -> ScriptedRequest:
         """Read a request of any shape the model endpoint passes on (docs/wires.md#routes).
 
@@ -679,7 +685,7 @@ def _chunks(reply: Reply, seen: ScriptedRequest) -> list[StreamChunk]:
 # --- the model ---------------------------------------------------------------------------------
 
 
-class ScriptedModel(Scripted):
+class ScriptedModel(Scripted, OptionsModel):
     """A live model that answers each call by its rules: no network, no API key.
 
     It has the live-model interface (``stream`` and ``astream``, docs/recording.md#live-model),
@@ -733,8 +739,8 @@ class ScriptedModel(Scripted):
             n = self._answered[base] = self._answered.get(base, 0) + 1
         return base if n == 1 else f"{base}-{n}"
 
-    def _tell_response_id(self, seen: ScriptedRequest, kwargs: dict[str, Any]) -> None:
-        tell = kwargs.get("on_response_id")
+    def _tell_response_id(self, seen: ScriptedRequest, options: CallOptions) -> None:
+        tell = options.replay.on_response_id
         if callable(tell):
             tell(self.response_id(seen))
 
@@ -745,11 +751,20 @@ class ScriptedModel(Scripted):
         """End every hanging call now (and those that start later, at once)."""
         self._closed.set()
 
-    def serve(self, **options: Any) -> ScriptedServer:
+    def serve(
+        self,
+        *,
+        api_key: str | None = None,
+        idle_timeout: float = 60.0,
+        max_body_bytes: int | None = None,
+    ) -> ScriptedServer:
         """Serve this model on ``http://127.0.0.1:<free port>``: a ``ScriptedServer``.
 
         Args:
-            **options: The server's keyword arguments (``api_key``, ``idle_timeout``).
+            api_key: The key clients must send (``None``: any key).
+            idle_timeout: Seconds without a request after which the server stops.
+            max_body_bytes: The largest request body it accepts (``None``:
+                :data:`~pytest_dsh_replay.MAX_BODY_BYTES`).
 
         Returns:
             The running :class:`~pytest_dsh_replay.ScriptedServer`; use it as a context
@@ -757,11 +772,15 @@ class ScriptedModel(Scripted):
         """
         from .server import ScriptedServer
 
-        return ScriptedServer(self, **options)
+        if max_body_bytes is None:
+            return ScriptedServer(self, api_key=api_key, idle_timeout=idle_timeout)
+        return ScriptedServer(
+            self, api_key=api_key, idle_timeout=idle_timeout, max_body_bytes=max_body_bytes
+        )
 
     # --- answering ------------------------------------------------------------------------
 
-    def answer(self, request: Mapping[str, Any], *, session_id: str | None = None) -> Reply:
+    def answer(self, request: Mapping[str, object], *, session_id: str | None = None) -> Reply:
         """Pick the answer to one call (it counts as a call; :meth:`stream` calls this).
 
         Args:
@@ -778,7 +797,9 @@ class ScriptedModel(Scripted):
         """
         return self._answer(request, session_id)[0]
 
-    def _answer(self, request: Mapping[str, Any], session_id: Any) -> tuple[Reply, ScriptedRequest]:
+    def _answer(
+        self, request: Mapping[str, object], session_id: object
+    ) -> tuple[Reply, ScriptedRequest]:
         if not isinstance(request, Mapping):
             raise _fail(
                 f"ScriptedModel.stream(request) takes a mapping, got {type(request).__name__}"
@@ -811,15 +832,24 @@ class ScriptedModel(Scripted):
             f"rules: {self.rules!r}; add a rule or a default answer"
         )
 
-    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
+    def stream(
+        self,
+        request: Request,
+        *,
+        session_id: str | None = None,
+        cancel: Waitable | None = None,
+        on_response_id: Callable[[str], object] | None = None,
+        **ignored: object,
+    ) -> Iterator[StreamChunk]:
         """Answer one call with dsh stream chunks (docs/format.md#stream-chunks).
 
         Args:
             request: The request (the in-process shape, or a wire's body).
-            **kwargs: ``session_id`` names the calling session for the rules;
-                ``cancel`` (an event) ends a :class:`Hang`; ``on_response_id`` (a
-                callable, the model endpoint's) is given :meth:`response_id`; every
-                other keyword is accepted and ignored.
+            session_id: Names the calling session for the rules.
+            cancel: An event that ends a :class:`Hang` when set.
+            on_response_id: Given :meth:`response_id` (the model endpoint's callable).
+            **ignored: Every other keyword (docs/recording.md#live-model-calls) is
+                accepted and ignored.
 
         Returns:
             An iterator of chunks: an :class:`Answer`'s blocks, usage and finish;
@@ -830,53 +860,78 @@ class ScriptedModel(Scripted):
         Raises:
             ScriptedModelError: When read: no rule answers the call.
         """
-        return self._stream(request, kwargs)
+        return self._stream(request, _options(session_id, cancel, on_response_id))
 
-    def _stream(self, request: Mapping[str, Any], kwargs: dict[str, Any]) -> Iterator[StreamChunk]:
-        reply, seen = self._answer(request, kwargs.get("session_id"))
-        self._tell_response_id(seen, kwargs)
-        cancel = kwargs.get("cancel")
+    def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
+        """:meth:`stream` with the call's options as one value.
+
+        How the recorder and the scripted server call it.
+        """
+        return self._stream(request, options)
+
+    def _stream(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
+        reply, seen = self._answer(request, options.session_id)
+        self._tell_response_id(seen, options)
+        cancel = options.cancel
         wait = _wait_of(reply)
         if (wait and self._wait(cancel, wait)) or isinstance(reply, Hang):
             yield _hang_end(reply, cancelled=not isinstance(reply, Hang) or self._cut(cancel))
             return
         yield from _chunks(reply, seen)
 
-    def _cut(self, cancel: _Waitable | None) -> bool:
+    def _cut(self, cancel: _Flag | None) -> bool:
         return self._closed.is_set() or (cancel is not None and cancel.is_set())
 
-    def _wait(self, cancel: _Waitable | None, seconds: float) -> bool:
+    def _wait(self, cancel: Waitable | asyncio.Event | None, seconds: float) -> bool:
         """Wait ``seconds``; ``True`` when cancelled or closed first."""
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             if self._closed.is_set():
                 return True
             step = min(left, _STEP_S)
-            if cancel is not None:
+            if isinstance(cancel, asyncio.Event):  # an async call's event, read synchronously
+                if cancel.is_set():
+                    return True
+                self._closed.wait(step)
+            elif cancel is not None:
                 if cancel.wait(step):
                     return True
             else:
                 self._closed.wait(step)
         return self._closed.is_set()
 
-    def astream(self, request: Mapping[str, Any], **kwargs: Any) -> AsyncIterator[StreamChunk]:
+    def astream(
+        self,
+        request: Request,
+        *,
+        session_id: str | None = None,
+        cancel: Waitable | asyncio.Event | None = None,
+        on_response_id: Callable[[str], object] | None = None,
+        **ignored: object,
+    ) -> AsyncIterator[StreamChunk]:
         """The async form of :meth:`stream`: the same chunks; waits do not block the loop.
 
         Args:
             request: As for :meth:`stream`.
-            **kwargs: As for :meth:`stream`.
+            session_id: As for :meth:`stream`.
+            cancel: An event (``asyncio.Event`` or ``threading.Event``) that ends a
+                :class:`Hang` when set.
+            on_response_id: As for :meth:`stream`.
+            **ignored: As for :meth:`stream`.
 
         Returns:
             An async iterator of the chunks :meth:`stream` yields.
         """
-        return self._astream(request, kwargs)
+        return self._astream(request, _options(session_id, cancel, on_response_id))
 
-    async def _astream(
-        self, request: Mapping[str, Any], kwargs: dict[str, Any]
-    ) -> AsyncIterator[StreamChunk]:
-        reply, seen = self._answer(request, kwargs.get("session_id"))
-        self._tell_response_id(seen, kwargs)
-        cancel = kwargs.get("cancel")
+    def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
+        """:meth:`astream` with the call's options as one value."""
+        return self._astream(request, options)
+
+    async def _astream(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
+        reply, seen = self._answer(request, options.session_id)
+        self._tell_response_id(seen, options)
+        cancel = options.cancel
         wait = _wait_of(reply)
         if (wait and await self._await(cancel, wait)) or isinstance(reply, Hang):
             yield _hang_end(reply, cancelled=not isinstance(reply, Hang) or self._cut(cancel))
@@ -884,10 +939,20 @@ class ScriptedModel(Scripted):
         for chunk in _chunks(reply, seen):
             yield chunk
 
-    async def _await(self, cancel: _Waitable | None, seconds: float) -> bool:
+    async def _await(self, cancel: _Flag | None, seconds: float) -> bool:
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             if self._closed.is_set() or (cancel is not None and cancel.is_set()):
                 return True
             await asyncio.sleep(min(left, _STEP_S))
         return self._closed.is_set()
+
+
+def _options(
+    session_id: str | None,
+    cancel: Waitable | asyncio.Event | None,
+    on_response_id: Callable[[str], object] | None,
+) -> CallOptions:
+    """The options of a call made through :meth:`ScriptedModel.stream` or ``astream``."""
+    replay = NO_REPLAY if on_response_id is None else ReplayOptions(on_response_id=on_response_id)
+    return CallOptions(session_id, cancel=cancel, replay=replay)

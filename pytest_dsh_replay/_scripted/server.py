@@ -13,11 +13,13 @@ See docs/recording.md#scripted-server.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import hmac
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -29,6 +31,7 @@ from .._endpoint.server import MAX_BODY_BYTES, EndpointServer
 from .._endpoint.transport import endpoint_env
 from .._errors import DshReplayError, ReplayBindingError
 from .._format.events import StreamChunk
+from .._identity.options import CallOptions, OptionsModel, Request, Waitable
 from .checks import Scripted, fail, seconds
 
 __all__ = ["ReceivedRequest", "ScriptedServer"]
@@ -62,7 +65,7 @@ class ReceivedRequest:
 class _AnyRouter(Router):
     """Routing that never refuses: a provider answers two identical requests alike."""
 
-    def route(self, headers: Mapping[str, str], request: Mapping[str, Any]) -> Route:
+    def route(self, headers: Mapping[str, str], request: Mapping[str, object]) -> Route:
         try:
             return super().route(headers, request)
         except ReplayBindingError:
@@ -72,7 +75,7 @@ class _AnyRouter(Router):
 class _Cancel:
     """A call's cancel: the endpoint's (the client went away) or the server stopping."""
 
-    def __init__(self, call: Any, stopped: threading.Event):
+    def __init__(self, call: Waitable | None, stopped: threading.Event):
         self._call = call
         self._stopped = stopped
 
@@ -86,22 +89,24 @@ class _Cancel:
         return self._stopped.wait(step)
 
 
-class _Served:
+class _Served(OptionsModel):
     """The model as the endpoint calls it: each call's cancel also ends when the server stops."""
 
     def __init__(self, model: StreamingModel, stopped: threading.Event):
         self.model = model
         self._stopped = stopped
 
-    def stream(self, request: Mapping[str, Any], **kwargs: Any) -> Iterator[StreamChunk]:
-        kwargs["cancel"] = _Cancel(kwargs.get("cancel"), self._stopped)
-        return self.model.stream(request, **kwargs)
+    def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
+        cancel = options.cancel
+        waits = None if cancel is None or isinstance(cancel, asyncio.Event) else cancel
+        cut = _Cancel(waits, self._stopped)
+        return self.model.stream_call(request, dataclasses.replace(options, cancel=cut))
 
 
 class _Tracked:
     """A response body that tells the server when it has been sent (or dropped)."""
 
-    def __init__(self, body: Iterator[bytes], done: Any, kept: bytearray):
+    def __init__(self, body: Iterator[bytes], done: Callable[[], None], kept: bytearray):
         self._body = body
         self._done = done
         self._kept = kept
@@ -143,7 +148,7 @@ class _ScriptedEndpoint(Endpoint):
         headers: Mapping[str, str],
         body: bytes,
         *,
-        probe: Any = None,
+        probe: Callable[[], bool] | None = None,
         timeout: float | None = None,
     ) -> EndpointResponse:
         owner = self._owner
@@ -290,7 +295,7 @@ class ScriptedServer:
         self, method: str, path: str, headers: Mapping[str, str], body: bytes
     ) -> ReceivedRequest:
         try:
-            parsed: Any = orjson.loads(body) if body else None
+            parsed = orjson.loads(body) if body else None
         except orjson.JSONDecodeError:
             parsed = None
         received = ReceivedRequest(method, path, dict(headers), parsed)

@@ -20,14 +20,12 @@ from .._format.events import CHUNK_TYPES, ChunkRun, JSONObject, StreamChunk
 
 __all__ = [
     "MAX_CHUNK_NESTING",
-    "MAX_KEPT_ENCODINGS",
     "ChunksEntry",
     "HangEntry",
     "ReplayEntry",
     "ThrowEntry",
     "entry_from_json",
     "invalid_entry",
-    "kept_encodings",
     "materialize_runs",
 ]
 
@@ -107,12 +105,13 @@ def _serialize_chunks(chunks: Iterable[StreamChunk], where: str) -> tuple[bytes,
 
 
 class _ChunkHolder:
-    __slots__ = ("_blob", "_count", "_encodings", "_marked", "_verify")
+    # __weakref__: layers above keep what they derive from an entry beside it (the model
+    # endpoint's encodings, docs/wires.md#encoded-once), for as long as it lives.
+    __slots__ = ("__weakref__", "_blob", "_count", "_marked", "_verify")
 
     _blob: bytes
     _count: int
     _marked: bool | None  # whether the blob holds a placeholder (None: not looked yet)
-    _encodings: dict[Any, Any]  # see kept_encodings; set on first use
     # Reads what a reader left raw (docs/format.md#raw-payloads) as the plain reader
     # would, raising its error, and gives the entry to keep and the fresh runs it was
     # built from (None: not those runs); run on first use, then None.
@@ -386,33 +385,6 @@ class HangEntry:
 
 ReplayEntry: TypeAlias = ChunksEntry | ThrowEntry | HangEntry
 """One recorded model call: a :class:`ChunksEntry`, :class:`ThrowEntry` or :class:`HangEntry`."""
-
-MAX_KEPT_ENCODINGS: Final = 4
-"""How many encodings :func:`kept_encodings` holds per entry before it drops the oldest."""
-
-
-def kept_encodings(entry: ChunksEntry | ThrowEntry) -> dict[Any, Any]:
-    """What layers above derive from an entry's chunks once, kept with the entry.
-
-    The model endpoint keeps a call's wire encoding here (keyed by the wire and the
-    encoder's options, docs/wires.md#encoded-once), so every test that replays the same
-    loaded scenario shares it. The caller keeps at most :data:`MAX_KEPT_ENCODINGS`
-    items; the dict lives as long as the entry. Only for entries without placeholders:
-    their chunks are the same on every replay.
-
-    Args:
-        entry: A chunks or throw entry.
-
-    Returns:
-        The entry's dict (empty at first), the same object on every call.
-    """
-    try:
-        return entry._encodings
-    except AttributeError:
-        kept: dict[Any, Any] = {}
-        entry._encodings = kept
-        return kept
-
 
 # --- entries from JSON and the override sidecar (docs/scenarios.md#override-entries) ------
 

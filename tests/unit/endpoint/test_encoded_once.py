@@ -8,6 +8,7 @@ afresh gives; entries with placeholders are never kept.
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import threading
 from pathlib import Path
@@ -20,11 +21,11 @@ from support.corpus_support import corpus_params, corpus_scenarios, require_corp
 from support.scenarios import one_session
 
 from pytest_dsh_replay import load_scenario
-from pytest_dsh_replay._endpoint.endpoint import Endpoint
+from pytest_dsh_replay._endpoint.endpoint import _KEPT, Endpoint
 from pytest_dsh_replay._endpoint.response import DroppedConnection
 from pytest_dsh_replay._errors import ReplayCancelledError
 from pytest_dsh_replay._replay.model import ReplayModel
-from pytest_dsh_replay._scripts.entries import ChunksEntry, HangEntry, ThrowEntry, kept_encodings
+from pytest_dsh_replay._scripts.entries import ChunksEntry, HangEntry, ThrowEntry
 from pytest_dsh_replay._scripts.scenario import Scenario
 from pytest_dsh_replay._wire import openai
 
@@ -132,7 +133,7 @@ def test_every_corpus_call_served_again_is_what_encoding_it_afresh_gives(
     shared = load_scenario(path)
     assert serve(shared, route, tmp_path) == expected  # encoded and kept
     kept = [
-        kept_encodings(e)
+        _KEPT.of(e)
         for s in shared.scripts
         for e in s.entries
         if isinstance(e, ChunksEntry | ThrowEntry) and not e.has_placeholders
@@ -183,7 +184,7 @@ def test_ids_the_model_and_options_each_get_their_own_encoding() -> None:
     assert _call(scenario, _body("openai", "hi")) == plain
     entry = scenario.scripts[0].entries[0]
     assert isinstance(entry, ChunksEntry)
-    assert len(kept_encodings(entry)) == 4  # at most: the oldest go
+    assert len(_KEPT.of(entry)) == 4  # at most: the oldest go
 
 
 def test_an_entry_with_placeholders_is_encoded_for_every_request() -> None:
@@ -196,7 +197,7 @@ def test_an_entry_with_placeholders_is_encoded_for_every_request() -> None:
     second = _call(scenario, orjson.dumps(other))
     assert GOAL.encode() in first
     assert b"goal-00000000-ffff" in second
-    assert kept_encodings(entry) == {}
+    assert _KEPT.of(entry) == {}
 
 
 def test_a_recorded_provider_id_is_served_from_the_kept_encoding() -> None:
@@ -207,3 +208,18 @@ def test_a_recorded_provider_id_is_served_from_the_kept_encoding() -> None:
     first = _call(scenario, _body("openai", "hi"))
     assert b'"id":"chatcmpl-recorded-7"' in first
     assert _call(scenario, _body("openai", "hi"), first=3) == first
+
+
+def test_an_entrys_encodings_go_with_the_entry() -> None:
+    scenario = one_session(text_entry("hello there"))
+    entry = scenario.scripts[0].entries[0]
+    assert isinstance(entry, ChunksEntry)
+    first = _call(scenario, _body("openai", "hi"))
+    assert len(_KEPT.of(entry)) == 1
+    key = id(entry)
+    assert key in _KEPT._kept
+    del scenario, entry
+    gc.collect()
+    assert key not in _KEPT._kept  # nothing outlives the loaded scenario
+    again = _call(one_session(text_entry("hello there")), _body("openai", "hi"))
+    assert again == first

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_dsh_replay._format.text import TextSafeModel, repair_surrogates, text_safe, visible
+from pytest_dsh_replay._identity.options import NO_OPTIONS, CallOptions, LiveModelAdapter
 
 
 def delta(text: str, index: int = 0, kind: str = "text-delta") -> dict[str, Any]:
@@ -36,9 +37,14 @@ class ScriptedAsync(Scripted):
             yield chunk
 
 
+def safe(live: object) -> TextSafeModel[CallOptions]:
+    """The recorder's wrapping of a live model: text safety over the live-model adapter."""
+    return TextSafeModel(LiveModelAdapter(live))
+
+
 def test_a_split_pair_is_joined_in_the_later_delta() -> None:
     chunks = [delta("a\ud83d"), delta("\ude00b"), {"type": "finish"}]
-    out = list(TextSafeModel(Scripted(chunks)).stream({}))
+    out = list(safe(Scripted(chunks)).stream_call({}, NO_OPTIONS))
     assert out == [delta("a"), delta("\U0001f600b"), {"type": "finish"}]
 
 
@@ -50,7 +56,7 @@ def test_lone_surrogates_become_the_replacement_character() -> None:
         delta("\ude00", index=2),
         delta("end\ud800"),  # held at the end of the stream
     ]
-    out = list(TextSafeModel(Scripted(chunks)).stream({}))
+    out = list(safe(Scripted(chunks)).stream_call({}, NO_OPTIONS))
     assert [orjson.dumps(c) for c in out]  # every chunk is valid UTF-8 JSON now
     assert out == [
         delta("x\ufffd"),
@@ -64,10 +70,10 @@ def test_lone_surrogates_become_the_replacement_character() -> None:
 def test_requests_are_repaired_and_clean_values_are_not_copied() -> None:
     live = Scripted([{"type": "finish"}])
     clean = {"messages": [{"role": "user", "content": "héllo ✓ \U0001f600"}]}
-    list(TextSafeModel(live).stream(clean))
+    list(safe(live).stream_call(clean, NO_OPTIONS))
     assert live.requests[0] is clean
     dirty = {"messages": [{"role": "user", "content": "a\udfff", "k\ud800": ["\ud83d\ude00"]}]}
-    list(TextSafeModel(live).stream(dirty))
+    list(safe(live).stream_call(dirty, NO_OPTIONS))
     assert live.requests[1] == {
         "messages": [{"role": "user", "content": "a\ufffd", "k\ufffd": ["\U0001f600"]}]
     }
@@ -75,15 +81,18 @@ def test_requests_are_repaired_and_clean_values_are_not_copied() -> None:
     assert text_safe(clean) is clean
 
 
-def test_async_streams_are_repaired_and_astream_exists_only_when_wrapped_has_it() -> None:
+def test_async_streams_are_repaired_with_or_without_the_wrapped_astream() -> None:
     chunks = [delta("a\ud83d"), delta("\ude00b")]
-    safe = TextSafeModel(ScriptedAsync(chunks))
+    with_astream = ScriptedAsync(chunks)
+    without = Scripted(chunks)
 
-    async def collect() -> list[dict[str, Any]]:
-        return [c async for c in safe.astream({})]
+    async def collect(model: object) -> list[dict[str, Any]]:
+        return [c async for c in safe(model).astream_call({}, NO_OPTIONS)]
 
-    assert asyncio.run(collect()) == [delta("a"), delta("\U0001f600b")]
-    assert not hasattr(TextSafeModel(Scripted(chunks)), "astream")
+    assert asyncio.run(collect(with_astream)) == [delta("a"), delta("\U0001f600b")]
+    assert asyncio.run(collect(without)) == [delta("a"), delta("\U0001f600b")]
+    assert with_astream.requests == [{}]
+    assert without.requests == [{}]
 
 
 def test_closing_the_stream_early_closes_the_wrapped_stream() -> None:
@@ -97,7 +106,7 @@ def test_closing_the_stream_early_closes_the_wrapped_stream() -> None:
             finally:
                 closed.append(True)
 
-    stream = TextSafeModel(Live()).stream({})
+    stream = safe(Live()).stream_call({}, NO_OPTIONS)
     assert isinstance(stream, Generator)
     assert next(stream) == delta("a")
     stream.close()
@@ -113,7 +122,7 @@ def test_any_utf16_split_reassembles_the_text(text: str, cuts: list[int]) -> Non
         units[a:b].decode("utf-16-le", "surrogatepass")
         for a, b in zip([0, *points], [*points, len(units)], strict=True)
     ]
-    out = list(TextSafeModel(Scripted([delta(p) for p in pieces])).stream({}))
+    out = list(safe(Scripted([delta(p) for p in pieces])).stream_call({}, NO_OPTIONS))
     assert len(out) == len(pieces)
     assert "".join(c["text"] for c in out) == repair_surrogates(text) == text
 

@@ -531,7 +531,7 @@ def test_a_turn_or_step_the_log_refuses_fails_at_the_call() -> None:
     for _store, model in _pair(one_session(_text(2, "a"))):
         request = {"messages": [{"role": "user", "content": "q"}]}
         with pytest.raises(SessionStoreError):
-            list(model.stream(request, session_id="s", step=float("nan")))
+            list(model.stream(request, session_id="s", step=float("nan")))  # type: ignore[arg-type]
 
 
 def test_a_store_closed_mid_stream_writes_nothing_more(tmp_path: Path) -> None:

@@ -515,12 +515,12 @@ def handed_log(read_only: bool, tmp_path: Path) -> tuple[list[Any], list[dict[st
     store = SessionStore(JsonlBackend(tmp_path / ("handed" if read_only else "eager")))
     live = Live(TOOL_CALLS, text_call("42"), ERROR, text_call("ok"), CALL)
     model = RecordingModel(live, store, parsed_chunks=True)
-    extra = {"read_only_chunks": True} if read_only else {}
-    list(model.stream(openai_request("be exact", ASK), session_id="s", **extra))
-    list(model.stream(openai_request("be exact", ASK, ECHO, RESULT), session_id="s", **extra))
+    list(model.stream(openai_request("be exact", ASK), session_id="s", read_only_chunks=read_only))
+    request = openai_request("be exact", ASK, ECHO, RESULT)
+    list(model.stream(request, session_id="s", read_only_chunks=read_only))
     for _ in range(2):
-        list(model.stream({"messages": [ASK]}, session_id="t", **extra))
-    stream = model.stream({"messages": [ASK]}, session_id="u", **extra)
+        list(model.stream({"messages": [ASK]}, session_id="t", read_only_chunks=read_only))
+    stream = model.stream({"messages": [ASK]}, session_id="u", read_only_chunks=read_only)
     next(iter(stream))
     stream.close()  # type: ignore[attr-defined]
     model.close_open_calls()

@@ -10,7 +10,10 @@ import pytest
 
 from pytest_dsh_replay import Redactor, ScriptedModelError
 from pytest_dsh_replay._errors import RecordingError
+from pytest_dsh_replay._identity.options import NO_OPTIONS, CallOptions
+from pytest_dsh_replay._recording.proxy import Relay
 from pytest_dsh_replay._recording.watched import LiveFailure, WatchedLive
+from pytest_dsh_replay._wire.openai import WIRE
 
 FINISH = {"type": "finish", "reason": {"kind": "stop"}}
 SECRET = "sk-query-0123456789abcdefghij"
@@ -54,7 +57,7 @@ def refused() -> RuntimeError:
 def test_calls_pass_through_and_nothing_is_kept() -> None:
     live = Live()
     watched = WatchedLive(live, Redactor())
-    assert list(watched.stream({}, session_id="s")) == [
+    assert list(watched.stream_call({}, CallOptions("s"))) == [
         {"type": "text-delta", "index": 0, "text": "hi"},
         FINISH,
     ]
@@ -70,7 +73,7 @@ def test_a_network_error_reaches_the_caller_as_it_is_and_is_kept_redacted(eager:
     error = refused()
     watched = WatchedLive(Live(error, eager=eager), Redactor())
     with pytest.raises(RuntimeError) as raised:
-        list(watched.stream({}))
+        list(watched.stream_call({}, NO_OPTIONS))
     assert raised.value is error
     (kept,) = watched.take_failures()
     assert kept == LiveFailure(
@@ -85,7 +88,7 @@ def test_a_network_error_reaches_the_caller_as_it_is_and_is_kept_redacted(eager:
 def test_another_error_is_a_failure_of_the_live_model() -> None:
     watched = WatchedLive(Live(ValueError("bad request")), Redactor())
     with pytest.raises(ValueError, match="bad request"):
-        list(watched.stream({}))
+        list(watched.stream_call({}, NO_OPTIONS))
     (kept,) = watched.take_failures()
     assert not kept.network
     assert kept.message.endswith(" failed: ValueError: bad request")
@@ -94,14 +97,15 @@ def test_another_error_is_a_failure_of_the_live_model() -> None:
 def test_an_error_of_this_package_reports_itself() -> None:
     watched = WatchedLive(Live(ScriptedModelError("no rule answers")), Redactor())
     with pytest.raises(ScriptedModelError):
-        list(watched.stream({}))
+        list(watched.stream_call({}, NO_OPTIONS))
     assert watched.take_failures() == []
 
 
 def test_a_call_over_http_starts_when_read_and_raises_a_recording_error() -> None:
     live = Live(refused(), eager=True)
     watched = WatchedLive(live, Redactor())
-    chunks = watched.stream({}, relay=object())  # the endpoint's recording proxy
+    relay = Relay(WIRE, b"{}", {}, "/v1/chat/completions")  # the endpoint's recording proxy
+    chunks = watched.stream_call({}, CallOptions(relay=relay))
     assert live.calls == []  # not called yet: the endpoint answers what reading raises
     with pytest.raises(RecordingError, match="^cannot reach the live model Live at ") as raised:
         next(chunks)
@@ -113,7 +117,7 @@ def test_astream_is_watched_too() -> None:
     watched = WatchedLive(AsyncLive(refused()), Redactor())
 
     async def read() -> list[dict[str, Any]]:
-        return [chunk async for chunk in watched.astream({})]
+        return [chunk async for chunk in watched.astream_call({}, NO_OPTIONS)]
 
     with pytest.raises(RuntimeError, match="Connection error"):
         asyncio.run(read())
@@ -133,7 +137,7 @@ def test_without_a_base_url_the_url_of_the_failed_request_is_shown() -> None:
 
     watched = WatchedLive(Bare(), Redactor())
     with pytest.raises(SdkError):
-        watched.stream({})
+        watched.stream_call({}, NO_OPTIONS)
     (kept,) = watched.take_failures()
     shown = "http://127.0.0.1:9/v1/chat/completions?key=[REDACTED]"
     assert kept.message.startswith(f"cannot reach the live model Bare at {shown}: ")

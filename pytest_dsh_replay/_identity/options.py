@@ -1,0 +1,250 @@
+"""One model call's options: who calls, and what only a replay reads, in one typed value.
+
+A call goes from the model endpoint (or the code under test) through the recorder to the
+model that answers it: the replay model, a live model, the scripted model. What travels
+with the request is one :class:`CallOptions` (frozen), whose :class:`ReplayOptions` part
+holds what only a replay reads. Record and replay carry the same value; a field that
+does not apply is at its default.
+
+The models of this package take it as it is (:class:`OptionsModel`). A user's live model
+(any object with ``stream(request, **kwargs)``, docs/recording.md#live-model) is called
+by :class:`LiveModelAdapter` with the keyword arguments :func:`live_keywords` derives,
+the live-model call contract docs/recording.md#live-model-calls states.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Protocol
+
+from .._format.events import StreamChunk
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from .._scripts.entries import ChunksEntry, ThrowEntry
+    from .._wire.base import Wire
+
+__all__ = [
+    "NO_OPTIONS",
+    "NO_REPLAY",
+    "CallOptions",
+    "LiveModelAdapter",
+    "OptionsModel",
+    "Relaying",
+    "ReplayOptions",
+    "Request",
+    "Waitable",
+    "live_keywords",
+    "options_model",
+]
+
+Request = Mapping[str, object]
+"""A model call's request as the models read it: the in-process shape or a wire's body
+(a read-only mapping; the recorder's request view)."""
+
+
+class Waitable(Protocol):
+    """A cancel event a call waits on (``threading.Event`` is one)."""
+
+    def is_set(self) -> bool:
+        """Whether the call is cancelled."""
+        ...
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds for the cancel; whether it came."""
+        ...
+
+
+class Relaying(Protocol):
+    """The HTTP call a recording proxy forwards (the model endpoint's ``Relay``)."""
+
+    wire: Wire
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOptions:
+    """What only a replay reads of a call (the model endpoint sets it; defaults: none).
+
+    Attributes:
+        by_content: Bind a new session without a parent by its first user message once
+            the primary is bound (the endpoint's content routing), not by call order.
+        on_response_id: Given the recorded answer's provider id, before the call
+            streams, when the recording holds one (docs/wires.md#provider-ids).
+        on_entry: Given the recorded entry the call replays, before it streams, when
+            its chunks are the entry's as recorded (docs/wires.md#encoded-once).
+        cancel_waits_only: The call's ``cancel`` only ends waits (a ``hang``, a pacing
+            pause) and is not checked before each chunk: the caller reads the whole
+            stream at once.
+    """
+
+    by_content: bool = False
+    on_response_id: Callable[[str], object] | None = None
+    on_entry: Callable[[ChunksEntry | ThrowEntry], object] | None = None
+    cancel_waits_only: bool = False
+
+
+NO_REPLAY: Final = ReplayOptions()
+"""The replay part of a call that asks nothing of a replay."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallOptions:
+    """One model call's options, passed as one value from the caller to the model.
+
+    Attributes:
+        session_id: The live session making the call (``None``: the anonymous one).
+        parent_session_id: The live session that started it, for a child's calls.
+        seed_length: How many events a fork child inherited (``0``: a spawn; ``None``:
+            not declared).
+        session_cwd: The calling session's working directory, when its request says
+            (a new session's header holds it).
+        turn: The turn the caller logs the call in (``None``: the recorder decides).
+        step: The step the caller logs the call in (``None``: the recorder decides).
+        cancel: An event that cancels the call when set (``threading.Event`` for
+            ``stream``, ``asyncio.Event`` for ``astream``).
+        read_only_chunks: The caller never changes the chunks it reads (the recorder
+            may log them as they are).
+        relay: The HTTP call the recording proxy forwards (the model endpoint sets it
+            while recording; a live model that can proxy answers through it).
+        replay: What only a replay reads.
+        extra: The caller's other keyword arguments (model options), in order: a
+            replay ignores them, a live model gets them.
+    """
+
+    session_id: str | None = None
+    parent_session_id: str | None = None
+    seed_length: int | None = None
+    session_cwd: str | None = None
+    turn: int | None = None
+    step: int | None = None
+    cancel: Waitable | asyncio.Event | None = None
+    read_only_chunks: bool = False
+    relay: Relaying | None = None
+    replay: ReplayOptions = NO_REPLAY
+    extra: tuple[tuple[str, object], ...] = ()
+
+    def with_lineage(self, parent_session_id: str | None, seed_length: int | None) -> CallOptions:
+        """These options for a child whose lineage is ``parent_session_id`` and ``seed_length``.
+
+        Returns:
+            ``self`` when they are its own already, else a copy with them.
+        """
+        if parent_session_id == self.parent_session_id and seed_length == self.seed_length:
+            return self
+        return CallOptions(
+            self.session_id,
+            parent_session_id,
+            seed_length,
+            self.session_cwd,
+            self.turn,
+            self.step,
+            self.cancel,
+            self.read_only_chunks,
+            self.relay,
+            self.replay,
+            self.extra,
+        )
+
+
+NO_OPTIONS: Final = CallOptions()
+"""The options of a call that says nothing (the anonymous session, no parent)."""
+
+
+def live_keywords(options: CallOptions) -> dict[str, object]:
+    """The keyword arguments a user's live model's ``stream``/``astream`` is called with.
+
+    The contract of docs/recording.md#live-model-calls: ``session_id``,
+    ``parent_session_id``, ``seed_length``, ``session_cwd``, ``turn``, ``step``,
+    ``cancel`` and ``relay``, each only when it is set (not ``None``); then the caller's
+    own keyword arguments (:attr:`CallOptions.extra`). What only a replay reads
+    (:class:`ReplayOptions`) and ``read_only_chunks`` are never passed.
+    """
+    keywords: dict[str, object] = {}
+    if options.session_id is not None:
+        keywords["session_id"] = options.session_id
+    if options.parent_session_id is not None:
+        keywords["parent_session_id"] = options.parent_session_id
+    if options.seed_length is not None:
+        keywords["seed_length"] = options.seed_length
+    if options.session_cwd is not None:
+        keywords["session_cwd"] = options.session_cwd
+    if options.turn is not None:
+        keywords["turn"] = options.turn
+    if options.step is not None:
+        keywords["step"] = options.step
+    if options.cancel is not None:
+        keywords["cancel"] = options.cancel
+    if options.relay is not None:
+        keywords["relay"] = options.relay
+    keywords.update(options.extra)
+    return keywords
+
+
+class OptionsModel:
+    """A model of this package: it takes a call's :class:`CallOptions` as one value.
+
+    Subclasses implement :meth:`stream_call`; :meth:`astream_call` defaults to reading
+    :meth:`stream_call` in the event loop's thread (the model is called now, its chunks
+    come as the async iterator is read).
+    """
+
+    __slots__ = ()
+
+    def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
+        """Stream the chunks of one call."""
+        raise NotImplementedError
+
+    def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
+        """The async form of :meth:`stream_call`."""
+        return _in_loop(iter(self.stream_call(request, options)))
+
+
+async def _in_loop(upstream: Iterator[StreamChunk]) -> AsyncIterator[StreamChunk]:
+    try:
+        for chunk in upstream:
+            yield chunk
+    finally:
+        close = getattr(upstream, "close", None)
+        if close is not None:
+            close()
+
+
+class LiveModelAdapter(OptionsModel):
+    """A user's live model called as the live-model contract says (:func:`live_keywords`).
+
+    Args:
+        model: Any object with ``stream(request, **kwargs)`` returning an iterable of
+            stream chunks, and optionally ``astream`` (an async iterable); without it,
+            :meth:`astream_call` reads ``stream`` in the event loop's thread.
+    """
+
+    __slots__ = ("model",)
+
+    def __init__(self, model: object):
+        self.model = model
+
+    def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
+        stream: Callable[..., Iterable[StreamChunk]] = self.model.stream  # type: ignore[attr-defined]
+        return iter(stream(request, **live_keywords(options)))
+
+    def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
+        astream: Callable[..., AsyncIterator[StreamChunk]] | None = getattr(
+            self.model, "astream", None
+        )
+        if astream is None:
+            return super().astream_call(request, options)
+        return astream(request, **live_keywords(options))
+
+    def __repr__(self) -> str:
+        return repr(self.model)
+
+
+def options_model(model: object) -> OptionsModel:
+    """``model`` as a model that takes :class:`CallOptions` as one value.
+
+    Itself when it is one of ours, else a :class:`LiveModelAdapter` (a user's live model).
+    """
+    return model if isinstance(model, OptionsModel) else LiveModelAdapter(model)
