@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple, Protocol, TypeAlias
 
+from .formats import FORMATS, FormatSpec, known_spec, lenient_spec, newest_format, unknown_format
 from .json_values import as_safe_integer, describe_json, is_count, is_safe_integer
 
 __all__ = [
@@ -101,31 +102,16 @@ _KNOWN_HEADER_KEYS: Final[frozenset[str]] = frozenset(
     }
 )
 
-SEEDED_FORMAT: Final[int] = 2
+SEEDED_FORMAT: Final[int] = min(v for v, spec in FORMATS.items() if spec.seeded)
 """The first log format version whose fork children mark their seed in the log.
 
-From version 2 on (the runtime writes version 4), a header says ``isSeeded`` and the
-inherited prefix ends at the last ``session/end-seed`` event with ``inherited: true``;
-versions 0 and 1 put the prefix's length in the header's ``seedLength``.
+Kept for messages and imports; readers ask the log's
+:class:`~pytest_dsh_replay._format.formats.FormatSpec` (``spec.seeded``) instead.
 """
 
-NEWEST_FORMAT: Final[int] = 4
+NEWEST_FORMAT: Final[int] = newest_format()
 """The newest session log format version this package reads (the runtime writes 4)."""
 
-_V4_HEADER_KEYS: Final = frozenset(
-    {
-        "type",
-        "version",
-        "id",
-        "createdAt",
-        "cwd",
-        "parentSession",
-        "isSeeded",
-        "origin",
-        "delegationDepth",
-        "agentPreset",
-    }
-)
 _STORE_HEADER_KEYS: Final = _KNOWN_HEADER_KEYS - {"isSeeded"}
 _RETIRED_KEYS: Final = ("sandboxMode", "approvalPolicy")
 
@@ -181,13 +167,11 @@ def header_problem(value: object, mode: HeaderMode) -> str | None:
         return None
     version = header_version(value)
     if mode == "replay":
-        if version < 0 or version > NEWEST_FORMAT:
-            return (
-                f"session log format v{version} is not one this build reads (v0 to "
-                f"v{NEWEST_FORMAT}); a newer harness wrote it: upgrade pytest-dsh-replay"
-            )
-        if version >= SEEDED_FORMAT:
-            return _seeded_format_problem(value, version)
+        spec = known_spec(version)
+        if spec is None:
+            return unknown_format(version)
+        if spec.header_keys is not None:
+            return _strict_header_problem(value, spec)
         if "seedLength" in value and not is_count(value["seedLength"]):
             return (
                 "header seedLength must be a non-negative integer (the number of events "
@@ -197,14 +181,15 @@ def header_problem(value: object, mode: HeaderMode) -> str | None:
     return _store_problem(value, version)
 
 
-def _seeded_format_problem(value: dict[str, Any], version: int) -> str | None:
-    """A version 2-4 header's rules (what the dsh runtime writes and accepts)."""
-    where = f"session log format v{version} header"
+def _strict_header_problem(value: dict[str, Any], spec: FormatSpec) -> str | None:
+    """A strictly read header's rules (formats 2 to 4: what the dsh runtime writes and accepts)."""
+    where = f"session log format v{spec.version} header"
     for key in _RETIRED_KEYS:
         if key in value:
             return f"{where}: session header uses retired policy baseline fields ({key})"
+    keys = spec.header_keys or frozenset()
     for key in value:
-        if key not in _V4_HEADER_KEYS:
+        if key not in keys:
             hint = (
                 " (a v0 field: from v2 on a fork child says isSeeded and ends its seed "
                 "with an inherited session/end-seed event)"
@@ -231,14 +216,21 @@ def _seeded_format_problem(value: dict[str, Any], version: int) -> str | None:
     for key in ("cwd", "parentSession", "agentPreset"):
         if key in value and not isinstance(value[key], str):
             return f"{where}: {key} must be a string, got {value[key]!r}"
-    if "origin" in value and value["origin"] != "subagent":
-        return f'{where}: origin must be "subagent", got {value["origin"]!r}'
+    if "origin" in value and value["origin"] not in spec.origins:
+        return f"{where}: origin must be {_one_of(spec.origins)}, got {value['origin']!r}"
     return None
+
+
+def _one_of(names: frozenset[str]) -> str:
+    """``"a"`` or ``"a" or "b"``: the values a field may hold, as messages show them."""
+    return " or ".join(f'"{name}"' for name in sorted(names))
 
 
 def _store_problem(value: dict[str, Any], version: int) -> str | None:
     """The session store's rules for the version 0 logs it writes and reopens."""
-    if version != 0 or ("version" in value and not is_safe_integer(value["version"])):
+    spec = known_spec(version)
+    mistyped = "version" in value and not is_safe_integer(value["version"])
+    if spec is None or not spec.stored or mistyped:
         return (
             f"session uses log format v{version}, but this store reads and writes only v0 "
             "(no upgrade or downgrade path exists)"
@@ -359,6 +351,17 @@ class SessionHeader:
         """The log format version this header's log is read as (absent: 0)."""
         return 0 if self.version is None else self.version
 
+    @property
+    def spec(self) -> FormatSpec:
+        """What this header's format holds, as its spec in the format table.
+
+        The spec of :attr:`format`
+        (:func:`~pytest_dsh_replay._format.formats.lenient_spec`): a header read for
+        replay was checked to declare a version the table holds; a leniently read one
+        of another version reads as the nearest (a newer one as the newest).
+        """
+        return lenient_spec(self.version)
+
     @classmethod
     def from_json(cls, value: object) -> SessionHeader:
         """Build a header from a parsed header line, leniently.
@@ -382,7 +385,7 @@ class SessionHeader:
             return as_safe_integer(value.get(key))
 
         version = number("version")
-        if version is not None and version >= SEEDED_FORMAT:
+        if lenient_spec(version).seeded:
             seeded = value.get("isSeeded") is True
         else:
             seeded = "seedLength" in value
@@ -421,7 +424,7 @@ class SessionHeader:
             out["cwd"] = self.cwd
         if self.parent_session is not None:
             out["parentSession"] = self.parent_session
-        modern = self.format >= SEEDED_FORMAT
+        modern = self.spec.seeded
         if modern:
             out["isSeeded"] = self.seeded
         elif self.seeded or self.seed_length:

@@ -40,7 +40,6 @@ from .chunk_rows import (
     validate_packed_row,
 )
 from .events import (
-    SEEDED_FORMAT,
     Event,
     HeaderMode,
     JSONObject,
@@ -49,6 +48,7 @@ from .events import (
     header_problem,
     header_version,
 )
+from .formats import lenient_spec
 from .json_values import ABSENT, MAX_NESTING, describe_json
 from .log_names import check_log_name
 from .typed import ROW_LINE_PREFIXES, STREAM_LINE_PREFIXES, decode_call_line
@@ -304,8 +304,8 @@ def iter_log_lines(
                     continue  # a blank line
             if calls and not prefixes:  # after the header: its format says which lines
                 version = value.get("version") if value.__class__ is dict else None
-                streams = version.__class__ is int and version >= SEEDED_FORMAT
-                prefixes = STREAM_LINE_PREFIXES if streams else ROW_LINE_PREFIXES
+                spec = lenient_spec(version if version.__class__ is int else None)
+                prefixes = STREAM_LINE_PREFIXES if spec.streams_in_message else ROW_LINE_PREFIXES
             yield lineno, value
     except OSError as err:  # reading the file failed (not the consumer: it runs outside)
         raise read_failed(err, source, lineno + 1) from None
@@ -768,7 +768,7 @@ def dump_session_log(
             surrogate, or nesting deeper than 254 levels).
     """
     head = header.to_json() if isinstance(header, SessionHeader) else header
-    if header_version(head) >= SEEDED_FORMAT:
+    if lenient_spec(header_version(head)).whole_events:
         # Formats 2 to 4 have no packed rows and no committed form without seq/time.
         pack_chunks, envelope = False, True
     records: Iterable[JSONObject] = pack_chunk_runs(events) if pack_chunks else events

@@ -4,7 +4,8 @@ One table for every reader (docs/format.md#vocabulary): the script builder check
 event's type and each stream chunk it derives against it, in the pass that reads the log,
 whatever the log came from (plain, projected or packed JSONL, zstd, a SQLite store).
 
-- Event types: :func:`event_types` gives the names a format version knows. A log may
+- Event types: :data:`EVENT_TYPES_V0` and :data:`EVENT_TYPES_V4`, the names each format
+  version knows (its :class:`~pytest_dsh_replay._format.formats.FormatSpec` says which). A log may
   hold another type only on an event marked ``"ignorable": true``; anything else is
   refused (an event replay would silently drop).
 - Stream chunks: :data:`CHUNK_FIELDS` lists, per chunk type, the fields it must have and
@@ -29,7 +30,6 @@ __all__ = [
     "EVENT_TYPES_V0",
     "EVENT_TYPES_V4",
     "chunk_problem",
-    "event_types",
     "unknown_event_problem",
 ]
 
@@ -124,20 +124,6 @@ The types of formats 2 to 4 except the four those formats introduced
 names the runtime still reads (``compact/*``, ``steering/message``) and the code dispatch
 events of the harness (``tool/code-dispatch``, ``tool/code-dispatch-start``).
 """
-
-_EVENT_TYPES_ANY: Final = EVENT_TYPES_V0 | EVENT_TYPES_V4
-
-
-def event_types(version: int | None) -> frozenset[str]:
-    """The event types a log of format ``version`` may hold without ``"ignorable": true``.
-
-    Args:
-        version: The log's format version (0 to 4); ``None`` for events of unknown
-            origin, which may hold the types of any format.
-    """
-    if version is None:
-        return _EVENT_TYPES_ANY
-    return EVENT_TYPES_V0 if version < 2 else EVENT_TYPES_V4
 
 
 def unknown_event_problem(kind: object) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from .._errors import RecordingError, SessionLogError
-from .._format.events import SEEDED_FORMAT, JSONObject, SessionHeader, SessionLike
+from .._format.events import JSONObject, SessionHeader, SessionLike
 from .._format.jsonl import dump_session_log, head_digest, open_session_log
 from .._format.log_names import parse_log_name
 from .builder import ScriptBuilder
@@ -273,7 +273,7 @@ def load_session_script(
     text: list[IO[bytes]] = []
     with open_session_log(p, calls=True, text=text) as (header, header_line, lines):
         fmt = header.format
-        marked = fmt >= SEEDED_FORMAT
+        marked = header.spec.seeded
         seed_length = header.seed_length if header.seeded and not marked else 0
         builder = ScriptBuilder(
             version=fmt,
