@@ -8,10 +8,10 @@ A run of consecutive ``assistant/chunk`` events that carry ``text-delta``,
               "texts": ["M", "ARM", "AL", "ADE"]}}
 
 :func:`decode_storage_record` expands a row back into its member events exactly as the
-reference does (docs/format.md#packed-rows-reading); :func:`pack_chunk_runs` is the encoder
+dsh harness does (docs/format.md#packed-rows-reading); :func:`pack_chunk_runs` is the encoder
 (docs/format.md#packed-rows-writing, and the
 SQLite limits of docs/format.md#sqlite-store when asked). Every malformation raises
-:class:`~pytest_dsh_replay.SessionLogError` with the reference's reason text.
+:class:`~pytest_dsh_replay.SessionLogError` with the dsh harness's reason text.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ PACKED_TAGS: Final[dict[str, str]] = {
 _TAG_OF_CHUNK: Final[dict[str, str]] = {v: k for k, v in PACKED_TAGS.items()}
 
 MIN_RUN: Final[int] = 3
-"""The shortest run the encoder packs (``MIN_RUN`` in the reference)."""
+"""The shortest run the encoder packs (``MIN_RUN`` in the dsh harness)."""
 
 SQLITE_MAX_MEMBERS: Final[int] = 1024
 """The SQLite codec's largest packed row, in members (docs/format.md#sqlite-store)."""
@@ -64,7 +64,7 @@ _TOOL_DATA_KEYS_NAMED: Final = frozenset({"turn", "step", "index", "id", "name",
 
 
 class PackedRow:
-    """A packed chunk row that passes every rule of the reference's checks.
+    """A packed chunk row that passes every rule of the dsh harness's checks.
 
     The one form of a packed row past its JSON: :func:`validate_packed_row` returns it
     for a parsed row (the JSONL and SQLite readers), and the typed decoder
@@ -77,7 +77,7 @@ class PackedRow:
         seq0: The ``seq`` of the first member. ``None`` only from the typed decoder, for
             a row without ``seq0`` (a projected log: the reader numbers its members).
         time0: The ``time`` of the first member (Unix ms; ``0`` when the row has none).
-        turn: The members' turn (any JSON number, as the reference allows).
+        turn: The members' turn (any JSON number, as the dsh harness allows).
         step: The members' step.
         index: The block index of every member chunk.
         dt: ``len(payload) - 1`` time gaps in ms between consecutive members.
@@ -149,7 +149,7 @@ def _malformed(tag: str, reason: str) -> SessionLogError:
 
 
 def validate_packed_row(value: JSONObject) -> PackedRow:
-    """Validate a packed row as the reference does (docs/format.md#packed-rows-reading).
+    """Validate a packed row as the dsh harness does (docs/format.md#packed-rows-reading).
 
     Args:
         value: A parsed record whose ``type`` is one of :data:`PACKED_TAGS`; ``seq0``
@@ -160,7 +160,7 @@ def validate_packed_row(value: JSONObject) -> PackedRow:
         The validated row.
 
     Raises:
-        SessionLogError: ``malformed <tag> storage row: <reason>`` with the reference's
+        SessionLogError: ``malformed <tag> storage row: <reason>`` with the dsh harness's
             reason for the first rule broken (no path or line; callers add them).
     """
     row = _fast_row(value)
@@ -174,11 +174,11 @@ _NUMBER_TYPES: Final = frozenset({int, float})
 def _fast_row(value: JSONObject) -> PackedRow | None:
     """Validate the common case of a packed row with whole-list operations that run in C.
 
-    Returns the row when every rule of the reference's checks certainly holds: exact
+    Returns the row when every rule of the dsh harness's checks certainly holds: exact
     ``int`` envelope numbers and gaps, string members, and ``|time0| + sum(|dt|)``
     within the safe range (which bounds every partial sum). Returns ``None`` whenever
-    that is not certain; :func:`_validate_exact` then applies the reference's checks one
-    by one and raises the reference's error for a bad row.
+    that is not certain; :func:`_validate_exact` then applies the dsh harness's checks one
+    by one and raises the dsh harness's error for a bad row.
     """
     if value.keys() != _ENVELOPE_KEYS:
         return None
@@ -227,7 +227,10 @@ def _fast_row(value: JSONObject) -> PackedRow | None:
 
 
 def _validate_exact(value: JSONObject) -> PackedRow:
-    """The reference checks in the reference order (docs/format.md#packed-rows-reading)."""
+    """The format's rules one by one, in the dsh harness's order.
+
+    See docs/format.md#packed-rows-reading.
+    """
     tag = value["type"]
     seq0, time0, data = _exact_envelope(tag, value)
     is_tool = tag == "tool-call-chunks"
@@ -490,7 +493,7 @@ def pack_chunk_runs(
 
     Args:
         events: Logical events in log order, each with ``seq`` and ``time``.
-        min_members: Runs shorter than this stay verbatim (the reference uses 3).
+        min_members: Runs shorter than this stay verbatim (the dsh harness uses 3).
         max_members: Largest row in members, or ``None`` for no limit (the SQLite codec
             uses :data:`SQLITE_MAX_MEMBERS`).
         max_data_bytes: Largest serialized ``data`` in UTF-8 bytes, or ``None`` (the

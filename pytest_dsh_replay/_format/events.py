@@ -119,7 +119,7 @@ HeaderMode: TypeAlias = Literal["lenient", "replay", "store"]
 """How strictly :func:`header_problem` reads a header.
 
 - ``"lenient"``: nothing is refused; mistyped fields take their defaults (how the
-  reference replay parser reads a header).
+  dsh harness's replay parser reads a header).
 - ``"replay"``: as lenient for a version 0/1 header, except that a ``seedLength`` that
   is present must be a non-negative integer; a version 2-4 header must follow that
   format's rules exactly; a newer (or negative) version is refused.

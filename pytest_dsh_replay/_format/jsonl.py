@@ -1,6 +1,6 @@
 r"""Session-log text <-> header and events (docs/format.md#lines).
 
-Reading follows the reference replay parser's lenient rules: records are split on ``\\n``
+Reading follows the dsh harness's replay parser's lenient rules: records are split on ``\\n``
 only (a trailing ``\\r`` is dropped, so CRLF files read the same), blank lines are
 skipped, a UTF-8 byte-order mark before the header is tolerated, the header is the first
 non-blank line, projected records get their ``seq``/``time`` (or ``seq0``/``time0``)
@@ -177,7 +177,7 @@ def bad_line(
     """The error for a line that does not parse; ``None`` when it is blank (skipped)."""
     line = raw[3:] if lineno == 1 and raw.startswith(_BOM) else raw
     if not line.strip() or not line.decode("utf-8", "replace").strip():
-        return None  # blank or whitespace-only: skipped, as the reference does
+        return None  # blank or whitespace-only: skipped, as the dsh harness does
     if not raw.endswith(b"\n"):
         return SessionLogError(
             "truncated last line: the file ends inside a record "
@@ -432,7 +432,7 @@ def parse_session_log(text: str | bytes, *, source: str | None = None) -> list[E
         The events after the header, in log order. Projected records get ``seq`` set to
         the number of events decoded before them and ``time`` set to 0; packed chunk
         rows are expanded into one ``assistant/chunk`` event per member. Ordinary
-        events are not validated (the reference does not validate them either).
+        events are not validated (nor does the dsh harness).
 
     Raises:
         SessionLogError: The log is empty, a line is not valid JSON, a body line is not

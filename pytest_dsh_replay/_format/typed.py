@@ -13,7 +13,7 @@ A stream (formats 2 to 4) is left as the log's own JSON text, its payloads check
 the call is first served (docs/format.md#raw-payloads).
 
 It is a fast path only: it returns ``None`` whenever it is not certain that the plain
-path (``orjson`` and the reference's checks in :mod:`~pytest_dsh_replay._format.chunk_rows` and
+path (``orjson`` and the dsh harness's checks in :mod:`~pytest_dsh_replay._format.chunk_rows` and
 :mod:`~pytest_dsh_replay._format.stream_records`) would accept the line's envelope and
 derive the same values; the caller then decodes the line the plain way, which raises the
 exact error a bad line deserves. Every field outside the payloads is decoded (none

@@ -57,7 +57,7 @@ SUMMARY_EVENTS: Final = frozenset({"compaction/summary", "compact/summary"})
 
 
 def _call_key(turn: Any, step: Any) -> str:
-    """The reference's call key, ``f"{turn}/{step}"`` as JavaScript formats it."""
+    """The dsh harness's call key, ``f"{turn}/{step}"`` as JavaScript formats it."""
     return (
         f"{'undefined' if turn is ABSENT else js_string(turn)}/"
         f"{'undefined' if step is ABSENT else js_string(step)}"
@@ -334,7 +334,7 @@ class ScriptBuilder:
         return _call_key(self._turn, self._step)
 
     def _same_call(self, turn: Any, step: Any) -> bool:
-        """Whether (turn, step) has the open call's key (as the reference compares keys)."""
+        """Whether (turn, step) has the open call's key (as the dsh harness compares keys)."""
         t0, s0 = self._turn, self._step
         if (
             turn.__class__ is int
@@ -682,7 +682,7 @@ class ScriptBuilder:
         if "time0" not in value:
             value["time0"] = 0
         try:
-            row = validate_packed_row(value)  # the reference's checks and errors
+            row = validate_packed_row(value)  # the dsh harness's checks and errors
         except SessionLogError as err:
             raise err.at(path=self.source, line=lineno) from None
         self.packed(row, lineno)

@@ -475,7 +475,7 @@ def entry_from_json(value: Any, *, where: str = "<entry>", loc: str = "entry") -
         loc: The location used in error messages (``entry 3``, ``patch 0.entry``).
 
     Returns:
-        The entry. Only each chunk's ``type`` is checked, as the reference does.
+        The entry. Only each chunk's ``type`` is checked, as the dsh harness does.
 
     Raises:
         OverrideError: ``invalid override: <loc> <detail>`` (docs/scenarios.md#override-entries).

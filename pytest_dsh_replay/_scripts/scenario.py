@@ -184,7 +184,7 @@ class Scenario:
 def locale_sort_key(text: str) -> tuple[tuple[tuple[int, str], ...], tuple[int, ...]]:
     """A sort key approximating JavaScript ``localeCompare`` (ICU root collation).
 
-    The reference breaks ``createdAt`` ties between children with
+    The dsh harness breaks ``createdAt`` ties between children with
     ``a.localeCompare(b)`` (docs/scenarios.md#child-order). ICU's default order compares letters
     case-insensitively first (lowercase before uppercase only as a tie-break) and puts
     whitespace, then punctuation, then symbols, then digits before letters. This key

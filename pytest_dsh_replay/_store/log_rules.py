@@ -50,7 +50,7 @@ _ENVELOPE_KEYS: Final = frozenset(
 
 
 def quote(text: str) -> str:
-    """Quote a value for a message as the reference does (JSON string form)."""
+    """Quote a value for a message as the dsh harness does (JSON string form)."""
     return orjson.dumps(text).decode("utf-8")
 
 
@@ -225,7 +225,9 @@ def _cited_seqs(event: Event, kind: str, seq: Any) -> set[int]:
 
 
 def validate_log(events: Sequence[Any], *, what: str = "event") -> list[Event]:
-    """Check a whole log as the reference's ``Session`` constructor does (docs/format.md#envelopes).
+    """Check a whole log as the dsh harness's ``Session`` constructor does.
+
+    See docs/format.md#envelopes.
 
     Args:
         events: The events from seq 0.

@@ -140,7 +140,7 @@ class SessionStore:
             clock. Inject a fake one for deterministic logs.
 
     Every method is thread-safe. A session created without a seed reaches the backend
-    with its first append (the reference writes nothing before); a seeded session is
+    with its first append (the dsh harness writes nothing before); a seeded session is
     written at once, seed and ``session/end-seed`` together.
     """
 
@@ -286,7 +286,7 @@ class SessionStore:
             The child session.
 
         Raises:
-            SessionForkError: With ``.code`` as above and the reference's message.
+            SessionForkError: With ``.code`` as above and the dsh harness's message.
         """
         with self._lock:
             if child_session_id is not None and (

@@ -63,7 +63,7 @@ def _escape(unit: str) -> str:
 def project_key(cwd: str | None) -> str:
     r"""The project directory name of a session's ``cwd``.
 
-    See docs/format.md#jsonl-store; the reference's ``projectKey``.
+    See docs/format.md#jsonl-store; the dsh harness's ``projectKey``.
 
     Runs of ``/``, ``\`` and ``:`` become one ``-``; ``[A-Za-z0-9._-]`` stay; every other
     UTF-16 code unit (``~`` included) becomes ``~`` plus 4 uppercase hex digits; leading
@@ -91,7 +91,7 @@ def project_key(cwd: str | None) -> str:
 def encode_segment(session_id: str) -> str:
     """The session directory name of an id; injective.
 
-    See docs/format.md#jsonl-store; the reference's ``encodeSegment``.
+    See docs/format.md#jsonl-store; the dsh harness's ``encodeSegment``.
 
     ``[A-Za-z0-9._-]`` stay, every other UTF-16 code unit becomes ``~XXXX``; ``.`` and
     ``..`` become ``~002E`` and ``~002E~002E``.

@@ -287,7 +287,7 @@ def _decode_data(value: Any, limit: int | None) -> tuple[Any, int]:
 def decode_row(row: tuple[Any, ...]) -> Event | PackedRow:
     """Decode one physical ``events`` row.
 
-    See docs/format.md#sqlite-store; the reference's ``decodeRow``.
+    See docs/format.md#sqlite-store; the dsh harness's ``decodeRow``.
 
     Raises:
         ValueError: The reason the row is invalid.
@@ -344,7 +344,7 @@ def scan_rows(
 
     A row that is invalid or out of sequence at or before the last row holding a valid
     ``turn/end`` is committed damage; after it, a torn tail (docs/format.md#sqlite-store;
-    the reference's ``scanRows``).
+    the dsh harness's ``scanRows``).
 
     Raises:
         SessionLogError: ``corrupt session log: invalid committed physical row at seq N``.
