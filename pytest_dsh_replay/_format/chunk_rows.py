@@ -100,8 +100,8 @@ class PackedRow:
         "turn",
     )
 
-    def __init__(self, chunk_type: str, seq0: int | None, time0: int, turn: Any, step: Any,
-                 index: Any, dt: list[int], payload: list[str], id: str | None = None,
+    def __init__(self, chunk_type: str, seq0: int | None, time0: int, turn: object, step: object,
+                 index: object, dt: list[int], payload: list[str], id: str | None = None,
                  name: str | None = None):  # fmt: skip
         self.chunk_type = chunk_type
         self.seq0 = seq0
@@ -375,7 +375,7 @@ _EVENT_KEYS: Final = frozenset({"type", "seq", "time", "data"})
 _CHUNK_DATA_KEYS: Final = frozenset({"turn", "step", "chunk"})
 
 
-def _packable(event: Any) -> StreamChunk | None:
+def _packable(event: object) -> StreamChunk | None:
     """Return the event's chunk when the event may join a run, else ``None``.
 
     See docs/format.md#packed-rows-writing.

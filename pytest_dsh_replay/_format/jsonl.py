@@ -312,7 +312,7 @@ def iter_log_lines(
 
 
 def read_header(
-    value: Any, lineno: int, source: str | None, *, mode: HeaderMode = "replay"
+    value: object, lineno: int, source: str | None, *, mode: HeaderMode = "replay"
 ) -> SessionHeader:
     """Validate a parsed header line (:func:`~pytest_dsh_replay._format.events.header_problem`).
 
@@ -342,7 +342,7 @@ def header_line(data: bytes, *, source: str | None = None) -> tuple[bytes, Any]:
     return raw.removesuffix(b"\n").rstrip(b"\r").removeprefix(_BOM), value
 
 
-def not_an_event(value: Any, source: str | None, lineno: int) -> SessionLogError:
+def not_an_event(value: object, source: str | None, lineno: int) -> SessionLogError:
     """The error for a body line that is not a JSON object."""
     return SessionLogError(
         f"each line after the header must be a JSON object (an event), got {describe_json(value)}",

@@ -41,7 +41,7 @@ _DELTA_FIELDS: Final = {
 }
 
 
-def _hashable(value: Any) -> Any:
+def _hashable(value: object) -> Any:
     return value if isinstance(value, str | int | float | bool | None) else repr(value)
 
 
@@ -166,7 +166,7 @@ class Redactor:
             offset = end
         return out
 
-    def redact(self, value: Any) -> Any:
+    def redact(self, value: object) -> Any:
         """Return a copy of a JSON value with secrets replaced in every string and key.
 
         A key that holds a secret becomes ``[REDACTED]`` (``[REDACTED]#2``, ... when an
@@ -212,7 +212,7 @@ class Redactor:
             out[i]["data"]["stream"][k][name] = self.redact_pieces(pieces)
         return out
 
-    def find(self, value: Any, path: str = "$") -> Iterable[tuple[str, str]]:
+    def find(self, value: object, path: str = "$") -> Iterable[tuple[str, str]]:
         """Yield ``(json_path, rule_name)`` for each string or key in ``value`` with a secret.
 
         Strings and keys are visited in document order, without recursion, so a value

@@ -138,7 +138,7 @@ def _timing_problem(record: dict[str, Any], kind: str, members: int) -> str:
     return ""
 
 
-def _record_problem(record: Any) -> tuple[str, ChunkRun | None]:
+def _record_problem(record: object) -> tuple[str, ChunkRun | None]:
     """Validate one record in the runtime's order; return ``("", run)`` or ``(problem, None)``."""
     if record.__class__ is not dict:
         return "Assistant stream record must be an object", None
@@ -168,7 +168,7 @@ _INT_ONLY: Final = frozenset({int})
 _STR_ONLY: Final = frozenset({str})
 
 
-def _fast_run(record: Any) -> ChunkRun | None:
+def _fast_run(record: object) -> ChunkRun | None:
     """A run record checked with whole-list operations that run in C, or ``None``.
 
     Returns the run only when every rule :func:`_record_problem` applies certainly holds:
@@ -232,7 +232,7 @@ def _fast_run(record: Any) -> ChunkRun | None:
 
 
 def stream_runs(
-    stream: Any, *, event_type: str, source: str | None, line: int | None
+    stream: object, *, event_type: str, source: str | None, line: int | None
 ) -> list[ChunkRun]:
     """Validate a call's ``data.stream`` and return it as chunk runs, in order.
 
@@ -316,7 +316,7 @@ def kept_runs(stream: Any) -> list[ChunkRun] | None:
     return runs if surely_lossless(chunks) else None
 
 
-def checked_stream(stream: Any, *, event_type: str) -> list[ChunkRun]:
+def checked_stream(stream: object, *, event_type: str) -> list[ChunkRun]:
     """A call's parsed ``data.stream``, checked as the reader checks a stream.
 
     A large log's streams may be kept as the log's own text when they are read, with

@@ -75,7 +75,7 @@ class _Decoders:
     tool_row_data: Any
     unset: Any
 
-    def __init__(self, **fields: Any):
+    def __init__(self, **fields: object):
         for name in self.__slots__:
             setattr(self, name, fields[name])
 
@@ -221,7 +221,7 @@ class StreamLine:
 
     __slots__ = ("kind", "runs", "step", "stream", "turn")
 
-    def __init__(self, kind: str, turn: Any, step: Any, runs: list[ChunkRun],
+    def __init__(self, kind: str, turn: object, step: object, runs: list[ChunkRun],
                  stream: bytes | None = None):  # fmt: skip
         self.kind = kind
         self.turn = turn

@@ -157,15 +157,15 @@ _BLOCK_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
 }
 
 
-def _index(value: Any) -> str | None:
+def _index(value: object) -> str | None:
     return None if is_count(value) else "a non-negative integer"
 
 
-def _string(value: Any) -> str | None:
+def _string(value: object) -> str | None:
     return None if value.__class__ is str else "a string"
 
 
-def _object(value: Any) -> str | None:
+def _object(value: object) -> str | None:
     return None if value.__class__ is dict else "an object"
 
 
@@ -173,13 +173,13 @@ def _one_of(names: tuple[str, ...]) -> str:
     return "one of " + ", ".join(js_json(n) for n in names)
 
 
-def _block_type(value: Any) -> str | None:
+def _block_type(value: object) -> str | None:
     if value.__class__ is str and (value in _BLOCK_TYPES or value.startswith("plugin:")):
         return None
     return _one_of(_BLOCK_TYPES) + ' (or "plugin:<tag>")'
 
 
-def _block(value: Any) -> str | None:
+def _block(value: object) -> str | None:
     if value.__class__ is not dict:
         return "a content block object"
     kind = value.get("type")
@@ -194,7 +194,7 @@ def _block(value: Any) -> str | None:
     return None
 
 
-def _usage(value: Any) -> str | None:
+def _usage(value: object) -> str | None:
     expected = (
         "a token usage object with inputTokens and outputTokens (and optionally "
         "cacheReadTokens, cacheWriteTokens, reasoningTokens, totalTokens), each a "
@@ -208,7 +208,7 @@ def _usage(value: Any) -> str | None:
     return None
 
 
-def _reason(value: Any) -> str | None:
+def _reason(value: object) -> str | None:
     if value.__class__ is not dict:
         return f"a finish reason object with kind, {_one_of(_FINISH_KINDS)}"
     kind = value.get("kind")
@@ -288,6 +288,6 @@ def chunk_problem(chunk: dict[str, Any]) -> str | None:
     return None
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     text = js_json(value)
     return text if len(text) <= 80 else text[:77] + "..."

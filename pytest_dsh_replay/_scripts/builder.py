@@ -56,7 +56,7 @@ SUMMARY_EVENTS: Final = frozenset({"compaction/summary", "compact/summary"})
 ``llmStreamCall: true``."""
 
 
-def _call_key(turn: Any, step: Any) -> str:
+def _call_key(turn: object, step: object) -> str:
     """The dsh harness's call key, ``f"{turn}/{step}"`` as JavaScript formats it."""
     return (
         f"{'undefined' if turn is ABSENT else js_string(turn)}/"
@@ -333,7 +333,7 @@ class ScriptBuilder:
     def _key(self) -> str:
         return _call_key(self._turn, self._step)
 
-    def _same_call(self, turn: Any, step: Any) -> bool:
+    def _same_call(self, turn: object, step: object) -> bool:
         """Whether (turn, step) has the open call's key (as the dsh harness compares keys)."""
         t0, s0 = self._turn, self._step
         if (
@@ -345,7 +345,7 @@ class ScriptBuilder:
             return bool(turn == t0 and step == s0)
         return _call_key(turn, step) == _call_key(t0, s0)
 
-    def _open(self, turn: Any, step: Any, index: int, line: int | None) -> None:
+    def _open(self, turn: object, step: object, index: int, line: int | None) -> None:
         if not self.opened:
             self._take_opening()
         self._turn = turn

@@ -599,7 +599,7 @@ class ScenarioCache:
         self._logs = _Lru()
         self._derived: OrderedDict[tuple[int, ...], tuple[tuple[object, ...], Any]] = OrderedDict()
 
-    def _get(self, table: _Lru, key: str, signature: Any) -> Any:
+    def _get(self, table: _Lru, key: str, signature: object) -> Any:
         with self._lock:
             found = table.entries.get(key)
             if found is None or found[0] != signature:
@@ -615,7 +615,7 @@ class ScenarioCache:
                 table.entries.move_to_end(key)
             return found
 
-    def _put(self, table: _Lru, key: str, stamp: tuple[int, Any], value: Any) -> None:
+    def _put(self, table: _Lru, key: str, stamp: tuple[int, Any], value: object) -> None:
         size, signature = stamp
         if size > self.max_bytes:
             return

@@ -54,7 +54,7 @@ def quote(text: str) -> str:
     return orjson.dumps(text).decode("utf-8")
 
 
-def envelope_problem(event: Any, index: int) -> str | None:
+def envelope_problem(event: object, index: int) -> str | None:
     """The first envelope rule ``event`` breaks at ``index``, or ``None``.
 
     See docs/format.md#envelopes.
@@ -134,7 +134,7 @@ class Surface:
             self._check_tool_rewrite(event, shadowed, events)
         return span
 
-    def _replaced(self, op: Any) -> tuple[list[int], tuple[int, int]]:
+    def _replaced(self, op: object) -> tuple[list[int], tuple[int, int]]:
         """A replace op's shadowed node seqs and their ``(first, last)`` positions."""
         if (
             not isinstance(op, dict)
@@ -191,7 +191,7 @@ class Surface:
             self.nodes[span[0] : span[1] + 1] = [seq]
 
 
-def _cited_seqs(event: Event, kind: str, seq: Any) -> set[int]:
+def _cited_seqs(event: Event, kind: str, seq: object) -> set[int]:
     """The earlier seqs a surface event's ``sourceEventSeqs`` cites (checked)."""
     sources = event.get("sourceEventSeqs")
     cited: set[int] = set()
@@ -383,7 +383,9 @@ _TURN_SCAN: Final[dict[str, Callable[[_OpenTurn, Event, dict[str, Any]], None]]]
 """How each event type moves :class:`_OpenTurn` (other events leave it as it is)."""
 
 
-def _unknown_result(call_id: Any, entry: dict[str, Any], turn: Any, seq: int, when: Any) -> Event:
+def _unknown_result(
+    call_id: object, entry: dict[str, Any], turn: object, seq: int, when: object
+) -> Event:
     """The error ``tool/result`` that closes a tool call a crash left pending."""
     started = "callSeq" in entry
     message = {
@@ -486,7 +488,7 @@ class CommittedLog:
     committed: int
 
 
-def store_header(value: Any, source: str) -> SessionHeader:
+def store_header(value: object, source: str) -> SessionHeader:
     """Validate a stored log's header by the store's rules.
 
     Raises:

@@ -11,7 +11,8 @@ import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from types import ModuleType
+from typing import Final, Literal
 
 import orjson
 
@@ -27,7 +28,7 @@ from .base import StoredLog
 __all__ = ["JsonlBackend", "decode_segment", "encode_segment", "project_key"]
 
 
-def _zstd_module() -> Any:
+def _zstd_module() -> ModuleType:
     try:
         import zstandard
     except ImportError:

@@ -14,7 +14,7 @@ import sqlite3
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -436,7 +436,7 @@ class SqliteBackend:
         log = SessionLog(header, expand_records(records))
         return StoredLog(*log, source, repaired=torn is not None)
 
-    def _transaction(self, body: Any) -> None:
+    def _transaction(self, body: Callable[[sqlite3.Connection], object]) -> None:
         if self.read_only:
             raise SessionStoreError(f"{self.describe()} is open read-only")
         conn = self._conn

@@ -26,6 +26,7 @@ import functools
 import sqlite3
 import uuid
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any, Final
 
 import orjson
@@ -232,7 +233,7 @@ def decode_source_event_seqs(blob: bytes) -> list[int]:
 # --- data column ------------------------------------------------------------------------------
 
 
-def _zstandard() -> Any:
+def _zstandard() -> ModuleType | None:
     try:
         import zstandard
     except ImportError:
@@ -240,7 +241,7 @@ def _zstandard() -> Any:
     return zstandard
 
 
-def _encode_data(value: Any) -> str | bytes:
+def _encode_data(value: object) -> str | bytes:
     text = orjson.dumps(value)
     if len(text) >= COMPRESS_MIN_BYTES:
         zstd = _zstandard()
@@ -251,7 +252,7 @@ def _encode_data(value: Any) -> str | bytes:
     return text.decode("utf-8")
 
 
-def _decode_data(value: Any, limit: int | None) -> tuple[Any, int]:
+def _decode_data(value: object, limit: int | None) -> tuple[Any, int]:
     """Decode a ``data`` cell; return the value and its JSON size in bytes."""
     if isinstance(value, str):
         raw = value.encode("utf-8", "surrogatepass")
