@@ -1,7 +1,7 @@
 """Typed shapes of the dsh session format (docs/format.md).
 
 Events and stream chunks are kept as the plain JSON objects they are on the wire
-(``dict[str, Any]``): the replay parser is deliberately lenient
+(``dict`` with string keys): the replay parser is deliberately lenient
 (docs/format.md#lenient-reading) and passes unknown fields through untouched, so a
 closed ``TypedDict`` would misdescribe them. The aliases below name the shapes; the
 header, which every consumer reads field by field, is a real dataclass.
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 JSONValue: TypeAlias = Any
-"""Any value JSON can hold: ``None``, ``bool``, ``int``, ``float``, ``str``, list, dict."""
+"""A value JSON can hold: ``None``, ``bool``, ``int``, ``float``, ``str``, list, dict."""
 
 JSONObject: TypeAlias = dict[str, Any]
 """A JSON object with string keys."""
@@ -137,7 +137,7 @@ def _shown(value: object) -> str:
     return repr(value)
 
 
-def header_version(value: Mapping[str, Any]) -> int:
+def header_version(value: Mapping[str, object]) -> int:
     """The log format version a parsed header declares: ``0`` when absent or not a number."""
     version = as_safe_integer(value.get("version"))
     return 0 if version is None else version
@@ -181,7 +181,7 @@ def header_problem(value: object, mode: HeaderMode) -> str | None:
     return _store_problem(value, version)
 
 
-def _strict_header_problem(value: dict[str, Any], spec: FormatSpec) -> str | None:
+def _strict_header_problem(value: dict[str, object], spec: FormatSpec) -> str | None:
     """A strictly read header's rules (formats 2 to 4: what the dsh runtime writes and accepts)."""
     where = f"session log format v{spec.version} header"
     for key in _RETIRED_KEYS:
@@ -226,7 +226,7 @@ def _one_of(names: frozenset[str]) -> str:
     return " or ".join(f'"{name}"' for name in sorted(names))
 
 
-def _store_problem(value: dict[str, Any], version: int) -> str | None:
+def _store_problem(value: dict[str, object], version: int) -> str | None:
     """The session store's rules for the version 0 logs it writes and reopens."""
     spec = known_spec(version)
     mistyped = "version" in value and not is_safe_integer(value["version"])
@@ -242,7 +242,7 @@ def _store_problem(value: dict[str, Any], version: int) -> str | None:
     return None
 
 
-def _store_keys(value: dict[str, Any]) -> str | None:
+def _store_keys(value: dict[str, object]) -> str | None:
     for key in _RETIRED_KEYS:
         if key in value:
             return "session header uses retired policy baseline fields"
@@ -252,7 +252,7 @@ def _store_keys(value: dict[str, Any]) -> str | None:
     return None
 
 
-def _store_identity(value: dict[str, Any]) -> str | None:
+def _store_identity(value: dict[str, object]) -> str | None:
     if value.get("type") != "session":
         return f'type must be "session", got {value.get("type")!r}'
     if not isinstance(value.get("id"), str):
@@ -260,7 +260,7 @@ def _store_identity(value: dict[str, Any]) -> str | None:
     return None
 
 
-def _store_counts(value: dict[str, Any]) -> str | None:
+def _store_counts(value: dict[str, object]) -> str | None:
     for key in ("createdAt", "delegationDepth"):
         if not is_count(value.get(key)):
             return f"{key} must be a non-negative safe integer, got {value.get(key)!r}"
@@ -269,7 +269,7 @@ def _store_counts(value: dict[str, Any]) -> str | None:
     return None
 
 
-def _store_cwd(value: dict[str, Any]) -> str | None:
+def _store_cwd(value: dict[str, object]) -> str | None:
     if "cwd" not in value:
         return None
     cwd = value["cwd"]
@@ -280,7 +280,7 @@ def _store_cwd(value: dict[str, Any]) -> str | None:
     return None
 
 
-def _store_lineage(value: dict[str, Any]) -> str | None:
+def _store_lineage(value: dict[str, object]) -> str | None:
     for key in ("parentSession", "agentPreset"):
         if key in value and not isinstance(value[key], str):
             return f"{key} must be a string, got {value[key]!r}"
@@ -291,7 +291,7 @@ def _store_lineage(value: dict[str, Any]) -> str | None:
     return None
 
 
-_STORE_RULES: Final[tuple[Callable[[dict[str, Any]], str | None], ...]] = (
+_STORE_RULES: Final[tuple[Callable[[dict[str, object]], str | None], ...]] = (
     _store_keys,
     _store_identity,
     _store_counts,
@@ -344,7 +344,7 @@ class SessionHeader:
     delegation_depth: int | None = None
     agent_preset: str | None = None
     owner: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
     @property
     def format(self) -> int:
