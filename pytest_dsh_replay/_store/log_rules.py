@@ -333,45 +333,45 @@ class _OpenTurn:
     __slots__ = ("pending", "step", "turn")
 
     def __init__(self) -> None:
-        self.turn: Any = None
-        self.step: Any = None
-        self.pending: dict[Any, dict[str, Any]] = {}
+        self.turn: object = None
+        self.step: object = None
+        self.pending: dict[object, dict[str, object]] = {}
 
-    def turn_start(self, event: Event, data: dict[str, Any]) -> None:
+    def turn_start(self, event: Event, data: dict[str, object]) -> None:
         self.turn, self.step = data.get("turn"), None
         self.pending.clear()
 
-    def turn_end(self, event: Event, data: dict[str, Any]) -> None:
+    def turn_end(self, event: Event, data: dict[str, object]) -> None:
         self.turn = self.step = None
         self.pending.clear()
 
-    def step_start(self, event: Event, data: dict[str, Any]) -> None:
+    def step_start(self, event: Event, data: dict[str, object]) -> None:
         self.step = data.get("step")
 
-    def step_end(self, event: Event, data: dict[str, Any]) -> None:
+    def step_end(self, event: Event, data: dict[str, object]) -> None:
         self.step = None
         self.pending.clear()
 
-    def assistant_message(self, event: Event, data: dict[str, Any]) -> None:
+    def assistant_message(self, event: Event, data: dict[str, object]) -> None:
         message = data.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         for block in content if isinstance(content, list) else ():
             if isinstance(block, dict) and block.get("type") == "tool-call":
                 self.pending[block.get("id")] = {"step": data.get("step")}
 
-    def tool_call(self, event: Event, data: dict[str, Any]) -> None:
+    def tool_call(self, event: Event, data: dict[str, object]) -> None:
         entry = self.pending.get(data.get("callId"))
         if entry is not None:
             entry["callSeq"] = event.get("seq")
 
-    def tool_result(self, event: Event, data: dict[str, Any]) -> None:
+    def tool_result(self, event: Event, data: dict[str, object]) -> None:
         message = data.get("message")
         source = message.get("source") if isinstance(message, dict) else None
         if isinstance(source, dict):
             self.pending.pop(source.get("callId"), None)
 
 
-_TURN_SCAN: Final[dict[str, Callable[[_OpenTurn, Event, dict[str, Any]], None]]] = {
+_TURN_SCAN: Final[dict[str, Callable[[_OpenTurn, Event, dict[str, object]], None]]] = {
     "turn/start": _OpenTurn.turn_start,
     "turn/end": _OpenTurn.turn_end,
     "step/start": _OpenTurn.step_start,
@@ -384,7 +384,7 @@ _TURN_SCAN: Final[dict[str, Callable[[_OpenTurn, Event, dict[str, Any]], None]]]
 
 
 def _unknown_result(
-    call_id: object, entry: dict[str, Any], turn: object, seq: int, when: object
+    call_id: object, entry: dict[str, object], turn: object, seq: int, when: object
 ) -> Event:
     """The error ``tool/result`` that closes a tool call a crash left pending."""
     started = "callSeq" in entry
