@@ -93,7 +93,7 @@ def is_safe_integer(value: object) -> bool:
     """Tell whether ``value`` is a JavaScript safe integer (``Number.isSafeInteger``).
 
     Args:
-        value: Any parsed JSON value.
+        value: A parsed JSON value, of any type.
 
     Returns:
         ``True`` for an ``int`` (not ``bool``) or an integral ``float`` with
@@ -183,7 +183,7 @@ def json_copy(value: object, where: str) -> Any:
     ``float`` (enums and the like) are copied as the plain value.
 
     Args:
-        value: Any Python value.
+        value: A Python value, of any type.
         where: How messages name the value (``"user/message data"``); nested values are
             named by their path below it (``data.items[2]``).
 

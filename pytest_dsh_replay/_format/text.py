@@ -78,7 +78,7 @@ def repair_surrogates(text: str) -> str:
     r"""Join surrogate pairs into their characters and replace lone surrogates by U+FFFD.
 
     Args:
-        text: Any string (for example one decoded from JSON with ``\ud83d`` escapes).
+        text: A string (for example one decoded from JSON with ``\ud83d`` escapes).
 
     Returns:
         ``text`` itself when it holds no surrogate, else a string that encodes to UTF-8.
@@ -324,7 +324,7 @@ def visible(text: str) -> str:
     texts give distinct results.
 
     Args:
-        text: Any string.
+        text: The string to show.
 
     Returns:
         ``text`` with those characters replaced (``text`` itself when it has none).

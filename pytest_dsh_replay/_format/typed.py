@@ -171,18 +171,18 @@ def _decoders() -> _Decoders:
         stream: list[_Record]
         turn: _Int64 | UnsetType = UNSET
         step: _Int64 | UnsetType = UNSET
-        message: Any = UNSET
-        usage: Any = UNSET
-        interrupted: Any = UNSET
+        message: object = UNSET
+        usage: object = UNSET
+        interrupted: object = UNSET
 
     class _StreamEvent(Struct, forbid_unknown_fields=True):
         type: Literal["assistant/message", "assistant/attempt"]
         data: _StreamData
-        seq: Any = UNSET
-        time: Any = UNSET
-        surfaceOp: Any = UNSET
-        sourceEventSeqs: Any = UNSET
-        ignorable: Any = UNSET
+        seq: object = UNSET
+        time: object = UNSET
+        surfaceOp: object = UNSET
+        sourceEventSeqs: object = UNSET
+        ignorable: object = UNSET
 
     class _StreamText(Struct):
         stream: Raw
