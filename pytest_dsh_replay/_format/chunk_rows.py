@@ -24,7 +24,7 @@ import orjson
 
 from .._errors import SessionLogError
 from .events import Event, JSONObject, StreamChunk
-from .json_values import MAX_SAFE_INTEGER, is_json_number, is_safe_integer
+from .json_values import MAX_SAFE_INTEGER, as_safe_integer, is_json_number, is_safe_integer
 
 __all__ = [
     "MIN_RUN",
@@ -163,98 +163,134 @@ def validate_packed_row(value: JSONObject) -> PackedRow:
         SessionLogError: ``malformed <tag> storage row: <reason>`` with the dsh harness's
             reason for the first rule broken (no path or line; callers add them).
     """
-    row = _fast_row(value)
-    return _validate_exact(value) if row is None else row
+    row = packed_row(value)
+    if row is None:
+        raise row_error(value)
+    return row
 
 
-_INT_ONLY: Final = frozenset({int})
 _NUMBER_TYPES: Final = frozenset({int, float})
+_INT_ONLY: Final = frozenset({int})
+_UNWORDED: Final = "not a row the format allows (docs/format.md#packed-rows-reading)"
 
 
-def _fast_row(value: JSONObject) -> PackedRow | None:
-    """Validate the common case of a packed row with whole-list operations that run in C.
+# --- the one accept path ----------------------------------------------------------------
 
-    Returns the row when every rule of the dsh harness's checks certainly holds: exact
-    ``int`` envelope numbers and gaps, string members, and ``|time0| + sum(|dt|)``
-    within the safe range (which bounds every partial sum). Returns ``None`` whenever
-    that is not certain; :func:`_validate_exact` then applies the dsh harness's checks one
-    by one and raises the dsh harness's error for a bad row.
+
+def packed_row(value: JSONObject) -> PackedRow | None:
+    """A parsed packed row as a :class:`PackedRow`, or ``None`` when it breaks a rule.
+
+    The one place that decides whether a parsed row is accepted
+    (docs/format.md#packed-rows-reading). The common case (exact ``int`` envelope
+    numbers and gaps, ``|time0| + sum(|dt|)`` within the safe range, which bounds every
+    member time) is checked with whole-list operations that run in C; the rare forms the
+    rules allow (integral floats, times near the safe limit) one by one, their numbers
+    then made ``int``. :func:`row_problem` words a refusal.
     """
     if value.keys() != _ENVELOPE_KEYS:
         return None
-    seq0, time0, data = value["seq0"], value["time0"], value["data"]
-    if seq0.__class__ is not int or time0.__class__ is not int or data.__class__ is not dict:
+    data = value["data"]
+    if not isinstance(data, dict):
         return None
+    tool = value["type"] == "tool-call-chunks"
+    fields = _row_fields(data, tool)
+    if fields is None:
+        return None
+    payload, cid, name = fields
+    dt = data["dt"]
+    if not isinstance(dt, list) or len(dt) != len(payload) - 1:
+        return None
+    seq0, time0 = value["seq0"], value["time0"]
+    n = len(payload)
+    if not (
+        seq0.__class__ is int
+        and time0.__class__ is int
+        and 0 <= seq0 <= MAX_SAFE_INTEGER - n + 1
+        and (not dt or {*map(type, dt)} == _INT_ONLY)
+        and abs(time0) + sum(map(abs, dt)) <= MAX_SAFE_INTEGER
+    ):
+        numbers = _exact_numbers(seq0, time0, dt, n)
+        if numbers is None:
+            return None
+        seq0, time0, dt = numbers
+    chunk_type = "tool-call-delta" if tool else PACKED_TAGS[value["type"]]
+    turn, step, index = data["turn"], data["step"], data["index"]
+    return PackedRow(chunk_type, seq0, time0, turn, step, index, dt, payload, cid, name)
+
+
+def _row_fields(data: JSONObject, tool: bool) -> tuple[list[str], str | None, str | None] | None:
+    """``data``'s members, tool id and name once its fields follow the rules; else ``None``."""
     keys = data.keys()
-    if value["type"] == "tool-call-chunks":
+    cid = name = None
+    if tool:
         if keys != _TOOL_DATA_KEYS and keys != _TOOL_DATA_KEYS_NAMED:
             return None
-        cid = data["id"]
-        has_name = "name" in data
-        name = data["name"] if has_name else None
-        if cid.__class__ is not str or (has_name and name.__class__ is not str):
+        cid, name = data["id"], data.get("name")
+        if not isinstance(cid, str) or ("name" in data and not isinstance(name, str)):
             return None
         payload = data["args"]
-        chunk_type = "tool-call-delta"
+    elif keys != _TEXT_DATA_KEYS:
+        return None
     else:
-        if keys != _TEXT_DATA_KEYS:
-            return None
-        cid = name = None
         payload = data["texts"]
-        chunk_type = PACKED_TAGS[value["type"]]
-    turn, step, index = data["turn"], data["step"], data["index"]
-    if (
-        turn.__class__ not in _NUMBER_TYPES
-        or step.__class__ not in _NUMBER_TYPES
-        or index.__class__ not in _NUMBER_TYPES
-        or payload.__class__ is not list
-        or not payload
-    ):
+    for number in (data["turn"], data["step"], data["index"]):
+        if number.__class__ not in _NUMBER_TYPES and not is_json_number(number):
+            return None
+    if not isinstance(payload, list) or not payload:
         return None
     try:
         "".join(payload)  # raises TypeError unless every member is a string
     except TypeError:
         return None
-    dt = data["dt"]
-    n = len(payload)
-    if dt.__class__ is not list or len(dt) != n - 1 or ({*map(type, dt)} | _INT_ONLY) != _INT_ONLY:
-        return None
-    if seq0 < 0 or seq0 > MAX_SAFE_INTEGER - n + 1:
-        return None
-    if abs(time0) + sum(map(abs, dt)) > MAX_SAFE_INTEGER:
-        return None
-    return PackedRow(chunk_type, seq0, time0, turn, step, index, dt, payload, cid, name)
+    return payload, cid, name
 
 
-def _validate_exact(value: JSONObject) -> PackedRow:
-    """The format's rules one by one, in the dsh harness's order.
+def _exact_numbers(
+    seq0: object, time0: object, dt: list[object], n: int
+) -> tuple[int, int, list[int]] | None:
+    """A row's ``seq0``, ``time0`` and gaps as ``int``, checked one by one; ``None`` if unsafe."""
+    first, start = as_safe_integer(seq0), as_safe_integer(time0)
+    gaps = [g for g in map(as_safe_integer, dt) if g is not None]
+    if first is None or start is None or len(gaps) != len(dt):
+        return None
+    if first < 0 or first + n - 1 > MAX_SAFE_INTEGER:
+        return None
+    t = start
+    for d in gaps:
+        t += d
+        if abs(t) > MAX_SAFE_INTEGER:
+            return None
+    return first, start, gaps
 
-    See docs/format.md#packed-rows-reading.
+
+# --- wording a refusal ---------------------------------------------------------------------
+
+
+def row_error(value: JSONObject) -> SessionLogError:
+    """Why :func:`packed_row` refused ``value``: the first rule it breaks, in the harness's words.
+
+    Asked only after a refusal, to word the error: the rules one by one, in the dsh
+    harness's order (docs/format.md#packed-rows-reading).
+
+    Returns:
+        ``malformed <tag> storage row: <reason>`` (no path or line; callers add them).
     """
     tag = value["type"]
-    seq0, time0, data = _exact_envelope(tag, value)
-    is_tool = tag == "tool-call-chunks"
-    _exact_data_fields(tag, data, is_tool)
-    payload, dt = _exact_members(tag, data, is_tool)
+    try:
+        seq0, time0, data = _exact_envelope(tag, value)
+        is_tool = tag == "tool-call-chunks"
+        _exact_data_fields(tag, data, is_tool)
+        payload, dt = _exact_members(tag, data, is_tool)
+    except SessionLogError as err:
+        return err
     if not is_safe_integer(seq0 + len(payload) - 1):
-        raise _malformed(tag, "member seqs must stay safe integers")
+        return _malformed(tag, "member seqs must stay safe integers")
     t = time0
     for d in dt:
         t += d
         if not is_safe_integer(t):
-            raise _malformed(tag, "member times must stay safe integers")
-    return PackedRow(
-        PACKED_TAGS[tag],
-        int(seq0),
-        int(time0),
-        data["turn"],
-        data["step"],
-        data["index"],
-        [int(d) for d in dt],
-        payload,
-        data["id"] if is_tool else None,
-        data.get("name") if is_tool else None,
-    )
+            return _malformed(tag, "member times must stay safe integers")
+    return _malformed(tag, _UNWORDED)
 
 
 def _exact_envelope(tag: str, value: JSONObject) -> tuple[Any, Any, JSONObject]:
