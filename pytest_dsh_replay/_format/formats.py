@@ -8,7 +8,6 @@ version does what, so a new format version is one entry in :data:`FORMATS`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Final
 
 from .._errors import SessionLogError
@@ -26,7 +25,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
 class FormatSpec:
     """What one session log format version holds (docs/format.md).
 
@@ -49,14 +47,45 @@ class FormatSpec:
             (docs/format.md#jsonl-store).
     """
 
-    version: int
-    seeded: bool
-    streams_in_message: bool
-    whole_events: bool
-    event_types: frozenset[str]
-    header_keys: frozenset[str] | None = None
-    origins: frozenset[str] = frozenset({"subagent"})
-    stored: bool = False
+    __slots__ = (
+        "event_types",
+        "header_keys",
+        "origins",
+        "seeded",
+        "stored",
+        "streams_in_message",
+        "version",
+        "whole_events",
+    )
+
+    def __init__(
+        self,
+        version: int,
+        *,
+        seeded: bool,
+        streams_in_message: bool,
+        whole_events: bool,
+        event_types: frozenset[str],
+        header_keys: frozenset[str] | None = None,
+        origins: frozenset[str] = frozenset({"subagent"}),
+        stored: bool = False,
+    ):
+        self.version = version
+        self.seeded = seeded
+        self.streams_in_message = streams_in_message
+        self.whole_events = whole_events
+        self.event_types = event_types
+        self.header_keys = header_keys
+        self.origins = origins
+        self.stored = stored
+
+    def replace(self, **changes: object) -> FormatSpec:
+        """A copy with ``changes`` (field name -> value): the next version's spec."""
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        return FormatSpec(**{**fields, **changes})
+
+    def __repr__(self) -> str:
+        return f"FormatSpec(version={self.version}, seeded={self.seeded}, ...)"
 
 
 _V4_HEADER_KEYS: Final = frozenset(
@@ -75,7 +104,7 @@ _V4_HEADER_KEYS: Final = frozenset(
 )
 
 _V0: Final = FormatSpec(
-    version=0,
+    0,
     seeded=False,
     streams_in_message=False,
     whole_events=False,
@@ -83,7 +112,7 @@ _V0: Final = FormatSpec(
     stored=True,
 )
 _V4: Final = FormatSpec(
-    version=4,
+    4,
     seeded=True,
     streams_in_message=True,
     whole_events=True,
@@ -93,9 +122,9 @@ _V4: Final = FormatSpec(
 
 FORMATS: dict[int, FormatSpec] = {
     0: _V0,
-    1: replace(_V0, version=1, stored=False),
-    2: replace(_V4, version=2),
-    3: replace(_V4, version=3),
+    1: _V0.replace(version=1, stored=False),
+    2: _V4.replace(version=2),
+    3: _V4.replace(version=3),
     4: _V4,
 }
 """Every format version this package reads, by number (docs/format.md#formats-1-3).

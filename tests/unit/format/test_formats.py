@@ -9,7 +9,6 @@ spec says, with no other change to the package.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,8 @@ from pytest_dsh_replay._format.formats import FORMATS, FormatSpec, format_spec, 
 from pytest_dsh_replay._format.jsonl import dump_session_log, read_session_log
 from pytest_dsh_replay._scripts.scenario import load_session_script
 
-V5 = replace(FORMATS[4], version=5, origins=FORMATS[4].origins | {"automation"})
-V6 = replace(FORMATS[0], version=6, stored=False)
+V5 = FORMATS[4].replace(version=5, origins=FORMATS[4].origins | {"automation"})
+V6 = FORMATS[0].replace(version=6, stored=False)
 
 
 @pytest.fixture
