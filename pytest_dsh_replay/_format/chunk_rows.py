@@ -129,7 +129,7 @@ class PackedRow:
             return c
         return {"type": self.chunk_type, "index": self.index, "text": self.payload[k]}
 
-    def _fields(self) -> tuple[Any, ...]:
+    def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, key) for key in self.__slots__)
 
     def __eq__(self, other: object) -> bool:

@@ -304,7 +304,7 @@ def url_secrets(url: str) -> list[str]:
     secret (it is hidden when the URL is shown, see :func:`shown_url`).
 
     Args:
-        url: Any text; one that does not parse as a URL has no secrets.
+        url: A text; one that does not parse as a URL has no secrets.
 
     Returns:
         The values, raw and percent-decoded (both may be printed), without repeats.
@@ -428,8 +428,8 @@ def delta_runs(events: Sequence[Event]) -> list[list[tuple[int, str]]]:
         Runs of ``(event index, delta field name)`` pairs, in order of their first delta.
     """
     runs: list[list[tuple[int, str]]] = []
-    open_runs: dict[tuple[Any, ...], list[tuple[int, str]]] = {}
-    calls: dict[tuple[Any, Any], int] = {}
+    open_runs: dict[tuple[object, ...], list[tuple[int, str]]] = {}
+    calls: dict[tuple[object, object], int] = {}
     for i, event in enumerate(events):
         data = event.get("data") if event.get("type") == "assistant/chunk" else None
         chunk = data.get("chunk") if isinstance(data, dict) else None

@@ -105,7 +105,7 @@ def stream_run(record: object) -> ChunkRun | None:
     return [chunk_type, index, payload, *tail]
 
 
-def _chunk_run(record: dict[str, Any]) -> ChunkRun | None:
+def _chunk_run(record: dict[str, object]) -> ChunkRun | None:
     """A ``chunk`` record's chunk, or ``None``: a lossless object at a safe time."""
     if record.keys() != _RAW_KEYS:
         return None
@@ -120,7 +120,7 @@ def _chunk_run(record: dict[str, Any]) -> ChunkRun | None:
     return chunk if surely_lossless(chunk) or is_lossless(chunk) else None
 
 
-def _tool_tail(record: dict[str, Any], keys: object) -> tuple[str, ...]:
+def _tool_tail(record: dict[str, object], keys: object) -> tuple[str, ...]:
     """A tool-call run's ``(id,)`` or ``(id, name)``; ``()`` when its fields break a rule."""
     cid = record.get("id")
     if cid.__class__ is not str or not cid:
@@ -188,7 +188,7 @@ def record_problem(record: object) -> str:
     return _timing_problem(record, kind, len(record["args"] if tool else record["texts"]))
 
 
-def _raw_problem(record: dict[str, Any]) -> str:
+def _raw_problem(record: dict[str, object]) -> str:
     if record.keys() != _RAW_KEYS:
         return "chunk Assistant stream record must contain exactly type, time, chunk"
     if not is_safe_integer(record["time"]):
@@ -199,7 +199,7 @@ def _raw_problem(record: dict[str, Any]) -> str:
     return ""
 
 
-def _tool_fields_problem(record: dict[str, Any]) -> str:
+def _tool_fields_problem(record: dict[str, object]) -> str:
     """A ``tool-call-chunks`` record's key set, members, id and name: the problem, or ``""``."""
     keys = record.keys()
     named = "name" in keys
@@ -223,7 +223,7 @@ def _tool_fields_problem(record: dict[str, Any]) -> str:
     return ""
 
 
-def _text_fields_problem(record: dict[str, Any], kind: str) -> str:
+def _text_fields_problem(record: dict[str, object], kind: str) -> str:
     """A text or reasoning run record's key set and members: the problem, or ``""``."""
     if record.keys() != _TEXT_KEYS:
         return f"{kind} Assistant stream record must contain exactly type, time0, index, dt, texts"
@@ -235,7 +235,7 @@ def _text_fields_problem(record: dict[str, Any], kind: str) -> str:
     return ""
 
 
-def _timing_problem(record: dict[str, Any], kind: str, members: int) -> str:
+def _timing_problem(record: dict[str, object], kind: str, members: int) -> str:
     """A run record's ``time0``, ``index`` and ``dt``: the problem, or ``""``."""
     time0 = record["time0"]
     if not is_safe_integer(time0):
@@ -308,7 +308,7 @@ def kept_runs(stream: Any) -> list[ChunkRun] | None:
         certain to pass: :func:`checked_stream` then decides, with its message.
     """
     runs: list[ChunkRun] = []
-    chunks: list[Any] = []
+    chunks: list[object] = []
     append = runs.append
     join = "".join
     for record in stream:

@@ -319,8 +319,8 @@ class ScriptBuilder:
         self._items: list[ChunkRun] = []
         self._lines: list[int | None] = []
         self._n_chunks = 0
-        self._turn: Any = ABSENT
-        self._step: Any = ABSENT
+        self._turn: object = ABSENT
+        self._step: object = ABSENT
         self._start_index = 0
         self._start_line: int | None = None
 

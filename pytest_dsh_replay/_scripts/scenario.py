@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final, TypeAlias
 
 from .._errors import RecordingError, SessionLogError
 from .._format.events import JSONObject, SessionHeader, SessionLike
@@ -180,8 +180,12 @@ class Scenario:
 # --- ordering ------------------------------------------------------------------------------
 
 
+LocaleKey: TypeAlias = tuple[tuple[tuple[int, str], ...], tuple[int, ...]]
+"""What :func:`locale_sort_key` gives: per character ``(group, folded)``, then case bits."""
+
+
 @lru_cache(maxsize=4096)  # ids repeat across loads of the same scenarios
-def locale_sort_key(text: str) -> tuple[tuple[tuple[int, str], ...], tuple[int, ...]]:
+def locale_sort_key(text: str) -> LocaleKey:
     """A sort key approximating JavaScript ``localeCompare`` (ICU root collation).
 
     The dsh harness breaks ``createdAt`` ties between children with
@@ -218,12 +222,12 @@ def locale_sort_key(text: str) -> tuple[tuple[tuple[int, str], ...], tuple[int, 
     return tuple(primary), tuple(tertiary)
 
 
-def child_order(created_at: int, session_id: str) -> tuple[int, Any]:
+def child_order(created_at: int, session_id: str) -> tuple[int, LocaleKey]:
     """The sort key of children in replay order: by ``createdAt``, then by id."""
     return created_at, locale_sort_key(session_id)
 
 
-def _child_order(script: SessionScript) -> tuple[int, Any]:
+def _child_order(script: SessionScript) -> tuple[int, LocaleKey]:
     return child_order(script.created_at, script.recorded_id)
 
 

@@ -293,7 +293,7 @@ class SqliteBackend:
         shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
         return copy.as_uri() + "?mode=ro"
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         if self._empty:
             return []
         with self._lock:

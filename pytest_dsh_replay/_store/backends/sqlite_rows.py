@@ -407,7 +407,7 @@ def header_from_row(row: tuple[Any, ...], source: str) -> SessionHeader:
     return header
 
 
-def session_row(header: SessionHeader) -> tuple[Any, ...]:
+def session_row(header: SessionHeader) -> tuple[object, ...]:
     return (
         header.id,
         0 if header.version is None else header.version,
@@ -423,7 +423,7 @@ def session_row(header: SessionHeader) -> tuple[Any, ...]:
     )
 
 
-def encode_record(session_id: str, record: JSONObject) -> tuple[Any, ...]:
+def encode_record(session_id: str, record: JSONObject) -> tuple[object, ...]:
     if "seq0" in record and record.get("type") in PACKED_TAGS:
         return (
             session_id,
