@@ -86,21 +86,10 @@ resume marker from format 2 on) or ``data: {"inherited": true}`` (formats 2 to 4
 of a fork child's inherited prefix)."""
 
 _KNOWN_HEADER_KEYS: Final[frozenset[str]] = frozenset(
-    {
-        "type",
-        "version",
-        "id",
-        "createdAt",
-        "cwd",
-        "parentSession",
-        "seedLength",
-        "isSeeded",
-        "origin",
-        "delegationDepth",
-        "agentPreset",
-        "owner",
-    }
-)
+    {key for spec in FORMATS.values() for key in spec.header_keys or ()}
+) | {"seedLength", "owner"}
+"""Every header field of a format this package reads (``seedLength`` and ``owner``: formats
+0 and 1, whose headers are read leniently)."""
 
 SEEDED_FORMAT: Final[int] = min(v for v, spec in FORMATS.items() if spec.seeded)
 """The first log format version whose fork children mark their seed in the log.
