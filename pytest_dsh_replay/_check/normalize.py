@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import orjson
 
-from .._format.events import SEEDED_FORMAT, Event, JSONObject, SessionHeader, header_version
+from .._format.events import Event, JSONObject, SessionHeader
 from .._format.json_values import ABSENT, PLAIN_ONLY, is_lossless
 
 __all__ = [
@@ -658,7 +658,7 @@ def canonical_log(data: bytes, *, source: str | None = None) -> bytes:
 
     events = parse_session_log(data, source=source)  # raises on an empty or broken log
     line, head = header_line(data, source=source)
-    if isinstance(head, dict) and header_version(head) >= SEEDED_FORMAT:
+    if isinstance(head, dict) and SessionHeader.from_json(head).spec.whole_events:
         # Formats 2 to 4 have one form: every event as written, with seq and time.
         body = dump_session_log(head, events).split(b"\n", 1)[1]
     else:

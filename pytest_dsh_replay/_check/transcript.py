@@ -18,7 +18,6 @@ import orjson
 
 from .._format.events import (
     END_SEED,
-    SEEDED_FORMAT,
     Event,
     SessionHeader,
     SessionLike,
@@ -93,7 +92,7 @@ def _seed(session: SessionLike) -> int:
     at the child's last ``session/end-seed`` marked ``inherited``.
     """
     header = session.header
-    if header.format < SEEDED_FORMAT:
+    if not header.spec.seeded:
         return header.seed_length
     if not header.seeded:
         return 0

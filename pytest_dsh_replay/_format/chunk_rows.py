@@ -8,10 +8,10 @@ A run of consecutive ``assistant/chunk`` events that carry ``text-delta``,
               "texts": ["M", "ARM", "AL", "ADE"]}}
 
 :func:`decode_storage_record` expands a row back into its member events exactly as the
-reference does (docs/format.md#packed-rows-reading); :func:`pack_chunk_runs` is the encoder
+dsh harness does (docs/format.md#packed-rows-reading); :func:`pack_chunk_runs` is the encoder
 (docs/format.md#packed-rows-writing, and the
 SQLite limits of docs/format.md#sqlite-store when asked). Every malformation raises
-:class:`~pytest_dsh_replay.SessionLogError` with the reference's reason text.
+:class:`~pytest_dsh_replay.SessionLogError` with the dsh harness's reason text.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import orjson
 
 from .._errors import SessionLogError
 from .events import Event, JSONObject, StreamChunk
-from .json_values import MAX_SAFE_INTEGER, is_json_number, is_safe_integer
+from .json_values import MAX_SAFE_INTEGER, as_safe_integer, is_json_number, is_safe_integer
 
 __all__ = [
     "MIN_RUN",
@@ -49,7 +49,7 @@ PACKED_TAGS: Final[dict[str, str]] = {
 _TAG_OF_CHUNK: Final[dict[str, str]] = {v: k for k, v in PACKED_TAGS.items()}
 
 MIN_RUN: Final[int] = 3
-"""The shortest run the encoder packs (``MIN_RUN`` in the reference)."""
+"""The shortest run the encoder packs (``MIN_RUN`` in the dsh harness)."""
 
 SQLITE_MAX_MEMBERS: Final[int] = 1024
 """The SQLite codec's largest packed row, in members (docs/format.md#sqlite-store)."""
@@ -64,7 +64,7 @@ _TOOL_DATA_KEYS_NAMED: Final = frozenset({"turn", "step", "index", "id", "name",
 
 
 class PackedRow:
-    """A packed chunk row that passes every rule of the reference's checks.
+    """A packed chunk row that passes every rule of the dsh harness's checks.
 
     The one form of a packed row past its JSON: :func:`validate_packed_row` returns it
     for a parsed row (the JSONL and SQLite readers), and the typed decoder
@@ -77,7 +77,7 @@ class PackedRow:
         seq0: The ``seq`` of the first member. ``None`` only from the typed decoder, for
             a row without ``seq0`` (a projected log: the reader numbers its members).
         time0: The ``time`` of the first member (Unix ms; ``0`` when the row has none).
-        turn: The members' turn (any JSON number, as the reference allows).
+        turn: The members' turn (any JSON number, as the dsh harness allows).
         step: The members' step.
         index: The block index of every member chunk.
         dt: ``len(payload) - 1`` time gaps in ms between consecutive members.
@@ -100,8 +100,8 @@ class PackedRow:
         "turn",
     )
 
-    def __init__(self, chunk_type: str, seq0: int | None, time0: int, turn: Any, step: Any,
-                 index: Any, dt: list[int], payload: list[str], id: str | None = None,
+    def __init__(self, chunk_type: str, seq0: int | None, time0: int, turn: object, step: object,
+                 index: object, dt: list[int], payload: list[str], id: str | None = None,
                  name: str | None = None):  # fmt: skip
         self.chunk_type = chunk_type
         self.seq0 = seq0
@@ -129,7 +129,7 @@ class PackedRow:
             return c
         return {"type": self.chunk_type, "index": self.index, "text": self.payload[k]}
 
-    def _fields(self) -> tuple[Any, ...]:
+    def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, key) for key in self.__slots__)
 
     def __eq__(self, other: object) -> bool:
@@ -149,7 +149,7 @@ def _malformed(tag: str, reason: str) -> SessionLogError:
 
 
 def validate_packed_row(value: JSONObject) -> PackedRow:
-    """Validate a packed row as the reference does (docs/format.md#packed-rows-reading).
+    """Validate a packed row as the dsh harness does (docs/format.md#packed-rows-reading).
 
     Args:
         value: A parsed record whose ``type`` is one of :data:`PACKED_TAGS`; ``seq0``
@@ -160,98 +160,137 @@ def validate_packed_row(value: JSONObject) -> PackedRow:
         The validated row.
 
     Raises:
-        SessionLogError: ``malformed <tag> storage row: <reason>`` with the reference's
+        SessionLogError: ``malformed <tag> storage row: <reason>`` with the dsh harness's
             reason for the first rule broken (no path or line; callers add them).
     """
-    row = _fast_row(value)
-    return _validate_exact(value) if row is None else row
+    row = packed_row(value)
+    if row is None:
+        raise row_error(value)
+    return row
 
 
-_INT_ONLY: Final = frozenset({int})
 _NUMBER_TYPES: Final = frozenset({int, float})
+_INT_ONLY: Final = frozenset({int})
+_UNWORDED: Final = "not a row the format allows (docs/format.md#packed-rows-reading)"
 
 
-def _fast_row(value: JSONObject) -> PackedRow | None:
-    """Validate the common case of a packed row with whole-list operations that run in C.
+# --- the one accept path ----------------------------------------------------------------
 
-    Returns the row when every rule of the reference's checks certainly holds: exact
-    ``int`` envelope numbers and gaps, string members, and ``|time0| + sum(|dt|)``
-    within the safe range (which bounds every partial sum). Returns ``None`` whenever
-    that is not certain; :func:`_validate_exact` then applies the reference's checks one
-    by one and raises the reference's error for a bad row.
+
+def packed_row(value: JSONObject) -> PackedRow | None:
+    """A parsed packed row as a :class:`PackedRow`, or ``None`` when it breaks a rule.
+
+    The one place that decides whether a parsed row is accepted
+    (docs/format.md#packed-rows-reading). The common case (exact ``int`` envelope
+    numbers and gaps, ``|time0| + sum(|dt|)`` within the safe range, which bounds every
+    member time) is checked with whole-list operations that run in C; the rare forms the
+    rules allow (integral floats, times near the safe limit) one by one, their numbers
+    then made ``int``. :func:`row_problem` words a refusal.
     """
     if value.keys() != _ENVELOPE_KEYS:
         return None
-    seq0, time0, data = value["seq0"], value["time0"], value["data"]
-    if seq0.__class__ is not int or time0.__class__ is not int or data.__class__ is not dict:
+    data = value["data"]
+    if not isinstance(data, dict):
         return None
+    tool = value["type"] == "tool-call-chunks"
+    fields = _row_fields(data, tool)
+    if fields is None:
+        return None
+    payload, cid, name = fields
+    dt = data["dt"]
+    if not isinstance(dt, list) or len(dt) != len(payload) - 1:
+        return None
+    seq0, time0 = value["seq0"], value["time0"]
+    n = len(payload)
+    if not (
+        seq0.__class__ is int
+        and time0.__class__ is int
+        and 0 <= seq0 <= MAX_SAFE_INTEGER - n + 1
+        and (not dt or {*map(type, dt)} == _INT_ONLY)
+        and abs(time0) + sum(map(abs, dt)) <= MAX_SAFE_INTEGER
+    ):
+        numbers = _exact_numbers(seq0, time0, dt, n)
+        if numbers is None:
+            return None
+        seq0, time0, dt = numbers
+    chunk_type = "tool-call-delta" if tool else PACKED_TAGS[value["type"]]
+    turn, step, index = data["turn"], data["step"], data["index"]
+    return PackedRow(chunk_type, seq0, time0, turn, step, index, dt, payload, cid, name)
+
+
+def _row_fields(data: JSONObject, tool: bool) -> tuple[list[str], str | None, str | None] | None:
+    """``data``'s members, tool id and name once its fields follow the rules; else ``None``."""
     keys = data.keys()
-    if value["type"] == "tool-call-chunks":
+    cid = name = None
+    if tool:
         if keys != _TOOL_DATA_KEYS and keys != _TOOL_DATA_KEYS_NAMED:
             return None
-        cid = data["id"]
-        has_name = "name" in data
-        name = data["name"] if has_name else None
-        if cid.__class__ is not str or (has_name and name.__class__ is not str):
+        cid, name = data["id"], data.get("name")
+        if not isinstance(cid, str) or ("name" in data and not isinstance(name, str)):
             return None
         payload = data["args"]
-        chunk_type = "tool-call-delta"
+    elif keys != _TEXT_DATA_KEYS:
+        return None
     else:
-        if keys != _TEXT_DATA_KEYS:
-            return None
-        cid = name = None
         payload = data["texts"]
-        chunk_type = PACKED_TAGS[value["type"]]
-    turn, step, index = data["turn"], data["step"], data["index"]
-    if (
-        turn.__class__ not in _NUMBER_TYPES
-        or step.__class__ not in _NUMBER_TYPES
-        or index.__class__ not in _NUMBER_TYPES
-        or payload.__class__ is not list
-        or not payload
-    ):
+    for number in (data["turn"], data["step"], data["index"]):
+        if number.__class__ not in _NUMBER_TYPES and not is_json_number(number):
+            return None
+    if not isinstance(payload, list) or not payload:
         return None
     try:
         "".join(payload)  # raises TypeError unless every member is a string
     except TypeError:
         return None
-    dt = data["dt"]
-    n = len(payload)
-    if dt.__class__ is not list or len(dt) != n - 1 or ({*map(type, dt)} | _INT_ONLY) != _INT_ONLY:
-        return None
-    if seq0 < 0 or seq0 > MAX_SAFE_INTEGER - n + 1:
-        return None
-    if abs(time0) + sum(map(abs, dt)) > MAX_SAFE_INTEGER:
-        return None
-    return PackedRow(chunk_type, seq0, time0, turn, step, index, dt, payload, cid, name)
+    return payload, cid, name
 
 
-def _validate_exact(value: JSONObject) -> PackedRow:
-    """The reference checks in the reference order (docs/format.md#packed-rows-reading)."""
+def _exact_numbers(
+    seq0: object, time0: object, dt: list[object], n: int
+) -> tuple[int, int, list[int]] | None:
+    """A row's ``seq0``, ``time0`` and gaps as ``int``, checked one by one; ``None`` if unsafe."""
+    first, start = as_safe_integer(seq0), as_safe_integer(time0)
+    gaps = [g for g in map(as_safe_integer, dt) if g is not None]
+    if first is None or start is None or len(gaps) != len(dt):
+        return None
+    if first < 0 or first + n - 1 > MAX_SAFE_INTEGER:
+        return None
+    t = start
+    for d in gaps:
+        t += d
+        if abs(t) > MAX_SAFE_INTEGER:
+            return None
+    return first, start, gaps
+
+
+# --- wording a refusal ---------------------------------------------------------------------
+
+
+def row_error(value: JSONObject) -> SessionLogError:
+    """Why :func:`packed_row` refused ``value``: the first rule it breaks, in the harness's words.
+
+    Asked only after a refusal, to word the error: the rules one by one, in the dsh
+    harness's order (docs/format.md#packed-rows-reading).
+
+    Returns:
+        ``malformed <tag> storage row: <reason>`` (no path or line; callers add them).
+    """
     tag = value["type"]
-    seq0, time0, data = _exact_envelope(tag, value)
-    is_tool = tag == "tool-call-chunks"
-    _exact_data_fields(tag, data, is_tool)
-    payload, dt = _exact_members(tag, data, is_tool)
+    try:
+        seq0, time0, data = _exact_envelope(tag, value)
+        is_tool = tag == "tool-call-chunks"
+        _exact_data_fields(tag, data, is_tool)
+        payload, dt = _exact_members(tag, data, is_tool)
+    except SessionLogError as err:
+        return err
     if not is_safe_integer(seq0 + len(payload) - 1):
-        raise _malformed(tag, "member seqs must stay safe integers")
+        return _malformed(tag, "member seqs must stay safe integers")
     t = time0
     for d in dt:
         t += d
         if not is_safe_integer(t):
-            raise _malformed(tag, "member times must stay safe integers")
-    return PackedRow(
-        PACKED_TAGS[tag],
-        int(seq0),
-        int(time0),
-        data["turn"],
-        data["step"],
-        data["index"],
-        [int(d) for d in dt],
-        payload,
-        data["id"] if is_tool else None,
-        data.get("name") if is_tool else None,
-    )
+            return _malformed(tag, "member times must stay safe integers")
+    return _malformed(tag, _UNWORDED)
 
 
 def _exact_envelope(tag: str, value: JSONObject) -> tuple[Any, Any, JSONObject]:
@@ -372,7 +411,7 @@ _EVENT_KEYS: Final = frozenset({"type", "seq", "time", "data"})
 _CHUNK_DATA_KEYS: Final = frozenset({"turn", "step", "chunk"})
 
 
-def _packable(event: Any) -> StreamChunk | None:
+def _packable(event: object) -> StreamChunk | None:
     """Return the event's chunk when the event may join a run, else ``None``.
 
     See docs/format.md#packed-rows-writing.
@@ -490,7 +529,7 @@ def pack_chunk_runs(
 
     Args:
         events: Logical events in log order, each with ``seq`` and ``time``.
-        min_members: Runs shorter than this stay verbatim (the reference uses 3).
+        min_members: Runs shorter than this stay verbatim (the dsh harness uses 3).
         max_members: Largest row in members, or ``None`` for no limit (the SQLite codec
             uses :data:`SQLITE_MAX_MEMBERS`).
         max_data_bytes: Largest serialized ``data`` in UTF-8 bytes, or ``None`` (the

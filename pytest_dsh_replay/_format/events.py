@@ -1,7 +1,7 @@
 """Typed shapes of the dsh session format (docs/format.md).
 
 Events and stream chunks are kept as the plain JSON objects they are on the wire
-(``dict[str, Any]``): the replay parser is deliberately lenient
+(``dict`` with string keys): the replay parser is deliberately lenient
 (docs/format.md#lenient-reading) and passes unknown fields through untouched, so a
 closed ``TypedDict`` would misdescribe them. The aliases below name the shapes; the
 header, which every consumer reads field by field, is a real dataclass.
@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple, Protocol, TypeAlias
 
+from .formats import FORMATS, FormatSpec, known_spec, lenient_spec, newest_format, unknown_format
 from .json_values import as_safe_integer, describe_json, is_count, is_safe_integer
 
 __all__ = [
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 JSONValue: TypeAlias = Any
-"""Any value JSON can hold: ``None``, ``bool``, ``int``, ``float``, ``str``, list, dict."""
+"""A value JSON can hold: ``None``, ``bool``, ``int``, ``float``, ``str``, list, dict."""
 
 JSONObject: TypeAlias = dict[str, Any]
 """A JSON object with string keys."""
@@ -85,47 +86,21 @@ resume marker from format 2 on) or ``data: {"inherited": true}`` (formats 2 to 4
 of a fork child's inherited prefix)."""
 
 _KNOWN_HEADER_KEYS: Final[frozenset[str]] = frozenset(
-    {
-        "type",
-        "version",
-        "id",
-        "createdAt",
-        "cwd",
-        "parentSession",
-        "seedLength",
-        "isSeeded",
-        "origin",
-        "delegationDepth",
-        "agentPreset",
-        "owner",
-    }
-)
+    {key for spec in FORMATS.values() for key in spec.header_keys or ()}
+) | {"seedLength", "owner"}
+"""Every header field of a format this package reads (``seedLength`` and ``owner``: formats
+0 and 1, whose headers are read leniently)."""
 
-SEEDED_FORMAT: Final[int] = 2
+SEEDED_FORMAT: Final[int] = min(v for v, spec in FORMATS.items() if spec.seeded)
 """The first log format version whose fork children mark their seed in the log.
 
-From version 2 on (the runtime writes version 4), a header says ``isSeeded`` and the
-inherited prefix ends at the last ``session/end-seed`` event with ``inherited: true``;
-versions 0 and 1 put the prefix's length in the header's ``seedLength``.
+Kept for messages and imports; readers ask the log's
+:class:`~pytest_dsh_replay._format.formats.FormatSpec` (``spec.seeded``) instead.
 """
 
-NEWEST_FORMAT: Final[int] = 4
+NEWEST_FORMAT: Final[int] = newest_format()
 """The newest session log format version this package reads (the runtime writes 4)."""
 
-_V4_HEADER_KEYS: Final = frozenset(
-    {
-        "type",
-        "version",
-        "id",
-        "createdAt",
-        "cwd",
-        "parentSession",
-        "isSeeded",
-        "origin",
-        "delegationDepth",
-        "agentPreset",
-    }
-)
 _STORE_HEADER_KEYS: Final = _KNOWN_HEADER_KEYS - {"isSeeded"}
 _RETIRED_KEYS: Final = ("sandboxMode", "approvalPolicy")
 
@@ -133,7 +108,7 @@ HeaderMode: TypeAlias = Literal["lenient", "replay", "store"]
 """How strictly :func:`header_problem` reads a header.
 
 - ``"lenient"``: nothing is refused; mistyped fields take their defaults (how the
-  reference replay parser reads a header).
+  dsh harness's replay parser reads a header).
 - ``"replay"``: as lenient for a version 0/1 header, except that a ``seedLength`` that
   is present must be a non-negative integer; a version 2-4 header must follow that
   format's rules exactly; a newer (or negative) version is refused.
@@ -151,7 +126,7 @@ def _shown(value: object) -> str:
     return repr(value)
 
 
-def header_version(value: Mapping[str, Any]) -> int:
+def header_version(value: Mapping[str, object]) -> int:
     """The log format version a parsed header declares: ``0`` when absent or not a number."""
     version = as_safe_integer(value.get("version"))
     return 0 if version is None else version
@@ -181,13 +156,11 @@ def header_problem(value: object, mode: HeaderMode) -> str | None:
         return None
     version = header_version(value)
     if mode == "replay":
-        if version < 0 or version > NEWEST_FORMAT:
-            return (
-                f"session log format v{version} is not one this build reads (v0 to "
-                f"v{NEWEST_FORMAT}); a newer harness wrote it: upgrade pytest-dsh-replay"
-            )
-        if version >= SEEDED_FORMAT:
-            return _seeded_format_problem(value, version)
+        spec = known_spec(version)
+        if spec is None:
+            return unknown_format(version)
+        if spec.header_keys is not None:
+            return _strict_header_problem(value, spec)
         if "seedLength" in value and not is_count(value["seedLength"]):
             return (
                 "header seedLength must be a non-negative integer (the number of events "
@@ -197,14 +170,15 @@ def header_problem(value: object, mode: HeaderMode) -> str | None:
     return _store_problem(value, version)
 
 
-def _seeded_format_problem(value: dict[str, Any], version: int) -> str | None:
-    """A version 2-4 header's rules (what the dsh runtime writes and accepts)."""
-    where = f"session log format v{version} header"
+def _strict_header_problem(value: dict[str, object], spec: FormatSpec) -> str | None:
+    """A strictly read header's rules (formats 2 to 4: what the dsh runtime writes and accepts)."""
+    where = f"session log format v{spec.version} header"
     for key in _RETIRED_KEYS:
         if key in value:
             return f"{where}: session header uses retired policy baseline fields ({key})"
+    keys = spec.header_keys or frozenset()
     for key in value:
-        if key not in _V4_HEADER_KEYS:
+        if key not in keys:
             hint = (
                 " (a v0 field: from v2 on a fork child says isSeeded and ends its seed "
                 "with an inherited session/end-seed event)"
@@ -231,14 +205,21 @@ def _seeded_format_problem(value: dict[str, Any], version: int) -> str | None:
     for key in ("cwd", "parentSession", "agentPreset"):
         if key in value and not isinstance(value[key], str):
             return f"{where}: {key} must be a string, got {value[key]!r}"
-    if "origin" in value and value["origin"] != "subagent":
-        return f'{where}: origin must be "subagent", got {value["origin"]!r}'
+    if "origin" in value and value["origin"] not in spec.origins:
+        return f"{where}: origin must be {_one_of(spec.origins)}, got {value['origin']!r}"
     return None
 
 
-def _store_problem(value: dict[str, Any], version: int) -> str | None:
+def _one_of(names: frozenset[str]) -> str:
+    """``"a"`` or ``"a" or "b"``: the values a field may hold, as messages show them."""
+    return " or ".join(f'"{name}"' for name in sorted(names))
+
+
+def _store_problem(value: dict[str, object], version: int) -> str | None:
     """The session store's rules for the version 0 logs it writes and reopens."""
-    if version != 0 or ("version" in value and not is_safe_integer(value["version"])):
+    spec = known_spec(version)
+    mistyped = "version" in value and not is_safe_integer(value["version"])
+    if spec is None or not spec.stored or mistyped:
         return (
             f"session uses log format v{version}, but this store reads and writes only v0 "
             "(no upgrade or downgrade path exists)"
@@ -250,7 +231,7 @@ def _store_problem(value: dict[str, Any], version: int) -> str | None:
     return None
 
 
-def _store_keys(value: dict[str, Any]) -> str | None:
+def _store_keys(value: dict[str, object]) -> str | None:
     for key in _RETIRED_KEYS:
         if key in value:
             return "session header uses retired policy baseline fields"
@@ -260,7 +241,7 @@ def _store_keys(value: dict[str, Any]) -> str | None:
     return None
 
 
-def _store_identity(value: dict[str, Any]) -> str | None:
+def _store_identity(value: dict[str, object]) -> str | None:
     if value.get("type") != "session":
         return f'type must be "session", got {value.get("type")!r}'
     if not isinstance(value.get("id"), str):
@@ -268,7 +249,7 @@ def _store_identity(value: dict[str, Any]) -> str | None:
     return None
 
 
-def _store_counts(value: dict[str, Any]) -> str | None:
+def _store_counts(value: dict[str, object]) -> str | None:
     for key in ("createdAt", "delegationDepth"):
         if not is_count(value.get(key)):
             return f"{key} must be a non-negative safe integer, got {value.get(key)!r}"
@@ -277,7 +258,7 @@ def _store_counts(value: dict[str, Any]) -> str | None:
     return None
 
 
-def _store_cwd(value: dict[str, Any]) -> str | None:
+def _store_cwd(value: dict[str, object]) -> str | None:
     if "cwd" not in value:
         return None
     cwd = value["cwd"]
@@ -288,7 +269,7 @@ def _store_cwd(value: dict[str, Any]) -> str | None:
     return None
 
 
-def _store_lineage(value: dict[str, Any]) -> str | None:
+def _store_lineage(value: dict[str, object]) -> str | None:
     for key in ("parentSession", "agentPreset"):
         if key in value and not isinstance(value[key], str):
             return f"{key} must be a string, got {value[key]!r}"
@@ -299,7 +280,7 @@ def _store_lineage(value: dict[str, Any]) -> str | None:
     return None
 
 
-_STORE_RULES: Final[tuple[Callable[[dict[str, Any]], str | None], ...]] = (
+_STORE_RULES: Final[tuple[Callable[[dict[str, object]], str | None], ...]] = (
     _store_keys,
     _store_identity,
     _store_counts,
@@ -352,12 +333,23 @@ class SessionHeader:
     delegation_depth: int | None = None
     agent_preset: str | None = None
     owner: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
     @property
     def format(self) -> int:
         """The log format version this header's log is read as (absent: 0)."""
         return 0 if self.version is None else self.version
+
+    @property
+    def spec(self) -> FormatSpec:
+        """What this header's format holds, as its spec in the format table.
+
+        The spec of :attr:`format`
+        (:func:`~pytest_dsh_replay._format.formats.lenient_spec`): a header read for
+        replay was checked to declare a version the table holds; a leniently read one
+        of another version reads as the nearest (a newer one as the newest).
+        """
+        return lenient_spec(self.version)
 
     @classmethod
     def from_json(cls, value: object) -> SessionHeader:
@@ -382,7 +374,7 @@ class SessionHeader:
             return as_safe_integer(value.get(key))
 
         version = number("version")
-        if version is not None and version >= SEEDED_FORMAT:
+        if lenient_spec(version).seeded:
             seeded = value.get("isSeeded") is True
         else:
             seeded = "seedLength" in value
@@ -421,7 +413,7 @@ class SessionHeader:
             out["cwd"] = self.cwd
         if self.parent_session is not None:
             out["parentSession"] = self.parent_session
-        modern = self.format >= SEEDED_FORMAT
+        modern = self.spec.seeded
         if modern:
             out["isSeeded"] = self.seeded
         elif self.seeded or self.seed_length:

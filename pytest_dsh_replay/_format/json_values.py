@@ -93,7 +93,7 @@ def is_safe_integer(value: object) -> bool:
     """Tell whether ``value`` is a JavaScript safe integer (``Number.isSafeInteger``).
 
     Args:
-        value: Any parsed JSON value.
+        value: A parsed JSON value, of any type.
 
     Returns:
         ``True`` for an ``int`` (not ``bool``) or an integral ``float`` with
@@ -160,7 +160,7 @@ def is_lossless(value: Any) -> bool:
     return True
 
 
-def surely_lossless(value: Any) -> bool:
+def surely_lossless(value: object) -> bool:
     """:func:`is_lossless`, decided in C where that is certain.
 
     The serializer refuses unsafe integers; a non-finite float would be written as
@@ -174,7 +174,7 @@ def surely_lossless(value: Any) -> bool:
         return False
 
 
-def json_copy(value: Any, where: str) -> Any:
+def json_copy(value: object, where: str) -> Any:
     """Return a deep copy of ``value`` if it is lossless JSON, as the session store requires.
 
     Lossless means what survives ``JSON.stringify`` / ``JSON.parse`` unchanged: ``None``,
@@ -183,7 +183,7 @@ def json_copy(value: Any, where: str) -> Any:
     ``float`` (enums and the like) are copied as the plain value.
 
     Args:
-        value: Any Python value.
+        value: A Python value, of any type.
         where: How messages name the value (``"user/message data"``); nested values are
             named by their path below it (``data.items[2]``).
 
@@ -224,7 +224,7 @@ def _walk_str(value: str, where: str) -> str:
     return value
 
 
-def _walk_scalar(value: Any, where: str) -> Any:
+def _walk_scalar(value: object, where: str) -> Any:
     return value
 
 
@@ -272,7 +272,7 @@ def _dict_members(value: Mapping[Any, Any], where: str) -> Iterator[tuple[Any, A
         yield k, v, f"{where}.{k}"
 
 
-def _copy_or_open(value: Any, where: str) -> Any:
+def _copy_or_open(value: object, where: str) -> Any:
     """A scalar's copy, or a :class:`_Copying` for a dict or list (subclasses too)."""
     walker = _SCALAR_WALKERS.get(value.__class__)
     if walker is not None:
@@ -295,7 +295,7 @@ def _copy_or_open(value: Any, where: str) -> Any:
     )
 
 
-def _json_walk(value: Any, where: str) -> Any:
+def _json_walk(value: object, where: str) -> Any:
     """:func:`json_copy`, one value at a time (the slow path, which names a problem).
 
     Iterative, so any depth is walked without recursion; a value nested deeper than
@@ -330,7 +330,7 @@ def _json_walk(value: Any, where: str) -> Any:
     return first.out
 
 
-def plain_json(value: Any) -> Any:
+def plain_json(value: object) -> Any:
     """``value`` as the nearest JSON value, for logging what a caller sent: never an error.
 
     ``None``, ``bool`` and strings stay; an integer outside the safe range becomes its
@@ -371,7 +371,7 @@ def describe_json(value: object) -> str:
     return type(value).__name__
 
 
-def _js_scalar(value: Any) -> str:
+def _js_scalar(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -383,7 +383,7 @@ def _js_scalar(value: Any) -> str:
     return "[object Object]"
 
 
-def js_string(value: Any) -> str:
+def js_string(value: object) -> str:
     """A parsed JSON value as JavaScript's ``String(value)`` (or a template literal) prints it.
 
     ``null``, ``true``/``false``, integral numbers without a fraction (``3.0`` is ``3``),
@@ -409,7 +409,7 @@ def js_string(value: Any) -> str:
             stack[-1][1].append(text)
 
 
-def js_json(value: Any) -> str:
+def js_json(value: object) -> str:
     """``value`` as ``JSON.stringify`` writes it: ``undefined`` for :data:`ABSENT`.
 
     A value the serializer refuses reads ``[unprintable]``.

@@ -1,6 +1,6 @@
 r"""Session-log text <-> header and events (docs/format.md#lines).
 
-Reading follows the reference replay parser's lenient rules: records are split on ``\\n``
+Reading follows the dsh harness's replay parser's lenient rules: records are split on ``\\n``
 only (a trailing ``\\r`` is dropped, so CRLF files read the same), blank lines are
 skipped, a UTF-8 byte-order mark before the header is tolerated, the header is the first
 non-blank line, projected records get their ``seq``/``time`` (or ``seq0``/``time0``)
@@ -40,7 +40,6 @@ from .chunk_rows import (
     validate_packed_row,
 )
 from .events import (
-    SEEDED_FORMAT,
     Event,
     HeaderMode,
     JSONObject,
@@ -49,6 +48,7 @@ from .events import (
     header_problem,
     header_version,
 )
+from .formats import lenient_spec
 from .json_values import ABSENT, MAX_NESTING, describe_json
 from .log_names import check_log_name
 from .typed import ROW_LINE_PREFIXES, STREAM_LINE_PREFIXES, decode_call_line
@@ -177,7 +177,7 @@ def bad_line(
     """The error for a line that does not parse; ``None`` when it is blank (skipped)."""
     line = raw[3:] if lineno == 1 and raw.startswith(_BOM) else raw
     if not line.strip() or not line.decode("utf-8", "replace").strip():
-        return None  # blank or whitespace-only: skipped, as the reference does
+        return None  # blank or whitespace-only: skipped, as the dsh harness does
     if not raw.endswith(b"\n"):
         return SessionLogError(
             "truncated last line: the file ends inside a record "
@@ -304,15 +304,15 @@ def iter_log_lines(
                     continue  # a blank line
             if calls and not prefixes:  # after the header: its format says which lines
                 version = value.get("version") if value.__class__ is dict else None
-                streams = version.__class__ is int and version >= SEEDED_FORMAT
-                prefixes = STREAM_LINE_PREFIXES if streams else ROW_LINE_PREFIXES
+                spec = lenient_spec(version if version.__class__ is int else None)
+                prefixes = STREAM_LINE_PREFIXES if spec.streams_in_message else ROW_LINE_PREFIXES
             yield lineno, value
     except OSError as err:  # reading the file failed (not the consumer: it runs outside)
         raise read_failed(err, source, lineno + 1) from None
 
 
 def read_header(
-    value: Any, lineno: int, source: str | None, *, mode: HeaderMode = "replay"
+    value: object, lineno: int, source: str | None, *, mode: HeaderMode = "replay"
 ) -> SessionHeader:
     """Validate a parsed header line (:func:`~pytest_dsh_replay._format.events.header_problem`).
 
@@ -342,7 +342,7 @@ def header_line(data: bytes, *, source: str | None = None) -> tuple[bytes, Any]:
     return raw.removesuffix(b"\n").rstrip(b"\r").removeprefix(_BOM), value
 
 
-def not_an_event(value: Any, source: str | None, lineno: int) -> SessionLogError:
+def not_an_event(value: object, source: str | None, lineno: int) -> SessionLogError:
     """The error for a body line that is not a JSON object."""
     return SessionLogError(
         f"each line after the header must be a JSON object (an event), got {describe_json(value)}",
@@ -432,7 +432,7 @@ def parse_session_log(text: str | bytes, *, source: str | None = None) -> list[E
         The events after the header, in log order. Projected records get ``seq`` set to
         the number of events decoded before them and ``time`` set to 0; packed chunk
         rows are expanded into one ``assistant/chunk`` event per member. Ordinary
-        events are not validated (the reference does not validate them either).
+        events are not validated (nor does the dsh harness).
 
     Raises:
         SessionLogError: The log is empty, a line is not valid JSON, a body line is not
@@ -768,7 +768,7 @@ def dump_session_log(
             surrogate, or nesting deeper than 254 levels).
     """
     head = header.to_json() if isinstance(header, SessionHeader) else header
-    if header_version(head) >= SEEDED_FORMAT:
+    if lenient_spec(header_version(head)).whole_events:
         # Formats 2 to 4 have no packed rows and no committed form without seq/time.
         pack_chunks, envelope = False, True
     records: Iterable[JSONObject] = pack_chunk_runs(events) if pack_chunks else events

@@ -41,7 +41,7 @@ _DELTA_FIELDS: Final = {
 }
 
 
-def _hashable(value: Any) -> Any:
+def _hashable(value: object) -> Any:
     return value if isinstance(value, str | int | float | bool | None) else repr(value)
 
 
@@ -166,7 +166,7 @@ class Redactor:
             offset = end
         return out
 
-    def redact(self, value: Any) -> Any:
+    def redact(self, value: object) -> Any:
         """Return a copy of a JSON value with secrets replaced in every string and key.
 
         A key that holds a secret becomes ``[REDACTED]`` (``[REDACTED]#2``, ... when an
@@ -212,7 +212,7 @@ class Redactor:
             out[i]["data"]["stream"][k][name] = self.redact_pieces(pieces)
         return out
 
-    def find(self, value: Any, path: str = "$") -> Iterable[tuple[str, str]]:
+    def find(self, value: object, path: str = "$") -> Iterable[tuple[str, str]]:
         """Yield ``(json_path, rule_name)`` for each string or key in ``value`` with a secret.
 
         Strings and keys are visited in document order, without recursion, so a value
@@ -304,7 +304,7 @@ def url_secrets(url: str) -> list[str]:
     secret (it is hidden when the URL is shown, see :func:`shown_url`).
 
     Args:
-        url: Any text; one that does not parse as a URL has no secrets.
+        url: A text; one that does not parse as a URL has no secrets.
 
     Returns:
         The values, raw and percent-decoded (both may be printed), without repeats.
@@ -428,8 +428,8 @@ def delta_runs(events: Sequence[Event]) -> list[list[tuple[int, str]]]:
         Runs of ``(event index, delta field name)`` pairs, in order of their first delta.
     """
     runs: list[list[tuple[int, str]]] = []
-    open_runs: dict[tuple[Any, ...], list[tuple[int, str]]] = {}
-    calls: dict[tuple[Any, Any], int] = {}
+    open_runs: dict[tuple[object, ...], list[tuple[int, str]]] = {}
+    calls: dict[tuple[object, object], int] = {}
     for i, event in enumerate(events):
         data = event.get("data") if event.get("type") == "assistant/chunk" else None
         chunk = data.get("chunk") if isinstance(data, dict) else None

@@ -61,7 +61,7 @@ class Reply:
         return finish_failure(self.finish)
 
 
-def finish_failure(reason: Any) -> JSONObject | None:
+def finish_failure(reason: object) -> JSONObject | None:
     """The failure of a ``finish`` chunk's ``reason`` (``None``: not an error or abort)."""
     if not isinstance(reason, dict) or reason.get("kind") not in ("error", "aborted"):
         return None

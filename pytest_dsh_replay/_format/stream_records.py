@@ -27,6 +27,7 @@ from .events import ChunkRun
 from .json_values import (
     ABSENT,
     MAX_SAFE_INTEGER,
+    as_safe_integer,
     is_count,
     is_lossless,
     is_safe_integer,
@@ -36,7 +37,15 @@ from .json_values import (
 )
 from .vocabulary import chunk_problem
 
-__all__ = ["STREAM_EVENTS", "checked_chunks", "checked_stream", "kept_runs", "stream_runs"]
+__all__ = [
+    "STREAM_EVENTS",
+    "checked_chunks",
+    "checked_stream",
+    "kept_runs",
+    "record_problem",
+    "stream_run",
+    "stream_runs",
+]
 
 STREAM_EVENTS: Final = frozenset({"assistant/message", "assistant/attempt"})
 """The event types that carry a model call's ``data.stream`` (formats 2 to 4)."""
@@ -50,26 +59,147 @@ _TEXT_KEYS: Final = frozenset({"type", "time0", "index", "dt", "texts"})
 _TOOL_KEYS: Final = frozenset({"type", "time0", "index", "dt", "id", "args"})
 _TOOL_KEYS_NAMED: Final = frozenset({"type", "time0", "index", "dt", "id", "name", "args"})
 _RAW_KEYS: Final = frozenset({"type", "time", "chunk"})
-_INT: Final = frozenset({int})
-_STR: Final = frozenset({str})
+_INT_ONLY: Final = frozenset({int})
+_STR_ONLY: Final = frozenset({str})
+_UNWORDED: Final = "not a stream record the format allows (docs/format.md#stream-records)"
 
 
-def _raw_record(record: dict[str, Any]) -> tuple[str, ChunkRun | None]:
-    """A ``chunk`` record: its chunk, or the problem."""
+# --- the one accept path ----------------------------------------------------------------
+
+
+def stream_run(record: object) -> ChunkRun | None:
+    """A stream record's chunk run, or ``None`` when it breaks a rule of the format.
+
+    The one place that decides whether a parsed record is accepted
+    (docs/format.md#stream-records): a ``chunk`` record gives its chunk object as it is,
+    a run record ``[chunk_type, index, members]`` (``[..., id]`` or ``[..., id, name]``
+    for tool-call runs). The common case is checked with whole-list operations that run
+    in C; the rare forms the rules allow (integral floats, member times near the safe
+    limit, a chunk holding ``null``) are checked one by one. :func:`record_problem` words
+    a refusal.
+    """
+    if record.__class__ is not dict:
+        return None
+    kind = record.get("type")
+    if kind == "chunk":
+        return _chunk_run(record)
+    chunk_type = _RUN_CHUNK.get(kind) if isinstance(kind, str) else None
+    if chunk_type is None:
+        return None
+    keys = record.keys()
+    if chunk_type != "tool-call-delta":
+        if keys != _TEXT_KEYS:
+            return None
+        payload = record["texts"]
+        tail: tuple[str, ...] = ()
+    else:
+        tail = _tool_tail(record, keys)
+        if not tail:
+            return None
+        payload = record["args"]
+    if payload.__class__ is not list or not payload or {*map(type, payload)} != _STR_ONLY:
+        return None
+    index = _index_of(record["index"])
+    if index is None or not _times_fit(record["time0"], record["dt"], len(payload)):
+        return None
+    return [chunk_type, index, payload, *tail]
+
+
+def _chunk_run(record: dict[str, object]) -> ChunkRun | None:
+    """A ``chunk`` record's chunk, or ``None``: a lossless object at a safe time."""
     if record.keys() != _RAW_KEYS:
-        return "chunk Assistant stream record must contain exactly type, time, chunk", None
+        return None
+    chunk, time = record["chunk"], record["time"]
+    if chunk.__class__ is not dict:
+        return None
+    if (
+        time.__class__ is not int or not -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER
+    ) and not is_safe_integer(time):
+        return None
+    # Lossless in C; a chunk holding null (or a value the serializer refuses) is walked.
+    return chunk if surely_lossless(chunk) or is_lossless(chunk) else None
+
+
+def _tool_tail(record: dict[str, object], keys: object) -> tuple[str, ...]:
+    """A tool-call run's ``(id,)`` or ``(id, name)``; ``()`` when its fields break a rule."""
+    cid = record.get("id")
+    if cid.__class__ is not str or not cid:
+        return ()
+    if keys == _TOOL_KEYS:
+        return (cid,)
+    name = record.get("name")
+    if keys != _TOOL_KEYS_NAMED or name.__class__ is not str or not name:
+        return ()
+    return (cid, name)
+
+
+def _index_of(index: object) -> int | None:
+    """A run's block index as an ``int``, or ``None`` unless it is a count."""
+    if index.__class__ is int and 0 <= index <= MAX_SAFE_INTEGER:
+        return index
+    return as_safe_integer(index) if is_count(index) else None
+
+
+def _times_fit(time0: object, dt: object, members: int) -> bool:
+    """Whether ``time0`` and the ``dt`` gaps of ``members`` members keep every time safe."""
+    if dt.__class__ is not list:
+        return False
+    if len(dt) != members - 1:
+        return False
+    if (
+        time0.__class__ is int
+        and (not dt or {*map(type, dt)} == _INT_ONLY)
+        and abs(time0) + sum(map(abs, dt)) <= MAX_SAFE_INTEGER
+    ):
+        return True  # the absolute sum bounds every member's time
+    if not is_safe_integer(time0) or not all(is_safe_integer(d) for d in dt):
+        return False
+    t = time0
+    for d in dt:
+        t += d
+        if not is_safe_integer(t):
+            return False
+    return True
+
+
+# --- wording a refusal ---------------------------------------------------------------------
+
+
+def record_problem(record: object) -> str:
+    """Why :func:`stream_run` refused ``record``: the first rule it breaks, as the runtime says it.
+
+    Asked only after a refusal, to word the error: the rules are checked one by one in
+    the dsh runtime's order, with its texts (docs/format.md#stream-records).
+
+    Returns:
+        The message; ``""`` when no rule is broken (then the record is accepted).
+    """
+    if record.__class__ is not dict:
+        return "Assistant stream record must be an object"
+    kind = record.get("type", ABSENT)
+    if kind == "chunk":
+        return _raw_problem(record)
+    if not isinstance(kind, str) or kind not in _RUN_CHUNK:
+        return f"Unsupported Assistant stream record {js_json(kind)}"
+    tool = kind == "tool-call-chunks"
+    problem = _tool_fields_problem(record) if tool else _text_fields_problem(record, kind)
+    if problem:
+        return problem
+    return _timing_problem(record, kind, len(record["args"] if tool else record["texts"]))
+
+
+def _raw_problem(record: dict[str, object]) -> str:
+    if record.keys() != _RAW_KEYS:
+        return "chunk Assistant stream record must contain exactly type, time, chunk"
     if not is_safe_integer(record["time"]):
-        return (
-            f"Assistant stream time must be a safe integer, got {js_string(record['time'])}",
-            None,
-        )
+        return f"Assistant stream time must be a safe integer, got {js_string(record['time'])}"
     chunk = record["chunk"]
     if chunk.__class__ is not dict or not is_lossless(chunk):
-        return "Assistant stream raw chunk must be a lossless JSON object", None
-    return "", chunk
+        return "Assistant stream raw chunk must be a lossless JSON object"
+    return ""
 
 
-def _tool_fields_problem(record: dict[str, Any]) -> str:
+def _tool_fields_problem(record: dict[str, object]) -> str:
     """A ``tool-call-chunks`` record's key set, members, id and name: the problem, or ``""``."""
     keys = record.keys()
     named = "name" in keys
@@ -80,7 +210,7 @@ def _tool_fields_problem(record: dict[str, Any]) -> str:
             f"index, {fields}"
         )
     payload = record["args"]
-    if payload.__class__ is not list or not set(map(type, payload)) <= _STR:
+    if payload.__class__ is not list or not set(map(type, payload)) <= _STR_ONLY:
         return "tool-call-chunks args must be a string array"
     if not payload:
         return "tool-call-chunks args must be non-empty"
@@ -93,19 +223,19 @@ def _tool_fields_problem(record: dict[str, Any]) -> str:
     return ""
 
 
-def _text_fields_problem(record: dict[str, Any], kind: str) -> str:
+def _text_fields_problem(record: dict[str, object], kind: str) -> str:
     """A text or reasoning run record's key set and members: the problem, or ``""``."""
     if record.keys() != _TEXT_KEYS:
         return f"{kind} Assistant stream record must contain exactly type, time0, index, dt, texts"
     payload = record["texts"]
-    if payload.__class__ is not list or not set(map(type, payload)) <= _STR:
+    if payload.__class__ is not list or not set(map(type, payload)) <= _STR_ONLY:
         return f"{kind} texts must be a string array"
     if not payload:
         return f"{kind} texts must be non-empty"
     return ""
 
 
-def _timing_problem(record: dict[str, Any], kind: str, members: int) -> str:
+def _timing_problem(record: dict[str, object], kind: str, members: int) -> str:
     """A run record's ``time0``, ``index`` and ``dt``: the problem, or ``""``."""
     time0 = record["time0"]
     if not is_safe_integer(time0):
@@ -113,20 +243,7 @@ def _timing_problem(record: dict[str, Any], kind: str, members: int) -> str:
     if not is_count(record["index"]):
         return f"{kind} index must be a non-negative safe integer"
     dt = record["dt"]
-    if dt.__class__ is not list:
-        return f"{kind} dt must contain safe integers"
-    # The common case in whole-list operations that run in C: plain ints whose absolute
-    # sum keeps every member and every running time safe. Anything else is checked one
-    # by one, in the runtime's order.
-    if (
-        time0.__class__ is int
-        and set(map(type, dt)) <= _INT
-        and abs(time0) + sum(map(abs, dt)) <= MAX_SAFE_INTEGER
-    ):
-        return (
-            "" if len(dt) == members - 1 else f"{kind} dt length must be one less than its members"
-        )
-    if not all(is_safe_integer(d) for d in dt):
+    if dt.__class__ is not list or not all(is_safe_integer(d) for d in dt):
         return f"{kind} dt must contain safe integers"
     if len(dt) != members - 1:
         return f"{kind} dt length must be one less than its members"
@@ -138,101 +255,8 @@ def _timing_problem(record: dict[str, Any], kind: str, members: int) -> str:
     return ""
 
 
-def _record_problem(record: Any) -> tuple[str, ChunkRun | None]:
-    """Validate one record in the runtime's order; return ``("", run)`` or ``(problem, None)``."""
-    if record.__class__ is not dict:
-        return "Assistant stream record must be an object", None
-    kind = record.get("type", ABSENT)
-    if kind == "chunk":
-        return _raw_record(record)
-    chunk_type = _RUN_CHUNK.get(kind) if isinstance(kind, str) else None
-    if chunk_type is None:
-        return f"Unsupported Assistant stream record {js_json(kind)}", None
-    tool = chunk_type == "tool-call-delta"
-    problem = _tool_fields_problem(record) if tool else _text_fields_problem(record, kind)
-    if problem:
-        return problem, None
-    payload = record["args"] if tool else record["texts"]
-    problem = _timing_problem(record, kind, len(payload))
-    if problem:
-        return problem, None
-    index = int(record["index"])
-    if not tool:
-        return "", [chunk_type, index, payload]
-    if "name" in record:
-        return "", [chunk_type, index, payload, record["id"], record["name"]]
-    return "", [chunk_type, index, payload, record["id"]]
-
-
-_INT_ONLY: Final = frozenset({int})
-_STR_ONLY: Final = frozenset({str})
-
-
-def _fast_run(record: Any) -> ChunkRun | None:
-    """A run record checked with whole-list operations that run in C, or ``None``.
-
-    Returns the run only when every rule :func:`_record_problem` applies certainly holds:
-    exact ``int`` numbers, exact ``str`` members, ``|time0| + sum(|dt|)`` within the safe
-    range (which bounds every member time), a raw chunk the strict serializer writes
-    without ``null``. Anything else (an integral float, a record that breaks a rule)
-    returns ``None`` and goes through :func:`_record_problem`, which gives the same run
-    or the runtime's message.
-    """
-    if record.__class__ is not dict:
-        return None
-    kind = record.get("type")
-    keys = record.keys()
-    if kind == "chunk":
-        # Lossless in C; a chunk holding null is left to the walk.
-        chunk, time = record.get("chunk"), record.get("time")
-        if (
-            keys != _RAW_KEYS
-            or time.__class__ is not int
-            or not -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER
-            or chunk.__class__ is not dict
-        ):
-            return None
-        return chunk if surely_lossless(chunk) else None
-    chunk_type = _RUN_CHUNK.get(kind) if kind.__class__ is str else None
-    if chunk_type is None:
-        return None
-    if chunk_type == "tool-call-delta":
-        named = keys == _TOOL_KEYS_NAMED
-        if not named and keys != _TOOL_KEYS:
-            return None
-        payload, cid = record["args"], record["id"]
-        if cid.__class__ is not str or not cid:
-            return None
-        if named and (record["name"].__class__ is not str or not record["name"]):
-            return None
-    elif keys == _TEXT_KEYS:
-        payload = record["texts"]
-    else:
-        return None
-    time0, index, dt = record["time0"], record["index"], record["dt"]
-    if (
-        payload.__class__ is not list
-        or not payload
-        or {*map(type, payload)} != _STR_ONLY
-        or time0.__class__ is not int
-        or index.__class__ is not int
-        or index < 0
-        or index > MAX_SAFE_INTEGER
-        or dt.__class__ is not list
-        or len(dt) != len(payload) - 1
-        or (dt and {*map(type, dt)} != _INT_ONLY)
-        or abs(time0) + sum(map(abs, dt)) > MAX_SAFE_INTEGER
-    ):
-        return None
-    if chunk_type != "tool-call-delta":
-        return [chunk_type, index, payload]
-    if named:
-        return [chunk_type, index, payload, cid, record["name"]]
-    return [chunk_type, index, payload, cid]
-
-
 def stream_runs(
-    stream: Any, *, event_type: str, source: str | None, line: int | None
+    stream: object, *, event_type: str, source: str | None, line: int | None
 ) -> list[ChunkRun]:
     """Validate a call's ``data.stream`` and return it as chunk runs, in order.
 
@@ -261,12 +285,9 @@ def stream_runs(
         )
     runs: list[ChunkRun] = []
     for i, record in enumerate(stream):
-        run = _fast_run(record)
-        if run is not None:
-            runs.append(run)
-            continue
-        problem, run = _record_problem(record)
+        run = stream_run(record)
         if run is None:
+            problem = record_problem(record) or _UNWORDED
             raise SessionLogError(
                 f"{event_type} stream record {i}: {problem}", path=source, line=line
             )
@@ -287,7 +308,7 @@ def kept_runs(stream: Any) -> list[ChunkRun] | None:
         certain to pass: :func:`checked_stream` then decides, with its message.
     """
     runs: list[ChunkRun] = []
-    chunks: list[Any] = []
+    chunks: list[object] = []
     append = runs.append
     join = "".join
     for record in stream:
@@ -316,7 +337,7 @@ def kept_runs(stream: Any) -> list[ChunkRun] | None:
     return runs if surely_lossless(chunks) else None
 
 
-def checked_stream(stream: Any, *, event_type: str) -> list[ChunkRun]:
+def checked_stream(stream: object, *, event_type: str) -> list[ChunkRun]:
     """A call's parsed ``data.stream``, checked as the reader checks a stream.
 
     A large log's streams may be kept as the log's own text when they are read, with

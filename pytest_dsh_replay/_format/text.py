@@ -78,7 +78,7 @@ def repair_surrogates(text: str) -> str:
     r"""Join surrogate pairs into their characters and replace lone surrogates by U+FFFD.
 
     Args:
-        text: Any string (for example one decoded from JSON with ``\ud83d`` escapes).
+        text: A string (for example one decoded from JSON with ``\ud83d`` escapes).
 
     Returns:
         ``text`` itself when it holds no surrogate, else a string that encodes to UTF-8.
@@ -114,15 +114,15 @@ class _Container:
 
     def __init__(self, value: Any) -> None:
         self.value = value
-        self.pairs: list[tuple[Any, Any]] | None = None
-        self.keys: list[Any] = []
+        self.pairs: list[tuple[object, object]] | None = None
+        self.keys: list[object] = []
         if isinstance(value, dict):
             pairs = self.pairs = list(value.items())  # what a subclass shows, read once
             self.keys = [repair_surrogates(k) if isinstance(k, str) else k for k, _ in pairs]
-            self.items: Iterator[Any] = (v for _, v in pairs)
+            self.items: Iterator[object] = (v for _, v in pairs)
         else:
             self.items = iter(value)
-        self.out: list[Any] = []
+        self.out: list[object] = []
 
     def result(self) -> Any:
         """The container with its walked items: itself when none changed, else a copy."""
@@ -343,7 +343,7 @@ def visible(text: str) -> str:
     texts give distinct results.
 
     Args:
-        text: Any string.
+        text: The string to show.
 
     Returns:
         ``text`` with those characters replaced (``text`` itself when it has none).

@@ -13,7 +13,7 @@ A stream (formats 2 to 4) is left as the log's own JSON text, its payloads check
 the call is first served (docs/format.md#raw-payloads).
 
 It is a fast path only: it returns ``None`` whenever it is not certain that the plain
-path (``orjson`` and the reference's checks in :mod:`~pytest_dsh_replay._format.chunk_rows` and
+path (``orjson`` and the dsh harness's checks in :mod:`~pytest_dsh_replay._format.chunk_rows` and
 :mod:`~pytest_dsh_replay._format.stream_records`) would accept the line's envelope and
 derive the same values; the caller then decodes the line the plain way, which raises the
 exact error a bad line deserves. Every field outside the payloads is decoded (none
@@ -75,7 +75,7 @@ class _Decoders:
     tool_row_data: Any
     unset: Any
 
-    def __init__(self, **fields: Any):
+    def __init__(self, **fields: object):
         for name in self.__slots__:
             setattr(self, name, fields[name])
 
@@ -171,18 +171,18 @@ def _decoders() -> _Decoders:
         stream: list[_Record]
         turn: _Int64 | UnsetType = UNSET
         step: _Int64 | UnsetType = UNSET
-        message: Any = UNSET
-        usage: Any = UNSET
-        interrupted: Any = UNSET
+        message: object = UNSET
+        usage: object = UNSET
+        interrupted: object = UNSET
 
     class _StreamEvent(Struct, forbid_unknown_fields=True):
         type: Literal["assistant/message", "assistant/attempt"]
         data: _StreamData
-        seq: Any = UNSET
-        time: Any = UNSET
-        surfaceOp: Any = UNSET
-        sourceEventSeqs: Any = UNSET
-        ignorable: Any = UNSET
+        seq: object = UNSET
+        time: object = UNSET
+        surfaceOp: object = UNSET
+        sourceEventSeqs: object = UNSET
+        ignorable: object = UNSET
 
     class _StreamText(Struct):
         stream: Raw
@@ -221,7 +221,7 @@ class StreamLine:
 
     __slots__ = ("kind", "runs", "step", "stream", "turn")
 
-    def __init__(self, kind: str, turn: Any, step: Any, runs: list[ChunkRun],
+    def __init__(self, kind: str, turn: object, step: object, runs: list[ChunkRun],
                  stream: bytes | None = None):  # fmt: skip
         self.kind = kind
         self.turn = turn

@@ -4,7 +4,8 @@ One table for every reader (docs/format.md#vocabulary): the script builder check
 event's type and each stream chunk it derives against it, in the pass that reads the log,
 whatever the log came from (plain, projected or packed JSONL, zstd, a SQLite store).
 
-- Event types: :func:`event_types` gives the names a format version knows. A log may
+- Event types: :data:`EVENT_TYPES_V0` and :data:`EVENT_TYPES_V4`, the names each format
+  version knows (its :class:`~pytest_dsh_replay._format.formats.FormatSpec` says which). A log may
   hold another type only on an event marked ``"ignorable": true``; anything else is
   refused (an event replay would silently drop).
 - Stream chunks: :data:`CHUNK_FIELDS` lists, per chunk type, the fields it must have and
@@ -29,7 +30,6 @@ __all__ = [
     "EVENT_TYPES_V0",
     "EVENT_TYPES_V4",
     "chunk_problem",
-    "event_types",
     "unknown_event_problem",
 ]
 
@@ -125,20 +125,6 @@ names the runtime still reads (``compact/*``, ``steering/message``) and the code
 events of the harness (``tool/code-dispatch``, ``tool/code-dispatch-start``).
 """
 
-_EVENT_TYPES_ANY: Final = EVENT_TYPES_V0 | EVENT_TYPES_V4
-
-
-def event_types(version: int | None) -> frozenset[str]:
-    """The event types a log of format ``version`` may hold without ``"ignorable": true``.
-
-    Args:
-        version: The log's format version (0 to 4); ``None`` for events of unknown
-            origin, which may hold the types of any format.
-    """
-    if version is None:
-        return _EVENT_TYPES_ANY
-    return EVENT_TYPES_V0 if version < 2 else EVENT_TYPES_V4
-
 
 def unknown_event_problem(kind: object) -> str:
     """The message for an event whose type the format does not know (callers add file, line)."""
@@ -171,15 +157,15 @@ _BLOCK_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
 }
 
 
-def _index(value: Any) -> str | None:
+def _index(value: object) -> str | None:
     return None if is_count(value) else "a non-negative integer"
 
 
-def _string(value: Any) -> str | None:
+def _string(value: object) -> str | None:
     return None if value.__class__ is str else "a string"
 
 
-def _object(value: Any) -> str | None:
+def _object(value: object) -> str | None:
     return None if value.__class__ is dict else "an object"
 
 
@@ -187,13 +173,13 @@ def _one_of(names: tuple[str, ...]) -> str:
     return "one of " + ", ".join(js_json(n) for n in names)
 
 
-def _block_type(value: Any) -> str | None:
+def _block_type(value: object) -> str | None:
     if value.__class__ is str and (value in _BLOCK_TYPES or value.startswith("plugin:")):
         return None
     return _one_of(_BLOCK_TYPES) + ' (or "plugin:<tag>")'
 
 
-def _block(value: Any) -> str | None:
+def _block(value: object) -> str | None:
     if value.__class__ is not dict:
         return "a content block object"
     kind = value.get("type")
@@ -208,7 +194,7 @@ def _block(value: Any) -> str | None:
     return None
 
 
-def _usage(value: Any) -> str | None:
+def _usage(value: object) -> str | None:
     expected = (
         "a token usage object with inputTokens and outputTokens (and optionally "
         "cacheReadTokens, cacheWriteTokens, reasoningTokens, totalTokens), each a "
@@ -222,7 +208,7 @@ def _usage(value: Any) -> str | None:
     return None
 
 
-def _reason(value: Any) -> str | None:
+def _reason(value: object) -> str | None:
     if value.__class__ is not dict:
         return f"a finish reason object with kind, {_one_of(_FINISH_KINDS)}"
     kind = value.get("kind")
@@ -302,6 +288,6 @@ def chunk_problem(chunk: dict[str, Any]) -> str | None:
     return None
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     text = js_json(value)
     return text if len(text) <= 80 else text[:77] + "..."

@@ -12,7 +12,8 @@ never decompresses past :data:`MAX_DECOMPRESSED_BYTES` (docs/limits.md#decompres
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Final
+from types import ModuleType
+from typing import Final
 
 from .._errors import SessionLogError
 
@@ -56,7 +57,7 @@ _MIN_FEED: Final = 64
 """The smallest piece of a frame fed to the decompressor (at most 2 MiB of output)."""
 
 
-def _zstandard(source: str) -> Any:
+def _zstandard(source: str) -> ModuleType:
     try:
         import zstandard
     except ImportError:
@@ -68,7 +69,7 @@ def _zstandard(source: str) -> Any:
     return zstandard
 
 
-def compress_frame(zstandard: Any, plaintext: bytes, level: int = 3) -> bytes:
+def compress_frame(zstandard: ModuleType, plaintext: bytes, level: int = 3) -> bytes:
     """One zstd frame of ``plaintext``, with its content checksum (the one zstd writer).
 
     Every frame this package writes carries the checksum, as the dsh runtime's frames
@@ -95,7 +96,7 @@ class OutputLimitError(Exception):
 
 
 def decompress_frame(
-    zstandard: Any, data: bytes | memoryview, offset: int, limit: int
+    zstandard: ModuleType, data: bytes | memoryview, offset: int, limit: int
 ) -> tuple[bytes, int | None]:
     """Decompress the frame at ``offset`` of ``data``, never past ``limit`` bytes of output.
 

@@ -52,7 +52,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
 
 from .._errors import DshReplayError, ReplayOrderError
-from .._format.events import SEEDED_FORMAT, Event
+from .._format.events import Event
 from .._format.jsonl import read_session_log
 from .._format.stream_records import STREAM_EVENTS
 from .._scripts.builder import SUMMARY_EVENTS
@@ -123,7 +123,7 @@ def _start(events: Sequence[Event], index: int, end: int) -> int:
 
 def _whole_events(script: SessionScript) -> list[Event] | None:
     """A session's whole log (a fork child's seed included), or ``None`` without times."""
-    if script.path is None or script.header.format < SEEDED_FORMAT or not script.path.is_file():
+    if script.path is None or not script.header.spec.whole_events or not script.path.is_file():
         return None
     try:
         _, events = read_session_log(script.path)

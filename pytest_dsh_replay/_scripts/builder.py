@@ -26,6 +26,7 @@ import orjson
 from .._errors import DshReplayError, ScriptError, SessionLogError
 from .._format.chunk_rows import PACKED_TAGS, PackedRow, validate_packed_row
 from .._format.events import END_SEED, ChunkRun, Event, JSONObject, StreamChunk
+from .._format.formats import ALL_EVENT_TYPES, format_spec
 from .._format.json_values import ABSENT, describe_json, js_string
 from .._format.jsonl import line_error, not_an_event, parse_json_text
 from .._format.stream_records import (
@@ -37,7 +38,7 @@ from .._format.stream_records import (
 )
 from .._format.text import join_split_surrogates
 from .._format.typed import StreamLine
-from .._format.vocabulary import chunk_problem, event_types, unknown_event_problem
+from .._format.vocabulary import chunk_problem, unknown_event_problem
 from .entries import MAX_CHUNK_NESTING, ChunksEntry, ReplayEntry, materialize_runs
 
 __all__ = [
@@ -55,8 +56,8 @@ SUMMARY_EVENTS: Final = frozenset({"compaction/summary", "compact/summary"})
 ``llmStreamCall: true``."""
 
 
-def _call_key(turn: Any, step: Any) -> str:
-    """The reference's call key, ``f"{turn}/{step}"`` as JavaScript formats it."""
+def _call_key(turn: object, step: object) -> str:
+    """The dsh harness's call key, ``f"{turn}/{step}"`` as JavaScript formats it."""
     return (
         f"{'undefined' if turn is ABSENT else js_string(turn)}/"
         f"{'undefined' if step is ABSENT else js_string(step)}"
@@ -217,8 +218,10 @@ class ScriptBuilder:
     - :meth:`event` takes one logical event (:func:`derive_replay_script`).
 
     Args:
-        version: The log's format version: ``0``/``1`` read ``assistant/chunk`` events
-            and packed rows, ``2``-``4`` read embedded streams; ``None`` reads both
+        version: The log's format version (one of
+            :data:`~pytest_dsh_replay._format.formats.FORMATS`): its spec says whether
+            calls are ``assistant/chunk`` events and packed rows or embedded streams,
+            and which event types it knows; ``None`` reads both, and every type
             (events of unknown origin).
         skip: Leading logical events that are counted but not derived: a format 0/1
             fork child's inherited seed (its header's ``seedLength``).
@@ -277,11 +280,12 @@ class ScriptBuilder:
         derive: bool = True,
         rows: bool = False,
     ):
-        self._chunk_events = version is None or version < 2
-        self._stream_events = version is None or version >= 2
+        spec = None if version is None else format_spec(version)
+        self._chunk_events = spec is None or not spec.streams_in_message
+        self._stream_events = spec is None or spec.streams_in_message
         self._readers = _event_readers(self._chunk_events, self._stream_events, derive)
         self._version = version
-        self._known = event_types(version)
+        self._known = ALL_EVENT_TYPES if spec is None else spec.event_types
         self.skip = skip
         self.cut_at_marker = cut_at_marker
         self.source = source
@@ -315,8 +319,8 @@ class ScriptBuilder:
         self._items: list[ChunkRun] = []
         self._lines: list[int | None] = []
         self._n_chunks = 0
-        self._turn: Any = ABSENT
-        self._step: Any = ABSENT
+        self._turn: object = ABSENT
+        self._step: object = ABSENT
         self._start_index = 0
         self._start_line: int | None = None
 
@@ -329,8 +333,8 @@ class ScriptBuilder:
     def _key(self) -> str:
         return _call_key(self._turn, self._step)
 
-    def _same_call(self, turn: Any, step: Any) -> bool:
-        """Whether (turn, step) has the open call's key (as the reference compares keys)."""
+    def _same_call(self, turn: object, step: object) -> bool:
+        """Whether (turn, step) has the open call's key (as the dsh harness compares keys)."""
         t0, s0 = self._turn, self._step
         if (
             turn.__class__ is int
@@ -341,7 +345,7 @@ class ScriptBuilder:
             return bool(turn == t0 and step == s0)
         return _call_key(turn, step) == _call_key(t0, s0)
 
-    def _open(self, turn: Any, step: Any, index: int, line: int | None) -> None:
+    def _open(self, turn: object, step: object, index: int, line: int | None) -> None:
         if not self.opened:
             self._take_opening()
         self._turn = turn
@@ -678,7 +682,7 @@ class ScriptBuilder:
         if "time0" not in value:
             value["time0"] = 0
         try:
-            row = validate_packed_row(value)  # the reference's checks and errors
+            row = validate_packed_row(value)  # the dsh harness's checks and errors
         except SessionLogError as err:
             raise err.at(path=self.source, line=lineno) from None
         self.packed(row, lineno)

@@ -77,7 +77,7 @@ def materialize_runs(items: list[ChunkRun]) -> list[StreamChunk]:
     return out
 
 
-def _is_finish(chunk: Any) -> bool:
+def _is_finish(chunk: object) -> bool:
     """Whether a chunk (or a chunk run, which never is one) is a ``finish`` chunk."""
     return isinstance(chunk, Mapping) and chunk.get("type") == "finish"
 
@@ -398,7 +398,7 @@ _THROW_KEYS: Final = frozenset({"kind", "chunks", "message", "code"})
 _CHUNKS_KEYS: Final = frozenset({"kind", "chunks"})
 
 
-def _read_chunks(value: Any, where: str, loc: str) -> list[StreamChunk]:
+def _read_chunks(value: object, where: str, loc: str) -> list[StreamChunk]:
     if not isinstance(value, list):
         raise invalid_entry(where, loc, "chunks must be an array")
     for j, chunk in enumerate(value):
@@ -414,7 +414,7 @@ def _read_chunks(value: Any, where: str, loc: str) -> list[StreamChunk]:
     return value
 
 
-def _json_text(value: Any, limit: int = 80) -> str:
+def _json_text(value: object, limit: int = 80) -> str:
     """``value`` as JSON text for a message, shortened; never fails."""
     try:
         text = orjson.dumps(value).decode()
@@ -436,7 +436,7 @@ def _stored(build: Callable[[], ReplayEntry], where: str, loc: str) -> ReplayEnt
         ) from None
 
 
-def entry_from_json(value: Any, *, where: str = "<entry>", loc: str = "entry") -> ReplayEntry:
+def entry_from_json(value: object, *, where: str = "<entry>", loc: str = "entry") -> ReplayEntry:
     """Validate and build one entry from its wire form (docs/scenarios.md#override-entries).
 
     Args:
@@ -447,7 +447,7 @@ def entry_from_json(value: Any, *, where: str = "<entry>", loc: str = "entry") -
         loc: The location used in error messages (``entry 3``, ``patch 0.entry``).
 
     Returns:
-        The entry. Only each chunk's ``type`` is checked, as the reference does.
+        The entry. Only each chunk's ``type`` is checked, as the dsh harness does.
 
     Raises:
         OverrideError: ``invalid override: <loc> <detail>`` (docs/scenarios.md#override-entries).

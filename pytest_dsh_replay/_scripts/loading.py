@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar, cast
 
 from .._errors import ScenarioError, SessionLogError
 from .._format.events import SessionHeader, SessionLog
@@ -472,7 +472,20 @@ def load_scenario(path: str | os.PathLike[str], session_id: str | None = None) -
 # --- sharing loaded scenarios ------------------------------------------------------------
 
 
-def _stamp(path: Path) -> tuple[int, Any] | None:
+_FileSignature: TypeAlias = tuple[int, int, int]
+"""A file's ``(inode, size, modification time in ns)``."""
+
+_DirSignature: TypeAlias = tuple[int, int, tuple[tuple[str, int, int, int], ...]]
+"""A directory's ``(inode, modification time in ns, entries)``, each entry a file's
+``(name, inode, size, modification time in ns)``, sorted."""
+
+_Signature: TypeAlias = _FileSignature | _DirSignature
+
+_Stamp: TypeAlias = tuple[int, _Signature]
+"""``(bytes, signature)``: what :func:`_stamp` gives."""
+
+
+def _stamp(path: Path) -> _Stamp | None:
     """What identifies the files at ``path`` as they are now: ``(bytes, signature)``.
 
     A directory's signature covers the directory itself and every entry in it (name,
@@ -513,22 +526,23 @@ def _outline(path: str) -> tuple[int, ...] | None:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _outline_of(signature: Any) -> tuple[int, ...]:
+def _outline_of(signature: _Signature) -> tuple[int, ...]:
     """The part of a :func:`_stamp` signature that :func:`_outline` sees."""
-    if len(signature) == 3 and isinstance(signature[2], tuple):
+    last = signature[2]
+    if isinstance(last, tuple):
         return signature[0], signature[1]  # a directory's: (inode, mtime, entries)
-    return signature  # type: ignore[no-any-return]
+    return signature[0], signature[1], last
 
 
-def _file_stamps(stamp: tuple[int, Any]) -> dict[str, tuple[int, Any]] | None:
+def _file_stamps(stamp: _Stamp) -> dict[str, _Stamp] | None:
     """Each file's stamp, from a directory's :func:`_stamp`; ``None`` for a file's.
 
     The stamps are the ones :func:`_stamp` gives for each file itself.
     """
-    signature = stamp[1]
-    if len(signature) != 3 or not isinstance(signature[2], tuple):
+    entries = stamp[1][2]
+    if not isinstance(entries, tuple):
         return None  # a file's signature: (inode, size, mtime)
-    return {name: (size, (ino, size, mtime)) for name, ino, size, mtime in signature[2]}
+    return {name: (size, (ino, size, mtime)) for name, ino, size, mtime in entries}
 
 
 class _Lru:
@@ -537,7 +551,7 @@ class _Lru:
     __slots__ = ("entries", "total")
 
     def __init__(self) -> None:
-        self.entries: OrderedDict[str, tuple[Any, int, Any]] = OrderedDict()
+        self.entries: OrderedDict[str, tuple[_Signature, int, object]] = OrderedDict()
         self.total = 0  # the bytes of every entry
 
 
@@ -597,9 +611,11 @@ class ScenarioCache:
         self._lock = threading.Lock()
         self._scenarios = _Lru()
         self._logs = _Lru()
-        self._derived: OrderedDict[tuple[int, ...], tuple[tuple[object, ...], Any]] = OrderedDict()
+        self._derived: OrderedDict[tuple[int, ...], tuple[tuple[object, ...], object]] = (
+            OrderedDict()
+        )
 
-    def _get(self, table: _Lru, key: str, signature: Any) -> Any:
+    def _get(self, table: _Lru, key: str, signature: _Signature) -> object:
         with self._lock:
             found = table.entries.get(key)
             if found is None or found[0] != signature:
@@ -607,7 +623,7 @@ class ScenarioCache:
             table.entries.move_to_end(key)
             return found[2]
 
-    def _kept(self, table: _Lru, key: str) -> tuple[Any, int, Any] | None:
+    def _kept(self, table: _Lru, key: str) -> tuple[_Signature, int, object] | None:
         """What ``table`` keeps for ``key``, unexamined: ``(signature, bytes, value)``."""
         with self._lock:
             found = table.entries.get(key)
@@ -615,7 +631,7 @@ class ScenarioCache:
                 table.entries.move_to_end(key)
             return found
 
-    def _put(self, table: _Lru, key: str, stamp: tuple[int, Any], value: Any) -> None:
+    def _put(self, table: _Lru, key: str, stamp: _Stamp, value: object) -> None:
         size, signature = stamp
         if size > self.max_bytes:
             return
@@ -667,7 +683,7 @@ class ScenarioCache:
         if not self.recheck:
             kept = self._kept(self._scenarios, key)
             if kept is not None and _outline(key) == _outline_of(kept[0]):
-                return kept[2]  # type: ignore[no-any-return]
+                return cast("Scenario", kept[2])
         p = Path(key)
         stamp = _stamp(p)
         if stamp is None:
@@ -675,13 +691,13 @@ class ScenarioCache:
         if self.recheck:
             found = self._get(self._scenarios, key, stamp[1])
             if found is not None:
-                return found  # type: ignore[no-any-return]
+                return cast("Scenario", found)
         files = _file_stamps(stamp)
         bodies: dict[str, list[tuple[int, Any]]] = {}
         if files is None:
             scenario = load_scenario(key)
         else:  # a directory: the stamp listed it already
-            names = [name for name, *_ in stamp[1][2]]
+            names = list(files)  # the stamp's entries, sorted by name
             scenario = _load_directory(p, bodies if keep_logs else None, names)
         # Unchanged while loading (examined again only when the files are rechecked).
         if not self.recheck or _stamp(p) == stamp:
@@ -701,7 +717,7 @@ class ScenarioCache:
 
     def _keep_bodies(
         self,
-        files: dict[str, tuple[int, Any]],
+        files: dict[str, _Stamp],
         scenario: Scenario,
         bodies: dict[str, list[tuple[int, Any]]],
     ) -> None:
@@ -767,16 +783,16 @@ class ScenarioCache:
             assert found is not None
             self._derived.move_to_end(key)
             if found[1] is not _UNMADE:
-                return found[1]  # type: ignore[no-any-return]
+                return cast("_T", found[1])
         value = make()
         with self._lock:
             if key in self._derived:
                 self._derived[key] = (sources, value)
         return value
 
-    def _log_of(self, key: str, found: Any, stamp: tuple[int, Any]) -> SessionLog:
+    def _log_of(self, key: str, found: object, stamp: _Stamp) -> SessionLog:
         """A kept log; kept lines become the log, kept under the same stamp."""
-        if found.__class__ is _Body:
+        if isinstance(found, _Body):
             found = found.log()
             self._put(self._logs, key, stamp, found)
-        return found  # type: ignore[no-any-return]
+        return cast(SessionLog, found)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
@@ -38,7 +37,7 @@ class Override:
     patches: tuple[tuple[int, ReplayEntry], ...] = ()
 
 
-def parse_override(value: Any, *, path: str) -> Override:
+def parse_override(value: object, *, path: str) -> Override:
     """Validate a parsed sidecar document (docs/scenarios.md#overrides).
 
     Args:

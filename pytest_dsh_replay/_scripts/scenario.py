@@ -16,10 +16,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final, TypeAlias
 
 from .._errors import RecordingError, SessionLogError
-from .._format.events import SEEDED_FORMAT, JSONObject, SessionHeader, SessionLike
+from .._format.events import JSONObject, SessionHeader, SessionLike
 from .._format.jsonl import dump_session_log, head_digest, open_session_log
 from .._format.log_names import parse_log_name
 from .builder import ScriptBuilder
@@ -180,11 +180,15 @@ class Scenario:
 # --- ordering ------------------------------------------------------------------------------
 
 
+LocaleKey: TypeAlias = tuple[tuple[tuple[int, str], ...], tuple[int, ...]]
+"""What :func:`locale_sort_key` gives: per character ``(group, folded)``, then case bits."""
+
+
 @lru_cache(maxsize=4096)  # ids repeat across loads of the same scenarios
-def locale_sort_key(text: str) -> tuple[tuple[tuple[int, str], ...], tuple[int, ...]]:
+def locale_sort_key(text: str) -> LocaleKey:
     """A sort key approximating JavaScript ``localeCompare`` (ICU root collation).
 
-    The reference breaks ``createdAt`` ties between children with
+    The dsh harness breaks ``createdAt`` ties between children with
     ``a.localeCompare(b)`` (docs/scenarios.md#child-order). ICU's default order compares letters
     case-insensitively first (lowercase before uppercase only as a tie-break) and puts
     whitespace, then punctuation, then symbols, then digits before letters. This key
@@ -218,12 +222,12 @@ def locale_sort_key(text: str) -> tuple[tuple[tuple[int, str], ...], tuple[int, 
     return tuple(primary), tuple(tertiary)
 
 
-def child_order(created_at: int, session_id: str) -> tuple[int, Any]:
+def child_order(created_at: int, session_id: str) -> tuple[int, LocaleKey]:
     """The sort key of children in replay order: by ``createdAt``, then by id."""
     return created_at, locale_sort_key(session_id)
 
 
-def _child_order(script: SessionScript) -> tuple[int, Any]:
+def _child_order(script: SessionScript) -> tuple[int, LocaleKey]:
     return child_order(script.created_at, script.recorded_id)
 
 
@@ -273,7 +277,7 @@ def load_session_script(
     text: list[IO[bytes]] = []
     with open_session_log(p, calls=True, text=text) as (header, header_line, lines):
         fmt = header.format
-        marked = fmt >= SEEDED_FORMAT
+        marked = header.spec.seeded
         seed_length = header.seed_length if header.seeded and not marked else 0
         builder = ScriptBuilder(
             version=fmt,

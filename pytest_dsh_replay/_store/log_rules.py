@@ -51,11 +51,11 @@ _ENVELOPE_KEYS: Final = frozenset(
 
 
 def quote(text: str) -> str:
-    """Quote a value for a message as the reference does (JSON string form)."""
+    """Quote a value for a message as the dsh harness does (JSON string form)."""
     return orjson.dumps(text).decode("utf-8")
 
 
-def envelope_problem(event: Any, index: int) -> str | None:
+def envelope_problem(event: object, index: int) -> str | None:
     """The first envelope rule ``event`` breaks at ``index``, or ``None``.
 
     See docs/format.md#envelopes.
@@ -135,7 +135,7 @@ class Surface:
             self._check_tool_rewrite(event, shadowed, events)
         return span
 
-    def _replaced(self, op: Any) -> tuple[list[int], tuple[int, int]]:
+    def _replaced(self, op: object) -> tuple[list[int], tuple[int, int]]:
         """A replace op's shadowed node seqs and their ``(first, last)`` positions."""
         if (
             not isinstance(op, dict)
@@ -192,7 +192,7 @@ class Surface:
             self.nodes[span[0] : span[1] + 1] = [seq]
 
 
-def _cited_seqs(event: Event, kind: str, seq: Any) -> set[int]:
+def _cited_seqs(event: Event, kind: str, seq: object) -> set[int]:
     """The earlier seqs a surface event's ``sourceEventSeqs`` cites (checked)."""
     sources = event.get("sourceEventSeqs")
     cited: set[int] = set()
@@ -226,7 +226,9 @@ def _cited_seqs(event: Event, kind: str, seq: Any) -> set[int]:
 
 
 def validate_log(events: Sequence[Any], *, what: str = "event") -> list[Event]:
-    """Check a whole log as the reference's ``Session`` constructor does (docs/format.md#envelopes).
+    """Check a whole log as the dsh harness's ``Session`` constructor does.
+
+    See docs/format.md#envelopes.
 
     Args:
         events: The events from seq 0.
@@ -332,45 +334,45 @@ class _OpenTurn:
     __slots__ = ("pending", "step", "turn")
 
     def __init__(self) -> None:
-        self.turn: Any = None
-        self.step: Any = None
-        self.pending: dict[Any, dict[str, Any]] = {}
+        self.turn: object = None
+        self.step: object = None
+        self.pending: dict[object, dict[str, object]] = {}
 
-    def turn_start(self, event: Event, data: dict[str, Any]) -> None:
+    def turn_start(self, event: Event, data: dict[str, object]) -> None:
         self.turn, self.step = data.get("turn"), None
         self.pending.clear()
 
-    def turn_end(self, event: Event, data: dict[str, Any]) -> None:
+    def turn_end(self, event: Event, data: dict[str, object]) -> None:
         self.turn = self.step = None
         self.pending.clear()
 
-    def step_start(self, event: Event, data: dict[str, Any]) -> None:
+    def step_start(self, event: Event, data: dict[str, object]) -> None:
         self.step = data.get("step")
 
-    def step_end(self, event: Event, data: dict[str, Any]) -> None:
+    def step_end(self, event: Event, data: dict[str, object]) -> None:
         self.step = None
         self.pending.clear()
 
-    def assistant_message(self, event: Event, data: dict[str, Any]) -> None:
+    def assistant_message(self, event: Event, data: dict[str, object]) -> None:
         message = data.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         for block in content if isinstance(content, list) else ():
             if isinstance(block, dict) and block.get("type") == "tool-call":
                 self.pending[block.get("id")] = {"step": data.get("step")}
 
-    def tool_call(self, event: Event, data: dict[str, Any]) -> None:
+    def tool_call(self, event: Event, data: dict[str, object]) -> None:
         entry = self.pending.get(data.get("callId"))
         if entry is not None:
             entry["callSeq"] = event.get("seq")
 
-    def tool_result(self, event: Event, data: dict[str, Any]) -> None:
+    def tool_result(self, event: Event, data: dict[str, object]) -> None:
         message = data.get("message")
         source = message.get("source") if isinstance(message, dict) else None
         if isinstance(source, dict):
             self.pending.pop(source.get("callId"), None)
 
 
-_TURN_SCAN: Final[dict[str, Callable[[_OpenTurn, Event, dict[str, Any]], None]]] = {
+_TURN_SCAN: Final[dict[str, Callable[[_OpenTurn, Event, dict[str, object]], None]]] = {
     "turn/start": _OpenTurn.turn_start,
     "turn/end": _OpenTurn.turn_end,
     "step/start": _OpenTurn.step_start,
@@ -382,7 +384,9 @@ _TURN_SCAN: Final[dict[str, Callable[[_OpenTurn, Event, dict[str, Any]], None]]]
 """How each event type moves :class:`_OpenTurn` (other events leave it as it is)."""
 
 
-def _unknown_result(call_id: Any, entry: dict[str, Any], turn: Any, seq: int, when: Any) -> Event:
+def _unknown_result(
+    call_id: object, entry: dict[str, object], turn: object, seq: int, when: object
+) -> Event:
     """The error ``tool/result`` that closes a tool call a crash left pending."""
     started = "callSeq" in entry
     message = {
@@ -487,7 +491,7 @@ class CommittedLog:
     committed: int
 
 
-def store_header(value: Any, source: str) -> SessionHeader:
+def store_header(value: object, source: str) -> SessionHeader:
     """Validate a stored log's header by the store's rules.
 
     Raises:

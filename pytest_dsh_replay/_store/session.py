@@ -58,7 +58,7 @@ _ENVELOPE_ALIASES: Final[dict[str, str]] = {
 
 
 def _build_event(
-    kind: Any, data: Any, envelope: Mapping[str, Any], now: Callable[[], int]
+    kind: object, data: object, envelope: Mapping[str, Any], now: Callable[[], int]
 ) -> Event:
     """A new event from :meth:`Session.append`'s arguments, copied and checked."""
     if not isinstance(kind, str) or not kind:
@@ -142,7 +142,7 @@ class ChunkRun:
 
     __slots__ = ("_built", "_seqs", "_session", "_source", "chunks", "step", "turn")
 
-    def __init__(self, session: Session, turn: Any, step: Any):
+    def __init__(self, session: Session, turn: object, step: object):
         self._session = session
         self.turn = turn
         self.step = step
@@ -151,7 +151,7 @@ class ChunkRun:
         self._seqs: list[int] = []
         self._source: ChunkSource | None = None  # the stream it follows (Session.follow)
 
-    def add(self, chunk: Any) -> None:
+    def add(self, chunk: object) -> None:
         """Add the next chunk (handed over; see the class docstring).
 
         Raises:
@@ -347,7 +347,7 @@ class Session(PlainJSONEvents):
     def __repr__(self) -> str:
         return f"Session(id={self.id!r}, events={len(self.events)})"
 
-    def append(self, type: str, data: Any, **envelope: Any) -> Event:
+    def append(self, type: str, data: object, **envelope: object) -> Event:
         """Append one event and persist it.
 
         Args:
@@ -390,7 +390,9 @@ class Session(PlainJSONEvents):
             self._surface.apply(seq, span)
             return event
 
-    def append_chunk(self, turn: Any, step: Any, chunk: Any, *, parsed: bool = False) -> int:
+    def append_chunk(
+        self, turn: object, step: object, chunk: object, *, parsed: bool = False
+    ) -> int:
         """Append one ``assistant/chunk`` event ``{"turn", "step", "chunk"}``, cheaply.
 
         The same event :meth:`append` would store, for the bulk of a log: the data is
@@ -461,7 +463,7 @@ class Session(PlainJSONEvents):
         with self._lock:
             yield self
 
-    def chunk_run(self, turn: Any, step: Any) -> ChunkRun:
+    def chunk_run(self, turn: object, step: object) -> ChunkRun:
         """Open a :class:`ChunkRun`: the cheapest way to log a call's chunks as they stream.
 
         Each added chunk becomes the ``assistant/chunk`` event ``{"turn", "step",
@@ -489,7 +491,7 @@ class Session(PlainJSONEvents):
             run = self._chunk_run = ChunkRun(self, turn, step)
             return run
 
-    def follow(self, turn: Any, step: Any, source: ChunkSource) -> ChunkRun:
+    def follow(self, turn: object, step: object, source: ChunkSource) -> ChunkRun:
         """Open a :class:`ChunkRun` that follows ``source`` (docs/recording.md#lazy).
 
         Like :meth:`chunk_run`, but nothing is added: on each read or write of the

@@ -27,7 +27,7 @@ import threading
 import time as _time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from typing import Final
 
 from .._errors import SessionForkError, SessionLogError, SessionStoreError
 from .._format.events import (
@@ -37,7 +37,7 @@ from .._format.events import (
     SessionHeader,
     header_problem,
 )
-from .._format.json_values import is_safe_integer, json_copy
+from .._format.json_values import as_safe_integer, is_safe_integer, json_copy
 from .backends.base import SessionBackend
 from .log_rules import quote, validate_log
 from .session import Session
@@ -66,7 +66,7 @@ def _now_ms() -> int:
 # --- headers ------------------------------------------------------------------------------
 
 
-def _meta_fields(meta: Mapping[str, Any] | None) -> dict[str, Any]:
+def _meta_fields(meta: Mapping[str, object] | None) -> dict[str, object]:
     """Validate ``create``'s ``meta`` by the store's header rules; the fields to stamp.
 
     Raises:
@@ -92,11 +92,11 @@ def _meta_fields(meta: Mapping[str, Any] | None) -> dict[str, Any]:
         raise SessionStoreError(f"session header {problem}")
     for key in ("seedLength", "delegationDepth"):
         if key in fields:
-            fields[key] = int(fields[key])
+            fields[key] = as_safe_integer(fields[key])  # a count: checked above
     return fields
 
 
-def _make_header(session_id: str, created_at: int, fields: Mapping[str, Any]) -> SessionHeader:
+def _make_header(session_id: str, created_at: int, fields: Mapping[str, object]) -> SessionHeader:
     obj: JSONObject = {"type": "session", "version": 0, "id": session_id, "createdAt": created_at}
     for key in _META_KEYS:
         if key in fields:
@@ -140,7 +140,7 @@ class SessionStore:
             clock. Inject a fake one for deterministic logs.
 
     Every method is thread-safe. A session created without a seed reaches the backend
-    with its first append (the reference writes nothing before); a seeded session is
+    with its first append (the dsh harness writes nothing before); a seeded session is
     written at once, seed and ``session/end-seed`` together.
     """
 
@@ -208,7 +208,7 @@ class SessionStore:
         session_id: str | None = None,
         *,
         seed: Iterable[Event] | None = None,
-        meta: Mapping[str, Any] | None = None,
+        meta: Mapping[str, object] | None = None,
     ) -> Session:
         """Create a session.
 
@@ -233,9 +233,10 @@ class SessionStore:
         """
         fields = _meta_fields(meta)
         events = self._copy_seed(seed) if seed is not None else None
-        if "seedLength" in fields and fields["seedLength"] > len(events or ()):
+        seed_length = fields.get("seedLength")
+        if isinstance(seed_length, int) and seed_length > len(events or ()):
             raise SessionStoreError(
-                f"seedLength {fields['seedLength']} exceeds the seed's {len(events or ())} "
+                f"seedLength {seed_length} exceeds the seed's {len(events or ())} "
                 "events; seedLength counts inherited events at the start of the seed"
             )
         with self._lock:
@@ -286,7 +287,7 @@ class SessionStore:
             The child session.
 
         Raises:
-            SessionForkError: With ``.code`` as above and the reference's message.
+            SessionForkError: With ``.code`` as above and the dsh harness's message.
         """
         with self._lock:
             if child_session_id is not None and (
@@ -352,7 +353,7 @@ class SessionStore:
                             f"turn {turn}",
                         )
                 seed = events[: b + 1]
-            meta: dict[str, Any] = {"parentSession": sid, "seedLength": len(seed)}
+            meta: dict[str, object] = {"parentSession": sid, "seedLength": len(seed)}
             if live.header.cwd is not None:
                 meta["cwd"] = live.header.cwd
             return self.create(child_session_id, seed=seed, meta=meta)

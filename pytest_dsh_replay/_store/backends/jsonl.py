@@ -11,7 +11,8 @@ import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from types import ModuleType
+from typing import Final, Literal
 
 import orjson
 
@@ -27,7 +28,7 @@ from .base import StoredLog
 __all__ = ["JsonlBackend", "decode_segment", "encode_segment", "project_key"]
 
 
-def _zstd_module() -> Any:
+def _zstd_module() -> ModuleType:
     try:
         import zstandard
     except ImportError:
@@ -63,7 +64,7 @@ def _escape(unit: str) -> str:
 def project_key(cwd: str | None) -> str:
     r"""The project directory name of a session's ``cwd``.
 
-    See docs/format.md#jsonl-store; the reference's ``projectKey``.
+    See docs/format.md#jsonl-store; the dsh harness's ``projectKey``.
 
     Runs of ``/``, ``\`` and ``:`` become one ``-``; ``[A-Za-z0-9._-]`` stay; every other
     UTF-16 code unit (``~`` included) becomes ``~`` plus 4 uppercase hex digits; leading
@@ -91,7 +92,7 @@ def project_key(cwd: str | None) -> str:
 def encode_segment(session_id: str) -> str:
     """The session directory name of an id; injective.
 
-    See docs/format.md#jsonl-store; the reference's ``encodeSegment``.
+    See docs/format.md#jsonl-store; the dsh harness's ``encodeSegment``.
 
     ``[A-Za-z0-9._-]`` stay, every other UTF-16 code unit becomes ``~XXXX``; ``.`` and
     ``..`` become ``~002E`` and ``~002E~002E``.

@@ -14,7 +14,7 @@ import sqlite3
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ def _check_identity(conn: sqlite3.Connection, path: str) -> bool:
     Raises:
         SchemaVersionError: Naming the file, what it holds and what this build needs.
     """
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    schema = conn.execute("PRAGMA user_version").fetchone()[0]
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     try:
         objects = user_objects(conn)
@@ -78,7 +78,7 @@ def _check_identity(conn: sqlite3.Connection, path: str) -> bool:
             f"dsh SQLite store (schema {SCHEMA_VERSION})",
             path=path,
         ) from None
-    if version == 0:
+    if schema == 0:
         if app_id == 0 and not objects:
             return True
         raise SchemaVersionError(
@@ -89,13 +89,13 @@ def _check_identity(conn: sqlite3.Connection, path: str) -> bool:
             found=0,
             required=SCHEMA_VERSION,
         )
-    if version != SCHEMA_VERSION:
+    if schema != SCHEMA_VERSION:
         raise SchemaVersionError(
-            f"session database has schema version {version}, incompatible with this build "
+            f"session database has schema version {schema}, incompatible with this build "
             f"({SCHEMA_VERSION}); stores are refused, never migrated: re-record it or open it "
             "with a matching build",
             path=path,
-            found=version,
+            found=schema,
             required=SCHEMA_VERSION,
         )
     if app_id != APPLICATION_ID:
@@ -293,7 +293,7 @@ class SqliteBackend:
         shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
         return copy.as_uri() + "?mode=ro"
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         if self._empty:
             return []
         with self._lock:
@@ -436,7 +436,7 @@ class SqliteBackend:
         log = SessionLog(header, expand_records(records))
         return StoredLog(*log, source, repaired=torn is not None)
 
-    def _transaction(self, body: Any) -> None:
+    def _transaction(self, body: Callable[[sqlite3.Connection], object]) -> None:
         if self.read_only:
             raise SessionStoreError(f"{self.describe()} is open read-only")
         conn = self._conn

@@ -26,6 +26,7 @@ import functools
 import sqlite3
 import uuid
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any, Final
 
 import orjson
@@ -232,7 +233,7 @@ def decode_source_event_seqs(blob: bytes) -> list[int]:
 # --- data column ------------------------------------------------------------------------------
 
 
-def _zstandard() -> Any:
+def _zstandard() -> ModuleType | None:
     try:
         import zstandard
     except ImportError:
@@ -240,7 +241,7 @@ def _zstandard() -> Any:
     return zstandard
 
 
-def _encode_data(value: Any) -> str | bytes:
+def _encode_data(value: object) -> str | bytes:
     text = orjson.dumps(value)
     if len(text) >= COMPRESS_MIN_BYTES:
         zstd = _zstandard()
@@ -251,7 +252,7 @@ def _encode_data(value: Any) -> str | bytes:
     return text.decode("utf-8")
 
 
-def _decode_data(value: Any, limit: int | None) -> tuple[Any, int]:
+def _decode_data(value: object, limit: int | None) -> tuple[Any, int]:
     """Decode a ``data`` cell; return the value and its JSON size in bytes."""
     if isinstance(value, str):
         raw = value.encode("utf-8", "surrogatepass")
@@ -287,7 +288,7 @@ def _decode_data(value: Any, limit: int | None) -> tuple[Any, int]:
 def decode_row(row: tuple[Any, ...]) -> Event | PackedRow:
     """Decode one physical ``events`` row.
 
-    See docs/format.md#sqlite-store; the reference's ``decodeRow``.
+    See docs/format.md#sqlite-store; the dsh harness's ``decodeRow``.
 
     Raises:
         ValueError: The reason the row is invalid.
@@ -344,7 +345,7 @@ def scan_rows(
 
     A row that is invalid or out of sequence at or before the last row holding a valid
     ``turn/end`` is committed damage; after it, a torn tail (docs/format.md#sqlite-store;
-    the reference's ``scanRows``).
+    the dsh harness's ``scanRows``).
 
     Raises:
         SessionLogError: ``corrupt session log: invalid committed physical row at seq N``.
@@ -406,7 +407,7 @@ def header_from_row(row: tuple[Any, ...], source: str) -> SessionHeader:
     return header
 
 
-def session_row(header: SessionHeader) -> tuple[Any, ...]:
+def session_row(header: SessionHeader) -> tuple[object, ...]:
     return (
         header.id,
         0 if header.version is None else header.version,
@@ -422,7 +423,7 @@ def session_row(header: SessionHeader) -> tuple[Any, ...]:
     )
 
 
-def encode_record(session_id: str, record: JSONObject) -> tuple[Any, ...]:
+def encode_record(session_id: str, record: JSONObject) -> tuple[object, ...]:
     if "seq0" in record and record.get("type") in PACKED_TAGS:
         return (
             session_id,

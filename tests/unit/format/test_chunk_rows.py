@@ -243,3 +243,25 @@ def test_encoder_does_not_mutate_its_input() -> None:
     before = copy.deepcopy(events)
     pack_chunk_runs(events)
     assert events == before
+
+
+def _float_row(time0: float, dt: list[float]) -> dict[str, Any]:
+    data = {"turn": 1, "step": 1, "index": 0, "dt": dt, "texts": ["a"] * (len(dt) + 1)}
+    return {"type": "text-chunks", "seq0": 2.0, "time0": time0, "data": data}
+
+
+def test_the_one_accept_path_takes_integral_floats_as_ints_and_keeps_times_safe() -> None:
+    """The rare forms are decided by the accept path itself: integral floats are made
+    ints, and member times that leave the safe range are refused, as the rules say."""
+    from pytest_dsh_replay._format.chunk_rows import packed_row, validate_packed_row
+
+    row = packed_row(_float_row(5.0, [1.0, 2.0]))
+    assert row is not None
+    assert (row.seq0, row.time0, row.dt) == (2, 5, [1, 2])
+    assert [type(n) for n in (row.seq0, row.time0, *row.dt)] == [int] * 4
+    near = float(2**53 - 4)
+    assert packed_row(_float_row(near, [1.0, 2.0])) is not None
+    unsafe = _float_row(near, [2.0, 2.0])
+    assert packed_row(unsafe) is None
+    with pytest.raises(SessionLogError, match="member times must stay safe integers"):
+        validate_packed_row(unsafe)

@@ -873,37 +873,66 @@ def test_a_run_of_equal_chunk_events_still_counts_for_the_ids_it_holds(shared: A
     assert check(True) == check(False)
 
 
+def _expected_run(record: dict[str, Any]) -> Any:
+    """A stream record's run as docs/format.md#stream-records derives it."""
+    if record["type"] == "chunk":
+        return record["chunk"]
+    kind = {"text-chunks": "text-delta", "reasoning-chunks": "reasoning-delta"}
+    if record["type"] in kind:
+        return [kind[record["type"]], int(record["index"]), record["texts"]]
+    tail = [record["id"], record["name"]] if "name" in record else [record["id"]]
+    return ["tool-call-delta", int(record["index"]), record["args"], *tail]
+
+
+def _one_record_path(record: Any) -> None:
+    """The one accept path of a stream record: a refusal is worded by the rules checked one
+    by one (their first broken rule), an acceptance breaks none and gives the run the
+    rules derive."""
+    from pytest_dsh_replay._format.stream_records import record_problem, stream_run
+
+    run = stream_run(record)
+    problem = record_problem(record)
+    if run is None:
+        assert problem
+    else:
+        assert problem == ""
+        assert _same_value(run, _expected_run(record))
+
+
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(st.one_of(row_lines(), single_fault_rows()), stream_lines())
-def test_the_whole_list_checks_equal_the_one_by_one_checks(row: bytes, stream: bytes) -> None:
-    """The C-speed checks of packed rows and stream records accept only what the checks in
-    the reference's order accept, with the same values (they decide nothing else)."""
-    from pytest_dsh_replay._format.chunk_rows import _fast_row, _validate_exact
-    from pytest_dsh_replay._format.stream_records import _fast_run, _record_problem
+def test_the_one_accept_path_refuses_only_what_a_rule_refuses(row: bytes, stream: bytes) -> None:
+    """Packed rows and stream records each have one accept path; a refusal is worded by
+    the rules in the dsh harness's order, and what is accepted breaks none of them, with
+    the values the rules derive."""
+    from pytest_dsh_replay._format.chunk_rows import packed_row, row_error
 
     try:
         value = orjson.loads(row)
     except orjson.JSONDecodeError:
         value = None
-    if isinstance(value, dict):
+    if isinstance(value, dict) and value.get("type") in PACKED_TAGS:
         value.setdefault("seq0", 0)
         value.setdefault("time0", 0)
-        fast = _fast_row(value)
-        if fast is not None:
-            exact = _validate_exact(value)
-            assert _same_value([fast.index, fast.payload, fast.id, fast.name, fast.has_name,
-                fast.turn, fast.step], [exact.index, exact.payload, exact.id,
-                exact.name, exact.has_name, exact.turn, exact.step])  # fmt: skip
+        accepted = packed_row(value)
+        reason = row_error(value).reason
+        if accepted is None:
+            assert "not a row the format allows" not in reason, reason
+        else:
+            assert "not a row the format allows" in reason
+            data = value["data"]
+            payload = data.get("args", data.get("texts"))
+            assert _same_value(
+                [accepted.seq0, accepted.time0, accepted.dt, accepted.payload, accepted.turn],
+                [int(value["seq0"]), int(value["time0"]), [int(d) for d in data["dt"]],
+                 payload, data["turn"]],
+            )  # fmt: skip
     try:
         event = orjson.loads(stream)
     except orjson.JSONDecodeError:
         return
     for record in event["data"]["stream"]:
-        run = _fast_run(record)
-        if run is not None:
-            problem, expected = _record_problem(record)
-            assert problem == ""
-            assert _same_value(run, expected)
+        _one_record_path(record)
 
 
 class _Text(str):
@@ -947,14 +976,8 @@ def stream_records(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(stream_records())
-def test_the_whole_list_record_check_equals_the_one_by_one_check(record: dict[str, Any]) -> None:
-    from pytest_dsh_replay._format.stream_records import _fast_run, _record_problem
-
-    run = _fast_run(record)
-    if run is not None:
-        problem, expected = _record_problem(record)
-        assert problem == ""
-        assert _same_value(run, expected)
+def test_a_stream_record_is_accepted_only_by_the_rules(record: dict[str, Any]) -> None:
+    _one_record_path(record)
 
 
 _NAME_PARTS = ["session", ".", "jsonl", ".jsonl", ".zst", ".zstd", "v", "0", "1", "12", "\u0663"]

@@ -263,9 +263,9 @@ def test_the_kept_byte_count_evicts_as_the_old_sum(
     table = cache._logs
     old: OrderedDict[str, tuple[Any, int, Any]] = OrderedDict()
     for i, (key, size) in enumerate(ops):
-        cache._put(table, key, (size, i), i)
+        cache._put(table, key, (size, (i, size, i)), i)
         if size <= max_bytes:  # the old _put
-            old[key] = (i, size, i)
+            old[key] = ((i, size, i), size, i)
             old.move_to_end(key)
             while len(old) > max_entries or sum(v[1] for v in old.values()) > max_bytes:
                 old.popitem(last=False)
