@@ -155,7 +155,7 @@ def hook_redaction(config: Any) -> Redaction:
     Args:
         config: The ``pytest.Config`` whose ``pytest_dsh_replay_redact`` hooks apply.
     """
-    from .._format.redact import recording_redactor
+    from .._wire.table import recording_redactor
 
     hook = config.hook.pytest_dsh_replay_redact
     # Implementations written before headers were redacted take only ``event``: they
