@@ -131,11 +131,12 @@ def endpoint_env(root: str, api_key: str) -> dict[str, str]:
     return env
 
 
-RECORD_URL_VARIABLES: Final[tuple[str, ...]] = tuple(
-    name
-    for name in dict.fromkeys([*_BASE_URL_VARIABLES, *(w.record_base_url_variable for w in WIRES)])
-    if name
-)
+def _record_url_variables() -> tuple[str, ...]:
+    named = (wire.record_base_url_variable for wire in WIRES)
+    return tuple(dict.fromkeys([*_BASE_URL_VARIABLES, *(name for name in named if name)]))
+
+
+RECORD_URL_VARIABLES: Final = _record_url_variables()
 """The variables that hold where recording calls go (their credentials are secrets):
 ``DSH_RECORD_BASE_URL`` and each wire's :attr:`~.base.BaseWire.record_base_url_variable`."""
 
@@ -146,4 +147,4 @@ def recording_redactor(environ: Mapping[str, str] | None = None) -> Redactor:
     See :func:`~.._format.redact.recording_redactor`; the base URLs read are those of
     :data:`RECORD_URL_VARIABLES`.
     """
-    return _recording_redactor(environ, url_variables=RECORD_URL_VARIABLES)
+    return _recording_redactor(environ, url_variables=_record_url_variables())
