@@ -53,7 +53,7 @@ TARGET = 1.1
 
 def event_bytes(chunks: list[dict[str, Any]], number: int = 1) -> bytes:
     """The events the endpoint serves for its call ``number`` (from 1) of ``chunks``."""
-    encoder = ResponsesEncoder(model="m", response_id=ResponsesWire.call_id(number))
+    encoder = ResponsesEncoder(model="m", response_id=ResponsesWire().call_id(number))
     out = encoder.start()
     for chunk in chunks:
         out += encoder.finish(chunk["reason"]) if chunk["type"] == "finish" else encoder.feed(chunk)

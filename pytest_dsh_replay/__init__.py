@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # for type checkers; the names are imported on first use (bel
     from ._errors import SessionForkError as SessionForkError
     from ._errors import SessionLogError as SessionLogError
     from ._errors import SessionStoreError as SessionStoreError
+    from ._errors import UnknownWireError as UnknownWireError
     from ._errors import UnservedRouteError as UnservedRouteError
     from ._fixture.dsh_replay import DshReplay as DshReplay
     from ._format.chunk_rows import decode_storage_record as decode_storage_record
@@ -122,6 +123,7 @@ _MODULE_OF: dict[str, str] = {
     "SessionForkError": "_errors",
     "SessionLogError": "_errors",
     "SessionStoreError": "_errors",
+    "UnknownWireError": "_errors",
     "UnservedRouteError": "_errors",
     "DshReplay": "_fixture.dsh_replay",
     "decode_storage_record": "_format.chunk_rows",

@@ -56,6 +56,7 @@ __all__ = [
     "SessionForkError",
     "SessionLogError",
     "SessionStoreError",
+    "UnknownWireError",
     "UnservedRouteError",
 ]
 
@@ -301,6 +302,13 @@ class UnservedRouteError(DshReplayError, LookupError):
     The endpoint answers such a call 404 with the routes it serves and the closest one
     (docs/wires.md#unserved-routes); the test fails with this error at teardown, so a
     client on an unsupported API shows what it asked for instead of a bare 404.
+    """
+
+
+class UnknownWireError(DshReplayError, LookupError):
+    """No wire has the name asked for (``DshReplay.client("<name>")``).
+
+    The message names the wire asked for and every wire there is (docs/wires.md#clients).
     """
 
 

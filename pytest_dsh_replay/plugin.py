@@ -221,7 +221,7 @@ def _recorders(config: pytest.Config) -> Iterator[CollectedTest]:
 
 def _hook_redaction(config: pytest.Config) -> Redaction:
     """The built-in redactor, and the ``pytest_dsh_replay_redact`` hooks for events and headers."""
-    from ._format.redact import recording_redactor
+    from ._wire.table import recording_redactor
 
     hook = config.hook.pytest_dsh_replay_redact
     # Implementations written before headers were redacted take only ``event``: they

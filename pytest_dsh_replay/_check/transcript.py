@@ -24,12 +24,13 @@ from .._format.events import (
     SessionLog,
     StreamChunk,
 )
-from .._format.redact import Redactor, recording_redactor
+from .._format.redact import Redactor
 from .._format.reply import assemble_reply
 from .._format.text import visible
 from .._identity.announce import announces, runtime_announcements
 from .._identity.answers import ToolCallMark
 from .._wire.request import content_texts
+from .._wire.table import recording_redactor
 from .normalize import Normalizer
 
 __all__ = [

@@ -2,14 +2,14 @@
 
 :class:`EndpointClients` is the part of :class:`~pytest_dsh_replay.DshReplay` that serves
 the run's model over HTTP: the endpoint (created on first use), the loopback server and
-its URL, the environment that points an agent process at it, and ``openai`` /
-``anthropic`` clients that reach it in process. Everything it imports is imported on
+its URL, the environment that points an agent process at it, and each wire's SDK
+clients that reach it in process. Everything it imports is imported on
 first use, so a test that never asks for the endpoint pays nothing for it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -93,10 +93,13 @@ class EndpointClients:
 
         return endpoint_env(self.base_url)
 
-    def sdk_client(self, sdk: str, options: dict[str, Any], *, asynchronous: bool) -> Any:
-        """An ``sdk`` client on :attr:`endpoint`; async ones share the run's worker pool.
+    def sdk_client(self, wire: str, options: dict[str, object], *, asynchronous: bool) -> object:
+        """The SDK client of the wire called ``wire`` on :attr:`endpoint` (in process).
+
+        Async clients share the run's worker pool.
 
         Raises:
+            UnknownWireError: No wire is called ``wire``.
             DshReplayError: The SDK package is not installed.
         """
         from .transport import EndpointLink, sdk_client, worker_pool
@@ -111,7 +114,7 @@ class EndpointClients:
             link.cut()  # made after the test ended: answered as the others are
         else:
             self._links.append(link)
-        return sdk_client(sdk, link, pool, options)
+        return sdk_client(wire, link, pool, options)
 
     def take_errors(self) -> list[DshReplayError]:
         """The replay errors HTTP calls met so far (the endpoint forgets them)."""

@@ -7,8 +7,9 @@ transports (:mod:`.transport`) are thin adapters over it.
 
 Which wire a request speaks is the route's (the table in ``_wire.table``: OpenAI chat
 completions on ``POST /v1/chat/completions``, Anthropic Messages on ``POST /v1/messages``,
-each also without ``/v1``); ``"stream": true`` gives the wire's SSE events, otherwise one
-JSON object. See docs/wires.md.
+each also without ``/v1``); ``"stream": true`` gives the wire's stream events in its
+framing (:attr:`~.._wire.base.BaseWire.framing`), otherwise one JSON object. See
+docs/wires.md.
 
 Each request goes to the model the test uses (``dsh_replay.model``) as one call: the
 parsed JSON body, read once into a request view, is the ``request``, with ``session_id``
@@ -100,10 +101,6 @@ _IN_STREAM: Final = frozenset({"EMPTY_RESPONSE", "CONTENT_FILTER", "STREAM_CLOSE
 _FINISHING: Final = frozenset({"EMPTY_RESPONSE", "CONTENT_FILTER"})
 _DROP_CODES: Final = frozenset({"TRANSPORT", "NETWORK", "TIMEOUT", "ABORTED"})
 _NOTHING: Final = ServedAnswer()
-_SSE: Final = [
-    ("content-type", "text/event-stream"),
-    ("cache-control", "no-cache"),
-]
 
 
 StreamingModel = OptionsModel
@@ -800,7 +797,8 @@ class Endpoint:
             self._answered(call, collected[encoded.answered], encoded.served)
         elif encoded.failed:
             self.router.answered(call.route.session_id, failed=True)
-        return EndpointResponse(200, list(_SSE), _pieces(encoded.body, encoded.dropped))
+        headers = list(call.wire.framing.headers)
+        return EndpointResponse(200, headers, _pieces(encoded.body, encoded.dropped))
 
     def _encoding(
         self, call: _Call, collected: list[StreamChunk], failure: Failure | None
@@ -865,7 +863,7 @@ class Endpoint:
         except DshReplayError as error:
             return self._replay_error(error, call.wire)
         body = self._body(call, call.encoder(), head, chunks)
-        return EndpointResponse(200, list(_SSE), body, cancel=call.cancel)
+        return EndpointResponse(200, list(call.wire.framing.headers), body, cancel=call.cancel)
 
     def _body(
         self,
@@ -945,7 +943,7 @@ class _Encoding:
     """A streamed answer as :meth:`Endpoint._at_once` serves it, and what it tells.
 
     Attributes:
-        body: The SSE bytes.
+        body: The stream's bytes, framed by the wire.
         dropped: The connection drops after them (a transport failure).
         used: How many of the call's chunks were encoded (up to the one that ended it).
         answered: The index of the ``finish`` that answered normally, else -1.

@@ -18,6 +18,8 @@ from typing import Any, Final
 
 import orjson
 
+from .._wire.framing import JSON_HEADERS
+
 __all__ = [
     "CallCancel",
     "DroppedConnection",
@@ -26,7 +28,6 @@ __all__ = [
     "json_response",
 ]
 
-_JSON: Final = ("content-type", "application/json")
 _STEP_S: Final = 0.05  # how often a waiting call looks at its client and deadline
 
 
@@ -130,5 +131,5 @@ class CallCancel(threading.Event):
 def json_response(
     status: int, body: Any, extra: list[tuple[str, str]] | None = None
 ) -> EndpointResponse:
-    """A JSON response, ``extra`` headers added."""
-    return EndpointResponse(status, [_JSON, *(extra or [])], iter((orjson.dumps(body),)))
+    """A JSON response (the wires' JSON headers), ``extra`` headers added."""
+    return EndpointResponse(status, [*JSON_HEADERS, *(extra or [])], iter((orjson.dumps(body),)))

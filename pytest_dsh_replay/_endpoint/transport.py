@@ -22,14 +22,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import importlib
 import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Final
 
-from .._errors import DshReplayError
 from .._format.json_values import ABSENT
 from .._wire.base import httpx_module
+from .._wire.table import endpoint_env as wires_env
+from .._wire.table import wire_named
 from .endpoint import Endpoint, ended_response
 from .response import DroppedConnection, EndpointResponse, TimedOut
 
@@ -39,7 +39,6 @@ __all__ = [
     "EndpointLink",
     "async_transport",
     "endpoint_env",
-    "gemini_client",
     "sdk_client",
     "sync_transport",
 ]
@@ -290,109 +289,54 @@ DUMMY_API_KEY: Final = "dsh-replay-dummy-key"
 """The API key the endpoint's environment and ready clients give (the endpoint ignores it)."""
 
 _IN_PROCESS_URL: Final = "http://dsh-replay.invalid"
-# SDK package -> its client class and the path its base URL ends with
-_SDKS: Final = {"openai": ("OpenAI", "/v1"), "anthropic": ("Anthropic", "")}
 
 
 def endpoint_env(root: str) -> dict[str, str]:
     """Environment variables that point an agent process at the endpoint at ``root``.
 
-    ``GOOGLE_GEMINI_BASE_URL`` is the base URL ``google-genai`` reads (the root: the SDK
-    adds the version segment); ``GEMINI_API_KEY`` and ``GOOGLE_API_KEY`` are the keys it
-    reads.
+    Each wire's (:meth:`~.._wire.base.BaseWire.endpoint_env`: base URLs and
+    :data:`DUMMY_API_KEY` as the keys), and ``NO_PROXY`` for the loopback address.
     """
     return {
-        "OPENAI_BASE_URL": f"{root}/v1",
-        "OPENAI_API_KEY": DUMMY_API_KEY,
-        "ANTHROPIC_BASE_URL": root,
-        "ANTHROPIC_API_KEY": DUMMY_API_KEY,
-        "DEEPSEEK_BASE_URL": root,
-        "DEEPSEEK_API_KEY": DUMMY_API_KEY,
-        "GOOGLE_GEMINI_BASE_URL": root,
-        "GEMINI_API_KEY": DUMMY_API_KEY,
-        "GOOGLE_API_KEY": DUMMY_API_KEY,
+        **wires_env(root, DUMMY_API_KEY),
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
     }
 
 
+class _InProcess:
+    """How a wire's SDK client reaches ``endpoint`` (:class:`~.._wire.base.InProcess`)."""
+
+    url: Final = _IN_PROCESS_URL
+    api_key: Final = DUMMY_API_KEY
+
+    def __init__(self, endpoint: Endpoint | EndpointLink, pool: _Pool | None):
+        self._endpoint = endpoint
+        self._pool = pool
+
+    def http_client(self, asynchronous: bool) -> object:
+        """An ``httpx`` client on the endpoint's sync or async transport."""
+        httpx = httpx_module()
+        if not asynchronous:
+            return httpx.Client(transport=sync_transport(self._endpoint))
+        return httpx.AsyncClient(transport=async_transport(self._endpoint, self._pool))
+
+
 def sdk_client(
-    sdk: str, endpoint: Endpoint | EndpointLink, pool: _Pool | None, options: dict[str, Any]
-) -> Any:
-    """An ``openai``, ``anthropic`` or ``google-genai`` client on ``endpoint``, in process.
+    wire: str, endpoint: Endpoint | EndpointLink, pool: _Pool | None, options: dict[str, object]
+) -> object:
+    """The SDK client of the wire called ``wire`` on ``endpoint``, in process.
 
     Args:
-        sdk: ``"openai"``, ``"anthropic"`` or ``"gemini"`` (see :func:`gemini_client`).
+        wire: A wire's name (``"openai"``, ``"anthropic"``, ``"gemini"``, ...); its
+            :meth:`~.._wire.base.BaseWire.client` makes the client.
         endpoint: What answers (or the link to it).
         pool: Worker threads for an async client; ``None`` gives a sync client.
         options: Passed to the client's constructor (``max_retries``, ``timeout``, ...).
 
     Raises:
-        DshReplayError: The SDK package is not installed.
+        UnknownWireError: No wire is called ``wire``.
+        DshReplayError: The SDK package is not installed, or the wire has no client.
     """
-    if sdk == "gemini":
-        return gemini_client(endpoint, pool, options)
-    try:
-        module = importlib.import_module(sdk)
-    except ImportError:
-        raise DshReplayError(f"this client needs the {sdk!r} package: pip install {sdk}") from None
-    httpx = httpx_module()
-    if pool is None:
-        http = httpx.Client(transport=sync_transport(endpoint))
-    else:
-        http = httpx.AsyncClient(transport=async_transport(endpoint, pool))
-    options.setdefault("api_key", DUMMY_API_KEY)
-    name, path = _SDKS[sdk]
-    cls = getattr(module, name if pool is None else f"Async{name}")
-    base = f"{_IN_PROCESS_URL}{path}"
-    return cls(base_url=base, http_client=http, **options)
-
-
-def gemini_client(
-    endpoint: Endpoint | EndpointLink, pool: _Pool | None, options: dict[str, Any]
-) -> Any:
-    """A ``google.genai.Client`` on ``endpoint`` in process, or its ``.aio`` async face.
-
-    The client's HTTP options carry the in-process base URL and ``httpx`` clients on the
-    endpoint's transports (nothing goes to the network) and no retry options, so
-    ``google-genai`` makes each call once.
-
-    Args:
-        endpoint: What answers.
-        pool: Worker threads for the async client; ``None`` gives a sync ``Client``.
-        options: Passed to ``google.genai.Client`` (``api_key`` defaults to
-            :data:`DUMMY_API_KEY`); an ``http_options`` given (a mapping or
-            ``types.HttpOptions``) keeps its other settings (``api_version``,
-            ``headers``, ...).
-
-    Returns:
-        The ``Client`` (sync), or ``Client(...).aio`` (``pool`` given): the
-        ``google.genai`` async client, ``await client.models.generate_content(...)``.
-
-    Raises:
-        DshReplayError: ``google-genai`` is not installed.
-    """
-    try:
-        genai = importlib.import_module("google.genai")
-        types = importlib.import_module("google.genai.types")
-    except ImportError:
-        raise DshReplayError(
-            "this client needs the 'google-genai' package: pip install google-genai"
-        ) from None
-    httpx = httpx_module()
-    given = options.pop("http_options", None)
-    if given is None:
-        http_options = types.HttpOptions()
-    elif isinstance(given, types.HttpOptions):
-        http_options = given.model_copy()
-    else:
-        http_options = types.HttpOptions(**dict(given))
-    http_options.base_url = _IN_PROCESS_URL
-    http_options.httpx_client = httpx.Client(transport=sync_transport(endpoint))
-    if pool is not None:
-        http_options.httpx_async_client = httpx.AsyncClient(
-            transport=async_transport(endpoint, pool)
-        )
-    options.setdefault("api_key", DUMMY_API_KEY)
-    client = genai.Client(http_options=http_options, **options)
-    return client if pool is None else client.aio
+    found = wire_named(wire)
+    return found.client(_InProcess(endpoint, pool), options, asynchronous=pool is not None)

@@ -413,8 +413,38 @@ class DshReplay:
         """
         return self._http.env
 
-    def openai_client(self, **options: Any) -> Any:
-        """An ``openai.OpenAI`` client that talks to the endpoint in process (no socket).
+    def client(self, wire: str, async_: bool = False, **options: object) -> Any:
+        """An SDK client of ``wire`` that talks to the endpoint in process (no socket).
+
+        ``client("openai")`` is :meth:`openai_client`, ``client("anthropic", async_=True)``
+        :meth:`async_anthropic_client`; every wire of docs/wires.md#clients has one
+        (``"openai-responses"`` gives the OpenAI client, whose ``responses`` reach that
+        wire). The client never retries unless ``options`` say so.
+
+        Args:
+            wire: The wire's name: ``"openai"``, ``"openai-responses"``,
+                ``"anthropic"`` or ``"gemini"``.
+            async_: The SDK's async client (``openai.AsyncOpenAI``,
+                ``anthropic.AsyncAnthropic``, a ``google.genai.Client``'s ``.aio``).
+            **options: Passed to the client's constructor (``max_retries``,
+                ``timeout``, ...; ``api_key`` defaults to a dummy key; for Gemini,
+                ``http_options`` keeps its other settings).
+
+        Returns:
+            The client: ``openai.OpenAI``, ``anthropic.Anthropic``,
+            ``google.genai.Client``, or their async faces.
+
+        Raises:
+            UnknownWireError: No wire is called ``wire`` (a
+                :class:`~pytest_dsh_replay.DshReplayError` and a ``LookupError``; the
+                message names every wire).
+            DshReplayError: The wire's SDK package is not installed (the message names
+                what to ``pip install``).
+        """
+        return self._http.sdk_client(wire, options, asynchronous=async_)
+
+    def openai_client(self, **options: object) -> Any:
+        """An ``openai.OpenAI`` client on the endpoint in process: ``client("openai")``.
 
         Args:
             **options: Passed to ``openai.OpenAI`` (``max_retries``, ``timeout``, ...).
@@ -422,26 +452,26 @@ class DshReplay:
         Raises:
             DshReplayError: The ``openai`` package is not installed.
         """
-        return self._http.sdk_client("openai", options, asynchronous=False)
+        return self.client("openai", False, **options)
 
-    def async_openai_client(self, **options: Any) -> Any:
+    def async_openai_client(self, **options: object) -> Any:
         """An ``openai.AsyncOpenAI`` client on the endpoint, like :meth:`openai_client`."""
-        return self._http.sdk_client("openai", options, asynchronous=True)
+        return self.client("openai", True, **options)
 
-    def anthropic_client(self, **options: Any) -> Any:
-        """An ``anthropic.Anthropic`` client on the endpoint, like :meth:`openai_client`.
+    def anthropic_client(self, **options: object) -> Any:
+        """An ``anthropic.Anthropic`` client on the endpoint: ``client("anthropic")``.
 
         ``options`` go to ``anthropic.Anthropic``; without the ``anthropic`` package it
         raises :class:`~pytest_dsh_replay.DshReplayError`.
         """
-        return self._http.sdk_client("anthropic", options, asynchronous=False)
+        return self.client("anthropic", False, **options)
 
-    def async_anthropic_client(self, **options: Any) -> Any:
+    def async_anthropic_client(self, **options: object) -> Any:
         """An ``anthropic.AsyncAnthropic`` client on the endpoint (as :meth:`anthropic_client`)."""
-        return self._http.sdk_client("anthropic", options, asynchronous=True)
+        return self.client("anthropic", True, **options)
 
-    def gemini_client(self, **options: Any) -> Any:
-        """A ``google.genai.Client`` on the endpoint in process (the Gemini wire, no socket).
+    def gemini_client(self, **options: object) -> Any:
+        """A ``google.genai.Client`` on the endpoint in process: ``client("gemini")``.
 
         ``client.models.generate_content(...)`` and ``generate_content_stream(...)`` reach
         the endpoint's Gemini routes (docs/wires.md#gemini); the client never retries.
@@ -453,16 +483,16 @@ class DshReplay:
         Raises:
             DshReplayError: The ``google-genai`` package is not installed.
         """
-        return self._http.sdk_client("gemini", options, asynchronous=False)
+        return self.client("gemini", False, **options)
 
-    def async_gemini_client(self, **options: Any) -> Any:
+    def async_gemini_client(self, **options: object) -> Any:
         """The async ``google.genai`` client (a ``Client``'s ``.aio``) on the endpoint.
 
         ``await client.models.generate_content(...)``, ``async for chunk in await
         client.models.generate_content_stream(...)``; ``options`` as for
         :meth:`gemini_client`.
         """
-        return self._http.sdk_client("gemini", options, asynchronous=True)
+        return self.client("gemini", True, **options)
 
     # --- the dsh runtime's own logs --------------------------------------------------------
 

@@ -262,20 +262,23 @@ def _first_match(rules: Sequence[tuple[str, re.Pattern[str]]]) -> Callable[[str]
     return lambda text: combined.search(text) is not None
 
 
-RECORD_URL_VARIABLES: Final = (
-    "DSH_RECORD_BASE_URL",
-    "DSH_RECORD_ANTHROPIC_BASE_URL",
-    "DSH_RECORD_GEMINI_BASE_URL",
-)
-"""The variables that hold where recording calls go (their credentials are secrets)."""
+RECORD_URL_VARIABLES: Final[tuple[str, ...]] = ("DSH_RECORD_BASE_URL",)
+"""The variable that holds where recording calls go (its credentials are secrets); each
+wire adds its own (``_wire.table.RECORD_URL_VARIABLES`` lists them all)."""
 
 
-def recording_redactor(environ: Mapping[str, str] | None = None) -> Redactor:
+def recording_redactor(
+    environ: Mapping[str, str] | None = None,
+    *,
+    url_variables: Iterable[str] = RECORD_URL_VARIABLES,
+) -> Redactor:
     """The redactor recordings use: the built-in rules plus the recording's secrets.
 
     Args:
         environ: Where to read ``DSH_RECORD_API_KEY`` and the base URLs of
-            :data:`RECORD_URL_VARIABLES` (default: ``os.environ``).
+            ``url_variables`` (default: ``os.environ``).
+        url_variables: The variables that hold base URLs (default:
+            :data:`RECORD_URL_VARIABLES`; the wires' table passes every wire's).
 
     Returns:
         A :class:`Redactor` whose literals are the key, when it is set, and the
@@ -284,7 +287,7 @@ def recording_redactor(environ: Mapping[str, str] | None = None) -> Redactor:
     env = os.environ if environ is None else environ
     key = env.get("DSH_RECORD_API_KEY", "")
     literals = [key] if key else []
-    for name in RECORD_URL_VARIABLES:
+    for name in url_variables:
         literals.extend(url_secrets(env.get(name, "")))
     return Redactor(literals=literals)
 

@@ -34,6 +34,7 @@ from .._wire.anthropic import WIRE as ANTHROPIC_WIRE
 from .._wire.gemini import WIRE as GEMINI_WIRE
 from .._wire.openai import WIRE as OPENAI_WIRE
 from .._wire.openai import OpenAIDecoder, openai_failure
+from .._wire.table import WIRES
 from .proxy import (
     UPSTREAM_IDLE_TIMEOUT_S,
     Relay,
@@ -139,6 +140,9 @@ class OpenAICompatibleModel(OptionsModel):
         gemini_base_url: Where the recording proxy sends Gemini calls (``/v1beta/models/
             ...:streamGenerateContent``), e.g. ``"https://generativelanguage.googleapis.com"``
             (default: ``base_url``); see docs/wires.md#recording-proxy.
+        base_urls: Where the recording proxy sends each wire's calls, by wire name
+            (``{"anthropic": ..., "gemini": ...}``; a wire not named: ``base_url``);
+            ``anthropic_base_url`` and ``gemini_base_url`` are two of them.
 
     A call that cannot reach the endpoint (connection refused, DNS, timeout) ends in a
     ``NETWORK`` error finish and is also kept in :attr:`network_failures`, a message naming
@@ -163,6 +167,7 @@ class OpenAICompatibleModel(OptionsModel):
         extra_body: Mapping[str, Any] | None = None,
         anthropic_base_url: str | None = None,
         gemini_base_url: str | None = None,
+        base_urls: Mapping[str, str] | None = None,
     ):
         for name, value in (("base_url", base_url), ("api_key", api_key)):
             if not isinstance(value, str) or not value:
@@ -179,11 +184,11 @@ class OpenAICompatibleModel(OptionsModel):
         self.model = model
         self.timeout = float(timeout)
         self.extra_body: dict[str, Any] = dict(extra_body or {})
-        self.anthropic_base_url = anthropic_base_url or base_url
         # wire name -> where the recording proxy sends its calls (else base_url)
-        self._upstream_bases = {ANTHROPIC_WIRE.name: self.anthropic_base_url}
-        if gemini_base_url:
-            self._upstream_bases[GEMINI_WIRE.name] = gemini_base_url
+        named = {ANTHROPIC_WIRE.name: anthropic_base_url, GEMINI_WIRE.name: gemini_base_url}
+        given = {**(base_urls or {}), **{name: url for name, url in named.items() if url}}
+        self._upstream_bases = {name: url for name, url in given.items() if url}
+        self.anthropic_base_url = self._upstream_bases.get(ANTHROPIC_WIRE.name, base_url)
         self.network_failures: list[str] = []
         self._api_key = api_key
         # What no message, relayed byte or header may show: the key, the URLs' credentials.
@@ -203,8 +208,8 @@ class OpenAICompatibleModel(OptionsModel):
             The model, or ``None`` when the base URL or the key is unset or empty (the
             caller reports that as a usage error naming :data:`RECORD_ENV_VARS`).
             ``DSH_RECORD_MODEL``, when set, replaces the model every request asks for;
-            :data:`ANTHROPIC_BASE_URL_VAR` sets where ``/v1/messages`` calls go,
-            :data:`GEMINI_BASE_URL_VAR` where Gemini calls go, :data:`TIMEOUT_VAR` the
+            each wire's ``record_base_url_variable`` (:data:`ANTHROPIC_BASE_URL_VAR`,
+            :data:`GEMINI_BASE_URL_VAR`) sets where its calls go, :data:`TIMEOUT_VAR` the
             ``timeout`` in seconds.
 
         Raises:
@@ -222,8 +227,11 @@ class OpenAICompatibleModel(OptionsModel):
                 api_key=api_key,
                 model=model or None,
                 timeout=timeout,
-                anthropic_base_url=environ.get(ANTHROPIC_BASE_URL_VAR) or None,
-                gemini_base_url=environ.get(GEMINI_BASE_URL_VAR) or None,
+                base_urls={
+                    wire.name: environ.get(wire.record_base_url_variable, "")
+                    for wire in WIRES
+                    if wire.record_base_url_variable
+                },
             )
         except ValueError as error:
             raise RecordingError(f"{RECORD_ENV_VARS[0]}: {error}") from None

@@ -28,7 +28,8 @@ import orjson
 from .._format.events import StreamChunk
 from .._format.redact import REDACTED, Redactor, builtin_redactor, shown_url
 from .._format.reply import finish_failure
-from .._wire.base import Decoder, SSEParser, Wire
+from .._wire.base import Decoder, Wire
+from .._wire.framing import Frame
 
 __all__ = ["UPSTREAM_IDLE_TIMEOUT_S", "Relay", "decoded_whole", "proxy_stream"]
 
@@ -335,7 +336,7 @@ def proxy_stream(
     relay.redactor = rules
     relay.scrub = SecretScrub(rules.literals)
     url, body = wire.upstream(base_url, relay.path, relay.body, model)
-    headers = _outgoing(relay, api_key)
+    headers = _outgoing(relay, api_key, url, body)
     decoder = wire.decoder()
     try:
         with client.stream("POST", url, content=body, headers=headers, timeout=timeout) as answer:
@@ -346,7 +347,7 @@ def proxy_stream(
                 relay.end()
                 yield decoder.failed(_http_failure(wire, answer, raw, rules))
                 return
-            if "text/event-stream" not in answer.headers.get("content-type", ""):
+            if not wire.framing.carries(answer.headers.get("content-type", "")):
                 raw = answer.read()
                 relay.write(raw, last=True)
                 relay.end()
@@ -430,11 +431,11 @@ def _closing(relay: Relay, decoder: Decoder, unfinished: int) -> Iterator[Stream
     yield finish
 
 
-def _outgoing(relay: Relay, api_key: str) -> dict[str, str]:
-    """The headers sent to the provider: the client's, the live key added."""
+def _outgoing(relay: Relay, api_key: str, url: str, body: bytes) -> dict[str, str]:
+    """The headers sent to the provider: the client's, the wire's for the live key added."""
     headers = {k: v for k, v in relay.headers.items() if k not in _NOT_FORWARDED}
     headers["accept-encoding"] = "identity"  # the bytes are relayed and decoded as they are
-    headers.update(relay.wire.auth_headers(api_key))
+    headers.update(relay.wire.auth_headers(api_key, url=url, body=body))
     return headers
 
 
@@ -453,9 +454,9 @@ def _relay_events(
         answer's end marker).
     """
     wire = relay.wire
-    parser = SSEParser()
+    parser = wire.framing.splitter()
     for data in answer.iter_raw():
-        events = [_Event(wire, *raw) for raw in parser.feed_raw(data)]
+        events = [_Event(wire, frame) for frame in parser.feed_raw(data)]
         if any(event.ends or event.failure is not None for event in events):
             relay.holding = True
         for event in events:
@@ -473,15 +474,15 @@ def _relay_events(
 
 
 class _Event:
-    """One server-sent event of a live answer, parsed once."""
+    """One frame of a live answer (in the wire's framing), parsed once."""
 
     __slots__ = ("ends", "failure", "object", "raw")
 
-    def __init__(self, wire: Wire, raw: bytes, name: str | None, text: str | None):
-        self.raw = _text_safe(raw)
-        self.object = _json_object(text)
+    def __init__(self, wire: Wire, frame: Frame):
+        self.raw = _text_safe(frame.raw)
+        self.object = _json_object(frame.data)
         self.failure = None if self.object is None else wire.stream_failure(self.object)
-        self.ends = text is not None and wire.ends_answer(name, text)
+        self.ends = frame.data is not None and wire.ends_answer(frame, self.object)
 
     def relayed(self, redactor: Redactor) -> bytes:
         """Its bytes as passed on: an error event is no model output, every rule applies."""
@@ -515,8 +516,8 @@ def _text_safe(raw: bytes) -> bytes:
 
 
 def _json_object(text: str | None) -> Mapping[str, Any] | None:
-    """An event's data as a JSON object (``None``: ``[DONE]``, not JSON, no data)."""
-    if text is None or text == "[DONE]":
+    """A frame's payload as a JSON object (``None``: not JSON, not an object, no payload)."""
+    if text is None:
         return None
     try:
         event = orjson.loads(text)

@@ -34,7 +34,9 @@ from .._format.events import JSONObject, StreamChunk
 from .._format.reply import assemble_reply
 from .base import (
     CONTEXT_OVERFLOW,
+    SDK,
     BadRequest,
+    BaseWire,
     Failure,
     History,
     WireError,
@@ -43,11 +45,11 @@ from .base import (
     feed_each,
     int_field,
     join_path,
-    refuse_misshapen,
     retry_after_ms,
     wire_error,
     with_model,
 )
+from .framing import SSE, Frame
 
 __all__ = [
     "WIRE",
@@ -90,7 +92,7 @@ _ERROR_TYPES: Final = {
 
 
 def _event(kind: str, data: Mapping[str, Any]) -> bytes:
-    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+    return SSE.frame(orjson.dumps(data), kind)
 
 
 def anthropic_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
@@ -791,17 +793,27 @@ def messages_url(base_url: str) -> str:
     return join_path(base_url, "/messages" if base.endswith("/v1") else "/v1/messages")
 
 
-class AnthropicWire:
+class AnthropicWire(BaseWire):
     """The Anthropic Messages wire (``POST /v1/messages``): the dsh runtime's route."""
 
-    name: Final = "anthropic"
-    routes: Final = ("/v1/messages", "/messages")
-    list_routes: Final[tuple[str, ...]] = ("/v1/models", "/models")
-    remembers: Final = False  # only answers to requests with a `thread` (read_thread)
-    record_base_url_variable: Final = "DSH_RECORD_ANTHROPIC_BASE_URL"
+    name = "anthropic"
+    routes = ("/v1/messages", "/messages")
+    list_routes = ("/v1/models", "/models")
+    list_headers = ("anthropic-version",)
+    # remembers only answers to requests with a `thread` (read_thread)
+    call_id_prefix = "msg-dsh-replay-"
+    checked_fields = ("messages", "system", "tools")
+    text_fields = ("system",)
+    record_base_url_variable = "DSH_RECORD_ANTHROPIC_BASE_URL"
+    sdk = SDK("anthropic", "Anthropic")
 
-    @staticmethod
-    def canonical(body: dict[str, Any], *, path: str, history: History) -> Mapping[str, Any]:
+    refusal = staticmethod(anthropic_refusal)
+    error = staticmethod(anthropic_error)
+    decoder = AnthropicDecoder
+    decode_whole = staticmethod(decode_message)
+    failure = staticmethod(anthropic_failure)
+
+    def canonical(self, body: dict[str, Any], *, path: str, history: History) -> Mapping[str, Any]:
         """``body`` as it is, its ``thread`` read (see :func:`read_thread`).
 
         The in-process shape reads this wire's requests as they are.
@@ -812,15 +824,10 @@ class AnthropicWire:
                 one that continues an answer this test did not keep (see
                 :func:`read_thread`).
         """
-        fields = ("messages", "system", "tools")
-        refuse_misshapen(body, fields, anthropic_refusal, text=("system",))
+        super().canonical(body, path=path, history=history)
         return read_thread(body, history)
 
-    refusal = staticmethod(anthropic_refusal)
-    """See :func:`anthropic_refusal`."""
-
-    @staticmethod
-    def model_list(names: list[str]) -> JSONObject:
+    def model_list(self, names: list[str]) -> JSONObject:
         """``{"data": [{"type": "model", "id", "display_name", "created_at"}], ...}``."""
         return {
             "data": [
@@ -837,71 +844,43 @@ class AnthropicWire:
             "last_id": names[-1] if names else None,
         }
 
-    @staticmethod
-    def call_id(number: int) -> str:
-        """``msg-dsh-replay-<number>``."""
-        return f"msg-dsh-replay-{number}"
-
-    @staticmethod
-    def encoder_options(request: Mapping[str, Any]) -> tuple[Any, ...]:
-        """``()``: this wire's encoding does not read the request."""
-        return ()
-
-    @staticmethod
     def encoder(
+        self,
         request: Mapping[str, Any],
         *,
         model: str,
         call_id: str,
-        replay_state: Mapping[str, Any] | None = None,
+        replay_state: Mapping[str, object] | None = None,
     ) -> AnthropicEncoder:
         """An encoder; a known ``replay_state`` gives thinking blocks their signatures."""
         return AnthropicEncoder(model=model, message_id=call_id, replay_state=replay_state)
 
-    @staticmethod
-    def whole(chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
+    def whole(self, chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
         """The ``message`` object."""
         return anthropic_message(chunks, model=model, message_id=call_id)
 
-    @staticmethod
-    def error(failure: Failure) -> WireError:
-        """See :func:`anthropic_error`."""
-        return anthropic_error(failure)
-
-    @staticmethod
-    def upstream(base_url: str, path: str, body: bytes, model: str | None) -> tuple[str, bytes]:
+    def upstream(
+        self, base_url: str, path: str, body: bytes, model: str | None
+    ) -> tuple[str, bytes]:
         """See :func:`messages_url`."""
         return messages_url(base_url), with_model(body, model)
 
-    @staticmethod
-    def auth_headers(api_key: str) -> dict[str, str]:
+    def auth_headers(self, api_key: str, *, url: str = "", body: bytes = b"") -> dict[str, str]:
         """``x-api-key: <key>``."""
         return {"x-api-key": api_key}
 
-    @staticmethod
-    def decoder() -> AnthropicDecoder:
-        """A stream decoder (the dsh runtime's mapping)."""
-        return AnthropicDecoder()
-
-    @staticmethod
-    def decode_whole(answer: Mapping[str, Any]) -> list[StreamChunk]:
-        """See :func:`decode_message`."""
-        return decode_message(answer)
-
-    @staticmethod
-    def failure(status: int | None, body: Any, headers: Mapping[str, str]) -> dict[str, Any]:
-        """See :func:`anthropic_failure`."""
-        return anthropic_failure(status, body, headers)
-
-    @staticmethod
-    def stream_failure(event: Mapping[str, Any]) -> dict[str, Any] | None:
-        """``None``: the decoder turns ``error`` events into the failure itself."""
-        return None
-
-    @staticmethod
-    def ends_answer(name: str | None, data: str) -> bool:
+    def ends_answer(self, frame: Frame, event: Mapping[str, object] | None) -> bool:
         """The ``message_stop`` event ends the answer."""
-        return name == "message_stop"
+        return frame.name == "message_stop"
+
+    def endpoint_env(self, root: str, api_key: str) -> dict[str, str]:
+        """``ANTHROPIC_*`` and ``DEEPSEEK_*`` (the dsh runtime's DeepSeek route): the root."""
+        return {
+            "ANTHROPIC_BASE_URL": root,
+            "ANTHROPIC_API_KEY": api_key,
+            "DEEPSEEK_BASE_URL": root,
+            "DEEPSEEK_API_KEY": api_key,
+        }
 
 
 WIRE: Final = AnthropicWire()

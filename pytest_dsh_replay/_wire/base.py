@@ -4,18 +4,21 @@ A *wire* is one provider's HTTP API for model calls, in both directions: the chu
 replayed call become that provider's stream events (or its whole response), a recorded
 failure becomes the provider's HTTP error, and, while recording through the proxy, the
 live provider's events become chunks again. Each wire module (:mod:`.openai`,
-:mod:`.anthropic`) implements :class:`Wire`; :mod:`.table` maps the endpoint's routes to
-them. Code outside this package asks a :class:`Wire` and never compares wire names.
+:mod:`.responses`, :mod:`.anthropic`, :mod:`.gemini`) subclasses :class:`BaseWire`, which
+has a default for most of what a wire does; :mod:`.table` lists the wires. Code outside
+this package asks a :class:`Wire` (its framing, its clients, its variables) and never
+compares wire names or names a media type (docs/architecture.md#wire-seam).
 
 What the wires share lives here: the HTTP status a recorded failure is answered with
 (:func:`failure_status`), the wording of a context-window overflow
-(:data:`CONTEXT_OVERFLOW`), ``retry-after`` parsing (:func:`retry_after_ms`), the
-server-sent-events splitter (:class:`SSEParser`) and the HTTP client library the SDKs use
-(:func:`httpx_module`).
+(:data:`CONTEXT_OVERFLOW`), ``retry-after`` parsing (:func:`retry_after_ms`), the SDK
+import (:func:`import_sdk`) and the HTTP client library the SDKs use
+(:func:`httpx_module`); stream framings live in :mod:`.framing`.
 """
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import math
 import re
@@ -23,21 +26,26 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from types import ModuleType
 from typing import Any, Final, Protocol
 
 import orjson
 
 from .._errors import DshReplayError
 from .._format.events import JSONObject, StreamChunk
+from .framing import JSON_HEADERS, SSE, Frame, Framing, SSEParser
 
 __all__ = [
     "CONTEXT_OVERFLOW",
+    "SDK",
     "Answered",
     "BadRequest",
+    "BaseWire",
     "Decoder",
     "Encoder",
     "Failure",
     "History",
+    "InProcess",
     "Refusal",
     "SSEParser",
     "Wire",
@@ -47,6 +55,7 @@ __all__ = [
     "failure_status",
     "feed_each",
     "httpx_module",
+    "import_sdk",
     "join_path",
     "misshapen",
     "refuse_misshapen",
@@ -73,7 +82,6 @@ _STATUS_BY_CODE: Final = {
     "CONTENT_FILTER": 400,
     "SERVER": 500,
 }
-_JSON: Final = ("content-type", "application/json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,53 +243,111 @@ class Decoder(Protocol):
         ...
 
 
-class Wire(Protocol):
-    """One provider's HTTP wire: routes, encoding, errors, and decoding for recording.
+class InProcess(Protocol):
+    """How an SDK client reaches the endpoint in process (the endpoint's transports)."""
+
+    @property
+    def url(self) -> str:
+        """The root URL in-process clients are given (nothing is listening there)."""
+        ...
+
+    @property
+    def api_key(self) -> str:
+        """The dummy key the clients send (the endpoint ignores it)."""
+        ...
+
+    def http_client(self, asynchronous: bool) -> object:
+        """An ``httpx.Client`` (``httpx.AsyncClient``) whose transport is the endpoint."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SDK:
+    """An SDK whose client takes ``base_url`` and ``http_client`` (``openai``, ``anthropic``).
 
     Attributes:
-        name: A short name for messages and logs (``"openai"``, ``"anthropic"``).
+        module: The module to import (``"openai"``).
+        client: Its sync client class (``"OpenAI"``); the async one is ``Async<client>``.
+        path: What the client's base URL adds to the endpoint's root (``"/v1"``).
+        package: What ``pip`` installs it as (default: ``module``).
+    """
+
+    module: str
+    client: str
+    path: str = ""
+    package: str | None = None
+
+
+def import_sdk(module: str, package: str | None = None) -> ModuleType:
+    """The SDK module ``module``.
+
+    Raises:
+        DshReplayError: It is not installed (the message names ``pip install <package>``).
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        wanted = package or module
+        raise DshReplayError(
+            f"this client needs the {wanted!r} package: pip install {wanted}"
+        ) from None
+
+
+class BaseWire:
+    """One provider's HTTP wire: routes, framing, encoding, errors, clients and recording.
+
+    Subclass it, set the attributes and override what the wire does differently; each
+    method has a default but :meth:`encoder`, :meth:`whole`, :meth:`error`,
+    :meth:`refusal`, :meth:`decoder`, :meth:`decode_whole` and :meth:`failure`, which
+    raise :class:`NotImplementedError`. A wire that is a variant of another subclasses
+    it (the Responses wire is an OpenAI wire). :mod:`.table` lists one instance of each
+    (docs/architecture.md#adding-a-wire).
+
+    Attributes:
+        name: A short name for messages, logs and ``DshReplay.client(name)``.
         routes: The request paths the endpoint serves in this wire (``POST``); a
             ``{model}`` segment stands for any model name.
         list_routes: The paths of this wire's model list (``GET``), if it has one.
+        list_headers: Request headers that pick this wire's model list where wires
+            share a list path (``anthropic-version``).
         remembers: Whether the endpoint keeps the conversation of every answer it
             serves on this wire, for requests that continue one by its id
             (:meth:`canonical`'s ``history``); a wire that keeps only the answers to
             some requests says so per request (:meth:`History.hold`).
+        framing: How its streams are framed (:data:`~.framing.SSE` by default).
+        call_id_prefix: What :meth:`call_id` puts before the answer's number.
+        checked_fields: The request's list fields :meth:`canonical` refuses when they
+            are not arrays of objects (:func:`refuse_misshapen`), with
+            ``text_fields`` (a string passes too) and ``single_fields`` (one object
+            passes too).
+        upstream_path: The path the recording proxy appends to the base URL (``None``:
+            the path the client called).
         record_base_url_variable: The environment variable naming where the recording
             proxy sends this wire's calls, when it differs from ``DSH_RECORD_BASE_URL``.
+        sdk: The SDK whose client :meth:`client` makes, if it takes ``base_url`` and
+            ``http_client``.
     """
 
-    @property
-    def name(self) -> str:
-        """A short name for messages and logs."""
-        ...
-
-    @property
-    def routes(self) -> tuple[str, ...]:
-        """The request paths the endpoint serves in this wire."""
-        ...
-
-    @property
-    def list_routes(self) -> tuple[str, ...]:
-        """The paths of this wire's model list (``GET``)."""
-        ...
-
-    @property
-    def remembers(self) -> bool:
-        """Whether every answer served on this wire is kept for continuation by id."""
-        ...
-
-    @property
-    def record_base_url_variable(self) -> str | None:
-        """The variable naming where the recording proxy sends this wire's calls."""
-        ...
+    name: str = ""
+    routes: tuple[str, ...] = ()
+    list_routes: tuple[str, ...] = ()
+    list_headers: tuple[str, ...] = ()
+    remembers: bool = False
+    framing: Framing = SSE
+    call_id_prefix: str = "dsh-replay-"
+    checked_fields: tuple[str, ...] = ("messages", "tools")
+    text_fields: tuple[str, ...] = ()
+    single_fields: tuple[str, ...] = ()
+    upstream_path: str | None = None
+    record_base_url_variable: str | None = None
+    sdk: SDK | None = None
 
     def canonical(self, body: dict[str, Any], *, path: str, history: History) -> Mapping[str, Any]:
         """The request in the in-process shape the layers above read (docs/wires.md#routes).
 
         ``{"messages": [...], "system"?, "tools"?, "model"?, "stream"?, ...}`` with
-        chat-completions messages; the chat-completions wire returns ``body`` itself,
-        and so does the Messages wire for a request without a ``thread``.
+        chat-completions messages. By default ``body`` itself, once its
+        :attr:`checked_fields` passed.
 
         Args:
             body: The parsed JSON body (never changed).
@@ -291,15 +357,31 @@ class Wire(Protocol):
         Raises:
             BadRequest: The provider would refuse the request (the error to answer).
         """
-        ...
+        refuse_misshapen(
+            body,
+            self.checked_fields,
+            self.refusal,
+            text=self.text_fields,
+            single=self.single_fields,
+        )
+        return body
 
     def model_list(self, names: list[str]) -> JSONObject:
-        """The body of this wire's model list for ``names``."""
-        ...
+        """The body of this wire's model list for ``names`` (default: the OpenAI shape).
+
+        ``{"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]}``.
+        """
+        return {
+            "object": "list",
+            "data": [
+                {"id": name, "object": "model", "created": 0, "owned_by": "dsh-replay"}
+                for name in names
+            ],
+        }
 
     def call_id(self, number: int) -> str:
-        """The id of the endpoint's ``number``-th answer (a completion or message id)."""
-        ...
+        """The id of the endpoint's ``number``-th answer: ``<call_id_prefix><number>``."""
+        return f"{self.call_id_prefix}{number}"
 
     def encoder(
         self,
@@ -307,27 +389,28 @@ class Wire(Protocol):
         *,
         model: str,
         call_id: str,
-        replay_state: Mapping[str, Any] | None = None,
+        replay_state: Mapping[str, object] | None = None,
     ) -> Encoder:
-        """An encoder for one streamed answer to ``request``."""
-        ...
+        """An encoder for one streamed answer to ``request``, framed by :attr:`framing`."""
+        raise NotImplementedError
 
-    def encoder_options(self, request: Mapping[str, Any]) -> tuple[Any, ...]:
+    def encoder_options(self, request: Mapping[str, object]) -> tuple[object, ...]:
         """What of ``request`` the streamed encoding depends on, as a hashable tuple.
 
         Two requests with equal options get the same bytes from :meth:`encoder` for the
         same chunks, model, call id and replay state, so an encoding can be kept and
-        served again (docs/wires.md#encoded-once); ``()`` when the request is not read.
+        served again (docs/wires.md#encoded-once); ``()`` (the default) when the
+        request is not read.
         """
-        ...
+        return ()
 
     def whole(self, chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
         """The whole (``stream: false``) response body assembled from a call's chunks."""
-        ...
+        raise NotImplementedError
 
     def error(self, failure: Failure) -> WireError:
         """The HTTP error the provider answers for a recorded failure."""
-        ...
+        raise NotImplementedError
 
     def refusal(self, status: int, message: str, *, param: str | None = None) -> WireError:
         """The provider's error for a request refused before any call (docs/wires.md#refused).
@@ -337,12 +420,15 @@ class Wire(Protocol):
             message: What is wrong, naming the field or header.
             param: The request field at fault, where the provider's error body names one.
         """
-        ...
+        raise NotImplementedError
 
     def upstream(
         self, base_url: str, path: str, body: bytes, model: str | None
     ) -> tuple[str, bytes]:
         """Where the recording proxy sends a call, and the body it sends.
+
+        By default :attr:`upstream_path` (else ``path``) joined to ``base_url``
+        (:func:`join_path`), and ``body`` with its ``"model"`` replaced by ``model``.
 
         Args:
             base_url: The configured base URL of this wire's provider.
@@ -350,31 +436,82 @@ class Wire(Protocol):
             body: The body the client sent.
             model: The model that replaces the one the client asked for, if any.
         """
-        ...
+        return join_path(base_url, self.upstream_path or path), with_model(body, model)
 
-    def auth_headers(self, api_key: str) -> dict[str, str]:
-        """The headers that carry the live provider's API key."""
-        ...
+    def auth_headers(self, api_key: str, *, url: str = "", body: bytes = b"") -> dict[str, str]:
+        """The headers that carry the live key on a call to ``url`` with ``body``.
+
+        Default: ``Authorization: Bearer <key>``; a wire that signs its requests reads
+        ``url`` and ``body``.
+        """
+        return {"authorization": f"Bearer {api_key}"}
 
     def decoder(self) -> Decoder:
         """A decoder for one live streamed answer."""
-        ...
+        raise NotImplementedError
 
     def decode_whole(self, answer: Mapping[str, Any]) -> list[StreamChunk]:
         """The chunks of a live whole (``stream: false``) answer."""
-        ...
+        raise NotImplementedError
 
-    def failure(self, status: int | None, body: Any, headers: Mapping[str, str]) -> dict[str, Any]:
+    def failure(self, status: int | None, body: object, headers: Mapping[str, str]) -> JSONObject:
         """The dsh failure for a live HTTP error response (``body`` parsed, or not JSON)."""
-        ...
+        raise NotImplementedError
 
-    def stream_failure(self, event: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The failure an event of a live stream reports, when the decoder does not."""
-        ...
+    def stream_failure(self, event: Mapping[str, Any]) -> JSONObject | None:
+        """The failure an event of a live stream reports, when the decoder does not.
 
-    def ends_answer(self, name: str | None, data: str) -> bool:
-        """Whether a server-sent event ends the provider's answer."""
-        ...
+        Default ``None``: the decoder reads every failure.
+        """
+        return None
+
+    def ends_answer(self, frame: Frame, event: Mapping[str, object] | None) -> bool:
+        """Whether a frame of a live stream ends the provider's answer.
+
+        Args:
+            frame: The frame as :attr:`framing` split it.
+            event: Its payload as a JSON object (``None``: it is not one).
+
+        Default ``False``: the answer ends with the decoder's ``finish`` or the stream.
+        """
+        return False
+
+    def endpoint_env(self, root: str, api_key: str) -> dict[str, str]:
+        """The variables that point this wire's clients at the endpoint at ``root``.
+
+        Args:
+            root: The endpoint's root URL (``http://127.0.0.1:<port>``).
+            api_key: The dummy key to give.
+        """
+        return {}
+
+    def client(self, http: InProcess, options: dict[str, object], *, asynchronous: bool) -> object:
+        """An SDK client of this wire that reaches the endpoint in process.
+
+        By default the :attr:`sdk` client class (``Async...`` when ``asynchronous``),
+        given ``base_url`` (the in-process root and :attr:`SDK.path`), the endpoint's
+        ``http_client`` and ``api_key`` (the dummy key unless ``options`` has one).
+
+        Args:
+            http: The endpoint's in-process transports.
+            options: Passed to the client's constructor (``max_retries``, ...).
+            asynchronous: An async client.
+
+        Raises:
+            DshReplayError: The SDK is not installed, or this wire has none.
+        """
+        sdk = self.sdk
+        if sdk is None:
+            raise DshReplayError(f"the {self.name} wire has no SDK client")
+        module = import_sdk(sdk.module, sdk.package)
+        cls = getattr(module, sdk.client if not asynchronous else f"Async{sdk.client}")
+        options.setdefault("api_key", http.api_key)
+        base = f"{http.url}{sdk.path}"
+        return cls(base_url=base, http_client=http.http_client(asynchronous), **options)
+
+
+Wire = BaseWire
+"""What the other layers type a wire as."""
 
 
 def failure_status(failure: Failure, *, overloaded: int) -> int:
@@ -407,7 +544,7 @@ def _seconds(ms: int) -> str:
 
 def failure_headers(failure: Failure) -> list[tuple[str, str]]:
     """The headers of an HTTP error answer: JSON, the recorded retry delay and request id."""
-    headers: list[tuple[str, str]] = [_JSON]
+    headers: list[tuple[str, str]] = [*JSON_HEADERS]
     retry = failure.get("providerRetryAfterMs")
     if isinstance(retry, int) and not isinstance(retry, bool) and retry > 0:
         headers.append(("retry-after", _seconds(retry)))
@@ -581,60 +718,6 @@ def refuse_misshapen(
 def int_field(value: Any) -> int | None:
     """``value`` when it is an integer (not a bool), else ``None``."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-_EVENT_END: Final = re.compile(rb"\r?\n\r?\n")
-r"""A blank line: where a server-sent event ends (lines end in ``\n`` or ``\r\n``)."""
-
-
-class SSEParser:
-    r"""Splits a byte stream into server-sent events: ``(event name or None, data)``.
-
-    Lines end in ``\n`` or ``\r\n`` (also when a read splits the two); an event ends
-    at a blank line. Bytes that are not UTF-8 read as U+FFFD.
-    """
-
-    def __init__(self) -> None:
-        self._buffer = b""
-
-    @property
-    def pending(self) -> bytes:
-        """The bytes of an event not complete yet (what a stream that ends now cuts)."""
-        return self._buffer
-
-    def feed(self, data: bytes) -> list[tuple[str | None, str]]:
-        """The events completed by ``data`` that carry data (comments and empty ones left out)."""
-        return [(name, text) for _, name, text in self.feed_raw(data) if text is not None]
-
-    def feed_raw(self, data: bytes) -> list[tuple[bytes, str | None, str | None]]:
-        """Every event completed by ``data``: ``(its bytes, name, data)``.
-
-        The bytes are the event's as received, its blank line included, so that what
-        they make up can be passed on whole; ``data`` is ``None`` for an event without
-        data lines (a comment, a keep-alive).
-        """
-        buffer = self._buffer + data
-        at = max(len(self._buffer) - 3, 0)  # an end may begin in the bytes kept before
-        start = 0
-        events: list[tuple[bytes, str | None, str | None]] = []
-        while (end := _EVENT_END.search(buffer, at)) is not None:
-            block = buffer[start : end.start()].replace(b"\r\n", b"\n")
-            events.append((buffer[start : end.end()], *_sse_fields(block)))
-            start = at = end.end()
-        self._buffer = buffer[start:]
-        return events
-
-
-def _sse_fields(block: bytes) -> tuple[str | None, str | None]:
-    """An event's name and data (``None`` without data lines), from its lines."""
-    name: str | None = None
-    data_lines: list[str] = []
-    for line in block.decode("utf-8", "replace").split("\n"):
-        if line.startswith("event:"):
-            name = line[6:].strip()
-        elif line.startswith("data:"):
-            data_lines.append(line[5:].removeprefix(" "))
-    return name, "\n".join(data_lines) if data_lines else None
 
 
 def httpx_module() -> Any:

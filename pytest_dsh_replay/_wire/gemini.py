@@ -37,17 +37,20 @@ from .._format.events import JSONObject, StreamChunk
 from .._format.reply import assemble_reply
 from .base import (
     CONTEXT_OVERFLOW,
+    BaseWire,
     Failure,
     History,
+    InProcess,
     WireError,
     failure_message,
     failure_status,
     feed_each,
+    import_sdk,
     int_field,
-    refuse_misshapen,
     retry_after_ms,
     wire_error,
 )
+from .framing import SSE_CRLF, Frame
 
 __all__ = [
     "WIRE",
@@ -104,7 +107,7 @@ def call_id_for(name: str, args: Any, seen: dict[str, int]) -> str:
 
 
 def _frame(obj: Mapping[str, Any]) -> bytes:
-    return b"data: " + orjson.dumps(obj) + b"\r\n\r\n"
+    return SSE_CRLF.frame(orjson.dumps(obj))
 
 
 def _parsed_args(arguments: Any) -> dict[str, Any]:
@@ -798,35 +801,39 @@ def _route(version: str, method: str) -> str:
     return f"/{version}/models/{{model}}:{method}"
 
 
-class GeminiWire:
+class GeminiWire(BaseWire):
     """The Gemini API wire (``POST /v1beta/models/{model}:streamGenerateContent``, ...)."""
 
-    name: Final = "gemini"
-    routes: Final = tuple(
+    name = "gemini"
+    routes = tuple(
         _route(version, method)
         for version in ("v1beta", "v1")
         for method in ("streamGenerateContent", "generateContent")
     )
-    list_routes: Final[tuple[str, ...]] = ("/v1beta/models", "/v1/models")
-    remembers: Final = False
-    record_base_url_variable: Final = "DSH_RECORD_GEMINI_BASE_URL"
+    list_routes = ("/v1beta/models", "/v1/models")
+    list_headers = ("x-goog-api-key", "x-goog-api-client")
+    framing = SSE_CRLF
+    checked_fields = ("contents", "tools")
+    single_fields = ("contents",)
+    record_base_url_variable = "DSH_RECORD_GEMINI_BASE_URL"
 
-    @staticmethod
-    def canonical(body: dict[str, Any], *, path: str, history: History) -> Mapping[str, Any]:
+    refusal = staticmethod(gemini_refusal)
+    error = staticmethod(gemini_error)
+    decoder = GeminiDecoder
+    decode_whole = staticmethod(decode_response)
+    failure = staticmethod(gemini_failure)
+
+    def canonical(self, body: dict[str, Any], *, path: str, history: History) -> JSONObject:
         """See :func:`gemini_request`.
 
         Raises:
             BadRequest: ``contents`` is neither an array of objects nor one object, or
                 ``tools`` is not an array of objects (400).
         """
-        refuse_misshapen(body, ("contents", "tools"), gemini_refusal, single=("contents",))
+        super().canonical(body, path=path, history=history)
         return gemini_request(body, path)
 
-    refusal = staticmethod(gemini_refusal)
-    """See :func:`gemini_refusal`."""
-
-    @staticmethod
-    def model_list(names: list[str]) -> JSONObject:
+    def model_list(self, names: list[str]) -> JSONObject:
         """``{"models": [{"name": "models/<n>", "displayName", "supportedGenerationMethods"}]}``."""
         return {
             "models": [
@@ -842,82 +849,95 @@ class GeminiWire:
             ]
         }
 
-    @staticmethod
-    def call_id(number: int) -> str:
-        """``dsh-replay-<number>`` (the ``responseId``)."""
-        return f"dsh-replay-{number}"
-
-    @staticmethod
-    def encoder_options(request: Mapping[str, Any]) -> tuple[Any, ...]:
-        """``()``: this wire's encoding does not read the request."""
-        return ()
-
-    @staticmethod
     def encoder(
+        self,
         request: Mapping[str, Any],
         *,
         model: str,
         call_id: str,
-        replay_state: Mapping[str, Any] | None = None,
+        replay_state: Mapping[str, object] | None = None,
     ) -> GeminiEncoder:
         """An encoder (``replay_state`` is not used on this wire)."""
         return GeminiEncoder(model=model, response_id=call_id)
 
-    @staticmethod
-    def whole(chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
+    def whole(self, chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
         """See :func:`gemini_response`."""
         return gemini_response(chunks, model=model, response_id=call_id)
 
-    @staticmethod
-    def error(failure: Failure) -> WireError:
-        """See :func:`gemini_error`."""
-        return gemini_error(failure)
-
-    @staticmethod
-    def upstream(base_url: str, path: str, body: bytes, model: str | None) -> tuple[str, bytes]:
+    def upstream(
+        self, base_url: str, path: str, body: bytes, model: str | None
+    ) -> tuple[str, bytes]:
         """See :func:`gemini_upstream`; the body goes unchanged (it names no model)."""
         return gemini_upstream(base_url, path, model), body
 
-    @staticmethod
-    def auth_headers(api_key: str) -> dict[str, str]:
+    def auth_headers(self, api_key: str, *, url: str = "", body: bytes = b"") -> dict[str, str]:
         """``x-goog-api-key: <key>``."""
         return {"x-goog-api-key": api_key}
 
-    @staticmethod
-    def decoder() -> GeminiDecoder:
-        """A stream decoder."""
-        return GeminiDecoder()
-
-    @staticmethod
-    def decode_whole(answer: Mapping[str, Any]) -> list[StreamChunk]:
-        """See :func:`decode_response`."""
-        return decode_response(answer)
-
-    @staticmethod
-    def failure(status: int | None, body: Any, headers: Mapping[str, str]) -> dict[str, Any]:
-        """See :func:`gemini_failure`."""
-        return gemini_failure(status, body, headers)
-
-    @staticmethod
-    def stream_failure(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    def stream_failure(self, event: Mapping[str, Any]) -> JSONObject | None:
         """An ``{"error": {...}}`` frame in the stream: :func:`gemini_failure` of it."""
         if not isinstance(event.get("error"), Mapping):
             return None
         return gemini_failure(None, event, {})
 
-    @staticmethod
-    def ends_answer(name: str | None, data: str) -> bool:
+    def ends_answer(self, frame: Frame, event: Mapping[str, object] | None) -> bool:
         """A frame whose candidate has a ``finishReason`` ends the answer."""
-        if '"finishReason"' not in data:
-            return False
-        try:
-            event = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return False
-        candidates = event.get("candidates") if isinstance(event, dict) else None
+        candidates = event.get("candidates") if event is not None else None
         return isinstance(candidates, list) and any(
             isinstance(c, Mapping) and c.get("finishReason") for c in candidates
         )
+
+    def endpoint_env(self, root: str, api_key: str) -> dict[str, str]:
+        """``GOOGLE_GEMINI_BASE_URL`` (the root), ``GEMINI_API_KEY``, ``GOOGLE_API_KEY``.
+
+        ``google-genai`` adds the version segment to the base URL, and reads both keys.
+        """
+        return {
+            "GOOGLE_GEMINI_BASE_URL": root,
+            "GEMINI_API_KEY": api_key,
+            "GOOGLE_API_KEY": api_key,
+        }
+
+    def client(self, http: InProcess, options: dict[str, object], *, asynchronous: bool) -> object:
+        """A ``google.genai.Client`` on the endpoint in process, or its ``.aio`` async face.
+
+        The client's HTTP options carry the in-process base URL and ``httpx`` clients on
+        the endpoint's transports (nothing goes to the network) and no retry options,
+        so ``google-genai`` makes each call once.
+
+        Args:
+            http: The endpoint's in-process transports.
+            options: Passed to ``google.genai.Client`` (``api_key`` defaults to the
+                dummy key); an ``http_options`` given (a mapping or
+                ``types.HttpOptions``) keeps its other settings (``api_version``,
+                ``headers``, ...).
+            asynchronous: The async client.
+
+        Returns:
+            The ``Client``, or ``Client(...).aio`` (``asynchronous``): the
+            ``google.genai`` async client, ``await client.models.generate_content(...)``.
+
+        Raises:
+            DshReplayError: ``google-genai`` is not installed.
+        """
+        genai = import_sdk("google.genai", "google-genai")
+        types = import_sdk("google.genai.types", "google-genai")
+        given = options.pop("http_options", None)
+        if given is None:
+            http_options = types.HttpOptions()
+        elif isinstance(given, types.HttpOptions):
+            http_options = given.model_copy()
+        elif isinstance(given, Mapping):
+            http_options = types.HttpOptions(**given)
+        else:
+            raise TypeError(f"http_options must be a mapping or HttpOptions, got {given!r}")
+        http_options.base_url = http.url
+        http_options.httpx_client = http.http_client(False)
+        if asynchronous:
+            http_options.httpx_async_client = http.http_client(True)
+        options.setdefault("api_key", http.api_key)
+        client = genai.Client(http_options=http_options, **options)
+        return client.aio if asynchronous else client
 
 
 WIRE: Final = GeminiWire()

@@ -30,19 +30,20 @@ from .._format.events import JSONObject, StreamChunk
 from .._format.reply import assemble_reply
 from .base import (
     CONTEXT_OVERFLOW,
+    SDK,
+    BaseWire,
+    Decoder,
+    Encoder,
     Failure,
-    History,
     WireError,
     delta_run,
     failure_message,
     failure_status,
     int_field,
-    join_path,
-    refuse_misshapen,
     retry_after_ms,
     wire_error,
-    with_model,
 )
+from .framing import SSE, Frame
 
 __all__ = [
     "WIRE",
@@ -54,7 +55,7 @@ __all__ = [
     "openai_refusal",
 ]
 
-DONE: Final = b"data: [DONE]\n\n"
+DONE: Final = SSE.frame(b"[DONE]")
 
 _FINISH_REASONS: Final = {"stop": "stop", "tool-calls": "tool_calls", "max-tokens": "length"}
 
@@ -64,7 +65,7 @@ _DELTA_KEYS: Final = {"text-delta": "content", "reasoning-delta": "reasoning_con
 
 
 def _frame(obj: Mapping[str, Any]) -> bytes:
-    return b"data: " + orjson.dumps(obj) + b"\n\n"
+    return SSE.frame(orjson.dumps(obj))
 
 
 def openai_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
@@ -617,12 +618,12 @@ def _body_code(body: Any) -> Any:
 
 
 def openai_failure(
-    status: int, body: Any, headers: Mapping[str, str], *, message: str | None = None
+    status: int | None, body: object, headers: Mapping[str, str], *, message: str | None = None
 ) -> dict[str, Any]:
     """The dsh failure (``{"message", "code", "status", ...}``) for an HTTP error response.
 
     Args:
-        status: The HTTP status.
+        status: The HTTP status (``None``: not known, a 2xx answer's error body).
         body: The parsed JSON body (``{"error": {"message", "type", "code"}}``), or
             anything else when it was not JSON.
         headers: The response headers (lower-case names): ``retry-after(-ms)`` becomes
@@ -633,7 +634,7 @@ def openai_failure(
         ``code`` is ``AUTH`` (401/403), ``RATE_LIMIT`` (429), ``OVERLOADED`` (503/529),
         ``CONTEXT_WINDOW_EXCEEDED`` (400/413 about the context length), else ``UNKNOWN``.
     """
-    text = message if message is not None else _body_message(body, status)
+    text = message if message is not None else _body_message(body, status or 0)
     if status in (401, 403):
         code = "AUTH"
     elif status == 429:
@@ -647,7 +648,7 @@ def openai_failure(
     else:
         code = "UNKNOWN"
     failure: dict[str, Any] = {"message": text, "code": code}
-    if 100 <= status <= 599:
+    if status is not None and 100 <= status <= 599:
         failure["status"] = status
     retry = retry_after_ms(headers)
     if retry is not None:
@@ -676,109 +677,57 @@ def decode_completion(answer: Mapping[str, Any]) -> list[StreamChunk]:
     return decoder.feed({"usage": answer.get("usage"), "choices": choices}) + decoder.end()
 
 
-class OpenAIWire:
+class OpenAIWire(BaseWire):
     """The OpenAI chat-completions wire (``POST /v1/chat/completions``)."""
 
-    name: Final = "openai"
-    routes: Final = ("/v1/chat/completions", "/chat/completions")
-    list_routes: Final[tuple[str, ...]] = ("/v1/models", "/models")
-    remembers: Final = False
-    record_base_url_variable: Final = None
-
-    @staticmethod
-    def canonical(body: dict[str, Any], *, path: str, history: History) -> Mapping[str, Any]:
-        """``body`` itself: the in-process shape reads this wire's requests as they are.
-
-        Raises:
-            BadRequest: ``messages`` or ``tools`` is not an array of objects (400).
-        """
-        refuse_misshapen(body, ("messages", "tools"), openai_refusal)
-        return body
+    name = "openai"
+    routes: tuple[str, ...] = ("/v1/chat/completions", "/chat/completions")
+    list_routes: tuple[str, ...] = ("/v1/models", "/models")
+    call_id_prefix = "chatcmpl-dsh-replay-"
+    upstream_path = "/chat/completions"  # the base URL includes the version segment
+    sdk = SDK("openai", "OpenAI", "/v1")
 
     refusal = staticmethod(openai_refusal)
-    """See :func:`openai_refusal`."""
+    error = staticmethod(openai_error)
+    decoder: Callable[[], Decoder] = OpenAIDecoder
+    decode_whole = staticmethod(decode_completion)
+    failure = staticmethod(openai_failure)
 
-    @staticmethod
-    def model_list(names: list[str]) -> JSONObject:
-        """``{"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]}``."""
-        return {
-            "object": "list",
-            "data": [
-                {"id": name, "object": "model", "created": 0, "owned_by": "dsh-replay"}
-                for name in names
-            ],
-        }
-
-    @staticmethod
-    def call_id(number: int) -> str:
-        """``chatcmpl-dsh-replay-<number>``."""
-        return f"chatcmpl-dsh-replay-{number}"
-
-    @staticmethod
-    def encoder_options(request: Mapping[str, Any]) -> tuple[Any, ...]:
+    def encoder_options(self, request: Mapping[str, object]) -> tuple[object, ...]:
         """``(include_usage,)``: whether the request asks for the usage frame."""
         options = request.get("stream_options")
         return (isinstance(options, Mapping) and options.get("include_usage") is True,)
 
-    @staticmethod
     def encoder(
+        self,
         request: Mapping[str, Any],
         *,
         model: str,
         call_id: str,
-        replay_state: Mapping[str, Any] | None = None,
-    ) -> OpenAIEncoder:
+        replay_state: Mapping[str, object] | None = None,
+    ) -> Encoder:
         """An encoder; usage is sent when the request asks (``stream_options.include_usage``)."""
-        (usage,) = OpenAIWire.encoder_options(request)
-        return OpenAIEncoder(model=model, completion_id=call_id, include_usage=usage)
+        (usage,) = self.encoder_options(request)
+        return OpenAIEncoder(model=model, completion_id=call_id, include_usage=usage is True)
 
-    @staticmethod
-    def whole(chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
+    def whole(self, chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
         """The ``chat.completion`` object."""
         return openai_completion(chunks, model=model, completion_id=call_id)
 
-    @staticmethod
-    def error(failure: Failure) -> WireError:
-        """See :func:`openai_error`."""
-        return openai_error(failure)
-
-    @staticmethod
-    def upstream(base_url: str, path: str, body: bytes, model: str | None) -> tuple[str, bytes]:
-        """``<base_url>/chat/completions`` (the base URL includes the version segment)."""
-        return join_path(base_url, "/chat/completions"), with_model(body, model)
-
-    @staticmethod
-    def auth_headers(api_key: str) -> dict[str, str]:
-        """``Authorization: Bearer <key>``."""
-        return {"authorization": f"Bearer {api_key}"}
-
-    @staticmethod
-    def decoder() -> OpenAIDecoder:
-        """A stream decoder."""
-        return OpenAIDecoder()
-
-    @staticmethod
-    def decode_whole(answer: Mapping[str, Any]) -> list[StreamChunk]:
-        """See :func:`decode_completion`."""
-        return decode_completion(answer)
-
-    @staticmethod
-    def failure(status: int | None, body: Any, headers: Mapping[str, str]) -> dict[str, Any]:
-        """See :func:`openai_failure`."""
-        return openai_failure(0 if status is None else status, body, headers)
-
-    @staticmethod
-    def stream_failure(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    def stream_failure(self, event: Mapping[str, Any]) -> JSONObject | None:
         """An ``{"error": {...}}`` event in the stream: its message, code ``UNKNOWN``."""
         error = event.get("error")
         if not isinstance(error, Mapping):
             return None
         return {"message": str(error.get("message") or "stream error"), "code": "UNKNOWN"}
 
-    @staticmethod
-    def ends_answer(name: str | None, data: str) -> bool:
+    def ends_answer(self, frame: Frame, event: Mapping[str, object] | None) -> bool:
         """``data: [DONE]`` ends the answer."""
-        return data == "[DONE]"
+        return frame.data == "[DONE]"
+
+    def endpoint_env(self, root: str, api_key: str) -> dict[str, str]:
+        """``OPENAI_BASE_URL`` (the root and ``/v1``) and ``OPENAI_API_KEY``."""
+        return {"OPENAI_BASE_URL": f"{root}/v1", "OPENAI_API_KEY": api_key}
 
 
 WIRE: Final = OpenAIWire()

@@ -35,15 +35,12 @@ from .base import (
     BadRequest,
     Failure,
     History,
-    WireError,
     delta_run,
     int_field,
-    join_path,
-    refuse_misshapen,
     wire_error,
-    with_model,
 )
-from .openai import OpenAIWire, openai_error, openai_failure, openai_refusal
+from .framing import SSE, Frame
+from .openai import OpenAIWire
 
 __all__ = [
     "WIRE",
@@ -421,10 +418,11 @@ def _delta_frame(item: _Item) -> tuple[bytes, bytes, bytes]:
     ...fields, "delta", ...after}``, without building that dict for every delta.
     """
     kind, fields, after = _DELTA_EVENTS[item.kind]
-    head = b"event: " + kind.encode() + b'\ndata: {"type":' + orjson.dumps(kind)
+    before, after_event = SSE.around(kind)
+    head = before + b'{"type":' + orjson.dumps(kind)
     base = {"item_id": item.id, "output_index": item.position, **fields}
     middle = b"," + orjson.dumps(base)[1:-1] + b',"delta":'
-    tail = (b"," + orjson.dumps(after)[1:-1] if after else b"") + b"}\n\n"
+    tail = (b"," + orjson.dumps(after)[1:-1] if after else b"") + b"}" + after_event
     return head + b',"sequence_number":', middle, tail
 
 
@@ -456,7 +454,7 @@ class ResponsesEncoder:
     def _event(self, kind: str, fields: Mapping[str, Any]) -> bytes:
         data = {"type": kind, "sequence_number": self._sequence, **fields}
         self._sequence += 1
-        return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+        return SSE.frame(orjson.dumps(data), kind)
 
     def _response(self, status: str, **extra: Any) -> JSONObject:
         output = [item for item in self._output if item is not None]
@@ -982,17 +980,26 @@ def decode_response(answer: Mapping[str, Any]) -> list[StreamChunk]:
     return out + decoder.feed({"type": finished, "response": answer})
 
 
-class ResponsesWire:
-    """The OpenAI Responses wire (``POST /v1/responses``)."""
+class ResponsesWire(OpenAIWire):
+    """The OpenAI Responses wire (``POST /v1/responses``): a variant of the OpenAI wire.
 
-    name: Final = "openai-responses"
-    routes: Final = ("/v1/responses", "/responses")
-    list_routes: Final[tuple[str, ...]] = ()
-    remembers: Final = True
-    record_base_url_variable: Final = None
+    It shares the OpenAI API's errors, refusals, key header, client and variables; it has
+    no model list route of its own (the chat-completions wire's serves it).
+    """
 
-    @staticmethod
-    def canonical(body: dict[str, Any], *, path: str, history: History) -> Mapping[str, Any]:
+    name = "openai-responses"
+    routes = ("/v1/responses", "/responses")
+    list_routes = ()
+    remembers = True
+    call_id_prefix = "resp_dsh_replay_"
+    checked_fields = ("input", "tools")
+    text_fields = ("input",)
+    upstream_path = "/responses"  # the base URL includes the version segment
+
+    decoder = ResponsesDecoder
+    decode_whole = staticmethod(decode_response)
+
+    def canonical(self, body: dict[str, Any], *, path: str, history: History) -> JSONObject:
         """See :func:`read_responses_request`.
 
         Raises:
@@ -1000,86 +1007,43 @@ class ResponsesWire:
                 ``tools`` is not an array of objects (400); ``previous_response_id``
                 names no answer served in this test.
         """
-        refuse_misshapen(body, ("input", "tools"), openai_refusal, text=("input",))
+        super().canonical(body, path=path, history=history)
         return read_responses_request(body, history)
 
-    refusal = staticmethod(openai_refusal)
-    """The OpenAI API's refusal (see :func:`~.openai.openai_refusal`)."""
-
-    model_list = staticmethod(OpenAIWire.model_list)
-    """The chat-completions wire's list (this wire has no list route of its own)."""
-
-    @staticmethod
-    def call_id(number: int) -> str:
-        """``resp_dsh_replay_<number>``."""
-        return f"resp_dsh_replay_{number}"
-
-    @staticmethod
-    def encoder_options(request: Mapping[str, Any]) -> tuple[Any, ...]:
+    def encoder_options(self, request: Mapping[str, object]) -> tuple[object, ...]:
         """``()``: this wire's encoding does not read the request."""
         return ()
 
-    @staticmethod
     def encoder(
+        self,
         request: Mapping[str, Any],
         *,
         model: str,
         call_id: str,
-        replay_state: Mapping[str, Any] | None = None,
+        replay_state: Mapping[str, object] | None = None,
     ) -> ResponsesEncoder:
         """An encoder for one streamed response."""
         return ResponsesEncoder(model=model, response_id=call_id)
 
-    @staticmethod
-    def whole(chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
+    def whole(self, chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
         """See :func:`responses_object`."""
         return responses_object(chunks, model=model, call_id=call_id)
 
-    @staticmethod
-    def error(failure: Failure) -> WireError:
-        """The HTTP error of the OpenAI API (see :func:`~.openai.openai_error`)."""
-        return openai_error(failure)
-
-    @staticmethod
-    def upstream(base_url: str, path: str, body: bytes, model: str | None) -> tuple[str, bytes]:
-        """``<base_url>/responses`` (the base URL includes the version segment)."""
-        return join_path(base_url, "/responses"), with_model(body, model)
-
-    auth_headers = staticmethod(OpenAIWire.auth_headers)
-    """``Authorization: Bearer <key>``, as the chat-completions wire."""
-
-    @staticmethod
-    def decoder() -> ResponsesDecoder:
-        """A stream decoder."""
-        return ResponsesDecoder()
-
-    @staticmethod
-    def decode_whole(answer: Mapping[str, Any]) -> list[StreamChunk]:
-        """See :func:`decode_response`."""
-        return decode_response(answer)
-
-    @staticmethod
-    def failure(status: int | None, body: Any, headers: Mapping[str, str]) -> dict[str, Any]:
-        """See :func:`~.openai.openai_failure` (the API's errors have that shape)."""
-        return openai_failure(0 if status is None else status, body, headers)
-
-    @staticmethod
-    def stream_failure(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    def stream_failure(self, event: Mapping[str, Any]) -> JSONObject | None:
         """An ``error`` event: its failure (``response.failed`` is the decoder's)."""
         if event.get("type") != "error":
             return None
         return responses_failure(event)
 
-    @staticmethod
-    def ends_answer(name: str | None, data: str) -> bool:
+    def ends_answer(self, frame: Frame, event: Mapping[str, object] | None) -> bool:
         """``response.completed``, ``response.incomplete`` or ``response.failed``."""
-        if name is not None:
-            return name in _FINISHED
-        try:
-            event = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return False
-        return isinstance(event, dict) and event.get("type") in _FINISHED
+        if frame.name is not None:
+            return frame.name in _FINISHED
+        return event is not None and event.get("type") in _FINISHED
+
+    def endpoint_env(self, root: str, api_key: str) -> dict[str, str]:
+        """``{}``: the OpenAI wire's variables point the same clients here."""
+        return {}
 
 
 WIRE: Final = ResponsesWire()

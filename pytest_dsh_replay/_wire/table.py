@@ -1,9 +1,13 @@
 """The table of wires: which wire a request path speaks, and the routes served.
 
-The endpoint serves each wire's routes (:attr:`~.base.Wire.routes`, ``POST``) and model
-lists (:attr:`~.base.Wire.list_routes`, ``GET``); adding a wire is one wire module and
-one entry in :data:`WIRES`. A route's ``{model}`` segment matches any model name (the
-Gemini routes carry the model in the path).
+The endpoint serves each wire's routes (:attr:`~.base.BaseWire.routes`, ``POST``) and
+model lists (:attr:`~.base.BaseWire.list_routes`, ``GET``); adding a wire is one wire
+module and one entry in :data:`WIRES` (docs/architecture.md#adding-a-wire). A route's
+``{model}`` segment matches any model name (the Gemini routes carry the model in the
+path). What the layers above need of all wires at once is here too: the environment
+that points clients at the endpoint (:func:`endpoint_env`), the variables whose URLs are
+secrets while recording (:data:`RECORD_URL_VARIABLES`), a wire by its name
+(:func:`wire_named`).
 """
 
 from __future__ import annotations
@@ -13,10 +17,25 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
+from .._errors import UnknownWireError
+from .._format.redact import RECORD_URL_VARIABLES as _BASE_URL_VARIABLES
+from .._format.redact import Redactor
+from .._format.redact import recording_redactor as _recording_redactor
 from . import anthropic, gemini, openai, responses
 from .base import Wire
 
-__all__ = ["ROUTES", "WIRES", "closest_route", "list_wire", "served_routes", "wire_for"]
+__all__ = [
+    "RECORD_URL_VARIABLES",
+    "ROUTES",
+    "WIRES",
+    "closest_route",
+    "endpoint_env",
+    "list_wire",
+    "recording_redactor",
+    "served_routes",
+    "wire_for",
+    "wire_named",
+]
 
 WIRES: Final[tuple[Wire, ...]] = (openai.WIRE, responses.WIRE, anthropic.WIRE, gemini.WIRE)
 """Every wire the endpoint speaks."""
@@ -58,18 +77,17 @@ def wire_for(path: str) -> Wire | None:
 def list_wire(path: str, headers: Mapping[str, str]) -> Wire | None:
     """The wire whose model list a ``GET`` path is, or ``None``.
 
-    Where wires list models on one path (``/v1/models``), a request with an
-    ``anthropic-version`` header gets the Anthropic list, one with Google's
-    ``x-goog-api-key`` or ``x-goog-api-client`` header the Gemini list, any other the
-    first wire's.
+    Where wires list models on one path (``/v1/models``), a request with one of a
+    wire's :attr:`~.base.BaseWire.list_headers` gets that wire's list (an
+    ``anthropic-version`` header the Anthropic list, Google's ``x-goog-api-key`` or
+    ``x-goog-api-client`` the Gemini list), any other the first wire's.
     """
     wires = _LISTS.get(_bare(path))
     if not wires:
         return None
-    if "anthropic-version" in headers:
-        return next((w for w in wires if w.name == "anthropic"), wires[0])
-    if "x-goog-api-key" in headers or "x-goog-api-client" in headers:
-        return next((w for w in wires if w.name == "gemini"), wires[0])
+    for wire in wires:
+        if any(name in headers for name in wire.list_headers):
+            return wire
     return wires[0]
 
 
@@ -85,3 +103,48 @@ def closest_route(method: str, path: str) -> str | None:
     asked = f"{method.upper()} {_bare(path)}"
     found = difflib.get_close_matches(asked, served_routes(), n=1, cutoff=0.5)
     return found[0] if found else None
+
+
+def wire_named(name: str) -> Wire:
+    """The wire called ``name`` (:attr:`~.base.BaseWire.name`).
+
+    Raises:
+        UnknownWireError: No wire has that name (the message names every wire).
+    """
+    for wire in WIRES:
+        if wire.name == name:
+            return wire
+    known = ", ".join(repr(wire.name) for wire in WIRES)
+    raise UnknownWireError(f"no wire is called {name!r}; the wires are {known}")
+
+
+def endpoint_env(root: str, api_key: str) -> dict[str, str]:
+    """Every wire's variables that point its clients at the endpoint at ``root``.
+
+    Args:
+        root: The endpoint's root URL (``http://127.0.0.1:<port>``).
+        api_key: The dummy key the variables give.
+    """
+    env: dict[str, str] = {}
+    for wire in WIRES:
+        env.update(wire.endpoint_env(root, api_key))
+    return env
+
+
+def _record_url_variables() -> tuple[str, ...]:
+    named = (wire.record_base_url_variable for wire in WIRES)
+    return tuple(dict.fromkeys([*_BASE_URL_VARIABLES, *(name for name in named if name)]))
+
+
+RECORD_URL_VARIABLES: Final = _record_url_variables()
+"""The variables that hold where recording calls go (their credentials are secrets):
+``DSH_RECORD_BASE_URL`` and each wire's :attr:`~.base.BaseWire.record_base_url_variable`."""
+
+
+def recording_redactor(environ: Mapping[str, str] | None = None) -> Redactor:
+    """The redactor recordings use, knowing every wire's base URL variable.
+
+    See :func:`~.._format.redact.recording_redactor`; the base URLs read are those of
+    :data:`RECORD_URL_VARIABLES`.
+    """
+    return _recording_redactor(environ, url_variables=_record_url_variables())

@@ -223,8 +223,11 @@ def test_check_finds_a_secret_split_across_the_members_of_a_v4_stream_run(
 
 
 def test_the_recording_redactor_knows_the_base_urls_credentials() -> None:
+    # Every wire's base URL variable: the wires' table knows them all.
+    from pytest_dsh_replay._wire.table import recording_redactor as wires_redactor
+
     password, query_key = "pass" + "word-0042", "query" + "-key-0042"
-    redactor = recording_redactor(
+    redactor = wires_redactor(
         {
             "DSH_RECORD_BASE_URL": f"http://user:{password}@h/v1?key={query_key}&page=7",
             "DSH_RECORD_GEMINI_BASE_URL": "http://h/?access_token=tok%2Benough",

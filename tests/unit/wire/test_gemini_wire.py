@@ -15,13 +15,14 @@ from support.corpus_support import corpus_params, corpus_scenarios, require_corp
 
 from pytest_dsh_replay import load_scenario
 from pytest_dsh_replay._endpoint.endpoint import Endpoint
-from pytest_dsh_replay._endpoint.transport import gemini_client, sync_transport, worker_pool
+from pytest_dsh_replay._endpoint.transport import sdk_client, sync_transport, worker_pool
 from pytest_dsh_replay._errors import DshReplayError, ReplayCancelledError
 from pytest_dsh_replay._format.reply import assemble_reply
 from pytest_dsh_replay._replay.model import ReplayModel
 from pytest_dsh_replay._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from pytest_dsh_replay._scripts.scenario import Scenario, SessionScript
 from pytest_dsh_replay._wire.base import httpx_module
+from pytest_dsh_replay._wire.framing import Frame
 from pytest_dsh_replay._wire.gemini import (
     WIRE,
     GeminiDecoder,
@@ -82,6 +83,11 @@ CONFIG = types.GenerateContentConfig(
         )
     ],
 )
+
+
+def gemini_client(endpoint: Endpoint, pool: Any, options: dict[str, object]) -> Any:
+    """The Gemini wire's in-process ``google-genai`` client on ``endpoint``."""
+    return sdk_client("gemini", endpoint, pool, options)
 
 
 def single(*entries: ReplayEntry, first: str | None = "add 2 and 3") -> Scenario:
@@ -481,8 +487,10 @@ def test_the_decoder_maps_finish_reasons_and_ids() -> None:
     first = call_id_for("f", {"x": 1}, {})
     assert ids == [first, f"{first}_2"]
     assert calls[-1]["reason"] == {"kind": "tool-calls"}
-    assert WIRE.ends_answer(None, json.dumps(part("STOP", text="a")))
-    assert not WIRE.ends_answer(None, json.dumps(part(None, text="a")))
+    for reason, ends in (("STOP", True), (None, False)):
+        data = json.dumps(part(reason, text="a"))
+        frame = Frame(f"data: {data}\r\n\r\n".encode(), None, data)
+        assert WIRE.ends_answer(frame, json.loads(data)) is ends
     failure = gemini_failure(
         400,
         {

@@ -1,0 +1,77 @@
+"""``dsh_replay.client(wire)``: any wire's in-process SDK client by the wire's name (pytester)."""
+
+from __future__ import annotations
+
+import pytest
+from support.scenarios import make_scenario
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    make_scenario(pytester.path / "snaps" / "one", primary=["Hello"])
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = snaps\n")
+    return pytester
+
+
+def test_client_gives_each_wire_s_sdk_client(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        """
+        import asyncio
+
+        import anthropic
+        import openai
+        import pytest
+        from google import genai
+
+        @pytest.mark.dsh_scenario("one", compare_logs=False)  # a hand-made recording
+        def test_openai_by_name(dsh_replay):
+            client = dsh_replay.client("openai", max_retries=0)
+            assert type(client) is openai.OpenAI
+            assert client.max_retries == 0
+            answer = client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+            assert answer.choices[0].message.content == "Hello"
+
+        @pytest.mark.dsh_scenario("one", compare_logs=False)
+        def test_async_openai_by_name(dsh_replay):
+            client = dsh_replay.client("openai", async_=True)
+            assert type(client) is openai.AsyncOpenAI
+
+            async def ask():
+                answer = await client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "hi"}]
+                )
+                return answer.choices[0].message.content
+
+            assert asyncio.run(ask()) == "Hello"
+
+        @pytest.mark.dsh_scenario("one", compare_logs=False)
+        def test_the_other_wires(dsh_replay):
+            responses = dsh_replay.client("openai-responses")
+            assert type(responses) is openai.OpenAI
+            assert responses.responses.create(model="m", input="hi").output_text == "Hello"
+            assert type(dsh_replay.client("anthropic")) is anthropic.Anthropic
+            assert type(dsh_replay.client("anthropic", async_=True)) is anthropic.AsyncAnthropic
+            assert type(dsh_replay.client("gemini")) is genai.Client
+            assert type(dsh_replay.anthropic_client()) is anthropic.Anthropic
+
+        @pytest.mark.dsh_scenario("one", compare_logs=False)
+        def test_an_unknown_wire(dsh_replay):
+            from pytest_dsh_replay import DshReplayError
+
+            with pytest.raises(DshReplayError) as raised:
+                dsh_replay.client("bedrock")
+            assert isinstance(raised.value, LookupError)
+            assert type(raised.value).__name__ == "UnknownWireError"
+            assert str(raised.value) == (
+                "no wire is called 'bedrock'; the wires are 'openai', "
+                "'openai-responses', 'anthropic', 'gemini'"
+            )
+            answer = dsh_replay.client("openai").chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+            assert answer.choices[0].message.content == "Hello"
+        """
+    )
+    project.runpytest("-p", "no:randomly").assert_outcomes(passed=4)
