@@ -30,7 +30,7 @@ def _example() -> tuple[str, str]:
     """The example's two code blocks: the wire module and the table entry."""
     text = PAGE.read_text(encoding="utf-8")
     section = text.split("## Adding a wire {#adding-a-wire}", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    blocks = re.findall(r"```python[^\n]*\n(.*?)```", section, re.DOTALL)
     assert len(blocks) == 2, "the example is a module and a table entry"
     return blocks[0], blocks[1].strip()
 
