@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
-from support.paths import PYPROJECT, SUPPORT, TESTS
+from support.paths import PYPROJECT, README, REPO, SUPPORT, TESTS
 
 
 def test_a_failing_property_test_is_reported_as_a_failure(pytester: pytest.Pytester) -> None:
@@ -71,3 +72,14 @@ def test_the_corpus_guard_fails_an_xdist_run_whose_test_leaves_a_file_there(
     result.stdout.fnmatch_lines(
         ["*the tests changed the shared corpus under*", "*new: corpus/ready*"]
     )
+
+
+def test_ci_runs_the_quick_start_commands_of_the_readme() -> None:
+    quick_start = README.read_text(encoding="utf-8").split("## Quick start\n", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", quick_start, re.S)
+    assert block, "the quick start lost its commands"
+    commands = block.group(1).splitlines()
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    for number, command in enumerate(commands, start=1):
+        comment = next(n for n, line in enumerate(ci) if f"Quick start, command {number} " in line)
+        assert ci[comment + 1] == command
