@@ -1,12 +1,11 @@
 """Re-recording the dsh runtime's unchanged behaviour keeps every file as it was (e2e).
 
 The task of ``support.runtime_parallel`` (two spawned children of equal speed, each using
-a tool, and a fork child, started at once) is recorded on each of the runtime's routes
-(one test each, so that xdist runs them side by side) with its transcript, then
-re-recorded twice. The children are created, and finish, in whichever order the
-scheduler gives, and every run has its own temporary working directory; each re-record
-must still report ``unchanged`` and leave every file (the logs and the transcript
-snapshot) byte for byte, never rewritten.
+a tool, and a fork child, started at once) is recorded on both of the runtime's routes
+with its transcripts, then re-recorded twice. The children are created, and finish, in
+whichever order the scheduler gives, and every run has its own temporary working
+directory; each re-record must still report ``unchanged`` and leave every file (the
+logs and the transcript snapshots) byte for byte, never rewritten.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from support.runtime_agent import PRIMARY_ID, RuntimeDriver
 from support.runtime_parallel import CHILDREN, HOLD, PROMPTS
 
 
-@pytest.mark.parametrize("route", [{route!r}])
+@pytest.mark.parametrize("route", ["messages", "openai"])
 def test_parallel_children(route, dsh_replay, dsh_transcript, tmp_path):
     with RuntimeDriver(dsh_replay.base_url, tmp_path, route=route) as runtime:
         dsh_replay.use_sessions(runtime.root, PRIMARY_ID)
@@ -52,27 +51,30 @@ def files(root: Path) -> dict[str, tuple[bytes, int]]:
     }
 
 
-@pytest.mark.parametrize("route", ["messages", "openai"])
 def test_re_recording_parallel_children_twice_is_unchanged_and_keeps_every_file(
-    pytester: pytest.Pytester, route: str
+    pytester: pytest.Pytester,
 ) -> None:
     shutil.copytree(SUPPORT, pytester.path / "support")
     pytester.makeconftest(scripted_proxy_conftest("support.runtime_parallel", "parallel_model"))
-    pytester.makepyfile(test_parallel=TEST.format(route=route))
+    pytester.makepyfile(test_parallel=TEST)
     pytester.makeini("[pytest]\npythonpath = .\ndsh_snapshot_dir = recordings\n")
     record = ("--dsh-record=all", "--snapshot-update", "-p", "no:randomly")
     first = pytester.runpytest_subprocess(*record)
-    first.assert_outcomes(passed=1)
+    first.assert_outcomes(passed=2)
     kept = {
         "recordings": files(pytester.path / "recordings"),
         "__snapshots__": files(pytester.path / "__snapshots__"),
     }
-    assert len(kept["recordings"]) == 1 + 3  # the primary and 3 children
-    assert len(kept["__snapshots__"]) == 1
+    assert len(kept["recordings"]) == 2 * (1 + 3)  # per route: the primary and 3 children
+    assert len(kept["__snapshots__"]) == 2
     for _ in range(2):
         again = pytester.runpytest_subprocess(*record)
-        again.assert_outcomes(passed=1)
+        again.assert_outcomes(passed=2)
         again.stdout.fnmatch_lines(
-            [f"*test_parallel_children?{route}?: 4 sessions, 9 model calls, unchanged*"]
+            [
+                "*test_parallel_children?messages?: 4 sessions, 9 model calls, unchanged*",
+                "*test_parallel_children?openai?: 4 sessions, 9 model calls, unchanged*",
+            ],
+            consecutive=True,
         )
         assert {name: files(pytester.path / name) for name in kept} == kept
