@@ -7,6 +7,7 @@ Usage::
     python3 benchmarks/bench_suite.py --no-vcr                 # without the vcrpy suite
     python3 benchmarks/bench_suite.py --no-sdk                 # without the SDK suite (older code)
     python3 benchmarks/bench_suite.py --no-log-check           # dsh_compare_logs = false
+    python3 benchmarks/bench_suite.py --own CHECKOUT --busy 2  # a checkout's own suite
 
 A temporary project holds, for each size N, N parametrized tests in each module
 and N recordings of one model call of ``--chunks`` chunks (50: a block start, text deltas,
@@ -47,6 +48,14 @@ sizes ((added CPU at the larger - at the smaller) / (difference in tests)), whic
 cancels out of: flat means the same slope from 100 to 1,000 as from 1,000 to 10,000.
 
 Prints one JSON line.
+
+``--own CHECKOUT`` times a checkout's own suite instead: README's test command (the
+quick start's second command, or ``--command``) in ``CHECKOUT`` with ``PYTHONPATH`` at
+it, ``--runs`` times, beside ``--busy`` busy loops (``while :; do :; done`` in bash,
+started before and killed after each run: the coordinator's "busy machine"). Per run:
+wall seconds, CPU seconds (user + system of the command and every process it waited
+for, ``os.wait4``), peak RSS of the largest process, the exit status and the load
+average before and after. The command's output goes to ``--log`` (a temporary file).
 """
 
 from __future__ import annotations
@@ -351,6 +360,70 @@ def run_pytest(root: Path, args: list[str], scratch: Path, tests: int) -> dict[s
     }
 
 
+def readme_test_command(checkout: Path) -> list[str]:
+    """The second command of the quick start of ``checkout``'s README.md, split."""
+    text = (checkout / "README.md").read_text(encoding="utf-8")
+    block = text.split("## Quick start\n", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return block.splitlines()[1].split()
+
+
+def run_own_suite(checkout: Path, command: list[str], busy: int, log: Path) -> dict[str, Any]:
+    """One run of ``command`` in ``checkout`` beside ``busy`` busy loops."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = str(checkout)
+    loops = [subprocess.Popen(["bash", "-c", "while :; do :; done"]) for _ in range(busy)]
+    try:
+        load_before = os.getloadavg()[0]
+        with open(log, "wb") as out:
+            start = time.perf_counter()
+            proc = subprocess.Popen(
+                command, cwd=checkout, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+            _, status, usage = os.wait4(proc.pid, 0)
+            wall = time.perf_counter() - start
+        load_after = os.getloadavg()[0]
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+    tail = log.read_text(errors="replace").strip().splitlines()[-1:]
+    return {
+        "wall_s": round(wall, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "user_s": round(usage.ru_utime, 1),
+        "system_s": round(usage.ru_stime, 1),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "exit": os.waitstatus_to_exitcode(status),
+        "load_1min": [round(load_before, 2), round(load_after, 2)],
+        "summary": tail[0] if tail else "",
+    }
+
+
+def own_suite(args: argparse.Namespace) -> int:
+    """``--own``: time a checkout's own suite (see the module's docstring)."""
+    checkout = Path(args.own).resolve()
+    command = args.command.split() if args.command else readme_test_command(checkout)
+    if command[:1] == ["python3"]:
+        command[0] = sys.executable
+    log = Path(args.log) if args.log else Path(tempfile.mkstemp(suffix=".log")[1])
+    runs = [run_own_suite(checkout, command, args.busy, log) for _ in range(args.runs)]
+    result: dict[str, Any] = {
+        "benchmark": "own-suite",
+        "date": datetime.date.today().isoformat(),
+        "checkout": str(checkout),
+        "command": " ".join(["python3", *command[1:]]),
+        "busy_loops": args.busy,
+        "cores": os.cpu_count(),
+        "runs": runs,
+        "median_wall_s": statistics.median(r["wall_s"] for r in runs),
+        "median_cpu_s": statistics.median(r["cpu_s"] for r in runs),
+        "log": str(log),
+        "python": platform.python_version(),
+    }
+    print(json.dumps(result))
+    return max(r["exit"] for r in runs)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100,1000,10000", help="test counts (100,1000,10000)")
@@ -363,7 +436,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="dsh_compare_logs = false (what the plugin costs without the replayed-log check)",
     )
+    parser.add_argument("--own", metavar="CHECKOUT", help="time this checkout's own suite")
+    parser.add_argument("--command", help="with --own: the test command (README's)")
+    parser.add_argument("--busy", type=int, default=0, help="with --own: busy loops beside it")
+    parser.add_argument("--log", help="with --own: where the command's output goes")
     args = parser.parse_args(argv)
+    if args.own:
+        return own_suite(args)
     sizes = sorted(int(s) for s in args.sizes.split(","))
     modules = ["bare", "replay", "unchecked"] + ([] if args.no_sdk else ["sdk"])
     modules += [] if args.no_vcr else ["vcr"]

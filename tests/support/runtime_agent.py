@@ -18,7 +18,9 @@ concurrent children get the same answers on every run.
 from __future__ import annotations
 
 import json
+import queue
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -260,6 +262,9 @@ class RuntimeDriver:
     _seen: list[Any] = field(default_factory=list, init=False, repr=False)
     _kids: dict[str, _Child] = field(default_factory=dict, init=False, repr=False)
     _status: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+    _inbox: queue.Queue[Any] = field(default_factory=queue.Queue, init=False, repr=False)
+    _children_at: int = field(default=-1, init=False, repr=False)
+    _primary_status_at: int = field(default=-1, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.root = self.workdir / "sessions"
@@ -307,7 +312,21 @@ class RuntimeDriver:
         except BaseException:
             self._harness.close()
             raise
+        threading.Thread(target=self._forward, args=(self._subscription,), daemon=True).start()
         return self
+
+    def _forward(self, subscription: Any) -> None:
+        """Hand each notification to :meth:`_wait` as it comes (the SDK's ``next`` blocks).
+
+        Ends with the error the subscription raises once the runtime is closed.
+        """
+        while True:
+            try:
+                note = subscription.next()
+            except BaseException as error:  # the runtime closed: the last item
+                self._inbox.put(error)
+                return
+            self._inbox.put(note)
 
     def _openai_patch(self) -> Path:
         """The ``llm-pi-ai`` patch: one OpenAI-compatible provider at ``base_url``."""
@@ -346,54 +365,70 @@ class RuntimeDriver:
 
     # --- notifications -------------------------------------------------------------------
 
-    def _drain(self) -> int:
+    def _drain(self, timeout: float) -> int:
+        """Take the notifications that came, waiting up to ``timeout`` s for the first."""
         got: list[Any] = []
-        self._subscription.drain(got.append)
-        for note in got:
-            payload = note.payload
-            if note.method == "subagent.started":
-                child, parent = payload.get("childSessionId"), payload.get("parentSessionId")
-                if isinstance(child, str) and isinstance(parent, str):
-                    self._kids.setdefault(child, _Child(parent))
-                    self.children[child] = parent
-            elif note.method == "subagent.finished":
-                child = payload.get("childSessionId")
-                if isinstance(child, str):
-                    self._kids.setdefault(child, _Child(str(payload.get("parentSessionId"))))
-                    self._kids[child].finished = True
-            elif note.method == "session.status":
-                self._status[str(payload.get("sessionId"))] = str(payload.get("status"))
-            elif note.method == "session.event":
-                event = payload.get("event")
-                if isinstance(event, dict):
-                    self._notice(event)
+        try:
+            got.append(self._inbox.get(timeout=max(timeout, 0.0)))
+            while True:
+                got.append(self._inbox.get_nowait())
+        except queue.Empty:
+            pass
+        for at, note in enumerate(got, start=len(self._seen)):
+            if isinstance(note, BaseException):
+                raise note
+            self._note(at, note)
         self._seen.extend(got)
         return len(got)
 
-    def _notice(self, event: dict[str, Any]) -> None:
+    def _note(self, at: int, note: Any) -> None:
+        """Take in notification number ``at``: children, statuses and notices."""
+        payload = note.payload
+        if note.method == "subagent.started":
+            self._children_at = at
+            child, parent = payload.get("childSessionId"), payload.get("parentSessionId")
+            if isinstance(child, str) and isinstance(parent, str):
+                self._kids.setdefault(child, _Child(parent))
+                self.children[child] = parent
+        elif note.method == "subagent.finished":
+            child = payload.get("childSessionId")
+            if isinstance(child, str):
+                self._kids.setdefault(child, _Child(str(payload.get("parentSessionId"))))
+                self._kids[child].finished = True
+        elif note.method == "session.status":
+            session = str(payload.get("sessionId"))
+            self._status[session] = str(payload.get("status"))
+            if session == PRIMARY_ID:
+                self._primary_status_at = at
+        elif note.method == "session.event":
+            event = payload.get("event")
+            if isinstance(event, dict) and self._notice(event):
+                self._children_at = at
+
+    def _notice(self, event: dict[str, Any]) -> bool:
+        """Mark the child whose settled notice ``event`` is; whether it is one."""
         if event.get("type") != "user/message":
-            return
+            return False
         data = event.get("data")
         source = data.get("source") if isinstance(data, dict) else None
         if isinstance(source, dict) and source.get("kind") == "subagent-settled":
             sender = source.get("senderSessionId")
             if isinstance(sender, str) and sender in self._kids:
                 self._kids[sender].noticed = True
+                return True
+        return False
 
-    def _wait(self, done: Callable[[], bool], what: str, *, quiet: float = 0.0) -> None:
+    def _wait(self, done: Callable[[], bool], what: str) -> None:
+        """Take notifications as they come until ``done()``; at most ``timeout`` s."""
         deadline = time.monotonic() + self.timeout
-        calm = time.monotonic()
-        while True:
-            if self._drain():
-                calm = time.monotonic()
-            if done() and time.monotonic() - calm >= quiet:
-                return
-            if time.monotonic() > deadline:
+        while not done():
+            left = deadline - time.monotonic()
+            if left <= 0:
                 raise TimeoutError(
                     f"the dsh runtime did not {what} within {self.timeout:g} s (children: "
                     f"{self._kids}, status: {self._status})"
                 )
-            time.sleep(0.01)
+            self._drain(left)
 
     # --- driving ------------------------------------------------------------------------
 
@@ -442,8 +477,9 @@ class RuntimeDriver:
         """Wait until every child finished, its notice reached its parent, and all is idle.
 
         A finished child's notice starts another turn of its parent (or joins the one
-        running), so the run is over only when each notice arrived and the primary is
-        idle and quiet afterwards.
+        running), so the run is over when each child finished, its notice arrived, and
+        the primary's last status, reported after the last child's start and notice, is
+        idle.
         """
 
         def over() -> bool:
@@ -451,9 +487,10 @@ class RuntimeDriver:
             return (
                 all(k.finished and k.noticed for k in kids)
                 and self._status.get(PRIMARY_ID) == "idle"
+                and self._primary_status_at > self._children_at
             )
 
-        self._wait(over, "finish its children", quiet=0.3)
+        self._wait(over, "finish its children")
 
     def run(self, prompts: Sequence[str]) -> list[str]:
         """Send each prompt in turn, then :meth:`settle`; returns the final answers."""

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import shutil
+
 import pytest
-from support.paths import PYPROJECT
+from support.paths import PYPROJECT, README, REPO, SUPPORT, TESTS
 
 
 def test_a_failing_property_test_is_reported_as_a_failure(pytester: pytest.Pytester) -> None:
@@ -32,3 +35,51 @@ def test_a_failing_property_test_is_reported_as_a_failure(pytester: pytest.Pytes
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*assert 5 < 5*"])  # the shrunk failing example
+
+
+def test_the_corpus_guard_fails_an_xdist_run_whose_test_leaves_a_file_there(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # README's test command runs on xdist workers: each runs the session-scoped guard of
+    # tests/conftest.py around the tests it runs, so a file one of them leaves in the
+    # corpus fails the run, whichever worker ran that test.
+    corpus = pytester.path / "corpus"
+    (corpus / "dsh-harness").mkdir(parents=True)
+    monkeypatch.setenv("DSH_CORPUS_DIR", str(corpus))
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)  # the inner run is a user's run
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:benchmark -p no:hypothesispytest -p no:recording")
+    shutil.copytree(SUPPORT, pytester.path / "support")
+    shutil.copy(TESTS / "conftest.py", pytester.path / "conftest.py")
+    pytester.makeini("[pytest]\npythonpath = .\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(
+        test_leaves="""
+        import os
+
+        import pytest
+
+        @pytest.mark.parametrize("n", range(6))
+        def test_one(n):
+            if n == 5:  # a ready file written where the corpus is read
+                open(os.path.join(os.environ["DSH_CORPUS_DIR"], "ready"), "w").close()
+        """
+    )
+    result = pytester.runpytest("-n", "2", "-p", "no:randomly", "-p", "no:cacheprovider")
+    outcomes = result.parseoutcomes()
+    assert outcomes["passed"] == 6
+    # The worker that ran the test finds the file; the other one too if it was still running.
+    assert outcomes.get("errors", outcomes.get("error")) in (1, 2)
+    result.stdout.fnmatch_lines(
+        ["*the tests changed the shared corpus under*", "*new: corpus/ready*"]
+    )
+
+
+def test_ci_runs_the_quick_start_commands_of_the_readme() -> None:
+    quick_start = README.read_text(encoding="utf-8").split("## Quick start\n", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", quick_start, re.S)
+    assert block, "the quick start lost its commands"
+    commands = block.group(1).splitlines()
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    for number, command in enumerate(commands, start=1):
+        comment = next(n for n, line in enumerate(ci) if f"Quick start, command {number} " in line)
+        assert ci[comment + 1] == command
