@@ -11,6 +11,7 @@ Fragments must compile; a stack whose package is not installed here skips with i
 from __future__ import annotations
 
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from support.doc_examples import (
     DOCS,
     Block,
     blocks,
+    imported_modules,
     missing_modules,
     page_files,
     pages,
@@ -77,6 +79,16 @@ def test_every_e2e_file_is_run_by_an_e2e_test() -> None:
             assert f'"{block.title}"' in e2e_sources, block.where
 
 
+# SDKs that keep no process-wide state a test sets: a project that imports only these (and
+# the standard library) runs in this process, which saves two interpreter starts per page.
+_STATELESS = frozenset({"anthropic", "google", "openai", "pytest", "pytest_dsh_replay"})
+
+
+def _runs_in_process(files: dict[str, str], local: set[str]) -> bool:
+    imported = {m for code in files.values() for m in imported_modules(code)}
+    return imported <= _STATELESS | local | set(sys.stdlib_module_names)
+
+
 def _write_project(pytester: pytest.Pytester, files: dict[str, str]) -> None:
     for name, code in files.items():
         target = pytester.path / name
@@ -102,11 +114,14 @@ def test_page_examples_record_then_replay(pytester: pytest.Pytester, page: Path)
         files = {"conftest.py": page_files(GETTING_STARTED)["conftest.py"], **files}
     _write_project(pytester, files)
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
-    # In a subprocess: the frameworks keep global state that one process cannot reset.
-    _outcomes_ok(pytester.runpytest_subprocess("--dsh-record=missing", "--snapshot-update"))
+    # Frameworks that keep global state (the Agents SDK's default client, ...) run in a
+    # subprocess, which one process cannot reset; the plain SDKs run in this one.
+    run = pytester.runpytest_inprocess if _runs_in_process(files, local) else None
+    run = run or pytester.runpytest_subprocess
+    _outcomes_ok(run("--dsh-record=missing", "--snapshot-update"))
     if not own_hook:  # the replay needs no live model at all
         (pytester.path / "conftest.py").unlink()
-    _outcomes_ok(pytester.runpytest_subprocess())
+    _outcomes_ok(run())
 
 
 def _commands(page: Path, title: str) -> list[list[str]]:

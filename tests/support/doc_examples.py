@@ -110,15 +110,20 @@ def titled(page: Path, title: str) -> str:
     raise AssertionError(f"{page.relative_to(REPO)} lost its block titled {title!r}")
 
 
-def missing_modules(code: str) -> list[str]:
-    """The top-level packages ``code`` imports that are not installed here."""
+def imported_modules(code: str) -> set[str]:
+    """The top-level packages ``code`` imports (absolute imports only)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(code)):
         if isinstance(node, ast.Import):
             names.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module.split(".")[0])
-    return sorted(n for n in names if importlib.util.find_spec(n) is None)
+    return names
+
+
+def missing_modules(code: str) -> list[str]:
+    """The top-level packages ``code`` imports that are not installed here."""
+    return sorted(n for n in imported_modules(code) if importlib.util.find_spec(n) is None)
 
 
 def section(page: Path, heading: str) -> str:
