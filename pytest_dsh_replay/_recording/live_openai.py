@@ -34,6 +34,7 @@ from .._wire.anthropic import WIRE as ANTHROPIC_WIRE
 from .._wire.gemini import WIRE as GEMINI_WIRE
 from .._wire.openai import WIRE as OPENAI_WIRE
 from .._wire.openai import OpenAIDecoder, openai_failure
+from .._wire.shapes import FailureRecord
 from .._wire.table import WIRES
 from .proxy import (
     UPSTREAM_IDLE_TIMEOUT_S,
@@ -472,7 +473,7 @@ class OpenAICompatibleModel(OptionsModel):
         params["extra_body"] = extra
         return params
 
-    def _failure(self, error: Exception, *, answering: bool = False) -> dict[str, Any]:
+    def _failure(self, error: Exception, *, answering: bool = False) -> FailureRecord:
         """The failure of a call that raised ``error`` (``answering``: once it streamed).
 
         A read that timed out once the answer started is the answer stalling
@@ -678,7 +679,7 @@ class _Mapper(OpenAIDecoder):
         return super().feed(chunk if isinstance(chunk, Mapping) else chunk.to_dict())
 
 
-def _failure_of(error: Exception, openai: Any) -> dict[str, Any]:
+def _failure_of(error: Exception, openai: Any) -> FailureRecord:
     """The LlmFailure (docs/format.md#stream-chunks) for an exception raised by the client."""
     if isinstance(error, openai.APIStatusError):
         status = int(error.status_code)

@@ -30,6 +30,7 @@ from .._format.redact import REDACTED, Redactor, builtin_redactor, shown_url
 from .._format.reply import finish_failure
 from .._wire.base import Decoder, Wire
 from .._wire.framing import Frame
+from .._wire.shapes import FailureRecord
 
 __all__ = ["UPSTREAM_IDLE_TIMEOUT_S", "Relay", "decoded_whole", "proxy_stream"]
 
@@ -375,7 +376,7 @@ def _lower(headers: Any) -> dict[str, str]:
 
 def _lost(
     relay: Relay, error: Exception, url: str, timeout: float, rules: Redactor
-) -> dict[str, Any] | None:
+) -> FailureRecord | None:
     """The failure of a call the connection failed (``None``: not a network error).
 
     A read that timed out once the provider answered is the answer stalling: ``TIMEOUT``;
@@ -392,7 +393,7 @@ def _lost(
     return {"message": message, "code": "NETWORK"}
 
 
-def stalled(where: str, timeout: float, rules: Redactor) -> dict[str, Any]:
+def stalled(where: str, timeout: float, rules: Redactor) -> FailureRecord:
     """The ``TIMEOUT`` failure of an answer that sent nothing for ``timeout`` seconds.
 
     Args:
@@ -526,7 +527,7 @@ def _json_object(text: str | None) -> Mapping[str, Any] | None:
     return event if event.__class__ is dict else None
 
 
-def _http_failure(wire: Wire, answer: Any, raw: bytes, redactor: Redactor) -> dict[str, Any]:
+def _http_failure(wire: Wire, answer: Any, raw: bytes, redactor: Redactor) -> FailureRecord:
     try:
         parsed = orjson.loads(raw)
     except orjson.JSONDecodeError:

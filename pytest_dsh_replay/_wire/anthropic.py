@@ -25,7 +25,7 @@ recorded first delta's empty ``argumentsDelta`` has no frame of its own.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 from urllib.parse import urlsplit
 
 import orjson
@@ -45,11 +45,13 @@ from .base import (
     feed_each,
     int_field,
     join_path,
+    json_items,
     retry_after_ms,
     wire_error,
     with_model,
 )
 from .framing import SSE, Frame
+from .shapes import ContentBlock, FailureRecord, Usage
 
 __all__ = [
     "WIRE",
@@ -91,11 +93,11 @@ _ERROR_TYPES: Final = {
 }
 
 
-def _event(kind: str, data: Mapping[str, Any]) -> bytes:
+def _event(kind: str, data: JSONObject) -> bytes:
     return SSE.frame(orjson.dumps(data), kind)
 
 
-def anthropic_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
+def anthropic_usage(usage: Usage | None) -> dict[str, int]:
     """A dsh ``usage`` object as Anthropic usage (``input_tokens``, ``output_tokens``, ...)."""
     usage = usage or {}
     out = {
@@ -122,7 +124,9 @@ class _Wire:
         self.stopped = False
 
 
-def _recorded_signatures(replay_state: Mapping[str, Any] | None) -> dict[int, str | None] | None:
+def _recorded_signatures(
+    replay_state: Mapping[str, object] | None,
+) -> dict[int, str | None] | None:
     """Block position -> recorded thinking signature (``None``: none), from a replay state."""
     blocks = replay_state.get("blocks") if isinstance(replay_state, Mapping) else None
     if not isinstance(blocks, list):
@@ -153,14 +157,14 @@ class AnthropicEncoder:
     """
 
     def __init__(
-        self, *, model: str, message_id: str, replay_state: Mapping[str, Any] | None = None
+        self, *, model: str, message_id: str, replay_state: Mapping[str, object] | None = None
     ):
         self._model = model
         self._id = message_id
         self._signatures = _recorded_signatures(replay_state)
-        self._blocks: dict[Any, _Wire] = {}
+        self._blocks: dict[int, _Wire] = {}
         self._started = 0
-        self._usage: Mapping[str, Any] | None = None
+        self._usage: Usage | None = None
 
     def marks(self) -> list[str]:
         """The answer's text and tool call ids so far (how a next request quotes it)."""
@@ -191,7 +195,7 @@ class AnthropicEncoder:
         block.started = True
         block.position = self._started
         self._started += 1
-        content: dict[str, Any]
+        content: JSONObject
         if block.kind == "tool-call":
             content = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
         elif block.kind == "reasoning":
@@ -205,7 +209,7 @@ class AnthropicEncoder:
             {"type": "content_block_start", "index": block.position, "content_block": content},
         )
 
-    def _delta(self, block: _Wire, delta: Mapping[str, Any]) -> bytes:
+    def _delta(self, block: _Wire, delta: JSONObject) -> bytes:
         return _event(
             "content_block_delta",
             {"type": "content_block_delta", "index": block.position, "delta": delta},
@@ -215,17 +219,17 @@ class AnthropicEncoder:
         block.stopped = True
         return _event("content_block_stop", {"type": "content_block_stop", "index": block.position})
 
-    def _block(self, index: Any, kind: str) -> _Wire:
+    def _block(self, index: int, kind: str) -> _Wire:
         block = self._blocks.get(index)
         if block is None or block.stopped:
             block = self._blocks[index] = _Wire(kind)
         return block
 
-    def feed_all(self, chunks: Sequence[Mapping[str, Any]]) -> bytes:
+    def feed_all(self, chunks: Sequence[StreamChunk]) -> bytes:
         """The events of ``chunks`` in order (:meth:`feed` of each, joined)."""
         return feed_each(self, chunks)
 
-    def feed(self, chunk: Mapping[str, Any]) -> bytes:
+    def feed(self, chunk: StreamChunk) -> bytes:
         """The events for one dsh chunk (``b""`` when it has no wire form of its own)."""
         kind = chunk.get("type")
         index = chunk.get("index", 0)
@@ -266,7 +270,7 @@ class AnthropicEncoder:
             self._usage = chunk["usage"]
         return b""
 
-    def _block_end(self, index: Any, block_value: Any) -> bytes:
+    def _block_end(self, index: int, block_value: object) -> bytes:
         full = block_value if isinstance(block_value, Mapping) else {}
         kind = full.get("type")
         block = self._blocks.get(index)
@@ -300,7 +304,7 @@ class AnthropicEncoder:
             out += self._delta(block, {"type": "signature_delta", "signature": signature})
         return out + self._stop(block)
 
-    def finish(self, reason: Mapping[str, Any]) -> bytes:
+    def finish(self, reason: Mapping[str, object]) -> bytes:
         """Close open blocks, then ``message_delta`` (stop reason, usage) and ``message_stop``."""
         out = b""
         for block in self._blocks.values():
@@ -333,13 +337,13 @@ class AnthropicEncoder:
         return self.error_event(message, "invalid_request_error")
 
 
-def _content_block(block: Mapping[str, Any]) -> JSONObject | None:
+def _content_block(block: Mapping[str, object]) -> JSONObject | None:
     kind = block.get("type")
     if kind == "tool-call":
-        arguments = block.get("arguments", "")
+        arguments = block.get("arguments")
         try:
-            parsed = orjson.loads(arguments) if arguments else {}
-        except (orjson.JSONDecodeError, TypeError):
+            parsed = orjson.loads(arguments) if isinstance(arguments, str) and arguments else {}
+        except orjson.JSONDecodeError:
             parsed = {}
         return {
             "type": "tool_use",
@@ -365,7 +369,7 @@ def answer_content(chunks: Sequence[StreamChunk]) -> list[JSONObject]:
     return [b for b in map(_content_block, reply.content) if b is not None]
 
 
-def anthropic_message(chunks: list[StreamChunk], *, model: str, message_id: str) -> dict[str, Any]:
+def anthropic_message(chunks: list[StreamChunk], *, model: str, message_id: str) -> JSONObject:
     """The ``message`` object (``stream: false``) assembled from a call's chunks."""
     reply = assemble_reply(chunks)
     content = [b for b in map(_content_block, reply.content) if b is not None]
@@ -429,7 +433,7 @@ def thread_not_found(previous: str) -> WireError:
     return wire_error({}, 404, {"type": "error", "error": error})
 
 
-def read_thread(body: dict[str, Any], history: History) -> Mapping[str, Any]:
+def read_thread(body: JSONObject, history: History) -> JSONObject:
     """A Messages body with its ``thread`` read (docs/wires.md#anthropic-threads).
 
     Args:
@@ -477,7 +481,7 @@ def read_thread(body: dict[str, Any], history: History) -> Mapping[str, Any]:
     answer = {"role": "assistant", "content": answer_content(earlier.chunks)}
     before = earlier.request.get("messages")
     now = body.get("messages")
-    out["messages"] = [*(before or ()), answer, *(now or ())]
+    out["messages"] = [*json_items(before), answer, *(now or ())]
     return out
 
 
@@ -492,12 +496,12 @@ class _Open:
         self.kind = kind
         self.id = ""
         self.name = ""
-        self.input: Any = None
+        self.input: object = None
         self.parts: list[str] = []
         self.signature = ""
 
 
-def _error(message: str, code: str) -> dict[str, Any]:
+def _error(message: str, code: str) -> JSONObject:
     return {"kind": "error", "failure": {"message": message, "code": code}}
 
 
@@ -513,7 +517,7 @@ class AnthropicDecoder:
     """
 
     def __init__(self) -> None:
-        self._blocks: dict[Any, _Open] = {}
+        self._blocks: dict[object, _Open] = {}
         self._count = 0
         self._usage: dict[str, int] = {}
         self._stop: str | None = None
@@ -526,7 +530,7 @@ class AnthropicDecoder:
         """Whether the ``finish`` was produced."""
         return self._done
 
-    def feed(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+    def feed(self, event: Mapping[str, object]) -> list[StreamChunk]:
         """The dsh chunks for one event object."""
         kind = event.get("type")
         out: list[StreamChunk] = []
@@ -574,12 +578,12 @@ class AnthropicDecoder:
             }
         ]
 
-    def failed(self, failure: dict[str, Any]) -> StreamChunk:
+    def failed(self, failure: FailureRecord) -> StreamChunk:
         """The error ``finish`` for a call that failed with ``failure``."""
         self._done = True
         return {"type": "finish", "reason": {"kind": "error", "failure": failure}}
 
-    def _merge_usage(self, usage: Any) -> None:
+    def _merge_usage(self, usage: object) -> None:
         if not isinstance(usage, Mapping):
             return
         for wire, dsh in (
@@ -592,7 +596,7 @@ class AnthropicDecoder:
             if value is not None and value >= 0:
                 self._usage[dsh] = value
 
-    def _block_start(self, event: Mapping[str, Any], out: list[StreamChunk]) -> None:
+    def _block_start(self, event: Mapping[str, object], out: list[StreamChunk]) -> None:
         content = event.get("content_block")
         content = content if isinstance(content, Mapping) else {}
         wire = content.get("type")
@@ -630,7 +634,7 @@ class AnthropicDecoder:
             block.parts.append(initial)
             out.append({"type": f"{kind}-delta", "index": block.index, "text": initial})
 
-    def _block_delta(self, event: Mapping[str, Any], out: list[StreamChunk]) -> None:
+    def _block_delta(self, event: Mapping[str, object], out: list[StreamChunk]) -> None:
         block = self._blocks.get(event.get("index"))
         delta = event.get("delta")
         if block is None or not isinstance(delta, Mapping):
@@ -697,7 +701,7 @@ class AnthropicDecoder:
         return out
 
 
-def _assembled(block: _Open) -> dict[str, Any]:
+def _assembled(block: _Open) -> ContentBlock:
     text = "".join(block.parts)
     if block.kind == "tool-call":
         if not text and block.input is not None:
@@ -707,8 +711,8 @@ def _assembled(block: _Open) -> dict[str, Any]:
 
 
 def anthropic_failure(
-    status: int | None, body: Any, headers: Mapping[str, str], *, message: str | None = None
-) -> dict[str, Any]:
+    status: int | None, body: object, headers: Mapping[str, str], *, message: str | None = None
+) -> FailureRecord:
     """The dsh failure for an Anthropic Messages error, with the dsh runtime's codes.
 
     Args:
@@ -753,7 +757,7 @@ def anthropic_failure(
         code = "SERVER"
     else:
         code = f"HTTP_{status}"
-    failure: dict[str, Any] = {"message": text, "code": code}
+    failure: FailureRecord = {"message": text, "code": code}
     if status is not None:
         failure["status"] = status
     for name in ("request-id", "x-request-id", "x-deepseek-request-id"):
@@ -766,11 +770,11 @@ def anthropic_failure(
     return failure
 
 
-def decode_message(answer: Mapping[str, Any]) -> list[StreamChunk]:
+def decode_message(answer: Mapping[str, object]) -> list[StreamChunk]:
     """The chunks of a whole ``message`` answer, through the stream decoder."""
     decoder = AnthropicDecoder()
     out = decoder.feed({"type": "message_start", "message": {"usage": {}}})
-    for index, block in enumerate(answer.get("content") or ()):
+    for index, block in enumerate(json_items(answer.get("content"))):
         if not isinstance(block, Mapping):
             continue
         start = dict(block)
@@ -813,7 +817,7 @@ class AnthropicWire(BaseWire):
     decode_whole = staticmethod(decode_message)
     failure = staticmethod(anthropic_failure)
 
-    def canonical(self, body: dict[str, Any], *, path: str, history: History) -> Mapping[str, Any]:
+    def canonical(self, body: JSONObject, *, path: str, history: History) -> JSONObject:
         """``body`` as it is, its ``thread`` read (see :func:`read_thread`).
 
         The in-process shape reads this wire's requests as they are.
@@ -846,7 +850,7 @@ class AnthropicWire(BaseWire):
 
     def encoder(
         self,
-        request: Mapping[str, Any],
+        request: Mapping[str, object],
         *,
         model: str,
         call_id: str,

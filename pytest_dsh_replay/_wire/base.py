@@ -27,13 +27,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from types import ModuleType
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 import orjson
 
 from .._errors import DshReplayError
 from .._format.events import JSONObject, StreamChunk
 from .framing import JSON_HEADERS, SSE, Frame, Framing, SSEParser
+from .shapes import FailureRecord
 
 __all__ = [
     "CONTEXT_OVERFLOW",
@@ -57,13 +58,18 @@ __all__ = [
     "httpx_module",
     "import_sdk",
     "join_path",
+    "json_items",
     "misshapen",
     "refuse_misshapen",
     "retry_after_ms",
 ]
 
-Failure = Mapping[str, Any]
-"""A dsh failure: ``{"message", "code", "status"?, "providerRetryAfterMs"?, "requestId"?}``."""
+Failure = Mapping[str, object]
+"""A recorded dsh failure as the layers above pass it (docs/format.md#failures).
+
+Its keys are those of :class:`~.shapes.FailureRecord`; it was read from a log, so each
+value is checked before use (``object`` values, narrowed where read).
+"""
 
 CONTEXT_OVERFLOW: Final = re.compile(
     r"context[\s_-]*(length|window)|maximum context|maximum (allowed )?(number of )?tokens"
@@ -129,7 +135,7 @@ class Answered:
         chunks: The answer's chunks, in order (its ``finish`` last).
     """
 
-    request: Mapping[str, Any]
+    request: Mapping[str, object]
     chunks: Sequence[StreamChunk]
 
 
@@ -141,7 +147,7 @@ class History(Protocol):
     :meth:`hold`.
     """
 
-    def conversation(self, call_id: str) -> list[Any] | None:
+    def conversation(self, call_id: str) -> list[JSONObject] | None:
         """The messages of the served call ``call_id`` with its answer last, or ``None``."""
         ...
 
@@ -168,15 +174,15 @@ class Encoder(Protocol):
         """The events that open the stream."""
         ...
 
-    def feed(self, chunk: Mapping[str, Any]) -> bytes:
+    def feed(self, chunk: StreamChunk) -> bytes:
         """The events for one chunk (``b""`` when it has none of its own)."""
         ...
 
-    def feed_all(self, chunks: Sequence[Mapping[str, Any]]) -> bytes:
+    def feed_all(self, chunks: Sequence[StreamChunk]) -> bytes:
         """The events for ``chunks`` in order: the bytes :meth:`feed` gives each, joined."""
         ...
 
-    def finish(self, reason: Mapping[str, Any]) -> bytes:
+    def finish(self, reason: Mapping[str, object]) -> bytes:
         """The events that close the stream, for a ``finish`` chunk's ``reason``."""
         ...
 
@@ -193,7 +199,7 @@ class Encoder(Protocol):
         ...
 
 
-def delta_run(chunks: Sequence[Mapping[str, Any]], i: int, kind: Any, index: Any) -> list[str]:
+def delta_run(chunks: Sequence[StreamChunk], i: int, kind: object, index: object) -> list[str]:
     """The texts of the run of ``kind`` deltas at ``index`` from ``chunks[i]`` on.
 
     The run is each chunk of that type, at an equal ``index`` (``0`` when it has none),
@@ -209,7 +215,7 @@ def delta_run(chunks: Sequence[Mapping[str, Any]], i: int, kind: Any, index: Any
     return texts
 
 
-def feed_each(encoder: Encoder, chunks: Sequence[Mapping[str, Any]]) -> bytes:
+def feed_each(encoder: Encoder, chunks: Sequence[StreamChunk]) -> bytes:
     """:meth:`Encoder.feed_all` for an encoder without a faster way: each chunk fed in turn."""
     feed = encoder.feed
     return b"".join([feed(chunk) for chunk in chunks])
@@ -230,7 +236,7 @@ class Decoder(Protocol):
         """Whether the ``finish`` chunk was produced."""
         ...
 
-    def feed(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+    def feed(self, event: Mapping[str, object]) -> list[StreamChunk]:
         """The chunks for one event."""
         ...
 
@@ -238,7 +244,7 @@ class Decoder(Protocol):
         """The closing chunks when the provider's stream ended."""
         ...
 
-    def failed(self, failure: dict[str, Any]) -> StreamChunk:
+    def failed(self, failure: FailureRecord) -> StreamChunk:
         """The error ``finish`` for a call that failed with ``failure``."""
         ...
 
@@ -342,7 +348,7 @@ class BaseWire:
     record_base_url_variable: str | None = None
     sdk: SDK | None = None
 
-    def canonical(self, body: dict[str, Any], *, path: str, history: History) -> Mapping[str, Any]:
+    def canonical(self, body: JSONObject, *, path: str, history: History) -> JSONObject:
         """The request in the in-process shape the layers above read (docs/wires.md#routes).
 
         ``{"messages": [...], "system"?, "tools"?, "model"?, "stream"?, ...}`` with
@@ -385,7 +391,7 @@ class BaseWire:
 
     def encoder(
         self,
-        request: Mapping[str, Any],
+        request: Mapping[str, object],
         *,
         model: str,
         call_id: str,
@@ -450,15 +456,17 @@ class BaseWire:
         """A decoder for one live streamed answer."""
         raise NotImplementedError
 
-    def decode_whole(self, answer: Mapping[str, Any]) -> list[StreamChunk]:
+    def decode_whole(self, answer: Mapping[str, object]) -> list[StreamChunk]:
         """The chunks of a live whole (``stream: false``) answer."""
         raise NotImplementedError
 
-    def failure(self, status: int | None, body: object, headers: Mapping[str, str]) -> JSONObject:
+    def failure(
+        self, status: int | None, body: object, headers: Mapping[str, str]
+    ) -> FailureRecord:
         """The dsh failure for a live HTTP error response (``body`` parsed, or not JSON)."""
         raise NotImplementedError
 
-    def stream_failure(self, event: Mapping[str, Any]) -> JSONObject | None:
+    def stream_failure(self, event: Mapping[str, object]) -> FailureRecord | None:
         """The failure an event of a live stream reports, when the decoder does not.
 
         Default ``None``: the decoder reads every failure.
@@ -569,7 +577,7 @@ def failure_message(failure: Failure) -> str:
     return message
 
 
-def wire_error(failure: Failure, status: int, body: Any) -> WireError:
+def wire_error(failure: Failure, status: int, body: JSONObject) -> WireError:
     """A :class:`WireError` with the failure's headers and ``body`` serialized."""
     return WireError(status, failure_headers(failure), orjson.dumps(body))
 
@@ -622,7 +630,7 @@ def with_model(body: bytes, model: str | None) -> bytes:
     return orjson.dumps(parsed)
 
 
-def _json_type(value: Any) -> str:
+def _json_type(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -639,7 +647,7 @@ ROLE_FIELDS: Final = frozenset({"messages", "input", "contents"})
 
 
 def misshapen(
-    body: Mapping[str, Any], name: str, *, text: bool = False, single: bool = False
+    body: Mapping[str, object], name: str, *, text: bool = False, single: bool = False
 ) -> tuple[str, str] | None:
     """Why ``body[name]`` is not an array of JSON objects, for the 400 that refuses it.
 
@@ -679,7 +687,7 @@ def misshapen(
     return None
 
 
-def _bad_role(element: Mapping[str, Any], where: str) -> tuple[str, str] | None:
+def _bad_role(element: Mapping[str, object], where: str) -> tuple[str, str] | None:
     role = element.get("role")
     if role is None or isinstance(role, str):
         return None
@@ -689,7 +697,7 @@ def _bad_role(element: Mapping[str, Any], where: str) -> tuple[str, str] | None:
 
 
 def refuse_misshapen(
-    body: Mapping[str, Any],
+    body: Mapping[str, object],
     fields: tuple[str, ...],
     refusal: Refusal,
     *,
@@ -715,12 +723,17 @@ def refuse_misshapen(
             raise BadRequest(refusal(400, message, param=param))
 
 
-def int_field(value: Any) -> int | None:
+def int_field(value: object) -> int | None:
     """``value`` when it is an integer (not a bool), else ``None``."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def httpx_module() -> Any:
+def json_items(value: object) -> list[object]:
+    """The elements of ``value`` when it is a JSON array, else none (``[]``)."""
+    return value if isinstance(value, list) else []
+
+
+def httpx_module() -> ModuleType:
     """The ``httpx`` flavour the installed SDKs use: ``httpx2`` when present, else ``httpx``.
 
     Raises:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
@@ -51,6 +51,7 @@ from .base import (
     wire_error,
 )
 from .framing import SSE_CRLF, Frame
+from .shapes import ContentBlock, FailureRecord, Usage
 
 __all__ = [
     "WIRE",
@@ -83,11 +84,11 @@ _PATH: Final = re.compile(r"/models/(?P<model>[^/:?]+):(?P<method>[A-Za-z]+)")
 _VERSION: Final = re.compile(r"/(v1beta|v1alpha|v1)(?=/|$)")
 
 
-def _sorted_json(value: Any) -> str:
+def _sorted_json(value: object) -> str:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
-def call_id_for(name: str, args: Any, seen: dict[str, int]) -> str:
+def call_id_for(name: str, args: object, seen: dict[str, int]) -> str:
     """The id of a ``functionCall`` that has none, computed from its content.
 
     Args:
@@ -106,11 +107,11 @@ def call_id_for(name: str, args: Any, seen: dict[str, int]) -> str:
     return base if count == 1 else f"{base}_{count}"
 
 
-def _frame(obj: Mapping[str, Any]) -> bytes:
+def _frame(obj: JSONObject) -> bytes:
     return SSE_CRLF.frame(orjson.dumps(obj))
 
 
-def _parsed_args(arguments: Any) -> dict[str, Any]:
+def _parsed_args(arguments: object) -> JSONObject:
     """A tool call's ``arguments`` text as the ``args`` object (``{}`` when not one)."""
     if isinstance(arguments, Mapping):
         return dict(arguments)
@@ -121,7 +122,7 @@ def _parsed_args(arguments: Any) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {}
 
 
-def _function_call(block: Mapping[str, Any]) -> JSONObject:
+def _function_call(block: Mapping[str, object]) -> JSONObject:
     call: JSONObject = {}
     if block.get("id"):
         call["id"] = str(block["id"])
@@ -130,7 +131,7 @@ def _function_call(block: Mapping[str, Any]) -> JSONObject:
     return {"functionCall": call}
 
 
-def gemini_usage(usage: Mapping[str, Any]) -> dict[str, int]:
+def gemini_usage(usage: Usage) -> dict[str, int]:
     """A dsh ``usage`` object as Gemini's ``usageMetadata``.
 
     ``promptTokenCount`` is input plus cache-read and cache-write tokens,
@@ -153,14 +154,14 @@ def gemini_usage(usage: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
-def _failure_code(reason: Mapping[str, Any]) -> str:
+def _failure_code(reason: Mapping[str, object]) -> str:
     failure = reason.get("failure")
     if isinstance(failure, Mapping) and isinstance(failure.get("code"), str):
         return str(failure["code"])
     return "UNKNOWN"
 
 
-def _finish_reason(reason: Mapping[str, Any]) -> str:
+def _finish_reason(reason: Mapping[str, object]) -> str:
     kind = reason.get("kind")
     if kind in ("stop", "tool-calls"):
         return "STOP"
@@ -201,10 +202,10 @@ class GeminiEncoder:
 
     def __init__(self, *, model: str, response_id: str):
         self._head = {"modelVersion": model, "responseId": response_id}
-        self._tools: dict[Any, _Tool] = {}  # dsh block index -> tool call
-        self._texts: dict[Any, list[str]] = {}  # dsh block index -> text sent
+        self._tools: dict[int, _Tool] = {}  # dsh block index -> tool call
+        self._texts: dict[int, list[str]] = {}  # dsh block index -> text sent
         self._text: list[str] = []
-        self._usage: Mapping[str, Any] | None = None
+        self._usage: Usage | None = None
 
     def marks(self) -> list[str]:
         """The answer's text and sorted tool call ids so far (how a next request quotes it)."""
@@ -218,11 +219,11 @@ class GeminiEncoder:
         """Nothing: a Gemini stream has no opening frame."""
         return b""
 
-    def feed_all(self, chunks: Sequence[Mapping[str, Any]]) -> bytes:
+    def feed_all(self, chunks: Sequence[StreamChunk]) -> bytes:
         """The events of ``chunks`` in order (:meth:`feed` of each, joined)."""
         return feed_each(self, chunks)
 
-    def feed(self, chunk: Mapping[str, Any]) -> bytes:
+    def feed(self, chunk: StreamChunk) -> bytes:
         """The frame for one dsh chunk (``b""`` when it has no wire form of its own)."""
         kind = chunk.get("type")
         index = chunk.get("index", 0)
@@ -249,7 +250,7 @@ class GeminiEncoder:
             self._usage = chunk["usage"]
         return b""
 
-    def _block_end(self, index: Any, block: Mapping[str, Any]) -> bytes:
+    def _block_end(self, index: int, block: ContentBlock) -> bytes:
         kind = block.get("type")
         if kind == "tool-call":
             tool = self._tools.setdefault(index, _Tool())
@@ -277,10 +278,10 @@ class GeminiEncoder:
     @staticmethod
     def _tool_part(tool: _Tool) -> JSONObject:
         tool.sent = True
-        block = {"id": tool.id, "name": tool.name, "arguments": "".join(tool.args)}
+        block: ContentBlock = {"id": tool.id, "name": tool.name, "arguments": "".join(tool.args)}
         return _function_call(block)
 
-    def finish(self, reason: Mapping[str, Any]) -> bytes:
+    def finish(self, reason: Mapping[str, object]) -> bytes:
         """The last frame: tool calls not sent yet, ``finishReason`` and ``usageMetadata``."""
         parts = [self._tool_part(t) for t in self._tools.values() if not t.sent and t.name]
         candidate: JSONObject = {}
@@ -367,7 +368,7 @@ def gemini_refusal(status: int, message: str, *, param: str | None = None) -> Wi
 # --- reading a request: Gemini body -> the in-process shape ---------------------------------
 
 
-def _text_of(value: Any) -> str:
+def _text_of(value: object) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, Mapping):
@@ -378,14 +379,14 @@ def _text_of(value: Any) -> str:
     return "".join(t for t in texts if isinstance(t, str))
 
 
-def _parts(content: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _parts(content: Mapping[str, object]) -> list[Mapping[str, object]]:
     parts = content.get("parts")
     if not isinstance(parts, Sequence) or isinstance(parts, str | bytes):
         return []
     return [p for p in parts if isinstance(p, Mapping)]
 
 
-def _model_message(content: Mapping[str, Any], open_calls: list[tuple[str, str]]) -> JSONObject:
+def _model_message(content: Mapping[str, object], open_calls: list[tuple[str, str]]) -> JSONObject:
     """A ``model`` content as an assistant message; its calls are added to ``open_calls``."""
     texts: list[str] = []
     thoughts: list[str] = []
@@ -407,8 +408,8 @@ def _model_message(content: Mapping[str, Any], open_calls: list[tuple[str, str]]
                     "function": {"name": name, "arguments": arguments},
                 }
             )
-        elif isinstance(part.get("text"), str):
-            (thoughts if part.get("thought") is True else texts).append(part["text"])
+        elif isinstance(text := part.get("text"), str):
+            (thoughts if part.get("thought") is True else texts).append(text)
     message: JSONObject = {"role": "assistant", "content": "".join(texts) if texts else None}
     if thoughts:
         message["reasoning_content"] = "".join(thoughts)
@@ -417,7 +418,7 @@ def _model_message(content: Mapping[str, Any], open_calls: list[tuple[str, str]]
     return message
 
 
-def _answered_id(name: str, given: Any, open_calls: list[tuple[str, str]]) -> str:
+def _answered_id(name: str, given: object, open_calls: list[tuple[str, str]]) -> str:
     """The call a ``functionResponse`` answers: its ``id``, else the first open call of ``name``."""
     if isinstance(given, str) and given:
         for position, (_, call_id) in enumerate(open_calls):
@@ -433,11 +434,11 @@ def _answered_id(name: str, given: Any, open_calls: list[tuple[str, str]]) -> st
 
 
 def _user_messages(
-    content: Mapping[str, Any], open_calls: list[tuple[str, str]]
+    content: Mapping[str, object], open_calls: list[tuple[str, str]]
 ) -> list[JSONObject]:
     """A ``user`` content: one ``tool`` message per ``functionResponse``, then the rest."""
     tools: list[JSONObject] = []
-    blocks: list[Any] = []
+    blocks: list[JSONObject] = []
     for part in _parts(content):
         response = part.get("functionResponse")
         if isinstance(response, Mapping):
@@ -446,9 +447,9 @@ def _user_messages(
             result = response.get("response")
             text = result if isinstance(result, str) else _sorted_json(result or {})
             tools.append({"role": "tool", "tool_call_id": call_id, "content": text})
-        elif isinstance(part.get("text"), str):
+        elif isinstance(said := part.get("text"), str):
             if part.get("thought") is not True:
-                blocks.append({"type": "text", "text": part["text"]})
+                blocks.append({"type": "text", "text": said})
         else:
             for key in ("inlineData", "inline_data", "fileData", "file_data"):
                 if key in part:
@@ -459,7 +460,7 @@ def _user_messages(
     return [*tools, {"role": "user", "content": blocks}] if blocks or not tools else tools
 
 
-def _tools(value: Any) -> list[JSONObject]:
+def _tools(value: object) -> list[JSONObject]:
     out: list[JSONObject] = []
     for tool in value if isinstance(value, list) else []:
         if not isinstance(tool, Mapping):
@@ -482,7 +483,7 @@ def _tools(value: Any) -> list[JSONObject]:
     return out
 
 
-def _config(config: Any, out: JSONObject) -> None:
+def _config(config: object, out: JSONObject) -> None:
     if not isinstance(config, Mapping):
         return
     for wire, key in (
@@ -496,7 +497,7 @@ def _config(config: Any, out: JSONObject) -> None:
             out[key] = config[wire]
 
 
-def gemini_request(body: Mapping[str, Any], path: str) -> JSONObject:
+def gemini_request(body: Mapping[str, object], path: str) -> JSONObject:
     """A Gemini ``generateContent`` body read into the in-process shape.
 
     Args:
@@ -544,11 +545,11 @@ def gemini_request(body: Mapping[str, Any], path: str) -> JSONObject:
 # --- decoding: a live provider's responses -> dsh chunks -----------------------------------
 
 
-def _error(message: str, code: str) -> dict[str, Any]:
+def _error(message: str, code: str) -> JSONObject:
     return {"kind": "error", "failure": {"message": message, "code": code}}
 
 
-def dsh_usage(usage: Mapping[str, Any]) -> dict[str, int]:
+def dsh_usage(usage: Mapping[str, object]) -> Usage:
     """Gemini's ``usageMetadata`` as a dsh ``usage`` (the inverse of :func:`gemini_usage`).
 
     ``inputTokens`` is ``promptTokenCount`` less ``cachedContentTokenCount`` (which
@@ -558,7 +559,7 @@ def dsh_usage(usage: Mapping[str, Any]) -> dict[str, int]:
     """
     prompt = int_field(usage.get("promptTokenCount")) or 0
     cached = int_field(usage.get("cachedContentTokenCount"))
-    out = {
+    out: Usage = {
         "inputTokens": max(prompt - (cached or 0), 0),
         "outputTokens": int_field(usage.get("candidatesTokenCount")) or 0,
     }
@@ -595,7 +596,7 @@ class GeminiDecoder:
         self._calls = 0
         self._produced = False
         self._seen: dict[str, int] = {}
-        self._usage: dict[str, int] | None = None
+        self._usage: Usage | None = None
         self._done = False
         #: The live answer's ``responseId``, once read.
         self.response_id: str | None = None
@@ -605,13 +606,13 @@ class GeminiDecoder:
         """Whether the ``finish`` was produced."""
         return self._done
 
-    def feed(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+    def feed(self, event: Mapping[str, object]) -> list[StreamChunk]:
         """The dsh chunks for one ``GenerateContentResponse`` object."""
         out: list[StreamChunk] = []
         if self._done:
             return out
-        if self.response_id is None and isinstance(event.get("responseId"), str):
-            self.response_id = event["responseId"]
+        if self.response_id is None and isinstance(response_id := event.get("responseId"), str):
+            self.response_id = response_id
         usage = event.get("usageMetadata")
         if isinstance(usage, Mapping):
             self._usage = dsh_usage(usage)
@@ -639,7 +640,7 @@ class GeminiDecoder:
             return []
         return self._finish(_error("the stream ended without a finishReason", "UNKNOWN"))
 
-    def failed(self, failure: dict[str, Any]) -> StreamChunk:
+    def failed(self, failure: FailureRecord) -> StreamChunk:
         """The error ``finish`` for a call that failed with ``failure``."""
         self._done = True
         return {"type": "finish", "reason": {"kind": "error", "failure": failure}}
@@ -662,7 +663,7 @@ class GeminiDecoder:
         out.append({"type": "block-start", "index": index, "blockType": kind})
         return index
 
-    def _part(self, part: Mapping[str, Any], out: list[StreamChunk]) -> None:
+    def _part(self, part: Mapping[str, object], out: list[StreamChunk]) -> None:
         call = part.get("functionCall")
         if isinstance(call, Mapping):
             self._close(out)
@@ -699,7 +700,7 @@ class GeminiDecoder:
         self._produced = True
         out.append({"type": f"{kind}-delta", "index": self._open[0], "text": text})
 
-    def _finish(self, reason: dict[str, Any]) -> list[StreamChunk]:
+    def _finish(self, reason: JSONObject) -> list[StreamChunk]:
         out: list[StreamChunk] = []
         self._close(out)
         if self._usage is not None:
@@ -708,7 +709,7 @@ class GeminiDecoder:
         self._done = True
         return out
 
-    def _reason(self, finish: str) -> dict[str, Any]:
+    def _reason(self, finish: str) -> JSONObject:
         if finish in _FILTERED:
             return _error(
                 f"the model's answer was blocked (finishReason {finish})", "CONTENT_FILTER"
@@ -725,13 +726,13 @@ class GeminiDecoder:
         return _error(f"the model stopped with finishReason {finish}", "UNKNOWN")
 
 
-def decode_response(answer: Mapping[str, Any]) -> list[StreamChunk]:
+def decode_response(answer: Mapping[str, object]) -> list[StreamChunk]:
     """The chunks of a whole ``GenerateContentResponse``, through the stream decoder."""
     decoder = GeminiDecoder()
     return decoder.feed(answer) + decoder.end()
 
 
-def gemini_failure(status: int | None, body: Any, headers: Mapping[str, str]) -> dict[str, Any]:
+def gemini_failure(status: int | None, body: object, headers: Mapping[str, str]) -> FailureRecord:
     """The dsh failure for a Gemini API error (an HTTP error, or an error frame).
 
     Args:
@@ -763,7 +764,7 @@ def gemini_failure(status: int | None, body: Any, headers: Mapping[str, str]) ->
         code = "CONTEXT_WINDOW_EXCEEDED"
     else:
         code = "UNKNOWN"
-    failure: dict[str, Any] = {"message": text, "code": code}
+    failure: FailureRecord = {"message": text, "code": code}
     if status is not None and 100 <= status <= 599:
         failure["status"] = status
     retry = retry_after_ms(headers)
@@ -823,7 +824,7 @@ class GeminiWire(BaseWire):
     decode_whole = staticmethod(decode_response)
     failure = staticmethod(gemini_failure)
 
-    def canonical(self, body: dict[str, Any], *, path: str, history: History) -> JSONObject:
+    def canonical(self, body: JSONObject, *, path: str, history: History) -> JSONObject:
         """See :func:`gemini_request`.
 
         Raises:
@@ -851,7 +852,7 @@ class GeminiWire(BaseWire):
 
     def encoder(
         self,
-        request: Mapping[str, Any],
+        request: Mapping[str, object],
         *,
         model: str,
         call_id: str,
@@ -874,7 +875,7 @@ class GeminiWire(BaseWire):
         """``x-goog-api-key: <key>``."""
         return {"x-goog-api-key": api_key}
 
-    def stream_failure(self, event: Mapping[str, Any]) -> JSONObject | None:
+    def stream_failure(self, event: Mapping[str, object]) -> FailureRecord | None:
         """An ``{"error": {...}}`` frame in the stream: :func:`gemini_failure` of it."""
         if not isinstance(event.get("error"), Mapping):
             return None

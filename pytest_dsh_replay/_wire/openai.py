@@ -22,7 +22,7 @@ last chunk with no choices (when the request asked for it with
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 import orjson
 
@@ -40,10 +40,12 @@ from .base import (
     failure_message,
     failure_status,
     int_field,
+    json_items,
     retry_after_ms,
     wire_error,
 )
 from .framing import SSE, Frame
+from .shapes import ContentBlock, FailureRecord, Usage
 
 __all__ = [
     "WIRE",
@@ -64,11 +66,11 @@ _DELTA_KEYS: Final = {"text-delta": "content", "reasoning-delta": "reasoning_con
 """The delta key of a text chunk's frame, by chunk type."""
 
 
-def _frame(obj: Mapping[str, Any]) -> bytes:
+def _frame(obj: Mapping[str, object]) -> bytes:
     return SSE.frame(orjson.dumps(obj))
 
 
-def openai_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
+def openai_usage(usage: Usage) -> JSONObject:
     """A dsh ``usage`` object as the OpenAI ``usage`` object.
 
     ``prompt_tokens`` is input plus cached and cache-write tokens; cached tokens go in
@@ -80,7 +82,7 @@ def openai_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
     prompt = (int_field(usage.get("inputTokens")) or 0) + read + write
     completion = int_field(usage.get("outputTokens")) or 0
     total = int_field(usage.get("totalTokens"))
-    out: dict[str, Any] = {
+    out: JSONObject = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": total if total is not None else prompt + completion,
@@ -124,7 +126,7 @@ class OpenAIEncoder:
         self._include_usage = include_usage
         self._tools: dict[int, _Tool] = {}  # dsh block index -> tool call
         self._texts: dict[int, list[str]] = {}  # dsh block index -> text so far
-        self._usage: Mapping[str, Any] | None = None
+        self._usage: Usage | None = None
         self._text: list[str] = []
         self._frames: dict[str, tuple[bytes, bytes]] = {}  # delta key -> see _delta_frame
 
@@ -132,7 +134,7 @@ class OpenAIEncoder:
         """The answer's text and tool call ids so far (how a next request quotes it)."""
         return ["".join(self._text), *sorted(t.id for t in self._tools.values() if t.id)]
 
-    def _chunk(self, delta: Mapping[str, Any], finish: str | None = None) -> bytes:
+    def _chunk(self, delta: JSONObject, finish: str | None = None) -> bytes:
         return _frame(
             {
                 **self._head,
@@ -146,7 +148,7 @@ class OpenAIEncoder:
         return self._chunk({"role": "assistant", "content": ""})
 
     def _tool_frame(self, tool: _Tool, args: str) -> bytes:
-        call: dict[str, Any] = {"index": tool.position}
+        call: JSONObject = {"index": tool.position}
         if not tool.started:
             tool.started = True
             call["id"] = tool.id
@@ -156,7 +158,7 @@ class OpenAIEncoder:
             call["function"] = {"arguments": args}
         return self._chunk({"tool_calls": [call]})
 
-    def feed(self, chunk: Mapping[str, Any]) -> bytes:
+    def feed(self, chunk: StreamChunk) -> bytes:
         """The frames for one dsh chunk (``b""`` when it has no wire form of its own)."""
         kind = chunk.get("type")
         if kind == "text-delta":
@@ -186,7 +188,7 @@ class OpenAIEncoder:
             self._usage = chunk["usage"]
         return b""
 
-    def feed_all(self, chunks: Sequence[Mapping[str, Any]]) -> bytes:
+    def feed_all(self, chunks: Sequence[StreamChunk]) -> bytes:
         """The frames of ``chunks`` in order: the bytes :meth:`feed` gives each, joined.
 
         A run of text or reasoning deltas at one index is filled into one frame's bytes
@@ -220,9 +222,7 @@ class OpenAIEncoder:
             frame = self._frames[key] = (whole[:at], whole[at + 1 :])
         return frame
 
-    def _delta_run(
-        self, key: str, chunks: Sequence[Mapping[str, Any]], i: int, out: list[bytes]
-    ) -> int:
+    def _delta_run(self, key: str, chunks: Sequence[StreamChunk], i: int, out: list[bytes]) -> int:
         """Encode the run of deltas of ``chunks[i]``'s type and index; the next chunk's index.
 
         Each frame is the one :meth:`feed` makes: ``{key: text}`` as the delta.
@@ -238,14 +238,14 @@ class OpenAIEncoder:
             self._text.extend(texts)
         return i + len(texts)
 
-    def _tool(self, index: Any) -> _Tool:
+    def _tool(self, index: int) -> _Tool:
         tool = self._tools.get(index)
         if tool is None:
             tool = self._tools[index] = _Tool(len(self._tools))
         return tool
 
-    def _block_end(self, chunk: Mapping[str, Any]) -> bytes:
-        block = chunk.get("block")
+    def _block_end(self, chunk: StreamChunk) -> bytes:
+        block: ContentBlock | None = chunk.get("block")
         if not isinstance(block, Mapping):
             return b""
         index = chunk.get("index", 0)
@@ -267,7 +267,7 @@ class OpenAIEncoder:
                 return self._chunk({key: text[len(sent) :]})
         return b""
 
-    def finish(self, reason: Mapping[str, Any]) -> bytes:
+    def finish(self, reason: Mapping[str, object]) -> bytes:
         """The finishing frame (and the usage frame), then ``[DONE]``."""
         kind = reason.get("kind")
         wire = _FINISH_REASONS.get(str(kind), "stop")
@@ -300,14 +300,14 @@ class OpenAIEncoder:
         return self.error_event(message, "api_error")
 
 
-def _failure_code(reason: Mapping[str, Any]) -> str:
+def _failure_code(reason: Mapping[str, object]) -> str:
     failure = reason.get("failure")
     if isinstance(failure, Mapping) and isinstance(failure.get("code"), str):
         return str(failure["code"])
     return "UNKNOWN"
 
 
-def _tool_call(block: Mapping[str, Any]) -> JSONObject:
+def _tool_call(block: Mapping[str, object]) -> JSONObject:
     return {
         "id": block.get("id") or "",
         "type": "function",
@@ -315,15 +315,13 @@ def _tool_call(block: Mapping[str, Any]) -> JSONObject:
     }
 
 
-def openai_completion(
-    chunks: list[StreamChunk], *, model: str, completion_id: str
-) -> dict[str, Any]:
+def openai_completion(chunks: list[StreamChunk], *, model: str, completion_id: str) -> JSONObject:
     """The ``chat.completion`` object (``stream: false``) assembled from a call's chunks."""
     reply = assemble_reply(chunks)
     texts = [str(b.get("text", "")) for b in reply.content if b.get("type") == "text"]
     reasoning = [str(b.get("text", "")) for b in reply.content if b.get("type") == "reasoning"]
     calls = [_tool_call(block) for block in reply.tool_calls]
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+    message: JSONObject = {"role": "assistant", "content": "".join(texts) if texts else None}
     if reasoning:
         message["reasoning_content"] = "".join(reasoning)
     if calls:
@@ -332,7 +330,7 @@ def openai_completion(
     finish = _FINISH_REASONS.get(str(reason.get("kind")), "stop")
     if reason.get("kind") == "error" and _failure_code(reason) == "CONTENT_FILTER":
         finish = "content_filter"
-    out: dict[str, Any] = {
+    out: JSONObject = {
         "id": completion_id,
         "object": "chat.completion",
         "created": 0,
@@ -400,14 +398,14 @@ class _Block:
         self.named = False  # the name went out on a tool-call-delta
         self.parts: list[str] = []
 
-    def assembled(self) -> dict[str, Any]:
+    def assembled(self) -> ContentBlock:
         text = "".join(self.parts)
         if self.kind == "tool-call":
             return {"type": "tool-call", "id": self.id, "name": self.name, "arguments": text}
         return {"type": self.kind, "text": text}
 
 
-def _error(message: str, code: str) -> dict[str, Any]:
+def _error(message: str, code: str) -> JSONObject:
     return {"kind": "error", "failure": {"message": message, "code": code}}
 
 
@@ -431,7 +429,7 @@ class OpenAIDecoder:
         self._produced = False
         self._tool_calls = 0
         self._finish_reason: str | None = None
-        self._usage: dict[str, int] | None = None
+        self._usage: Usage | None = None
         self._ended = False
         #: The live completion's ``id``, once read.
         self.response_id: str | None = None
@@ -441,15 +439,15 @@ class OpenAIDecoder:
         """Whether :meth:`end` produced the ``finish`` (the answer's end is ``[DONE]``)."""
         return self._ended
 
-    def feed(self, chunk: Mapping[str, Any]) -> list[StreamChunk]:
+    def feed(self, chunk: Mapping[str, object]) -> list[StreamChunk]:
         """The dsh chunks for one ``chat.completion.chunk`` object."""
         out: list[StreamChunk] = []
-        if self.response_id is None and isinstance(chunk.get("id"), str):
-            self.response_id = chunk["id"]
+        if self.response_id is None and isinstance(response_id := chunk.get("id"), str):
+            self.response_id = response_id
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
             self._usage = dsh_usage(usage)
-        for choice in chunk.get("choices") or ():
+        for choice in json_items(chunk.get("choices")):
             if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta")
@@ -480,7 +478,7 @@ class OpenAIDecoder:
         return out
 
     @staticmethod
-    def failed(failure: dict[str, Any]) -> StreamChunk:
+    def failed(failure: FailureRecord) -> StreamChunk:
         """The error ``finish`` for a call that failed with ``failure``."""
         return {"type": "finish", "reason": {"kind": "error", "failure": failure}}
 
@@ -506,7 +504,7 @@ class OpenAIDecoder:
         self._produced = True
         out.append({"type": f"{kind}-delta", "index": block.index, "text": text})
 
-    def _tool_delta(self, out: list[StreamChunk], call: Mapping[str, Any]) -> None:
+    def _tool_delta(self, out: list[StreamChunk], call: Mapping[str, object]) -> None:
         self._close(out, lambda block: block.kind != "tool-call")
         index = call.get("index")
         key = index if isinstance(index, int) else len(self._tool_ids)
@@ -541,7 +539,7 @@ class OpenAIDecoder:
         chunk["argumentsDelta"] = arguments
         out.append(chunk)
 
-    def _reason(self) -> dict[str, Any]:
+    def _reason(self) -> JSONObject:
         reason = self._finish_reason
         if reason == "length":
             return {"kind": "max-tokens"}
@@ -575,7 +573,7 @@ class OpenAIDecoder:
         return _error(f"the model stopped with an unknown finish_reason {reason!r}", "UNKNOWN")
 
 
-def dsh_usage(usage: Mapping[str, Any]) -> dict[str, int]:
+def dsh_usage(usage: Mapping[str, object]) -> Usage:
     """An OpenAI ``usage`` object as a dsh ``usage`` (cached input split out)."""
     prompt = int_field(usage.get("prompt_tokens")) or 0
     completion = int_field(usage.get("completion_tokens")) or 0
@@ -587,7 +585,7 @@ def dsh_usage(usage: Mapping[str, Any]) -> dict[str, int]:
     completion_details = usage.get("completion_tokens_details")
     if isinstance(completion_details, Mapping):
         reasoning = int_field(completion_details.get("reasoning_tokens"))
-    out = {"inputTokens": max(prompt - (cached or 0), 0), "outputTokens": completion}
+    out: Usage = {"inputTokens": max(prompt - (cached or 0), 0), "outputTokens": completion}
     if cached is not None:
         out["cacheReadTokens"] = cached
     if reasoning is not None:
@@ -598,7 +596,7 @@ def dsh_usage(usage: Mapping[str, Any]) -> dict[str, int]:
 # --- failures ------------------------------------------------------------------------------
 
 
-def _body_message(body: Any, status: int) -> str:
+def _body_message(body: object, status: int) -> str:
     if isinstance(body, Mapping):
         error = body.get("error")
         if isinstance(error, Mapping) and isinstance(error.get("message"), str):
@@ -608,7 +606,7 @@ def _body_message(body: Any, status: int) -> str:
     return f"HTTP {status}"
 
 
-def _body_code(body: Any) -> Any:
+def _body_code(body: object) -> object:
     if isinstance(body, Mapping):
         error = body.get("error")
         if isinstance(error, Mapping):
@@ -619,7 +617,7 @@ def _body_code(body: Any) -> Any:
 
 def openai_failure(
     status: int | None, body: object, headers: Mapping[str, str], *, message: str | None = None
-) -> dict[str, Any]:
+) -> FailureRecord:
     """The dsh failure (``{"message", "code", "status", ...}``) for an HTTP error response.
 
     Args:
@@ -647,7 +645,7 @@ def openai_failure(
         code = "CONTEXT_WINDOW_EXCEEDED"
     else:
         code = "UNKNOWN"
-    failure: dict[str, Any] = {"message": text, "code": code}
+    failure: FailureRecord = {"message": text, "code": code}
     if status is not None and 100 <= status <= 599:
         failure["status"] = status
     retry = retry_after_ms(headers)
@@ -659,11 +657,11 @@ def openai_failure(
     return failure
 
 
-def decode_completion(answer: Mapping[str, Any]) -> list[StreamChunk]:
+def decode_completion(answer: Mapping[str, object]) -> list[StreamChunk]:
     """The chunks of a whole ``chat.completion`` answer, through the stream decoder."""
     decoder = OpenAIDecoder()
     choices = []
-    for choice in answer.get("choices") or ():
+    for choice in json_items(answer.get("choices")):
         if isinstance(choice, Mapping):
             message = dict(choice.get("message") or {})
             calls = message.get("tool_calls")
@@ -700,7 +698,7 @@ class OpenAIWire(BaseWire):
 
     def encoder(
         self,
-        request: Mapping[str, Any],
+        request: Mapping[str, object],
         *,
         model: str,
         call_id: str,
@@ -714,7 +712,7 @@ class OpenAIWire(BaseWire):
         """The ``chat.completion`` object."""
         return openai_completion(chunks, model=model, completion_id=call_id)
 
-    def stream_failure(self, event: Mapping[str, Any]) -> JSONObject | None:
+    def stream_failure(self, event: Mapping[str, object]) -> FailureRecord | None:
         """An ``{"error": {...}}`` event in the stream: its message, code ``UNKNOWN``."""
         error = event.get("error")
         if not isinstance(error, Mapping):

@@ -41,6 +41,7 @@ from .base import (
 )
 from .framing import SSE, Frame
 from .openai import OpenAIWire
+from .shapes import FailureRecord, Usage
 
 __all__ = [
     "WIRE",
@@ -240,7 +241,7 @@ def read_responses_request(body: Mapping[str, Any], history: History) -> dict[st
 # --- answers ------------------------------------------------------------------------------
 
 
-def responses_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
+def responses_usage(usage: Usage) -> JSONObject:
     """A dsh ``usage`` object as the Responses ``usage`` object.
 
     ``input_tokens`` is input plus cached and cache-write tokens, with the cached ones in
@@ -261,13 +262,13 @@ def responses_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _failure_code(reason: Mapping[str, Any]) -> str | None:
+def _failure_code(reason: Mapping[str, object]) -> str | None:
     failure = reason.get("failure")
     code = failure.get("code") if isinstance(failure, Mapping) else None
     return code if isinstance(code, str) else None
 
 
-def _incomplete(reason: Mapping[str, Any]) -> str | None:
+def _incomplete(reason: Mapping[str, object]) -> str | None:
     """Why a finish leaves the response incomplete (``None``: it completed)."""
     if reason.get("kind") == "max-tokens":
         return "max_output_tokens"
@@ -282,7 +283,7 @@ def _response(
     *,
     status: str,
     output: list[JSONObject],
-    usage: Mapping[str, Any] | None = None,
+    usage: Usage | None = None,
     incomplete: str | None = None,
     error: JSONObject | None = None,
 ) -> JSONObject:
@@ -445,20 +446,35 @@ class ResponsesEncoder:
         self._model = model
         self._id = response_id
         self._sequence = 0
-        self._items: dict[Any, _Item] = {}  # dsh block index -> its open output item
+        self._items: dict[int, _Item] = {}  # dsh block index -> its open output item
         self._output: list[JSONObject | None] = []  # finished items, by output index
-        self._usage: Mapping[str, Any] | None = None
+        self._usage: Usage | None = None
         self._text: list[str] = []
         self._call_ids: list[str] = []
 
-    def _event(self, kind: str, fields: Mapping[str, Any]) -> bytes:
+    def _event(self, kind: str, fields: JSONObject) -> bytes:
         data = {"type": kind, "sequence_number": self._sequence, **fields}
         self._sequence += 1
         return SSE.frame(orjson.dumps(data), kind)
 
-    def _response(self, status: str, **extra: Any) -> JSONObject:
+    def _response(
+        self,
+        status: str,
+        *,
+        usage: Usage | None = None,
+        incomplete: str | None = None,
+        error: JSONObject | None = None,
+    ) -> JSONObject:
         output = [item for item in self._output if item is not None]
-        return _response(self._id, self._model, status=status, output=output, **extra)
+        return _response(
+            self._id,
+            self._model,
+            status=status,
+            output=output,
+            usage=usage,
+            incomplete=incomplete,
+            error=error,
+        )
 
     def marks(self) -> list[str]:
         """The answer's text and sorted tool call ids so far (how a next request quotes it)."""
@@ -471,7 +487,7 @@ class ResponsesEncoder:
             "response.in_progress", {"response": response}
         )
 
-    def _open(self, index: Any, kind: str) -> tuple[_Item, bytes]:
+    def _open(self, index: int, kind: str) -> tuple[_Item, bytes]:
         item = self._items.get(index)
         if item is not None and item.kind == kind:
             return item, b""
@@ -524,7 +540,7 @@ class ResponsesEncoder:
         self._sequence = sequence + 1
         return b"%b%d%b%b%b" % (head, sequence, middle, orjson.dumps(text), tail)
 
-    def feed(self, chunk: Mapping[str, Any]) -> bytes:
+    def feed(self, chunk: StreamChunk) -> bytes:
         """The events for one dsh chunk (``b""`` when it has no wire form of its own)."""
         kind = chunk.get("type")
         index = chunk.get("index", 0)
@@ -545,7 +561,7 @@ class ResponsesEncoder:
             self._usage = chunk["usage"]
         return b""
 
-    def feed_all(self, chunks: Sequence[Mapping[str, Any]]) -> bytes:
+    def feed_all(self, chunks: Sequence[StreamChunk]) -> bytes:
         """The events of ``chunks`` in order: the bytes :meth:`feed` gives each, joined.
 
         After a text or reasoning delta, the deltas that follow it to the same item are
@@ -571,9 +587,9 @@ class ResponsesEncoder:
     def _delta_run(
         self,
         item: _Item,
-        kind: Any,
-        index: Any,
-        chunks: Sequence[Mapping[str, Any]],
+        kind: object,
+        index: int,
+        chunks: Sequence[StreamChunk],
         i: int,
         out: list[bytes],
     ) -> int:
@@ -595,7 +611,7 @@ class ResponsesEncoder:
             self._text.extend(texts)
         return i + len(texts)
 
-    def _tool_delta(self, index: Any, chunk: Mapping[str, Any]) -> bytes:
+    def _tool_delta(self, index: int, chunk: StreamChunk) -> bytes:
         item, out = self._open(index, "function_call")
         if not item.call_id and isinstance(chunk.get("id"), str):
             item.call_id = chunk["id"]
@@ -618,7 +634,7 @@ class ResponsesEncoder:
             self._call_ids.append(item.call_id)
         return self._added(item)
 
-    def _block_end(self, index: Any, block: Any) -> bytes:
+    def _block_end(self, index: int, block: object) -> bytes:
         item = self._items.get(index)
         if not isinstance(block, Mapping):
             return self._close(index) if item is not None else b""
@@ -645,7 +661,7 @@ class ResponsesEncoder:
             return b""
         return out + self._close(index)
 
-    def _close(self, index: Any) -> bytes:
+    def _close(self, index: int) -> bytes:
         item = self._items.pop(index)
         if not item.started:  # a tool call whose name never came
             item.name = item.name or "unknown"
@@ -688,7 +704,7 @@ class ResponsesEncoder:
             out += self._close(index)
         return out
 
-    def finish(self, reason: Mapping[str, Any]) -> bytes:
+    def finish(self, reason: Mapping[str, object]) -> bytes:
         """Every open item done, then ``response.completed`` (or ``response.incomplete``)."""
         out = self._close_all()
         incomplete = _incomplete(reason)
@@ -719,7 +735,7 @@ class ResponsesEncoder:
 # --- decoding: what a live provider streams -> dsh chunks ----------------------------------
 
 
-def dsh_usage(usage: Mapping[str, Any]) -> dict[str, int]:
+def dsh_usage(usage: Mapping[str, object]) -> Usage:
     """A Responses ``usage`` object as a dsh ``usage`` (cached input split out)."""
     prompt = int_field(usage.get("input_tokens")) or 0
     output = int_field(usage.get("output_tokens")) or 0
@@ -729,7 +745,7 @@ def dsh_usage(usage: Mapping[str, Any]) -> dict[str, int]:
     reasoning = (
         int_field(out_details.get("reasoning_tokens")) if isinstance(out_details, Mapping) else None
     )
-    out = {"inputTokens": max(prompt - (cached or 0), 0), "outputTokens": output}
+    out: Usage = {"inputTokens": max(prompt - (cached or 0), 0), "outputTokens": output}
     if cached:
         out["cacheReadTokens"] = cached
     if reasoning:
@@ -778,11 +794,11 @@ _ERROR_CODES: Final = {
 }
 
 
-def responses_failure(error: Any) -> dict[str, Any]:
+def responses_failure(error: object) -> FailureRecord:
     """The dsh failure of a Responses ``error`` (``{"code", "message"}``) or error event."""
-    error = error if isinstance(error, Mapping) else {}
-    code = error.get("code")
-    message = str(error.get("message") or "the response failed")
+    fields = error if isinstance(error, Mapping) else {}
+    code = fields.get("code")
+    message = str(fields.get("message") or "the response failed")
     return {"message": message, "code": _ERROR_CODES.get(str(code), "UNKNOWN")}
 
 
@@ -805,7 +821,7 @@ class ResponsesDecoder:
         self._produced = False
         self._calls = 0
         self._done = False
-        self._usage: dict[str, int] | None = None
+        self._usage: Usage | None = None
         #: The live response's ``id``, once ``response.created`` said it.
         self.response_id: str | None = None
 
@@ -949,7 +965,7 @@ class ResponsesDecoder:
         return out
 
     @staticmethod
-    def failed(failure: dict[str, Any]) -> StreamChunk:
+    def failed(failure: FailureRecord) -> StreamChunk:
         """The error ``finish`` for a call that failed with ``failure``."""
         return {"type": "finish", "reason": {"kind": "error", "failure": failure}}
 
@@ -1016,7 +1032,7 @@ class ResponsesWire(OpenAIWire):
 
     def encoder(
         self,
-        request: Mapping[str, Any],
+        request: Mapping[str, object],
         *,
         model: str,
         call_id: str,
@@ -1029,7 +1045,7 @@ class ResponsesWire(OpenAIWire):
         """See :func:`responses_object`."""
         return responses_object(chunks, model=model, call_id=call_id)
 
-    def stream_failure(self, event: Mapping[str, Any]) -> JSONObject | None:
+    def stream_failure(self, event: Mapping[str, object]) -> FailureRecord | None:
         """An ``error`` event: its failure (``response.failed`` is the decoder's)."""
         if event.get("type") != "error":
             return None

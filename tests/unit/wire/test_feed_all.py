@@ -10,7 +10,7 @@ and on every corpus scenario's recorded calls; after the chunks, ``marks`` and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.corpus_support import corpus_scenarios, require_corpus
 
+from pytest_dsh_replay._format.events import StreamChunk
 from pytest_dsh_replay._scripts.entries import ChunksEntry
 from pytest_dsh_replay._scripts.loading import load_scenario
 from pytest_dsh_replay._wire.base import Encoder
@@ -51,7 +52,7 @@ def _outcome(step: Callable[[], Any]) -> Any:
         return type(error)
 
 
-def _both(make: Callable[[], Encoder], chunks: Sequence[Mapping[str, Any]]) -> None:
+def _both(make: Callable[[], Encoder], chunks: Sequence[StreamChunk]) -> None:
     one, each = make(), make()
     assert one.start() == each.start()
     assert _outcome(lambda: one.feed_all(chunks)) == _outcome(

@@ -25,6 +25,7 @@ from pytest_dsh_replay._scripts.scenario import Scenario, SessionScript
 from pytest_dsh_replay._wire import table
 from pytest_dsh_replay._wire.base import BaseWire, Failure, WireError, httpx_module
 from pytest_dsh_replay._wire.framing import JSON_HEADERS, Frame, Framing
+from pytest_dsh_replay._wire.shapes import FailureRecord
 
 MEDIA = "application/x-ndjson"
 ROUTE = "/api/chat"
@@ -66,16 +67,16 @@ class LineEncoder:
     def start(self) -> bytes:
         return b""
 
-    def feed(self, chunk: Mapping[str, Any]) -> bytes:
+    def feed(self, chunk: StreamChunk) -> bytes:
         if chunk.get("type") != "text-delta":
             return b""
         self.text.append(chunk["text"])
         return _line({"message": {"role": "assistant", "content": chunk["text"]}, "done": False})
 
-    def feed_all(self, chunks: Sequence[Mapping[str, Any]]) -> bytes:
+    def feed_all(self, chunks: Sequence[StreamChunk]) -> bytes:
         return b"".join(self.feed(chunk) for chunk in chunks)
 
-    def finish(self, reason: Mapping[str, Any]) -> bytes:
+    def finish(self, reason: Mapping[str, object]) -> bytes:
         return _line({"done": True, "done_reason": reason.get("kind")})
 
     def marks(self) -> list[str]:
@@ -96,16 +97,18 @@ class LineDecoder:
     def __init__(self) -> None:
         self.done = False
 
-    def feed(self, event: Mapping[str, Any]) -> list[StreamChunk]:
+    def feed(self, event: Mapping[str, object]) -> list[StreamChunk]:
         if event.get("done"):
             self.done = True
             return [{"type": "finish", "reason": {"kind": "stop"}}]
-        return [{"type": "text-delta", "index": 0, "text": event["message"]["content"]}]
+        message = event["message"]
+        assert isinstance(message, Mapping)
+        return [{"type": "text-delta", "index": 0, "text": message["content"]}]
 
     def end(self) -> list[StreamChunk]:
         return []
 
-    def failed(self, failure: dict[str, Any]) -> StreamChunk:
+    def failed(self, failure: FailureRecord) -> StreamChunk:
         self.done = True
         return {"type": "finish", "reason": {"kind": "error", "failure": failure}}
 
@@ -137,8 +140,13 @@ class LineWire(BaseWire):
     def decoder(self) -> LineDecoder:
         return LineDecoder()
 
-    def failure(self, status: int | None, body: object, headers: Mapping[str, str]) -> JSONObject:
-        return {"message": str(body), "code": "UNKNOWN", "status": status}
+    def failure(
+        self, status: int | None, body: object, headers: Mapping[str, str]
+    ) -> FailureRecord:
+        failure: FailureRecord = {"message": str(body), "code": "UNKNOWN"}
+        if status is not None:
+            failure["status"] = status
+        return failure
 
     def ends_answer(self, frame: Frame, event: Mapping[str, object] | None) -> bool:
         return event is not None and event.get("done") is True
