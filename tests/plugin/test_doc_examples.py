@@ -116,8 +116,13 @@ def test_page_examples_record_then_replay(pytester: pytest.Pytester, page: Path)
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     # Frameworks that keep global state (the Agents SDK's default client, ...) run in a
     # subprocess, which one process cannot reset; the plain SDKs run in this one.
-    run = pytester.runpytest_inprocess if _runs_in_process(files, local) else None
-    run = run or pytester.runpytest_subprocess
+    in_process = _runs_in_process(files, local)
+
+    def run(*args: str) -> pytest.RunResult:
+        if in_process:
+            return pytester.runpytest_inprocess(*args)
+        return pytester.runpytest_subprocess(*args)
+
     _outcomes_ok(run("--dsh-record=missing", "--snapshot-update"))
     if not own_hook:  # the replay needs no live model at all
         (pytester.path / "conftest.py").unlink()
