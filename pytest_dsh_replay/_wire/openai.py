@@ -724,8 +724,13 @@ class OpenAIWire(BaseWire):
         return frame.data == "[DONE]"
 
     def endpoint_env(self, root: str, api_key: str) -> dict[str, str]:
-        """``OPENAI_BASE_URL`` (the root and ``/v1``) and ``OPENAI_API_KEY``."""
-        return {"OPENAI_BASE_URL": f"{root}/v1", "OPENAI_API_KEY": api_key}
+        """``OPENAI_BASE_URL`` (the root and ``/v1``) and ``OPENAI_API_KEY``.
+
+        ``OPENAI_API_BASE`` carries the same URL for the stacks that read the older
+        variable (LlamaIndex, older LangChain), so that they too stay on the endpoint.
+        """
+        base = f"{root}/v1"
+        return {"OPENAI_BASE_URL": base, "OPENAI_API_BASE": base, "OPENAI_API_KEY": api_key}
 
 
 WIRE: Final = OpenAIWire()

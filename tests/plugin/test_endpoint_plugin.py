@@ -128,6 +128,7 @@ def test_env_points_an_agent_process_at_the_endpoint(project: pytest.Pytester) -
         def test_process(dsh_replay):
             env = {**os.environ, **dsh_replay.env}
             assert env["OPENAI_BASE_URL"] == dsh_replay.base_url + "/v1"
+            assert env["OPENAI_API_BASE"] == env["OPENAI_BASE_URL"]  # LlamaIndex reads it
             assert dsh_replay.base_url.startswith("http://127.0.0.1:")
             out = subprocess.run(
                 [sys.executable, "-c", AGENT.replace("\\n        ", "\\n")],
