@@ -2,7 +2,7 @@
 
 A call goes from the model endpoint (or the code under test) through the recorder to the
 model that answers it: the replay model, a live model, the scripted model. What travels
-with the request is one :class:`CallOptions` (frozen), whose :class:`ReplayOptions` part
+with the request is one :class:`CallOptions` (immutable), whose :class:`ReplayOptions` part
 holds what only a replay reads. Record and replay carry the same value; a field that
 does not apply is at its default.
 
@@ -15,7 +15,6 @@ the live-model call contract docs/recording.md#live-model-calls states.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
 from .._format.events import StreamChunk
@@ -64,9 +63,42 @@ class Relaying(Protocol):
     path: str
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayOptions:
+class _Value:
+    """A value of named fields, set once by ``__init__`` (see :class:`CallOptions`).
+
+    Equal when of one class with equal fields, hashable when they are, shown with them.
+    """
+
+    __slots__ = ()
+
+    def _names(self) -> tuple[str, ...]:
+        names: tuple[str, ...] = self.__slots__
+        return names
+
+    def _fields(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self._names())
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, _Value)
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._names())
+        return f"{type(self).__name__}({shown})"
+
+
+class ReplayOptions(_Value):
     """What only a replay reads of a call (the model endpoint sets it; defaults: none).
+
+    Immutable by convention: fields are ``Final`` (mypy refuses an assignment outside
+    ``__init__``) and ``__slots__`` admits no others; a slotted class with a plain
+    ``__init__`` costs a fifth of a frozen dataclass's per-field ``object.__setattr__``
+    (benchmarks/README.md, issue 42).
 
     Attributes:
         by_content: Bind a new session without a parent by its first user message once
@@ -80,19 +112,35 @@ class ReplayOptions:
             stream at once.
     """
 
-    by_content: bool = False
-    on_response_id: Callable[[str], object] | None = None
-    on_entry: Callable[[ChunksEntry | ThrowEntry], object] | None = None
-    cancel_waits_only: bool = False
+    __slots__ = ("by_content", "cancel_waits_only", "on_entry", "on_response_id")
+
+    by_content: Final[bool]
+    on_response_id: Final[Callable[[str], object] | None]
+    on_entry: Final[Callable[[ChunksEntry | ThrowEntry], object] | None]
+    cancel_waits_only: Final[bool]
+
+    def __init__(
+        self,
+        by_content: bool = False,
+        on_response_id: Callable[[str], object] | None = None,
+        on_entry: Callable[[ChunksEntry | ThrowEntry], object] | None = None,
+        cancel_waits_only: bool = False,
+    ):
+        self.by_content = by_content
+        self.on_response_id = on_response_id
+        self.on_entry = on_entry
+        self.cancel_waits_only = cancel_waits_only
 
 
 NO_REPLAY: Final = ReplayOptions()
 """The replay part of a call that asks nothing of a replay."""
 
 
-@dataclass(frozen=True, slots=True)
-class CallOptions:
+class CallOptions(_Value):
     """One model call's options, passed as one value from the caller to the model.
+
+    Immutable by convention, as :class:`ReplayOptions`: a changed option is a new value
+    (:meth:`with_lineage`).
 
     Attributes:
         session_id: The live session making the call (``None``: the anonymous one).
@@ -114,17 +162,57 @@ class CallOptions:
             replay ignores them, a live model gets them.
     """
 
-    session_id: str | None = None
-    parent_session_id: str | None = None
-    seed_length: int | None = None
-    session_cwd: str | None = None
-    turn: int | None = None
-    step: int | None = None
-    cancel: Waitable | asyncio.Event | None = None
-    read_only_chunks: bool = False
-    relay: Relaying | None = None
-    replay: ReplayOptions = NO_REPLAY
-    extra: tuple[tuple[str, object], ...] = ()
+    __slots__ = (
+        "cancel",
+        "extra",
+        "parent_session_id",
+        "read_only_chunks",
+        "relay",
+        "replay",
+        "seed_length",
+        "session_cwd",
+        "session_id",
+        "step",
+        "turn",
+    )
+
+    session_id: Final[str | None]
+    parent_session_id: Final[str | None]
+    seed_length: Final[int | None]
+    session_cwd: Final[str | None]
+    turn: Final[int | None]
+    step: Final[int | None]
+    cancel: Final[Waitable | asyncio.Event | None]
+    read_only_chunks: Final[bool]
+    relay: Final[Relaying | None]
+    replay: Final[ReplayOptions]
+    extra: Final[tuple[tuple[str, object], ...]]
+
+    def __init__(
+        self,
+        session_id: str | None = None,
+        parent_session_id: str | None = None,
+        seed_length: int | None = None,
+        session_cwd: str | None = None,
+        turn: int | None = None,
+        step: int | None = None,
+        cancel: Waitable | asyncio.Event | None = None,
+        read_only_chunks: bool = False,
+        relay: Relaying | None = None,
+        replay: ReplayOptions = NO_REPLAY,
+        extra: tuple[tuple[str, object], ...] = (),
+    ):
+        self.session_id = session_id
+        self.parent_session_id = parent_session_id
+        self.seed_length = seed_length
+        self.session_cwd = session_cwd
+        self.turn = turn
+        self.step = step
+        self.cancel = cancel
+        self.read_only_chunks = read_only_chunks
+        self.relay = relay
+        self.replay = replay
+        self.extra = extra
 
     def with_lineage(self, parent_session_id: str | None, seed_length: int | None) -> CallOptions:
         """These options for a child whose lineage is ``parent_session_id`` and ``seed_length``.
@@ -134,6 +222,18 @@ class CallOptions:
         """
         if parent_session_id == self.parent_session_id and seed_length == self.seed_length:
             return self
+        return self._copy(parent_session_id, seed_length, self.cancel)
+
+    def with_cancel(self, cancel: Waitable | asyncio.Event | None) -> CallOptions:
+        """These options with ``cancel`` as the call's cancel event (a copy)."""
+        return self._copy(self.parent_session_id, self.seed_length, cancel)
+
+    def _copy(
+        self,
+        parent_session_id: str | None,
+        seed_length: int | None,
+        cancel: Waitable | asyncio.Event | None,
+    ) -> CallOptions:
         return CallOptions(
             self.session_id,
             parent_session_id,
@@ -141,7 +241,7 @@ class CallOptions:
             self.session_cwd,
             self.turn,
             self.step,
-            self.cancel,
+            cancel,
             self.read_only_chunks,
             self.relay,
             self.replay,

@@ -14,7 +14,6 @@ See docs/recording.md#scripted-server.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hmac
 import threading
 import time
@@ -100,7 +99,7 @@ class _Served(OptionsModel):
         cancel = options.cancel
         waits = None if cancel is None or isinstance(cancel, asyncio.Event) else cancel
         cut = _Cancel(waits, self._stopped)
-        return self.model.stream_call(request, dataclasses.replace(options, cancel=cut))
+        return self.model.stream_call(request, options.with_cancel(cut))
 
 
 class _Tracked:
