@@ -181,7 +181,7 @@ _MODULE_OF: dict[str, str] = {
 """The public names and the module each lives in: the one list of them.
 
 ``__all__`` is derived from it; the imports above (what type checkers read) and the API
-reference (docs/api.md) are checked against it by tests/unit/test_public_names.py.
+reference (docs/api/*.md) are checked against it by tests/unit/test_public_names.py.
 """
 
 __all__ = sorted(_MODULE_OF)

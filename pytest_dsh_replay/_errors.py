@@ -1,4 +1,4 @@
-"""The exception tree of pytest-dsh-replay (see docs/api.md#errors).
+"""The exception tree of pytest-dsh-replay (see docs/api/errors.md#errors).
 
 Every error this package raises on purpose derives from :class:`DshReplayError`, so a
 caller can catch one base. Each subclass also inherits the builtin whose meaning it

@@ -70,7 +70,7 @@ class EndpointLink:
     An SDK client is a reference cycle of its own (its resources point back at it), so a
     client a test drops is freed by the garbage collector, not at once; through a link
     cut at the end of the test (:meth:`cut`), the client no longer keeps the endpoint,
-    the replay and the test's sessions alive until then (docs/api.md#api-stores).
+    the replay and the test's sessions alive until then (docs/api/store.md#api-stores).
     Every request after the cut, a model list or an unserved route too, is answered
     503 (the test has ended).
     """
@@ -102,7 +102,7 @@ def _sync_classes(httpx: Any) -> tuple[type, type]:
 
     Made once, not per client: a class is a reference cycle of its own, and a class
     made per client would keep the client's endpoint in it until the garbage collector
-    runs (docs/api.md#api-stores).
+    runs (docs/api/store.md#api-stores).
     """
     found = _SYNC_CLASSES.get(httpx)
     if found is not None:

@@ -1,4 +1,4 @@
-"""What a test gets from the ``dsh_replay`` fixture, without pytest (docs/api.md#api-fixture).
+"""What a test gets from the ``dsh_replay`` fixture, without pytest (docs/api/fixture-and-plugin.md#api-fixture).
 
 The pytest plugin is a thin layer over this module: it resolves the scenario path from
 the test, builds a :class:`DshReplay`, and calls :meth:`DshReplay.finish` after a passing

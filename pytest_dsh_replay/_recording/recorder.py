@@ -942,7 +942,7 @@ class RecordingModel(OptionsModel):
 
         A finished call is nobody's to wait for; holding it, the recorder's view of a
         session and the call would form a reference cycle that only the garbage
-        collector frees (docs/api.md#api-stores). :meth:`close_open_calls` ends with
+        collector frees (docs/api/store.md#api-stores). :meth:`close_open_calls` ends with
         this; a call still open (being read, or logged when its session is next read) is
         kept.
         """

@@ -32,7 +32,7 @@ class SessionOwner(Protocol):
 
     A ``SessionStore`` hands its sessions an owner that holds no session, so a store and
     its sessions form no reference cycle: dropping them frees them at once, without the
-    garbage collector (docs/api.md#api-stores).
+    garbage collector (docs/api/store.md#api-stores).
     """
 
     @property

@@ -108,7 +108,7 @@ class _Owner:
     """What a store's sessions ask of it (a :class:`SessionOwner`), holding no session.
 
     Sessions keep this rather than the store, so a store and its sessions form no
-    reference cycle (docs/api.md#api-stores).
+    reference cycle (docs/api/store.md#api-stores).
     """
 
     __slots__ = ("backend", "clock", "closed")
