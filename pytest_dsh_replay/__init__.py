@@ -12,7 +12,7 @@ input are exported too (``MAX_LINE_BYTES``, ``MAX_DECOMPRESSED_BYTES``, ``MAX_NE
 endpoint (``MAX_CONNECTIONS``, ``MAX_BODY_BYTES``, ``REQUEST_TIMEOUT_S``,
 ``IDLE_TIMEOUT_S``) and those of recording (``UPSTREAM_IDLE_TIMEOUT_S``,
 ``RECORDED_CHUNK_NESTING``);
-docs/limits.md says what each bounds.
+[docs/limits.md](../limits.md) says what each bounds.
 """
 
 from __future__ import annotations
