@@ -82,6 +82,10 @@ class SessionLogError(DshReplayError, ValueError):
         reason: The message without the location prefix.
     """
 
+    path: str | None
+    line: int | None
+    reason: str
+
     def __init__(self, reason: str, *, path: str | None = None, line: int | None = None):
         self.reason = reason
         self.path = path
@@ -113,6 +117,12 @@ class ScriptError(DshReplayError, ValueError):
             known; used to find ``line`` after the fact.
         reason: The message without the location prefix.
     """
+
+    path: str | None
+    line: int | None
+    call_key: str | None
+    event_index: int | None
+    reason: str
 
     def __init__(
         self,
@@ -154,6 +164,10 @@ class OverrideError(DshReplayError, ValueError):
         reason: The message without the location prefix.
     """
 
+    path: str | None
+    line: int | None
+    reason: str
+
     def __init__(self, reason: str, *, path: str | None = None, line: int | None = None):
         self.reason = reason
         self.path = path
@@ -172,6 +186,10 @@ class SchemaVersionError(DshReplayError, ValueError):
             description).
         required: What this build needs.
     """
+
+    path: str
+    found: object
+    required: object
 
     def __init__(self, reason: str, *, path: str, found: object, required: object):
         self.path = path
@@ -213,10 +231,12 @@ class SessionForkError(SessionStoreError):
             ``SESSION_ALREADY_EXISTS``, ``INVALID_BOUNDARY``, ``OPEN_TURN``.
     """
 
+    code: ForkErrorCode
+
     def __init__(self, code: ForkErrorCode, message: str):
         if code not in FORK_ERROR_CODES:
             raise ValueError(f"unknown fork error code {code!r}")
-        self.code: ForkErrorCode = code
+        self.code = code
         super().__init__(message)
 
 
@@ -234,6 +254,12 @@ class ReplayExhaustedError(DshReplayError, RuntimeError):
         call_number: The 1-based number of the call that was refused.
         recorded: How many calls the recording holds.
     """
+
+    session_id: str | None
+    recorded_id: str
+    file: str
+    call_number: int
+    recorded: int
 
     def __init__(
         self,
@@ -260,6 +286,8 @@ class ReplayConsumptionError(DshReplayError, AssertionError):
         problems: One line per session with unused calls or per never-bound script.
     """
 
+    problems: list[str]
+
     def __init__(self, message: str, *, problems: list[str]):
         self.problems = problems
         super().__init__(message)
@@ -276,6 +304,9 @@ class ReplayedModelError(DshReplayError, RuntimeError):
         message: The failure message from the entry.
         code: The failure code from the entry (``AUTH``, ``RATE_LIMIT``, ...).
     """
+
+    message: str
+    code: str
 
     def __init__(self, message: str, code: str):
         self.message = message

@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from .._check.log_check import (
     Comparison,
@@ -60,6 +60,13 @@ from .runtime_logs import RuntimeSessions, compare_model_views
 _S = TypeVar("_S", bound=SessionLike)
 
 if TYPE_CHECKING:
+    # The SDK types of the in-process clients, for type checkers only: each SDK is
+    # imported when its client is asked for (docs/wires.md#clients), never here.
+    from anthropic import Anthropic, AsyncAnthropic
+    from google.genai import Client as GeminiClient
+    from google.genai.client import AsyncClient as AsyncGeminiClient
+    from openai import AsyncOpenAI, OpenAI
+
     from .._endpoint.endpoint import Endpoint
 
 __all__ = [
@@ -113,7 +120,7 @@ class DshReplay:
     path: Path
     mode: Mode
     scenario: Scenario | None
-    model: Any
+    model: RecordingModel
     sessions: SessionStore
     workdir: Path
     compare_logs: bool = True
@@ -419,6 +426,35 @@ class DshReplay:
         """
         return self._http.env
 
+    @overload
+    def client(
+        self,
+        wire: Literal["openai", "openai-responses"],
+        async_: Literal[False] = False,
+        **options: object,
+    ) -> OpenAI: ...
+    @overload
+    def client(
+        self, wire: Literal["openai", "openai-responses"], async_: Literal[True], **options: object
+    ) -> AsyncOpenAI: ...
+    @overload
+    def client(
+        self, wire: Literal["anthropic"], async_: Literal[False] = False, **options: object
+    ) -> Anthropic: ...
+    @overload
+    def client(
+        self, wire: Literal["anthropic"], async_: Literal[True], **options: object
+    ) -> AsyncAnthropic: ...
+    @overload
+    def client(
+        self, wire: Literal["gemini"], async_: Literal[False] = False, **options: object
+    ) -> GeminiClient: ...
+    @overload
+    def client(
+        self, wire: Literal["gemini"], async_: Literal[True], **options: object
+    ) -> AsyncGeminiClient: ...
+    @overload
+    def client(self, wire: str, async_: bool = False, **options: object) -> Any: ...
     def client(self, wire: str, async_: bool = False, **options: object) -> Any:
         """An SDK client of ``wire`` that talks to the endpoint in process (no socket).
 
@@ -452,7 +488,7 @@ class DshReplay:
         """
         return self._http.sdk_client(wire, options, asynchronous=async_)
 
-    def openai_client(self, **options: object) -> Any:
+    def openai_client(self, **options: object) -> OpenAI:
         """An ``openai.OpenAI`` client on the endpoint in process: ``client("openai")``.
 
         Args:
@@ -463,11 +499,11 @@ class DshReplay:
         """
         return self.client("openai", False, **options)
 
-    def async_openai_client(self, **options: object) -> Any:
+    def async_openai_client(self, **options: object) -> AsyncOpenAI:
         """An ``openai.AsyncOpenAI`` client on the endpoint, like `openai_client`."""
         return self.client("openai", True, **options)
 
-    def anthropic_client(self, **options: object) -> Any:
+    def anthropic_client(self, **options: object) -> Anthropic:
         """An ``anthropic.Anthropic`` client on the endpoint: ``client("anthropic")``.
 
         ``options`` go to ``anthropic.Anthropic``; without the ``anthropic`` package it
@@ -475,11 +511,11 @@ class DshReplay:
         """
         return self.client("anthropic", False, **options)
 
-    def async_anthropic_client(self, **options: object) -> Any:
+    def async_anthropic_client(self, **options: object) -> AsyncAnthropic:
         """An ``anthropic.AsyncAnthropic`` client on the endpoint (as `anthropic_client`)."""
         return self.client("anthropic", True, **options)
 
-    def gemini_client(self, **options: object) -> Any:
+    def gemini_client(self, **options: object) -> GeminiClient:
         """A ``google.genai.Client`` on the endpoint in process: ``client("gemini")``.
 
         ``client.models.generate_content(...)`` and ``generate_content_stream(...)`` reach
@@ -495,7 +531,7 @@ class DshReplay:
         """
         return self.client("gemini", False, **options)
 
-    def async_gemini_client(self, **options: object) -> Any:
+    def async_gemini_client(self, **options: object) -> AsyncGeminiClient:
         """The async ``google.genai`` client (a ``Client``'s ``.aio``) on the endpoint.
 
         ``await client.models.generate_content(...)``, ``async for chunk in await
