@@ -218,7 +218,10 @@ class ProviderFailure:
             )
 
     def failure(self) -> JSONObject:
-        """The dsh failure object (docs/format.md#failures) this stands for."""
+        """The dsh failure object this stands for.
+
+        See [docs/format.md#failures](../format.md#failures).
+        """
         status = self.status
         message = self.message or (
             _MESSAGES.get(status, f"Scripted failure (HTTP {status}).")
