@@ -12,7 +12,7 @@ input are exported too (``MAX_LINE_BYTES``, ``MAX_DECOMPRESSED_BYTES``, ``MAX_NE
 endpoint (``MAX_CONNECTIONS``, ``MAX_BODY_BYTES``, ``REQUEST_TIMEOUT_S``,
 ``IDLE_TIMEOUT_S``) and those of recording (``UPSTREAM_IDLE_TIMEOUT_S``,
 ``RECORDED_CHUNK_NESTING``);
-docs/limits.md says what each bounds.
+[docs/limits.md](../limits.md) says what each bounds.
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ _MODULE_OF: dict[str, str] = {
 """The public names and the module each lives in: the one list of them.
 
 ``__all__`` is derived from it; the imports above (what type checkers read) and the API
-reference (docs/api.md) are checked against it by tests/unit/test_public_names.py.
+reference (docs/api/*.md) are checked against it by tests/unit/test_public_names.py.
 """
 
 __all__ = sorted(_MODULE_OF)

@@ -1,8 +1,9 @@
-"""The exception tree of pytest-dsh-replay (see docs/api.md#errors).
+"""The exception tree of pytest-dsh-replay (see [docs/api/errors.md#errors](errors.md#errors)).
 
-Every error this package raises on purpose derives from :class:`DshReplayError`, so a
-caller can catch one base. Each subclass also inherits the builtin whose meaning it
-shares, so code that already catches ``ValueError`` or ``RuntimeError`` keeps working::
+Every error this package raises on purpose derives from
+[`DshReplayError`][pytest_dsh_replay.DshReplayError], so a caller can catch one base. Each
+subclass also inherits the builtin whose meaning it shares, so code that already catches
+``ValueError`` or ``RuntimeError`` keeps working::
 
     DshReplayError
     ├── SessionLogError(ValueError)            a log file or header is malformed (path, line)
@@ -27,7 +28,7 @@ shares, so code that already catches ``ValueError`` or ``RuntimeError`` keeps wo
 
 Messages follow one form: where (file:line, session, call), what was expected, what was
 found, and the fix when there is one. The fork codes are explained in
-docs/scenarios.md#store-fork.
+[docs/scenarios.md#store-fork](../scenarios.md#store-fork).
 """
 
 from __future__ import annotations
@@ -81,6 +82,10 @@ class SessionLogError(DshReplayError, ValueError):
         reason: The message without the location prefix.
     """
 
+    path: str | None
+    line: int | None
+    reason: str
+
     def __init__(self, reason: str, *, path: str | None = None, line: int | None = None):
         self.reason = reason
         self.path = path
@@ -112,6 +117,12 @@ class ScriptError(DshReplayError, ValueError):
             known; used to find ``line`` after the fact.
         reason: The message without the location prefix.
     """
+
+    path: str | None
+    line: int | None
+    call_key: str | None
+    event_index: int | None
+    reason: str
 
     def __init__(
         self,
@@ -153,6 +164,10 @@ class OverrideError(DshReplayError, ValueError):
         reason: The message without the location prefix.
     """
 
+    path: str | None
+    line: int | None
+    reason: str
+
     def __init__(self, reason: str, *, path: str | None = None, line: int | None = None):
         self.reason = reason
         self.path = path
@@ -171,6 +186,10 @@ class SchemaVersionError(DshReplayError, ValueError):
             description).
         required: What this build needs.
     """
+
+    path: str
+    found: object
+    required: object
 
     def __init__(self, reason: str, *, path: str, found: object, required: object):
         self.path = path
@@ -203,17 +222,21 @@ FORK_ERROR_CODES: Final[frozenset[str]] = frozenset(
 
 
 class SessionForkError(SessionStoreError):
-    """``SessionStore.fork`` refused (see docs/scenarios.md#store-fork).
+    """``SessionStore.fork`` refused.
+
+    See [docs/scenarios.md#store-fork](../scenarios.md#store-fork).
 
     Attributes:
         code: One of ``SESSION_NOT_FOUND``, ``SESSION_NOT_LIVE``,
             ``SESSION_ALREADY_EXISTS``, ``INVALID_BOUNDARY``, ``OPEN_TURN``.
     """
 
+    code: ForkErrorCode
+
     def __init__(self, code: ForkErrorCode, message: str):
         if code not in FORK_ERROR_CODES:
             raise ValueError(f"unknown fork error code {code!r}")
-        self.code: ForkErrorCode = code
+        self.code = code
         super().__init__(message)
 
 
@@ -231,6 +254,12 @@ class ReplayExhaustedError(DshReplayError, RuntimeError):
         call_number: The 1-based number of the call that was refused.
         recorded: How many calls the recording holds.
     """
+
+    session_id: str | None
+    recorded_id: str
+    file: str
+    call_number: int
+    recorded: int
 
     def __init__(
         self,
@@ -257,6 +286,8 @@ class ReplayConsumptionError(DshReplayError, AssertionError):
         problems: One line per session with unused calls or per never-bound script.
     """
 
+    problems: list[str]
+
     def __init__(self, message: str, *, problems: list[str]):
         self.problems = problems
         super().__init__(message)
@@ -274,6 +305,9 @@ class ReplayedModelError(DshReplayError, RuntimeError):
         code: The failure code from the entry (``AUTH``, ``RATE_LIMIT``, ...).
     """
 
+    message: str
+    code: str
+
     def __init__(self, message: str, code: str):
         self.message = message
         self.code = code
@@ -290,9 +324,9 @@ class ReplayOrderError(DshReplayError, RuntimeError):
     The recording shows something before this call was answered: calls of other sessions
     starting or ending (the recorded times), or, replaying the dsh runtime, a session's
     live log reaching a position (a turn begun, a child's notice arrived;
-    docs/recording.md#runtime-recording). Replay holds the call until it has, and gives
-    up after a bounded wait, naming the session and the recorded event: the agent did
-    not get there (it took another path, or made fewer calls).
+    [docs/recording.md#runtime-recording](../recording.md#runtime-recording)). Replay holds
+    the call until it has, and gives up after a bounded wait, naming the session and the
+    recorded event: the agent did not get there (it took another path, or made fewer calls).
     """
 
 
@@ -300,25 +334,27 @@ class UnservedRouteError(DshReplayError, LookupError):
     """A client called the model endpoint on a route it does not serve.
 
     The endpoint answers such a call 404 with the routes it serves and the closest one
-    (docs/wires.md#unserved-routes); the test fails with this error at teardown, so a
-    client on an unsupported API shows what it asked for instead of a bare 404.
+    ([docs/wires.md#unserved-routes](../wires.md#unserved-routes)); the test fails with this
+    error at teardown, so a client on an unsupported API shows what it asked for instead of
+    a bare 404.
     """
 
 
 class UnknownWireError(DshReplayError, LookupError):
     """No wire has the name asked for (``DshReplay.client("<name>")``).
 
-    The message names the wire asked for and every wire there is (docs/wires.md#clients).
+    The message names the wire asked for and every wire there is
+    ([docs/wires.md#clients](../wires.md#clients)).
     """
 
 
 class EndpointError(DshReplayError, RuntimeError):
     """The model endpoint failed answering a request with an unexpected exception.
 
-    The endpoint answers the call 500 with this message (docs/wires.md#refused) instead of
-    printing a traceback, and the test fails with this error at teardown. The message
-    names the request (method and path) and the exception (its class and text); the
-    exception is the ``__cause__``.
+    The endpoint answers the call 500 with this message
+    ([docs/wires.md#refused](../wires.md#refused)) instead of printing a traceback, and the
+    test fails with this error at teardown. The message names the request (method and path)
+    and the exception (its class and text); the exception is the ``__cause__``.
     """
 
 
@@ -334,5 +370,6 @@ class ScriptedModelError(DshReplayError, ValueError):
     the rule by its position and the field, what was expected and what was given), and
     when a call matches no rule and the model has no default answer (the message names
     the call's number and its prompt; over HTTP the call is answered 500 and the server
-    raises the error when its ``with`` block ends). See docs/recording.md#scripted-model.
+    raises the error when its ``with`` block ends). See
+    [docs/recording.md#scripted-model](../recording.md#scripted-model).
     """

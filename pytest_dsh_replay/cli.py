@@ -173,7 +173,7 @@ def _check_targets(paths: Sequence[Path]) -> list[Path]:
     A directory without a primary log is searched for scenario directories; one that
     holds none but the hidden leftovers of an interrupted write (a snapshot root after a
     crash mid-swap) gives no target, as does a missing path whose previous recording was
-    moved aside, or a leftover itself: :func:`_leftovers` reports those.
+    moved aside, or a leftover itself: `_leftovers` reports those.
     """
     targets: list[Path] = []
     for path in paths:

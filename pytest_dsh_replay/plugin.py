@@ -325,9 +325,9 @@ def pytest_runtest_makereport(
     """Remember whether the test body passed: only a passing test writes a recording.
 
     A body that raised after an HTTP call met a replay error fails with the typed error
-    first, and only once (docs/wires.md#replay-errors). A test that requests
-    ``dsh_replay`` and fails in any phase (its scenario was not loaded, recorded or
-    replayed) keeps its syrupy snapshots (docs/checks.md#transcripts).
+    first, and only once ([docs/wires.md#replay-errors](../wires.md#replay-errors)). A test
+    that requests ``dsh_replay`` and fails in any phase (its scenario was not loaded, recorded or
+    replayed) keeps its syrupy snapshots ([docs/checks.md#transcripts](../checks.md#transcripts)).
     """
     report = yield
     run = item.stash.get(_RUN, None)
@@ -391,8 +391,9 @@ def _explain_snapshot_drift(
 
     syrupy's diff of the transcript says what changed, not why: the end-of-test check
     says whether the replay differs from its recording (with the command that
-    re-records) or the snapshot is out of date (docs/checks.md#transcripts). The text is
-    a section of the failure's report, after syrupy's.
+    re-records) or the snapshot is out of date
+    ([docs/checks.md#transcripts](../checks.md#transcripts)). The text is a section of the
+    failure's report, after syrupy's.
     """
     if not isinstance(excinfo.value, AssertionError):
         return
@@ -420,9 +421,9 @@ def _withhold_snapshot_writes(item: pytest.Item) -> None:
     syrupy writes the snapshots it queued when the session ends, whatever became of the
     test afterwards; a test that requests ``dsh_replay`` and fails (the replayed-log
     check after its transcript assertion, a recording not written) keeps the snapshots
-    it has (docs/checks.md#transcripts). Its queued writes are dropped and its updated
-    or created assertions count as failed in syrupy's report. Nothing happens without
-    syrupy, or with a syrupy that keeps its queue otherwise.
+    it has ([docs/checks.md#transcripts](../checks.md#transcripts)). Its queued writes are
+    dropped and its updated or created assertions count as failed in syrupy's report.
+    Nothing happens without syrupy, or with a syrupy that keeps its queue otherwise.
     """
     session = getattr(item.config, "_syrupy", None)
     queued = getattr(session, "_queued_snapshot_writes", None)

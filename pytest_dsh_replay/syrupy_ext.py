@@ -1,15 +1,18 @@
 """syrupy extensions for dsh session trees (the only module that imports syrupy).
 
-- :class:`DshTranscriptExtension` stores a readable Markdown transcript per snapshot
+- [`DshTranscriptExtension`][pytest_dsh_replay.syrupy_ext.DshTranscriptExtension] stores a
+readable Markdown transcript per snapshot
   (``__snapshots__/<test module>/<test name>.md``).
-- :class:`DshLogExtension` stores the normalized raw events instead (``.jsonl``), for
+- [`DshLogExtension`][pytest_dsh_replay.syrupy_ext.DshLogExtension] stores the normalized
+raw events instead (``.jsonl``), for
   those who prefer to review events.
 
-:class:`DshTranscriptExtension` accepts a transcript string, the ``dsh_replay`` fixture
-value, a session store (``dsh_replay.sessions``) or a list of sessions;
-:class:`DshLogExtension` accepts the same but a string (a transcript is Markdown, not
-events). Anything else raises :class:`TypeError` saying what is accepted. Ids, times
-and the working directory are normalized::
+[`DshTranscriptExtension`][pytest_dsh_replay.syrupy_ext.DshTranscriptExtension] accepts a
+transcript string, the ``dsh_replay`` fixture value, a session store
+(``dsh_replay.sessions``) or a list of sessions;
+[`DshLogExtension`][pytest_dsh_replay.syrupy_ext.DshLogExtension] accepts the same but a
+string (a transcript is Markdown, not events). Anything else raises `TypeError` saying what
+is accepted. Ids, times and the working directory are normalized::
 
     from pytest_dsh_replay.syrupy_ext import DshTranscriptExtension
 
@@ -17,7 +20,8 @@ and the working directory are normalized::
         run_agent(dsh_replay.model, dsh_replay.sessions)
         assert dsh_replay.transcript() == snapshot(extension_class=DshTranscriptExtension)
 
-The ``dsh_transcript`` fixture is ``snapshot`` with :class:`DshTranscriptExtension` set.
+The ``dsh_transcript`` fixture is ``snapshot`` with
+[`DshTranscriptExtension`][pytest_dsh_replay.syrupy_ext.DshTranscriptExtension] set.
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ class DshTranscriptExtension(SingleFileSnapshotExtension):
 
     ``--snapshot-update`` writes it when the session ends, not at the assertion: a test
     that fails afterwards (the replayed-log check, a recording not written) keeps the
-    snapshot it had (docs/checks.md#transcripts).
+    snapshot it had ([docs/checks.md#transcripts](../checks.md#transcripts)).
     """
 
     _write_mode = WriteMode.TEXT
@@ -83,7 +87,8 @@ class DshTranscriptExtension(SingleFileSnapshotExtension):
 class DshLogExtension(SingleFileSnapshotExtension):
     """A session tree as normalized JSON lines, one ``.jsonl`` file per snapshot.
 
-    Written when the session ends, as :class:`DshTranscriptExtension` is.
+    Written when the session ends, as
+    [`DshTranscriptExtension`][pytest_dsh_replay.syrupy_ext.DshTranscriptExtension] is.
     """
 
     _write_mode = WriteMode.TEXT

@@ -1,12 +1,12 @@
 """Comparing the logs of a run with a recording, and writing them as a recording would.
 
-:class:`Redaction` turns a session into what a recording writes (secrets redacted, the
-working directory as ``{{cwd}}``, the user's hooks run); :func:`first_difference` finds
+`Redaction` turns a session into what a recording writes (secrets redacted, the
+working directory as ``{{cwd}}``, the user's hooks run); `first_difference` finds
 the first difference between recorded and live logs (compared as they are first, and
 redacted only when something differs, so a report never shows a live secret);
-:func:`unchanged_recording` tells whether a re-record would write what is there already
-(:func:`recorded_pairing`: which new log each recorded file holds, children as a set);
-:func:`race_report` says that a failed replay met a race inside the agent's runtime.
+`unchanged_recording` tells whether a re-record would write what is there already
+(`recorded_pairing`: which new log each recorded file holds, children as a set);
+`race_report` says that a failed replay met a race inside the agent's runtime.
 """
 
 from __future__ import annotations
@@ -154,12 +154,13 @@ def log_forms(
 ) -> tuple[tuple[bytes, ...], ...] | None:
     """The normalized forms of one side's logs, in order: the log check's digest.
 
-    One side of :func:`first_difference` as :func:`diff_logs` normalizes it: one
+    One side of `first_difference` as `diff_logs` normalizes it: one
     normalizer over ``headers`` (the side's every session; ``aliases`` on the replayed
-    side), fed each log's header and events in order (docs/checks.md#log-check).
+    side), fed each log's header and events in order
+    ([docs/checks.md#log-check](../checks.md#log-check)).
 
     Returns:
-        Each log's :func:`~pytest_dsh_replay._check.normalize.normalized_form`, or
+        Each log's `normalized_form`, or
         ``None`` when one of them cannot vouch for its values (compare in full then).
     """
     normalizer = Normalizer(
@@ -181,9 +182,9 @@ def forms_agree(
     live: Sequence[SessionHeader],
     aliases: Mapping[str, str] | None = None,
 ) -> bool:
-    """Whether the digests say that :func:`first_difference` (with ``diff_logs``) finds none.
+    """Whether the digests say that `first_difference` (with ``diff_logs``) finds none.
 
-    ``recorded_forms`` are :func:`log_forms` of the pairs' recorded logs (over every
+    ``recorded_forms`` are `log_forms` of the pairs' recorded logs (over every
     recorded header); the live logs are reduced to the same form. ``True`` only when
     every form is equal: then ``diff_logs`` finds no difference in any pair (equal
     normalized values, the normalizers fed alike). ``False`` says nothing: compare in
@@ -200,9 +201,9 @@ def unchanged_recording(
 ) -> list[Path] | None:
     """The recording's log files when they hold exactly ``logs``, else ``None``.
 
-    Exactly means (docs/recording.md#writing): the directory holds those logs and
-    nothing else, each in its committed form, and :func:`recorded_pairing` pairs every
-    log with a file. Then a re-record need not write: the files keep their bytes, ids,
+    Exactly means ([docs/recording.md#writing](../recording.md#writing)): the directory
+    holds those logs and nothing else, each in its committed form, and `recorded_pairing`
+    pairs every log with a file. Then a re-record need not write: the files keep their bytes, ids,
     times and numbering.
     """
     pairing = recorded_pairing(path, logs, compare)
@@ -220,9 +221,9 @@ def recorded_pairing(
 ) -> list[int] | None:
     """Which of ``logs`` each log file of the recording at ``path`` holds, if all agree.
 
-    The children are paired as a set (docs/checks.md#unchanged): children started at
-    once are created, and so numbered, in whichever order the scheduler gives, so a
-    re-record of the same behaviour may hold ``session.1.jsonl``'s child second. The
+    The children are paired as a set ([docs/checks.md#unchanged](../checks.md#unchanged)):
+    children started at once are created, and so numbered, in whichever order the scheduler
+    gives, so a re-record of the same behaviour may hold ``session.1.jsonl``'s child second. The
     primaries are compared first; then each recorded child, in file order, takes the
     first remaining log that ``compare`` finds no difference with, each side
     normalized as one scenario in that order (ids numbered by first appearance, times
@@ -284,7 +285,8 @@ def race_report(problem: str, races: Sequence[str]) -> str:
     """A failed replay that met races inside the dsh runtime: the problem, then the races.
 
     No re-record advice: a recording holds the one order the runtime took, and a replay
-    cannot make the runtime take it again (docs/limits.md#runtime-races).
+    cannot make the runtime take it again
+    ([docs/limits.md#runtime-races](../limits.md#runtime-races)).
 
     Args:
         problem: What failed (a log difference, a call beyond the recording, ...).

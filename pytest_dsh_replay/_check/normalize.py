@@ -1,6 +1,6 @@
 """Normalization of session logs, and finding where two of them differ.
 
-- **Normalization** (:class:`Normalizer`, :func:`diff_logs`): two logs of the same
+- **Normalization** (`Normalizer`, `diff_logs`): two logs of the same
   behaviour differ in ids, times and paths. Session ids and every other UUID are mapped
   to ``{{id-1}}``, ``{{id-2}}``, ... by first appearance; ``time``, ``createdAt`` and
   ``durationMs`` are zeroed; the working directory becomes ``{{cwd}}``; envelopes
@@ -47,13 +47,13 @@ _ID_KEYS: Final = frozenset({"responseId"})
 _ID_KEY_TEXTS: Final = tuple(orjson.dumps(k) for k in sorted(_ID_KEYS))
 _ENVELOPE: Final = frozenset({"seq", "time", "seq0", "time0"})
 _KEPT_SCALARS: Final = frozenset({int, float, bool, type(None)})
-"""Exact types :meth:`Normalizer.value` keeps as they are (unless a key zeroes a number)."""
+"""Exact types `Normalizer.value` keeps as they are (unless a key zeroes a number)."""
 
 
 class Normalizer:
     """Maps ids, times and paths of a group of logs to stable placeholders.
 
-    See docs/checks.md#normalization.
+    See [docs/checks.md#normalization](../checks.md#normalization).
 
     One normalizer is used for all sessions of one scenario, primary first, so that a
     parent id and a child's ``parentSession`` map to the same placeholder. Feed the two
@@ -100,7 +100,7 @@ class Normalizer:
             if paths
             else None
         )
-        # What :meth:`untouched` looks for in serialized JSON: every id as a whole
+        # What `untouched` looks for in serialized JSON: every id as a whole
         # string (quoted) or, when it may be replaced inside text, unquoted; every cwd.
         try:
             needles = [
@@ -155,7 +155,7 @@ class Normalizer:
         return value
 
     def value(self, value: Any, key: str | None = None) -> Any:
-        """Normalize a JSON value: strings as :meth:`text`, ``createdAt``/``durationMs`` to 0.
+        """Normalize a JSON value: strings as `text`, ``createdAt``/``durationMs`` to 0.
 
         A ``responseId`` string (the provider's id of an answer, which a recording
         cannot predict) is replaced as an id, whatever its form.
@@ -179,7 +179,7 @@ class Normalizer:
         return self._other(value, key)
 
     def _other(self, value: Any, key: str | None) -> Any:
-        """:meth:`value` of anything but a plain ``dict``, ``str`` or ``list``."""
+        """`value` of anything but a plain ``dict``, ``str`` or ``list``."""
         if isinstance(value, str):
             if key in _ID_KEYS and value:
                 return self._placeholder(value)
@@ -197,7 +197,7 @@ class Normalizer:
 
         ``True`` only when the text holds no UUID, none of the extra ids (as a whole
         string, or inside text for ids this normalizer replaces there), no working
-        directory and no ``createdAt``/``durationMs``/``responseId`` key; then :meth:`value` would
+        directory and no ``createdAt``/``durationMs``/``responseId`` key; then `value` would
         return an equal value and assign no placeholder. May say ``False`` for a value
         that does normalize to itself (text inside a string, a key).
         """
@@ -334,7 +334,7 @@ def diff_logs(
             result is the same either way, ``False`` normalizes every event.
 
     Returns:
-        ``None`` when the logs agree, else the first :class:`LogDifference`.
+        ``None`` when the logs agree, else the first `LogDifference`.
     """
     eh = expected_normalizer.header(expected[0])
     ah = actual_normalizer.header(actual[0])
@@ -425,7 +425,7 @@ def _unchanged_chunk_run(
 ) -> tuple[bool, int]:
     """Whether the run of chunk events from ``start`` certainly agrees, and its end.
 
-    Each pair agrees as :func:`_unchanged_pair` would judge it. The run is the longest
+    Each pair agrees as `_unchanged_pair` would judge it. The run is the longest
     one in which both sides hold ``assistant/chunk`` events with nothing but ``type``,
     ``seq``, ``time`` and ``data``; both sides' ``data`` lists are serialized once and
     judged as one text (a needle found across two events only sends the run back to the
@@ -500,28 +500,28 @@ _CHUNK_TYPE_TEXT: Final = orjson.dumps("assistant/chunk")
 def normalized_form(
     header: SessionHeader, events: Sequence[Event], normalizer: Normalizer
 ) -> tuple[bytes, ...] | None:
-    """A log's normalized header and events as JSON texts: what :func:`diff_logs` compares.
+    """A log's normalized header and events as JSON texts: what `diff_logs` compares.
 
-    The log check's digest (docs/checks.md#log-check). The header as
-    :meth:`Normalizer.header` makes it (``H`` and its JSON text, keys sorted), then the
-    events in log order, fed to ``normalizer`` in the order :func:`diff_logs` feeds it:
+    The log check's digest ([docs/checks.md#log-check](../checks.md#log-check)). The header as
+    `Normalizer.header` makes it (``H`` and its JSON text, keys sorted), then the
+    events in log order, fed to ``normalizer`` in the order `diff_logs` feeds it:
     a run of plain ``assistant/chunk`` events (``type``, ``seq``, ``time``, ``data``
-    only) that ``normalizer`` leaves as they are (:meth:`Normalizer.untouched`) as one
+    only) that ``normalizer`` leaves as they are (`Normalizer.untouched`) as one
     ``R`` text of their ``data`` list, any other event as ``E`` and the JSON text of
-    what :meth:`Normalizer.event` makes of it.
+    what `Normalizer.event` makes of it.
 
-    Sound, not complete: two logs whose forms are equal agree under :func:`diff_logs`
+    Sound, not complete: two logs whose forms are equal agree under `diff_logs`
     (given normalizers in the same state), since equal texts of plain JSON values are
     equal values of equal types, and an ``R`` text stands for exactly the events
-    :meth:`Normalizer.event` would return; two logs that agree may still have unequal
+    `Normalizer.event` would return; two logs that agree may still have unequal
     forms (key order aside: ``1`` against ``1.0``, a run judged on one side only), which
-    only sends them to :func:`diff_logs`.
+    only sends them to `diff_logs`.
 
     Returns:
         The form, or ``None`` when equal text would not vouch for equal values: a value
         that is not plain JSON (a subclass, a tuple), or a ``null`` in a value that holds
         a non-finite float (it serializes to ``null`` too; an unsafe integer is refused
-        as well). Then compare with :func:`diff_logs`.
+        as well). Then compare with `diff_logs`.
     """
     items = events if events.__class__ is list else list(events)
     n = len(items)
@@ -582,7 +582,7 @@ def _show(value: Any) -> str:
 
 
 def describe_difference(diff: LogDifference, *, max_chars: int = 2000) -> str:
-    """Render a :class:`LogDifference` as a readable, bounded report.
+    """Render a `LogDifference` as a readable, bounded report.
 
     Long strings (or strings spanning lines) are shown as a unified diff of lines;
     other values as compact JSON. The report is cut at ``max_chars`` characters.
@@ -608,9 +608,9 @@ def tokenize_cwd(value: Any, cwd: str | None) -> Any:
     """Replace the working directory ``cwd`` with ``{{cwd}}`` in every string of ``value``.
 
     A recording keeps no machine path: the header's ``cwd`` and every path under it
-    become ``{{cwd}}``-relative (docs/checks.md#normalization, as the dsh harness's
-    ``tokenizeSessionFixtureCwd`` does). Only whole path prefixes are replaced (``/w`` does not
-    touch ``/work``).
+    become ``{{cwd}}``-relative ([docs/checks.md#normalization](../checks.md#normalization),
+    as the dsh harness's ``tokenizeSessionFixtureCwd`` does). Only whole path prefixes are
+    replaced (``/w`` does not touch ``/work``).
 
     Args:
         value: A JSON value (an event or a header object).
@@ -638,7 +638,8 @@ def tokenize_cwd(value: Any, cwd: str | None) -> Any:
 def canonical_log(data: bytes, *, source: str | None = None) -> bytes:
     r"""A log in the canonical committed form.
 
-    See docs/format.md#committed-form (the dsh harness's ``canonicalSessionFixture``).
+    See [docs/format.md#committed-form](../format.md#committed-form) (the dsh harness's
+    ``canonicalSessionFixture``).
 
     The header line exactly as found (without a byte-order mark or ``\r``), then every
     event packed into chunk rows in one pass with the top-level ``seq``/``time``

@@ -1,10 +1,10 @@
 """Readable transcripts of a session tree, for snapshot tests (issue: syrupy transcripts).
 
-:func:`render_transcript` turns sessions (a primary and its children) into Markdown: one
+`render_transcript` turns sessions (a primary and its children) into Markdown: one
 section per session, the primary first; per turn the user's message, the assistant's
 reasoning and text, its tool calls and their results; a child session is linked from
 the tool call that started it. Ids, times and the working directory are normalized
-(:class:`~.normalize.Normalizer`), so two runs of the same behaviour
+(`Normalizer`), so two runs of the same behaviour
 render the same text.
 """
 
@@ -115,7 +115,7 @@ _MESSAGES: Final = frozenset({"user/message", "assistant/message", "tool/result"
 def announced_children(events: Sequence[Event]) -> dict[str, str]:
     """Which tool call of a session started each child it announced (the dsh runtime's way).
 
-    See :func:`~.._identity.announce.runtime_announcements` (docs/checks.md#transcripts).
+    See `runtime_announcements` ([docs/checks.md#transcripts](../checks.md#transcripts)).
 
     Returns:
         ``{child id: tool call id}``; empty for a session that announced none.
@@ -141,8 +141,9 @@ def notices_in_announcement_order(events: Sequence[Event]) -> list[Event]:
     Children that finish while their parent's model call is in flight reach the
     parent's next request together, in whichever order the scheduler settled them;
     each such run of ``subagent-settled`` notices is ordered by the id of the tool call
-    that announced each child (:func:`announced_children`), notices of children not
-    announced last, in their order (docs/checks.md#runtime-log-check).
+    that announced each child (`announced_children`), notices of children not
+    announced last, in their order
+    ([docs/checks.md#runtime-log-check](../checks.md#runtime-log-check)).
 
     Returns:
         A new list holding the same event objects.
@@ -252,8 +253,9 @@ def render_transcript(
         ``## Turn <n>`` sections with ``**User**``, ``**Assistant**`` (reasoning as
         ``*thinking*``), ``**Tool call** `name` `` and ``**Tool result**`` entries. A
         child is linked (``-> child session <id>``) after the tool call that started it
-        (docs/checks.md#transcripts: the runtime's announcement, else the call that
-        announces its task, docs/scenarios.md#announcement), else at the end of
+        ([docs/checks.md#transcripts](../checks.md#transcripts): the runtime's announcement,
+        else the call that announces its task,
+        [docs/scenarios.md#announcement](../scenarios.md#announcement)), else at the end of
         its parent. A fork child's inherited events, and the messages of its parent it
         repeats after them, are summarized, not repeated. Control characters other than
         newline and tab, U+2028/U+2029 and lone surrogates are shown as visible symbols
@@ -332,9 +334,10 @@ def _links(
     """Where each child's link goes: after the item of the tool call that started it.
 
     First the tool call the parent announced it from as the dsh runtime logs it
-    (:func:`announced_children`); else the first tool call that announces the child's
-    task (docs/scenarios.md#announcement: one of its arguments is the task; each such
-    call links one child), as recording and replay link a child; else nowhere.
+    (`announced_children`); else the first tool call that announces the child's
+    task ([docs/scenarios.md#announcement](../scenarios.md#announcement): one of its
+    arguments is the task; each such call links one child), as recording and replay link a
+    child; else nowhere.
 
     Returns:
         ``{item index: children linked after it}`` and the children linked nowhere, in
@@ -378,7 +381,7 @@ def _items(
 
     The ``copied`` messages (indexes in ``own``) are left out, ``note`` says so where
     the first of them was. Runs of settled notices come in announcement order
-    (:func:`notices_in_announcement_order`). Without ``assistant/message`` events (a
+    (`notices_in_announcement_order`). Without ``assistant/message`` events (a
     session the model wrapper created), each model call is rendered from its chunks.
     """
     from_chunks = not any(e.get("type") == "assistant/message" for e in own)
@@ -493,7 +496,7 @@ def sessions_as_jsonl(
     between sessions, the primary first. Envelopes (``seq``, ``time``) are dropped, so
     packing and timing never show. Secrets are redacted first (``redactor``; default:
     the built-in rules and the value of ``DSH_RECORD_API_KEY``). ``aliases`` as for
-    :func:`render_transcript`.
+    `render_transcript`.
     """
     ordered = _order(_redacted(sessions, redactor))
     norm = Normalizer(

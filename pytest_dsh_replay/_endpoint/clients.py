@@ -1,6 +1,6 @@
 """The HTTP face of the ``dsh_replay`` fixture: its model endpoint and ready SDK clients.
 
-:class:`EndpointClients` is the part of :class:`~pytest_dsh_replay.DshReplay` that serves
+`EndpointClients` is the part of [`DshReplay`][pytest_dsh_replay.DshReplay] that serves
 the run's model over HTTP: the endpoint (created on first use), the loopback server and
 its URL, the environment that points an agent process at it, and each wire's SDK
 clients that reach it in process. Everything it imports is imported on
@@ -88,13 +88,13 @@ class EndpointClients:
 
     @property
     def env(self) -> dict[str, str]:
-        """Environment variables that point an agent process at :attr:`base_url`."""
+        """Environment variables that point an agent process at `base_url`."""
         from .transport import endpoint_env
 
         return endpoint_env(self.base_url)
 
     def sdk_client(self, wire: str, options: dict[str, object], *, asynchronous: bool) -> object:
-        """The SDK client of the wire called ``wire`` on :attr:`endpoint` (in process).
+        """The SDK client of the wire called ``wire`` on `endpoint` (in process).
 
         Async clients share the run's worker pool.
 

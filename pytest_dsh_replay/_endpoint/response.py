@@ -1,9 +1,9 @@
 """HTTP pieces of the model endpoint: responses and cancels.
 
-:class:`EndpointResponse` is what a transport sends (the wires' own error bodies come
-from their modules); :class:`CallCancel` ends a call that waits (a ``hang`` entry) when
+`EndpointResponse` is what a transport sends (the wires' own error bodies come
+from their modules); `CallCancel` ends a call that waits (a ``hang`` entry) when
 its client goes away, its read timeout passes, or the endpoint closes.
-:class:`DroppedConnection` and :class:`TimedOut`, raised by a response body, tell the
+`DroppedConnection` and `TimedOut`, raised by a response body, tell the
 transport to drop the connection or report a read timeout.
 """
 
@@ -39,7 +39,7 @@ class EndpointResponse:
         headers: ``(name, value)`` pairs, lower-case names.
         body: The body, produced as it is read (a stream ends when the call does).
         drop: Whether the connection is to be dropped without a response (a recorded
-            transport failure); when the body raises :class:`DroppedConnection` the
+            transport failure); when the body raises `DroppedConnection` the
             connection is dropped mid-stream.
     """
 
@@ -107,7 +107,7 @@ class CallCancel(threading.Event):
             self._deadline = time.monotonic() + self._timeout
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait like :meth:`threading.Event.wait`, also watching the client and deadline."""
+        """Wait like `threading.Event.wait`, also watching the client and deadline."""
         left = math.inf if timeout is None else timeout
         while True:
             if self.is_set():

@@ -28,9 +28,10 @@ First answer wins:
      live session whose latest request starts with those messages (the live parent's own
      request, not the recording, so runtime-context and re-rendered messages compare
      equal). Without such messages, its parent is the live session whose latest answer
-     has a tool call that announces it (docs/scenarios.md#announcement: an argument holds
-     the new conversation's opening), else it is guessed. Which recording it replays is
-     decided by the replay model from its opening (the primary first).
+     has a tool call that announces it
+     ([docs/scenarios.md#announcement](../scenarios.md#announcement): an argument holds the
+     new conversation's opening), else it is guessed. Which recording it replays is decided
+     by the replay model from its opening (the primary first).
    - when it continues two live sessions with the same latest request, the one whose
      answer (its text or a tool call id) is in the next message wins; when that does not
      decide either, the call fails with their first user messages. Children whose first
@@ -80,7 +81,8 @@ class Route:
             parent), else the first live session (the primary); used only while recording.
         seed_length: The inherited events of a fork child as the dsh runtime declares
             them (``0``: not a fork); ``None`` when the request does not say (the
-            recorder then decides, docs/scenarios.md#fork-or-spawn).
+            recorder then decides,
+            [docs/scenarios.md#fork-or-spawn](../scenarios.md#fork-or-spawn)).
         how: ``"runtime"``, ``"headers"`` or ``"content"``.
         new: Whether this is the session's first request.
         cwd: The session's working directory, when the request says (the dsh runtime's
@@ -236,7 +238,7 @@ class Router:
     def _answer_at(self, session_id: str, raw: bytes) -> bool:
         """Whether ``raw``, the message after a session's latest request, is its answer.
 
-        See :func:`~.._identity.answers.is_served_answer` (ids rewritten by the client
+        See `is_served_answer` (ids rewritten by the client
         count when the tools, arguments and text are the served ones).
         """
         served = self._served.get(session_id)
@@ -297,8 +299,9 @@ class Router:
     def _announcer(self, view: RequestView) -> str | None:
         """The live session whose latest answer has a tool call announcing this request.
 
-        docs/scenarios.md#announcement: one of the call's arguments holds the request's
-        opening. The most recently answered such session; its tool call counts once.
+        [docs/scenarios.md#announcement](../scenarios.md#announcement): one of the call's
+        arguments holds the request's opening. The most recently answered such session; its
+        tool call counts once.
         """
         redact = self._redact or _same
         openings = [redact(text) for text in view.opening]

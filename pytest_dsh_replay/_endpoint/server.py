@@ -1,28 +1,29 @@
 """The endpoint over loopback HTTP: a small threaded server for agent processes.
 
-:class:`EndpointServer` serves an :class:`~pytest_dsh_replay._endpoint.endpoint.Endpoint` on
+`EndpointServer` serves an `Endpoint` on
 ``127.0.0.1`` at a free port (port 0), from the standard library's
 ``ThreadingHTTPServer``: HTTP/1.1 with keep-alive, streamed bodies sent with chunked
 transfer encoding, one daemon thread per connection. What holds it up under load and
-abuse (docs/limits.md#endpoint-limits):
+abuse ([docs/limits.md#endpoint-limits](../limits.md#endpoint-limits)):
 
-- the listen backlog is :data:`LISTEN_BACKLOG` (the kernel may cap it lower), and at most
-  :data:`MAX_CONNECTIONS` connections are served at once; when that many are open, the
-  one that has waited longest for its next request is closed to make room (a connection
-  whose request is being answered is never closed for that);
-- a connection gets :data:`REQUEST_TIMEOUT_S` to send its whole request (head and
+- the listen backlog is `LISTEN_BACKLOG` (the kernel may cap it lower), and at most
+  [`MAX_CONNECTIONS`][pytest_dsh_replay.MAX_CONNECTIONS] connections are served at once;
+  when that many are open, the one that has waited longest for its next request is closed to
+  make room (a connection whose request is being answered is never closed for that);
+- a connection gets [`REQUEST_TIMEOUT_S`][pytest_dsh_replay.REQUEST_TIMEOUT_S] to send its
+whole request (head and
   body) once it starts one, and a new connection as long for its first byte; an idle
-  keep-alive connection is closed after :data:`IDLE_TIMEOUT_S`;
+  keep-alive connection is closed after [`IDLE_TIMEOUT_S`][pytest_dsh_replay.IDLE_TIMEOUT_S];
 - a ``Content-Length`` that is not a decimal number, is missing from a ``POST`` or
   ``PUT``, or comes with chunked transfer encoding is answered 400; a body above the
-  cap (:data:`MAX_BODY_BYTES` unless the server is given another) 413, before any of it
-  is read. These answers are JSON in the route's wire's error shape and close the
-  connection; a malformed request line or header block is answered the same way;
+  cap ([`MAX_BODY_BYTES`][pytest_dsh_replay.MAX_BODY_BYTES] unless the server is given
+  another) 413, before any of it is read. These answers are JSON in the route's wire's error
+  shape and close the connection; a malformed request line or header block is answered the same way;
 - an unexpected exception while answering is a 500 (the endpoint keeps it, so the test
   fails at teardown); nothing is printed.
 
 While a call hangs, its thread checks every few hundredths of a second whether the
-client has closed the connection. :meth:`EndpointServer.stop` closes the endpoint (every
+client has closed the connection. `EndpointServer.stop` closes the endpoint (every
 hanging call ends), stops accepting, and shuts every open connection down.
 """
 
@@ -84,7 +85,7 @@ _WRITE_S: Final = 1.0  # how long a refusal's answer may take to send
 class _Deadline(io.RawIOBase):
     """A socket's reading side that gives up at a deadline (a monotonic time).
 
-    Each read waits at most until :attr:`at` and raises ``TimeoutError`` once it has
+    Each read waits at most until `at` and raises ``TimeoutError`` once it has
     passed, so a client that sends a byte at a time cannot stretch a request beyond it.
     """
 
@@ -390,18 +391,18 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class EndpointServer:
-    """An :class:`~pytest_dsh_replay._endpoint.endpoint.Endpoint` on ``http://127.0.0.1:<port>``.
+    """An `Endpoint` on ``http://127.0.0.1:<port>``.
 
     Args:
         endpoint: What answers the requests.
         max_body_bytes: The largest request body accepted, in bytes; a larger one is
-            answered 413 (default :data:`MAX_BODY_BYTES`).
+            answered 413 (default [`MAX_BODY_BYTES`][pytest_dsh_replay.MAX_BODY_BYTES]).
 
     Raises:
         ValueError: ``max_body_bytes`` is not a positive integer.
 
     The server starts listening when constructed and serves from a daemon thread;
-    :meth:`stop` ends it (also safe to call twice).
+    `stop` ends it (also safe to call twice).
     """
 
     def __init__(self, endpoint: Endpoint, *, max_body_bytes: int = MAX_BODY_BYTES):

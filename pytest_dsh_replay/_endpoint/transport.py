@@ -2,8 +2,8 @@
 
 The ``openai`` and ``anthropic`` SDKs send their requests through an ``httpx`` client
 (``httpx2`` in their current releases, ``httpx`` in older ones); a client built on
-:func:`sync_transport` or :func:`async_transport` hands each request straight to the
-:class:`~pytest_dsh_replay._endpoint.endpoint.Endpoint`. The SDK parses the same bytes it would
+`sync_transport` or `async_transport` hands each request straight to the
+`Endpoint`. The SDK parses the same bytes it would
 read from a socket.
 
 - The request's read timeout (``httpx``'s ``timeout`` extension) bounds how long a
@@ -11,7 +11,7 @@ read from a socket.
 - A recorded transport failure raises ``RemoteProtocolError`` (before the response) or
   ``ReadError`` (mid-stream), as a dropped connection would.
 - The async transport runs the endpoint in a worker thread (at most
-  :data:`MAX_WORKERS` at once) so that a hanging call never blocks the event loop; each
+  `MAX_WORKERS` at once) so that a hanging call never blocks the event loop; each
   streamed response is read by one worker and handed over through a queue.
 
 ``httpx`` is imported when a transport is made: importing this module is cheap.
@@ -69,10 +69,10 @@ class EndpointLink:
 
     An SDK client is a reference cycle of its own (its resources point back at it), so a
     client a test drops is freed by the garbage collector, not at once; through a link
-    cut at the end of the test (:meth:`cut`), the client no longer keeps the endpoint,
-    the replay and the test's sessions alive until then (docs/api.md#api-stores).
-    Every request after the cut, a model list or an unserved route too, is answered
-    503 (the test has ended).
+    cut at the end of the test (`cut`), the client no longer keeps the endpoint,
+    the replay and the test's sessions alive until then
+    ([docs/api/store.md#api-stores](store.md#api-stores)). Every request after the cut, a
+    model list or an unserved route too, is answered 503 (the test has ended).
     """
 
     __slots__ = ("endpoint",)
@@ -90,7 +90,7 @@ def _linked(endpoint: Endpoint | EndpointLink) -> EndpointLink:
 
 
 def sync_transport(endpoint: Endpoint | EndpointLink) -> Any:
-    """An ``httpx.BaseTransport`` (of :func:`httpx_module`) that calls ``endpoint``."""
+    """An ``httpx.BaseTransport`` (of `httpx_module`) that calls ``endpoint``."""
     return _sync_classes(httpx_module())[1](_linked(endpoint))
 
 
@@ -102,7 +102,7 @@ def _sync_classes(httpx: Any) -> tuple[type, type]:
 
     Made once, not per client: a class is a reference cycle of its own, and a class
     made per client would keep the client's endpoint in it until the garbage collector
-    runs (docs/api.md#api-stores).
+    runs ([docs/api/store.md#api-stores](store.md#api-stores)).
     """
     found = _SYNC_CLASSES.get(httpx)
     if found is not None:
@@ -200,7 +200,7 @@ def _pump(
 
 
 async def _pieces(queue: asyncio.Queue[Any], httpx: Any, request: Any) -> AsyncIterator[bytes]:
-    """The pieces :func:`_pump` hands over; its errors raised as ``httpx`` raises them."""
+    """The pieces `_pump` hands over; its errors raised as ``httpx`` raises them."""
     while True:
         item = await queue.get()
         if item is ABSENT:
@@ -215,11 +215,11 @@ async def _pieces(queue: asyncio.Queue[Any], httpx: Any, request: Any) -> AsyncI
 
 
 def async_transport(endpoint: Endpoint | EndpointLink, pool: _Pool | None = None) -> Any:
-    """An ``httpx.AsyncBaseTransport`` (of :func:`httpx_module`) that calls ``endpoint``.
+    """An ``httpx.AsyncBaseTransport`` (of `httpx_module`) that calls ``endpoint``.
 
     Args:
         endpoint: What answers (or the link to it).
-        pool: The worker threads to use (:func:`worker_pool`); a new pool when ``None``.
+        pool: The worker threads to use (`worker_pool`); a new pool when ``None``.
     """
     return _async_classes(httpx_module())(_linked(endpoint), pool or _Pool())
 
@@ -228,7 +228,7 @@ _ASYNC_CLASSES: dict[Any, type] = {}  # httpx module -> its async transport clas
 
 
 def _async_classes(httpx: Any) -> type:
-    """The async transport class for ``httpx``, made once per module (see :func:`_sync_classes`)."""
+    """The async transport class for ``httpx``, made once per module (see `_sync_classes`)."""
     found = _ASYNC_CLASSES.get(httpx)
     if found is not None:
         return found
@@ -281,7 +281,7 @@ def _async_classes(httpx: Any) -> type:
 
 
 def worker_pool() -> _Pool:
-    """A pool of worker threads for :func:`async_transport` (shut it down at the end)."""
+    """A pool of worker threads for `async_transport` (shut it down at the end)."""
     return _Pool()
 
 
@@ -294,8 +294,8 @@ _IN_PROCESS_URL: Final = "http://dsh-replay.invalid"
 def endpoint_env(root: str) -> dict[str, str]:
     """Environment variables that point an agent process at the endpoint at ``root``.
 
-    Each wire's (:meth:`~.._wire.base.BaseWire.endpoint_env`: base URLs and
-    :data:`DUMMY_API_KEY` as the keys), and ``NO_PROXY`` for the loopback address.
+    Each wire's (`endpoint_env`: base URLs and
+    `DUMMY_API_KEY` as the keys), and ``NO_PROXY`` for the loopback address.
     """
     return {
         **wires_env(root, DUMMY_API_KEY),
@@ -305,7 +305,7 @@ def endpoint_env(root: str) -> dict[str, str]:
 
 
 class _InProcess:
-    """How a wire's SDK client reaches ``endpoint`` (:class:`~.._wire.base.InProcess`)."""
+    """How a wire's SDK client reaches ``endpoint`` (`InProcess`)."""
 
     url: Final = _IN_PROCESS_URL
     api_key: Final = DUMMY_API_KEY
@@ -329,7 +329,7 @@ def sdk_client(
 
     Args:
         wire: A wire's name (``"openai"``, ``"anthropic"``, ``"gemini"``, ...); its
-            :meth:`~.._wire.base.BaseWire.client` makes the client.
+            `client` makes the client.
         endpoint: What answers (or the link to it).
         pool: Worker threads for an async client; ``None`` gives a sync client.
         options: Passed to the client's constructor (``max_retries``, ``timeout``, ...).

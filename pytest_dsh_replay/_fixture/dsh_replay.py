@@ -1,8 +1,11 @@
-"""What a test gets from the ``dsh_replay`` fixture, without pytest (docs/api.md#api-fixture).
+"""What a test gets from the ``dsh_replay`` fixture, without pytest.
+
+Documented in [docs/api/fixture-and-plugin.md#api-fixture](fixture-and-plugin.md#api-fixture).
 
 The pytest plugin is a thin layer over this module: it resolves the scenario path from
-the test, builds a :class:`DshReplay`, and calls :meth:`DshReplay.finish` after a passing
-test. Everything here is plain Python, so other runners (or a REPL) can use it too::
+the test, builds a [`DshReplay`][pytest_dsh_replay.DshReplay], and calls
+[`DshReplay.finish`][pytest_dsh_replay.DshReplay.finish] after a passing test. Everything
+here is plain Python, so other runners (or a REPL) can use it too::
 
     replay = DshReplay.open("tests/dsh_snapshots/spawn", workdir=tmp)
     run_agent(replay.model, replay.sessions)
@@ -15,7 +18,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from .._check.log_check import (
     Comparison,
@@ -57,6 +60,13 @@ from .runtime_logs import RuntimeSessions, compare_model_views
 _S = TypeVar("_S", bound=SessionLike)
 
 if TYPE_CHECKING:
+    # The SDK types of the in-process clients, for type checkers only: each SDK is
+    # imported when its client is asked for (docs/wires.md#clients), never here.
+    from anthropic import Anthropic, AsyncAnthropic
+    from google.genai import Client as GeminiClient
+    from google.genai.client import AsyncClient as AsyncGeminiClient
+    from openai import AsyncOpenAI, OpenAI
+
     from .._endpoint.endpoint import Endpoint
 
 __all__ = [
@@ -87,30 +97,30 @@ class DshReplay:
         mode: ``"replay"`` or ``"record"``.
         scenario: The loaded scenario; in record mode the previous recording, if any.
         model: What the code under test streams from: a
-            :class:`~pytest_dsh_replay.RecordingModel` that logs each call's
-            conversation into the calling session of :attr:`sessions`, around a
-            :class:`~pytest_dsh_replay.ReplayModel` (replay mode) or the live model
+            [`RecordingModel`][pytest_dsh_replay.RecordingModel] that logs each call's
+            conversation into the calling session of `sessions`, around a
+            [`ReplayModel`][pytest_dsh_replay.ReplayModel] (replay mode) or the live model
             (record mode). Replay attributes (``bindings``, ``assert_consumed``,
             ``cancel``) are the replay model's.
-        sessions: The :class:`~pytest_dsh_replay.SessionStore` the code under test
+        sessions: The [`SessionStore`][pytest_dsh_replay.SessionStore] the code under test
             persists its sessions in, in memory (a recording is written, redacted, only
             when the test passed).
         workdir: The temporary directory owned by this run (ready files).
-        compare_logs: Whether :meth:`finish` compares the replayed logs with the
-            recording (replay mode).
+        compare_logs: Whether [`finish`][pytest_dsh_replay.DshReplay.finish] compares the
+            replayed logs with the recording (replay mode).
         redactor: The secret rules applied before anything is written (and to the
             replayed side before comparing).
         redact_hook: Extra redaction, called with each event copy (changes it in place).
         redact_header_hook: Extra redaction, called with each session header's JSON
             object (``{"type": "session", "id", ...}``; changes it in place).
-        unchanged: Set by :meth:`finish` in record mode: the recording equals the previous one
-            (normalized), whose files were left untouched.
+        unchanged: Set by [`finish`][pytest_dsh_replay.DshReplay.finish] in record mode: the
+            recording equals the previous one (normalized), whose files were left untouched.
     """
 
     path: Path
     mode: Mode
     scenario: Scenario | None
-    model: Any
+    model: RecordingModel
     sessions: SessionStore
     workdir: Path
     compare_logs: bool = True
@@ -153,16 +163,16 @@ class DshReplay:
                 ``readyFile`` paths of ``hang`` entries resolve inside it.
             pace_ms: Delay between replayed chunks, in milliseconds.
             compare_logs: Compare the logs the code under test writes with the recording.
-            redactor: Secret rules (see :attr:`redactor`).
-            redact_hook: Extra redaction (see :attr:`redact_hook`).
-            redact_header_hook: Extra header redaction (see :attr:`redact_header_hook`).
+            redactor: Secret rules (see `redactor`).
+            redact_hook: Extra redaction (see `redact_hook`).
+            redact_header_hook: Extra header redaction (see `redact_header_hook`).
             cache: Share the loaded scenario, and the recorded logs the log check reads,
                 with other runs that use the same cache (the pytest plugin keeps one per
                 test run); ``None`` loads afresh.
             max_body_bytes: The largest request body the HTTP endpoint accepts, in bytes
-                (``None``: :data:`~pytest_dsh_replay.MAX_BODY_BYTES`).
+                (``None``: [`MAX_BODY_BYTES`][pytest_dsh_replay.MAX_BODY_BYTES]).
             rerecord: The command that re-records the scenario, quoted by the replay's
-                binding and exhausted errors (see :class:`~pytest_dsh_replay.ReplayModel`;
+                binding and exhausted errors (see [`ReplayModel`][pytest_dsh_replay.ReplayModel];
                 the plugin passes the test's ``pytest --dsh-record=all <node id>``).
 
         Raises:
@@ -205,8 +215,9 @@ class DshReplay:
     ) -> DshReplay:
         """Prepare to record a scenario from a live model.
 
-        Nothing is written until :meth:`finish` (called after the test passed), and then
-        atomically: a failing or interrupted test leaves the previous recording as it was.
+        Nothing is written until [`finish`][pytest_dsh_replay.DshReplay.finish] (called
+        after the test passed), and then atomically: a failing or interrupted test leaves
+        the previous recording as it was.
 
         Args:
             path: The scenario directory to (re)write.
@@ -216,7 +227,7 @@ class DshReplay:
             redact_hook: Extra redaction applied before writing.
             redact_header_hook: Extra header redaction applied before writing.
             max_body_bytes: The largest request body the HTTP endpoint accepts, in bytes
-                (``None``: :data:`~pytest_dsh_replay.MAX_BODY_BYTES`).
+                (``None``: [`MAX_BODY_BYTES`][pytest_dsh_replay.MAX_BODY_BYTES]).
 
         Raises:
             RecordingError: ``path`` is an existing file, not a scenario directory; it
@@ -337,8 +348,8 @@ class DshReplay:
         Raises:
             DshReplayError: The first replay error an HTTP call met (binding, exhausted,
                 placeholder, script) and nothing reported yet: the call was answered with a
-                400 (docs/wires.md#replay-errors), and this makes the test fail with the
-                typed error.
+                400 ([docs/wires.md#replay-errors](../wires.md#replay-errors)), and this
+                makes the test fail with the typed error.
             RecordingError: While recording, the live model could not be reached or
                 raised (the message names it, its redacted base URL and the error).
         """
@@ -354,18 +365,20 @@ class DshReplay:
         A request that names no session (no ``x-dsh-session-id`` header) and starts a new
         conversation without a seed is a child of the session waiting for its tools; when
         several were waiting, or none and several were live, its parent was guessed
-        (docs/wires.md#calling-session). Record mode reports the count in the summary.
+        ([docs/wires.md#calling-session](../wires.md#calling-session)). Record mode reports
+        the count in the summary.
 
         Returns:
-            The count; ``0`` when the endpoint was not used, or with :meth:`use_sessions`
-            (the dsh runtime's own logs name every session's parent).
+            The count; ``0`` when the endpoint was not used, or with
+            [`use_sessions`][pytest_dsh_replay.DshReplay.use_sessions] (the dsh runtime's
+            own logs name every session's parent).
         """
         if self._runtime.source is not None:
             return 0
         return self._http.guessed_parents()
 
     def _take_problem(self) -> DshReplayError | None:
-        """What made HTTP calls fail so far, each reported once (see :meth:`close`).
+        """What made HTTP calls fail so far, each reported once (see `close`).
 
         Returns:
             While recording, the first call the recorder refused (a chunk the loader
@@ -397,13 +410,13 @@ class DshReplay:
         """The endpoint's root URL, ``http://127.0.0.1:<port>`` (clients add ``/v1``).
 
         The server starts on first use, listens on 127.0.0.1 only, and stops at
-        :meth:`close` (the fixture's teardown).
+        [`close`][pytest_dsh_replay.DshReplay.close] (the fixture's teardown).
         """
         return self._http.base_url
 
     @property
     def env(self) -> dict[str, str]:
-        """Environment variables that point an agent process at :attr:`base_url`.
+        """Environment variables that point an agent process at `base_url`.
 
         ``OPENAI_BASE_URL`` (with ``/v1``), ``ANTHROPIC_BASE_URL``,
         ``DEEPSEEK_BASE_URL`` and ``GOOGLE_GEMINI_BASE_URL`` (the root), their
@@ -413,11 +426,43 @@ class DshReplay:
         """
         return self._http.env
 
+    @overload
+    def client(
+        self,
+        wire: Literal["openai", "openai-responses"],
+        async_: Literal[False] = False,
+        **options: object,
+    ) -> OpenAI: ...
+    @overload
+    def client(
+        self, wire: Literal["openai", "openai-responses"], async_: Literal[True], **options: object
+    ) -> AsyncOpenAI: ...
+    @overload
+    def client(
+        self, wire: Literal["anthropic"], async_: Literal[False] = False, **options: object
+    ) -> Anthropic: ...
+    @overload
+    def client(
+        self, wire: Literal["anthropic"], async_: Literal[True], **options: object
+    ) -> AsyncAnthropic: ...
+    @overload
+    def client(
+        self, wire: Literal["gemini"], async_: Literal[False] = False, **options: object
+    ) -> GeminiClient: ...
+    @overload
+    def client(
+        self, wire: Literal["gemini"], async_: Literal[True], **options: object
+    ) -> AsyncGeminiClient: ...
+    @overload
+    def client(self, wire: str, async_: bool = False, **options: object) -> Any: ...
     def client(self, wire: str, async_: bool = False, **options: object) -> Any:
         """An SDK client of ``wire`` that talks to the endpoint in process (no socket).
 
-        ``client("openai")`` is :meth:`openai_client`, ``client("anthropic", async_=True)``
-        :meth:`async_anthropic_client`; every wire of docs/wires.md#clients has one
+        ``client("openai")`` is
+        [`openai_client`][pytest_dsh_replay.DshReplay.openai_client],
+        ``client("anthropic", async_=True)``
+        [`async_anthropic_client`][pytest_dsh_replay.DshReplay.async_anthropic_client];
+        every wire of [docs/wires.md#clients](../wires.md#clients) has one
         (``"openai-responses"`` gives the OpenAI client, whose ``responses`` reach that
         wire). The client never retries unless ``options`` say so.
 
@@ -436,14 +481,14 @@ class DshReplay:
 
         Raises:
             UnknownWireError: No wire is called ``wire`` (a
-                :class:`~pytest_dsh_replay.DshReplayError` and a ``LookupError``; the
+                [`DshReplayError`][pytest_dsh_replay.DshReplayError] and a ``LookupError``; the
                 message names every wire).
             DshReplayError: The wire's SDK package is not installed (the message names
                 what to ``pip install``).
         """
         return self._http.sdk_client(wire, options, asynchronous=async_)
 
-    def openai_client(self, **options: object) -> Any:
+    def openai_client(self, **options: object) -> OpenAI:
         """An ``openai.OpenAI`` client on the endpoint in process: ``client("openai")``.
 
         Args:
@@ -454,27 +499,28 @@ class DshReplay:
         """
         return self.client("openai", False, **options)
 
-    def async_openai_client(self, **options: object) -> Any:
-        """An ``openai.AsyncOpenAI`` client on the endpoint, like :meth:`openai_client`."""
+    def async_openai_client(self, **options: object) -> AsyncOpenAI:
+        """An ``openai.AsyncOpenAI`` client on the endpoint, like `openai_client`."""
         return self.client("openai", True, **options)
 
-    def anthropic_client(self, **options: object) -> Any:
+    def anthropic_client(self, **options: object) -> Anthropic:
         """An ``anthropic.Anthropic`` client on the endpoint: ``client("anthropic")``.
 
         ``options`` go to ``anthropic.Anthropic``; without the ``anthropic`` package it
-        raises :class:`~pytest_dsh_replay.DshReplayError`.
+        raises [`DshReplayError`][pytest_dsh_replay.DshReplayError].
         """
         return self.client("anthropic", False, **options)
 
-    def async_anthropic_client(self, **options: object) -> Any:
-        """An ``anthropic.AsyncAnthropic`` client on the endpoint (as :meth:`anthropic_client`)."""
+    def async_anthropic_client(self, **options: object) -> AsyncAnthropic:
+        """An ``anthropic.AsyncAnthropic`` client on the endpoint (as `anthropic_client`)."""
         return self.client("anthropic", True, **options)
 
-    def gemini_client(self, **options: object) -> Any:
+    def gemini_client(self, **options: object) -> GeminiClient:
         """A ``google.genai.Client`` on the endpoint in process: ``client("gemini")``.
 
         ``client.models.generate_content(...)`` and ``generate_content_stream(...)`` reach
-        the endpoint's Gemini routes (docs/wires.md#gemini); the client never retries.
+        the endpoint's Gemini routes ([docs/wires.md#gemini](../wires.md#gemini)); the
+        client never retries.
 
         Args:
             **options: Passed to ``google.genai.Client``; ``http_options`` keeps its
@@ -485,12 +531,12 @@ class DshReplay:
         """
         return self.client("gemini", False, **options)
 
-    def async_gemini_client(self, **options: object) -> Any:
+    def async_gemini_client(self, **options: object) -> AsyncGeminiClient:
         """The async ``google.genai`` client (a ``Client``'s ``.aio``) on the endpoint.
 
         ``await client.models.generate_content(...)``, ``async for chunk in await
         client.models.generate_content_stream(...)``; ``options`` as for
-        :meth:`gemini_client`.
+        [`gemini_client`][pytest_dsh_replay.DshReplay.gemini_client].
         """
         return self.client("gemini", True, **options)
 
@@ -515,19 +561,19 @@ class DshReplay:
           answer waits, bounded, until its parent's live log reached the point where
           the recording shows the child's notice could land, and the parent's answer
           that ends that step until the notice is in its live log;
-          docs/recording.md#runtime-recording), and after the test the runtime's
-          logs of this run must show the model what the recording shows it: the same
-          messages, request settings and served chunks per session, ids, times and the
-          working directory normalized (the runtime's bookkeeping events, whose order
-          varies between runs, are not compared);
-        - :meth:`transcript` renders the runtime's logs.
+          [docs/recording.md#runtime-recording](../recording.md#runtime-recording)), and
+          after the test the runtime's logs of this run must show the model what the
+          recording shows it: the same messages, request settings and served chunks per
+          session, ids, times and the working directory normalized (the runtime's
+          bookkeeping events, whose order varies between runs, are not compared);
+        - [`transcript`][pytest_dsh_replay.DshReplay.transcript] renders the runtime's logs.
 
         Args:
             root: The runtime's sessions root (``<root>/<project key>/<id>/...``).
             session_id: The primary session's id (the one the test prompts).
             order_timeout: Replay mode: the longest a call waits for the recorded order,
                 in seconds; then it fails with
-                :class:`~pytest_dsh_replay.ReplayOrderError` naming the session whose
+                [`ReplayOrderError`][pytest_dsh_replay.ReplayOrderError] naming the session whose
                 live log it waited for and the recorded event (the runtime gets an HTTP
                 400, which it does not retry, and the test fails with the error).
         """
@@ -537,7 +583,7 @@ class DshReplay:
         """The races inside the dsh runtime this replay took otherwise.
 
         Empty when the test named no runtime logs, when recording, or when none did
-        (docs/limits.md#runtime-races).
+        ([docs/limits.md#runtime-races](../limits.md#runtime-races)).
         """
         return self._runtime.races()
 
@@ -546,7 +592,7 @@ class DshReplay:
     def transcript(self) -> str:
         """The run's sessions as a normalized Markdown transcript.
 
-        Every session of :attr:`sessions`: the ones the code under test wrote, and the
+        Every session of `sessions`: the ones the code under test wrote, and the
         ones the model created for calls from sessions it did not know (each with its
         turns: the messages, the model's answers, tool calls and results). Compare it
         with a snapshot:
@@ -561,8 +607,10 @@ class DshReplay:
     def events_snapshot(self) -> str:
         """The run's sessions as normalized JSON lines (the ``.jsonl`` snapshot's text).
 
-        The sessions of :meth:`redacted_sessions`, each header then its events, ids,
-        times and the working directory normalized as in :meth:`transcript`.
+        The sessions of
+        [`redacted_sessions`][pytest_dsh_replay.DshReplay.redacted_sessions], each header
+        then its events, ids, times and the working directory normalized as in
+        [`transcript`][pytest_dsh_replay.DshReplay.transcript].
         """
         from .._check.transcript import sessions_as_jsonl
 
@@ -571,17 +619,18 @@ class DshReplay:
         )
 
     def redacted_sessions(self) -> list[SessionLog]:
-        """Every session of :attr:`sessions` as a recording would write it.
+        """Every session of `sessions` as a recording would write it.
 
-        Secrets are redacted (:attr:`redactor` and the redact hooks) and the working
+        Secrets are redacted (`redactor` and the redact hooks) and the working
         directory is ``{{cwd}}``.
 
         Returns:
             Objects with ``.header`` and ``.events``, in scenario order: replaying, the
-            order of the recorded sessions they replay (docs/checks.md#session-order);
-            recording, the order of the files the recording keeps or writes (a re-record
-            of unchanged behaviour keeps the previous files and their numbering,
-            docs/checks.md#unchanged).
+            order of the recorded sessions they replay
+            ([docs/checks.md#session-order](../checks.md#session-order)); recording, the
+            order of the files the recording keeps or writes (a re-record of unchanged
+            behaviour keeps the previous files and their numbering,
+            [docs/checks.md#unchanged](../checks.md#unchanged)).
         """
         if self.mode == "record":
             return self._recorded_view()
@@ -613,7 +662,7 @@ class DshReplay:
         scenario (``session.jsonl``, ``session.1.jsonl``, ...); the others follow in the
         order given (creation order). Children started at once may reach the model in
         either order, so their creation order varies between runs; the recording's does
-        not (docs/checks.md#session-order).
+        not ([docs/checks.md#session-order](../checks.md#session-order)).
         """
         bindings = self._bindings()
         if not bindings or self.scenario is None:
@@ -684,7 +733,7 @@ class DshReplay:
     def _written_logs(self) -> list[SessionLog]:
         """The sessions the code under test wrote, redacted, in scenario order.
 
-        With :meth:`use_sessions`, the dsh runtime's logs.
+        With [`use_sessions`][pytest_dsh_replay.DshReplay.use_sessions], the dsh runtime's logs.
         """
         if self._runtime.source is not None:
             return [self._redacted(log.header, log.events) for log in self._runtime.logs()]
@@ -695,7 +744,7 @@ class DshReplay:
     def _check_logs(self) -> None:
         """Compare the logs of this replayed run with the recording (replay mode).
 
-        Every session of :attr:`sessions` is compared: the ones the code under test
+        Every session of `sessions` is compared: the ones the code under test
         wrote and the ones the model created for its calls, since the model logs each
         call's conversation (system prompt and tools, the new messages, the chunks) the
         same way in both modes. Sessions are paired with recorded logs by the model's
@@ -859,11 +908,11 @@ class DshReplay:
         A re-record of unchanged behaviour is stable: when the new logs equal the
         previous recording's after normalization (ids, times, the working directory, as
         the replayed-log check compares them), the directory holds nothing else and its
-        logs are in the committed form, nothing is written and :attr:`unchanged` is set,
+        logs are in the committed form, nothing is written and `unchanged` is set,
         so the files keep their bytes, ids and times.
 
         Returns:
-            The written log files (the previous ones when :attr:`unchanged`).
+            The written log files (the previous ones when `unchanged`).
 
         Raises:
             RecordingError: The test wrote no session, or not exactly one primary, or the
@@ -922,11 +971,12 @@ class DshReplay:
         """Run the end-of-test work of a passing test.
 
         Replay mode: the first replay error an HTTP call met (if any), then
-        :meth:`assert_consumed`, then the replayed-log check (when :attr:`compare_logs`).
-        Record mode: the recording is written (atomically; a re-record of unchanged
-        behaviour keeps the files as they are, and :attr:`unchanged` says so), unless an
-        HTTP call met an error, the recorder refused a live model's chunk, or the live
-        model could not be reached: then that error is raised and nothing is written.
+        [`assert_consumed`][pytest_dsh_replay.DshReplay.assert_consumed], then the
+        replayed-log check (when `compare_logs`). Record mode: the recording is written
+        (atomically; a re-record of unchanged behaviour keeps the files as they are, and
+        `unchanged` says so), unless an HTTP call met an error, the recorder refused a live
+        model's chunk, or the live model could not be reached: then that error is raised and
+        nothing is written.
 
         Returns:
             The files written (record mode), else ``[]``.

@@ -4,15 +4,15 @@ A test that drives the real dsh runtime lets the runtime write its session logs 
 JSONL under a sessions root of the test's own) and names them to the fixture
 (``dsh_replay.use_sessions(root, session_id)``). Recording writes the scenario from
 those logs; replay compares the logs the runtime writes while replaying with the
-recording. :class:`RuntimeSessions` is the part of
-:class:`~pytest_dsh_replay.DshReplay` that does the naming
-(:meth:`~RuntimeSessions.use`) and reads those logs back in recorded order.
+recording. `RuntimeSessions` is the part of
+[`DshReplay`][pytest_dsh_replay.DshReplay] that does the naming
+(`use`) and reads those logs back in recorded order.
 
 Two runs of the runtime never log the same events in the same order: session and
 message ids are random UUIDs, times differ, and parallel tool calls reorder the
 runtime's bookkeeping between runs (both ``subagent/catalog`` events before either
 ``tool/result`` in about half the runs). What must not differ is what the model saw and
-what it answered. :func:`model_view` keeps exactly that, per session, in log order:
+what it answered. `model_view` keeps exactly that, per session, in log order:
 
 - the messages: ``system/message``, ``developer/message``, ``user/message``,
   ``assistant/message`` and ``tool/result`` (the results of one step's parallel tool
@@ -26,15 +26,15 @@ what it answered. :func:`model_view` keeps exactly that, per session, in log ord
 
 and leaves out the rest: turn and step brackets, inbox splices, catalogs, titles,
 delivery receipts and retry notes (their delays are random). Ids, times and the working
-directory are normalized as everywhere (:class:`~pytest_dsh_replay._check.normalize.Normalizer`).
+directory are normalized as everywhere (`Normalizer`).
 
-While a replay runs, :class:`LiveRuntimeLogs` reads the logs the runtime is writing, as
+While a replay runs, `LiveRuntimeLogs` reads the logs the runtime is writing, as
 it writes them, so that the replay can keep the recorded interleaving of its sessions
-(:class:`~pytest_dsh_replay._replay.order.LogOrderGate`). Live sessions are matched with
+(`LogOrderGate`). Live sessions are matched with
 the recorded ones by announcement: a parent's ``subagent``/``subagent_fork`` tool result
 (``started subagent <child id>``) names the child its tool call started, and a replay
 serves the recorded tool call ids, so the same tool call id names the recorded child in
-the recording and the live child in the run (:func:`match_by_announcement`).
+the recording and the live child in the run (`match_by_announcement`).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ MODEL_VIEW_EVENTS: Final = frozenset(
         "compaction/summary",
     }
 )
-"""The event types :func:`model_view` keeps: what the model saw and what it answered."""
+"""The event types `model_view` keeps: what the model saw and what it answered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +174,7 @@ def model_view(
 
     Returns:
         ``(index, {"type", "data"})`` pairs: the event's index in ``events`` and the
-        event as compared, for the types of :data:`MODEL_VIEW_EVENTS` in log order.
+        event as compared, for the types of `MODEL_VIEW_EVENTS` in log order.
         Calls carry ``chunks`` (their expanded stream, no times) instead of ``stream``;
         the results of one step's consecutive tool calls are ordered by tool call id,
         and the children's settled notices one request carries by the id of the tool
@@ -225,7 +225,7 @@ def compare_model_views(
 ) -> LogDifference | None:
     """Find the first difference between two runs of one session, as the model saw them.
 
-    The headers are compared without ``createdAt``, then the :func:`model_view` items
+    The headers are compared without ``createdAt``, then the `model_view` items
     one by one, each side normalized by its own normalizer (share one per side across
     the sessions of a scenario, primary first, so ids map alike).
 
@@ -239,7 +239,7 @@ def compare_model_views(
         actual_source: The replayed log's path, for messages.
 
     Returns:
-        ``None`` when they agree, else the first :class:`LogDifference`; its ``index``
+        ``None`` when they agree, else the first `LogDifference`; its ``index``
         is the recorded event's index in its log (the replayed one's when the recording
         ended first).
     """
@@ -291,7 +291,7 @@ def announced_children(events: Sequence[Event]) -> dict[str, str]:
 
     The dsh runtime answers a ``subagent`` or ``subagent_fork`` tool call at once with
     the text ``started subagent <child id>``
-    (:func:`~.._identity.announce.runtime_announcements`).
+    (`runtime_announcements`).
 
     Args:
         events: The session's events.
@@ -380,10 +380,10 @@ class _Tail:
 class LiveRuntimeLogs:
     """The logs the dsh runtime is writing during a replay, per recorded session.
 
-    Implements :class:`~pytest_dsh_replay._replay.order.LiveLogs`. The primary's log is
+    Implements `LiveLogs`. The primary's log is
     found under the sessions root by its id; each child's once a live parent's tool
-    result announces it (:func:`match_by_announcement`). Logs are read incrementally, a
-    complete line at a time, at most every :attr:`poll_s` / 2 seconds however many calls
+    result announces it (`match_by_announcement`). Logs are read incrementally, a
+    complete line at a time, at most every `poll_s` / 2 seconds however many calls
     wait.
 
     Args:
@@ -537,9 +537,9 @@ class RuntimeSessions:
         """The races inside the runtime that the recording shows and this run took otherwise.
 
         A race is a message between sessions that no replayed call can place
-        (:class:`~pytest_dsh_replay._replay.order.InboxRace`, docs/limits.md#runtime-races);
+        (`InboxRace`, [docs/limits.md#runtime-races](../limits.md#runtime-races));
         it went otherwise when the receiver's model first saw it in another turn or step
-        than recorded (:func:`first_seen`).
+        than recorded (`first_seen`).
 
         Returns:
             One description per race that went otherwise; empty when none did, when

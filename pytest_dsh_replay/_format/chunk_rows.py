@@ -7,11 +7,14 @@ A run of consecutive ``assistant/chunk`` events that carry ``text-delta``,
      "data": {"turn": 2, "step": 1, "index": 1, "dt": [117223942, 0, 0],
               "texts": ["M", "ARM", "AL", "ADE"]}}
 
-:func:`decode_storage_record` expands a row back into its member events exactly as the
-dsh harness does (docs/format.md#packed-rows-reading); :func:`pack_chunk_runs` is the encoder
-(docs/format.md#packed-rows-writing, and the
-SQLite limits of docs/format.md#sqlite-store when asked). Every malformation raises
-:class:`~pytest_dsh_replay.SessionLogError` with the dsh harness's reason text.
+[`decode_storage_record`][pytest_dsh_replay.decode_storage_record] expands a row back into
+its member events exactly as the dsh harness does
+([docs/format.md#packed-rows-reading](../format.md#packed-rows-reading));
+[`pack_chunk_runs`][pytest_dsh_replay.pack_chunk_runs] is the encoder
+([docs/format.md#packed-rows-writing](../format.md#packed-rows-writing), and the SQLite
+limits of [docs/format.md#sqlite-store](../format.md#sqlite-store) when asked). Every
+malformation raises [`SessionLogError`][pytest_dsh_replay.SessionLogError] with the dsh
+harness's reason text.
 """
 
 from __future__ import annotations
@@ -66,9 +69,9 @@ _TOOL_DATA_KEYS_NAMED: Final = frozenset({"turn", "step", "index", "id", "name",
 class PackedRow:
     """A packed chunk row that passes every rule of the dsh harness's checks.
 
-    The one form of a packed row past its JSON: :func:`validate_packed_row` returns it
+    The one form of a packed row past its JSON: `validate_packed_row` returns it
     for a parsed row (the JSONL and SQLite readers), and the typed decoder
-    (:func:`~pytest_dsh_replay._format.typed.decode_call_line`) returns it for a row it
+    (`decode_call_line`) returns it for a row it
     decoded and checked in one step. It stands for its members without expanding them.
 
     Attributes:
@@ -152,9 +155,9 @@ def validate_packed_row(value: JSONObject) -> PackedRow:
     """Validate a packed row as the dsh harness does (docs/format.md#packed-rows-reading).
 
     Args:
-        value: A parsed record whose ``type`` is one of :data:`PACKED_TAGS`; ``seq0``
+        value: A parsed record whose ``type`` is one of `PACKED_TAGS`; ``seq0``
             and ``time0`` must already be present (replay fills them in for projected
-            logs before decoding: docs/format.md#committed-form).
+            logs before decoding: [docs/format.md#committed-form](../format.md#committed-form)).
 
     Returns:
         The validated row.
@@ -178,14 +181,14 @@ _UNWORDED: Final = "not a row the format allows (docs/format.md#packed-rows-read
 
 
 def packed_row(value: JSONObject) -> PackedRow | None:
-    """A parsed packed row as a :class:`PackedRow`, or ``None`` when it breaks a rule.
+    """A parsed packed row as a `PackedRow`, or ``None`` when it breaks a rule.
 
     The one place that decides whether a parsed row is accepted
-    (docs/format.md#packed-rows-reading). The common case (exact ``int`` envelope
-    numbers and gaps, ``|time0| + sum(|dt|)`` within the safe range, which bounds every
-    member time) is checked with whole-list operations that run in C; the rare forms the
-    rules allow (integral floats, times near the safe limit) one by one, their numbers
-    then made ``int``. :func:`row_problem` words a refusal.
+    ([docs/format.md#packed-rows-reading](../format.md#packed-rows-reading)). The common
+    case (exact ``int`` envelope numbers and gaps, ``|time0| + sum(|dt|)`` within the safe
+    range, which bounds every member time) is checked with whole-list operations that run in
+    C; the rare forms the rules allow (integral floats, times near the safe limit) one by
+    one, their numbers then made ``int``. `row_problem` words a refusal.
     """
     if value.keys() != _ENVELOPE_KEYS:
         return None
@@ -267,10 +270,10 @@ def _exact_numbers(
 
 
 def row_error(value: JSONObject) -> SessionLogError:
-    """Why :func:`packed_row` refused ``value``: the first rule it breaks, in the harness's words.
+    """Why `packed_row` refused ``value``: the first rule it breaks, in the harness's words.
 
     Asked only after a refusal, to word the error: the rules one by one, in the dsh
-    harness's order (docs/format.md#packed-rows-reading).
+    harness's order ([docs/format.md#packed-rows-reading](../format.md#packed-rows-reading)).
 
     Returns:
         ``malformed <tag> storage row: <reason>`` (no path or line; callers add them).
@@ -345,7 +348,7 @@ def _exact_members(tag: str, data: JSONObject, is_tool: bool) -> tuple[list[str]
 def expand_packed_row(row: PackedRow) -> list[Event]:
     """Expand a validated row into its member ``assistant/chunk`` events.
 
-    See docs/format.md#packed-rows.
+    See [docs/format.md#packed-rows](../format.md#packed-rows).
 
     Member ``k`` gets ``seq = seq0 + k`` and ``time = time0 + sum(dt[:k])``.
     """
@@ -414,7 +417,7 @@ _CHUNK_DATA_KEYS: Final = frozenset({"turn", "step", "chunk"})
 def _packable(event: object) -> StreamChunk | None:
     """Return the event's chunk when the event may join a run, else ``None``.
 
-    See docs/format.md#packed-rows-writing.
+    See [docs/format.md#packed-rows-writing](../format.md#packed-rows-writing).
     """
     if not isinstance(event, dict) or event.get("type") != "assistant/chunk":
         return None
@@ -525,15 +528,16 @@ def pack_chunk_runs(
     """Encode events as storage records, packing delta runs into rows.
 
     The encoder is pure: it never changes the events it is given, and what it returns
-    decodes (:func:`decode_storage_record`) back into exactly those events.
+    decodes ([`decode_storage_record`][pytest_dsh_replay.decode_storage_record]) back into
+    exactly those events.
 
     Args:
         events: Logical events in log order, each with ``seq`` and ``time``.
         min_members: Runs shorter than this stay verbatim (the dsh harness uses 3).
         max_members: Largest row in members, or ``None`` for no limit (the SQLite codec
-            uses :data:`SQLITE_MAX_MEMBERS`).
+            uses `SQLITE_MAX_MEMBERS`).
         max_data_bytes: Largest serialized ``data`` in UTF-8 bytes, or ``None`` (the
-            SQLite codec uses :data:`SQLITE_MAX_DATA_BYTES`).
+            SQLite codec uses `SQLITE_MAX_DATA_BYTES`).
 
     Returns:
         Storage records in order: events stored verbatim (the same objects) and packed

@@ -1,10 +1,10 @@
-"""Typed shapes of the dsh session format (docs/format.md).
+"""Typed shapes of the dsh session format ([docs/format.md](../format.md)).
 
 Events and stream chunks are kept as the plain JSON objects they are on the wire
 (``dict`` with string keys): the replay parser is deliberately lenient
-(docs/format.md#lenient-reading) and passes unknown fields through untouched, so a
-closed ``TypedDict`` would misdescribe them. The aliases below name the shapes; the
-header, which every consumer reads field by field, is a real dataclass.
+([docs/format.md#lenient-reading](../format.md#lenient-reading)) and passes unknown fields
+through untouched, so a closed ``TypedDict`` would misdescribe them. The aliases below name
+the shapes; the header, which every consumer reads field by field, is a real dataclass.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ CHUNK_TYPES: Final[frozenset[str]] = frozenset(
         "finish",
     }
 )
-"""The seven ``StreamChunk`` types (docs/format.md#stream-chunks)."""
+"""The seven ``StreamChunk`` types ([docs/format.md#stream-chunks](../format.md#stream-chunks))."""
 
 END_SEED: Final = "session/end-seed"
 """The event that closes a seed: ``data: {}`` (a fork child's seed in formats 0 and 1, a
@@ -95,7 +95,7 @@ SEEDED_FORMAT: Final[int] = min(v for v, spec in FORMATS.items() if spec.seeded)
 """The first log format version whose fork children mark their seed in the log.
 
 Kept for messages and imports; readers ask the log's
-:class:`~pytest_dsh_replay._format.formats.FormatSpec` (``spec.seeded``) instead.
+`FormatSpec` (``spec.seeded``) instead.
 """
 
 NEWEST_FORMAT: Final[int] = newest_format()
@@ -105,7 +105,7 @@ _STORE_HEADER_KEYS: Final = _KNOWN_HEADER_KEYS - {"isSeeded"}
 _RETIRED_KEYS: Final = ("sandboxMode", "approvalPolicy")
 
 HeaderMode: TypeAlias = Literal["lenient", "replay", "store"]
-"""How strictly :func:`header_problem` reads a header.
+"""How strictly `header_problem` reads a header.
 
 - ``"lenient"``: nothing is refused; mistyped fields take their defaults (how the
   dsh harness's replay parser reads a header).
@@ -136,8 +136,8 @@ def header_problem(value: object, mode: HeaderMode) -> str | None:
     """Check a parsed header line; the first rule it breaks, in words, or ``None``.
 
     The one header validator: every reader (replay, the session store's JSONL and SQLite
-    backends, :meth:`SessionStore.create`'s meta) checks headers here, at its own
-    strictness (:data:`HeaderMode`).
+    backends, [`SessionStore.create`][pytest_dsh_replay.SessionStore.create]'s meta) checks
+    headers here, at its own strictness (`HeaderMode`).
 
     Args:
         value: The parsed first line of a log (or a header built from stored fields).
@@ -298,7 +298,7 @@ class SessionHeader:
     defaults to ``""``, ``0`` and ``0``. The other fields are ``None`` when absent or
     mistyped. Numbers count only when they are safe integers (``|n| <= 2**53 - 1``,
     integral floats included): a ``createdAt`` of ``1e300`` or ``1.5`` is mistyped here.
-    :func:`header_problem` is where headers are validated.
+    `header_problem` is where headers are validated.
 
     Attributes:
         id: The session id (``""`` when absent or not a string).
@@ -344,8 +344,8 @@ class SessionHeader:
     def spec(self) -> FormatSpec:
         """What this header's format holds, as its spec in the format table.
 
-        The spec of :attr:`format`
-        (:func:`~pytest_dsh_replay._format.formats.lenient_spec`): a header read for
+        The spec of [`format`][pytest_dsh_replay.SessionHeader.format]
+        (`lenient_spec`): a header read for
         replay was checked to declare a version the table holds; a leniently read one
         of another version reads as the nearest (a newer one as the newest).
         """
@@ -361,7 +361,7 @@ class SessionHeader:
 
         Returns:
             The header; mistyped fields take their defaults. Validate first with
-            :func:`header_problem` where a reader must refuse bad headers.
+            `header_problem` where a reader must refuse bad headers.
         """
         if not isinstance(value, dict):
             return cls()
@@ -398,7 +398,7 @@ class SessionHeader:
 
         Formats 0 and 1: ``type, version, id, createdAt, cwd?, parentSession?,
         seedLength?, origin?, delegationDepth, agentPreset?, owner?``, then ``extra``;
-        ``seedLength`` is written when :attr:`seeded` (or not 0). Formats 2 to 4: ``type, version,
+        ``seedLength`` is written when `seeded` (or not 0). Formats 2 to 4: ``type, version,
         id, createdAt, cwd?, parentSession?, isSeeded, origin?, delegationDepth,
         agentPreset?``. Absent optional fields are omitted; ``delegationDepth`` defaults
         to 0 as the writers do.
@@ -433,10 +433,11 @@ class SessionHeader:
 class SessionLog(NamedTuple):
     """A session log as read: its header and its logical events.
 
-    The one form of "a header and its events": :func:`~pytest_dsh_replay.read_session_log`
-    returns it (so ``header, events = read_session_log(path)`` unpacks it), and what
-    carries more than a log (where it was read from, how much of it was committed) holds
-    one. Code that only reads a log takes a :class:`SessionLike`.
+    The one form of "a header and its events":
+    [`read_session_log`][pytest_dsh_replay.read_session_log] returns it (so
+    ``header, events = read_session_log(path)`` unpacks it), and what carries more than a
+    log (where it was read from, how much of it was committed) holds one. Code that only
+    reads a log takes a `SessionLike`.
 
     Attributes:
         header: The session header.
@@ -451,8 +452,8 @@ class SessionLog(NamedTuple):
 class SessionLike(Protocol):
     """Anything with a session header and its events, read only.
 
-    A :class:`SessionLog`, a store's :class:`~pytest_dsh_replay.Session` (whose events are
-    a live read-only view), a :class:`~pytest_dsh_replay.StoredLog`.
+    A `SessionLog`, a store's [`Session`][pytest_dsh_replay.Session] (whose events are
+    a live read-only view), a [`StoredLog`][pytest_dsh_replay.StoredLog].
     """
 
     @property

@@ -1,9 +1,9 @@
 """The session log format versions, one table entry each (docs/format.md#formats-1-3).
 
-Every layer that reads or writes a log asks the log's :class:`FormatSpec` what its
+Every layer that reads or writes a log asks the log's `FormatSpec` what its
 format holds (``spec.seeded``, ``spec.streams_in_message``, ``spec.event_types``, ...)
 and never compares version numbers: this table is the one place that knows which
-version does what, so a new format version is one entry in :data:`FORMATS`.
+version does what, so a new format version is one entry in `FORMATS`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ __all__ = [
 
 
 class FormatSpec:
-    """What one session log format version holds (docs/format.md).
+    """What one session log format version holds ([docs/format.md](../format.md)).
 
     Attributes:
         version: The version number a header declares (``"version"``).
@@ -44,7 +44,7 @@ class FormatSpec:
             a present ``seedLength`` must be a count).
         origins: The values a strictly read header's ``origin`` may hold.
         stored: The session store writes and reopens logs of this format
-            (docs/format.md#jsonl-store).
+            ([docs/format.md#jsonl-store](../format.md#jsonl-store)).
     """
 
     __slots__ = (

@@ -6,14 +6,14 @@ session store is stricter still for the data it is given to write (no ``-0.0``, 
 surrogates, plain ``dict``/``list``/scalar types only). This module holds those rules and
 the small helpers every layer uses to apply them and to word messages about them:
 
-- numbers: :func:`is_safe_integer`, :func:`as_safe_integer`, :func:`is_count`,
-  :func:`is_json_number`;
-- whole values: :func:`is_lossless` and its C-speed precheck :func:`surely_lossless`
-  (parsed values, the runtime's rule), :func:`json_copy` (any Python value, the store's
-  rule, with an error naming the offending path), :func:`plain_json` (never an error:
+- numbers: `is_safe_integer`, `as_safe_integer`, `is_count`,
+  `is_json_number`;
+- whole values: `is_lossless` and its C-speed precheck `surely_lossless`
+  (parsed values, the runtime's rule), `json_copy` (any Python value, the store's
+  rule, with an error naming the offending path), `plain_json` (never an error:
   what a value is closest to in lossless JSON);
-- messages: :func:`describe_json`, :func:`js_string`, :func:`js_json`;
-- :data:`ABSENT`, the one "no value here" sentinel (a key that is not there, which is not
+- messages: `describe_json`, `js_string`, `js_json`;
+- `ABSENT`, the one "no value here" sentinel (a key that is not there, which is not
   the same as JSON ``null``).
 """
 
@@ -58,7 +58,7 @@ dataclasses raise ``TypeError`` instead of being serialized as JSON values)."""
 
 
 class Absent(enum.Enum):
-    """The type of :data:`ABSENT` (an enum, so a type checker narrows ``x is ABSENT``)."""
+    """The type of `ABSENT` (an enum, so a type checker narrows ``x is ABSENT``)."""
 
     ABSENT = "ABSENT"
 
@@ -82,7 +82,7 @@ This is the JSON parser's own limit; a deeper record is refused, naming its line
 stream chunk that replay serves must also fit the serializer's limit of 254 levels, so
 a chunk nested deeper than that is refused by the script builder, naming its line.)
 Every walk over a parsed value is iterative, so a value up to this depth is read,
-checked and shown without recursion (docs/limits.md#nesting).
+checked and shown without recursion ([docs/limits.md#nesting](../limits.md#nesting)).
 """
 
 
@@ -110,7 +110,7 @@ def is_safe_integer(value: object) -> bool:
 
 
 def as_safe_integer(value: object) -> int | None:
-    """Return ``value`` as an ``int`` when :func:`is_safe_integer` holds, else ``None``."""
+    """Return ``value`` as an ``int`` when `is_safe_integer` holds, else ``None``."""
     if not is_safe_integer(value):
         return None
     assert isinstance(value, int | float)
@@ -143,7 +143,7 @@ def is_lossless(value: Any) -> bool:
 
     The dsh runtime's rule for a raw stream chunk: every integer is safe and every float
     finite, at any depth. Meant for values a JSON parser produced (string keys, plain
-    types); for values built by code use :func:`json_copy`, which is stricter.
+    types); for values built by code use `json_copy`, which is stricter.
     """
     stack = [value]
     while stack:
@@ -161,12 +161,12 @@ def is_lossless(value: Any) -> bool:
 
 
 def surely_lossless(value: object) -> bool:
-    """:func:`is_lossless`, decided in C where that is certain.
+    """`is_lossless`, decided in C where that is certain.
 
     The serializer refuses unsafe integers; a non-finite float would be written as
     ``null``, so a value whose text holds ``null`` anywhere gives ``False`` too, as does
-    anything the serializer refuses. ``True`` therefore implies :func:`is_lossless`;
-    ``False`` means "not certain": ask :func:`is_lossless`.
+    anything the serializer refuses. ``True`` therefore implies `is_lossless`;
+    ``False`` means "not certain": ask `is_lossless`.
     """
     try:
         return b"null" not in orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
@@ -252,11 +252,11 @@ _SCALAR_WALKERS: Final[dict[type, Callable[[Any, str], Any]]] = {
     int: _walk_int,
     float: _walk_float,
 }
-"""How :func:`_json_walk` copies a scalar of each exact JSON type."""
+"""How `_json_walk` copies a scalar of each exact JSON type."""
 
 
 class _Copying:
-    """A dict or list being copied by :func:`_json_walk`: its copy, and what is left of it."""
+    """A dict or list being copied by `_json_walk`: its copy, and what is left of it."""
 
     __slots__ = ("members", "out")
 
@@ -273,7 +273,7 @@ def _dict_members(value: Mapping[Any, Any], where: str) -> Iterator[tuple[Any, A
 
 
 def _copy_or_open(value: object, where: str) -> Any:
-    """A scalar's copy, or a :class:`_Copying` for a dict or list (subclasses too)."""
+    """A scalar's copy, or a `_Copying` for a dict or list (subclasses too)."""
     walker = _SCALAR_WALKERS.get(value.__class__)
     if walker is not None:
         return walker(value, where)
@@ -296,10 +296,10 @@ def _copy_or_open(value: object, where: str) -> Any:
 
 
 def _json_walk(value: object, where: str) -> Any:
-    """:func:`json_copy`, one value at a time (the slow path, which names a problem).
+    """`json_copy`, one value at a time (the slow path, which names a problem).
 
     Iterative, so any depth is walked without recursion; a value nested deeper than
-    :data:`MAX_NESTING` is refused, as no reader reads it back.
+    [`MAX_NESTING`][pytest_dsh_replay.MAX_NESTING] is refused, as no reader reads it back.
     """
     first = _copy_or_open(value, where)
     if not isinstance(first, _Copying):
@@ -336,7 +336,7 @@ def plain_json(value: object) -> Any:
     ``None``, ``bool`` and strings stay; an integer outside the safe range becomes its
     decimal string; a NaN or infinite float becomes ``None``; a mapping becomes a dict
     with string keys (``str(key)``), a list or tuple a list; anything else its
-    ``str()``. Unlike :func:`json_copy` this keeps ``-0.0`` and strings as they are.
+    ``str()``. Unlike `json_copy` this keeps ``-0.0`` and strings as they are.
     """
     if value is None or isinstance(value, bool | str):
         return value
@@ -410,7 +410,7 @@ def js_string(value: object) -> str:
 
 
 def js_json(value: object) -> str:
-    """``value`` as ``JSON.stringify`` writes it: ``undefined`` for :data:`ABSENT`.
+    """``value`` as ``JSON.stringify`` writes it: ``undefined`` for `ABSENT`.
 
     A value the serializer refuses reads ``[unprintable]``.
     """

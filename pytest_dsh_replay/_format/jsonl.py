@@ -1,4 +1,4 @@
-r"""Session-log text <-> header and events (docs/format.md#lines).
+r"""Session-log text <-> header and events ([docs/format.md#lines](../format.md#lines)).
 
 Reading follows the dsh harness's replay parser's lenient rules: records are split on ``\\n``
 only (a trailing ``\\r`` is dropped, so CRLF files read the same), blank lines are
@@ -8,13 +8,14 @@ synthesized, and packed chunk rows are expanded. Strings holding U+2028, U+2029 
 ``\\x1e`` are kept intact because nothing splits on them.
 
 Files named ``*.jsonl.zst`` / ``*.jsonl.zstd`` (or any file starting with the zstd frame
-magic) are a sequence of zstd frames, decompressed by :mod:`pytest_dsh_replay._format.zstd`; a
-name's format generation is checked against the header (:mod:`pytest_dsh_replay._format.log_names`).
+magic) are a sequence of zstd frames, decompressed by `pytest_dsh_replay._format.zstd`; a
+name's format generation is checked against the header (`pytest_dsh_replay._format.log_names`).
 
-Limits (refused with a :class:`~pytest_dsh_replay.SessionLogError` naming the file
+Limits (refused with a [`SessionLogError`][pytest_dsh_replay.SessionLogError] naming the file
 and line, before the input can exhaust memory): one record may be at most
-:data:`MAX_LINE_BYTES` long, checked before it is parsed (plain files are read line by
-line, never whole), and may nest at most :data:`MAX_NESTING` arrays and objects deep.
+[`MAX_LINE_BYTES`][pytest_dsh_replay.MAX_LINE_BYTES] long, checked before it is parsed
+(plain files are read line by line, never whole), and may nest at most
+[`MAX_NESTING`][pytest_dsh_replay.MAX_NESTING] arrays and objects deep.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def _json_problem(err: orjson.JSONDecodeError) -> str:
 
 
 def too_long(source: str | None, lineno: int) -> SessionLogError:
-    """The error for a line longer than :data:`MAX_LINE_BYTES`."""
+    """The error for a line longer than [`MAX_LINE_BYTES`][pytest_dsh_replay.MAX_LINE_BYTES]."""
     return SessionLogError(
         f"line is longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB ({MAX_LINE_BYTES} "
         "bytes), the limit for one record; it was refused before parsing (is this a "
@@ -125,8 +126,8 @@ def raw_lines(data: bytes | bytearray | memoryview | Iterable[bytes]) -> Iterato
     r"""The raw lines of a log, each ending in ``\n`` except perhaps the last.
 
     A log of at most 1 MiB (bytes, or a file that small) is split at once; a larger one
-    is read at most :data:`MAX_LINE_BYTES` + 1 bytes at a time, so an overlong line is
-    never read whole (:func:`line_too_long` spots it).
+    is read at most [`MAX_LINE_BYTES`][pytest_dsh_replay.MAX_LINE_BYTES] + 1 bytes at a
+    time, so an overlong line is never read whole (`line_too_long` spots it).
 
     Args:
         data: The log as bytes, a binary file object, or an iterable of raw lines.
@@ -167,7 +168,7 @@ def _small_file(f: Any) -> bytes | None:
 
 
 def line_too_long(raw: bytes) -> bool:
-    """Whether a raw line holds more than :data:`MAX_LINE_BYTES` before its newline."""
+    """Whether a raw line holds more than `MAX_LINE_BYTES` before its newline."""
     return len(raw) > MAX_LINE_BYTES and len(raw.rstrip(b"\n")) > MAX_LINE_BYTES
 
 
@@ -199,7 +200,7 @@ def _with_lone_surrogates(raw: bytes, err: orjson.JSONDecodeError) -> Any:
     JavaScript writes the halves of a surrogate pair split across two stream deltas as
     two lone escapes; ``orjson`` refuses them, the standard library's parser keeps them
     (the script builder joins the halves again). Anything else stays refused: the result
-    is then :data:`~pytest_dsh_replay._format.json_values.ABSENT`.
+    is then `ABSENT`.
     """
     if "surrogate" not in err.msg:
         return ABSENT
@@ -215,7 +216,7 @@ def parse_json_text(raw: bytes) -> Any:
     """``raw`` parsed as the reader parses a line (lone surrogates kept), or ABSENT.
 
     Returns:
-        The value, or :data:`~pytest_dsh_replay._format.json_values.ABSENT` when the
+        The value, or `ABSENT` when the
         text is not JSON (the reader refuses such a line).
     """
     try:
@@ -228,8 +229,9 @@ def line_error(source: str | None, lineno: int | None) -> SessionLogError | None
     """The error the reader gives line ``lineno`` of the log ``source``, read again now.
 
     For a payload kept as the log's text whose text turns out not to parse when it is
-    first used (docs/format.md#raw-payloads): the reader's message names the column in
-    the whole line. ``None`` when the file cannot be read or the line now parses.
+    first used ([docs/format.md#raw-payloads](../format.md#raw-payloads)): the reader's
+    message names the column in the whole line. ``None`` when the file cannot be read or the
+    line now parses.
     """
     if source is None or lineno is None:
         return None
@@ -265,10 +267,10 @@ def iter_log_lines(
             iterable of raw lines each ending in ``\n``.
         source: The file name used in error messages.
         calls: Decode packed rows and ``assistant/message``/``assistant/attempt`` events
-            with :func:`~pytest_dsh_replay._format.typed.decode_call_line` when it is certain of
+            with `decode_call_line` when it is certain of
             them (the script builder's fast path); such lines are yielded as a
-            :class:`~pytest_dsh_replay._format.chunk_rows.PackedRow` or a
-            :class:`~pytest_dsh_replay._format.typed.StreamLine`, already checked.
+            `PackedRow` or a
+            `StreamLine`, already checked.
 
     Yields:
         The 1-based physical line number (blank lines counted) and the parsed JSON
@@ -277,8 +279,9 @@ def iter_log_lines(
 
     Raises:
         SessionLogError: A line is not valid JSON (a final line without ``\n`` is
-            reported as a truncated last line), is longer than :data:`MAX_LINE_BYTES`,
-            nests deeper than :data:`MAX_NESTING`, or the file cannot be read.
+            reported as a truncated last line), is longer than
+            [`MAX_LINE_BYTES`][pytest_dsh_replay.MAX_LINE_BYTES], nests deeper than
+            [`MAX_NESTING`][pytest_dsh_replay.MAX_NESTING], or the file cannot be read.
     """
     loads = orjson.loads
     prefixes: tuple[bytes, ...] = ()  # the header (the first value) is never a call line
@@ -314,7 +317,7 @@ def iter_log_lines(
 def read_header(
     value: object, lineno: int, source: str | None, *, mode: HeaderMode = "replay"
 ) -> SessionHeader:
-    """Validate a parsed header line (:func:`~pytest_dsh_replay._format.events.header_problem`).
+    """Validate a parsed header line (`header_problem`).
 
     Raises:
         SessionLogError: The header breaks a rule of ``mode``, naming the file and line.
@@ -328,7 +331,7 @@ def read_header(
 def header_line(data: bytes, *, source: str | None = None) -> tuple[bytes, Any]:
     r"""A log's header line exactly as found, and its parsed value.
 
-    The header is the first non-blank line, as :func:`iter_log_lines` reads it; the line
+    The header is the first non-blank line, as `iter_log_lines` reads it; the line
     comes without its ``\n``, a trailing ``\r`` and a leading byte-order mark.
 
     Raises:
@@ -385,13 +388,13 @@ def iter_records(
 
     Args:
         lines: ``(line_number, value)`` pairs after the header, from
-            :func:`iter_log_lines`.
+            `iter_log_lines`.
         source: The file name used in error messages.
 
     Yields:
         ``(line_number, record)``: an ordinary event (``seq`` set to the number of
         logical events before it and ``time`` to 0 when absent), or a validated
-        :class:`~pytest_dsh_replay._format.chunk_rows.PackedRow` standing for its members.
+        `PackedRow` standing for its members.
 
     Raises:
         SessionLogError: A line is not a JSON object, or a packed row is malformed.
@@ -446,7 +449,7 @@ def parse_session_log(text: str | bytes, *, source: str | None = None) -> list[E
 
 
 def read_log_bytes(path: str | os.PathLike[str]) -> bytes:
-    """Read a log file's text, decompressing zstd logs (docs/format.md#zstd).
+    """Read a log file's text, decompressing zstd logs ([docs/format.md#zstd](../format.md#zstd)).
 
     Args:
         path: A ``.jsonl`` file, or a ``.jsonl.zst``/``.jsonl.zstd`` file holding a
@@ -476,8 +479,8 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
     A plain log is streamed from disk, so only the line being parsed is in memory; a
     zstd log (by name or by its frame magic) is decompressed whole first (its frames
     must all be checked anyway), up to
-    :data:`~pytest_dsh_replay._format.zstd.MAX_DECOMPRESSED_BYTES` of text. Use the
-    result in a ``with`` block and pass it to :func:`iter_log_lines`.
+    [`MAX_DECOMPRESSED_BYTES`][pytest_dsh_replay.MAX_DECOMPRESSED_BYTES] of text. Use the
+    result in a ``with`` block and pass it to `iter_log_lines`.
 
     Args:
         path: A ``.jsonl``, ``.jsonl.zst`` or ``.jsonl.zstd`` file.
@@ -519,7 +522,7 @@ def plain_reads() -> Iterator[None]:
     """Within it, every log is read the plain way, whatever its size.
 
     Every payload is then checked at the load, in log order
-    (docs/format.md#raw-payloads), as ``dsh-replay check`` needs.
+    ([docs/format.md#raw-payloads](../format.md#raw-payloads)), as ``dsh-replay check`` needs.
     """
     token = _PLAIN_READS.set(True)
     try:
@@ -538,11 +541,11 @@ def _log_size(f: IO[bytes]) -> int:
 
 
 def _parsed_small_log(f: IO[bytes], source: str) -> Iterator[tuple[int, Any]] | None:
-    """:func:`iter_log_lines` of a small log whose every line parses, all parsed at once.
+    """`iter_log_lines` of a small log whose every line parses, all parsed at once.
 
     ``None`` (after rewinding ``f``) when the log is larger than 1 MiB or any line does
     not parse as it is (a blank line, a byte-order mark, a lone surrogate, bad JSON):
-    :func:`iter_log_lines` then reads it and raises its errors.
+    `iter_log_lines` then reads it and raises its errors.
     """
     start = f.tell()
     try:
@@ -575,15 +578,15 @@ def open_session_log(
 
     Args:
         path: A log (plain or zstd).
-        mode: How strictly the header is checked (:data:`HeaderMode`).
-        calls: Decode call lines typed (see :func:`iter_log_lines`) when the log holds
-            :data:`TYPED_MIN_BYTES` or more: for the script builder only.
+        mode: How strictly the header is checked (`HeaderMode`).
+        calls: Decode call lines typed (see `iter_log_lines`) when the log holds
+            `TYPED_MIN_BYTES` or more: for the script builder only.
         text: A list that receives the file object of the log's plain text, to read
-            its head again (:func:`head_digest`) while the log is open.
+            its head again (`head_digest`) while the log is open.
 
     Yields:
         ``(header, header_line, body)``: the validated header, its line number, and
-        the body's ``(line number, value)`` pairs from :func:`iter_log_lines`.
+        the body's ``(line number, value)`` pairs from `iter_log_lines`.
 
     Raises:
         SessionLogError: The file is unreadable or empty, its header breaks a rule of
@@ -609,18 +612,18 @@ def open_session_log(
 def head_digest(f: IO[bytes], lines: int) -> tuple[int, int] | None:
     """The size and digest of a log's lines 2 to ``lines - 1``, its header on line 1.
 
-    What a fork child's seed is compared by (docs/scenarios.md#structure): two logs
-    whose seed lines are the same bytes hold the same seed events, without reading
-    them as events.
+    What a fork child's seed is compared by
+    ([docs/scenarios.md#structure](../scenarios.md#structure)): two logs whose seed lines
+    are the same bytes hold the same seed events, without reading them as events.
 
     Args:
-        f: The log's plain text (:func:`open_log`), read again from its start.
+        f: The log's plain text (`open_log`), read again from its start.
         lines: The physical line where the region ends (excluded).
 
     Returns:
         ``(bytes, CRC-32)`` of the region; ``None`` when the header is not
-        the first line, or the region has a line longer than :data:`MAX_LINE_BYTES`
-        or ends without a newline.
+        the first line, or the region has a line longer than
+        [`MAX_LINE_BYTES`][pytest_dsh_replay.MAX_LINE_BYTES] or ends without a newline.
     """
     f.seek(0)
     if not f.readline(MAX_LINE_BYTES + 1).startswith(b"{"):
@@ -639,7 +642,7 @@ def head_digest(f: IO[bytes], lines: int) -> tuple[int, int] | None:
 def body_digests(path: str | os.PathLike[str], sizes: Iterable[int]) -> dict[int, int] | None:
     """The digests of the first ``size`` bytes after a log's header line, for each size.
 
-    A fork parent's side of :func:`head_digest`: only the head of the log that the
+    A fork parent's side of `head_digest`: only the head of the log that the
     largest size needs is read (a zstd log's later frames are never decompressed).
 
     Returns:
@@ -698,14 +701,15 @@ def read_session_log(path: str | os.PathLike[str]) -> SessionLog:
         path: A log file (``.jsonl``, ``.jsonl.zst``, ``.jsonl.zstd``).
 
     Returns:
-        ``(header, events)`` as a :class:`~pytest_dsh_replay._format.events.SessionLog`:
+        ``(header, events)`` as a `SessionLog`:
         the validated header and the logical events (packed rows expanded; projected
         records get their ``seq``/``time``).
 
     Raises:
-        SessionLogError: As :func:`read_log_bytes`, :func:`parse_session_header` and
-            :func:`parse_session_log`, naming the file; a header another format
-            version's rules refuse.
+        SessionLogError: As `read_log_bytes`,
+            [`parse_session_header`][pytest_dsh_replay.parse_session_header] and
+            [`parse_session_log`][pytest_dsh_replay.parse_session_log], naming the file; a
+            header another format version's rules refuse.
     """
     with open_session_log(path) as (header, _, lines):
         return SessionLog(
@@ -716,16 +720,16 @@ def read_session_log(path: str | os.PathLike[str]) -> SessionLog:
 def session_log_from_body(
     header: SessionHeader, body: Iterable[tuple[int, Any]], *, source: str
 ) -> SessionLog:
-    """:func:`read_session_log`'s result from a log's body lines read before.
+    """`read_session_log`'s result from a log's body lines read before.
 
     Args:
-        header: The log's header, as :func:`open_session_log` read it.
-        body: The body lines as :func:`iter_log_lines` gave them (plain parsed values,
+        header: The log's header, as `open_session_log` read it.
+        body: The body lines as `iter_log_lines` gave them (plain parsed values,
             not typed ones), e.g. kept while the log's script was derived.
         source: The file name used in error messages.
 
     Raises:
-        SessionLogError: As :func:`read_session_log`.
+        SessionLogError: As [`read_session_log`][pytest_dsh_replay.read_session_log].
     """
     return SessionLog(header, expand_records(r for _, r in iter_records(iter(body), source=source)))
 
@@ -749,10 +753,10 @@ def dump_session_log(
     r"""Serialize a session log.
 
     Args:
-        header: The header, as a :class:`SessionHeader` (written in its format's field
-            order) or as the exact header object to write. A format 2-4 header keeps
-            every event as it is (``seq``/``time`` kept, nothing packed): those formats
-            have no other form.
+        header: The header, as a [`SessionHeader`][pytest_dsh_replay.SessionHeader] (written
+            in its format's field order) or as the exact header object to write. A format
+            2-4 header keeps every event as it is (``seq``/``time`` kept, nothing packed):
+            those formats have no other form.
         events: The events in log order, each with ``seq`` and ``time``.
         pack_chunks: Pack delta runs of 3 or more into chunk rows, as the harness does.
         envelope: Keep ``seq``/``time`` (``seq0``/``time0``); ``False`` gives the

@@ -2,8 +2,8 @@
 
 A scenario directory names its primary ``session.jsonl`` and its children
 ``session.<n>.jsonl``; a name may carry the log format's generation (``session.v4.jsonl``)
-and the zstd suffix. :func:`parse_log_name` reads a name once (cached: a corpus load asks
-for the same few names again and again); :func:`check_log_name` refuses a log whose name
+and the zstd suffix. `parse_log_name` reads a name once (cached: a corpus load asks
+for the same few names again and again); `check_log_name` refuses a log whose name
 and header disagree on the format version.
 """
 
@@ -23,7 +23,7 @@ LOG_NAME_PATTERN: Final = (
     r"session(?:\.(?P<child>[1-9][0-9]*))?(?:\.v(?P<version>[1-9][0-9]*))?\.jsonl"
     r"(?P<zstd>\.zst|\.zstd)?"
 )
-"""What :func:`parse_log_name` accepts, as a regular expression (it reads names without one:
+"""What `parse_log_name` accepts, as a regular expression (it reads names without one:
 compiling this costs more than a cold start reads)."""
 
 

@@ -66,7 +66,7 @@ class Redactor:
         literals: Exact secret values (for example the recording API key); each
             occurrence is replaced. Values shorter than 6 characters are ignored, since
             they would redact ordinary text.
-        patterns: ``(name, regex)`` pairs; the built-in :data:`DEFAULT_SECRET_PATTERNS`
+        patterns: ``(name, regex)`` pairs; the built-in `DEFAULT_SECRET_PATTERNS`
             are always included, extra ones add to them.
 
     A redactor never shows its literals: its ``repr`` (what a failing assertion or
@@ -119,10 +119,10 @@ class Redactor:
         return merged
 
     def redact_text(self, text: str) -> str:
-        """Return ``text`` with every secret replaced by :data:`REDACTED`.
+        """Return ``text`` with every secret replaced by `REDACTED`.
 
         Every rule looks at the original text; overlapping matches become one
-        :data:`REDACTED`.
+        `REDACTED`.
         """
         return self.redact_pieces([text])[0]
 
@@ -131,7 +131,7 @@ class Redactor:
 
         The rules look at the pieces joined, so a secret split anywhere is found, even
         where one piece alone already looks like a secret. Each secret becomes one
-        :data:`REDACTED` in the piece where it starts; its characters in later pieces are
+        `REDACTED` in the piece where it starts; its characters in later pieces are
         dropped. Everything else stays in its own piece, so the number of pieces and
         their boundaries outside secrets are kept.
 
@@ -195,11 +195,11 @@ class Redactor:
         A streamed secret can arrive in pieces (``"sk-ab"``, ``"cdef..."``), and a first
         piece may already look like a secret on its own. The deltas of each run (one
         block of one call) are therefore redacted together with
-        :meth:`redact_pieces`: the joined text is what the rules see, and each delta
-        keeps its place and its own text outside secrets. The same holds for the run
-        records of the streams that format 2-4 logs embed in ``assistant/message`` and
-        ``assistant/attempt`` (their ``texts`` / ``args``). Every other string is
-        redacted on its own. The input events are not changed.
+        [`redact_pieces`][pytest_dsh_replay.Redactor.redact_pieces]: the joined text is what
+        the rules see, and each delta keeps its place and its own text outside secrets. The
+        same holds for the run records of the streams that format 2-4 logs embed in
+        ``assistant/message`` and ``assistant/attempt`` (their ``texts`` / ``args``). Every
+        other string is redacted on its own. The input events are not changed.
         """
         source = list(events)
         out = [self.redact(event) for event in source]
@@ -216,7 +216,7 @@ class Redactor:
         """Yield ``(json_path, rule_name)`` for each string or key in ``value`` with a secret.
 
         Strings and keys are visited in document order, without recursion, so a value
-        of any depth is searched (docs/limits.md#nesting).
+        of any depth is searched ([docs/limits.md#nesting](../limits.md#nesting)).
         """
         # (the key it is found under, or _NO_KEY; the value; the path of its container)
         stack: list[tuple[Any, Any, str]] = [(_NO_KEY, value, path)]
@@ -278,11 +278,11 @@ def recording_redactor(
         environ: Where to read ``DSH_RECORD_API_KEY`` and the base URLs of
             ``url_variables`` (default: ``os.environ``).
         url_variables: The variables that hold base URLs (default:
-            :data:`RECORD_URL_VARIABLES`; the wires' table passes every wire's).
+            `RECORD_URL_VARIABLES`; the wires' table passes every wire's).
 
     Returns:
-        A :class:`Redactor` whose literals are the key, when it is set, and the
-        credentials the base URLs carry (:func:`url_secrets`).
+        A [`Redactor`][pytest_dsh_replay.Redactor] whose literals are the key, when it is
+        set, and the credentials the base URLs carry (`url_secrets`).
     """
     env = os.environ if environ is None else environ
     key = env.get("DSH_RECORD_API_KEY", "")
@@ -304,7 +304,7 @@ def url_secrets(url: str) -> list[str]:
 
     A query parameter is secret when its name says key, token, secret, password, auth,
     sig or credential (``?key=...``, ``?access_token=...``). The user name is not a
-    secret (it is hidden when the URL is shown, see :func:`shown_url`).
+    secret (it is hidden when the URL is shown, see `shown_url`).
 
     Args:
         url: A text; one that does not parse as a URL has no secrets.
@@ -361,7 +361,7 @@ class TextRedaction:
     A recording holds ``[REDACTED]`` where the live session had a secret (and whatever
     the user's ``pytest_dsh_replay_redact`` hook made of its events), so replay compares
     live text with recorded text, and quotes live text in its messages, through this
-    (docs/checks.md#redaction).
+    ([docs/checks.md#redaction](../checks.md#redaction)).
 
     Args:
         redactor: The secret rules (default: the built-in ones).
@@ -408,7 +408,7 @@ class TextRedaction:
 
 @lru_cache(maxsize=1)
 def builtin_redactor() -> Redactor:
-    """The built-in rules alone, compiled once per process (:class:`Redactor` with no arguments)."""
+    """The built-in rules alone, compiled once per process (`Redactor` with no arguments)."""
     return Redactor()
 
 

@@ -1,9 +1,10 @@
 """The one chunk assembler: what a call's stream chunks add up to.
 
-A model call streams chunks (see docs/format.md#stream-chunks); :func:`assemble_reply`
-turns them into the content blocks, usage and finish the harness logs for the call.
-Everything that needs a call's blocks reads them from here: the recorder's logged
-``assistant/message``, the wires' whole (``stream: false``) responses, transcripts.
+A model call streams chunks (see
+[docs/format.md#stream-chunks](../format.md#stream-chunks)); `assemble_reply` turns them
+into the content blocks, usage and finish the harness logs for the call. Everything that
+needs a call's blocks reads them from here: the recorder's logged ``assistant/message``, the
+wires' whole (``stream: false``) responses, transcripts.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def _tool_delta(partial: dict[int, JSONObject], index: int, chunk: StreamChunk) 
 
 
 def assemble_reply(chunks: Iterable[StreamChunk]) -> Reply:
-    """Assemble one call's chunks (see :class:`Reply`)."""
+    """Assemble one call's chunks (see `Reply`)."""
     ended: dict[int, JSONObject] = {}
     in_order: list[Any] = []
     partial: dict[int, JSONObject] = {}

@@ -12,9 +12,9 @@ one) carries the call's stream as a list of records::
 
 A ``chunk`` record holds one stream chunk as it was received; a run record
 (``text-chunks``, ``reasoning-chunks``, ``tool-call-chunks``) holds consecutive deltas of
-one block, members one to many. :func:`stream_runs` validates the records in the
+one block, members one to many. `stream_runs` validates the records in the
 runtime's order of checks, with the runtime's own error texts, and returns them as chunk
-runs (see :data:`~pytest_dsh_replay._format.events.ChunkRun`): the exact chunk sequence the
+runs (see `ChunkRun`): the exact chunk sequence the
 model adapter yielded, every delta boundary kept.
 """
 
@@ -71,11 +71,11 @@ def stream_run(record: object) -> ChunkRun | None:
     """A stream record's chunk run, or ``None`` when it breaks a rule of the format.
 
     The one place that decides whether a parsed record is accepted
-    (docs/format.md#stream-records): a ``chunk`` record gives its chunk object as it is,
-    a run record ``[chunk_type, index, members]`` (``[..., id]`` or ``[..., id, name]``
-    for tool-call runs). The common case is checked with whole-list operations that run
-    in C; the rare forms the rules allow (integral floats, member times near the safe
-    limit, a chunk holding ``null``) are checked one by one. :func:`record_problem` words
+    ([docs/format.md#stream-records](../format.md#stream-records)): a ``chunk`` record gives
+    its chunk object as it is, a run record ``[chunk_type, index, members]`` (``[..., id]``
+    or ``[..., id, name]`` for tool-call runs). The common case is checked with whole-list
+    operations that run in C; the rare forms the rules allow (integral floats, member times
+    near the safe limit, a chunk holding ``null``) are checked one by one. `record_problem` words
     a refusal.
     """
     if record.__class__ is not dict:
@@ -166,10 +166,11 @@ def _times_fit(time0: object, dt: object, members: int) -> bool:
 
 
 def record_problem(record: object) -> str:
-    """Why :func:`stream_run` refused ``record``: the first rule it breaks, as the runtime says it.
+    """Why `stream_run` refused ``record``: the first rule it breaks, as the runtime says it.
 
     Asked only after a refusal, to word the error: the rules are checked one by one in
-    the dsh runtime's order, with its texts (docs/format.md#stream-records).
+    the dsh runtime's order, with its texts
+    ([docs/format.md#stream-records](../format.md#stream-records)).
 
     Returns:
         The message; ``""`` when no rule is broken (then the record is accepted).
@@ -298,14 +299,15 @@ def stream_runs(
 def kept_runs(stream: Any) -> list[ChunkRun] | None:
     """The runs of a parsed stream whose records' envelope was checked when it was read.
 
-    Only the payloads' rules are left (docs/format.md#raw-payloads): a chunk is a JSON
-    object the strict serializer writes without ``null`` (so certainly lossless), a
-    run's members are strings, one more than its ``dt``. The envelope (record types and
-    keys, times, indexes, ids and names) must have passed the typed read.
+    Only the payloads' rules are left
+    ([docs/format.md#raw-payloads](../format.md#raw-payloads)): a chunk is a JSON object the
+    strict serializer writes without ``null`` (so certainly lossless), a run's members are
+    strings, one more than its ``dt``. The envelope (record types and keys, times, indexes,
+    ids and names) must have passed the typed read.
 
     Returns:
-        The runs, as :func:`stream_runs` gives them; ``None`` when a payload is not
-        certain to pass: :func:`checked_stream` then decides, with its message.
+        The runs, as `stream_runs` gives them; ``None`` when a payload is not
+        certain to pass: `checked_stream` then decides, with its message.
     """
     runs: list[ChunkRun] = []
     chunks: list[object] = []
@@ -341,10 +343,11 @@ def checked_stream(stream: object, *, event_type: str) -> list[ChunkRun]:
     """A call's parsed ``data.stream``, checked as the reader checks a stream.
 
     A large log's streams may be kept as the log's own text when they are read, with
-    only their records' envelope checked (docs/format.md#raw-payloads); this checks one
-    when its call is first served: every record's rules (:func:`stream_runs`), then every
-    chunk against the format's vocabulary, in order, so a stream that breaks a rule
-    gets the message the reader gives it.
+    only their records' envelope checked
+    ([docs/format.md#raw-payloads](../format.md#raw-payloads)); this checks one when its
+    call is first served: every record's rules (`stream_runs`), then every chunk against the
+    format's vocabulary, in order, so a stream that breaks a rule gets the message the
+    reader gives it.
 
     Args:
         stream: The ``data.stream`` value, parsed.

@@ -8,11 +8,11 @@ same for users):
   (JSON escapes the C0 controls, the separators are written as they are), replayed
   exactly, checked like any text. Only a transcript (Markdown, stored by syrupy as a
   text file whose reader turns ``\r`` and ``\r\n`` into ``\n``) shows them as
-  visible symbols (:func:`visible`), so a transcript always matches its own snapshot.
+  visible symbols (`visible`), so a transcript always matches its own snapshot.
 - **Surrogates** (U+D800-U+DFFF) are not characters: UTF-8 files and JSON writers
   cannot hold them alone. A high and a low surrogate that a stream split across two
   deltas of one block (as UTF-16 based servers do) are joined again in the later delta
-  (:class:`TextSafeModel`), so the code under test receives the character whole, and a
+  (`TextSafeModel`), so the code under test receives the character whole, and a
   recording holds valid UTF-8. A lone surrogate anywhere in a chunk or a request
   becomes U+FFFD (the replacement character) before the recorder sees it, and a
   transcript shows any it still meets as ``<U+D83D>``.
@@ -53,7 +53,7 @@ reader sees where one block ends and the next begins.
 
 
 def join_blocks(texts: Iterable[str]) -> str:
-    """``texts`` (the text blocks of one message) joined with :data:`BLOCK_SEPARATOR`."""
+    """``texts`` (the text blocks of one message) joined with `BLOCK_SEPARATOR`."""
     return BLOCK_SEPARATOR.join(texts)
 
 
@@ -89,7 +89,7 @@ def repair_surrogates(text: str) -> str:
 
 
 def text_safe(value: Any) -> Any:
-    """A JSON value with :func:`repair_surrogates` applied to every string and key.
+    """A JSON value with `repair_surrogates` applied to every string and key.
 
     Returns:
         ``value`` itself when nothing changed (no copy is made), else a copy.
@@ -108,7 +108,7 @@ def text_safe(value: Any) -> Any:
 
 
 class _Container:
-    """One dict, list or tuple on :func:`_text_safe_walk`'s stack: its items as walked."""
+    """One dict, list or tuple on `_text_safe_walk`'s stack: its items as walked."""
 
     __slots__ = ("items", "keys", "out", "pairs", "value")
 
@@ -140,7 +140,7 @@ _END: Final = object()
 
 
 def _text_safe_walk(value: Any) -> Any:
-    """:func:`text_safe`, value by value, without recursion (any depth; a cycle is kept).
+    """`text_safe`, value by value, without recursion (any depth; a cycle is kept).
 
     A container met again inside itself (a cyclic in-process object, which no JSON
     value is) is left as it is there rather than walked for ever.
@@ -248,14 +248,14 @@ class OptionsStreaming(Protocol[_TakesOptions]):
     def astream_call(
         self, request: Mapping[str, object], options: _TakesOptions
     ) -> AsyncIterator[StreamChunk]:
-        """The async form of :meth:`stream_call`."""
+        """The async form of `stream_call`."""
         ...
 
 
 class TextSafeModel(Generic[_Options]):
     """Wraps a model so that requests and chunks hold only valid Unicode text.
 
-    Requests are passed on with lone surrogates replaced (:func:`text_safe`); chunks
+    Requests are passed on with lone surrogates replaced (`text_safe`); chunks
     come back with surrogate pairs that were split across two deltas joined in the later
     delta and every other lone surrogate replaced by U+FFFD. A chunk is delayed only
     when its delta ends with a high surrogate (until the next chunk shows whether the
@@ -292,7 +292,7 @@ class TextSafeModel(Generic[_Options]):
     def astream_call(
         self, request: Mapping[str, object], options: _Options
     ) -> AsyncIterator[StreamChunk]:
-        """The async form of :meth:`stream_call`."""
+        """The async form of `stream_call`."""
         return self._arelay(self.model.astream_call(text_safe(request), options))
 
     async def _arelay(self, upstream: AsyncIterator[StreamChunk]) -> AsyncIterator[StreamChunk]:

@@ -3,18 +3,18 @@
 Most of a log's bytes are in a few kinds of lines: packed chunk rows (``text-chunks``,
 ``reasoning-chunks``, ``tool-call-chunks``; formats 0 and 1) and the ``assistant/message``
 / ``assistant/attempt`` events whose ``data.stream`` embeds a call (formats 2 to 4).
-:func:`decode_call_line` decodes such a line with ``msgspec`` into typed structs, so the
+`decode_call_line` decodes such a line with ``msgspec`` into typed structs, so the
 checks the readers apply to its envelope (exact fields, safe integers, the call's last
 chunk its only ``finish``) run in C while decoding, and returns what the script builder
-needs: a packed row as the same :class:`~pytest_dsh_replay._format.chunk_rows.PackedRow`
-the plain reader validates, a stream event as a :class:`StreamLine`.
+needs: a packed row as the same `PackedRow`
+the plain reader validates, a stream event as a `StreamLine`.
 
 A stream (formats 2 to 4) is left as the log's own JSON text, its payloads checked when
-the call is first served (docs/format.md#raw-payloads).
+the call is first served ([docs/format.md#raw-payloads](../format.md#raw-payloads)).
 
 It is a fast path only: it returns ``None`` whenever it is not certain that the plain
-path (``orjson`` and the dsh harness's checks in :mod:`~pytest_dsh_replay._format.chunk_rows` and
-:mod:`~pytest_dsh_replay._format.stream_records`) would accept the line's envelope and
+path (``orjson`` and the dsh harness's checks in `chunk_rows` and
+`stream_records`) would accept the line's envelope and
 derive the same values; the caller then decodes the line the plain way, which raises the
 exact error a bad line deserves. Every field outside the payloads is decoded (none
 skipped), so a line the JSON parser would refuse there is never accepted here.
@@ -210,13 +210,14 @@ class StreamLine:
 
     Attributes:
         kind: The event type.
-        turn: ``data.turn``, or :data:`~pytest_dsh_replay._format.json_values.ABSENT`.
-        step: ``data.step``, or :data:`~pytest_dsh_replay._format.json_values.ABSENT`.
+        turn: ``data.turn``, or `ABSENT`.
+        step: ``data.step``, or `ABSENT`.
         runs: The stream's last chunk (its ``finish``), decoded; ``[]`` for an empty
             stream.
         stream: ``data.stream`` as the log's own JSON text, its envelope checked and its
             payloads left to be checked when the call is first served
-            (docs/format.md#raw-payloads); ``None`` for an empty stream.
+            ([docs/format.md#raw-payloads](../format.md#raw-payloads)); ``None`` for an
+            empty stream.
     """
 
     __slots__ = ("kind", "runs", "step", "stream", "turn")
@@ -290,7 +291,7 @@ def decode_call_line(raw: bytes) -> PackedRow | StreamLine | None:
 
     Args:
         raw: One line of a log (after the header), beginning with one of
-            :data:`ROW_LINE_PREFIXES` or :data:`STREAM_LINE_PREFIXES`.
+            `ROW_LINE_PREFIXES` or `STREAM_LINE_PREFIXES`.
 
     Returns:
         The decoded line when the plain path would certainly accept it with the same

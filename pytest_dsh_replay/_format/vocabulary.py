@@ -1,15 +1,16 @@
 """The session format's vocabulary: which event types and stream chunks a log may hold.
 
-One table for every reader (docs/format.md#vocabulary): the script builder checks each
-event's type and each stream chunk it derives against it, in the pass that reads the log,
-whatever the log came from (plain, projected or packed JSONL, zstd, a SQLite store).
+One table for every reader ([docs/format.md#vocabulary](../format.md#vocabulary)): the
+script builder checks each event's type and each stream chunk it derives against it, in the
+pass that reads the log, whatever the log came from (plain, projected or packed JSONL, zstd,
+a SQLite store).
 
-- Event types: :data:`EVENT_TYPES_V0` and :data:`EVENT_TYPES_V4`, the names each format
-  version knows (its :class:`~pytest_dsh_replay._format.formats.FormatSpec` says which). A log may
+- Event types: `EVENT_TYPES_V0` and `EVENT_TYPES_V4`, the names each format
+  version knows (its `FormatSpec` says which). A log may
   hold another type only on an event marked ``"ignorable": true``; anything else is
   refused (an event replay would silently drop).
-- Stream chunks: :data:`CHUNK_FIELDS` lists, per chunk type, the fields it must have and
-  the ones it may have, with what each must hold. :func:`chunk_problem` checks one chunk
+- Stream chunks: `CHUNK_FIELDS` lists, per chunk type, the fields it must have and
+  the ones it may have, with what each must hold. `chunk_problem` checks one chunk
   against it: an unknown chunk type, a missing or mistyped field, or a field the type
   does not have is refused (a chunk the code under test would otherwise be served).
 
@@ -237,7 +238,8 @@ CHUNK_FIELDS: Final[Mapping[str, tuple[Mapping[str, _Check], Mapping[str, _Check
 }
 """Per stream chunk type: ``(required fields, optional fields)``, each field with its rule.
 
-A chunk has ``type`` and exactly these fields (docs/format.md#stream-chunks).
+A chunk has ``type`` and exactly these fields
+([docs/format.md#stream-chunks](../format.md#stream-chunks)).
 """
 
 # The common chunks, checked by their key sets first.
@@ -246,7 +248,7 @@ _DELTAS: Final = frozenset({"text-delta", "reasoning-delta"})
 
 
 def chunk_problem(chunk: dict[str, Any]) -> str | None:
-    """Check one stream chunk against :data:`CHUNK_FIELDS`.
+    """Check one stream chunk against `CHUNK_FIELDS`.
 
     Args:
         chunk: A parsed stream chunk object.

@@ -3,10 +3,11 @@
 A log named ``*.jsonl.zst`` / ``*.jsonl.zstd``, or any file starting with the zstd frame
 magic, is read through the ``zstandard`` package (the ``zstd`` extra), one frame at a
 time, so a damaged frame is named by its byte offset and a torn last frame (an
-interrupted write) is told apart from corruption. :func:`iter_frames` is the one zstd
-reader: the line reader (:mod:`pytest_dsh_replay._format.jsonl`) and the store's crash repair
-(:mod:`pytest_dsh_replay._store.log_rules`) both go through it (:func:`zstd_frames`). It
-never decompresses past :data:`MAX_DECOMPRESSED_BYTES` (docs/limits.md#decompressed-size).
+interrupted write) is told apart from corruption. `iter_frames` is the one zstd
+reader: the line reader (`pytest_dsh_replay._format.jsonl`) and the store's crash repair
+(`pytest_dsh_replay._store.log_rules`) both go through it (`zstd_frames`). It
+never decompresses past [`MAX_DECOMPRESSED_BYTES`][pytest_dsh_replay.MAX_DECOMPRESSED_BYTES]
+([docs/limits.md#decompressed-size](../limits.md#decompressed-size)).
 """
 
 from __future__ import annotations
@@ -37,13 +38,15 @@ ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 """The four bytes every zstd frame starts with."""
 
 MAX_DECOMPRESSED_BYTES: Final[int] = 512 * 1024 * 1024
-"""The most plain text one zstd log may decompress to: 512 MiB (docs/limits.md#decompressed-size).
+"""The most plain text one zstd log may decompress to: 512 MiB.
+
+See [docs/limits.md#decompressed-size](../limits.md#decompressed-size).
 
 A zstd log is decompressed whole before its lines are read (every frame is checked
 first, so a torn or damaged frame is refused before anything loads), so its text is
 held in memory at once; a file of a few hundred KB can expand to gigabytes. Decoding
 stops, and the log is refused, as soon as its frames would exceed this. The figure is
-eight records of the longest line (:data:`~pytest_dsh_replay._format.jsonl.MAX_LINE_BYTES`,
+eight records of the longest line ([`MAX_LINE_BYTES`][pytest_dsh_replay.MAX_LINE_BYTES],
 64 MiB) and about a hundred times a large recorded session (the benchmarks' 21-session
 set holds 98 MB of text); a larger log loads decompressed, as a plain ``.jsonl`` file,
 which is read line by line. A zstd file larger than this on disk is refused from its
@@ -73,7 +76,8 @@ def compress_frame(zstandard: ModuleType, plaintext: bytes, level: int = 3) -> b
     """One zstd frame of ``plaintext``, with its content checksum (the one zstd writer).
 
     Every frame this package writes carries the checksum, as the dsh runtime's frames
-    do, so a flipped byte anywhere in a frame is refused on read (docs/format.md#zstd).
+    do, so a flipped byte anywhere in a frame is refused on read
+    ([docs/format.md#zstd](../format.md#zstd)).
 
     Args:
         zstandard: The imported ``zstandard`` module.
@@ -102,7 +106,7 @@ def decompress_frame(
 
     The frame is fed to the decompressor in pieces no larger than ``limit`` allows: a
     zstd block regenerates at most 128 KiB from at least 4 bytes (an RLE block), so a
-    piece of ``n`` bytes yields at most ``n`` * :data:`_MAX_RATIO` bytes, and a bomb is
+    piece of ``n`` bytes yields at most ``n`` * `_MAX_RATIO` bytes, and a bomb is
     stopped within a few MiB of the limit, however small its file.
 
     Args:
@@ -174,16 +178,17 @@ def iter_frames(
 
     A log written in batches is a sequence of zstd frames, one per batch. Each is
     decoded by ``zstandard`` on its own, so a damaged frame is named by its offset. All
-    frames together may decompress to at most ``limit`` bytes (docs/limits.md#decompressed-size):
-    decoding stops as soon as they would exceed it, so memory stays bounded by the
-    limit, not by what the frames claim or expand to. A reader that needs only the
-    log's head stops early, and the rest is never decompressed.
+    frames together may decompress to at most ``limit`` bytes
+    ([docs/limits.md#decompressed-size](../limits.md#decompressed-size)): decoding stops as
+    soon as they would exceed it, so memory stays bounded by the limit, not by what the
+    frames claim or expand to. A reader that needs only the log's head stops early, and the
+    rest is never decompressed.
 
     Args:
         data: The whole file.
         source: The file name used in error messages.
         limit: The most bytes of plain text the whole log may hold;
-            :data:`MAX_DECOMPRESSED_BYTES` when ``None``.
+            [`MAX_DECOMPRESSED_BYTES`][pytest_dsh_replay.MAX_DECOMPRESSED_BYTES] when ``None``.
 
     Yields:
         ``(byte offset, plaintext, complete)`` per frame; the last one is incomplete
@@ -226,7 +231,7 @@ def iter_frames(
 def zstd_frames(
     data: bytes, source: str, *, limit: int | None = None
 ) -> tuple[list[tuple[int, bytes]], int | None, bytes]:
-    """Split a zstd log into its frames and decompress each (:func:`iter_frames`).
+    """Split a zstd log into its frames and decompress each (`iter_frames`).
 
     Returns:
         ``(frames, torn_at, partial)``: every complete frame as ``(byte offset,
@@ -234,7 +239,7 @@ def zstd_frames(
         ``None``; and what that torn frame still decodes to.
 
     Raises:
-        SessionLogError: As :func:`iter_frames`.
+        SessionLogError: As `iter_frames`.
     """
     frames: list[tuple[int, bytes]] = []
     for offset, text, complete in iter_frames(data, source, limit=limit):
@@ -250,7 +255,8 @@ def decompress_frames(data: bytes, source: str) -> bytes:
     Raises:
         SessionLogError: The file is empty, ``zstandard`` is missing, a frame is
             damaged, the last frame is torn (the recording was interrupted), or the
-            frames decompress to more than :data:`MAX_DECOMPRESSED_BYTES`.
+            frames decompress to more than
+            [`MAX_DECOMPRESSED_BYTES`][pytest_dsh_replay.MAX_DECOMPRESSED_BYTES].
     """
     if not data:
         raise SessionLogError("empty zstd session log: expected at least one frame", path=source)

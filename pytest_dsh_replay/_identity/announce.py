@@ -4,16 +4,16 @@ A parent starts a child from a tool call (the dsh runtime's ``subagent`` and
 ``subagent_fork``, an SDK agent's agent-as-tool): the call's arguments hold the task the
 child then opens with. A tool call **announces** a child when one of its arguments' string
 values is the child's opening up to a block boundary, white space runs compared as one
-space (docs/scenarios.md#announcement). Only equality counts: a child whose request
-repeats its parent's task holds every task that parent hands out.
+space ([docs/scenarios.md#announcement](../scenarios.md#announcement)). Only equality
+counts: a child whose request repeats its parent's task holds every task that parent hands out.
 
-:func:`announcing` links a child to the earliest tool call of its parent that announces it
+`announcing` links a child to the earliest tool call of its parent that announces it
 and no earlier child took. Recording and replay link by the same function over the same
 data: the parent's calls' tool calls (recorded, or as served) and the child's opening.
 
 The dsh runtime also says so in its parent's log: it answers the tool call that started
 a child with ``started subagent <child id>`` and logs a ``subagent/catalog`` event
-``{childId}`` before that result; :func:`runtime_announcements` reads that.
+``{childId}`` before that result; `runtime_announcements` reads that.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def announces(call: ToolCallMark, openings: Iterable[str]) -> bool:
     Args:
         call: The parent's tool call.
         openings: The child's opening up to each block boundary
-            (:func:`~.._wire.request.opening_prefixes`).
+            (`opening_prefixes`).
     """
     texts = {_normal(text) for text in openings if text.strip()}
     return bool(texts) and any(value in texts for value in argument_texts(call.arguments))

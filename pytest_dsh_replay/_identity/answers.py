@@ -1,10 +1,10 @@
 """An answer as the next request quotes it, and whether a re-sent message is that answer.
 
 A client continues a conversation by re-sending the model's answer as an assistant
-message. Which session a request continues is told by that message (docs/wires.md#calling-session):
-its text and its tool calls. Some clients give tool calls ids of their own (frameworks
-that rewrite ids), so an answer is recognized by its tool calls' names and arguments
-too, not only by their ids.
+message. Which session a request continues is told by that message
+([docs/wires.md#calling-session](../wires.md#calling-session)): its text and its tool calls.
+Some clients give tool calls ids of their own (frameworks that rewrite ids), so an answer is
+recognized by its tool calls' names and arguments too, not only by their ids.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class ToolCallMark:
         id: The call's id as the client saw it (``""``: none).
         name: The tool's name.
         arguments: The arguments as JSON text (as streamed; compare with
-            :func:`same_arguments`, which parses them).
+            `same_arguments`, which parses them).
     """
 
     id: str
@@ -69,8 +69,9 @@ def tool_call_marks(chunks: Iterable[StreamChunk]) -> tuple[ToolCallMark, ...]:
     """The tool calls a call's chunks add up to (the one assembler's ``tool-call`` blocks).
 
     Args:
-        chunks: The call's stream chunks (docs/format.md#stream-chunks), or only those
-            of its tool calls (``block-start``, ``tool-call-delta``, ``block-end``).
+        chunks: The call's stream chunks
+            ([docs/format.md#stream-chunks](../format.md#stream-chunks)), or only those of
+            its tool calls (``block-start``, ``tool-call-delta``, ``block-end``).
 
     Returns:
         One mark per tool call, in block order.
@@ -189,7 +190,7 @@ def is_served_answer(message: Mapping[str, object], served: ServedAnswer | None)
 def quotes_answer(message: Mapping[str, object], served: ServedAnswer | None) -> bool:
     """Whether a re-sent message is exactly the answer ``served`` (its text and every id).
 
-    Stricter than :func:`is_served_answer`: it tells apart sessions whose latest
+    Stricter than `is_served_answer`: it tells apart sessions whose latest
     requests were equal by what each was answered.
     """
     if served is None or not (served.text or served.calls):

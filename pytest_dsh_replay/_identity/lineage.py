@@ -1,12 +1,13 @@
 """A new child session's lineage: spawn or fork, and the seed a fork inherits.
 
-One rule, for recording and replay alike (docs/scenarios.md#fork-or-spawn): a child
-whose creator did not say (the code under test created no session for it, and the dsh
-runtime sent no ``seedLength``) is a **fork** when its first request starts with the
-conversation its parent's completed turns hold, and then inherits those turns (the
-parent's log up to its last ``turn/end``, as the harness seeds a fork); otherwise it is
-a **spawn** and inherits nothing. A child started while its parent's first turn runs is
-therefore a spawn whatever its request repeats: the harness seeds only completed turns.
+One rule, for recording and replay alike
+([docs/scenarios.md#fork-or-spawn](../scenarios.md#fork-or-spawn)): a child whose creator
+did not say (the code under test created no session for it, and the dsh runtime sent no
+``seedLength``) is a **fork** when its first request starts with the conversation its
+parent's completed turns hold, and then inherits those turns (the parent's log up to its
+last ``turn/end``, as the harness seeds a fork); otherwise it is a **spawn** and inherits
+nothing. A child started while its parent's first turn runs is therefore a spawn whatever
+its request repeats: the harness seeds only completed turns.
 
 Recording writes the lineage into the child's header (``parentSession``,
 ``seedLength``); replay decides it for the live child by the same function over the

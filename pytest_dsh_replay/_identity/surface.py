@@ -1,10 +1,10 @@
 """Logged events read back as the conversation items a request shows the model.
 
-The recorder logs each call's conversation (the request's :class:`~.._wire.request.Item` s)
+The recorder logs each call's conversation (the request's `Item` s)
 into the calling session; to tell which messages of the next request are new, it reads the
-items back from the session's logged events with :func:`surface_item` and compares their
+items back from the session's logged events with `surface_item` and compares their
 keys. A new child's lineage is decided the same way: whether its first request starts with
-the conversation its parent's completed turns hold (:func:`surface_of`).
+the conversation its parent's completed turns hold (`surface_of`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def apply_surface(surface: list[tuple[int, Item]], event: Event, item: Item) -> 
         surface: ``(seq, item)`` pairs so far.
         event: The event that logged ``item``: its ``surfaceOp`` ``replace`` (``start``
             and ``end`` seqs) replaces that span; otherwise the item is appended.
-        item: Its :func:`surface_item`.
+        item: Its `surface_item`.
     """
     op = event.get("surfaceOp")
     seq = event.get("seq", len(surface))

@@ -78,7 +78,7 @@ def recording_layout_problem(
     Raises:
         ScenarioMarkerError: A test that requests ``dsh_replay`` has a broken marker (a
             refused name is left out: its test fails at set-up, see
-            :class:`~.scenarios.ScenarioNameError`).
+            `ScenarioNameError`).
     """
     from .scenarios import ScenarioNameError, records, refuse_recording_outside, scenario_path
 
@@ -101,7 +101,7 @@ def recording_layout_problem(
 
 
 def _layout_problem(tests: list[tuple[str, Path]]) -> tuple[str, list[int]] | None:
-    """:func:`recording_layout_problem` over ``(node id, scenario path)`` pairs."""
+    """`recording_layout_problem` over ``(node id, scenario path)`` pairs."""
     from .._errors import RecordingError
     from .._scripts.scenario import refuse_nested
 

@@ -105,7 +105,7 @@ def missing_recording(nodeid: str, path: Path, command: str, near: Path | None =
     Args:
         nodeid: The test.
         path: The scenario it looked for.
-        command: The command that records it (:func:`record_command`).
+        command: The command that records it (`record_command`).
         near: The existing scenario whose name is closest to ``path``'s, if one is
             close (a mistyped name): the message asks whether it was meant.
 
@@ -144,7 +144,7 @@ def snapshot_drift(problem: str) -> str:
     """A replayed test's snapshot differs, and so does the replay from its recording.
 
     ``problem`` is the end-of-test check's failure text, its re-record command included
-    (:func:`rerecord`): the snapshot shows a replay that the recording does not hold.
+    (`rerecord`): the snapshot shows a replay that the recording does not hold.
     """
     return f"the snapshot differs because the replay differs from its recording:\n{problem}"
 
@@ -201,7 +201,7 @@ def http_call_failed(err: Exception) -> str:
     """A replay error an HTTP call met, shown at teardown, with the status its client got.
 
     That is 404 for a route the endpoint does not serve, else
-    :data:`~.._endpoint.endpoint.REPLAY_ERROR_STATUS` (400).
+    `REPLAY_ERROR_STATUS` (400).
     """
     from .._endpoint.endpoint import REPLAY_ERROR_STATUS
     from .._errors import UnservedRouteError
@@ -217,9 +217,9 @@ def met_over_http(err: Exception) -> str:
     """What made an HTTP call fail, shown once: the typed error first.
 
     A live model the recording could not reach (a
-    :class:`~pytest_dsh_replay.RecordingError`) is shown as itself, an endpoint's bug
-    (an :class:`~pytest_dsh_replay.EndpointError`) with the note of
-    :func:`endpoint_failed`, a replay error as :func:`http_call_failed` shows it.
+    [`RecordingError`][pytest_dsh_replay.RecordingError]) is shown as itself, an endpoint's bug
+    (an [`EndpointError`][pytest_dsh_replay.EndpointError]) with the note of
+    `endpoint_failed`, a replay error as `http_call_failed` shows it.
     """
     from .._errors import EndpointError, RecordingError
 
@@ -233,7 +233,7 @@ def met_over_http(err: Exception) -> str:
 def call_failed_after(err: Exception, raised: str) -> str:
     """A test whose code raised (``raised``, as shown) after an HTTP call failed (``err``).
 
-    :func:`met_over_http` leads: the code's exception (an SDK's, usually) is only its
+    `met_over_http` leads: the code's exception (an SDK's, usually) is only its
     echo, shown under it.
     """
     return (

@@ -1,10 +1,10 @@
 """The record modes ``--dsh-record`` accepts, each defined once (pytest-free).
 
-A :class:`RecordMode` says what it does (does it replay a scenario that has a recording,
+A `RecordMode` says what it does (does it replay a scenario that has a recording,
 does it record one that has none), its command-line value and its help text; the
 plugin's option, its messages and the policy ask the mode and never compare values.
-:data:`RECORD_MODES` is the table (docs/recording.md#record-mode). A new mode is one
-entry there, plus whatever it does beyond these two answers.
+`RECORD_MODES` is the table ([docs/recording.md#record-mode](../recording.md#record-mode)).
+A new mode is one entry there, plus whatever it does beyond these two answers.
 """
 
 from __future__ import annotations

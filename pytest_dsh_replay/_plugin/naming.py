@@ -36,7 +36,7 @@ def scenario_name(test_name: str) -> str:
 
     Returns:
         A single path segment made of ``A-Z a-z 0-9 . _ - [ ]`` that never starts with
-        ``.`` and is at most :data:`MAX_SCENARIO_NAME` characters. ``::`` becomes ``.``.
+        ``.`` and is at most `MAX_SCENARIO_NAME` characters. ``::`` becomes ``.``.
         A name that had to be changed in any other way (a ``.`` of its own, ``/``,
         ``..``, spaces, non-ASCII) or shortened gets a hash of the original appended,
         so the mapping is injective: two different test names never share a directory.
@@ -67,7 +67,7 @@ def resolve_scenario(
 
     Args:
         root: The snapshot root (``dsh_snapshot_dir``).
-        name_or_path: An absolute path (used as it is; :func:`inside_root` says whether it
+        name_or_path: An absolute path (used as it is; `inside_root` says whether it
             may be recorded), or a name relative to ``root`` (``"spawn"``,
             ``"agents/fork"``).
         resolved_root: ``str(root.resolve())`` when the caller knows it already (the
@@ -81,7 +81,7 @@ def resolve_scenario(
         ScenarioError: A relative name is empty, holds a NUL byte, or does not resolve
             (``..``, symbolic links followed) to a directory strictly inside ``root``:
             ``"."``, ``"./"`` and ``"a/.."`` name the root itself, ``"../x"`` leaves it.
-            The message quotes the name and :data:`SCENARIO_RULE`.
+            The message quotes the name and `SCENARIO_RULE`.
     """
     text = os.fspath(name_or_path)
     if "\x00" in text:

@@ -1,11 +1,11 @@
 """One test's run of the ``dsh_replay`` fixture, from set-up to teardown (pytest-free).
 
-:func:`start` resolves the test's scenario and opens it for replay or for recording,
-counting what the summary reports; :func:`check_replayed`, :func:`check_recorded`,
-:func:`failed_call`, :func:`end_recording` and :func:`close` run the end-of-test work
+`start` resolves the test's scenario and opens it for replay or for recording,
+counting what the summary reports; `check_replayed`, `check_recorded`,
+`failed_call`, `end_recording` and `close` run the end-of-test work
 and return the failure text, if any. The plugin supplies what only pytest has (the
 temporary base, the redact hooks, the live model) as callables, and turns
-:class:`ScenarioUnavailable` and the returned texts into test failures.
+`ScenarioUnavailable` and the returned texts into test failures.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ __all__ = [
 
 
 class RecordedSession(Protocol):
-    """What :func:`recorded_calls` reads of a recorded session."""
+    """What `recorded_calls` reads of a recorded session."""
 
     @property
     def events(self) -> Sequence[Event]:
@@ -55,7 +55,7 @@ class RecordedSession(Protocol):
 
 
 class RecordedSessions(Protocol):
-    """What :func:`recorded_calls` reads of a store (a ``SessionStore``)."""
+    """What `recorded_calls` reads of a store (a ``SessionStore``)."""
 
     def sessions(self) -> Iterable[RecordedSession]:
         """Every session."""
@@ -94,16 +94,17 @@ def start(
             of a replay-only test, to name the test that records it).
 
     Returns:
-        The test's :class:`~pytest_dsh_replay.DshReplay`, in ``"record"`` mode when the
+        The test's [`DshReplay`][pytest_dsh_replay.DshReplay], in ``"record"`` mode when the
         test records under ``--dsh-record``, else in ``"replay"`` mode.
 
     Raises:
         ScenarioMarkerError: The test's ``dsh_scenario`` marker is broken.
         ScenarioUnavailable: The scenario's name was refused (not a directory strictly
-            inside the snapshot root; docs/limits.md#paths), the layout was refused, the
-            recording is missing or does not load, or it cannot be recorded (another
-            process records it right now, docs/recording.md#one-recorder; the place is
-            not writable).
+            inside the snapshot root; [docs/limits.md#paths](../limits.md#paths)), the
+            layout was refused, the recording is missing or does not load, or it cannot be
+            recorded (another process records it right now,
+            [docs/recording.md#one-recorder](../recording.md#one-recorder); the place is not
+            writable).
     """
     from .._fixture.dsh_replay import DshReplay
     from .messages import cannot_record, does_not_load, missing_recording, record_command
@@ -200,8 +201,8 @@ def _hold(test: CollectedTest, path: Path) -> tuple[RecordingLock, OSError | Non
 
     Returns:
         The held lock; or, when its file cannot be created, a lock that holds nothing
-        and the error (:meth:`DshReplay.record` then says why the place cannot be
-        written, which :func:`start` reports first).
+        and the error ([`DshReplay.record`][pytest_dsh_replay.DshReplay.record] then says
+        why the place cannot be written, which `start` reports first).
 
     Raises:
         ScenarioUnavailable: Another process records ``path`` (its id is named).
@@ -248,10 +249,10 @@ def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:
     """Once per run and directory: put back or clean up what a killed writer left.
 
     Only hidden entries named like the temporary files this package writes are touched
-    (``.<name>.tmp-<12 hex>``, ``.<name>.old-<12 hex>``; see docs/recording.md); a
-    directory that does not exist, or a scenario that is a file, has none. What could
-    not be put back or removed (a read-only file system) is noted for the summary, with
-    the OS error.
+    (``.<name>.tmp-<12 hex>``, ``.<name>.old-<12 hex>``; see
+    [docs/recording.md](../recording.md)); a directory that does not exist, or a scenario
+    that is a file, has none. What could not be put back or removed (a read-only file
+    system) is noted for the summary, with the OS error.
     """
     key = str(directory)
     if key in state.recovered:
@@ -280,7 +281,7 @@ def check_replayed(
 
     Returns:
         ``None`` when the check passed, else the failure text: the problem (a replay
-        error an HTTP call met first, typed, see :func:`~.messages.met_over_http`), a note
+        error an HTTP call met first, typed, see `met_over_http`), a note
         when another program wrote the recording and the logs differ, and the command
         that re-records the scenario (not after a bug of the endpoint, nor when the run
         met a race inside the dsh runtime, which re-recording cannot fix: then the races).
@@ -323,10 +324,10 @@ def snapshot_drift(
     """Why a test's syrupy snapshot (its transcript, say) differs, and what to run.
 
     Called when the test body failed on a snapshot assertion (syrupy shows its diff;
-    docs/checks.md#transcripts). Replaying, the end-of-test check runs as it does after
-    a passing body (:func:`check_replayed`): a replay that differs from its recording
-    is the cause, told with the command that re-records; one that matches it means the
-    snapshot is out of date. Recording, nothing was written.
+    [docs/checks.md#transcripts](../checks.md#transcripts)). Replaying, the end-of-test
+    check runs as it does after a passing body (`check_replayed`): a replay that differs
+    from its recording is the cause, told with the command that re-records; one that matches
+    it means the snapshot is out of date. Recording, nothing was written.
 
     Returns:
         The plugin's text, shown beside syrupy's diff.
@@ -362,7 +363,7 @@ def end_recording(nodeid: str, state: SuiteState, replay: DshReplay, *, passed: 
 
     Returns:
         ``None``, or the failure text when the recording could not be written. Either
-        way the test's lock on recording the scenario (taken by :func:`start`) is
+        way the test's lock on recording the scenario (taken by `start`) is
         released.
     """
     lock = state.locks.pop(nodeid, None)
@@ -376,7 +377,7 @@ def end_recording(nodeid: str, state: SuiteState, replay: DshReplay, *, passed: 
 def _end_recording(
     nodeid: str, state: SuiteState, replay: DshReplay, *, passed: bool
 ) -> str | None:
-    """:func:`end_recording`, its lock held."""
+    """`end_recording`, its lock held."""
     if not passed:
         if _has_recording(replay.path):
             state.kept += 1
@@ -418,7 +419,7 @@ def recorded_calls(sessions: RecordedSessions) -> int:
     """The model calls recorded in a store's sessions (a fork's inherited calls left out).
 
     Args:
-        sessions: A :class:`~pytest_dsh_replay.SessionStore` (or anything whose
+        sessions: A [`SessionStore`][pytest_dsh_replay.SessionStore] (or anything whose
             ``sessions()`` yields sessions with ``events`` and ``seed_length``).
 
     Returns:
@@ -442,7 +443,7 @@ def failed_call(replay: DshReplay, raised: Callable[[], str]) -> str | None:
     Returns:
         ``None`` when no HTTP call met a replay error and, while recording, the live
         model was reached; else the typed error first, the body's exception under it.
-        The error is then reported: :func:`close` does not report it again, so the test
+        The error is then reported: `close` does not report it again, so the test
         fails once.
     """
     from .messages import call_failed_after
@@ -457,7 +458,7 @@ def check_recorded(replay: DshReplay) -> str | None:
     """The end-of-test check of a recording test whose body passed.
 
     Returns:
-        ``None``, or the failure text (:func:`~.messages.met_over_http`) when an HTTP
+        ``None``, or the failure text (`met_over_http`) when an HTTP
         call met a replay error or the live model could not be reached: the test fails
         once, in its body, and nothing is written.
     """
@@ -471,7 +472,7 @@ def close(replay: DshReplay) -> str | None:
     """Stop the model endpoint.
 
     Returns:
-        ``None``, or the failure text (:func:`~.messages.met_over_http`): a replay error
+        ``None``, or the failure text (`met_over_http`): a replay error
         an HTTP call met (its client got a 400) and not reported yet, or that the live
         model could not be reached while recording.
     """

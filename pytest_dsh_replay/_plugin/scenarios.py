@@ -1,6 +1,6 @@
 """Which scenario a test uses, and whether it records or replays it (pytest-free).
 
-The plugin turns each ``pytest.Item`` into a :class:`~.collected.CollectedTest` and asks
+The plugin turns each ``pytest.Item`` into a `CollectedTest` and asks
 here: where the test's scenario lives (its ``dsh_scenario`` marker, else a name derived
 from the module and the test), whether it records under ``--dsh-record``, whether its
 replayed logs are compared, and which paths pytest must not collect.
@@ -56,8 +56,8 @@ class ScenarioNameError(ScenarioMarkerError):
     """A ``dsh_scenario`` name is refused: it is not a directory strictly inside the root.
 
     The message starts with the test's node id, then quotes the name and the rule
-    (docs/limits.md#paths). The plugin fails that test at set-up, before any live model
-    is asked, instead of stopping the run.
+    ([docs/limits.md#paths](../limits.md#paths)). The plugin fails that test at set-up,
+    before any live model is asked, instead of stopping the run.
     """
 
 
@@ -129,14 +129,14 @@ def scenario_path(test: CollectedTest, state: SuiteState) -> Path:
 def refuse_recording_outside(test: CollectedTest, state: SuiteState, path: Path) -> None:
     """Refuse to record a scenario that is not strictly inside the snapshot root.
 
-    A relative or derived name is inside by construction (:func:`scenario_path`); an
+    A relative or derived name is inside by construction (`scenario_path`); an
     absolute marker path is replayed wherever it is, but recording replaces the whole
     directory, so it is recorded only strictly inside the root.
 
     Args:
         test: A test that records ``path``.
         state: The run's state.
-        path: Its scenario (:func:`scenario_path`).
+        path: Its scenario (`scenario_path`).
 
     Raises:
         ScenarioNameError: ``path`` is absolute and resolves to the snapshot root, to a
@@ -167,7 +167,7 @@ def compare_logs(test: CollectedTest, state: SuiteState) -> bool:
 def records(test: CollectedTest, state: SuiteState, path: Path) -> bool:
     """Whether the test records (rather than replays) ``path`` under the run's options.
 
-    The run's record mode (:class:`~.modes.RecordMode`) says, from whether the scenario
+    The run's record mode (`RecordMode`) says, from whether the scenario
     exists; without ``--dsh-record`` nothing records, and a replay-only test
     (``record=False``) never records.
     """
@@ -194,7 +194,7 @@ def closest_scenario(path: Path) -> Path | None:
     For a missing recording: a mistyped ``dsh_scenario`` name (``"captial"`` for
     ``"capital"``) or a renamed test. The candidates are the scenarios in ``path``'s
     directory (directories holding a primary log, and single log files); closeness is
-    :func:`difflib.get_close_matches`' (ratio at least 0.6).
+    `difflib.get_close_matches`' (ratio at least 0.6).
 
     Returns:
         That scenario's path, or ``None`` when no name is close (or the directory does

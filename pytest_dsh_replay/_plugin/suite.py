@@ -36,7 +36,7 @@ __all__ = [
 
 
 class WorkerReport(TypedDict):
-    """What a ``pytest-xdist`` worker hands the controller (:meth:`SuiteState.report`)."""
+    """What a ``pytest-xdist`` worker hands the controller (`SuiteState.report`)."""
 
     used: list[str]
     roots: list[str]
@@ -59,8 +59,8 @@ class SuiteState:
 
     Counts for the summary, the scenarios used (for the unused report), and what each
     test's fixture shares (the scenario cache, the redaction, the temporary base). Under
-    ``pytest-xdist`` each worker keeps one and hands :meth:`report` to the controller,
-    which :meth:`merge` s them.
+    ``pytest-xdist`` each worker keeps one and hands `report` to the controller,
+    which `merge` s them.
     """
 
     record: RecordMode | None  # --dsh-record's mode; None replays

@@ -1,9 +1,10 @@
 """The built-in live model for ``--dsh-record``: an OpenAI-compatible chat-completions adapter.
 
-:class:`OpenAICompatibleModel` streams chat completions through the official ``openai``
+`OpenAICompatibleModel` streams chat completions through the official ``openai``
 package (the ``record`` extra) and maps them to dsh stream chunks
-(docs/format.md#stream-chunks), so a recording made against any OpenAI-compatible
-endpoint (OpenAI, DeepSeek, a local server) looks like one made by the dsh runtime:
+([docs/format.md#stream-chunks](../format.md#stream-chunks)), so a recording made against
+any OpenAI-compatible endpoint (OpenAI, DeepSeek, a local server) looks like one made by the
+dsh runtime:
 
 - ``delta.reasoning_content`` (DeepSeek) becomes a ``reasoning`` block, ``delta.content``
   a ``text`` block, each ``delta.tool_calls[k]`` a ``tool-call`` block; block indexes
@@ -11,7 +12,8 @@ endpoint (OpenAI, DeepSeek, a local server) looks like one made by the dsh runti
   assembled block) when the stream moves on to another block kind, or at the end of the
   stream, where every open block ends in index order.
 - Then a ``usage`` chunk (when the provider reports usage) and exactly one ``finish``.
-- A failed call never raises: like the dsh runtime (docs/format.md#failed-calls) it
+- A failed call never raises: like the dsh runtime
+([docs/format.md#failed-calls](../format.md#failed-calls)) it
   ends in a ``finish`` with ``{"kind": "error", "failure": LlmFailure}``,
   after whatever chunks had already streamed.
 
@@ -57,7 +59,7 @@ RECORD_ENV_VARS: Final[tuple[str, str, str]] = (
     "DSH_RECORD_API_KEY",
     "DSH_RECORD_MODEL",
 )
-"""The environment variables :meth:`OpenAICompatibleModel.from_env` reads, in order:
+"""The environment variables `OpenAICompatibleModel.from_env` reads, in order:
 the endpoint's base URL (``https://api.deepseek.com/v1``), the API key, and (optional)
 a model name that replaces the one each request asks for."""
 
@@ -69,7 +71,8 @@ GEMINI_BASE_URL_VAR: Final = GEMINI_WIRE.record_base_url_variable
 
 TIMEOUT_VAR: Final = "DSH_RECORD_TIMEOUT"
 """The variable that sets the built-in live model's ``timeout`` in seconds (default:
-:data:`~.proxy.UPSTREAM_IDLE_TIMEOUT_S`; docs/limits.md#upstream-idle)."""
+[`UPSTREAM_IDLE_TIMEOUT_S`][pytest_dsh_replay.UPSTREAM_IDLE_TIMEOUT_S];
+[docs/limits.md#upstream-idle](../limits.md#upstream-idle))."""
 
 # dsh request keys this adapter converts; every other key is sent as it is.
 _CONVERTED: Final = frozenset({"messages", "system", "tools", "maxTokens", "model", "stream"})
@@ -78,7 +81,7 @@ _INSTALL_HINT: Final = "pip install 'pytest-dsh-replay[record]'"
 
 
 def _timeout_from(raw: str) -> float:
-    """:data:`TIMEOUT_VAR`'s seconds (unset or empty: the default).
+    """`TIMEOUT_VAR`'s seconds (unset or empty: the default).
 
     Raises:
         RecordingError: The value is not a finite number > 0.
@@ -122,17 +125,19 @@ class OpenAICompatibleModel(OptionsModel):
             ``<base_url>/chat/completions``. A query string is kept on every request
             (``https://h/v1?api-version=1`` calls
             ``https://h/v1/chat/completions?api-version=1``); its secret-looking values
-            never show in a message or ``repr`` (docs/checks.md#redaction).
+            never show in a message or ``repr``
+            ([docs/checks.md#redaction](../checks.md#redaction)).
         api_key: The bearer token sent in the ``Authorization`` header. It is never
             part of ``repr()`` or of a failure message.
         model: When given, the model name sent as ``"model"`` instead of the one each
             request asks for (``"deepseek-chat"``); ``None`` sends the request's own.
         timeout: Seconds to connect, for an answer to start and between two reads of
             an answer (the idle timeout; default
-            :data:`~pytest_dsh_replay.UPSTREAM_IDLE_TIMEOUT_S`, 120); must be > 0. A call
-            that cannot connect or whose answer does not start in time ends in a
+            [`UPSTREAM_IDLE_TIMEOUT_S`][pytest_dsh_replay.UPSTREAM_IDLE_TIMEOUT_S], 120);
+            must be > 0. A call that cannot connect or whose answer does not start in time ends in a
             ``NETWORK`` error finish; an answer that stalls longer once it started ends in
-            a ``TIMEOUT`` error finish, and is recorded so (docs/limits.md#upstream-idle).
+            a ``TIMEOUT`` error finish, and is recorded so
+            ([docs/limits.md#upstream-idle](../limits.md#upstream-idle)).
         extra_body: Extra top-level JSON fields merged into every request body, for
             provider options the OpenAI API lacks (``{"thinking": {...}}``).
         anthropic_base_url: Where the recording proxy sends ``/v1/messages`` calls
@@ -140,13 +145,14 @@ class OpenAICompatibleModel(OptionsModel):
             ``/messages`` when it already ends in ``/v1``).
         gemini_base_url: Where the recording proxy sends Gemini calls (``/v1beta/models/
             ...:streamGenerateContent``), e.g. ``"https://generativelanguage.googleapis.com"``
-            (default: ``base_url``); see docs/wires.md#recording-proxy.
+            (default: ``base_url``); see
+            [docs/wires.md#recording-proxy](../wires.md#recording-proxy).
         base_urls: Where the recording proxy sends each wire's calls, by wire name
             (``{"anthropic": ..., "gemini": ...}``; a wire not named: ``base_url``);
             ``anthropic_base_url`` and ``gemini_base_url`` are two of them.
 
     A call that cannot reach the endpoint (connection refused, DNS, timeout) ends in a
-    ``NETWORK`` error finish and is also kept in :attr:`network_failures`, a message naming
+    ``NETWORK`` error finish and is also kept in `network_failures`, a message naming
     the base URL and the error, so a recording made while the server was down fails its
     test instead of being written.
 
@@ -200,22 +206,22 @@ class OpenAICompatibleModel(OptionsModel):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> OpenAICompatibleModel | None:
-        """Build the model from the ``DSH_RECORD_*`` variables of :data:`RECORD_ENV_VARS`.
+        """Build the model from the ``DSH_RECORD_*`` variables of `RECORD_ENV_VARS`.
 
         Args:
             environ: Where to read the variables; the process environment by default.
 
         Returns:
             The model, or ``None`` when the base URL or the key is unset or empty (the
-            caller reports that as a usage error naming :data:`RECORD_ENV_VARS`).
+            caller reports that as a usage error naming `RECORD_ENV_VARS`).
             ``DSH_RECORD_MODEL``, when set, replaces the model every request asks for;
-            each wire's ``record_base_url_variable`` (:data:`ANTHROPIC_BASE_URL_VAR`,
-            :data:`GEMINI_BASE_URL_VAR`) sets where its calls go, :data:`TIMEOUT_VAR` the
+            each wire's ``record_base_url_variable`` (`ANTHROPIC_BASE_URL_VAR`,
+            `GEMINI_BASE_URL_VAR`) sets where its calls go, `TIMEOUT_VAR` the
             ``timeout`` in seconds.
 
         Raises:
             RecordingError: The variables are set but ``openai`` is not installed, or
-                :data:`TIMEOUT_VAR` is not a number of seconds > 0 (the message names it
+                `TIMEOUT_VAR` is not a number of seconds > 0 (the message names it
                 and its value), or the base URL's query string repeats a parameter.
         """
         base_url, api_key, model = (environ.get(name, "") for name in RECORD_ENV_VARS)
@@ -291,23 +297,24 @@ class OpenAICompatibleModel(OptionsModel):
                 to the provider as it is (the recording proxy); its answer goes back
                 through ``relay`` byte for byte, and ``request`` is only read for logging.
             **ignored: Accepted and ignored (``session_id``, ``parent_session_id``,
-                ``turn``, ``step``, ...; docs/recording.md#live-model-calls).
+                ``turn``, ``step``, ...;
+                [docs/recording.md#live-model-calls](../recording.md#live-model-calls)).
 
         Returns:
-            An iterator of new chunk dicts (docs/format.md#stream-chunks): blocks, then
-            ``usage`` when the provider reports it (``inputTokens`` excludes cached input, which is
-            ``cacheReadTokens``; ``reasoningTokens`` when reported), then one
+            An iterator of new chunk dicts
+            ([docs/format.md#stream-chunks](../format.md#stream-chunks)): blocks, then
+            ``usage`` when the provider reports it (``inputTokens`` excludes cached input,
+            which is ``cacheReadTokens``; ``reasoningTokens`` when reported), then one
             ``finish``: ``stop``; ``tool-calls`` (also for ``stop`` with tool calls);
             ``max-tokens`` for ``length``; otherwise ``error`` with an LlmFailure
             ``{"message", "code", "status"?, "providerRetryAfterMs"?, "requestId"?}``,
             ``code`` being ``AUTH`` (401/403), ``RATE_LIMIT`` (429),
-            ``CONTEXT_WINDOW_EXCEEDED`` (400/413 about the context length),
-            ``OVERLOADED`` (503/529, DeepSeek's ``insufficient_system_resource``),
-            ``NETWORK`` (connection failure or timeout; no ``status``),
-            ``EMPTY_RESPONSE`` (no text, reasoning or tool call), ``CONTENT_FILTER``
-            (``content_filter``) or ``UNKNOWN``. Reading it never raises for a failed
-            call: chunks already yielded stay, the error ``finish`` comes last, and
-            blocks left open by a failure get no ``block-end``.
+            ``CONTEXT_WINDOW_EXCEEDED`` (400/413 about the context length), ``OVERLOADED``
+            (503/529, DeepSeek's ``insufficient_system_resource``), ``NETWORK`` (connection
+            failure or timeout; no ``status``), ``EMPTY_RESPONSE`` (no text, reasoning or
+            tool call), ``CONTENT_FILTER`` (``content_filter``) or ``UNKNOWN``. Reading it
+            never raises for a failed call: chunks already yielded stay, the error
+            ``finish`` comes last, and blocks left open by a failure get no ``block-end``.
 
         Raises:
             TypeError: ``request`` is not a mapping.
@@ -318,12 +325,12 @@ class OpenAICompatibleModel(OptionsModel):
         return self._run(self._params(request))
 
     def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
-        """:meth:`stream` with the call's options as one value (the recorder's call).
+        """`stream` with the call's options as one value (the recorder's call).
 
         ``options.relay`` is the recording proxy's HTTP call; the rest is ignored.
 
         Raises:
-            TypeError: As :meth:`stream`; also when ``options.relay`` is not the model
+            TypeError: As `stream`; also when ``options.relay`` is not the model
                 endpoint's relay.
         """
         relay = options.relay
@@ -355,17 +362,17 @@ class OpenAICompatibleModel(OptionsModel):
     def astream(
         self, request: Mapping[str, object], **ignored: object
     ) -> AsyncIterator[StreamChunk]:
-        """Make one streaming call with ``openai.AsyncOpenAI``; the async form of :meth:`stream`.
+        """Make one streaming call with ``openai.AsyncOpenAI``; the async form of `stream`.
 
         Each call uses its own async client, closed when the iterator ends, so the model
         works across event loops (one ``asyncio.run`` per test).
 
         Args:
-            request: As for :meth:`stream`.
+            request: As for `stream`.
             **ignored: Accepted and ignored.
 
         Returns:
-            An async iterator of the same chunks :meth:`stream` yields.
+            An async iterator of the same chunks `stream` yields.
 
         Raises:
             TypeError: ``request`` is not a mapping.
@@ -374,7 +381,7 @@ class OpenAICompatibleModel(OptionsModel):
         return self._arun(self._params(request))
 
     def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
-        """:meth:`astream` with the call's options as one value (they are ignored)."""
+        """`astream` with the call's options as one value (they are ignored)."""
         return self._arun(self._params(request))
 
     # --- the HTTP side -----------------------------------------------------------------
@@ -477,7 +484,8 @@ class OpenAICompatibleModel(OptionsModel):
         """The failure of a call that raised ``error`` (``answering``: once it streamed).
 
         A read that timed out once the answer started is the answer stalling
-        (``TIMEOUT``), as in the recording proxy (docs/limits.md#upstream-idle).
+        (``TIMEOUT``), as in the recording proxy
+        ([docs/limits.md#upstream-idle](../limits.md#upstream-idle)).
         """
         redactor = self._redactor
         if answering and (_is_read_timeout(error) or _is_read_timeout(error.__cause__)):
@@ -499,7 +507,7 @@ def split_query(url: str) -> tuple[str, dict[str, str]]:
     The SDK joins request paths to the base URL as text, so a query in it would end up
     before the path (``/v1?api-version=1chat/completions``); given apart, the SDK sends
     it with every request (``/v1/chat/completions?api-version=1``), as the recording
-    proxy does (docs/recording.md#recording-secrets).
+    proxy does ([docs/recording.md#recording-secrets](../recording.md#recording-secrets)).
 
     Args:
         url: A base URL, with or without a query string (``https://h/v1?api-version=1``).

@@ -1,20 +1,20 @@
 """Recording through the endpoint: a proxy to the live provider.
 
 Under ``--dsh-record`` the model endpoint forwards each HTTP call to the live provider
-(:func:`proxy_stream`, used by the built-in live model): the request body goes out
+(`proxy_stream`, used by the built-in live model): the request body goes out
 unchanged (the model name is replaced only when ``DSH_RECORD_MODEL`` asks for it), the
 API key is added by the proxy (the agent only ever holds a dummy key), and the provider's
-answer comes back to the client byte for byte through a :class:`Relay`, while the same
+answer comes back to the client byte for byte through a `Relay`, while the same
 bytes are decoded into dsh chunks that the recorder logs into the calling session.
 
-Where calls go is the wire's (:meth:`~.._wire.base.Wire.upstream`):
+Where calls go is the wire's (`upstream`):
 ``/v1/chat/completions`` to ``<DSH_RECORD_BASE_URL>/chat/completions`` and
 ``/v1/responses`` to ``<DSH_RECORD_BASE_URL>/responses`` (the base URL includes the
 version, as OpenAI clients take it);
 ``/v1/messages`` to ``<DSH_RECORD_ANTHROPIC_BASE_URL>/v1/messages`` (``/messages`` when
 that base already ends in ``/v1``; default: ``DSH_RECORD_BASE_URL``); the Gemini routes
 to ``<DSH_RECORD_GEMINI_BASE_URL><path>`` (default: ``DSH_RECORD_BASE_URL``; see
-docs/wires.md#recording-proxy).
+[docs/wires.md#recording-proxy](../wires.md#recording-proxy)).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ The recording proxy and the built-in live model wait this long to connect, for a
 answer to start and between two reads of an answer (a provider that keeps sending, however
 slowly, is never cut). An answer that stalls longer once it has started is recorded as a
 ``TIMEOUT`` failure and the client's connection is dropped, as its replay drops it
-(docs/limits.md#upstream-idle). ``OpenAICompatibleModel(timeout=...)`` and the
-``DSH_RECORD_TIMEOUT`` variable set another bound."""
+([docs/limits.md#upstream-idle](../limits.md#upstream-idle)).
+``OpenAICompatibleModel(timeout=...)`` and the ``DSH_RECORD_TIMEOUT`` variable set another bound."""
 
 # Request headers that are the connection's, the client's credentials, or the proxy's to set.
 _NOT_FORWARDED: Final = frozenset(
@@ -70,10 +70,11 @@ _NOT_RELAYED: Final = frozenset(
 class Relay:
     """Carries one HTTP call from the endpoint to the proxy and the raw answer back.
 
-    The proxy passes the provider's answer on event by event (docs/wires.md#recording-proxy):
-    :meth:`write` the events of the answer, :meth:`end` the one that ends it (the end
-    marker, an error event), which the endpoint sends only when the call finished as it
-    was recorded; an answer that failed ends the way its replay ends instead.
+    The proxy passes the provider's answer on event by event
+    ([docs/wires.md#recording-proxy](../wires.md#recording-proxy)): `write` the events of
+    the answer, `end` the one that ends it (the end marker, an error event), which the
+    endpoint sends only when the call finished as it was recorded; an answer that failed
+    ends the way its replay ends instead.
 
     Args:
         wire: The wire the call speaks.
@@ -114,7 +115,7 @@ class Relay:
     def start(self, status: int, headers: list[tuple[str, str]]) -> None:
         """The provider answered: its status and headers (lower-case names).
 
-        The headers are passed on with their values redacted (:attr:`redactor`).
+        The headers are passed on with their values redacted (`redactor`).
         """
         self.status = status
         self.response_headers = [
@@ -125,7 +126,7 @@ class Relay:
     def write(self, data: bytes, *, last: bool = False) -> None:
         """Bytes of the provider's answer, passed on as they are but the proxy's secrets.
 
-        Each literal secret of :attr:`redactor` (the live key) becomes ``[REDACTED]``,
+        Each literal secret of `redactor` (the live key) becomes ``[REDACTED]``,
         even when it is split between two writes (the bytes that may start it wait for
         the next write; ``last`` lets them go).
         """
@@ -139,8 +140,8 @@ class Relay:
     def end(self, data: bytes = b"") -> None:
         """The provider's answer is over; ``data`` is the event that ended it, if any.
 
-        ``data`` is kept apart (:meth:`take_ending`), its secrets replaced as by
-        :meth:`write`; what :meth:`write` held back goes out with the rest.
+        ``data`` is kept apart (`take_ending`), its secrets replaced as by
+        `write`; what `write` held back goes out with the rest.
         """
         rest = self.scrub.end()
         ending = self.scrub.feed(data) + self.scrub.end()
@@ -157,7 +158,7 @@ class Relay:
         return data
 
     def take_ending(self) -> bytes:
-        """The event that ended the answer (see :meth:`end`), once."""
+        """The event that ended the answer (see `end`), once."""
         with self._lock:
             data, self._ending = self._ending, b""
         return data
@@ -227,7 +228,7 @@ def proxy_redactor(api_key: str, *urls: str) -> Redactor:
     Args:
         api_key: The live key (a value shorter than 8 characters is left out: it would
             garble ordinary bytes).
-        urls: The base URLs calls go to (see :func:`~.._format.redact.url_secrets`).
+        urls: The base URLs calls go to (see `url_secrets`).
     """
     from .._format.redact import url_secrets
 
@@ -255,10 +256,11 @@ def decoded_whole(
     """The dsh chunks of a whole (one JSON object) answer, through the wire's decoder.
 
     An error body (``{"error": {...}}`` and no content) answered with a 2xx status is
-    the call's failure, with the provider's message (docs/wires.md#live-failures); so is
-    a body that is not a JSON object (``UNKNOWN``). With ``relay``, the answer's id
-    (``id``; Gemini's ``responseId``) becomes :attr:`Relay.call_id`, as a stream
-    decoder's does, so a later request can continue the answer by that id.
+    the call's failure, with the provider's message
+    ([docs/wires.md#live-failures](../wires.md#live-failures)); so is a body that is not a
+    JSON object (``UNKNOWN``). With ``relay``, the answer's id (``id``; Gemini's
+    ``responseId``) becomes `Relay.call_id`, as a stream decoder's does, so a later request
+    can continue the answer by that id.
 
     Args:
         wire: The call's wire.
@@ -300,20 +302,22 @@ def proxy_stream(
     """Forward one call to the provider; yield its dsh chunks, relaying its raw answer.
 
     Nothing the proxy passes on or says holds a secret it knows
-    (docs/recording.md#recording-secrets): the literal secrets of ``redactor`` are
-    replaced in every byte of the answer; header values, error bodies and error events
-    go through all its rules, and so do the failures it yields and its own messages
-    (URLs shown without credentials).
+    ([docs/recording.md#recording-secrets](../recording.md#recording-secrets)): the literal
+    secrets of ``redactor`` are replaced in every byte of the answer; header values, error
+    bodies and error events go through all its rules, and so do the failures it yields and
+    its own messages (URLs shown without credentials).
 
     A streamed answer is passed on event by event (an unfinished event is never
     passed on: a stream that ends inside one loses it); bytes that are not UTF-8 are
     passed on as U+FFFD, as the decoder reads them. What the call is recorded as when
-    the answer is not a complete stream (docs/recording.md#upstream-answers):
+    the answer is not a complete stream
+    ([docs/recording.md#upstream-answers](../recording.md#upstream-answers)):
 
     - the stream ends before the answer's end (no ``[DONE]``, no ``message_stop``) and
       the decoder has no finish for it: ``STREAM_CLOSED``;
     - the provider sends nothing for ``timeout`` seconds once it has answered: a
-      ``TIMEOUT`` failure (:data:`UPSTREAM_IDLE_TIMEOUT_S` by default);
+      ``TIMEOUT`` failure
+      ([`UPSTREAM_IDLE_TIMEOUT_S`][pytest_dsh_replay.UPSTREAM_IDLE_TIMEOUT_S] by default);
     - a 2xx answer that is a JSON error body: the provider's error.
 
     Args:
@@ -325,7 +329,7 @@ def proxy_stream(
         timeout: Seconds for connecting and for each read: the idle timeout.
         on_network_error: Called with a message naming ``url`` and the network error
             when the provider cannot be reached or the connection fails.
-        redactor: The secrets the proxy holds; default: :func:`proxy_redactor` of
+        redactor: The secrets the proxy holds; default: `proxy_redactor` of
             ``api_key`` and ``base_url``.
 
     Yields:
@@ -413,7 +417,7 @@ def _closing(relay: Relay, decoder: Decoder, unfinished: int) -> Iterator[Stream
 
     A stream that ended before the answer's end, where the decoder has no finish of its
     own, is recorded as cut (``STREAM_CLOSED``): what the client got, and what its
-    replay serves (docs/wires.md#http-errors).
+    replay serves ([docs/wires.md#http-errors](../wires.md#http-errors)).
     """
     cut = not relay.ended
     relay.end()
@@ -447,7 +451,7 @@ def _relay_events(
 
     Each complete event is written before its chunks are yielded; the event that ends
     the answer (its end marker, an error, the event that gave the ``finish``) goes to
-    :meth:`Relay.end`, and the read it comes in makes the relay hold.
+    `Relay.end`, and the read it comes in makes the relay hold.
 
     Returns:
         ``None`` when the ``finish`` was yielded, else how many bytes of an unfinished

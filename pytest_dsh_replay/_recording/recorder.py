@@ -1,10 +1,11 @@
 """Recording: a model wrapper that logs each call's conversation into the calling session.
 
-:class:`RecordingModel` has the interface of :class:`~pytest_dsh_replay.ReplayModel`
-(``stream`` / ``astream``). It passes each call to another model (the live model in
-record mode, a replay model in replay mode) and logs, in the calling session of a
-session store, what the harness logs for a model call, so a recording is a faithful dsh
-session and a replay that asks something else shows as a different log:
+[`RecordingModel`][pytest_dsh_replay.RecordingModel] has the interface of
+[`ReplayModel`][pytest_dsh_replay.ReplayModel] (``stream`` / ``astream``). It passes each
+call to another model (the live model in record mode, a replay model in replay mode) and
+logs, in the calling session of a session store, what the harness logs for a model call, so
+a recording is a faithful dsh session and a replay that asks something else shows as a
+different log:
 
 - the request's system prompt, tools and model settings as a ``request/header``
   (``reason: "initial"``, then ``"change"`` whenever they change);
@@ -66,9 +67,9 @@ __all__ = [
 class LiveModel(Protocol):
     """What the recorder needs of a model: ``stream`` (and ``astream`` for async callers).
 
-    The keyword arguments ``stream`` gets are docs/recording.md#live-model-calls's; a
-    model of this package (:class:`~.._identity.options.OptionsModel`) gets the call's
-    :class:`~.._identity.options.CallOptions` instead.
+    The keyword arguments ``stream`` gets are
+    [docs/recording.md#live-model-calls](../recording.md#live-model-calls)'s; a model of
+    this package (`OptionsModel`) gets the call's `CallOptions` instead.
     """
 
     def stream(self, request: Request, /, **kwargs: object) -> Iterable[StreamChunk]:
@@ -116,18 +117,18 @@ def _stop_chunk(error: BaseException | None) -> StreamChunk:
 RECORDED_CHUNK_NESTING: Final = MAX_CHUNK_NESTING - 2
 """The deepest nesting of arrays and objects a live model's chunk may have to be recorded.
 
-Two levels below :data:`~pytest_dsh_replay.MAX_CHUNK_NESTING`: a log keeps a ``finish``'s
-``replayState`` and a ``block-end``'s block once more, inside the ``assistant/message``
+Two levels below [`MAX_CHUNK_NESTING`][pytest_dsh_replay.MAX_CHUNK_NESTING]: a log keeps a
+``finish``'s ``replayState`` and a ``block-end``'s block once more, inside the ``assistant/message``
 event, deeper than in the chunk's own event, and the serializer stops at 255 levels
-(docs/limits.md#recorded-chunks)."""
+([docs/limits.md#recorded-chunks](../limits.md#recorded-chunks))."""
 
 
 def live_chunk_problem(chunk: object) -> str | None:
     """What a recording's loader would refuse in a live model's chunk, if anything.
 
-    The loader's rules for a stream chunk (:func:`~.._format.vocabulary.chunk_problem`:
+    The loader's rules for a stream chunk (`chunk_problem`:
     a known type with exactly its fields, each of its kind) and its nesting (at most
-    :data:`RECORDED_CHUNK_NESTING` levels).
+    [`RECORDED_CHUNK_NESTING`][pytest_dsh_replay.RECORDED_CHUNK_NESTING] levels).
 
     Returns:
         ``None`` when the chunk can be recorded and replayed; else the loader's sentence
@@ -164,7 +165,7 @@ _CLOSED: Final = "closed"
 
 
 class _SessionLog:
-    """What the recorder knows of one session's log (kept current by :meth:`scan`)."""
+    """What the recorder knows of one session's log (kept current by `scan`)."""
 
     __slots__ = (
         "calls",
@@ -335,8 +336,8 @@ class FollowedRead(Protocol):
     """A replay model's read that the recorder follows instead of relaying each chunk.
 
     What a followable stream's ``followed()`` returns (the replay model's, see
-    docs/recording.md#lazy): the recorder logs the call from it when the session is next
-    read or written.
+    [docs/recording.md#lazy](../recording.md#lazy)): the recorder logs the call from it when
+    the session is next read or written.
     """
 
     def handed_out(self, *, copies: bool = False) -> list[StreamChunk]:
@@ -418,28 +419,29 @@ class RecordingModel(OptionsModel):
         model: The model that answers: anything with ``stream(request, **kwargs)``
             returning dsh stream chunks, and ``astream`` for async callers (without it,
             ``astream`` iterates ``stream`` in the event loop's thread); it is called
-            with the keyword arguments docs/recording.md#live-model-calls lists. A model
-            of this package (the replay model, the scripted model, the built-in live
+            with the keyword arguments
+            [docs/recording.md#live-model-calls](../recording.md#live-model-calls) lists. A
+            model of this package (the replay model, the scripted model, the built-in live
             model) gets the call's options as one value instead.
-        store: The :class:`~pytest_dsh_replay.SessionStore` holding the callers'
+        store: The [`SessionStore`][pytest_dsh_replay.SessionStore] holding the callers'
             sessions.
         create_sessions: Whether a call from a session the store does not have creates
             it (a child when ``parent_session_id`` is given: ``parentSession``,
             ``origin: "subagent"``, the parent's ``delegationDepth`` + 1). So code that
             never touches the store still leaves a replayable recording whose children
-            bind by their task. The ids of such sessions are kept in :attr:`created`.
+            bind by their task. The ids of such sessions are kept in `created`.
             Without it, calls from unknown sessions are not logged.
         parsed_chunks: ``model``'s chunks hold only what a JSON parser makes, as a
-            :class:`~pytest_dsh_replay.ReplayModel`'s do: each is logged with the
-            store's cheap check (:meth:`~pytest_dsh_replay.Session.append_chunk`).
+            [`ReplayModel`][pytest_dsh_replay.ReplayModel]'s do: each is logged with the
+            store's cheap check ([`append_chunk`][pytest_dsh_replay.Session.append_chunk]).
         text_safe: Requests hold only valid Unicode before they are logged or passed on
             (lone surrogates become U+FFFD), and so do the chunks of a model whose chunks
             are not ``parsed_chunks``: a surrogate pair split across two deltas reaches
             the caller and the log joined (a replayed model serves recorded text, which
             is valid already).
         request_views: ``model`` takes the request as the recorder's
-            :class:`~pytest_dsh_replay._wire.request.RequestView` of it (a
-            :class:`~pytest_dsh_replay.ReplayModel` does, and reads what it needs of the
+            `RequestView` of it (a
+            [`ReplayModel`][pytest_dsh_replay.ReplayModel] does, and reads what it needs of the
             request from the view the recorder already read); otherwise ``model`` gets the
             request mapping itself.
 
@@ -448,12 +450,14 @@ class RecordingModel(OptionsModel):
     what is logged. In a turn the code under test opened (its own ``turn/start``), the
     recorder adds only the header, the new messages and the chunks, logged with the
     caller's ``turn`` and ``step`` keyword arguments (default: the open turn and step).
-    The call's options (:meth:`stream`'s keyword arguments) are passed on to ``model``
-    (docs/recording.md#live-model-calls); ``read_only_chunks=True`` says the caller
-    never changes the chunks it reads (the endpoint's calls), so with
-    ``parsed_chunks`` the log keeps them as they are, built into events when the
-    session is read (:meth:`~pytest_dsh_replay.Session.chunk_run`). Attributes it does
-    not have (``bindings``, ``assert_consumed``, ``cancel``, ...) are the wrapped model's.
+    The call's options ([`stream`][pytest_dsh_replay.RecordingModel.stream]'s keyword
+    arguments) are passed on to ``model``
+    ([docs/recording.md#live-model-calls](../recording.md#live-model-calls));
+    ``read_only_chunks=True`` says the caller never changes the chunks it reads (the
+    endpoint's calls), so with ``parsed_chunks`` the log keeps them as they are, built into
+    events when the session is read ([`chunk_run`][pytest_dsh_replay.Session.chunk_run]).
+    Attributes it does not have (``bindings``, ``assert_consumed``, ``cancel``, ...) are the
+    wrapped model's.
     """
 
     def __init__(
@@ -486,7 +490,7 @@ class RecordingModel(OptionsModel):
         self._anonymous: str | None = None
         self.created: set[str] = set()
         #: What this recorder refused of a live model (a chunk the loader would refuse,
-        #: a stream without its finish), not handed out yet (:meth:`take_refused`).
+        #: a stream without its finish), not handed out yet (`take_refused`).
         self.refused: list[RecordingError] = []
 
     # --- sessions ------------------------------------------------------------------------
@@ -557,7 +561,7 @@ class RecordingModel(OptionsModel):
         """Create the calling session before its first call, deciding its lineage.
 
         The model endpoint calls this for a session it has not seen. Replaying (the
-        wrapped model can bind, :meth:`~pytest_dsh_replay.ReplayModel.bind_session`),
+        wrapped model can bind, [`bind_session`][pytest_dsh_replay.ReplayModel.bind_session]),
         the session binds to its recording now; when content named no parent, the
         recording it binds to names it (the live session replaying the recorded
         parent), else the recording's ``parent_guess`` is the parent. An existing
@@ -613,9 +617,10 @@ class RecordingModel(OptionsModel):
 
         The session is created if need be; a log ``None``: the call is not logged.
 
-        A session created here gets its lineage as :meth:`open_session` decides it, and
-        the options passed on to the wrapped model say it: its parent and
-        ``seed_length``, so replay binds by what the recording writes.
+        A session created here gets its lineage as
+        [`open_session`][pytest_dsh_replay.RecordingModel.open_session] decides it, and the
+        options passed on to the wrapped model say it: its parent and ``seed_length``, so
+        replay binds by what the recording writes.
         """
         session_id = options.session_id
         with self._lock:
@@ -774,7 +779,7 @@ class RecordingModel(OptionsModel):
 
         Raises:
             RecordingError: The chunk breaks a rule of the format (the loader's message),
-                or follows the call's ``finish``; it is kept in :attr:`refused` too, so
+                or follows the call's ``finish``; it is kept in `refused` too, so
                 the recording fails even when the caller swallows the error.
         """
         problem = live_chunk_problem(chunk)
@@ -791,13 +796,13 @@ class RecordingModel(OptionsModel):
         )
 
     def _refuse(self, error: RecordingError) -> None:
-        """Keep ``error`` for the recording's end (:meth:`take_refused`), and raise it."""
+        """Keep ``error`` for the recording's end (`take_refused`), and raise it."""
         with self._lock:
             self.refused.append(error)
         raise error
 
     def take_refused(self) -> list[RecordingError]:
-        """The calls refused so far (:attr:`refused`), each handed out once."""
+        """The calls refused so far (`refused`), each handed out once."""
         with self._lock:
             refused, self.refused = self.refused, []
         return refused
@@ -904,7 +909,7 @@ class RecordingModel(OptionsModel):
             self._abandon_held(call, error)
 
     def _abandon_held(self, call: _Call, error: BaseException | None) -> None:
-        """:meth:`_abandon` for a logged call whose session is held."""
+        """`_abandon` for a logged call whose session is held."""
         log = call.log
         assert log is not None
         if call.follower is not None and call.run is not None:  # what it read, then stop
@@ -942,9 +947,9 @@ class RecordingModel(OptionsModel):
 
         A finished call is nobody's to wait for; holding it, the recorder's view of a
         session and the call would form a reference cycle that only the garbage
-        collector frees (docs/api.md#api-stores). :meth:`close_open_calls` ends with
-        this; a call still open (being read, or logged when its session is next read) is
-        kept.
+        collector frees ([docs/api/store.md#api-stores](store.md#api-stores)).
+        [`close_open_calls`][pytest_dsh_replay.RecordingModel.close_open_calls] ends with
+        this; a call still open (being read, or logged when its session is next read) is kept.
         """
         with self._lock:
             for log in list(self._logs.values()):
@@ -986,13 +991,14 @@ class RecordingModel(OptionsModel):
             session_cwd: The session's working directory, for a new session's header.
             read_only_chunks: The caller never changes the chunks it reads.
             **model_options: Passed on to the wrapped model as they are (a replay
-                model ignores them; docs/recording.md#live-model-calls).
+                model ignores them;
+                [docs/recording.md#live-model-calls](../recording.md#live-model-calls)).
 
         Raises:
             RecordingError: The wrapped stream ended without a ``finish`` chunk, or (a
                 live model's, not ``parsed_chunks``) streamed a chunk the loader would
-                refuse (docs/limits.md#recorded-chunks); a live model's is also kept in
-                :attr:`refused`.
+                refuse ([docs/limits.md#recorded-chunks](../limits.md#recorded-chunks)); a
+                live model's is also kept in `refused`.
             Exception: Whatever the wrapped model raises, after the call was logged
                 with an error ``finish``.
         """
@@ -1010,7 +1016,7 @@ class RecordingModel(OptionsModel):
         return self.stream_call(request, options)
 
     def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
-        """:meth:`stream` with the call's options as one value (the model endpoint's)."""
+        """`stream` with the call's options as one value (the model endpoint's)."""
         view = self._view(request)
         log, options = self._calling(view, options)
         if log is not None and self.parsed_chunks:
@@ -1023,11 +1029,11 @@ class RecordingModel(OptionsModel):
         """Stream a call of a model whose chunks are parsed JSON (a replay model).
 
         A followable stream is handed to the caller as it is, and the whole call is
-        logged when its session is next read or written (docs/recording.md#lazy): what
-        the request shows the model is read now. A call is logged now instead while the
-        session's previous call may still hand out chunks (it ends where it is, as
-        eager logging ends it), and when the request holds what the log refuses (the
-        error is raised now).
+        logged when its session is next read or written
+        ([docs/recording.md#lazy](../recording.md#lazy)): what the request shows the model
+        is read now. A call is logged now instead while the session's previous call may
+        still hand out chunks (it ends where it is, as eager logging ends it), and when the
+        request holds what the log refuses (the error is raised now).
         """
         conversation = _conversation(view)
         turn, step = options.turn, options.step
@@ -1086,8 +1092,9 @@ class RecordingModel(OptionsModel):
     ) -> None:
         """Log a followed call: its opening, then a run that follows the ``read``.
 
-        A deferred write of the session (:meth:`Session.defer`): it runs with the
-        session held and takes no lock of the recorder's.
+        A deferred write of the session
+        ([`Session.defer`][pytest_dsh_replay.Session.defer]): it runs with the session held
+        and takes no lock of the recorder's.
         """
         call = self._open_call(log, conversation, turn, step)
         self._follow_held(call, read, copies)
@@ -1129,7 +1136,8 @@ class RecordingModel(OptionsModel):
 
         A live model's chunk nested too deep for Python to walk (its text-safety pass
         meets the recursion limit) is a chunk the recording cannot hold: a
-        :class:`RecordingError`, kept in :attr:`refused`; anything else as it is.
+        [`RecordingError`][pytest_dsh_replay.RecordingError], kept in `refused`; anything
+        else as it is.
         """
         if not isinstance(error, RecursionError) or self.parsed_chunks or call.log is None:
             return error
@@ -1168,7 +1176,7 @@ class RecordingModel(OptionsModel):
         read_only_chunks: bool = False,
         **model_options: object,
     ) -> AsyncIterator[StreamChunk]:
-        """The async form of :meth:`stream`: the same arguments, logging and errors."""
+        """The async form of `stream`: the same arguments, logging and errors."""
         options = CallOptions(
             session_id,
             parent_session_id,
@@ -1183,7 +1191,7 @@ class RecordingModel(OptionsModel):
         return self.astream_call(request, options)
 
     def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
-        """:meth:`astream` with the call's options as one value."""
+        """`astream` with the call's options as one value."""
         handed = options.read_only_chunks and self.parsed_chunks
         view = self._view(request)
         log, options = self._calling(view, options)

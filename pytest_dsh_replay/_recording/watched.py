@@ -4,9 +4,10 @@ A live model from the ``pytest_dsh_replay_live_model`` hook may raise: its serve
 down (a connection refused, a DNS failure, a timeout) or it fails otherwise. Such a call
 cannot be recorded, and the test must say so first, in one typed line naming the live
 model and its base URL (redacted), not after the code under test's traceback, and not
-as a bug of the model endpoint (docs/recording.md#live-model-failures).
-:class:`WatchedLive` passes every call through unchanged and keeps a line for each
-exception the live model raises; the fixture turns the first into a ``RecordingError``.
+as a bug of the model endpoint
+([docs/recording.md#live-model-failures](../recording.md#live-model-failures)).
+`WatchedLive` passes every call through unchanged and keeps a line for each exception the
+live model raises; the fixture turns the first into a ``RecordingError``.
 """
 
 from __future__ import annotations
@@ -47,14 +48,15 @@ class WatchedLive(OptionsModel):
     """A live model whose calls pass through unchanged and whose exceptions are kept.
 
     ``stream_call`` and ``astream_call`` call the live model as they are called (as
-    docs/recording.md#live-model-calls says) and hand out its chunks. An exception it
-    raises, when calling or while its stream is read, is kept (:meth:`take_failures`) and
-    reaches the caller as it is, so the code under test sees what the live model raised; an
-    error of this package (a :class:`~pytest_dsh_replay.DshReplayError`) is left alone, it
-    reports itself. A call over HTTP (its options carry a ``relay``: the model endpoint's
-    recording proxy) starts when its stream is first read and raises a ``RecordingError``
-    saying what happened, so the endpoint answers it as the live model's failure. Every
-    other attribute is the live model's.
+    [docs/recording.md#live-model-calls](../recording.md#live-model-calls) says) and hand
+    out its chunks. An exception it raises, when calling or while its stream is read, is
+    kept (`take_failures`) and reaches the caller as it is, so the code under test sees what
+    the live model raised; an error of this package (a
+    [`DshReplayError`][pytest_dsh_replay.DshReplayError]) is left alone, it reports itself.
+    A call over HTTP (its options carry a ``relay``: the model endpoint's recording proxy)
+    starts when its stream is first read and raises a ``RecordingError`` saying what
+    happened, so the endpoint answers it as the live model's failure. Every other attribute
+    is the live model's.
 
     Args:
         live: The live model (``stream``, maybe ``astream``).
@@ -118,7 +120,7 @@ class WatchedLive(OptionsModel):
             raise RecordingError(failure.message) from error
 
     def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
-        """The async form of :meth:`stream_call`.
+        """The async form of `stream_call`.
 
         The live model's ``astream``, else its ``stream`` read in the event loop's thread.
         """
@@ -152,7 +154,7 @@ def describe_failure(live: object, error: BaseException, redactor: Redactor) -> 
     Args:
         live: The live model; its ``base_url`` attribute, when it has one, else the URL
             of the request the error names (an ``httpx`` or SDK error's ``request``), is
-            shown redacted (:func:`~.._format.redact.shown_url`).
+            shown redacted (`shown_url`).
         error: The exception.
         redactor: The recording's secret rules.
     """

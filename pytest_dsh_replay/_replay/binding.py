@@ -1,9 +1,9 @@
 """Which recorded session each live session replays, and how far it got.
 
-:class:`LiveSessions` is the replay model's bookkeeping of live sessions: their bindings,
+`LiveSessions` is the replay model's bookkeeping of live sessions: their bindings,
 cursors and the calls they are admitted; it is also what the HTTP endpoint asks before a
-call (:meth:`LiveSessions.bind`, :meth:`~LiveSessions.live_parent`,
-:meth:`~LiveSessions.may_wait`). :class:`Binder` chooses the script of a new live session
+call (`LiveSessions.bind`, `live_parent`,
+`may_wait`). `Binder` chooses the script of a new live session
 at its first call; everything binds through it. The rules:
 
 - A call without ``parent_session_id`` (and without ``by_content``) takes the next
@@ -11,7 +11,7 @@ at its first call; everything binds through it. The rules:
 - A call with ``parent_session_id``, or any new conversation found by the endpoint's
   content routing (``by_content``), takes the primary when it is unbound and the parent
   is not a bound live session; otherwise the unbound recorded child whose first own user
-  message the request opens with (see :mod:`pytest_dsh_replay._replay.matching`), among the
+  message the request opens with (see `pytest_dsh_replay._replay.matching`), among the
   recorded children of the session the live parent replays (all children when that is
   unknown). Several matches: the one of the same kind (fork or not) first, then arrival
   order. No match: the reason names the live message and every candidate's; a child
@@ -20,7 +20,7 @@ at its first call; everything binds through it. The rules:
 
 Recordings hold redacted text (a secret became ``[REDACTED]``), so with a redactor the
 live first messages are compared, and quoted in errors, through the same redaction
-(see ``docs/checks.md#redaction``).
+(see ``[docs/checks.md#redaction](../checks.md#redaction)``).
 """
 
 from __future__ import annotations
@@ -97,8 +97,8 @@ class Binder:
         """The live request's opening user text, as messages quote it (redacted).
 
         Its text blocks are joined with ``BLOCK_SEPARATOR`` (see
-        docs/limits.md#block-separator), unless a secret spans two of them: then the
-        whole text is redacted and shown joined as it is compared.
+        [docs/limits.md#block-separator](../limits.md#block-separator)), unless a secret
+        spans two of them: then the whole text is redacted and shown joined as it is compared.
         """
         from .._format.text import join_blocks
         from .._wire.request import opening_units
@@ -133,10 +133,11 @@ class Binder:
                 the request).
             by_content: A new conversation found by content (no parent needed to match).
             served: What the live parent was served so far, and which of its tool calls
-                already announced a live child (docs/scenarios.md#announcement).
+                already announced a live child
+                ([docs/scenarios.md#announcement](../scenarios.md#announcement)).
 
         Returns:
-            The choice (call :meth:`take` with its index), or the reason as a phrase.
+            The choice (call `take` with its index), or the reason as a phrase.
         """
         if parent is None and not by_content:
             while self._next < len(self.scripts) and self.taken[self._next]:
@@ -238,7 +239,8 @@ class Binder:
         """Each recorded child of script ``parent`` -> the tool call that announced it.
 
         The children in replay order, each linked to the earliest tool call not linked
-        before it (docs/scenarios.md#announcement), as live children are.
+        before it ([docs/scenarios.md#announcement](../scenarios.md#announcement)), as live
+        children are.
         """
         recorded = self.scripts[parent].recorded_id
         calls = self.tool_calls(parent)
@@ -367,19 +369,19 @@ class LiveSessions:
     """The live sessions of one replay: their bindings and cursors (thread-safe).
 
     Each live session (keyed by its ``session_id``; ``None`` is the anonymous session)
-    binds to one recorded script at its first call (:class:`Binder`'s rules) and takes
+    binds to one recorded script at its first call (`Binder`'s rules) and takes
     that script's entries one per call. The replay model admits its calls here; the HTTP
     endpoint binds a new session here before its call, to learn its recorded parent.
 
     Args:
         scenario: The scenario replayed.
-        paced: Whether calls wait before their chunks (:meth:`may_wait`).
+        paced: Whether calls wait before their chunks (`may_wait`).
         redact: The recording's redaction of a text, applied to live first messages
             before they are matched or quoted (``None``: none).
         rerecord: The command that re-records the scenario, or a callable giving it
             (called once, when the first error that quotes it is made): the binding and
             exhausted errors end with ``re-record: <command>``. ``None``:
-            :data:`RERECORD`.
+            `RERECORD`.
     """
 
     def __init__(
@@ -504,8 +506,9 @@ class LiveSessions:
         """Admit one call of a live session: bind it if new, take its next entry.
 
         The one place where the cursor of a bound session moves. A call that cannot be
-        served carries the error it raises when read (:class:`ReplayBindingError`,
-        :class:`ReplayExhaustedError`).
+        served carries the error it raises when read
+        ([`ReplayBindingError`][pytest_dsh_replay.ReplayBindingError],
+        [`ReplayExhaustedError`][pytest_dsh_replay.ReplayExhaustedError]).
         """
         with self.lock:
             bound = self._bound.get(key)
@@ -531,7 +534,7 @@ class LiveSessions:
         )
 
     def snapshot(self) -> dict[str | None, ReplayBinding]:
-        """Live session id -> its :class:`ReplayBinding`, in the order they bound."""
+        """Live session id -> its `ReplayBinding`, in the order they bound."""
         with self.lock:
             return {key: _binding(b) for key, b in self._bound.items()}
 
@@ -613,7 +616,7 @@ class LiveSessions:
     # --- messages -----------------------------------------------------------------------
 
     def rerecord_hint(self) -> str:
-        """How the errors say to re-record: ``re-record: <command>``, else :data:`RERECORD`."""
+        """How the errors say to re-record: ``re-record: <command>``, else `RERECORD`."""
         rerecord = self._rerecord
         if rerecord is None:
             return RERECORD

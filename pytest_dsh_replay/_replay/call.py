@@ -1,12 +1,12 @@
 """One replayed call: what it serves, how it paces and hangs, and how it is cancelled.
 
-A live session's binding (:class:`BoundSession`: its script, cursor, cancellation epoch
-and waiters) and one call of it (:class:`ReplayCall`). The replay model binds the session
-and admits the call; from then on the call replays itself: :meth:`ReplayCall.stream` and
-:meth:`ReplayCall.astream` hand out its chunks (placeholders resolved), wait when it is
-paced or its entry hangs (:class:`Pacing` says how), and end with its recorded failure.
+A live session's binding (`BoundSession`: its script, cursor, cancellation epoch
+and waiters) and one call of it (`ReplayCall`). The replay model binds the session
+and admits the call; from then on the call replays itself: `ReplayCall.stream` and
+`ReplayCall.astream` hand out its chunks (placeholders resolved), wait when it is
+paced or its entry hangs (`Pacing` says how), and end with its recorded failure.
 ``model.cancel()`` raises the session's epoch and wakes its waiters
-(:meth:`BoundSession.cancel`).
+(`BoundSession.cancel`).
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ class BoundSession:
 
         A call read from its chunk list stops before its next chunk (its list is cut); a
         call whose chunks were all handed out already is left to finish. The caller wakes
-        the returned waiters (:func:`wake_all`) once it released the lock.
+        the returned waiters (`wake_all`) once it released the lock.
         """
         self.epoch += 1
         for call in list(self.reading):
@@ -133,7 +133,7 @@ class BoundSession:
 
 
 def wake_all(waiters: list[_Waiter]) -> None:
-    """Wake the waiters :meth:`BoundSession.cancel` returned."""
+    """Wake the waiters `BoundSession.cancel` returned."""
     for waiter in waiters:
         _wake(waiter)
 
@@ -408,7 +408,7 @@ class ReplayCall:
         """Stop the list read where it is: keep what was handed out, return the rest.
 
         The list iterator ends at its next read (the reader then raises the
-        cancellation, or goes on through :attr:`diverted`).
+        cancellation, or goes on through `diverted`).
         """
         chunks = self.chunks
         handed = self.handed_count()
@@ -421,7 +421,7 @@ class ReplayCall:
         """Hand out every chunk not handed out yet through ``log`` first.
 
         For a follower that can no longer follow the read by counting (see
-        :meth:`ChunkStream.divert`).
+        `ChunkStream.divert`).
         """
         self.diverted = log
         try:
@@ -458,8 +458,8 @@ class ReplayCall:
     def _read(self) -> Generator[Iterator[StreamChunk], None, None]:
         """The replay for ``itertools.chain.from_iterable``, its end and error noted.
 
-        See :meth:`_list`; ``over`` and ``raised`` tell a follower of the read
-        (:class:`ChunkStream`) that it ended and how.
+        See `_list`; ``over`` and ``raised`` tell a follower of the read
+        (`ChunkStream`) that it ended and how.
         """
         try:
             yield from self._list()
@@ -475,13 +475,14 @@ class ReplayCall:
         """The replay for ``itertools.chain.from_iterable``: one iterator over the chunks.
 
         For a call that neither paces, hangs nor watches a caller's event: the chunks are
-        handed out by a list iterator, and :meth:`BoundSession.cancel` empties the list,
+        handed out by a list iterator, and `BoundSession.cancel` empties the list,
         so the next read raises the cancellation instead of a chunk.
 
         Raises:
-            Exception: ``error``; what :meth:`prepare` raises; the cancellation when the
-                call was cancelled before a chunk; :class:`ReplayedModelError` at the end
-                of a ``throw`` entry.
+            Exception: ``error``; what `prepare` raises; the cancellation when the
+                call was cancelled before a chunk;
+                [`ReplayedModelError`][pytest_dsh_replay.ReplayedModelError] at the end of a
+                ``throw`` entry.
         """
         if self.error is not None:
             raise self.error
@@ -553,7 +554,7 @@ class ReplayCall:
     async def _await_cancelled(self, timeout: float | None) -> bool:
         """Wait until the call is cancelled (True) or ``timeout`` seconds pass (False).
 
-        Task cancellation propagates as :class:`asyncio.CancelledError`.
+        Task cancellation propagates as `asyncio.CancelledError`.
         """
         bound = self.bound
         assert bound is not None
@@ -598,7 +599,7 @@ _PACE: Final = _Pause()  # wait pace_s before the next chunk
 class ChunkStream(chain[StreamChunk]):
     """``chain.from_iterable`` over a call's reader that can be closed like a generator.
 
-    The chunks still come from C (no Python frame per chunk); :meth:`close` closes the
+    The chunks still come from C (no Python frame per chunk); `close` closes the
     underlying reader, which hands out nothing more afterwards.
     """
 
@@ -646,9 +647,9 @@ class ChunkStream(chain[StreamChunk]):
 
 
 class FollowedRead:
-    """A read of a :class:`ReplayCall` as its follower sees it (docs/recording.md#lazy).
+    """A read of a `ReplayCall` as its follower sees it (docs/recording.md#lazy).
 
-    Made by :meth:`ChunkStream.followed`; holds the call, not the stream, so the caller
+    Made by `ChunkStream.followed`; holds the call, not the stream, so the caller
     may drop the stream.
     """
 

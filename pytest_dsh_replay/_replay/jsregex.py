@@ -2,7 +2,7 @@ r"""JavaScript regular expressions for the ``regex`` package.
 
 Placeholder patterns are written in **JavaScript** regular-expression syntax without
 flags (the dsh harness compiles them with ``new RegExp(pattern, "g")``).
-:func:`translate_js_pattern` rewrites one into an equivalent pattern for the ``regex``
+`translate_js_pattern` rewrites one into an equivalent pattern for the ``regex``
 package. What differs from Python and is translated:
 
 - named groups ``(?<name>...)`` and back references ``\k<name>``;

@@ -98,7 +98,7 @@ class FirstMessage:
         self._pattern = re.compile("".join(parts), re.DOTALL)
 
     def matches(self, openings: Sequence[str]) -> bool:
-        """Whether one of a request's :func:`opening_texts` is this message."""
+        """Whether one of a request's `opening_texts` is this message."""
         if self._pattern is None:
             return self.text in openings
         return any(self._pattern.fullmatch(text) is not None for text in openings)

@@ -1,18 +1,18 @@
 """The fake streaming model: replay recorded model calls to the sessions that call.
 
-How live sessions find their recordings: docs/scenarios.md#binding.
+How live sessions find their recordings: [docs/scenarios.md#binding](../scenarios.md#binding).
 
-:class:`ReplayModel` stands in for a real LLM. Each live session that calls it is bound
-to one recorded session's script, and each of its calls takes the next entry of that
-script::
+[`ReplayModel`][pytest_dsh_replay.ReplayModel] stands in for a real LLM. Each live session
+that calls it is bound to one recorded session's script, and each of its calls takes the
+next entry of that script::
 
     model = ReplayModel(load_scenario("snapshots/subagent-mixed"))
     for chunk in model.stream({"messages": messages}, session_id=session.id):
         ...
     model.assert_consumed()  # at the end of the test
 
-Binding (docs/scenarios.md#binding; this goes beyond the dsh harness, which binds by
-call order alone):
+Binding ([docs/scenarios.md#binding](../scenarios.md#binding); this goes beyond the dsh
+harness, which binds by call order alone):
 
 - A live session is keyed by its ``session_id``; calls without one share one anonymous
   session.
@@ -20,7 +20,7 @@ call order alone):
   first, then the children by ``createdAt``, id): first-call order, as the dsh harness.
 - Beyond the dsh harness, a call that names ``parent_session_id`` binds to the unbound
   recorded child whose first own user message is the live request's first user message
-  (see :mod:`pytest_dsh_replay._replay.matching`: recorded session ids in it match any id),
+  (see `pytest_dsh_replay._replay.matching`: recorded session ids in it match any id),
   among the children of the recorded session its live parent replays (all unbound
   children when that is unknown). Concurrent children therefore bind the same way every
   run, whatever order or thread they start from; children with identical first
@@ -28,10 +28,10 @@ call order alone):
   the live message and each candidate's. ``by_content=True`` (the HTTP endpoint's
   content routing) binds a session without a parent the same way once the primary is
   bound.
-- Binding and the cursor move when :meth:`ReplayModel.stream` or
-  :meth:`ReplayModel.astream` is *called*, whether or not the stream is ever read.
-  Errors surface when the stream is read (at its first item), as the dsh harness's
-  model streams raise.
+- Binding and the cursor move when [`ReplayModel.stream`][pytest_dsh_replay.ReplayModel.stream] or
+  [`ReplayModel.astream`][pytest_dsh_replay.ReplayModel.astream] is *called*, whether or not
+  the stream is ever read. Errors surface when the stream is read (at its first item), as
+  the dsh harness's model streams raise.
 
 Binding is guarded by a lock: the model can be shared by threads and by asyncio tasks.
 """
@@ -79,15 +79,18 @@ class ReplayModel(OptionsModel):
     """A fake streaming model that replays a recorded scenario.
 
     Args:
-        scenario: The loaded scenario, or a path :func:`load_scenario` accepts.
+        scenario: The loaded scenario, or a path
+            [`load_scenario`][pytest_dsh_replay.load_scenario] accepts.
         pace_ms: Milliseconds to wait before each replayed chunk (``hang`` prefixes are
             never paced); an integer >= 0, 0 for no waiting.
-        sleep: The blocking wait used for pacing by :meth:`stream`, called with seconds.
-            With the default (``time.sleep``) a :meth:`cancel` ends the wait at once;
-            an injected function is called as it is, and cancellation is checked when it
-            returns. Tests pass a fake so they never sleep.
-        asleep: The awaitable wait used for pacing by :meth:`astream` (same rules;
-            ``None``, the default: ``asyncio.sleep``).
+        sleep: The blocking wait used for pacing by
+            [`stream`][pytest_dsh_replay.ReplayModel.stream], called with seconds. With the
+            default (``time.sleep``) a [`cancel`][pytest_dsh_replay.ReplayModel.cancel] ends
+            the wait at once; an injected function is called as it is, and cancellation is
+            checked when it returns. Tests pass a fake so they never sleep.
+        asleep: The awaitable wait used for pacing by
+            [`astream`][pytest_dsh_replay.ReplayModel.astream] (same rules; ``None``, the
+            default: ``asyncio.sleep``).
         workdir: The directory relative ``readyFile`` paths of ``hang`` entries resolve
             against; default: the process's working directory when the file is written.
             A ``readyFile`` outside it is refused.
@@ -104,7 +107,8 @@ class ReplayModel(OptionsModel):
             are compared or quoted. ``None``: none.
         rerecord: The command that re-records the scenario (or a callable giving it,
             called at most once, when the first error that quotes it is made):
-            :class:`ReplayBindingError` and :class:`ReplayExhaustedError` end with
+            [`ReplayBindingError`][pytest_dsh_replay.ReplayBindingError] and
+            [`ReplayExhaustedError`][pytest_dsh_replay.ReplayExhaustedError] end with
             ``re-record: <command>``. ``None`` (the default): they end with
             ``re-record with --dsh-record``. The fixture passes the test's own command.
 
@@ -167,7 +171,7 @@ class ReplayModel(OptionsModel):
 
     @property
     def bindings(self) -> dict[str | None, ReplayBinding]:
-        """A snapshot: live session id (``None``: anonymous) -> its :class:`ReplayBinding`.
+        """A snapshot: live session id (``None``: anonymous) -> its `ReplayBinding`.
 
         Sessions appear in the order they bound. Unrecorded sessions are not bound and
         do not appear.
@@ -219,11 +223,11 @@ class ReplayModel(OptionsModel):
                 user message once the primary is bound (instead of first-call order).
             on_response_id: Given the provider's id of the recorded answer, before the
                 call streams, when the recording holds one (the model endpoint serves
-                it, docs/wires.md#provider-ids).
+                it, [docs/wires.md#provider-ids](../wires.md#provider-ids)).
             on_entry: Given the recorded entry the call replays, before it streams,
                 when its chunks are the entry's as recorded (a chunks or throw entry
                 without placeholders; the model endpoint keeps the entry's encoding,
-                docs/wires.md#encoded-once).
+                [docs/wires.md#encoded-once](../wires.md#encoded-once)).
             cancel_waits_only: ``cancel`` only ends waits (a ``hang``, a pacing pause)
                 and is not checked before each chunk, for a caller that reads the whole
                 stream at once (the model endpoint, mostly).
@@ -233,15 +237,21 @@ class ReplayModel(OptionsModel):
             An iterator of new chunk objects, in recorded order.
             Reading it raises:
 
-            - :class:`ReplayBindingError`: no recorded session is left for this live
+            - [`ReplayBindingError`][pytest_dsh_replay.ReplayBindingError]: no recorded
+            session is left for this live
               session (it stays unbound: every call of it fails the same way);
-            - :class:`ReplayExhaustedError`: the session made more calls than recorded;
-            - :class:`PlaceholderError`: a placeholder does not resolve;
-            - :class:`ReplayedModelError`: a ``throw`` entry, after its prefix chunks;
-            - :class:`ReplayCancelledError`: the call was cancelled (:meth:`cancel`,
+            - [`ReplayExhaustedError`][pytest_dsh_replay.ReplayExhaustedError]: the session
+            made more calls than recorded;
+            - [`PlaceholderError`][pytest_dsh_replay.PlaceholderError]: a placeholder does
+            not resolve;
+            - [`ReplayedModelError`][pytest_dsh_replay.ReplayedModelError]: a ``throw``
+            entry, after its prefix chunks;
+            - [`ReplayCancelledError`][pytest_dsh_replay.ReplayCancelledError]: the call was
+            cancelled ([`cancel`][pytest_dsh_replay.ReplayModel.cancel],
               ``cancel``) before a chunk, during a pacing wait, or while a ``hang``
               entry blocks;
-            - :class:`ScriptError`: a ``hang`` entry's ``readyFile`` is outside
+            - [`ScriptError`][pytest_dsh_replay.ScriptError]: a ``hang`` entry's
+            ``readyFile`` is outside
               ``workdir``.
 
         Raises:
@@ -258,13 +268,13 @@ class ReplayModel(OptionsModel):
         return self.stream_call(request, options)
 
     def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
-        """:meth:`stream` with the call's options as one value.
+        """[`stream`][pytest_dsh_replay.ReplayModel.stream] with the call's options as one value.
 
         How the recorder and the model endpoint call it; what only a replay reads is
         ``options.replay``.
 
         Raises:
-            TypeError: As :meth:`stream`.
+            TypeError: As [`stream`][pytest_dsh_replay.ReplayModel.stream].
         """
         cancel = options.cancel
         if cancel is not None and not isinstance(cancel, threading.Event):
@@ -308,23 +318,24 @@ class ReplayModel(OptionsModel):
     ) -> AsyncIterator[StreamChunk]:
         """Make one model call and return its recorded stream as an async iterator.
 
-        Same binding, chunks, order and errors as :meth:`stream`. Cancelling the task
-        that reads it ends a ``hang`` (or a pacing wait) with
-        :class:`asyncio.CancelledError`; :meth:`cancel` and ``cancel`` raise
-        :class:`ReplayCancelledError` instead.
+        Same binding, chunks, order and errors as
+        [`stream`][pytest_dsh_replay.ReplayModel.stream]. Cancelling the task that reads it
+        ends a ``hang`` (or a pacing wait) with `asyncio.CancelledError`;
+        [`cancel`][pytest_dsh_replay.ReplayModel.cancel] and ``cancel`` raise
+        [`ReplayCancelledError`][pytest_dsh_replay.ReplayCancelledError] instead.
 
         Args:
-            request: As for :meth:`stream`.
-            session_id: As for :meth:`stream`.
-            parent_session_id: As for :meth:`stream`.
-            cancel: An :class:`asyncio.Event` that cancels this call when set.
-            seed_length: As for :meth:`stream`.
-            by_content: As for :meth:`stream`.
-            on_response_id: As for :meth:`stream`.
-            on_entry: As for :meth:`stream`.
+            request: As for [`stream`][pytest_dsh_replay.ReplayModel.stream].
+            session_id: As for [`stream`][pytest_dsh_replay.ReplayModel.stream].
+            parent_session_id: As for [`stream`][pytest_dsh_replay.ReplayModel.stream].
+            cancel: An `asyncio.Event` that cancels this call when set.
+            seed_length: As for [`stream`][pytest_dsh_replay.ReplayModel.stream].
+            by_content: As for [`stream`][pytest_dsh_replay.ReplayModel.stream].
+            on_response_id: As for [`stream`][pytest_dsh_replay.ReplayModel.stream].
+            on_entry: As for [`stream`][pytest_dsh_replay.ReplayModel.stream].
             cancel_waits_only: Accepted and ignored (an async call's waits are the
                 event loop's).
-            **ignored: As for :meth:`stream`.
+            **ignored: As for [`stream`][pytest_dsh_replay.ReplayModel.stream].
 
         Returns:
             An async iterator of new chunk objects.
@@ -343,10 +354,10 @@ class ReplayModel(OptionsModel):
         return self.astream_call(request, options)
 
     def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
-        """:meth:`astream` with the call's options as one value.
+        """[`astream`][pytest_dsh_replay.ReplayModel.astream] with the call's options as one value.
 
         Raises:
-            TypeError: As :meth:`astream`.
+            TypeError: As [`astream`][pytest_dsh_replay.ReplayModel.astream].
         """
         import asyncio
 
@@ -385,10 +396,11 @@ class ReplayModel(OptionsModel):
     ) -> str | None:
         """Bind a new live session now, before its first call (a bound one stays as it is).
 
-        For a session that the model endpoint found by content (docs/wires.md#calling-session):
-        it binds as a call with ``by_content=True`` would (its parent's recorded children
-        when ``parent_session_id`` is given, else the primary first, then every recorded
-        child, by its opening), and the recording it binds to tells its parent.
+        For a session that the model endpoint found by content
+        ([docs/wires.md#calling-session](../wires.md#calling-session)): it binds as a call
+        with ``by_content=True`` would (its parent's recorded children when
+        ``parent_session_id`` is given, else the primary first, then every recorded child,
+        by its opening), and the recording it binds to tells its parent.
 
         Args:
             request: The session's first request.
@@ -425,8 +437,9 @@ class ReplayModel(OptionsModel):
         that precedes the message is answered only once the receiver's live log has
         reached the recorded position where the message's window opens, and the
         receiver's call that ends that step only once the message is in its live log
-        (docs/recording.md#runtime-recording). Messages no call can place (two that
-        opened one turn together) are races inside the runtime: the check names them.
+        ([docs/recording.md#runtime-recording](../recording.md#runtime-recording)). Messages
+        no call can place (two that opened one turn together) are races inside the runtime:
+        the check names them.
 
         Without ``live``, the order comes from the recorded times: a call is served once
         the calls of other sessions that the recording shows starting or ending before it
@@ -437,7 +450,7 @@ class ReplayModel(OptionsModel):
         logs of formats 2 to 4.
 
         Either way, a call that waits longer than ``timeout`` s raises
-        :class:`~pytest_dsh_replay.ReplayOrderError` naming the session and the recorded
+        [`ReplayOrderError`][pytest_dsh_replay.ReplayOrderError] naming the session and the recorded
         event it waited for. Call it before the first call; not for one thread running
         sessions one after another (it would wait for calls made later).
 
@@ -461,9 +474,11 @@ class ReplayModel(OptionsModel):
     def cancel(self, session_id: str | None = None) -> None:
         """Cancel every call of a live session made so far that has not finished.
 
-        Works for :meth:`stream` and :meth:`astream`, from any thread. A cancelled call
-        raises :class:`ReplayCancelledError` before its next chunk, at once when it is
-        in a ``hang`` or a default pacing wait. Calls made later are not affected.
+        Works for [`stream`][pytest_dsh_replay.ReplayModel.stream] and
+        [`astream`][pytest_dsh_replay.ReplayModel.astream], from any thread. A cancelled
+        call raises [`ReplayCancelledError`][pytest_dsh_replay.ReplayCancelledError] before
+        its next chunk, at once when it is in a ``hang`` or a default pacing wait. Calls
+        made later are not affected.
 
         Args:
             session_id: The live session; ``None`` for the anonymous session. A session
@@ -519,9 +534,9 @@ def _options(
         bool,
     ],
 ) -> CallOptions:
-    """The options of a call made through :meth:`ReplayModel.stream` or ``astream``.
+    """The options of a call made through `ReplayModel.stream` or ``astream``.
 
-    ``replay`` holds :class:`ReplayOptions`'s fields in order.
+    ``replay`` holds `ReplayOptions`'s fields in order.
     """
     asked = replay[0] or replay[1] is not None or replay[2] is not None or replay[3]
     return CallOptions(
@@ -534,7 +549,7 @@ def _options(
 
 
 def _tell_callbacks(call: ReplayCall, replay: ReplayOptions) -> None:
-    """Tell the callbacks of ``replay`` about the call's entry (see :meth:`ReplayModel.stream`).
+    """Tell the callbacks of ``replay`` about the call's entry (see `ReplayModel.stream`).
 
     ``on_response_id`` gets the recorded answer's provider id, if any; ``on_entry`` the
     entry, when the call replays it as recorded.

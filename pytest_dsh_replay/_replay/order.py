@@ -6,7 +6,7 @@ interleaving: a child that finishes while its parent's call is in flight is noti
 that turn's next step, one that finishes later starts another turn. Served as fast as
 possible, a replay interleaves differently and the agent takes another path.
 
-:class:`OrderGate` keeps the recorded interleaving. Every recorded call has two points
+`OrderGate` keeps the recorded interleaving. Every recorded call has two points
 on the recording's clock: its **start** (the runtime's ``delivery-accepted`` receipt of
 the call, else its first streamed chunk, else the call's event) and its **end** (the
 settled ``assistant/message`` or ``assistant/attempt``). Replaying, a call's start is
@@ -29,17 +29,17 @@ than the real one, so a call never waits for something that can only happen afte
 
 Times order calls; they cannot order what the runtime does between calls. Where the
 runtime's live logs can be read while it runs (it writes them as it goes),
-:class:`LogOrderGate` keeps the recorded interleaving exactly instead: a message one
+`LogOrderGate` keeps the recorded interleaving exactly instead: a message one
 session sends another (a child's ``subagent-settled`` notice) lands in the receiver's
 inbox, and the receiver's next step boundary takes it in (``next-step``: at the end of
-the running step; ``next-turn``: an idle session opens a turn). :func:`inbox_plan` reads
+the running step; ``next-turn``: an idle session opens a turn). `inbox_plan` reads
 from the recording, per such message, the window of the receiver's log it landed in and
 makes two waits of it: the sender's call before the message is answered only once the
 receiver's live log has reached the window's start (so the message cannot land
 earlier), and the receiver's call that ends the window's step is answered only once the
 message is in its live log (so it cannot land later). Windows no call closes (two
 messages that opened one turn together) are races inside the runtime; the plan names
-them (:class:`InboxRace`), see docs/limits.md#runtime-races.
+them (`InboxRace`), see [docs/limits.md#runtime-races](../limits.md#runtime-races).
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def call_times(script: SessionScript) -> list[CallTimes] | None:
         script: A session of a loaded scenario (its log is read again).
 
     Returns:
-        One :class:`CallTimes` per entry of ``script``, or ``None`` when they cannot be
+        One `CallTimes` per entry of ``script``, or ``None`` when they cannot be
         known: the log is not of format 2 to 4, is not a file, or its calls do not line
         up with the script's entries (an override sidecar changed them).
     """
@@ -153,7 +153,7 @@ def call_times(script: SessionScript) -> list[CallTimes] | None:
 
 
 def _call_times(script: SessionScript, events: list[Event] | None) -> list[CallTimes] | None:
-    """:func:`call_times` from the session's own events (read once by the caller)."""
+    """`call_times` from the session's own events (read once by the caller)."""
     if events is None:
         return None
     times: list[CallTimes] = []
@@ -191,7 +191,7 @@ def _settled_order(
     times: Sequence[Sequence[CallTimes] | None],
     own_events: Sequence[list[Event] | None],
 ) -> list[list[tuple[int, int]]]:
-    """:func:`settled_order` from each session's own events (read once by the caller)."""
+    """`settled_order` from each session's own events (read once by the caller)."""
     index = {script.recorded_id: i for i, script in enumerate(scripts) if script.recorded_id}
     groups: list[list[tuple[int, int]]] = []
     for own, events_of in zip(times, own_events, strict=True):
@@ -234,7 +234,7 @@ class OrderGate:
         max_gap: The longest recorded pause kept before a call, in seconds; also the
             time between two children's settling calls (see ``settled``).
         settled: Per parent, children's settling calls ``(script, call)`` in the order
-            their notices reached it (:func:`settled_order`): each is served only
+            their notices reached it (`settled_order`): each is served only
             ``max_gap`` s after the one before it, whatever order their ends show.
     """
 
@@ -444,7 +444,7 @@ class OrderGate:
     async def await_ready(
         self, script: int, call: int, cancelled: Callable[[], bool] = lambda: False
     ) -> bool:
-        """:meth:`wait` for async callers: the event loop keeps running meanwhile."""
+        """`wait` for async callers: the event loop keeps running meanwhile."""
         import asyncio  # only async callers pay for it
 
         deadline = time.monotonic() + self._timeout
@@ -487,7 +487,7 @@ class OrderGate:
         call: ReplayCall,
         chunks: AsyncIterator[StreamChunk],
     ) -> AsyncIterator[StreamChunk]:
-        """:meth:`ordered` for async callers."""
+        """`ordered` for async callers."""
         order = call.order
         assert order is not None
         try:
@@ -516,7 +516,7 @@ _CALL: Final = "call"
 
 
 def log_marks(event: Event) -> list[str]:
-    """The milestones one event counts for in a session's position (see :class:`LogWait`).
+    """The milestones one event counts for in a session's position (see `LogWait`).
 
     ``turn/start``, ``turn/end``, ``step/start``, ``step/end``; ``call`` for a model call
     (a settled ``assistant/message`` or an ``assistant/attempt``); ``insert:<source kind>``
@@ -557,7 +557,7 @@ class LogWait:
 
     Attributes:
         script: The recorded session (its index in the scenario) whose live log is read.
-        counts: ``(milestone, least count)`` pairs (:func:`log_marks`): the live log has
+        counts: ``(milestone, least count)`` pairs (`log_marks`): the live log has
             reached the position when it holds at least that many of each.
         event: The index, in that session's recorded log, of the event the position
             stands for.
@@ -625,7 +625,7 @@ def _describe(events: Sequence[Event], index: int) -> str:
 
 
 class _Plan:
-    """The work of :func:`inbox_plan`: the scenario's logs, read once."""
+    """The work of `inbox_plan`: the scenario's logs, read once."""
 
     def __init__(self, scripts: Sequence[SessionScript], logs: Sequence[Sequence[Event] | None]):
         self.scripts = scripts
@@ -847,7 +847,7 @@ def inbox_plan(
       took the message in waits until the message is in the receiver's log;
     - ``next-turn`` (the receiver was idle; the message opens a turn): the sender's call
       waits for the receiver's position after its last ``turn/end``. A message that
-      joined a turn another message opened is a race (:class:`InboxRace`).
+      joined a turn another message opened is a race (`InboxRace`).
 
     A wait that would make calls wait for each other in a cycle is left out, and its
     message is a race.
@@ -881,7 +881,7 @@ def inbox_plan(
 
 
 def scenario_plan(scripts: Sequence[SessionScript]) -> InboxPlan:
-    """:func:`inbox_plan` of a scenario's sessions, their logs read again.
+    """`inbox_plan` of a scenario's sessions, their logs read again.
 
     A session whose log is not of format 2 to 4 (no times, no inbox), is not a file or
     does not read takes no part.
@@ -894,7 +894,7 @@ class LiveLogs(Protocol):
 
     Attributes:
         poll_s: How long a waiting call sleeps before it looks again, in seconds (a
-            source that tells the gate of each change, :meth:`LogOrderGate.changed`,
+            source that tells the gate of each change, `LogOrderGate.changed`,
             may give a long one).
     """
 
@@ -916,10 +916,10 @@ class LiveLogs(Protocol):
 class LogOrderGate(OrderGate):
     """Holds replayed calls until the live logs reached the recorded positions.
 
-    Each call of :attr:`InboxPlan.waits` is answered only once the live log of each
+    Each call of `InboxPlan.waits` is answered only once the live log of each
     session it waits for holds at least the recorded count of each milestone
-    (:func:`log_marks`); after ``timeout`` s it fails with
-    :class:`~pytest_dsh_replay.ReplayOrderError` naming the session, its live log and
+    (`log_marks`); after ``timeout`` s it fails with
+    [`ReplayOrderError`][pytest_dsh_replay.ReplayOrderError] naming the session, its live log and
     the recorded event it waited for.
 
     Args:

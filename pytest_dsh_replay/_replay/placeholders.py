@@ -1,13 +1,13 @@
 r"""``{{fromRequest:<pattern>}}`` placeholders in replayed entries.
 
-See docs/placeholders.md#placeholders.
+See [docs/placeholders.md#placeholders](../placeholders.md#placeholders).
 
 A recorded entry can carry a value that only exists at replay time, such as an id the
 code under test generates (``goal-3f2a...``). The entry spells it as
 ``{{fromRequest:<pattern>}}``; when the entry is served, the placeholder is replaced by
 the last match of ``<pattern>`` in the live request's message text.
 
-The rules (docs/placeholders.md#resolution):
+The rules ([docs/placeholders.md#resolution](../placeholders.md#resolution)):
 
 - The **corpus** is every string leaf of ``request["messages"]``, collected depth-first
   (list items in order, then mapping values in insertion order), joined with ``"\n"``.
@@ -22,15 +22,17 @@ The rules (docs/placeholders.md#resolution):
   the replacement is group 1 when it took part in the match (an empty group 1 gives
   ``""``), else the whole match.
 - A pattern that matches nothing in the live text is looked up again in that text as
-  the recording would hold it (redacted, docs/placeholders.md#resolution): a pattern
-  written against a recording that shows ``[REDACTED]`` resolves.
-- Errors (:class:`~pytest_dsh_replay.PlaceholderError`): an unterminated
+  the recording would hold it (redacted,
+  [docs/placeholders.md#resolution](../placeholders.md#resolution)): a pattern written
+  against a recording that shows ``[REDACTED]`` resolves.
+- Errors ([`PlaceholderError`][pytest_dsh_replay.PlaceholderError]): an unterminated
   placeholder, a pattern that does not compile, a pattern that matches nothing, and a
-  search that runs longer than :data:`PATTERN_TIMEOUT_S` (catastrophic backtracking).
+  search that runs longer than [`PATTERN_TIMEOUT_S`][pytest_dsh_replay.PATTERN_TIMEOUT_S]
+  (catastrophic backtracking).
 
 Patterns are written in JavaScript regular-expression syntax without flags (the
 reference compiles them with ``new RegExp(pattern, "g")``);
-:mod:`~pytest_dsh_replay._replay.jsregex` translates them for the ``regex`` package.
+`jsregex` translates them for the ``regex`` package.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ PATTERN_TIMEOUT_S: Final = 1.0
 """The time budget, in seconds, for finding every match of one placeholder's pattern.
 
 A pattern that backtracks catastrophically on the request text fails with a
-:class:`~pytest_dsh_replay.PlaceholderError` instead of hanging the test.
+[`PlaceholderError`][pytest_dsh_replay.PlaceholderError] instead of hanging the test.
 """
 
 _TERMINATOR: Final = "}}"
@@ -101,7 +103,7 @@ def find_last_match(pattern: str, corpus: str, *, timeout: float = PATTERN_TIMEO
 
     Args:
         pattern: The JavaScript pattern.
-        corpus: The text to search (:func:`request_corpus`).
+        corpus: The text to search (`request_corpus`).
         timeout: The budget for the whole search, in seconds (> 0).
 
     Returns:
@@ -223,13 +225,13 @@ def resolve_placeholders(
 ) -> Any:
     """Resolve every placeholder in every string of a JSON value.
 
-    See docs/placeholders.md#placeholders.
+    See [docs/placeholders.md#placeholders](../placeholders.md#placeholders).
 
     Args:
         value: A JSON value: an entry's wire form, a chunk list, a string. Mapping keys
             are never changed.
-        source: The live request's :class:`~pytest_dsh_replay._wire.request.RequestView`
-            (its :attr:`~pytest_dsh_replay._wire.request.RequestView.corpus`), or the
+        source: The live request's `RequestView`
+            (its `corpus`), or the
             request's ``messages`` themselves; the corpus is read only if a placeholder
             is found.
         timeout: The search budget per placeholder, in seconds.
@@ -241,7 +243,7 @@ def resolve_placeholders(
         the rest is returned as given (not copied).
 
     Raises:
-        PlaceholderError: See :func:`resolve_text`.
+        PlaceholderError: See `resolve_text`.
     """
     cache: list[str] = []
     redacted_cache: list[str] = []

@@ -1,8 +1,8 @@
 """What the scripted model and its server both check of their arguments.
 
 The two modules share these without importing each other's privates: the server
-serves a scripted model (:class:`Scripted` marks one) and checks its own arguments as
-the model checks its rules (docs/recording.md#scripted-model).
+serves a scripted model (`Scripted` marks one) and checks its own arguments as
+the model checks its rules ([docs/recording.md#scripted-model](../recording.md#scripted-model)).
 """
 
 from __future__ import annotations

@@ -1,16 +1,18 @@
 """A scripted live model: rules that pick an answer for each request (no network, no key).
 
-A :class:`ScriptedModel` holds :class:`Rule` objects, tried in order; the first whose
-conditions all hold answers the call. An answer is an :class:`Answer` (reasoning, text,
-tool calls), :class:`Chunks` (the stream chunks themselves, as given), a
-:class:`ProviderFailure` (an HTTP status with its ``Retry-After``), a :class:`Hang`
-(nothing comes until the caller gives up), or a callable that builds one from the
-:class:`ScriptedRequest`. The answer becomes the dsh stream chunks a live model
-yields (docs/format.md#stream-chunks), so the model is a live model for the
-``pytest_dsh_replay_live_model`` hook as it is, and the model endpoint renders the same
-chunks on every wire when the model is served over HTTP (:mod:`.server`).
+A [`ScriptedModel`][pytest_dsh_replay.ScriptedModel] holds [`Rule`][pytest_dsh_replay.Rule]
+objects, tried in order; the first whose conditions all hold answers the call. An answer is
+an [`Answer`][pytest_dsh_replay.Answer] (reasoning, text, tool calls),
+[`Chunks`][pytest_dsh_replay.Chunks] (the stream chunks themselves, as given), a
+[`ProviderFailure`][pytest_dsh_replay.ProviderFailure] (an HTTP status with its
+``Retry-After``), a [`Hang`][pytest_dsh_replay.Hang] (nothing comes until the caller gives
+up), or a callable that builds one from the
+[`ScriptedRequest`][pytest_dsh_replay.ScriptedRequest]. The answer becomes the dsh stream
+chunks a live model yields ([docs/format.md#stream-chunks](../format.md#stream-chunks)), so
+the model is a live model for the ``pytest_dsh_replay_live_model`` hook as it is, and the
+model endpoint renders the same chunks on every wire when the model is served over HTTP (`server`).
 
-See docs/recording.md#scripted-model.
+See [docs/recording.md#scripted-model](../recording.md#scripted-model).
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ _ABSOLUTE_PATH: Final = re.compile(
     r"(?<![\w.~:/\\-])/(?=[^\s/])[^\s\"'`<>|()\[\]{}]*"  # /tmp/x, "/a b" up to the space
     r"|(?<![\w])[A-Za-z]:[\\/][^\s\"'`<>|()\[\]{}]*"  # C:\Users\x, D:/work
 )
-"""An absolute path in a text: what :meth:`ScriptedRequest.stable_id` does not count.
+"""An absolute path in a text: what `ScriptedRequest.stable_id` does not count.
 
 A POSIX path starts with ``/`` where no word, ``.``, ``~``, ``:``, ``/``, ``\\`` or
 ``-`` comes before it (``https://host/a``, ``a/b`` and ``and/or`` are no paths), a
@@ -105,7 +107,7 @@ Windows path with a drive letter; both run to the next white space, quote or bra
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One tool call of an :class:`Answer`.
+    """One tool call of an [`Answer`][pytest_dsh_replay.Answer].
 
     Attributes:
         name: The tool's name (non-empty).
@@ -155,10 +157,12 @@ class ProviderFailure:
     """A provider failure: the call fails the way a provider's HTTP error does.
 
     As the whole answer, the call fails before any content: over HTTP it is answered
-    with ``status``, the wire's error body and ``Retry-After`` (docs/wires.md#http-errors);
-    in process it is the error ``finish`` the dsh runtime logs for such a failure. As an
-    :class:`Answer`'s ``failure``, the answer's content streams first and the stream then
-    ends with the wire's error event (a ``NETWORK`` code cuts the connection instead).
+    with ``status``, the wire's error body and ``Retry-After``
+    ([docs/wires.md#http-errors](../wires.md#http-errors)); in process it is the error
+    ``finish`` the dsh runtime logs for such a failure. As an
+    [`Answer`][pytest_dsh_replay.Answer]'s ``failure``, the answer's content streams first
+    and the stream then ends with the wire's error event (a ``NETWORK`` code cuts the
+    connection instead).
 
     Attributes:
         status: The HTTP status, 400-599; ``None`` only with a ``code`` that has none
@@ -169,11 +173,11 @@ class ProviderFailure:
         request_id: The provider's request id (the failure's ``requestId``; over HTTP the
             ``x-request-id`` and ``request-id`` headers, which SDKs show on their errors),
             or ``None`` for none.
-        code: The dsh failure code (docs/format.md#failures); ``None`` derives it from
-            the status: ``AUTH`` 401/403, ``QUOTA`` 402, ``RATE_LIMIT`` 429,
-            ``OVERLOADED`` 503/529, ``CONTEXT_WINDOW_EXCEEDED`` for a 400/413 whose message
-            speaks of the context length, ``INVALID_REQUEST`` for another 400/413,
-            ``SERVER`` for another 5xx, ``HTTP_<status>`` otherwise.
+        code: The dsh failure code ([docs/format.md#failures](../format.md#failures));
+            ``None`` derives it from the status: ``AUTH`` 401/403, ``QUOTA`` 402,
+            ``RATE_LIMIT`` 429, ``OVERLOADED`` 503/529, ``CONTEXT_WINDOW_EXCEEDED`` for a
+            400/413 whose message speaks of the context length, ``INVALID_REQUEST`` for
+            another 400/413, ``SERVER`` for another 5xx, ``HTTP_<status>`` otherwise.
 
     Raises:
         ScriptedModelError: The status is outside 400-599 (or ``None`` without such a
@@ -214,7 +218,10 @@ class ProviderFailure:
             )
 
     def failure(self) -> JSONObject:
-        """The dsh failure object (docs/format.md#failures) this stands for."""
+        """The dsh failure object this stands for.
+
+        See [docs/format.md#failures](../format.md#failures).
+        """
         status = self.status
         message = self.message or (
             _MESSAGES.get(status, f"Scripted failure (HTTP {status}).")
@@ -276,9 +283,9 @@ class Answer:
         finish: The finish reason's kind: ``"stop"``, ``"tool-calls"`` or
             ``"max-tokens"``; ``None`` gives ``"tool-calls"`` when there are tool calls,
             else ``"stop"``.
-        usage: The token usage (docs/format.md#usage: ``inputTokens``, ``outputTokens``,
-            ...); ``None`` counts words: the request's texts as input, the answer's as
-            output (reasoning also as ``reasoningTokens``).
+        usage: The token usage ([docs/format.md#usage](../format.md#usage): ``inputTokens``,
+            ``outputTokens``, ...); ``None`` counts words: the request's texts as input, the
+            answer's as output (reasoning also as ``reasoningTokens``).
         pieces: How many deltas each string (reasoning, text, each call's arguments) is
             split into, >= 1; a shorter string goes one character a delta.
         delay: Seconds to wait before the first chunk (>= 0).
@@ -334,19 +341,20 @@ class Answer:
 class Chunks:
     """An answer given as its dsh stream chunks, streamed as they are.
 
-    For a stream an :class:`Answer` does not build: parallel tool calls whose argument
-    deltas interleave, a call that reports no usage, a usage chunk before an error
+    For a stream an [`Answer`][pytest_dsh_replay.Answer] does not build: parallel tool calls
+    whose argument deltas interleave, a call that reports no usage, a usage chunk before an error
     ``finish`` (a content filter after some text), a ``finish`` with ``replayState``. In
     process the call yields these chunks; over HTTP the model endpoint renders them like
-    a recorded call's (docs/wires.md), in the same order.
+    a recorded call's ([docs/wires.md](../wires.md)), in the same order.
 
     Attributes:
-        chunks: The chunks in order (docs/format.md#stream-chunks): each a JSON object
+        chunks: The chunks in order
+            ([docs/format.md#stream-chunks](../format.md#stream-chunks)): each a JSON object
             the format allows (a ``type`` and exactly that type's fields); the last, and
             only the last, is the ``finish``. They are copied: changing the given objects
             later does not change the answer, and each call gets chunks of its own. Their
-            order is not checked beyond the ``finish`` (a ``block-start`` may be left
-            out, as a recording may leave it out).
+            order is not checked beyond the ``finish`` (a ``block-start`` may be left out,
+            as a recording may leave it out).
 
     Raises:
         ScriptedModelError: ``chunks`` is not a list of chunks the format allows (the
@@ -385,14 +393,14 @@ class Chunks:
         object.__setattr__(self, "chunks", tuple(copied))
 
     def _copies(self) -> list[StreamChunk]:
-        """A fresh copy of :attr:`chunks`, for one call."""
+        """A fresh copy of `chunks`, for one call."""
         copies: list[StreamChunk] = orjson.loads(orjson.dumps(self.chunks))
         return copies
 
 
 Reply: TypeAlias = "Answer | Chunks | ProviderFailure | Hang"
-"""What a rule answers with: an :class:`Answer`, :class:`Chunks`, a
-:class:`ProviderFailure` or a :class:`Hang`."""
+"""What a rule answers with: an `Answer`, `Chunks`, a
+[`ProviderFailure`][pytest_dsh_replay.ProviderFailure] or a [`Hang`][pytest_dsh_replay.Hang]."""
 
 _REPLIES: Final = (Answer, Chunks, ProviderFailure, Hang)
 
@@ -427,14 +435,16 @@ class ScriptedRequest:
             when there are none.
         messages: The conversation as ``(role, text)`` pairs in order, ``role`` being
             ``"user"``, ``"assistant"`` or ``"tool"`` (tool results); the system prompt is
-            :attr:`system`.
+            `system`.
         system: The system prompt (``""`` when there is none).
         tools: The names of the tools the request offers.
         model: The model the request names, or ``None``.
         session_id: The ``session_id`` the caller passed (over HTTP: the calling session
-            the endpoint found, docs/wires.md#calling-session), or ``None``.
+            the endpoint found,
+            [docs/wires.md#calling-session](../wires.md#calling-session)), or ``None``.
         body: The request as the model got it (in process: what the caller passed; over
-            HTTP: the wire's body in the in-process shape, docs/wires.md#routes).
+            HTTP: the wire's body in the in-process shape,
+            [docs/wires.md#routes](../wires.md#routes)).
     """
 
     call: int
@@ -451,7 +461,9 @@ class ScriptedRequest:
     def read(
         cls, request: Mapping[str, object], *, call: int, session_id: str | None = None
     ) -> ScriptedRequest:
-        """Read a request of any shape the model endpoint passes on (docs/wires.md#routes).
+        """Read a request of any shape the model endpoint passes on.
+
+        See [docs/wires.md#routes](../wires.md#routes).
 
         Args:
             request: The request: the in-process shape, a chat-completions body or an
@@ -492,10 +504,11 @@ class ScriptedRequest:
         """16 hex digits that depend only on the conversation (tool call ids use them).
 
         The system prompt and the messages' texts, with every absolute path in them
-        counted as the same ``{{path}}`` (docs/recording.md#scripted-model): an agent
-        that names its working directory (the dsh runtime does, in every request) gets
-        the same ids whichever temporary directory, checkout or machine it runs in. A
-        conversation without such a path hashes as it always did.
+        counted as the same ``{{path}}``
+        ([docs/recording.md#scripted-model](../recording.md#scripted-model)): an agent that
+        names its working directory (the dsh runtime does, in every request) gets the same
+        ids whichever temporary directory, checkout or machine it runs in. A conversation
+        without such a path hashes as it always did.
         """
         paths = _ABSOLUTE_PATH.sub
         messages = [(role, paths("{{path}}", text)) for role, text in self.messages]
@@ -513,12 +526,15 @@ class Rule:
     """When a request gets an answer: every condition given must hold.
 
     Args:
-        answer: The :class:`Answer`, :class:`Chunks`, :class:`ProviderFailure` or
-            :class:`Hang`, or a callable that builds one from the :class:`ScriptedRequest`
-            (for an answer that quotes the request).
-        prompt: The request's :attr:`~ScriptedRequest.prompt` contains this text, or, a
+        answer: The [`Answer`][pytest_dsh_replay.Answer],
+            [`Chunks`][pytest_dsh_replay.Chunks],
+            [`ProviderFailure`][pytest_dsh_replay.ProviderFailure] or
+            [`Hang`][pytest_dsh_replay.Hang], or a callable that builds one from the
+            [`ScriptedRequest`][pytest_dsh_replay.ScriptedRequest] (for an answer that
+            quotes the request).
+        prompt: The request's `prompt` contains this text, or, a
             compiled pattern, the pattern is found in it (``re.search``).
-        when: A predicate over the :class:`ScriptedRequest`.
+        when: A predicate over the [`ScriptedRequest`][pytest_dsh_replay.ScriptedRequest].
         call: The call's number among the model's calls (from 1; in arrival order, so
             meant for callers that make one call at a time).
         times: How many calls the rule answers at most (>= 1; ``None``: any number).
@@ -688,26 +704,28 @@ def _chunks(reply: Reply, seen: ScriptedRequest) -> list[StreamChunk]:
 class ScriptedModel(Scripted, OptionsModel):
     """A live model that answers each call by its rules: no network, no API key.
 
-    It has the live-model interface (``stream`` and ``astream``, docs/recording.md#live-model),
-    so the ``pytest_dsh_replay_live_model`` hook can return it as it is; :meth:`serve`
-    serves it over loopback HTTP on every wire of the model endpoint, for agent
-    processes and the dsh runtime. Thread-safe: calls may come from many threads.
+    It has the live-model interface (``stream`` and ``astream``,
+    [docs/recording.md#live-model](../recording.md#live-model)), so the
+    ``pytest_dsh_replay_live_model`` hook can return it as it is;
+    [`serve`][pytest_dsh_replay.ScriptedModel.serve] serves it over loopback HTTP on every
+    wire of the model endpoint, for agent processes and the dsh runtime. Thread-safe: calls
+    may come from many threads.
 
     Args:
         rules: The rules, tried in order for each call; the first that matches (and is
             not used up) answers.
         default: The answer when no rule matches; ``None``: such a call raises
-            :class:`~pytest_dsh_replay.ScriptedModelError` (over HTTP: answered 400,
+            [`ScriptedModelError`][pytest_dsh_replay.ScriptedModelError] (over HTTP: answered 400,
             which no client retries, and the server raises the error when its ``with``
             block ends).
 
     Attributes:
-        calls: Every call answered so far, as :class:`ScriptedRequest` objects, in
-            arrival order.
+        calls: Every call answered so far, as
+            [`ScriptedRequest`][pytest_dsh_replay.ScriptedRequest] objects, in arrival order.
 
     Raises:
-        ScriptedModelError: A rule is not a :class:`Rule`, or ``default`` is not an
-            answer.
+        ScriptedModelError: A rule is not a [`Rule`][pytest_dsh_replay.Rule], or ``default``
+            is not an answer.
     """
 
     def __init__(
@@ -732,7 +750,8 @@ class ScriptedModel(Scripted, OptionsModel):
         ``scripted-<16 hex digits of the conversation>``, with ``-<n>`` from the second
         answer to the same conversation on: the same on every run, and never the
         replay endpoint's own numbering, so a recording made against the scripted
-        server holds ids a replay must serve back (docs/wires.md#provider-ids).
+        server holds ids a replay must serve back
+        ([docs/wires.md#provider-ids](../wires.md#provider-ids)).
         """
         base = f"scripted-{request.stable_id()}"
         with self._lock:
@@ -764,10 +783,10 @@ class ScriptedModel(Scripted, OptionsModel):
             api_key: The key clients must send (``None``: any key).
             idle_timeout: Seconds without a request after which the server stops.
             max_body_bytes: The largest request body it accepts (``None``:
-                :data:`~pytest_dsh_replay.MAX_BODY_BYTES`).
+                [`MAX_BODY_BYTES`][pytest_dsh_replay.MAX_BODY_BYTES]).
 
         Returns:
-            The running :class:`~pytest_dsh_replay.ScriptedServer`; use it as a context
+            The running [`ScriptedServer`][pytest_dsh_replay.ScriptedServer]; use it as a context
             manager.
         """
         from .server import ScriptedServer
@@ -781,10 +800,11 @@ class ScriptedModel(Scripted, OptionsModel):
     # --- answering ------------------------------------------------------------------------
 
     def answer(self, request: Mapping[str, object], *, session_id: str | None = None) -> Reply:
-        """Pick the answer to one call (it counts as a call; :meth:`stream` calls this).
+        """Pick the answer to one call (it counts as a call; `stream` calls this).
 
         Args:
-            request: The request, of any shape :meth:`ScriptedRequest.read` reads.
+            request: The request, of any shape
+                [`ScriptedRequest.read`][pytest_dsh_replay.ScriptedRequest.read] reads.
             session_id: The calling session, when known.
 
         Returns:
@@ -841,21 +861,27 @@ class ScriptedModel(Scripted, OptionsModel):
         on_response_id: Callable[[str], object] | None = None,
         **ignored: object,
     ) -> Iterator[StreamChunk]:
-        """Answer one call with dsh stream chunks (docs/format.md#stream-chunks).
+        """Answer one call with dsh stream chunks.
+
+        See [docs/format.md#stream-chunks](../format.md#stream-chunks).
 
         Args:
             request: The request (the in-process shape, or a wire's body).
             session_id: Names the calling session for the rules.
-            cancel: An event that ends a :class:`Hang` when set.
-            on_response_id: Given :meth:`response_id` (the model endpoint's callable).
-            **ignored: Every other keyword (docs/recording.md#live-model-calls) is
+            cancel: An event that ends a [`Hang`][pytest_dsh_replay.Hang] when set.
+            on_response_id: Given
+                [`response_id`][pytest_dsh_replay.ScriptedModel.response_id] (the model
+                endpoint's callable).
+            **ignored: Every other keyword
+                ([docs/recording.md#live-model-calls](../recording.md#live-model-calls)) is
                 accepted and ignored.
 
         Returns:
-            An iterator of chunks: an :class:`Answer`'s blocks, usage and finish;
-            :class:`Chunks` as given; a :class:`ProviderFailure`'s error ``finish``; a
-            :class:`Hang`'s wait, then its error ``finish``. The answer is picked when the
-            iterator is first read.
+            An iterator of chunks: an [`Answer`][pytest_dsh_replay.Answer]'s blocks, usage
+            and finish; [`Chunks`][pytest_dsh_replay.Chunks] as given; a
+            [`ProviderFailure`][pytest_dsh_replay.ProviderFailure]'s error ``finish``; a
+            [`Hang`][pytest_dsh_replay.Hang]'s wait, then its error ``finish``. The answer
+            is picked when the iterator is first read.
 
         Raises:
             ScriptedModelError: When read: no rule answers the call.
@@ -863,7 +889,7 @@ class ScriptedModel(Scripted, OptionsModel):
         return self._stream(request, _options(session_id, cancel, on_response_id))
 
     def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
-        """:meth:`stream` with the call's options as one value.
+        """[`stream`][pytest_dsh_replay.ScriptedModel.stream] with the call's options as one value.
 
         How the recorder and the scripted server call it.
         """
@@ -909,23 +935,24 @@ class ScriptedModel(Scripted, OptionsModel):
         on_response_id: Callable[[str], object] | None = None,
         **ignored: object,
     ) -> AsyncIterator[StreamChunk]:
-        """The async form of :meth:`stream`: the same chunks; waits do not block the loop.
+        """The async form of `stream`: the same chunks; waits do not block the loop.
 
         Args:
-            request: As for :meth:`stream`.
-            session_id: As for :meth:`stream`.
+            request: As for [`stream`][pytest_dsh_replay.ScriptedModel.stream].
+            session_id: As for [`stream`][pytest_dsh_replay.ScriptedModel.stream].
             cancel: An event (``asyncio.Event`` or ``threading.Event``) that ends a
-                :class:`Hang` when set.
-            on_response_id: As for :meth:`stream`.
-            **ignored: As for :meth:`stream`.
+                [`Hang`][pytest_dsh_replay.Hang] when set.
+            on_response_id: As for [`stream`][pytest_dsh_replay.ScriptedModel.stream].
+            **ignored: As for [`stream`][pytest_dsh_replay.ScriptedModel.stream].
 
         Returns:
-            An async iterator of the chunks :meth:`stream` yields.
+            An async iterator of the chunks
+            [`stream`][pytest_dsh_replay.ScriptedModel.stream] yields.
         """
         return self._astream(request, _options(session_id, cancel, on_response_id))
 
     def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
-        """:meth:`astream` with the call's options as one value."""
+        """`astream` with the call's options as one value."""
         return self._astream(request, options)
 
     async def _astream(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
@@ -953,6 +980,6 @@ def _options(
     cancel: Waitable | asyncio.Event | None,
     on_response_id: Callable[[str], object] | None,
 ) -> CallOptions:
-    """The options of a call made through :meth:`ScriptedModel.stream` or ``astream``."""
+    """The options of a call made through `ScriptedModel.stream` or ``astream``."""
     replay = NO_REPLAY if on_response_id is None else ReplayOptions(on_response_id=on_response_id)
     return CallOptions(session_id, cancel=cancel, replay=replay)

@@ -1,14 +1,15 @@
 """A scripted model on loopback HTTP, speaking every wire the model endpoint speaks.
 
-:class:`ScriptedServer` puts a :class:`~.model.ScriptedModel` behind the model endpoint
-and its loopback server: the model's chunks are rendered by the same wire encoders that
-serve replays (chat completions streamed or whole, OpenAI Responses, Anthropic Messages,
-Gemini; docs/wires.md), so an agent process, an SDK or the dsh runtime can call it as a
-provider, and the recording proxy can record through it
-(``DSH_RECORD_BASE_URL=<base_url>/v1``). It listens on 127.0.0.1 at a free port, and
-stops when its ``with`` block ends or after ``idle_timeout`` seconds without a request.
+[`ScriptedServer`][pytest_dsh_replay.ScriptedServer] puts a
+[`ScriptedModel`][pytest_dsh_replay.ScriptedModel] behind the model endpoint and its
+loopback server: the model's chunks are rendered by the same wire encoders that serve
+replays (chat completions streamed or whole, OpenAI Responses, Anthropic Messages, Gemini;
+[docs/wires.md](../wires.md)), so an agent process, an SDK or the dsh runtime can call it as
+a provider, and the recording proxy can record through it
+(``DSH_RECORD_BASE_URL=<base_url>/v1``). It listens on 127.0.0.1 at a free port, and stops
+when its ``with`` block ends or after ``idle_timeout`` seconds without a request.
 
-See docs/recording.md#scripted-server.
+See [docs/recording.md#scripted-server](../recording.md#scripted-server).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ _KEY_HEADERS: Final = ("x-api-key", "x-goog-api-key")
 
 @dataclass
 class ReceivedRequest:
-    """One HTTP request a :class:`ScriptedServer` received, and what it answered.
+    """One HTTP request a `ScriptedServer` received, and what it answered.
 
     Attributes:
         method: The HTTP method.
@@ -169,16 +170,17 @@ class _ScriptedEndpoint(Endpoint):
 
 
 class ScriptedServer:
-    """A :class:`~pytest_dsh_replay.ScriptedModel` on ``http://127.0.0.1:<free port>``.
+    """A [`ScriptedModel`][pytest_dsh_replay.ScriptedModel] on ``http://127.0.0.1:<free port>``.
 
-    It serves the model endpoint's routes (docs/wires.md#routes): ``POST
+    It serves the model endpoint's routes ([docs/wires.md#routes](../wires.md#routes)): ``POST
     /v1/chat/completions`` (streamed or not), ``/v1/responses``, ``/v1/messages`` and
     ``/v1beta/models/{model}:streamGenerateContent`` / ``:generateContent``, and ``GET
     /v1/models``. A provider failure is answered with its status, the wire's error body
     and ``Retry-After``; a hang keeps the response from starting until the client goes
     away or the server stops. It listens from construction, serves each connection
-    from a daemon thread, and stops when its ``with`` block ends, when :meth:`stop` is
-    called, or by itself after ``idle_timeout`` seconds without a request.
+    from a daemon thread, and stops when its ``with`` block ends, when
+    [`stop`][pytest_dsh_replay.ScriptedServer.stop] is called, or by itself after
+    ``idle_timeout`` seconds without a request.
 
     Args:
         model: What answers the calls.
@@ -193,7 +195,7 @@ class ScriptedServer:
         model: The scripted model.
         requests: Every request received, in arrival order.
         errors: What went wrong answering (a call no rule answers, an unserved route):
-            :class:`~pytest_dsh_replay.DshReplayError` objects, in order.
+            [`DshReplayError`][pytest_dsh_replay.DshReplayError] objects, in order.
 
     Raises:
         ScriptedModelError: ``model`` is not a scripted model, ``api_key`` is empty or
@@ -245,7 +247,7 @@ class ScriptedServer:
 
         ``OPENAI_BASE_URL`` (``<base_url>/v1``), ``ANTHROPIC_BASE_URL``,
         ``DEEPSEEK_BASE_URL``, ``GOOGLE_GEMINI_BASE_URL`` (the root), their ``*_API_KEY``
-        (and ``GEMINI_API_KEY``, ``GOOGLE_API_KEY``) holding :attr:`api_key` or a dummy
+        (and ``GEMINI_API_KEY``, ``GOOGLE_API_KEY``) holding `api_key` or a dummy
         key, and ``NO_PROXY`` for the loopback address.
         """
         env = endpoint_env(self.base_url)
@@ -274,7 +276,7 @@ class ScriptedServer:
         return self
 
     def __exit__(self, kind: object, error: object, traceback: object) -> None:
-        """Stop; when the block raised nothing, raise the first of :attr:`errors`."""
+        """Stop; when the block raised nothing, raise the first of `errors`."""
         self.stop()
         if kind is None and self.endpoint.errors:
             raise self.endpoint.errors[0]

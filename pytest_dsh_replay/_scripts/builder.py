@@ -1,7 +1,7 @@
 """Replay scripts: one entry per recorded model call, derived from a session's events.
 
-:func:`derive_replay_script` turns a session's events into its script, one entry per
-``stream()`` call:
+[`derive_replay_script`][pytest_dsh_replay.derive_replay_script] turns a session's events
+into its script, one entry per ``stream()`` call:
 
 - formats 0 and 1: a call is the run of ``assistant/chunk`` events (packed chunk rows
   stand for their members) up to and including its ``finish`` chunk, so retries under
@@ -11,8 +11,8 @@
 - in every format, a ``compaction/summary`` (older name ``compact/summary``) with
   ``llmStreamCall: true`` is a synthetic call at its position.
 
-:class:`ScriptBuilder` does the work for every reader: log files (through
-:func:`~pytest_dsh_replay._format.jsonl.iter_log_lines`), SQLite rows, and event lists.
+`ScriptBuilder` does the work for every reader: log files (through
+`iter_log_lines`), SQLite rows, and event lists.
 """
 
 from __future__ import annotations
@@ -208,18 +208,19 @@ def _stream_check(
 class ScriptBuilder:
     """Incremental script derivation shared by every reader.
 
-    Feed it a log's records in order and call :meth:`finish`:
+    Feed it a log's records in order and call `finish`:
 
-    - :meth:`feed` takes parsed body lines ``(line number, value)`` straight from
-      :func:`~pytest_dsh_replay._format.jsonl.iter_log_lines` (one pass; packed rows are
+    - `feed` takes parsed body lines ``(line number, value)`` straight from
+      `iter_log_lines` (one pass; packed rows are
       validated but never expanded);
-    - :meth:`record` takes one record at a time: an event or a
-      :class:`~pytest_dsh_replay._format.chunk_rows.PackedRow` (the SQLite reader);
-    - :meth:`event` takes one logical event (:func:`derive_replay_script`).
+    - `record` takes one record at a time: an event or a
+      `PackedRow` (the SQLite reader);
+    - `event` takes one logical event
+    ([`derive_replay_script`][pytest_dsh_replay.derive_replay_script]).
 
     Args:
         version: The log's format version (one of
-            :data:`~pytest_dsh_replay._format.formats.FORMATS`): its spec says whether
+            `FORMATS`): its spec says whether
             calls are ``assistant/chunk`` events and packed rows or embedded streams,
             and which event types it knows; ``None`` reads both, and every type
             (events of unknown origin).
@@ -235,7 +236,7 @@ class ScriptBuilder:
         rows: The records are rows of a store, not lines: refusals name the event's
             seq.
 
-    Not part of the public API; :func:`derive_replay_script` is.
+    Not part of the public API; [`derive_replay_script`][pytest_dsh_replay.derive_replay_script] is.
     """
 
     __slots__ = (
@@ -384,7 +385,7 @@ class ScriptBuilder:
         return self._unterminated_at(self._key, self._start_index, self._start_line)
 
     def _fail(self, error: DshReplayError) -> None:
-        """Raise ``error`` now, or (before a possible inherited marker) at :meth:`finish`."""
+        """Raise ``error`` now, or (before a possible inherited marker) at `finish`."""
         if not self.cut_at_marker:
             raise error
         if self._pending is None:
@@ -693,7 +694,7 @@ class ScriptBuilder:
         The reader of every log file: packed rows get a missing ``seq0``/``time0``
         filled in, are validated and fed as their members; everything else is an event.
         The loop handles the common case (an ``assistant/chunk`` of the open or a new
-        call, past the seed) itself; :meth:`event` holds the rules.
+        call, past the seed) itself; `event` holds the rules.
 
         Raises:
             SessionLogError: A line is not a JSON object, a packed row or an embedded
@@ -872,12 +873,14 @@ def derive_replay_script(
     ``stop`` finish). Every other event is ignored.
 
     Args:
-        events: Logical events in log order (as :func:`parse_session_log` returns them).
-            Slice a fork child's seed off first (``events[seed_length:]``).
+        events: Logical events in log order (as
+            [`parse_session_log`][pytest_dsh_replay.parse_session_log] returns them). Slice
+            a fork child's seed off first (``events[seed_length:]``).
         source: The file name used in error messages.
 
     Returns:
-        One :class:`ChunksEntry` per call, in call order; ``[]`` when there is no call.
+        One [`ChunksEntry`][pytest_dsh_replay.ChunksEntry] per call, in call order; ``[]``
+        when there is no call.
 
     Raises:
         ScriptError: A call ends without ``finish`` (its (turn, step) changes, a summary

@@ -1,10 +1,11 @@
 """Replay entries: what one recorded model call replays.
 
-A :class:`ChunksEntry` streams its chunks and finishes; a :class:`ThrowEntry` streams a
-prefix and then fails; a :class:`HangEntry` streams two chunks and blocks until it is
-cancelled. Entries store their chunks compactly, in serialized form, and hand out new
-chunk objects on every access: a consumer that mutates what it was given cannot change
-what a later replay yields, and a large script costs about what its log costs.
+A [`ChunksEntry`][pytest_dsh_replay.ChunksEntry] streams its chunks and finishes; a
+[`ThrowEntry`][pytest_dsh_replay.ThrowEntry] streams a prefix and then fails; a
+[`HangEntry`][pytest_dsh_replay.HangEntry] streams two chunks and blocks until it is
+cancelled. Entries store their chunks compactly, in serialized form, and hand out new chunk
+objects on every access: a consumer that mutates what it was given cannot change what a
+later replay yields, and a large script costs about what its log costs.
 """
 
 from __future__ import annotations
@@ -132,14 +133,15 @@ class _ChunkHolder:
         """Check now what a large log's reader left to be checked on first use.
 
         A format 2-4 log of 1 MiB or more keeps each call's stream as its text until
-        the call is first used (docs/format.md#raw-payloads); this reads it now. For
-        any other entry it does nothing.
+        the call is first used ([docs/format.md#raw-payloads](../format.md#raw-payloads));
+        this reads it now. For any other entry it does nothing.
 
         Raises:
             SessionLogError: A record or chunk of the stream breaks a rule of the format
                 (the message, file and line a small log's load gives).
-            ScriptError: A chunk nests deeper than :data:`MAX_CHUNK_NESTING`, or the
-                call never finished.
+            ScriptError: A chunk nests deeper than
+                [`MAX_CHUNK_NESTING`][pytest_dsh_replay.MAX_CHUNK_NESTING], or the call
+                never finished.
         """
         if self._verify is not None:
             self._verified()
@@ -150,7 +152,8 @@ class _ChunkHolder:
 
         Raises:
             SessionLogError: On first access, a payload of a large log that was left
-                raw when it was read breaks a rule of the format (docs/format.md#raw-payloads).
+                raw when it was read breaks a rule of the format
+                ([docs/format.md#raw-payloads](../format.md#raw-payloads)).
             ScriptError: On first access, such a payload cannot be stored.
         """
         if self._verify is not None:
@@ -164,7 +167,7 @@ class _ChunkHolder:
         """How many chunks the call streams (before a ``throw`` entry raises).
 
         Raises:
-            SessionLogError: As :attr:`chunks`, for a payload left raw.
+            SessionLogError: As `chunks`, for a payload left raw.
         """
         self.verify()
         return self._count
@@ -174,8 +177,9 @@ class _ChunkHolder:
         """The provider's id of the recorded answer, when the recording holds one.
 
         The dsh runtime logs it in the ``finish`` chunk's
-        ``replayState.response.responseId`` (docs/wires.md#provider-ids); ``None`` when
-        the call has no such string.
+        ``replayState.response.responseId``
+        ([docs/wires.md#provider-ids](../wires.md#provider-ids)); ``None`` when the call has
+        no such string.
         """
         self.verify()
         if b'"responseId"' not in self._blob:  # most entries: no parse
@@ -193,7 +197,7 @@ class _ChunkHolder:
         """Whether a ``{{fromRequest:...}}`` placeholder occurs anywhere in the entry.
 
         Raises:
-            SessionLogError: As :attr:`chunks`, for a payload left raw.
+            SessionLogError: As `chunks`, for a payload left raw.
         """
         self.verify()
         marked = self._marked
@@ -235,7 +239,7 @@ class ChunksEntry(_ChunkHolder):
 
         Raises:
             TypeError: A run cannot be serialized (nested deeper than
-                :data:`MAX_CHUNK_NESTING`).
+                [`MAX_CHUNK_NESTING`][pytest_dsh_replay.MAX_CHUNK_NESTING]).
         """
         entry = cls.__new__(cls)
         entry._blob = _kept(orjson.dumps(runs))
@@ -249,7 +253,9 @@ class ChunksEntry(_ChunkHolder):
     def from_stream(
         cls, text: bytes, verify: Callable[[], tuple[ChunksEntry, list[ChunkRun] | None]]
     ) -> ChunksEntry:
-        """Build an entry from a stream kept as a log's text (docs/format.md#raw-payloads).
+        """Build an entry from a stream kept as a log's text.
+
+        See [docs/format.md#raw-payloads](../format.md#raw-payloads).
 
         Args:
             text: The call's ``data.stream`` as JSON text.
@@ -273,7 +279,7 @@ class ChunksEntry(_ChunkHolder):
         An override may give an entry chunks after a ``finish``; then this is ``False``.
 
         Raises:
-            SessionLogError: As :attr:`chunks`, for a payload left raw.
+            SessionLogError: As `chunks`, for a payload left raw.
         """
         self.verify()
         return self._finished
@@ -368,7 +374,7 @@ class HangEntry:
     def verify(self) -> None:
         """Nothing to check: a hang entry holds no recorded stream.
 
-        See :meth:`ChunksEntry.verify`.
+        See `ChunksEntry.verify`.
         """
 
     @property
@@ -384,7 +390,7 @@ class HangEntry:
 
 
 ReplayEntry: TypeAlias = ChunksEntry | ThrowEntry | HangEntry
-"""One recorded model call: a :class:`ChunksEntry`, :class:`ThrowEntry` or :class:`HangEntry`."""
+"""One recorded model call: a `ChunksEntry`, `ThrowEntry` or `HangEntry`."""
 
 # --- entries from JSON and the override sidecar (docs/scenarios.md#override-entries) ------
 
@@ -450,7 +456,8 @@ def entry_from_json(value: object, *, where: str = "<entry>", loc: str = "entry"
         The entry. Only each chunk's ``type`` is checked, as the dsh harness does.
 
     Raises:
-        OverrideError: ``invalid override: <loc> <detail>`` (docs/scenarios.md#override-entries).
+        OverrideError: ``invalid override: <loc> <detail>``
+            ([docs/scenarios.md#override-entries](../scenarios.md#override-entries)).
     """
     if not isinstance(value, dict):
         raise invalid_entry(where, loc, "must be an object")

@@ -1,6 +1,6 @@
 """Where scenarios come from: directories, single logs, SQLite stores, a runtime's sessions.
 
-:func:`load_scenario` accepts
+[`load_scenario`][pytest_dsh_replay.load_scenario] accepts
 
 - a scenario directory: the primary's log ``session.jsonl`` and one log per child,
   ``session.1.jsonl``, ``session.2.jsonl``, ... with no gaps; each may carry a format
@@ -236,7 +236,8 @@ def _checked(scenario: Scenario, prefix: EventPrefix, *, store: bool = False) ->
     """``scenario``, once its sessions form a tree and its fork seeds fit their parents.
 
     ``store``: the scenario is a SQLite store, which holds every session its writer
-    created, so a child's parent must be one of them (docs/scenarios.md#structure).
+    created, so a child's parent must be one of them
+    ([docs/scenarios.md#structure](../scenarios.md#structure)).
     """
     if len(scenario.scripts) > 1:
         check_tree(scenario.scripts, scenario.path, parents_inside=store)
@@ -403,7 +404,8 @@ def _home_hint(d: Path, session_id: str) -> str:
     """The hint for a directory that is the runtime's home (``$DSH_HOME``), else ``""``.
 
     The runtime keeps its logs in ``$DSH_HOME/sessions``; given the home itself, the
-    error says to pass that directory instead (see docs/scenarios.md#naming).
+    error says to pass that directory instead (see
+    [docs/scenarios.md#naming](../scenarios.md#naming)).
     """
     sessions = d / "sessions"
     if not sessions.is_dir() or holds_primary_log(d):
@@ -482,7 +484,7 @@ _DirSignature: TypeAlias = tuple[int, int, tuple[tuple[str, int, int, int], ...]
 _Signature: TypeAlias = _FileSignature | _DirSignature
 
 _Stamp: TypeAlias = tuple[int, _Signature]
-"""``(bytes, signature)``: what :func:`_stamp` gives."""
+"""``(bytes, signature)``: what `_stamp` gives."""
 
 
 def _stamp(path: Path) -> _Stamp | None:
@@ -510,7 +512,7 @@ def _stamp(path: Path) -> _Stamp | None:
 
 
 def _outline(path: str) -> tuple[int, ...] | None:
-    """What one ``stat`` of ``path`` tells of a change: :func:`_outline_of` its stamp.
+    """What one ``stat`` of ``path`` tells of a change: `_outline_of` its stamp.
 
     A directory's inode and modification time (it changes when the directory is replaced,
     as a recording replaces it, or when an entry is added, removed or renamed, as atomic
@@ -527,7 +529,7 @@ def _outline(path: str) -> tuple[int, ...] | None:
 
 
 def _outline_of(signature: _Signature) -> tuple[int, ...]:
-    """The part of a :func:`_stamp` signature that :func:`_outline` sees."""
+    """The part of a `_stamp` signature that `_outline` sees."""
     last = signature[2]
     if isinstance(last, tuple):
         return signature[0], signature[1]  # a directory's: (inode, mtime, entries)
@@ -535,9 +537,9 @@ def _outline_of(signature: _Signature) -> tuple[int, ...]:
 
 
 def _file_stamps(stamp: _Stamp) -> dict[str, _Stamp] | None:
-    """Each file's stamp, from a directory's :func:`_stamp`; ``None`` for a file's.
+    """Each file's stamp, from a directory's `_stamp`; ``None`` for a file's.
 
-    The stamps are the ones :func:`_stamp` gives for each file itself.
+    The stamps are the ones `_stamp` gives for each file itself.
     """
     entries = stamp[1][2]
     if not isinstance(entries, tuple):
@@ -546,7 +548,7 @@ def _file_stamps(stamp: _Stamp) -> dict[str, _Stamp] | None:
 
 
 class _Lru:
-    """One table of :class:`ScenarioCache`: ``key -> (signature, bytes, value)``, oldest first."""
+    """One table of `ScenarioCache`: ``key -> (signature, bytes, value)``, oldest first."""
 
     __slots__ = ("entries", "total")
 
@@ -559,7 +561,7 @@ class _Body:
     """A recorded log's body lines kept from a load, turned into its events when asked.
 
     Not a log: the lines are the load's parsed values, expanded into events
-    (:func:`~pytest_dsh_replay._format.jsonl.session_log_from_body`) only when the log is
+    (`session_log_from_body`) only when the log is
     asked for, which most loads never do.
     """
 
@@ -578,19 +580,20 @@ class ScenarioCache:
     """Loaded scenarios and recorded logs, shared while their files stay unchanged.
 
     Many tests of a run replay the same scenario: each gets the one loaded
-    :class:`~pytest_dsh_replay._scripts.scenario.Scenario` (it is read-only; every replayed call
+    [`Scenario`][pytest_dsh_replay.Scenario] (it is read-only; every replayed call
     still builds new chunk objects). At most ``max_entries`` scenarios and ``max_bytes``
     bytes of logs are kept, least recently used dropped first, so memory does not grow
     with the number of scenarios a suite replays. Thread-safe.
 
     When a kept scenario counts as unchanged depends on ``recheck``: with ``True`` its
     files are examined (their names, inodes, sizes and modification times) at every
-    :meth:`load` and :meth:`recorded_log`, and a change loads them again. With ``False``
+    `load` and `recorded_log`, and a change loads them again. With ``False``
     they are examined once, when they are loaded; later loads make one ``stat`` of the
     scenario's path, which sees the directory replaced (as a recording replaces it) or
     its entries added, removed or renamed, and a single file changed, but not a log
     rewritten in place inside the directory; kept logs are served unexamined until the
-    scenario is loaded again or :meth:`forget` is called (docs/scenarios.md#loaded-once).
+    scenario is loaded again or `forget` is called
+    ([docs/scenarios.md#loaded-once](../scenarios.md#loaded-once)).
 
     Args:
         max_entries: How many scenarios (and, separately, recorded logs) to keep: tests
@@ -666,18 +669,19 @@ class ScenarioCache:
                         table.total -= table.entries.pop(key)[1]
 
     def load(self, path: str | os.PathLike[str], *, keep_logs: bool = False) -> Scenario:
-        """:func:`load_scenario` ``(path)``, or the copy loaded before from the same files.
+        """`load_scenario` ``(path)``, or the copy loaded before from the same files.
 
         Args:
-            path: As for :func:`load_scenario`.
-            keep_logs: The caller will read the recorded logs (:meth:`recorded_log`):
+            path: As for [`load_scenario`][pytest_dsh_replay.load_scenario].
+            keep_logs: The caller will read the recorded logs (`recorded_log`):
                 when a scenario directory is read, its logs' lines are kept as the
                 load parsed them, so the logs are not read a second time (logs of
-                :data:`~pytest_dsh_replay._format.jsonl.TYPED_MIN_BYTES` or more are read
+                `TYPED_MIN_BYTES` or more are read
                 again when asked for).
 
         Raises:
-            DshReplayError: As :func:`load_scenario` (errors are not cached).
+            DshReplayError: As [`load_scenario`][pytest_dsh_replay.load_scenario] (errors
+                are not cached).
         """
         key = os.fspath(path)
         if not self.recheck:
@@ -721,7 +725,7 @@ class ScenarioCache:
         scenario: Scenario,
         bodies: dict[str, list[tuple[int, Any]]],
     ) -> None:
-        """Keep the logs' lines as :meth:`recorded_log` entries, stamped as the files are."""
+        """Keep the logs' lines as `recorded_log` entries, stamped as the files are."""
         for script in scenario.scripts:
             if script.path is None:
                 continue
@@ -732,7 +736,7 @@ class ScenarioCache:
                 self._put(self._logs, key, files[name], _Body(script.header, lines, key))
 
     def recorded_log(self, path: str | os.PathLike[str]) -> SessionLog:
-        """:func:`~pytest_dsh_replay._format.jsonl.read_session_log` ``(path)``, shared.
+        """[`read_session_log`][pytest_dsh_replay.read_session_log] ``(path)``, shared.
 
         The events are shared with other callers: treat them as read-only.
 
@@ -758,11 +762,12 @@ class ScenarioCache:
         """``make()``, computed once for these very objects, from their second use on.
 
         What a run derives from cached values (the log check's normalized forms of the
-        recorded logs :meth:`recorded_log` returned, docs/checks.md#log-check) is kept
-        beside them. The first ask for a set of objects (by identity) only notes it and
-        returns ``None``, so a value that pays only when reused is never made for a
-        scenario that one test replays; later asks return the value, made once. At most
-        ``max_entries`` are kept, least recently used dropped.
+        recorded logs `recorded_log` returned,
+        [docs/checks.md#log-check](../checks.md#log-check)) is kept beside them. The first
+        ask for a set of objects (by identity) only notes it and returns ``None``, so a
+        value that pays only when reused is never made for a scenario that one test replays;
+        later asks return the value, made once. At most ``max_entries`` are kept, least
+        recently used dropped.
 
         Args:
             sources: The objects the value is derived from (kept alive with it).

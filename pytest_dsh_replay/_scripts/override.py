@@ -24,7 +24,7 @@ __all__ = ["Override", "apply_override", "load_override", "parse_override"]
 
 @dataclass(frozen=True, slots=True)
 class Override:
-    """A parsed override sidecar (docs/scenarios.md#overrides).
+    """A parsed override sidecar ([docs/scenarios.md#overrides](../scenarios.md#overrides)).
 
     Attributes:
         path: The sidecar file (used in messages).
@@ -45,7 +45,8 @@ def parse_override(value: object, *, path: str) -> Override:
         path: The sidecar file, for messages.
 
     Raises:
-        OverrideError: The first rule of docs/scenarios.md#override-entries it breaks.
+        OverrideError: The first rule of
+            [docs/scenarios.md#override-entries](../scenarios.md#override-entries) it breaks.
     """
     if isinstance(value, list):
         return Override(

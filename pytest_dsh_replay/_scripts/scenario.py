@@ -1,12 +1,13 @@
 """Scenarios: a primary session and its children, as ordered replay scripts.
 
-A :class:`Scenario` holds one :class:`SessionScript` per recorded session: the primary
-first, then the children by (``createdAt``, id). A child's script comes only from its
-own events (a fork child's inherited prefix is not its own work); the primary is never
-sliced. :func:`load_session_script` reads one log; where scenarios are loaded from
-(directories, stores, the runtime's sessions root) is
-:func:`~pytest_dsh_replay._scripts.loading.load_scenario`'s business. :func:`write_scenario`
-writes sessions as a scenario directory.
+A [`Scenario`][pytest_dsh_replay.Scenario] holds one
+[`SessionScript`][pytest_dsh_replay.SessionScript] per recorded session: the primary first,
+then the children by (``createdAt``, id). A child's script comes only from its own events (a
+fork child's inherited prefix is not its own work); the primary is never sliced.
+`load_session_script` reads one log; where scenarios are loaded from (directories, stores,
+the runtime's sessions root) is [`load_scenario`][pytest_dsh_replay.load_scenario]'s
+business. [`write_scenario`][pytest_dsh_replay.write_scenario] writes sessions as a scenario
+directory.
 """
 
 from __future__ import annotations
@@ -69,19 +70,19 @@ class SessionScript:
             after ``seed_length`` for children), used to bind concurrent children.
         first_user_blocks: That message's text blocks (``first_user_text`` is them
             joined without a separator); errors quote them joined with
-            :data:`~pytest_dsh_replay._format.text.BLOCK_SEPARATOR`.
+            `BLOCK_SEPARATOR`.
         opening_blocks: The text blocks of the session's **opening**: the first message
             of the run of user messages its first own call was made after (``()``: that
             call followed no user message; ``None``: unknown, the first own user message
-            stands for it). A child binds by it (docs/scenarios.md#binding): for a child
-            whose first request carries history (a fork that repeats its parent's turn),
-            it is the question the child was started with, not the history's first
-            message.
+            stands for it). A child binds by it
+            ([docs/scenarios.md#binding](../scenarios.md#binding)): for a child whose first
+            request carries history (a fork that repeats its parent's turn), it is the
+            question the child was started with, not the history's first message.
         opening_run: The texts of every message of that run, in order (``()``: none
             known): what tells apart children whose openings are equal (two questions
             asked after the same task).
         seed_digest: For a fork child read from a log file, the size and digest of its
-            seed's lines (:func:`~pytest_dsh_replay._format.jsonl.head_digest`), to
+            seed's lines (`head_digest`), to
             compare them with its parent's log; ``None`` otherwise.
     """
 
@@ -113,7 +114,7 @@ class SessionScript:
 
     @property
     def opening_shown(self) -> str | None:
-        """:attr:`opening_text` as messages quote it: its blocks visibly joined."""
+        """`opening_text` as messages quote it: its blocks visibly joined."""
         if self.opening_blocks is None:
             return self.first_user_shown
         if not self.opening_blocks:
@@ -181,7 +182,7 @@ class Scenario:
 
 
 LocaleKey: TypeAlias = tuple[tuple[tuple[int, str], ...], tuple[int, ...]]
-"""What :func:`locale_sort_key` gives: per character ``(group, folded)``, then case bits."""
+"""What `locale_sort_key` gives: per character ``(group, folded)``, then case bits."""
 
 
 @lru_cache(maxsize=4096)  # ids repeat across loads of the same scenarios
@@ -189,11 +190,11 @@ def locale_sort_key(text: str) -> LocaleKey:
     """A sort key approximating JavaScript ``localeCompare`` (ICU root collation).
 
     The dsh harness breaks ``createdAt`` ties between children with
-    ``a.localeCompare(b)`` (docs/scenarios.md#child-order). ICU's default order compares letters
-    case-insensitively first (lowercase before uppercase only as a tie-break) and puts
-    whitespace, then punctuation, then symbols, then digits before letters. This key
-    reproduces that order for the ids that occur in practice (UUIDs, ``session-<n>``,
-    labels); it is not a full Unicode Collation Algorithm.
+    ``a.localeCompare(b)`` ([docs/scenarios.md#child-order](../scenarios.md#child-order)).
+    ICU's default order compares letters case-insensitively first (lowercase before
+    uppercase only as a tie-break) and puts whitespace, then punctuation, then symbols, then
+    digits before letters. This key reproduces that order for the ids that occur in practice
+    (UUIDs, ``session-<n>``, labels); it is not a full Unicode Collation Algorithm.
 
     Returns:
         ``(primary, tertiary)``: per character a (group, case-folded letter) pair, then
@@ -253,11 +254,11 @@ def load_session_script(
             (formats 2 to 4).
         override: A sidecar to apply. A bare-array override replaces the script and
             the log's calls are not derived at all.
-        file: The name to report as :attr:`SessionScript.file` (default: the file name).
+        file: The name to report as `SessionScript.file` (default: the file name).
         body: A list that receives the log's body lines as read, ``(line number,
             parsed value)`` pairs, when every line of the body parsed as plain JSON (a
-            log under :data:`~pytest_dsh_replay._format.jsonl.TYPED_MIN_BYTES`); left empty
-            otherwise. :func:`~pytest_dsh_replay._format.jsonl.session_log_from_body` turns
+            log under `TYPED_MIN_BYTES`); left empty
+            otherwise. `session_log_from_body` turns
             them into the log's events without reading the file again.
 
     Returns:
@@ -384,7 +385,7 @@ def derived_script(
     Args:
         builder: The builder, fed every record of the log.
         header: The log's header.
-        file: The name reported as :attr:`SessionScript.file`.
+        file: The name reported as `SessionScript.file`.
         path: The log (or store) the session was read from.
         primary: Whether this is the scenario's primary session.
         seed_length: The inherited prefix the builder skipped (``0`` for none); for a
@@ -438,7 +439,7 @@ def scenario_of(path: Path, primary: SessionScript, children: Iterable[SessionSc
 def order_sessions(sessions: Iterable[SessionLike]) -> list[SessionLike]:
     """Order sessions as a scenario stores them: primary, then children.
 
-    See docs/scenarios.md#child-order.
+    See [docs/scenarios.md#child-order](../scenarios.md#child-order).
 
     The primary is the one session without ``parentSession``; the children follow by
     (``createdAt``, id), the order replay binds them in.
@@ -463,7 +464,7 @@ def write_scenario(path: str | os.PathLike[str], sessions: Iterable[SessionLike]
     """Write sessions as a scenario directory in the committed form, atomically.
 
     The primary goes to ``session.jsonl`` and the children to ``session.<n>.jsonl`` in
-    replay order (:func:`order_sessions`). Each log is written as the harness commits
+    replay order (`order_sessions`). Each log is written as the harness commits
     fixtures: the header line, then every event with delta runs packed into
     chunk rows and the top-level ``seq``/``time`` envelope removed.
 
@@ -472,7 +473,7 @@ def write_scenario(path: str | os.PathLike[str], sessions: Iterable[SessionLike]
     ``path`` never stops existing). If anything fails, ``path`` is left exactly as it
     was; files of an older recording (a child that no longer exists) do not survive a
     successful write. After a crash mid-write, the next write (or
-    :func:`~pytest_dsh_replay._store.atomic.recover`) finds the old or the new recording and
+    `recover`) finds the old or the new recording and
     removes the hidden leftovers.
 
     Args:

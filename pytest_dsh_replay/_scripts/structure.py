@@ -8,7 +8,7 @@ events (formats 0 and 1) or its events before the inherited ``session/end-seed``
 (type and data; ``seq``, ``time`` and the envelope may differ), so its parent must be
 in the scenario. Anything else loads as a scenario that replays what was never
 recorded: a child that binds twice, a fork child that loses its call.
-:func:`check_tree` and :func:`check_seeds` refuse it, naming the files and what
+`check_tree` and `check_seeds` refuse it, naming the files and what
 differs.
 
 A parent the scenario does not hold: in a SQLite store, which holds every session its
@@ -149,7 +149,7 @@ def _expanded(
 
 
 def log_prefix(script: SessionScript, n: int) -> Prefix:
-    """A log file's first ``n`` logical events with their lines (an :data:`EventPrefix`)."""
+    """A log file's first ``n`` logical events with their lines (an `EventPrefix`)."""
     assert script.path is not None
     with open_session_log(script.path) as (_, _, lines):
         records = iter_records(lines, source=str(script.path))
@@ -157,7 +157,7 @@ def log_prefix(script: SessionScript, n: int) -> Prefix:
 
 
 def store_prefix(records: Callable[[str], list[Any]]) -> EventPrefix:
-    """An :data:`EventPrefix` over a store's sessions, from its committed records."""
+    """An `EventPrefix` over a store's sessions, from its committed records."""
 
     def prefix(script: SessionScript, n: int) -> Prefix:
         found = records(script.recorded_id)
@@ -227,7 +227,8 @@ def check_seeds(scripts: tuple[SessionScript, ...], prefix: EventPrefix) -> None
 
     A seed whose lines are the parent's own, byte for byte, matches without being read
     as events; any other is read again, beside its parent's log, and compared event by
-    event: the same type and the same data (docs/scenarios.md#structure).
+    event: the same type and the same data
+    ([docs/scenarios.md#structure](../scenarios.md#structure)).
 
     Args:
         scripts: The scenario's scripts, the primary first (the primary is never

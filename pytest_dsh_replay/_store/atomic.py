@@ -8,14 +8,14 @@ the place of ``<name>``:
   recording; the old one, now under the hidden name, is then deleted.
 - **Portable fallback** (other systems, or file systems without the exchange): the old
   directory is renamed to ``.<name>.old-<token>`` and the new one renamed into place. A
-  crash between the two renames leaves no ``<name>``; :func:`recover` renames the old
+  crash between the two renames leaves no ``<name>``; `recover` renames the old
   one back.
 
 Every write holds an exclusive ``flock`` on the parent directory (where ``fcntl``
 exists), from creating its hidden sibling until the swap is done, and so does
-:func:`recover`: recovery never touches a live writer's files, and a killed writer's
+`recover`: recovery never touches a live writer's files, and a killed writer's
 lock is released by the kernel. After a crash (``kill -9``, power loss) the leftovers
-are hidden siblings matching :data:`LEFTOVER`; :func:`recover` restores the old
+are hidden siblings matching `LEFTOVER`; `recover` restores the old
 recording when ``<name>`` is missing and deletes every other leftover, so the next run
 finds the old or the new recording, never a mix.
 """
@@ -61,10 +61,10 @@ portable replacement)."""
 def hidden_sibling(
     target: str | os.PathLike[str], kind: Literal["tmp", "old"], token: str | None = None
 ) -> Path:
-    """The hidden sibling a replacement of ``target`` uses (a name :data:`LEFTOVER` matches).
+    """The hidden sibling a replacement of ``target`` uses (a name `LEFTOVER` matches).
 
     Every temporary name this package writes comes from here, so that what a killed
-    writer leaves is recognized by its name alone (:func:`find_leftovers`).
+    writer leaves is recognized by its name alone (`find_leftovers`).
 
     Args:
         target: The file or directory being written or replaced.
@@ -295,13 +295,13 @@ def recover(target: str | os.PathLike[str]) -> Recovery:
 
 
 def recover_directory(directory: str | os.PathLike[str]) -> Recovery:
-    """:func:`recover` every entry of ``directory`` that has leftovers.
+    """`recover` every entry of ``directory`` that has leftovers.
 
     Args:
         directory: A directory holding replaced entries (a snapshot root).
 
     Returns:
-        What was put back, removed, and what is still there (see :func:`recover`);
+        What was put back, removed, and what is still there (see `recover`);
         empty when there were no leftovers or ``directory`` is missing.
     """
     d = Path(directory)
@@ -430,7 +430,7 @@ def check_writable(target: str | os.PathLike[str]) -> None:
     it is also renamed aside to its hidden ``.old-`` name and back, as the replacement
     will move it: a directory that cannot be moved (immutable, ``chattr +i``; a parent
     that refuses renames) fails here, not after the work that precedes the write. A
-    crash between the two renames leaves what :func:`recover` puts back. Holds the
+    crash between the two renames leaves what `recover` puts back. Holds the
     parent's lock (see the module docstring) while ``target`` is moved.
 
     Raises:
@@ -466,7 +466,7 @@ def _check_movable(dest: Path) -> None:
 
 
 def write_file_atomic(target: str | os.PathLike[str], data: bytes) -> None:
-    """Replace a file's content as a whole (see :func:`replace_path`).
+    """Replace a file's content as a whole (see `replace_path`).
 
     Raises:
         OSError: The file cannot be written; it is left as it was.

@@ -2,17 +2,17 @@
 
 Two processes that record one scenario at once (two terminals, two CI jobs on one
 checkout) would each write a whole recording, and the last writer would win silently.
-:func:`hold_recording` takes an exclusive lock for the recording's whole run, from
+`hold_recording` takes an exclusive lock for the recording's whole run, from
 before the live model is asked until the recording is written or given up: an
 operating-system file lock (``flock``) on a hidden file beside the scenario,
 ``.<name>.lock``, holding the owner's process id and name. A second recorder is refused
-at once with a :class:`~pytest_dsh_replay.RecordingError` naming the scenario and that
+at once with a [`RecordingError`][pytest_dsh_replay.RecordingError] naming the scenario and that
 process. The kernel releases the lock of a process that dies (``kill -9``, a power
 cut), so a lock file left behind never blocks: the next recorder takes it over, and
-removes it when it is done (docs/recording.md#one-recorder).
+removes it when it is done ([docs/recording.md#one-recorder](../recording.md#one-recorder)).
 
 The lock file is created, read, taken over and removed while the directory's own lock
-is held (the one replacements and crash recovery take, see :mod:`.atomic`), so a reader
+is held (the one replacements and crash recovery take, see `atomic`), so a reader
 never sees a half-written owner and no recorder ever locks a file another one is
 removing. Where ``fcntl`` is missing (Windows) nothing is locked.
 """
@@ -38,7 +38,7 @@ def lock_path(target: str | os.PathLike[str]) -> Path:
 
 @dataclass
 class RecordingLock:
-    """A held lock on recording one scenario (see :func:`hold_recording`).
+    """A held lock on recording one scenario (see `hold_recording`).
 
     Attributes:
         path: The lock file, or ``None`` where nothing could be locked (no ``fcntl``).
@@ -51,7 +51,7 @@ class RecordingLock:
     def release(self) -> None:
         """Let another recorder in: the lock file is removed, then the lock released.
 
-        Directories :func:`hold_recording` created for the lock file are removed again
+        Directories `hold_recording` created for the lock file are removed again
         when they are empty (nothing was recorded into them). Safe to call twice.
         """
         fd, self._fd = self._fd, None
@@ -73,7 +73,7 @@ def hold_recording(target: str | os.PathLike[str], owner: str) -> RecordingLock:
     """Take the exclusive lock on recording ``target``, for this process.
 
     Missing parent directories are created (the lock file lives beside the scenario);
-    the lock is held until :meth:`RecordingLock.release`, or until this process ends.
+    the lock is held until `RecordingLock.release`, or until this process ends.
 
     Args:
         target: The scenario directory about to be recorded.
@@ -105,7 +105,7 @@ def hold_recording(target: str | os.PathLike[str], owner: str) -> RecordingLock:
 
 
 def _take(dest: Path, owner: str, created: list[Path]) -> RecordingLock:
-    """Create or take over ``dest``'s lock file and lock it (see :func:`hold_recording`)."""
+    """Create or take over ``dest``'s lock file and lock it (see `hold_recording`)."""
     import fcntl
 
     path = lock_path(dest)
@@ -175,7 +175,7 @@ def _make_dirs(directory: Path) -> list[Path]:
 
 
 def _remove_dirs(created: list[Path] | tuple[Path, ...]) -> None:
-    """Remove the directories :func:`_make_dirs` created, innermost first, if empty."""
+    """Remove the directories `_make_dirs` created, innermost first, if empty."""
     for directory in reversed(created):
         with contextlib.suppress(OSError):
             os.rmdir(directory)

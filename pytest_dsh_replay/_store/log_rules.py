@@ -1,12 +1,14 @@
 """The rules a session log obeys, and how the store reads back a log a crash cut short.
 
-- The event envelope and the model-visible surface (:func:`validate_log`, :class:`Surface`):
+- The event envelope and the model-visible surface (`validate_log`, `Surface`):
   contiguous seqs, ``surfaceOp`` and ``sourceEventSeqs`` on surface events only.
-- Crash repair: :func:`scan_committed` reads the committed prefix of a plain log (a torn
+- Crash repair: `scan_committed` reads the committed prefix of a plain log (a torn
   last line is not committed; damage before a later ``turn/end`` is fatal);
-  :func:`scan_zstd` does the same frame by frame; :func:`interrupted_turn_closers` closes
-  a turn the crash left open.
-- Seeds: :func:`completed_turn_prefix`, the prefix a subagent fork child inherits.
+  `scan_zstd` does the same frame by frame;
+  [`interrupted_turn_closers`][pytest_dsh_replay.interrupted_turn_closers] closes a turn the
+  crash left open.
+- Seeds: [`completed_turn_prefix`][pytest_dsh_replay.completed_turn_prefix], the prefix a
+subagent fork child inherits.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def quote(text: str) -> str:
 def envelope_problem(event: object, index: int) -> str | None:
     """The first envelope rule ``event`` breaks at ``index``, or ``None``.
 
-    See docs/format.md#envelopes.
+    See [docs/format.md#envelopes](../format.md#envelopes).
     """
     if not isinstance(event, dict):
         return "is not a JSON object"
@@ -183,7 +185,7 @@ class Surface:
             raise ValueError("a tool/result replace may change only the result's content")
 
     def apply(self, seq: int, span: tuple[int, int] | None) -> None:
-        """Commit a checked event (``span`` from :meth:`plan`)."""
+        """Commit a checked event (``span`` from `plan`)."""
         if span is None:
             return
         if span[0] < 0:
@@ -228,7 +230,7 @@ def _cited_seqs(event: Event, kind: str, seq: object) -> set[int]:
 def validate_log(events: Sequence[Any], *, what: str = "event") -> list[Event]:
     """Check a whole log as the dsh harness's ``Session`` constructor does.
 
-    See docs/format.md#envelopes.
+    See [docs/format.md#envelopes](../format.md#envelopes).
 
     Args:
         events: The events from seq 0.
@@ -381,7 +383,7 @@ _TURN_SCAN: Final[dict[str, Callable[[_OpenTurn, Event, dict[str, object]], None
     "tool/call": _OpenTurn.tool_call,
     "tool/result": _OpenTurn.tool_result,
 }
-"""How each event type moves :class:`_OpenTurn` (other events leave it as it is)."""
+"""How each event type moves `_OpenTurn` (other events leave it as it is)."""
 
 
 def _unknown_result(
@@ -581,7 +583,7 @@ def scan_zstd(data: bytes, source: str) -> tuple[CommittedLog, int | None, list[
     Raises:
         SessionLogError: The first frame is not exactly the header line, a complete
             frame ends inside a record or holds a damaged one, or as
-            :func:`scan_committed`.
+            `scan_committed`.
     """
     frames, torn_at, partial = zstd_frames(data, source)
     if not frames:

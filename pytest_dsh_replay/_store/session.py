@@ -1,9 +1,10 @@
 """A session of the store: its header, its append-only event log and how events are built.
 
-:class:`Session` objects come from :class:`~pytest_dsh_replay._store.store.SessionStore`
-(``create``, ``fork``, ``load``); each append is checked (the event rules, lossless JSON,
-the surface rule) and written through the store's backend. ``assistant/chunk`` events,
-the bulk of a log, can be appended cheaply (:meth:`Session.append_chunk`).
+[`Session`][pytest_dsh_replay.Session] objects come from
+[`SessionStore`][pytest_dsh_replay.SessionStore] (``create``, ``fork``, ``load``); each
+append is checked (the event rules, lossless JSON, the surface rule) and written through the
+store's backend. ``assistant/chunk`` events, the bulk of a log, can be appended cheaply
+([`Session.append_chunk`][pytest_dsh_replay.Session.append_chunk]).
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ __all__ = ["ChunkRun", "ChunkSource", "Session", "SessionOwner"]
 
 
 class SessionOwner(Protocol):
-    """What a :class:`Session` asks of the store that owns it.
+    """What a [`Session`][pytest_dsh_replay.Session] asks of the store that owns it.
 
     A ``SessionStore`` hands its sessions an owner that holds no session, so a store and
     its sessions form no reference cycle: dropping them frees them at once, without the
-    garbage collector (docs/api.md#api-stores).
+    garbage collector ([docs/api/store.md#api-stores](store.md#api-stores)).
     """
 
     @property
@@ -60,7 +61,7 @@ _ENVELOPE_ALIASES: Final[dict[str, str]] = {
 def _build_event(
     kind: object, data: object, envelope: Mapping[str, Any], now: Callable[[], int]
 ) -> Event:
-    """A new event from :meth:`Session.append`'s arguments, copied and checked."""
+    """A new event from `Session.append`'s arguments, copied and checked."""
     if not isinstance(kind, str) or not kind:
         raise SessionStoreError(f"event type must be a non-empty string, got {kind!r}")
     if kind in PACKED_TAGS:
@@ -105,7 +106,10 @@ def _build_event(
 
 
 class ChunkSource(Protocol):
-    """A stream a :class:`ChunkRun` follows (:meth:`Session.follow`, docs/recording.md#lazy).
+    """A stream a `ChunkRun` follows.
+
+    See [`Session.follow`][pytest_dsh_replay.Session.follow] and
+    [docs/recording.md#lazy](../recording.md#lazy).
 
     The run logs what the stream handed out by asking, on each read or write of the
     session, instead of being handed each chunk.
@@ -118,10 +122,10 @@ class ChunkSource(Protocol):
         """Whether nothing more will be handed out."""
 
     def ended(self, run: ChunkRun) -> None:
-        """Called once when :meth:`done`, after the run's events are built (lock held)."""
+        """Called once when `done`, after the run's events are built (lock held)."""
 
     def diverted(self, run: ChunkRun) -> None:
-        """Called when another write ends the run before :meth:`done` (lock held).
+        """Called when another write ends the run before `done` (lock held).
 
         From then on the source adds each further chunk to the run itself.
         """
@@ -130,11 +134,12 @@ class ChunkSource(Protocol):
 class ChunkRun:
     """One call's ``assistant/chunk`` events, added as they stream and built when read.
 
-    From :meth:`Session.chunk_run`. :meth:`add` keeps the chunk itself (no copy, no
-    check), so the caller hands it over: nothing may change it afterwards. The events
-    are built, in order and checked in one pass, on the session's next read or write,
-    as :meth:`Session.append_chunk` would have built them one by one, except that the
-    events built together share one ``time`` (when they are built).
+    From [`Session.chunk_run`][pytest_dsh_replay.Session.chunk_run].
+    [`add`][pytest_dsh_replay.ChunkRun.add] keeps the chunk itself (no copy, no check), so
+    the caller hands it over: nothing may change it afterwards. The events are built, in
+    order and checked in one pass, on the session's next read or write, as
+    [`Session.append_chunk`][pytest_dsh_replay.Session.append_chunk] would have built them
+    one by one, except that the events built together share one ``time`` (when they are built).
 
     Attributes:
         chunks: The chunks added so far, in order (do not mutate).
@@ -212,7 +217,8 @@ class _EventsView(Sequence[Event]):
     """A read-only view of a session's events (the event dicts must not be mutated).
 
     ``settle`` is called before each read, so chunks appended with
-    :meth:`Session.append_chunk` are there for views taken before them too.
+    [`Session.append_chunk`][pytest_dsh_replay.Session.append_chunk] are there for views
+    taken before them too.
     """
 
     __slots__ = ("_events", "_settle")
@@ -253,16 +259,17 @@ class _EventsView(Sequence[Event]):
 
 
 class Session(PlainJSONEvents):
-    """One session of a :class:`SessionStore`: a header and an append-only event log.
+    """One session of a `SessionStore`: a header and an append-only event log.
 
-    Get sessions from :meth:`SessionStore.create`, :meth:`SessionStore.fork` or
-    :meth:`SessionStore.load`, never by constructing one. A session satisfies
-    :class:`~pytest_dsh_replay._format.events.SessionLike`, so
-    ``write_scenario(path, store.sessions())`` writes a store's sessions as a scenario.
+    Get sessions from [`SessionStore.create`][pytest_dsh_replay.SessionStore.create],
+    [`SessionStore.fork`][pytest_dsh_replay.SessionStore.fork] or
+    [`SessionStore.load`][pytest_dsh_replay.SessionStore.load], never by constructing one. A
+    session satisfies `SessionLike`, so ``write_scenario(path, store.sessions())`` writes a
+    store's sessions as a scenario.
 
     Attributes:
         id: The session id.
-        header: The :class:`~pytest_dsh_replay.SessionHeader` (fixed for life).
+        header: The [`SessionHeader`][pytest_dsh_replay.SessionHeader] (fixed for life).
         events: A read-only sequence of the event dicts, seq order; do not mutate them.
         seed_length: The header's ``seedLength`` (0 when absent): leading events
             inherited from a fork parent.
@@ -395,17 +402,20 @@ class Session(PlainJSONEvents):
     ) -> int:
         """Append one ``assistant/chunk`` event ``{"turn", "step", "chunk"}``, cheaply.
 
-        The same event :meth:`append` would store, for the bulk of a log: the data is
-        serialized at once (so later changes to ``chunk`` do not reach the log) and the
-        event is built, with every chunk appended since, on the next read of
-        :attr:`events` or the next other write (:meth:`append`, :meth:`flush`, the end
-        of a :meth:`batch`), in one backend write. Until then a crash loses the run, as
-        the harness's write-behind window does.
+        The same event [`append`][pytest_dsh_replay.Session.append] would store, for the
+        bulk of a log: the data is serialized at once (so later changes to ``chunk`` do not
+        reach the log) and the event is built, with every chunk appended since, on the next read of
+        [`events`][pytest_dsh_replay.Session.events] or the next other write
+        ([`append`][pytest_dsh_replay.Session.append],
+        [`flush`][pytest_dsh_replay.Session.flush], the end of a
+        [`batch`][pytest_dsh_replay.Session.batch]), in one backend write. Until then a
+        crash loses the run, as the harness's write-behind window does.
 
         Args:
             turn: The event's ``turn``.
             step: The event's ``step``.
-            chunk: The stream chunk: lossless JSON, as for :meth:`append`.
+            chunk: The stream chunk: lossless JSON, as for
+                [`append`][pytest_dsh_replay.Session.append].
             parsed: The caller vouches that ``chunk`` holds only what a JSON parser
                 makes (dicts, lists, strings, ints, floats, booleans, ``None``), as a
                 replayed chunk does; then only lone surrogates, unsafe integers and
@@ -437,14 +447,17 @@ class Session(PlainJSONEvents):
             return len(self._events) + len(self._run) - 1
 
     def defer(self, write: Callable[[], None]) -> None:
-        """Run ``write`` when the session is next read or written (docs/recording.md#lazy).
+        """Run ``write`` when the session is next read or written.
 
-        ``write`` makes the session's own writes (``append``, :meth:`follow`, ...) that
-        nobody has needed yet; it runs, with the session's lock held, before anything
-        else reads or writes the session, after the writes deferred before it, so what
-        a reader sees is what it would see had ``write`` run now. It must not take
-        locks that are held while the session is written elsewhere (it may be run by
-        any thread that reads the session); what it raises reaches that reader.
+        See [docs/recording.md#lazy](../recording.md#lazy).
+
+        ``write`` makes the session's own writes (``append``,
+        [`follow`][pytest_dsh_replay.Session.follow], ...) that nobody has needed yet; it
+        runs, with the session's lock held, before anything else reads or writes the
+        session, after the writes deferred before it, so what a reader sees is what it would
+        see had ``write`` run now. It must not take locks that are held while the session is
+        written elsewhere (it may be run by any thread that reads the session); what it
+        raises reaches that reader.
 
         Raises:
             SessionStoreError: The session is no longer live.
@@ -458,20 +471,23 @@ class Session(PlainJSONEvents):
         """Hold the session's lock: no other thread reads, writes or runs a deferred write.
 
         For a writer whose several writes must not be interleaved with the deferred
-        writes of :meth:`defer` (which run with this lock held). Reentrant.
+        writes of [`defer`][pytest_dsh_replay.Session.defer] (which run with this lock
+        held). Reentrant.
         """
         with self._lock:
             yield self
 
     def chunk_run(self, turn: object, step: object) -> ChunkRun:
-        """Open a :class:`ChunkRun`: the cheapest way to log a call's chunks as they stream.
+        """Open a `ChunkRun`: the cheapest way to log a call's chunks as they stream.
 
         Each added chunk becomes the ``assistant/chunk`` event ``{"turn", "step",
-        "chunk"}``, as with :meth:`append_chunk`, but the event is built (and the data
-        checked) only on the next read or write of the session; the chunks added after
-        another event follow that event. A session has one open run: the next
-        :meth:`chunk_run` or :meth:`append_chunk` ends it (its later chunks are then
-        appended one by one, still in order).
+        "chunk"}``, as with [`append_chunk`][pytest_dsh_replay.Session.append_chunk], but
+        the event is built (and the data checked) only on the next read or write of the
+        session; the chunks added after another event follow that event. A session has
+        one open run: the next
+        [`chunk_run`][pytest_dsh_replay.Session.chunk_run] or
+        [`append_chunk`][pytest_dsh_replay.Session.append_chunk] ends it (its later chunks
+        are then appended one by one, still in order).
 
         Args:
             turn: The events' ``turn``.
@@ -492,14 +508,19 @@ class Session(PlainJSONEvents):
             return run
 
     def follow(self, turn: object, step: object, source: ChunkSource) -> ChunkRun:
-        """Open a :class:`ChunkRun` that follows ``source`` (docs/recording.md#lazy).
+        """Open a `ChunkRun` that follows ``source``.
 
-        Like :meth:`chunk_run`, but nothing is added: on each read or write of the
-        session the run takes the chunks ``source`` handed out since, and builds their
-        events as :meth:`chunk_run` would have; once ``source`` is done it calls
-        ``source.ended(run)`` and stops following. A write that ends the run earlier
-        (:meth:`append_chunk`, another :meth:`chunk_run` or :meth:`follow`) calls
-        ``source.diverted(run)`` instead: the source then adds the rest itself.
+        See [docs/recording.md#lazy](../recording.md#lazy).
+
+        Like [`chunk_run`][pytest_dsh_replay.Session.chunk_run], but nothing is added: on
+        each read or write of the session the run takes the chunks ``source`` handed out
+        since, and builds their events as [`chunk_run`][pytest_dsh_replay.Session.chunk_run]
+        would have; once ``source`` is done it calls ``source.ended(run)`` and stops
+        following. A write that ends the run earlier
+        ([`append_chunk`][pytest_dsh_replay.Session.append_chunk], another
+        [`chunk_run`][pytest_dsh_replay.Session.chunk_run] or
+        [`follow`][pytest_dsh_replay.Session.follow]) calls ``source.diverted(run)``
+        instead: the source then adds the rest itself.
 
         Raises:
             SessionStoreError: The session is no longer live.
@@ -534,12 +555,12 @@ class Session(PlainJSONEvents):
         return not self._store.closed
 
     def _check_live(self) -> None:
-        """Raise :class:`SessionStoreError` unless the session is :meth:`_live`."""
+        """Raise `SessionStoreError` unless the session is `_live`."""
         if not self._live():
             raise SessionStoreError(f"session {quote(self.id)} is not live in this store")
 
     def _run_deferred(self) -> None:
-        """Run the deferred writes in order (the lock is held; see :meth:`defer`).
+        """Run the deferred writes in order (the lock is held; see `defer`).
 
         A write's own reads and writes of the session do not start the next one.
         """
@@ -555,7 +576,8 @@ class Session(PlainJSONEvents):
     def _settle(self) -> None:
         """Run the deferred writes, then build the events of the pending chunks and write them.
 
-        The open :class:`ChunkRun`'s come first: :meth:`append_chunk` ends it.
+        The open [`ChunkRun`][pytest_dsh_replay.ChunkRun]'s come first:
+        [`append_chunk`][pytest_dsh_replay.Session.append_chunk] ends it.
         """
         with self._lock:  # a reader waits for a deferred write another thread runs
             if not self._live():
@@ -582,7 +604,7 @@ class Session(PlainJSONEvents):
             self._events.extend(events)
 
     def _settle_chunk_run(self, *, end: bool = False) -> None:
-        """Build the open :class:`ChunkRun`'s new events and write them (the lock is held)."""
+        """Build the open `ChunkRun`'s new events and write them (the lock is held)."""
         run = self._chunk_run
         assert run is not None
         source = run._source
@@ -620,11 +642,11 @@ class Session(PlainJSONEvents):
     def batch(self) -> Iterator[Session]:
         """Group appends into one write (one packed batch, one transaction).
 
-        Appends inside the block are visible at once in :attr:`events` and written
-        together when the outermost block exits, also when it exits with an exception;
-        delta runs are packed per batch, so batching gives the compact
-        layout the harness's write-behind window gives. Appends from other threads
-        during the block join the batch.
+        Appends inside the block are visible at once in
+        [`events`][pytest_dsh_replay.Session.events] and written together when the outermost
+        block exits, also when it exits with an exception; delta runs are packed per batch,
+        so batching gives the compact layout the harness's write-behind window gives.
+        Appends from other threads during the block join the batch.
 
         Raises:
             SessionStoreError: The write failed; the batch's events are removed again.
@@ -640,7 +662,7 @@ class Session(PlainJSONEvents):
                     self.flush()
 
     def flush(self) -> None:
-        """Write the events appended inside :meth:`batch` blocks that are not written yet.
+        """Write the events appended inside `batch` blocks that are not written yet.
 
         Raises:
             SessionStoreError: The write failed; those events are removed again.

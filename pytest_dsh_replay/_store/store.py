@@ -1,13 +1,14 @@
 """The session store: create, append, fork and reload sessions over a backend.
 
-Agents under test persist their sessions through a :class:`SessionStore`; record mode
-harvests them. The store keeps every live session in memory and writes each append
-through a backend that satisfies :class:`SessionBackend`:
+Agents under test persist their sessions through a
+[`SessionStore`][pytest_dsh_replay.SessionStore]; record mode harvests them. The store keeps
+every live session in memory and writes each append through a backend that satisfies
+[`SessionBackend`][pytest_dsh_replay.SessionBackend]:
 
-- :class:`~pytest_dsh_replay._store.backends.jsonl.JsonlBackend`: the dsh harness's on-disk
+- [`JsonlBackend`][pytest_dsh_replay.JsonlBackend]: the dsh harness's on-disk
   JSONL layout, plain or zstd-compressed, with packed chunk rows and crash repair;
-- :class:`~pytest_dsh_replay._store.backends.sqlite.SqliteBackend`: the harness's SQLite store;
-- :class:`~pytest_dsh_replay._store.backends.base.MemoryBackend`: nothing written anywhere.
+- [`SqliteBackend`][pytest_dsh_replay.SqliteBackend]: the harness's SQLite store;
+- [`MemoryBackend`][pytest_dsh_replay.MemoryBackend]: nothing written anywhere.
 
 Every operation is thread-safe: agents under test append from several threads.
 
@@ -105,10 +106,10 @@ def _make_header(session_id: str, created_at: int, fields: Mapping[str, object])
 
 
 class _Owner:
-    """What a store's sessions ask of it (a :class:`SessionOwner`), holding no session.
+    """What a store's sessions ask of it (a `SessionOwner`), holding no session.
 
     Sessions keep this rather than the store, so a store and its sessions form no
-    reference cycle (docs/api.md#api-stores).
+    reference cycle ([docs/api/store.md#api-stores](store.md#api-stores)).
     """
 
     __slots__ = ("backend", "clock", "closed")
@@ -119,7 +120,7 @@ class _Owner:
         self.closed = False
 
     def now(self) -> int:
-        """The clock's current time, Unix ms (see :meth:`SessionStore.now`)."""
+        """The clock's current time, Unix ms (see `SessionStore.now`)."""
         if self.clock is _now_ms:
             return _time.time_ns() // 1_000_000
         value = self.clock()
@@ -132,9 +133,9 @@ class SessionStore:
     """Live sessions over a persistence backend.
 
     Args:
-        backend: Where sessions are persisted: a :class:`JsonlBackend`, a
-            :class:`~pytest_dsh_replay.sqlite.SqliteBackend`, or anything satisfying
-            :class:`SessionBackend`.
+        backend: Where sessions are persisted: a [`JsonlBackend`][pytest_dsh_replay.JsonlBackend], a
+            `SqliteBackend`, or anything satisfying
+            [`SessionBackend`][pytest_dsh_replay.SessionBackend].
         clock: Returns the current time in Unix milliseconds (an ``int``); used for
             ``createdAt``, event ``time`` and ``session/end-seed``. Default: the wall
             clock. Inject a fake one for deterministic logs.
@@ -380,8 +381,8 @@ class SessionStore:
         The header is kept as stored: ``seedLength`` and ``createdAt`` are never
         recomputed (a seed's length is not the lineage boundary). A torn tail is cut
         off on disk and, when a turn was left open, the closers of
-        :func:`interrupted_turn_closers` are appended and persisted. No
-        ``session/end-seed`` is added.
+        [`interrupted_turn_closers`][pytest_dsh_replay.interrupted_turn_closers] are
+        appended and persisted. No ``session/end-seed`` is added.
 
         Returns:
             The live session.

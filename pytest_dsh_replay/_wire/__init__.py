@@ -2,5 +2,5 @@
 
 Each wire module speaks one provider's API in both directions: replayed chunks to that
 provider's stream events and whole responses, and a live provider's stream back to
-chunks. :mod:`.base` holds what they share.
+chunks. `base` holds what they share.
 """

@@ -3,17 +3,17 @@
 This is the wire the dsh runtime's ``deepseek-official`` route speaks, and the one the
 ``anthropic`` SDK reads:
 
-- :class:`AnthropicEncoder` turns the chunks of one replayed call into the events a
+- `AnthropicEncoder` turns the chunks of one replayed call into the events a
   provider sends: ``message_start``; per block ``content_block_start`` /
   ``content_block_delta`` (``text_delta``, ``thinking_delta``, ``input_json_delta``) /
   ``content_block_stop``; ``message_delta`` with the ``stop_reason`` and usage;
   ``message_stop``. Each frame is ``event: <type>`` + ``data: <json>``.
-- :func:`anthropic_message` assembles the ``message`` object of ``stream: false``.
-- :func:`read_thread` reads a request that continues a server-held thread
+- `anthropic_message` assembles the ``message`` object of ``stream: false``.
+- `read_thread` reads a request that continues a server-held thread
   (``thread: {"type": "continue", "previous_message_id"}``, what the SDK's tool runner
   sends by default) as the whole conversation it continues.
-- :class:`AnthropicDecoder` maps a live provider's events back to dsh chunks the way
-  the dsh runtime does, for recording; :func:`anthropic_failure` classifies an HTTP error
+- `AnthropicDecoder` maps a live provider's events back to dsh chunks the way
+  the dsh runtime does, for recording; `anthropic_failure` classifies an HTTP error
   response with the runtime's failure codes.
 
 Block indexes on the wire count the blocks started so far. A ``tool-call`` block starts
@@ -142,9 +142,9 @@ def _recorded_signatures(
 class AnthropicEncoder:
     """Encodes the chunks of one call as Anthropic Messages SSE events.
 
-    Feed the call's chunks in order to :meth:`feed` (each returns the bytes to send, maybe
-    ``b""``) after :meth:`start`; a ``finish`` goes to :meth:`finish`. Error finishes are
-    the caller's (an HTTP error, or :meth:`error_event` once the stream has started).
+    Feed the call's chunks in order to `feed` (each returns the bytes to send, maybe
+    ``b""``) after `start`; a ``finish`` goes to `finish`. Error finishes are
+    the caller's (an HTTP error, or `error_event` once the stream has started).
 
     Args:
         model: The ``model`` of the message (the request's model).
@@ -226,7 +226,7 @@ class AnthropicEncoder:
         return block
 
     def feed_all(self, chunks: Sequence[StreamChunk]) -> bytes:
-        """The events of ``chunks`` in order (:meth:`feed` of each, joined)."""
+        """The events of ``chunks`` in order (`feed` of each, joined)."""
         return feed_each(self, chunks)
 
     def feed(self, chunk: StreamChunk) -> bytes:
@@ -389,7 +389,7 @@ def anthropic_message(chunks: list[StreamChunk], *, model: str, message_id: str)
 def anthropic_error(failure: Failure) -> WireError:
     """The HTTP error the Anthropic Messages API answers for a recorded failure.
 
-    The status comes from :func:`~.base.failure_status` (529 for ``OVERLOADED``); the body
+    The status comes from `failure_status` (529 for ``OVERLOADED``); the body
     is ``{"type": "error", "error": {"type", "message"}}`` with Anthropic's error type for
     the status (``overloaded_error`` for ``OVERLOADED``).
     """
@@ -442,16 +442,16 @@ def read_thread(body: JSONObject, history: History) -> JSONObject:
 
     Returns:
         ``body`` itself when it has no ``thread``. Otherwise a copy without ``thread``,
-        whose answer the endpoint keeps (:meth:`~.base.History.hold`); for
+        whose answer the endpoint keeps (`hold`); for
         ``{"type": "continue", "previous_message_id": id}`` the copy is the whole
         conversation: ``system`` and ``tools`` of the request that ``id`` answered (where
         the body sends none), its messages, that answer as an assistant message
-        (:func:`answer_content`), then the body's messages.
+        (`answer_content`), then the body's messages.
 
     Raises:
         BadRequest: ``thread`` is not ``{"type": "create"}`` or ``{"type": "continue",
             "previous_message_id": <string>}`` (400 ``invalid_request_error``), or the id
-            names no answer kept in this test (:func:`thread_not_found`).
+            names no answer kept in this test (`thread_not_found`).
     """
     thread = body.get("thread")
     if thread is None:
@@ -818,7 +818,7 @@ class AnthropicWire(BaseWire):
     failure = staticmethod(anthropic_failure)
 
     def canonical(self, body: JSONObject, *, path: str, history: History) -> JSONObject:
-        """``body`` as it is, its ``thread`` read (see :func:`read_thread`).
+        """``body`` as it is, its ``thread`` read (see `read_thread`).
 
         The in-process shape reads this wire's requests as they are.
 
@@ -826,7 +826,7 @@ class AnthropicWire(BaseWire):
             BadRequest: ``messages`` or ``tools`` is not an array of objects, or
                 ``system`` neither a string nor one (400); a malformed ``thread``, or
                 one that continues an answer this test did not keep (see
-                :func:`read_thread`).
+                `read_thread`).
         """
         super().canonical(body, path=path, history=history)
         return read_thread(body, history)
@@ -866,7 +866,7 @@ class AnthropicWire(BaseWire):
     def upstream(
         self, base_url: str, path: str, body: bytes, model: str | None
     ) -> tuple[str, bytes]:
-        """See :func:`messages_url`."""
+        """See `messages_url`."""
         return messages_url(base_url), with_model(body, model)
 
     def auth_headers(self, api_key: str, *, url: str = "", body: bytes = b"") -> dict[str, str]:

@@ -3,17 +3,18 @@
 A *wire* is one provider's HTTP API for model calls, in both directions: the chunks of a
 replayed call become that provider's stream events (or its whole response), a recorded
 failure becomes the provider's HTTP error, and, while recording through the proxy, the
-live provider's events become chunks again. Each wire module (:mod:`.openai`,
-:mod:`.responses`, :mod:`.anthropic`, :mod:`.gemini`) subclasses :class:`BaseWire`, which
-has a default for most of what a wire does; :mod:`.table` lists the wires. Code outside
-this package asks a :class:`Wire` (its framing, its clients, its variables) and never
-compares wire names or names a media type (docs/architecture.md#wire-seam).
+live provider's events become chunks again. Each wire module (`openai`,
+`responses`, `anthropic`, `gemini`) subclasses `BaseWire`, which
+has a default for most of what a wire does; `table` lists the wires. Code outside
+this package asks a `Wire` (its framing, its clients, its variables) and never
+compares wire names or names a media type
+([docs/architecture.md#wire-seam](../architecture.md#wire-seam)).
 
 What the wires share lives here: the HTTP status a recorded failure is answered with
-(:func:`failure_status`), the wording of a context-window overflow
-(:data:`CONTEXT_OVERFLOW`), ``retry-after`` parsing (:func:`retry_after_ms`), the SDK
-import (:func:`import_sdk`) and the HTTP client library the SDKs use
-(:func:`httpx_module`); stream framings live in :mod:`.framing`.
+(`failure_status`), the wording of a context-window overflow
+(`CONTEXT_OVERFLOW`), ``retry-after`` parsing (`retry_after_ms`), the SDK
+import (`import_sdk`) and the HTTP client library the SDKs use
+(`httpx_module`); stream framings live in `framing`.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ __all__ = [
 Failure = Mapping[str, object]
 """A recorded dsh failure as the layers above pass it (docs/format.md#failures).
 
-Its keys are those of :class:`~.shapes.FailureRecord`; it was read from a log, so each
+Its keys are those of `FailureRecord`; it was read from a log, so each
 value is checked before use (``object`` values, narrowed where read).
 """
 
@@ -118,7 +119,7 @@ class BadRequest(Exception):
 
 
 class Refusal(Protocol):
-    """A wire's :meth:`Wire.refusal`."""
+    """A wire's `Wire.refusal`."""
 
     def __call__(self, status: int, message: str, *, param: str | None = None) -> WireError:
         """The provider's error body for a refused request."""
@@ -130,7 +131,7 @@ class Answered:
     """An answer the endpoint served in this test and kept, for a request that continues it.
 
     Attributes:
-        request: The request it answered, as the wire's :meth:`Wire.canonical` read it
+        request: The request it answered, as the wire's `Wire.canonical` read it
             (the in-process shape: ``messages``, ``system``?, ``tools``?, ...).
         chunks: The answer's chunks, in order (its ``finish`` last).
     """
@@ -143,8 +144,8 @@ class History(Protocol):
     """What a wire reads one request with: the answers the endpoint served in this test.
 
     Only answers the endpoint kept are known: every answer on a wire that
-    :attr:`~Wire.remembers`, and the answer to a request whose reading called
-    :meth:`hold`.
+    `remembers`, and the answer to a request whose reading called
+    `hold`.
     """
 
     def conversation(self, call_id: str) -> list[JSONObject] | None:
@@ -163,11 +164,11 @@ class History(Protocol):
 class Encoder(Protocol):
     """Turns the chunks of one call into a wire's stream events, in order.
 
-    :meth:`start` gives the opening events, :meth:`feed` those of each chunk (``b""``
-    when a chunk has no event of its own), :meth:`finish` the closing events for the
+    `start` gives the opening events, `feed` those of each chunk (``b""``
+    when a chunk has no event of its own), `finish` the closing events for the
     ``finish`` chunk's reason. Failures are the caller's: before any content they become
-    a :class:`WireError`; after content :meth:`failure_event` or
-    :meth:`replay_error_event` ends the stream.
+    a `WireError`; after content `failure_event` or
+    `replay_error_event` ends the stream.
     """
 
     def start(self) -> bytes:
@@ -179,7 +180,7 @@ class Encoder(Protocol):
         ...
 
     def feed_all(self, chunks: Sequence[StreamChunk]) -> bytes:
-        """The events for ``chunks`` in order: the bytes :meth:`feed` gives each, joined."""
+        """The events for ``chunks`` in order: the bytes `feed` gives each, joined."""
         ...
 
     def finish(self, reason: Mapping[str, object]) -> bytes:
@@ -204,7 +205,7 @@ def delta_run(chunks: Sequence[StreamChunk], i: int, kind: object, index: object
 
     The run is each chunk of that type, at an equal ``index`` (``0`` when it has none),
     whose ``text`` is a string; it ends at the first chunk that is not (``[]`` when
-    ``chunks[i]`` is not). For an encoder's :meth:`Encoder.feed_all`.
+    ``chunks[i]`` is not). For an encoder's `Encoder.feed_all`.
     """
     texts: list[str] = []
     for chunk in itertools.islice(chunks, i, None):
@@ -216,7 +217,7 @@ def delta_run(chunks: Sequence[StreamChunk], i: int, kind: object, index: object
 
 
 def feed_each(encoder: Encoder, chunks: Sequence[StreamChunk]) -> bytes:
-    """:meth:`Encoder.feed_all` for an encoder without a faster way: each chunk fed in turn."""
+    """`Encoder.feed_all` for an encoder without a faster way: each chunk fed in turn."""
     feed = encoder.feed
     return b"".join([feed(chunk) for chunk in chunks])
 
@@ -303,11 +304,11 @@ class BaseWire:
     """One provider's HTTP wire: routes, framing, encoding, errors, clients and recording.
 
     Subclass it, set the attributes and override what the wire does differently; each
-    method has a default but :meth:`encoder`, :meth:`whole`, :meth:`error`,
-    :meth:`refusal`, :meth:`decoder`, :meth:`decode_whole` and :meth:`failure`, which
-    raise :class:`NotImplementedError`. A wire that is a variant of another subclasses
-    it (the Responses wire is an OpenAI wire). :mod:`.table` lists one instance of each
-    (docs/architecture.md#adding-a-wire).
+    method has a default but `encoder`, `whole`, `error`,
+    `refusal`, `decoder`, `decode_whole` and `failure`, which
+    raise `NotImplementedError`. A wire that is a variant of another subclasses
+    it (the Responses wire is an OpenAI wire). `table` lists one instance of each
+    ([docs/architecture.md#adding-a-wire](../architecture.md#adding-a-wire)).
 
     Attributes:
         name: A short name for messages, logs and ``DshReplay.client(name)``.
@@ -318,19 +319,19 @@ class BaseWire:
             share a list path (``anthropic-version``).
         remembers: Whether the endpoint keeps the conversation of every answer it
             serves on this wire, for requests that continue one by its id
-            (:meth:`canonical`'s ``history``); a wire that keeps only the answers to
-            some requests says so per request (:meth:`History.hold`).
-        framing: How its streams are framed (:data:`~.framing.SSE` by default).
-        call_id_prefix: What :meth:`call_id` puts before the answer's number.
-        checked_fields: The request's list fields :meth:`canonical` refuses when they
-            are not arrays of objects (:func:`refuse_misshapen`), with
+            (`canonical`'s ``history``); a wire that keeps only the answers to
+            some requests says so per request (`History.hold`).
+        framing: How its streams are framed (`SSE` by default).
+        call_id_prefix: What `call_id` puts before the answer's number.
+        checked_fields: The request's list fields `canonical` refuses when they
+            are not arrays of objects (`refuse_misshapen`), with
             ``text_fields`` (a string passes too) and ``single_fields`` (one object
             passes too).
         upstream_path: The path the recording proxy appends to the base URL (``None``:
             the path the client called).
         record_base_url_variable: The environment variable naming where the recording
             proxy sends this wire's calls, when it differs from ``DSH_RECORD_BASE_URL``.
-        sdk: The SDK whose client :meth:`client` makes, if it takes ``base_url`` and
+        sdk: The SDK whose client `client` makes, if it takes ``base_url`` and
             ``http_client``.
     """
 
@@ -353,7 +354,7 @@ class BaseWire:
 
         ``{"messages": [...], "system"?, "tools"?, "model"?, "stream"?, ...}`` with
         chat-completions messages. By default ``body`` itself, once its
-        :attr:`checked_fields` passed.
+        `checked_fields` passed.
 
         Args:
             body: The parsed JSON body (never changed).
@@ -397,16 +398,16 @@ class BaseWire:
         call_id: str,
         replay_state: Mapping[str, object] | None = None,
     ) -> Encoder:
-        """An encoder for one streamed answer to ``request``, framed by :attr:`framing`."""
+        """An encoder for one streamed answer to ``request``, framed by `framing`."""
         raise NotImplementedError
 
     def encoder_options(self, request: Mapping[str, object]) -> tuple[object, ...]:
         """What of ``request`` the streamed encoding depends on, as a hashable tuple.
 
-        Two requests with equal options get the same bytes from :meth:`encoder` for the
+        Two requests with equal options get the same bytes from `encoder` for the
         same chunks, model, call id and replay state, so an encoding can be kept and
-        served again (docs/wires.md#encoded-once); ``()`` (the default) when the
-        request is not read.
+        served again ([docs/wires.md#encoded-once](../wires.md#encoded-once)); ``()`` (the
+        default) when the request is not read.
         """
         return ()
 
@@ -433,8 +434,8 @@ class BaseWire:
     ) -> tuple[str, bytes]:
         """Where the recording proxy sends a call, and the body it sends.
 
-        By default :attr:`upstream_path` (else ``path``) joined to ``base_url``
-        (:func:`join_path`), and ``body`` with its ``"model"`` replaced by ``model``.
+        By default `upstream_path` (else ``path``) joined to ``base_url``
+        (`join_path`), and ``body`` with its ``"model"`` replaced by ``model``.
 
         Args:
             base_url: The configured base URL of this wire's provider.
@@ -477,7 +478,7 @@ class BaseWire:
         """Whether a frame of a live stream ends the provider's answer.
 
         Args:
-            frame: The frame as :attr:`framing` split it.
+            frame: The frame as `framing` split it.
             event: Its payload as a JSON object (``None``: it is not one).
 
         Default ``False``: the answer ends with the decoder's ``finish`` or the stream.
@@ -496,8 +497,8 @@ class BaseWire:
     def client(self, http: InProcess, options: dict[str, object], *, asynchronous: bool) -> object:
         """An SDK client of this wire that reaches the endpoint in process.
 
-        By default the :attr:`sdk` client class (``Async...`` when ``asynchronous``),
-        given ``base_url`` (the in-process root and :attr:`SDK.path`), the endpoint's
+        By default the `sdk` client class (``Async...`` when ``asynchronous``),
+        given ``base_url`` (the in-process root and `SDK.path`), the endpoint's
         ``http_client`` and ``api_key`` (the dummy key unless ``options`` has one).
 
         Args:
@@ -578,7 +579,7 @@ def failure_message(failure: Failure) -> str:
 
 
 def wire_error(failure: Failure, status: int, body: JSONObject) -> WireError:
-    """A :class:`WireError` with the failure's headers and ``body`` serialized."""
+    """A `WireError` with the failure's headers and ``body`` serialized."""
     return WireError(status, failure_headers(failure), orjson.dumps(body))
 
 
@@ -651,9 +652,9 @@ def misshapen(
 ) -> tuple[str, str] | None:
     """Why ``body[name]`` is not an array of JSON objects, for the 400 that refuses it.
 
-    The elements of a field of :data:`ROLE_FIELDS` must also have a string ``role``
+    The elements of a field of `ROLE_FIELDS` must also have a string ``role``
     (when they have one): a role is compared with the roles a wire knows, and an object
-    or array there is no role any provider takes (docs/wires.md#refused).
+    or array there is no role any provider takes ([docs/wires.md#refused](../wires.md#refused)).
 
     Args:
         body: The parsed request body.
@@ -709,12 +710,12 @@ def refuse_misshapen(
     Args:
         body: The parsed request body.
         fields: The list fields to check, in order.
-        refusal: The wire's :meth:`~.base.Wire.refusal`.
+        refusal: The wire's `refusal`.
         text: Fields that may also be a string.
         single: Fields that may also be one object.
 
     Raises:
-        BadRequest: A field is misshapen (see :func:`~.base.misshapen`).
+        BadRequest: A field is misshapen (see `misshapen`).
     """
     for name in fields:
         problem = misshapen(body, name, text=name in text, single=name in single)

@@ -2,12 +2,12 @@
 
 A streamed answer is a sequence of *frames*, each carrying one event's payload (a JSON
 text). The endpoint sends a wire's encoded frames under the wire's
-:attr:`Framing.headers`; the recording proxy splits a live provider's stream into
-frames with :meth:`Framing.splitter` and asks the wire what each one means. Neither
-names a media type: server-sent events (:data:`SSE`, ``text/event-stream``) are one
+`Framing.headers`; the recording proxy splits a live provider's stream into
+frames with `Framing.splitter` and asks the wire what each one means. Neither
+names a media type: server-sent events (`SSE`, ``text/event-stream``) are one
 framing; newline-delimited JSON (Ollama) or a binary event stream (Bedrock's
-``application/vnd.amazon.eventstream``) are others, each a :class:`Framing` subclass
-(docs/architecture.md#adding-a-wire).
+``application/vnd.amazon.eventstream``) are others, each a `Framing` subclass
+([docs/architecture.md#adding-a-wire](../architecture.md#adding-a-wire)).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Frame(NamedTuple):
 
 
 class Splitter(Protocol):
-    """Splits a byte stream that arrives in pieces into :class:`Frame` objects."""
+    """Splits a byte stream that arrives in pieces into `Frame` objects."""
 
     @property
     def pending(self) -> bytes:
@@ -50,7 +50,7 @@ class Splitter(Protocol):
 
 
 class Framing:
-    """A stream framing: subclass it and set :attr:`media_type` (see :data:`SSE`).
+    """A stream framing: subclass it and set `media_type` (see `SSE`).
 
     Attributes:
         media_type: The ``content-type`` of a stream in this framing.
@@ -107,14 +107,14 @@ class _SSE(Framing):
         return head, self._eol + self._eol
 
     def frame(self, payload: bytes, name: str | None = None) -> bytes:
-        """One event (see :meth:`around`)."""
+        """One event (see `around`)."""
         eol = self._eol
         if name is None:
             return b"data: " + payload + eol + eol
         return b"event: " + name.encode() + eol + b"data: " + payload + eol + eol
 
     def splitter(self) -> SSEParser:
-        """A :class:`SSEParser`."""
+        """A `SSEParser`."""
         return SSEParser()
 
 

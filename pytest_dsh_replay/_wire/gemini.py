@@ -3,20 +3,21 @@
 The wire of Google's Gemini API (``generativelanguage.googleapis.com``), which the
 ``google-genai`` SDK speaks. The model is in the path, not the body:
 ``POST /v1beta/models/{model}:streamGenerateContent?alt=sse`` streams, ``...:generateContent``
-answers one object (also under ``/v1/``, the version the SDK picks). See docs/wires.md#gemini.
+answers one object (also under ``/v1/``, the version the SDK picks). See
+[docs/wires.md#gemini](../wires.md#gemini).
 
-- :func:`gemini_request` reads a Gemini body (``contents``, ``systemInstruction``,
+- `gemini_request` reads a Gemini body (``contents``, ``systemInstruction``,
   ``tools[].functionDeclarations``, ``generationConfig``) into the in-process shape
   (chat-completions messages) the layers above read.
-- :class:`GeminiEncoder` turns the chunks of one replayed call into SSE frames, each
+- `GeminiEncoder` turns the chunks of one replayed call into SSE frames, each
   ``data: {GenerateContentResponse}``; there is no ``[DONE]``: the last frame carries
-  ``finishReason`` and ``usageMetadata``. :func:`gemini_response` is the whole object.
-- :class:`GeminiDecoder` maps a live provider's ``GenerateContentResponse`` objects back
-  to dsh chunks, for recording; :func:`gemini_failure` classifies an HTTP error.
+  ``finishReason`` and ``usageMetadata``. `gemini_response` is the whole object.
+- `GeminiDecoder` maps a live provider's ``GenerateContentResponse`` objects back
+  to dsh chunks, for recording; `gemini_failure` classifies an HTTP error.
 
 Gemini does not stream a function call's arguments: a tool call is one
 ``functionCall`` part (``{"id"?, "name", "args": {...}}``), sent when its block ends.
-A ``functionCall`` often has no ``id``; :func:`call_id_for` gives it one computed from
+A ``functionCall`` often has no ``id``; `call_id_for` gives it one computed from
 its content (``call_<name>_<8 hex of the sorted-keys args JSON>``, ``_2``, ``_3`` ... for a
 repeat within one answer), so a request that sends the call back and the answer that
 made it agree on the id, and a ``functionResponse`` without an ``id`` takes the id of the
@@ -193,7 +194,7 @@ class GeminiEncoder:
     true}`` part, a tool call one ``functionCall`` part when its block ends (or at the
     finish, when it never ended); ``usage`` is held for the last frame, which carries
     ``finishReason`` and ``usageMetadata``. Error finishes other than ``CONTENT_FILTER``
-    and ``EMPTY_RESPONSE`` are the caller's (an HTTP error, or :meth:`failure_event`).
+    and ``EMPTY_RESPONSE`` are the caller's (an HTTP error, or `failure_event`).
 
     Args:
         model: Every frame's ``modelVersion`` (the model of the request's path).
@@ -220,7 +221,7 @@ class GeminiEncoder:
         return b""
 
     def feed_all(self, chunks: Sequence[StreamChunk]) -> bytes:
-        """The events of ``chunks`` in order (:meth:`feed` of each, joined)."""
+        """The events of ``chunks`` in order (`feed` of each, joined)."""
         return feed_each(self, chunks)
 
     def feed(self, chunk: StreamChunk) -> bytes:
@@ -345,7 +346,7 @@ def gemini_response(chunks: list[StreamChunk], *, model: str, response_id: str) 
 def gemini_error(failure: Failure) -> WireError:
     """The HTTP error the Gemini API answers for a recorded failure.
 
-    The status comes from :func:`~.base.failure_status` (503 for ``OVERLOADED``); the body
+    The status comes from `failure_status` (503 for ``OVERLOADED``); the body
     is Google's ``{"error": {"code": <status>, "message", "status": <canonical name>}}``
     (``INVALID_ARGUMENT`` 400, ``UNAUTHENTICATED`` 401, ``PERMISSION_DENIED`` 403,
     ``NOT_FOUND`` 404, ``RESOURCE_EXHAUSTED`` 429, ``INTERNAL`` 500, ``UNAVAILABLE`` 503,
@@ -550,7 +551,7 @@ def _error(message: str, code: str) -> JSONObject:
 
 
 def dsh_usage(usage: Mapping[str, object]) -> Usage:
-    """Gemini's ``usageMetadata`` as a dsh ``usage`` (the inverse of :func:`gemini_usage`).
+    """Gemini's ``usageMetadata`` as a dsh ``usage`` (the inverse of `gemini_usage`).
 
     ``inputTokens`` is ``promptTokenCount`` less ``cachedContentTokenCount`` (which
     becomes ``cacheReadTokens``), ``outputTokens`` the ``candidatesTokenCount``,
@@ -580,7 +581,7 @@ class GeminiDecoder:
     Block indexes count from 0 in order of appearance. Consecutive text parts (or
     ``thought`` parts) continue one ``text`` (or ``reasoning``) block; a ``functionCall``
     part is a whole ``tool-call`` block: ``block-start``, one ``tool-call-delta`` with the
-    id (the part's, else :func:`call_id_for`), the name and the whole sorted-keys
+    id (the part's, else `call_id_for`), the name and the whole sorted-keys
     arguments, ``block-end``. The frame with ``finishReason`` closes the open block and
     gives ``usage`` (from ``usageMetadata``) and the ``finish``: ``STOP`` is ``stop``, or
     ``tool-calls`` after function calls; ``MAX_TOKENS`` is ``max-tokens``; ``SAFETY``,
@@ -825,7 +826,7 @@ class GeminiWire(BaseWire):
     failure = staticmethod(gemini_failure)
 
     def canonical(self, body: JSONObject, *, path: str, history: History) -> JSONObject:
-        """See :func:`gemini_request`.
+        """See `gemini_request`.
 
         Raises:
             BadRequest: ``contents`` is neither an array of objects nor one object, or
@@ -862,13 +863,13 @@ class GeminiWire(BaseWire):
         return GeminiEncoder(model=model, response_id=call_id)
 
     def whole(self, chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
-        """See :func:`gemini_response`."""
+        """See `gemini_response`."""
         return gemini_response(chunks, model=model, response_id=call_id)
 
     def upstream(
         self, base_url: str, path: str, body: bytes, model: str | None
     ) -> tuple[str, bytes]:
-        """See :func:`gemini_upstream`; the body goes unchanged (it names no model)."""
+        """See `gemini_upstream`; the body goes unchanged (it names no model)."""
         return gemini_upstream(base_url, path, model), body
 
     def auth_headers(self, api_key: str, *, url: str = "", body: bytes = b"") -> dict[str, str]:
@@ -876,7 +877,7 @@ class GeminiWire(BaseWire):
         return {"x-goog-api-key": api_key}
 
     def stream_failure(self, event: Mapping[str, object]) -> FailureRecord | None:
-        """An ``{"error": {...}}`` frame in the stream: :func:`gemini_failure` of it."""
+        """An ``{"error": {...}}`` frame in the stream: `gemini_failure` of it."""
         if not isinstance(event.get("error"), Mapping):
             return None
         return gemini_failure(None, event, {})

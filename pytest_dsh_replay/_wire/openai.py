@@ -2,13 +2,13 @@
 
 Both directions of the OpenAI-compatible route:
 
-- :class:`OpenAIEncoder` turns the chunks of one replayed call into the SSE frames a
+- `OpenAIEncoder` turns the chunks of one replayed call into the SSE frames a
   provider sends (``data: {chat.completion.chunk}``, then ``data: [DONE]``), or into one
   ``chat.completion`` object for ``stream: false``.
-- :class:`OpenAIDecoder` turns the ``chat.completion.chunk`` objects a live provider
+- `OpenAIDecoder` turns the ``chat.completion.chunk`` objects a live provider
   streams into dsh chunks, for recording (the in-process adapter and the recording
   proxy both use it).
-- :func:`openai_failure` classifies an HTTP error response the way recordings name it.
+- `openai_failure` classifies an HTTP error response the way recordings name it.
 
 The mapping: the role delta comes first; ``text-delta`` is ``delta.content``,
 ``reasoning-delta`` is ``delta.reasoning_content``, ``tool-call-delta`` is
@@ -109,8 +109,8 @@ class _Tool:
 class OpenAIEncoder:
     """Encodes the chunks of one call as ``chat.completion.chunk`` SSE frames.
 
-    Feed the call's chunks in order to :meth:`feed` (each returns the bytes to send, maybe
-    ``b""``) and end with :meth:`close`. A ``finish`` chunk produces the finishing frame;
+    Feed the call's chunks in order to `feed` (each returns the bytes to send, maybe
+    ``b""``) and end with `close`. A ``finish`` chunk produces the finishing frame;
     the caller handles error finishes (they become HTTP errors or an error event).
 
     Args:
@@ -189,10 +189,11 @@ class OpenAIEncoder:
         return b""
 
     def feed_all(self, chunks: Sequence[StreamChunk]) -> bytes:
-        """The frames of ``chunks`` in order: the bytes :meth:`feed` gives each, joined.
+        """The frames of ``chunks`` in order: the bytes `feed` gives each, joined.
 
         A run of text or reasoning deltas at one index is filled into one frame's bytes
-        in a loop (docs/wires.md#encoded-once), the rest is fed chunk by chunk.
+        in a loop ([docs/wires.md#encoded-once](../wires.md#encoded-once)), the rest is fed
+        chunk by chunk.
         """
         out: list[bytes] = []
         n = len(chunks)
@@ -225,7 +226,7 @@ class OpenAIEncoder:
     def _delta_run(self, key: str, chunks: Sequence[StreamChunk], i: int, out: list[bytes]) -> int:
         """Encode the run of deltas of ``chunks[i]``'s type and index; the next chunk's index.
 
-        Each frame is the one :meth:`feed` makes: ``{key: text}`` as the delta.
+        Each frame is the one `feed` makes: ``{key: text}`` as the delta.
         """
         first = chunks[i]
         kind, index = first.get("type"), first.get("index", 0)
@@ -354,7 +355,7 @@ _OPENAI_TYPES: Final = {
 def openai_error(failure: Failure) -> WireError:
     """The HTTP error an OpenAI-compatible provider answers for a recorded failure.
 
-    The status comes from :func:`~.base.failure_status` (503 for ``OVERLOADED``); the body
+    The status comes from `failure_status` (503 for ``OVERLOADED``); the body
     is ``{"error": {"message", "type", "param", "code"}}`` with OpenAI's type and code for
     the status (``context_length_exceeded`` for a context-window overflow).
     """
@@ -414,7 +415,7 @@ class OpenAIDecoder:
 
     Block indexes count from 0 in order of first appearance; a block ends (``block-end``
     with the assembled block) when the stream moves on to another block kind, or at the
-    end, where every open block ends in index order. :meth:`end` adds the ``usage``
+    end, where every open block ends in index order. `end` adds the ``usage``
     chunk (when the provider reported usage) and exactly one ``finish``: ``stop``;
     ``tool-calls`` (also for ``stop`` with tool calls); ``max-tokens`` for ``length``;
     otherwise ``error`` with a failure code (``CONTENT_FILTER``, ``OVERLOADED``,
@@ -436,7 +437,7 @@ class OpenAIDecoder:
 
     @property
     def done(self) -> bool:
-        """Whether :meth:`end` produced the ``finish`` (the answer's end is ``[DONE]``)."""
+        """Whether `end` produced the ``finish`` (the answer's end is ``[DONE]``)."""
         return self._ended
 
     def feed(self, chunk: Mapping[str, object]) -> list[StreamChunk]:

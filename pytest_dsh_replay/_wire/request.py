@@ -12,11 +12,11 @@ block):
    with ``input_schema``, messages whose blocks include ``text``, ``thinking``,
    ``tool_use`` and ``tool_result``.
 
-:class:`RequestView` wraps one request and computes, each once and on first use, what the
+`RequestView` wraps one request and computes, each once and on first use, what the
 layers above read of it: the endpoint's routing (the serialized messages, a fork child's
-seed), binding (the opening user texts), recording (the :class:`Conversation`: the
+seed), binding (the opening user texts), recording (the `Conversation`: the
 ``request/header`` and the messages as dsh events), placeholders (the text corpus) and
-text safety (:meth:`RequestView.safe` repairs lone surrogates first).
+text safety (`RequestView.safe` repairs lone surrogates first).
 """
 
 from __future__ import annotations
@@ -356,7 +356,7 @@ def read_request(request: Mapping[str, Any]) -> Conversation:
         request: The request mapping as the caller passed it (never changed).
 
     Returns:
-        The :class:`Conversation`. The system prompt is the top-level ``system`` and every
+        The `Conversation`. The system prompt is the top-level ``system`` and every
         ``system``/``developer`` message, joined by blank lines; a user message's
         ``tool_result``/``tool-result`` blocks become ``tool/result`` items before the
         rest of its content. Values that are not JSON are logged as strings; nothing in
@@ -461,8 +461,8 @@ def opening_prefixes(messages: object) -> list[str]:
     """The request's opening up to each of its block boundaries.
 
     The opening is the first message with text of the trailing run of user messages
-    (docs/scenarios.md#binding); the texts are its text units joined up to each
-    boundary, the whole message last. ``[]`` when the request ends otherwise.
+    ([docs/scenarios.md#binding](../scenarios.md#binding)); the texts are its text units
+    joined up to each boundary, the whole message last. ``[]`` when the request ends otherwise.
     """
     for units in _run(messages):
         if units:
@@ -553,18 +553,18 @@ class RequestView(Mapping[str, Any]):
 
     A view is a read-only mapping over the request (``view["messages"]``,
     ``view.get("model")``), so it can be passed wherever a request is; the request
-    itself is :attr:`body`. What the layers read of it:
+    itself is `body`. What the layers read of it:
 
-    - :attr:`messages`: the request's ``messages`` as a list (``[]`` when it is not a
+    - `messages`: the request's ``messages`` as a list (``[]`` when it is not a
       list or tuple);
-    - :attr:`message_keys`: each message serialized with sorted keys, after the top-level
+    - `message_keys`: each message serialized with sorted keys, after the top-level
       ``system`` when there is one (how the endpoint compares two requests);
-    - :attr:`openings` and :attr:`first_user`: the opening user texts a recorded first
-      user message may equal (see :func:`opening_texts`), and the last of them;
-    - :attr:`seed`: the messages before the trailing user messages (a fork child's
-      inherited part; see :func:`seed_messages`);
-    - :attr:`conversation`: the :class:`Conversation` the recorder logs;
-    - :attr:`corpus`: the text ``{{fromRequest:...}}`` placeholders search.
+    - `openings` and `first_user`: the opening user texts a recorded first
+      user message may equal (see `opening_texts`), and the last of them;
+    - `seed`: the messages before the trailing user messages (a fork child's
+      inherited part; see `seed_messages`);
+    - `conversation`: the `Conversation` the recorder logs;
+    - `corpus`: the text ``{{fromRequest:...}}`` placeholders search.
 
     The parts are computed from the request as it is when they are first read; a caller
     that changes the request afterwards must not expect them to follow.
@@ -642,30 +642,30 @@ class RequestView(Mapping[str, Any]):
 
     @property
     def openings(self) -> list[str]:
-        """:func:`opening_texts` of the messages."""
+        """`opening_texts` of the messages."""
         if self._openings is ABSENT:
             self._openings = opening_texts(self.body.get("messages"))
         return self._openings  # type: ignore[no-any-return]
 
     @property
     def opening(self) -> list[str]:
-        """:func:`opening_prefixes` of the messages (what a tool call announces)."""
+        """`opening_prefixes` of the messages (what a tool call announces)."""
         return opening_prefixes(self.body.get("messages"))
 
     @property
     def run(self) -> list[str]:
-        """:func:`opening_run` of the messages."""
+        """`opening_run` of the messages."""
         return opening_run(self.body.get("messages"))
 
     @property
     def first_user(self) -> str | None:
-        """The whole opening user text (the last of :attr:`openings`), or ``None``."""
+        """The whole opening user text (the last of `openings`), or ``None``."""
         openings = self.openings
         return openings[-1] if openings else None
 
     @property
     def seed(self) -> list[object]:
-        """:func:`seed_messages` of the messages."""
+        """`seed_messages` of the messages."""
         if self._seed is ABSENT:
             self._seed = seed_messages(self.body.get("messages"))
         return self._seed  # type: ignore[no-any-return]
@@ -681,14 +681,14 @@ class RequestView(Mapping[str, Any]):
 
     @property
     def conversation(self) -> Conversation:
-        """The :class:`Conversation` (see :func:`read_request`)."""
+        """The `Conversation` (see `read_request`)."""
         if self._conversation is ABSENT:
             self._conversation = read_request(self.body)
         return self._conversation  # type: ignore[no-any-return]
 
     @property
     def corpus(self) -> str:
-        """:func:`request_corpus` of the messages."""
+        """`request_corpus` of the messages."""
         if self._corpus is ABSENT:
             self._corpus = request_corpus(self.body.get("messages"))
         return self._corpus  # type: ignore[no-any-return]
@@ -761,7 +761,7 @@ def content_texts(content: object, kind: str | None = "text") -> list[str]:
 
 
 def message_text(message: object, separator: str = "") -> str:
-    """A message's text: :func:`content_texts` of its ``content`` joined by ``separator``.
+    """A message's text: `content_texts` of its ``content`` joined by ``separator``.
 
     ``""`` when ``message`` is no mapping or has no text.
     """

@@ -1,16 +1,17 @@
 """dsh stream chunks <-> the OpenAI Responses wire (``POST /v1/responses``).
 
 The API the OpenAI Agents SDK, pydantic-ai's ``OpenAIResponsesModel`` and
-langchain-openai's ``use_responses_api`` speak by default (docs/wires.md#responses):
+langchain-openai's ``use_responses_api`` speak by default
+([docs/wires.md#responses](../wires.md#responses)):
 
-- :func:`read_responses_request` reads a Responses body (``input`` as a string or a list
+- `read_responses_request` reads a Responses body (``input`` as a string or a list
   of items, ``instructions``, function ``tools``, ``previous_response_id``) into the
   in-process request shape every layer reads;
-- :class:`ResponsesEncoder` turns the chunks of one replayed call into the API's typed
+- `ResponsesEncoder` turns the chunks of one replayed call into the API's typed
   stream events (``event: <type>`` and ``data: {..., "sequence_number"}``, counting from
-  0, no ``[DONE]``), and :func:`responses_object` into one ``response`` object for
+  0, no ``[DONE]``), and `responses_object` into one ``response`` object for
   ``stream: false``;
-- :class:`ResponsesDecoder` turns a live provider's events back into dsh chunks, for the
+- `ResponsesDecoder` turns a live provider's events back into dsh chunks, for the
   recording proxy.
 
 The mapping: each dsh block is one output item: a ``text`` block a ``message`` item with
@@ -435,7 +436,7 @@ class ResponsesEncoder:
 
     Every event is ``event: <type>`` and ``data: {"type", "sequence_number", ...}``,
     the sequence numbers counting from 0. Feed the chunks in order; the caller handles
-    error finishes (an HTTP error before content, :meth:`failure_event` after).
+    error finishes (an HTTP error before content, `failure_event` after).
 
     Args:
         model: The ``model`` of the response (the request's model).
@@ -562,10 +563,11 @@ class ResponsesEncoder:
         return b""
 
     def feed_all(self, chunks: Sequence[StreamChunk]) -> bytes:
-        """The events of ``chunks`` in order: the bytes :meth:`feed` gives each, joined.
+        """The events of ``chunks`` in order: the bytes `feed` gives each, joined.
 
         After a text or reasoning delta, the deltas that follow it to the same item are
-        filled into the item's delta frame in one loop (docs/wires.md#encoded-once).
+        filled into the item's delta frame in one loop
+        ([docs/wires.md#encoded-once](../wires.md#encoded-once)).
         """
         out: list[bytes] = []
         n = len(chunks)
@@ -595,7 +597,7 @@ class ResponsesEncoder:
     ) -> int:
         """Encode the ``kind`` deltas at ``index`` from ``chunks[i]`` on; the next chunk's index.
 
-        Each is what :meth:`feed` makes of it: the open ``item``'s next delta event.
+        Each is what `feed` makes of it: the open ``item``'s next delta event.
         """
         assert item.delta is not None
         head, middle, tail = item.delta
@@ -1016,7 +1018,7 @@ class ResponsesWire(OpenAIWire):
     decode_whole = staticmethod(decode_response)
 
     def canonical(self, body: dict[str, Any], *, path: str, history: History) -> JSONObject:
-        """See :func:`read_responses_request`.
+        """See `read_responses_request`.
 
         Raises:
             BadRequest: ``input`` is neither a string nor an array of objects, or
@@ -1042,7 +1044,7 @@ class ResponsesWire(OpenAIWire):
         return ResponsesEncoder(model=model, response_id=call_id)
 
     def whole(self, chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
-        """See :func:`responses_object`."""
+        """See `responses_object`."""
         return responses_object(chunks, model=model, call_id=call_id)
 
     def stream_failure(self, event: Mapping[str, object]) -> FailureRecord | None:

@@ -1,9 +1,9 @@
 """Typed shapes of what the wires read of chunks, failures and usage (docs/format.md).
 
 The layers above hand the wires stream chunks as the plain JSON objects they are
-(:data:`~.._format.events.StreamChunk`). The parts of a chunk an encoder reads (a
+([`StreamChunk`][pytest_dsh_replay.StreamChunk]). The parts of a chunk an encoder reads (a
 content block, a usage object, a finish reason, a failure) are described here, key by
-key, as docs/format.md documents them; the values come from recorded logs, so the
+key, as [docs/format.md](../format.md) documents them; the values come from recorded logs, so the
 encoders still check each value's type where a wrong one would break the bytes they
 write (a recorded ``text`` that is not a string is skipped, never sent).
 """

@@ -1,13 +1,13 @@
 """The table of wires: which wire a request path speaks, and the routes served.
 
-The endpoint serves each wire's routes (:attr:`~.base.BaseWire.routes`, ``POST``) and
-model lists (:attr:`~.base.BaseWire.list_routes`, ``GET``); adding a wire is one wire
-module and one entry in :data:`WIRES` (docs/architecture.md#adding-a-wire). A route's
-``{model}`` segment matches any model name (the Gemini routes carry the model in the
-path). What the layers above need of all wires at once is here too: the environment
-that points clients at the endpoint (:func:`endpoint_env`), the variables whose URLs are
-secrets while recording (:data:`RECORD_URL_VARIABLES`), a wire by its name
-(:func:`wire_named`).
+The endpoint serves each wire's routes (`routes`, ``POST``) and
+model lists (`list_routes`, ``GET``); adding a wire is one wire
+module and one entry in `WIRES`
+([docs/architecture.md#adding-a-wire](../architecture.md#adding-a-wire)). A route's
+``{model}`` segment matches any model name (the Gemini routes carry the model in the path).
+What the layers above need of all wires at once is here too: the environment that points
+clients at the endpoint (`endpoint_env`), the variables whose URLs are secrets while
+recording (`RECORD_URL_VARIABLES`), a wire by its name (`wire_named`).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def list_wire(path: str, headers: Mapping[str, str]) -> Wire | None:
     """The wire whose model list a ``GET`` path is, or ``None``.
 
     Where wires list models on one path (``/v1/models``), a request with one of a
-    wire's :attr:`~.base.BaseWire.list_headers` gets that wire's list (an
+    wire's `list_headers` gets that wire's list (an
     ``anthropic-version`` header the Anthropic list, Google's ``x-goog-api-key`` or
     ``x-goog-api-client`` the Gemini list), any other the first wire's.
     """
@@ -106,7 +106,7 @@ def closest_route(method: str, path: str) -> str | None:
 
 
 def wire_named(name: str) -> Wire:
-    """The wire called ``name`` (:attr:`~.base.BaseWire.name`).
+    """The wire called ``name`` (`name`).
 
     Raises:
         UnknownWireError: No wire has that name (the message names every wire).
@@ -138,13 +138,13 @@ def _record_url_variables() -> tuple[str, ...]:
 
 RECORD_URL_VARIABLES: Final = _record_url_variables()
 """The variables that hold where recording calls go (their credentials are secrets):
-``DSH_RECORD_BASE_URL`` and each wire's :attr:`~.base.BaseWire.record_base_url_variable`."""
+``DSH_RECORD_BASE_URL`` and each wire's `record_base_url_variable`."""
 
 
 def recording_redactor(environ: Mapping[str, str] | None = None) -> Redactor:
     """The redactor recordings use, knowing every wire's base URL variable.
 
-    See :func:`~.._format.redact.recording_redactor`; the base URLs read are those of
-    :data:`RECORD_URL_VARIABLES`.
+    See `recording_redactor`; the base URLs read are those of
+    `RECORD_URL_VARIABLES`.
     """
     return _recording_redactor(environ, url_variables=_record_url_variables())

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import importlib
-import inspect
 import re
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.paths import REPO
+from support.public_docs import public_docstrings
 
 import pytest_dsh_replay
 
@@ -130,26 +129,9 @@ def test_replaying_a_call_imports_neither_regex_nor_asyncio_nor_sqlite(tmp_path:
     assert result.stdout.strip() == "[]"
 
 
-def _public_docstrings() -> Iterator[tuple[str, str]]:
-    for name in pytest_dsh_replay.__all__:
-        obj = getattr(pytest_dsh_replay, name)
-        if inspect.isclass(obj) or inspect.isfunction(obj):
-            yield name, obj.__doc__ or ""
-            for attr, member in vars(obj).items() if inspect.isclass(obj) else ():
-                if not attr.startswith("_"):
-                    member = getattr(member, "fget", None) or getattr(member, "__func__", member)
-                    yield f"{name}.{attr}", getattr(member, "__doc__", None) or ""
-    for module_name in ("plugin", "hookspecs", "syrupy_ext", "cli"):
-        module = importlib.import_module(f"pytest_dsh_replay.{module_name}")
-        yield module_name, module.__doc__ or ""
-        for attr, member in vars(module).items():
-            if inspect.isfunction(member) and member.__module__ == module.__name__:
-                yield f"{module_name}.{attr}", member.__doc__ or ""
-
-
 def test_public_docstrings_cite_no_private_design_documents() -> None:
     """Users have no SPEC or DESIGN file: public help must stand on its own."""
-    cited = [name for name, doc in _public_docstrings() if re.search(r"\b(SPEC|DESIGN) \d", doc)]
+    cited = [name for name, doc in public_docstrings() if re.search(r"\b(SPEC|DESIGN) \d", doc)]
     assert cited == []
 
 

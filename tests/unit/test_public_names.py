@@ -1,7 +1,7 @@
 """The public names are one list: ``_MODULE_OF`` in ``__init__.py``; the rest follow it.
 
 ``__all__`` is derived from it; the imports type checkers read and the API reference
-(docs/api.md) are checked against it here.
+(docs/api/*.md) are checked against it here.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from support.paths import REPO
 import pytest_dsh_replay
 
 INIT = REPO / "pytest_dsh_replay" / "__init__.py"
-API = REPO / "docs" / "api.md"
+API_PAGES = REPO / "docs" / "api"
 _ENTRY = re.compile(r"^::: pytest_dsh_replay\.(\w+)\s*$", re.M)
 
 
@@ -65,7 +65,9 @@ def test_a_name_missing_from_the_imports_or_the_list_is_named() -> None:
 
 
 def test_the_api_reference_documents_exactly_the_public_names() -> None:
-    entries = _ENTRY.findall(API.read_text(encoding="utf-8"))
+    pages = sorted(API_PAGES.glob("*.md"))
+    assert pages, "no API reference pages"
+    entries = [e for page in pages for e in _ENTRY.findall(page.read_text(encoding="utf-8"))]
     assert len(entries) == len(set(entries)), "an entry is written twice"
     modules = {"hookspecs", "syrupy_ext", "cli"}  # the hooks, the extensions, the command
     assert set(entries) - modules == set(pytest_dsh_replay.__all__)

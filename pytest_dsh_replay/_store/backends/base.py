@@ -1,9 +1,9 @@
 """What the session store needs from persistence, and the simplest backend.
 
-:class:`SessionBackend` is the protocol every backend satisfies (the JSONL files of
-:class:`~pytest_dsh_replay.JsonlBackend`, the SQLite store of
-:class:`~pytest_dsh_replay.SqliteBackend`); :class:`MemoryBackend` keeps sessions in
-memory only.
+[`SessionBackend`][pytest_dsh_replay.SessionBackend] is the protocol every backend satisfies
+(the JSONL files of [`JsonlBackend`][pytest_dsh_replay.JsonlBackend], the SQLite store of
+[`SqliteBackend`][pytest_dsh_replay.SqliteBackend]);
+[`MemoryBackend`][pytest_dsh_replay.MemoryBackend] keeps sessions in memory only.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ __all__ = ["MemoryBackend", "SessionBackend", "StoredLog"]
 class StoredLog:
     """A session as a backend read it back: its committed, repaired prefix.
 
-    Satisfies :class:`~pytest_dsh_replay._format.events.SessionLike` (``header`` and
-    ``events``); :attr:`log` is the two as the one log type.
+    Satisfies `SessionLike` (``header`` and
+    ``events``); [`log`][pytest_dsh_replay.StoredLog.log] is the two as the one log type.
 
     Attributes:
         header: The stored header (its ``seedLength`` and ``createdAt`` as stored).
@@ -44,16 +44,16 @@ class StoredLog:
 
     @property
     def log(self) -> SessionLog:
-        """The header and events as a :class:`~pytest_dsh_replay._format.events.SessionLog`."""
+        """The header and events as a `SessionLog`."""
         return SessionLog(self.header, self.events)
 
 
 @runtime_checkable
 class SessionBackend(Protocol):
-    """What :class:`SessionStore` needs from a persistence backend.
+    """What [`SessionStore`][pytest_dsh_replay.SessionStore] needs from a persistence backend.
 
     Implementations must be safe to call from several threads; the store never calls
-    :meth:`append` concurrently for one session.
+    [`append`][pytest_dsh_replay.SessionBackend.append] concurrently for one session.
     """
 
     def exists(self, session_id: str) -> bool:
@@ -95,8 +95,8 @@ class MemoryBackend:
 
     For throwaway stores whose logs are only read back in the same process: the
     ``dsh_replay`` fixture uses one while replaying, where a test's session logs live as
-    long as the test. Satisfies :class:`SessionBackend`; a store over it behaves exactly
-    as over a file backend, except that nothing survives the process.
+    long as the test. Satisfies [`SessionBackend`][pytest_dsh_replay.SessionBackend]; a
+    store over it behaves exactly as over a file backend, except that nothing survives the process.
     """
 
     def __init__(self) -> None:
@@ -112,7 +112,7 @@ class MemoryBackend:
         """Store one batch.
 
         The events are kept as given (the store hands them over and never changes them
-        afterwards); :meth:`read` returns copies.
+        afterwards); [`read`][pytest_dsh_replay.MemoryBackend.read] returns copies.
 
         Raises:
             SessionStoreError: ``create`` for an existing session, or an append to a

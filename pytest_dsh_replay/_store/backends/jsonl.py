@@ -1,7 +1,7 @@
 """Sessions as JSONL files in the dsh harness's on-disk layout.
 
 Each session lives at ``<root>/<project_key(cwd)>/<encode_segment(id)>/session.jsonl``
-(``session.jsonl.zstd`` compressed): :func:`project_key` and :func:`encode_segment` name
+(``session.jsonl.zstd`` compressed): `project_key` and `encode_segment` name
 the directories the way the harness (and the dsh runtime) does.
 """
 
@@ -64,7 +64,7 @@ def _escape(unit: str) -> str:
 def project_key(cwd: str | None) -> str:
     r"""The project directory name of a session's ``cwd``.
 
-    See docs/format.md#jsonl-store; the dsh harness's ``projectKey``.
+    See [docs/format.md#jsonl-store](../format.md#jsonl-store); the dsh harness's ``projectKey``.
 
     Runs of ``/``, ``\`` and ``:`` become one ``-``; ``[A-Za-z0-9._-]`` stay; every other
     UTF-16 code unit (``~`` included) becomes ``~`` plus 4 uppercase hex digits; leading
@@ -92,7 +92,7 @@ def project_key(cwd: str | None) -> str:
 def encode_segment(session_id: str) -> str:
     """The session directory name of an id; injective.
 
-    See docs/format.md#jsonl-store; the dsh harness's ``encodeSegment``.
+    See [docs/format.md#jsonl-store](../format.md#jsonl-store); the dsh harness's ``encodeSegment``.
 
     ``[A-Za-z0-9._-]`` stay, every other UTF-16 code unit becomes ``~XXXX``; ``.`` and
     ``..`` become ``~002E`` and ``~002E~002E``.
@@ -108,7 +108,7 @@ def encode_segment(session_id: str) -> str:
 
 
 def decode_segment(name: str) -> str | None:
-    """Invert :func:`encode_segment`; ``None`` when ``name`` is not an encoded id."""
+    """Invert `encode_segment`; ``None`` when ``name`` is not an encoded id."""
     units: list[int] = []
     i = 0
     while i < len(name):

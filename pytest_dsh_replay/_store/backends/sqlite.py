@@ -1,9 +1,10 @@
 """The dsh SQLite session store: schema 18, reject never migrate.
 
-:class:`SqliteBackend` is the :class:`~pytest_dsh_replay.SessionBackend` over a store
-file (its schema and row encoding: :mod:`.sqlite_rows`). A file
-with any other version, another application id or changed schema objects is refused with
-:class:`~pytest_dsh_replay.SchemaVersionError` and left untouched.
+[`SqliteBackend`][pytest_dsh_replay.SqliteBackend] is the
+[`SessionBackend`][pytest_dsh_replay.SessionBackend] over a store file (its schema and row
+encoding: `sqlite_rows`). A file with any other version, another application id or changed
+schema objects is refused with [`SchemaVersionError`][pytest_dsh_replay.SchemaVersionError]
+and left untouched.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def _schema_error(path: str, reason: str, found: object) -> SchemaVersionError:
 def _check_identity(conn: sqlite3.Connection, path: str) -> bool:
     """Check version, application id and schema; ``True`` for a new, empty file.
 
-    See docs/format.md#sqlite-store.
+    See [docs/format.md#sqlite-store](../format.md#sqlite-store).
 
     Raises:
         SchemaVersionError: Naming the file, what it holds and what this build needs.
@@ -305,14 +306,15 @@ class SqliteBackend:
     def check_pages(self) -> None:
         """Check the file's pages, which no checksum guards, before its sessions are read.
 
-        Four checks (docs/format.md#sqlite-store): SQLite's ``quick_check`` over the
-        b-tree pages; ``integrity_check`` of the ``sessions`` table, which also compares
-        it with the index every session is found by (``quick_check`` compares no index
-        with its table, and a damaged index entry or session id would hide a session);
-        each session's rows counted in the ``events`` table itself, which every later
-        read of that session through the index must match (a damaged index page can
-        hide a session's last rows); and no event rows of a session the store does not
-        hold. A damaged store would otherwise read as fewer sessions or a shorter log.
+        Four checks ([docs/format.md#sqlite-store](../format.md#sqlite-store)): SQLite's
+        ``quick_check`` over the b-tree pages; ``integrity_check`` of the ``sessions``
+        table, which also compares it with the index every session is found by
+        (``quick_check`` compares no index with its table, and a damaged index entry or
+        session id would hide a session); each session's rows counted in the ``events``
+        table itself, which every later read of that session through the index must match (a
+        damaged index page can hide a session's last rows); and no event rows of a session
+        the store does not hold. A damaged store would otherwise read as fewer sessions or a
+        shorter log.
 
         Raises:
             SessionLogError: The store's pages are damaged, naming the store.

@@ -12,11 +12,11 @@ Row encoding:
   that text is at least 4096 bytes it is stored as one zstd frame (level 3, with its
   content checksum) if that is smaller, as a BLOB.
 - ``source_event_seqs`` is a BLOB of unsigned LEB128 varints: the first seq, then the
-  ZigZag code of each difference (:func:`encode_source_event_seqs`).
+  ZigZag code of each difference (`encode_source_event_seqs`).
 - ``surface_op`` is the JSON text of ``surfaceOp``; ``ignorable`` is 1, NULL, or 0, the
   sentinel of a packed row (3 to 1024 members, ``data`` at most 1 MiB).
 
-:func:`scan_rows` turns a session's rows into records (events and packed rows), the
+`scan_rows` turns a session's rows into records (events and packed rows), the
 same records the JSONL reader yields.
 """
 
@@ -197,7 +197,7 @@ def _malformed_seqs(reason: str) -> ValueError:
 
 
 def decode_source_event_seqs(blob: bytes) -> list[int]:
-    """Decode a ``source_event_seqs`` BLOB (the inverse of :func:`encode_source_event_seqs`).
+    """Decode a ``source_event_seqs`` BLOB (the inverse of `encode_source_event_seqs`).
 
     Raises:
         ValueError: ``malformed source_event_seqs storage value: <reason>`` for a
@@ -288,7 +288,7 @@ def _decode_data(value: object, limit: int | None) -> tuple[Any, int]:
 def decode_row(row: tuple[Any, ...]) -> Event | PackedRow:
     """Decode one physical ``events`` row.
 
-    See docs/format.md#sqlite-store; the dsh harness's ``decodeRow``.
+    See [docs/format.md#sqlite-store](../format.md#sqlite-store); the dsh harness's ``decodeRow``.
 
     Raises:
         ValueError: The reason the row is invalid.
@@ -344,8 +344,8 @@ def scan_rows(
     """Decode a session's rows; return (records, event count, torn-from seq or None).
 
     A row that is invalid or out of sequence at or before the last row holding a valid
-    ``turn/end`` is committed damage; after it, a torn tail (docs/format.md#sqlite-store;
-    the dsh harness's ``scanRows``).
+    ``turn/end`` is committed damage; after it, a torn tail
+    ([docs/format.md#sqlite-store](../format.md#sqlite-store); the dsh harness's ``scanRows``).
 
     Raises:
         SessionLogError: ``corrupt session log: invalid committed physical row at seq N``.

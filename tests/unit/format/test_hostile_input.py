@@ -45,6 +45,7 @@ from pytest_dsh_replay._plugin.naming import (
     resolve_scenario,
     scenario_name,
 )
+from pytest_dsh_replay._recording.recorder import RecordingModel
 from pytest_dsh_replay._replay.model import ReplayModel
 from pytest_dsh_replay._replay.placeholders import PATTERN_TIMEOUT_S, resolve_placeholders
 from pytest_dsh_replay._scripts.entries import MAX_CHUNK_NESTING, ChunksEntry, HangEntry
@@ -738,7 +739,7 @@ def hang_model(workdir: Path, ready: str) -> ReplayModel:
     return ReplayModel(one_session(HangEntry(ready_file=ready), path=workdir), workdir=workdir)
 
 
-def third_read(model: ReplayModel, request: dict[str, Any] | None = None) -> None:
+def third_read(model: ReplayModel | RecordingModel, request: dict[str, Any] | None = None) -> None:
     cancel = threading.Event()
     cancel.set()  # the hang ends at once, after the ready file
     stream = model.stream(request or {"messages": []}, cancel=cancel)

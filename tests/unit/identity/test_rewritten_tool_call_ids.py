@@ -23,13 +23,15 @@ from support.corpus_support import scenario
 from pytest_dsh_replay import ReplayBindingError
 from pytest_dsh_replay._fixture.dsh_replay import DshReplay
 
-TOOLS = [{"type": "function", "function": {"name": "subagent", "parameters": {"type": "object"}}}]
+TOOLS: list[Any] = [
+    {"type": "function", "function": {"name": "subagent", "parameters": {"type": "object"}}}
+]
 
 
 def parent(dsh: DshReplay, *, ids: str | None = None, text: str | None = None) -> list[str]:
     """The parent's loop; ``ids`` renames tool calls, ``text`` rewrites its answers' text."""
     client = dsh.openai_client(max_retries=0)
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "Use the subagent tool TWICE"}]
+    messages: list[Any] = [{"role": "user", "content": "Use the subagent tool TWICE"}]
     said = []
     for turn in range(3):
         message = client.chat.completions.create(model="m", messages=messages, tools=TOOLS)

@@ -97,8 +97,8 @@ def test_a_call_whose_end_comes_in_the_same_read_is_recorded_whole(
         )
         text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     else:
-        client = recording.anthropic_client(max_retries=0)
-        with client.messages.stream(
+        anthropic = recording.anthropic_client(max_retries=0)
+        with anthropic.messages.stream(
             model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
         ) as answer:
             text = "".join(answer.text_stream)

@@ -1,4 +1,4 @@
-"""One contract for every session-store backend (see docs/api.md#api-stores).
+"""One contract for every session-store backend (see docs/api/store.md#api-stores).
 
 Each test runs against the JSONL backend (plain and zstd) and the SQLite backend: what
 a store writes, a fresh store over the same place reads back, unchanged.
