@@ -1,19 +1,19 @@
 """The model endpoint: provider HTTP requests in, a model's stream out on the same wire.
 
-:class:`Endpoint` handles one request independently of the transport:
-``handle(method, path, headers, body)`` returns an :class:`EndpointResponse` whose body
-is an iterator of bytes. The socket server (:mod:`.server`) and the in-process ``httpx``
-transports (:mod:`.transport`) are thin adapters over it.
+`Endpoint` handles one request independently of the transport:
+``handle(method, path, headers, body)`` returns an `EndpointResponse` whose body
+is an iterator of bytes. The socket server (`server`) and the in-process ``httpx``
+transports (`transport`) are thin adapters over it.
 
 Which wire a request speaks is the route's (the table in ``_wire.table``: OpenAI chat
 completions on ``POST /v1/chat/completions``, Anthropic Messages on ``POST /v1/messages``,
 each also without ``/v1``); ``"stream": true`` gives the wire's stream events in its
-framing (:attr:`~.._wire.base.BaseWire.framing`), otherwise one JSON object. See
+framing (`framing`), otherwise one JSON object. See
 docs/wires.md.
 
 Each request goes to the model the test uses (``dsh_replay.model``) as one call: the
 parsed JSON body, read once into a request view, is the ``request``, with ``session_id``
-and ``parent_session_id`` from :mod:`.routing`. So HTTP calls bind, replay and are logged
+and ``parent_session_id`` from `routing`. So HTTP calls bind, replay and are logged
 exactly like in-process calls. What the call's chunks become:
 
 - content chunks stream as the wire's events; the ``finish`` ends the stream;
@@ -25,9 +25,9 @@ exactly like in-process calls. What the call's chunks become:
 - a ``hang`` entry keeps the response open until the client goes away, its read
   timeout passes, or the endpoint closes (the test ends);
 - a replay error (binding, exhausted, placeholder, script) answers
-  :data:`REPLAY_ERROR_STATUS` (400) with the message in the wire's error shape, a status
+  `REPLAY_ERROR_STATUS` (400) with the message in the wire's error shape, a status
   that neither the SDKs nor the dsh runtime retry (docs/wires.md#replay-errors), and is
-  kept in :attr:`Endpoint.errors`, so the test fails with the typed error.
+  kept in `Endpoint.errors`, so the test fails with the typed error.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ _NOTHING: Final = ServedAnswer()
 
 StreamingModel = OptionsModel
 """What the endpoint streams a call from: a replay model, or the recorder around one (a
-model of this package, which takes the call's :class:`CallOptions` as one value)."""
+model of this package, which takes the call's `CallOptions` as one value)."""
 
 
 class ReplaySessions(Protocol):
@@ -155,7 +155,7 @@ def _marks(chunks: list[StreamChunk]) -> list[str]:
 
 
 def _is_tool_chunk(chunk: Mapping[str, object]) -> bool:
-    """Whether a chunk is part of a tool call (what :func:`tool_call_marks` reads)."""
+    """Whether a chunk is part of a tool call (what `tool_call_marks` reads)."""
     kind = chunk.get("type")
     if kind == "tool-call-delta":
         return True
@@ -201,7 +201,7 @@ def _late_failure(encoder: Encoder, failure: Failure) -> bytes:
 
 
 def _not_retried(wire: Wire | None, message: str) -> EndpointResponse:
-    """:data:`REPLAY_ERROR_STATUS` with ``message`` in the wire's error shape.
+    """`REPLAY_ERROR_STATUS` with ``message`` in the wire's error shape.
 
     ``wire`` is the route's (``None``: the OpenAI shape); ``x-should-retry: false`` is
     sent too (docs/wires.md#replay-errors).
@@ -301,7 +301,7 @@ class _Call:
 
 
 class _Reading:
-    """The history one request is read with (:class:`~.._wire.base.History`).
+    """The history one request is read with (`History`).
 
     The endpoint's kept answers, and whether the wire asked to keep this request's own.
     """
@@ -334,8 +334,8 @@ class Endpoint:
             binds first, so a child found by content is logged under the live session
             its recording's parent is bound to); ``None`` when nothing binds first.
         record: Whether ``model`` records from the live provider: calls carry a
-            :class:`~.._recording.proxy.Relay` for the recording proxy, and no cancel
-            and no :class:`ReplayOptions` (the live provider's answer is relayed).
+            `Relay` for the recording proxy, and no cancel
+            and no `ReplayOptions` (the live provider's answer is relayed).
         redact: Applied to live texts the endpoint's messages quote (the recording's
             redaction); ``None``: quoted as they are.
     """
@@ -425,7 +425,7 @@ class Endpoint:
 
         Returns:
             The response; its body streams while the caller reads it. An unexpected
-            exception is answered 500 and kept (see :meth:`internal_error`).
+            exception is answered 500 and kept (see `internal_error`).
         """
         try:
             return self._handle(method, path, headers, body, probe, timeout)
@@ -458,9 +458,9 @@ class Endpoint:
             error: The exception.
 
         Returns:
-            The answer: :data:`REPLAY_ERROR_STATUS` with ``"EndpointError: ..."`` in the
-            route's error shape; the :class:`~.._errors.EndpointError` (a replay error as
-            it is) is kept in :attr:`errors`, so the test fails with it.
+            The answer: `REPLAY_ERROR_STATUS` with ``"EndpointError: ..."`` in the
+            route's error shape; the `EndpointError` (a replay error as
+            it is) is kept in `errors`, so the test fails with it.
         """
         wire = wire_for(path)
         if isinstance(error, DshReplayError):
@@ -549,15 +549,15 @@ class Endpoint:
         """An answer served in this test, and the request it answered.
 
         Only answers that ended well are kept, and only on wires that continue every
-        answer by id (:attr:`~.._wire.base.Wire.remembers`) or for requests whose wire
-        asked to keep theirs (:meth:`~.._wire.base.History.hold`); ``None`` for any
+        answer by id (`remembers`) or for requests whose wire
+        asked to keep theirs (`hold`); ``None`` for any
         other id.
         """
         with self._lock:
             return self._served.get(call_id)
 
     def conversation(self, call_id: str) -> list[JSONObject] | None:
-        """The messages of a kept answer's request, its answer last (see :meth:`answered`)."""
+        """The messages of a kept answer's request, its answer last (see `answered`)."""
         served = self.answered(call_id)
         if served is None:
             return None
@@ -940,7 +940,7 @@ class Endpoint:
 
 
 class _Encoding:
-    """A streamed answer as :meth:`Endpoint._at_once` serves it, and what it tells.
+    """A streamed answer as `Endpoint._at_once` serves it, and what it tells.
 
     Attributes:
         body: The stream's bytes, framed by the wire.
@@ -1002,7 +1002,7 @@ def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | No
 
 
 MAX_KEPT_ENCODINGS: Final = 4
-"""How many encodings of one entry :data:`_KEPT` holds before it drops the oldest."""
+"""How many encodings of one entry `_KEPT` holds before it drops the oldest."""
 
 _EncodingKey = tuple[str, object, str, str]  # wire, encoder options, model, call id
 
@@ -1013,7 +1013,7 @@ class _KeptEncodings:
     Every endpoint of the process shares it, so every test that replays the same loaded
     scenario gets the bytes one test built (docs/wires.md#encoded-once). An entry's
     encodings go when the entry does (a weak reference's callback); the caller keeps at
-    most :data:`MAX_KEPT_ENCODINGS` per entry. Only for entries without placeholders:
+    most `MAX_KEPT_ENCODINGS` per entry. Only for entries without placeholders:
     their chunks are the same on every replay.
     """
 
@@ -1055,7 +1055,7 @@ def _replayed_end(
     takes them in for its state only. Then the bytes of the chunks that came with the
     answer's end, then the failure as replay serves it (docs/wires.md#http-errors):
     nothing for ``STREAM_CLOSED``, the wire's error event, or (a transport failure) a
-    dropped connection, raised as :class:`DroppedConnection`. Yields at least once.
+    dropped connection, raised as `DroppedConnection`. Yields at least once.
     """
     encoder = call.wire.encoder(call.request, model=call.model, call_id=relay.call_id or call.id)
     encoder.start()

@@ -2,13 +2,13 @@
 
 A call goes from the model endpoint (or the code under test) through the recorder to the
 model that answers it: the replay model, a live model, the scripted model. What travels
-with the request is one :class:`CallOptions` (immutable), whose :class:`ReplayOptions` part
+with the request is one `CallOptions` (immutable), whose `ReplayOptions` part
 holds what only a replay reads. Record and replay carry the same value; a field that
 does not apply is at its default.
 
-The models of this package take it as it is (:class:`OptionsModel`). A user's live model
+The models of this package take it as it is (`OptionsModel`). A user's live model
 (any object with ``stream(request, **kwargs)``, docs/recording.md#live-model) is called
-by :class:`LiveModelAdapter` with the keyword arguments :func:`live_keywords` derives,
+by `LiveModelAdapter` with the keyword arguments `live_keywords` derives,
 the live-model call contract docs/recording.md#live-model-calls states.
 """
 
@@ -64,7 +64,7 @@ class Relaying(Protocol):
 
 
 class _Value:
-    """A value of named fields, set once by ``__init__`` (see :class:`CallOptions`).
+    """A value of named fields, set once by ``__init__`` (see `CallOptions`).
 
     Equal when of one class with equal fields, hashable when they are, shown with them.
     """
@@ -139,8 +139,8 @@ NO_REPLAY: Final = ReplayOptions()
 class CallOptions(_Value):
     """One model call's options, passed as one value from the caller to the model.
 
-    Immutable by convention, as :class:`ReplayOptions`: a changed option is a new value
-    (:meth:`with_lineage`).
+    Immutable by convention, as `ReplayOptions`: a changed option is a new value
+    (`with_lineage`).
 
     Attributes:
         session_id: The live session making the call (``None``: the anonymous one).
@@ -259,8 +259,8 @@ def live_keywords(options: CallOptions) -> dict[str, object]:
     The contract of docs/recording.md#live-model-calls: ``session_id``,
     ``parent_session_id``, ``seed_length``, ``session_cwd``, ``turn``, ``step``,
     ``cancel`` and ``relay``, each only when it is set (not ``None``); then the caller's
-    own keyword arguments (:attr:`CallOptions.extra`). What only a replay reads
-    (:class:`ReplayOptions`) and ``read_only_chunks`` are never passed.
+    own keyword arguments (`CallOptions.extra`). What only a replay reads
+    (`ReplayOptions`) and ``read_only_chunks`` are never passed.
     """
     keywords: dict[str, object] = {}
     if options.session_id is not None:
@@ -284,10 +284,10 @@ def live_keywords(options: CallOptions) -> dict[str, object]:
 
 
 class OptionsModel:
-    """A model of this package: it takes a call's :class:`CallOptions` as one value.
+    """A model of this package: it takes a call's `CallOptions` as one value.
 
-    Subclasses implement :meth:`stream_call`; :meth:`astream_call` defaults to reading
-    :meth:`stream_call` in the event loop's thread (the model is called now, its chunks
+    Subclasses implement `stream_call`; `astream_call` defaults to reading
+    `stream_call` in the event loop's thread (the model is called now, its chunks
     come as the async iterator is read).
     """
 
@@ -298,7 +298,7 @@ class OptionsModel:
         raise NotImplementedError
 
     def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
-        """The async form of :meth:`stream_call`."""
+        """The async form of `stream_call`."""
         return _in_loop(iter(self.stream_call(request, options)))
 
 
@@ -313,12 +313,12 @@ async def _in_loop(upstream: Iterator[StreamChunk]) -> AsyncIterator[StreamChunk
 
 
 class LiveModelAdapter(OptionsModel):
-    """A user's live model called as the live-model contract says (:func:`live_keywords`).
+    """A user's live model called as the live-model contract says (`live_keywords`).
 
     Args:
         model: Any object with ``stream(request, **kwargs)`` returning an iterable of
             stream chunks, and optionally ``astream`` (an async iterable); without it,
-            :meth:`astream_call` reads ``stream`` in the event loop's thread.
+            `astream_call` reads ``stream`` in the event loop's thread.
     """
 
     __slots__ = ("model",)
@@ -343,8 +343,8 @@ class LiveModelAdapter(OptionsModel):
 
 
 def options_model(model: object) -> OptionsModel:
-    """``model`` as a model that takes :class:`CallOptions` as one value.
+    """``model`` as a model that takes `CallOptions` as one value.
 
-    Itself when it is one of ours, else a :class:`LiveModelAdapter` (a user's live model).
+    Itself when it is one of ours, else a `LiveModelAdapter` (a user's live model).
     """
     return model if isinstance(model, OptionsModel) else LiveModelAdapter(model)

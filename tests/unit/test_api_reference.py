@@ -26,8 +26,6 @@ _ENTRY = re.compile(r"^::: pytest_dsh_replay\.(\w+)\s*$", re.M)
 _PAGE_LINK = re.compile(r"\[docs/([\w/-]+\.md(?:#[\w.:-]+)?)\]\(([^)]*)\)")
 # A citation of a page that is not a link's text.
 _BARE_CITATION = re.compile(r"(?<![\[/\w])docs/[\w/-]+\.md")
-# Being converted in another change; their roles are to go too.
-_NOT_YET = {"_identity/options.py", "_endpoint/endpoint.py"}
 
 
 def _roles(named_docs: list[tuple[str, str]]) -> list[str]:
@@ -53,7 +51,6 @@ def test_no_module_of_the_package_has_a_sphinx_role() -> None:
     found = [
         f"{path.relative_to(PACKAGE)}:{n}"
         for path in sorted(PACKAGE.rglob("*.py"))
-        if path.relative_to(PACKAGE).as_posix() not in _NOT_YET
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
         if _ROLE.search(line)
     ]
