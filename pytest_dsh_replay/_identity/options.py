@@ -253,6 +253,19 @@ NO_OPTIONS: Final = CallOptions()
 """The options of a call that says nothing (the anonymous session, no parent)."""
 
 
+_LIVE_KEYWORDS: Final = (
+    "session_id",
+    "parent_session_id",
+    "seed_length",
+    "session_cwd",
+    "turn",
+    "step",
+    "cancel",
+    "relay",
+)
+"""The options a user's live model gets as keyword arguments, in this order."""
+
+
 def live_keywords(options: CallOptions) -> dict[str, object]:
     """The keyword arguments a user's live model's ``stream``/``astream`` is called with.
 
@@ -263,22 +276,10 @@ def live_keywords(options: CallOptions) -> dict[str, object]:
     (`ReplayOptions`) and ``read_only_chunks`` are never passed.
     """
     keywords: dict[str, object] = {}
-    if options.session_id is not None:
-        keywords["session_id"] = options.session_id
-    if options.parent_session_id is not None:
-        keywords["parent_session_id"] = options.parent_session_id
-    if options.seed_length is not None:
-        keywords["seed_length"] = options.seed_length
-    if options.session_cwd is not None:
-        keywords["session_cwd"] = options.session_cwd
-    if options.turn is not None:
-        keywords["turn"] = options.turn
-    if options.step is not None:
-        keywords["step"] = options.step
-    if options.cancel is not None:
-        keywords["cancel"] = options.cancel
-    if options.relay is not None:
-        keywords["relay"] = options.relay
+    for name in _LIVE_KEYWORDS:
+        value = getattr(options, name)
+        if value is not None:
+            keywords[name] = value
     keywords.update(options.extra)
     return keywords
 
