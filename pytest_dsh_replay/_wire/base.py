@@ -313,7 +313,8 @@ class BaseWire:
     Attributes:
         name: A short name for messages, logs and ``DshReplay.client(name)``.
         routes: The request paths the endpoint serves in this wire (``POST``); a
-            ``{model}`` segment stands for any model name.
+            placeholder segment (``{model}``, ``{project}``...) stands for any one
+            path segment up to a ``:``.
         list_routes: The paths of this wire's model list (``GET``), if it has one.
         list_headers: Request headers that pick this wire's model list where wires
             share a list path (``anthropic-version``).

@@ -4,7 +4,8 @@ The endpoint serves each wire's routes (`routes`, ``POST``) and
 model lists (`list_routes`, ``GET``); adding a wire is one wire
 module and one entry in `WIRES`
 ([docs/architecture.md#adding-a-wire](../architecture.md#adding-a-wire)). A route's
-``{model}`` segment matches any model name (the Gemini routes carry the model in the path).
+placeholder segment (``{model}``, ``{project}``, any ``{name}``) matches one path segment
+up to a ``:`` (the Gemini routes carry the model in the path, ``models/{model}:verb``).
 What the layers above need of all wires at once is here too: the environment that points
 clients at the endpoint (`endpoint_env`), the variables whose URLs are secrets while
 recording (`RECORD_URL_VARIABLES`), a wire by its name (`wire_named`).
@@ -45,11 +46,18 @@ ROUTES: Final[dict[str, Wire]] = {
 }
 """Request path (no query, no trailing slash) -> the wire it speaks (fixed paths)."""
 
+_PLACEHOLDER: Final = re.compile(r"\{\w+\}")
+"""A route's placeholder segment (``{model}``, ``{project}``, ...)."""
+
+
+def _template(route: str) -> re.Pattern[str]:
+    """The pattern of a route with placeholders: each matches one segment, ``:`` excluded."""
+    fixed = _PLACEHOLDER.split(route)
+    return re.compile("[^/:]+".join(re.escape(part) for part in fixed) + r"\Z")
+
+
 _TEMPLATES: Final[tuple[tuple[re.Pattern[str], Wire], ...]] = tuple(
-    (re.compile(re.escape(route).replace(re.escape("{model}"), "[^/:]+") + r"\Z"), wire)
-    for wire in WIRES
-    for route in wire.routes
-    if "{" in route
+    (_template(route), wire) for wire in WIRES for route in wire.routes if "{" in route
 )
 
 _LISTS: Final[dict[str, tuple[Wire, ...]]] = {}
