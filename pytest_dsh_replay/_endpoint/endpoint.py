@@ -9,7 +9,7 @@ Which wire a request speaks is the route's (the table in ``_wire.table``: OpenAI
 completions on ``POST /v1/chat/completions``, Anthropic Messages on ``POST /v1/messages``,
 each also without ``/v1``); ``"stream": true`` gives the wire's stream events in its
 framing (`framing`), otherwise one JSON object. See
-docs/wires.md.
+[docs/wires.md](../wires.md).
 
 Each request goes to the model the test uses (``dsh_replay.model``) as one call: the
 parsed JSON body, read once into a request view, is the ``request``, with ``session_id``
@@ -26,7 +26,8 @@ exactly like in-process calls. What the call's chunks become:
   timeout passes, or the endpoint closes (the test ends);
 - a replay error (binding, exhausted, placeholder, script) answers
   `REPLAY_ERROR_STATUS` (400) with the message in the wire's error shape, a status
-  that neither the SDKs nor the dsh runtime retry (docs/wires.md#replay-errors), and is
+  that neither the SDKs nor the dsh runtime retry
+  ([docs/wires.md#replay-errors](../wires.md#replay-errors)), and is
   kept in `Endpoint.errors`, so the test fails with the typed error.
 """
 
@@ -92,7 +93,7 @@ UNNAMED_MODEL: Final = "dsh-replay"
 REPLAY_ERROR_STATUS: Final = 400
 """The HTTP status of a replay error's answer, and of a live model the recording proxy
 cannot reach: a client error that no SDK and not the dsh runtime retries, so the run
-ends at once (docs/wires.md#replay-errors)."""
+ends at once ([docs/wires.md#replay-errors](../wires.md#replay-errors))."""
 
 _CONTENT: Final = frozenset({"text-delta", "reasoning-delta", "tool-call-delta"})
 # Failures that are a stream of their own rather than an HTTP error.
@@ -204,7 +205,7 @@ def _not_retried(wire: Wire | None, message: str) -> EndpointResponse:
     """`REPLAY_ERROR_STATUS` with ``message`` in the wire's error shape.
 
     ``wire`` is the route's (``None``: the OpenAI shape); ``x-should-retry: false`` is
-    sent too (docs/wires.md#replay-errors).
+    sent too ([docs/wires.md#replay-errors](../wires.md#replay-errors)).
     """
     error = (
         openai_refusal(REPLAY_ERROR_STATUS, message)
@@ -216,7 +217,10 @@ def _not_retried(wire: Wire | None, message: str) -> EndpointResponse:
 
 
 def _unserved_answer(method: str, path: str) -> tuple[UnservedRouteError, EndpointResponse]:
-    """The error and 404 for a route the endpoint does not serve (docs/wires.md#unserved-routes)."""
+    """The error and 404 for a route the endpoint does not serve.
+
+    See [docs/wires.md#unserved-routes](../wires.md#unserved-routes).
+    """
     served = served_routes()
     closest = closest_route(method, path)
     message = f"{method.upper()} {path.split('?', 1)[0]} is not served"
@@ -286,7 +290,10 @@ class _Call:
             self.tools.append(chunk)
 
     def recorded_id(self, response_id: str) -> None:
-        """Answer under the provider's id the recording holds (docs/wires.md#provider-ids)."""
+        """Answer under the provider's id the recording holds.
+
+        See [docs/wires.md#provider-ids](../wires.md#provider-ids).
+        """
         self.id = self.answer_id = response_id
 
     def replays(self, entry: ChunksEntry | ThrowEntry) -> None:
@@ -329,7 +336,7 @@ class Endpoint:
         model: What calls stream from: a model of this package (``stream_call(request,
             options)``; the request is a read-only mapping, the request view), or any
             object with ``stream(request, **kwargs)``, called as a live model is
-            (docs/recording.md#live-model-calls).
+            ([docs/recording.md#live-model-calls](../recording.md#live-model-calls)).
         sessions: The replay's live sessions, asked before a new session's call (it
             binds first, so a child found by content is logged under the live session
             its recording's parent is bound to); ``None`` when nothing binds first.
@@ -436,7 +443,8 @@ class Endpoint:
         """The error for a request refused before it is read (a bad header, a large body).
 
         Args:
-            path: The request path: its wire's error shape (docs/wires.md#refused), the
+            path: The request path: its wire's error shape
+                ([docs/wires.md#refused](../wires.md#refused)), the
                 OpenAI shape for any other path.
             status: The HTTP status (400-599).
             message: What is wrong (redacted like every live text a message quotes).
@@ -522,7 +530,10 @@ class Endpoint:
         return response
 
     def _get(self, path: str, headers: Mapping[str, str]) -> EndpointResponse:
-        """A ``GET``: a wire's model list (docs/wires.md#model-lists), else a 404."""
+        """A ``GET``: a wire's model list, else a 404.
+
+        See [docs/wires.md#model-lists](../wires.md#model-lists).
+        """
         wire = list_wire(path, headers)
         if wire is None:
             return self._unserved("GET", path)
@@ -605,7 +616,8 @@ class Endpoint:
         """A new session's parent: the model creates (and, replaying, binds) it now.
 
         The model that logs calls decides the session's lineage (its parent, spawn or
-        fork) as replay decides it (docs/scenarios.md#fork-or-spawn); a model that logs
+        fork) as replay decides it
+        ([docs/scenarios.md#fork-or-spawn](../scenarios.md#fork-or-spawn)); a model that logs
         nothing (the scripted server's) gets the route's parent, or its guess.
         """
         if not route.new:
@@ -655,7 +667,7 @@ class Endpoint:
         first. The provider's bytes are relayed when it answered a stream as asked; an
         answer that failed before any content, or one that is no stream where the client
         asked for one, reaches the client as its replay will serve it
-        (docs/recording.md#upstream-answers).
+        ([docs/recording.md#upstream-answers](../recording.md#upstream-answers)).
 
         Returns:
             The response, or ``None`` and the chunks already read when the answer is
@@ -803,7 +815,9 @@ class Endpoint:
     def _encoding(
         self, call: _Call, collected: list[StreamChunk], failure: Failure | None
     ) -> _Encoding:
-        """The call's streamed answer, kept with its entry (docs/wires.md#encoded-once).
+        """The call's streamed answer, kept with its entry.
+
+        See [docs/wires.md#encoded-once](../wires.md#encoded-once).
 
         Built once per entry, wire, encoder options, model and call id; an entry with
         placeholders, or a call whose chunks the replay did not vouch for, is encoded
@@ -971,7 +985,9 @@ class _Encoding:
 
 
 def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | None) -> _Encoding:
-    """Encode a call's collected chunks at once, touching nothing (docs/wires.md#openai-stream).
+    """Encode a call's collected chunks at once, touching nothing.
+
+    See [docs/wires.md#openai-stream](../wires.md#openai-stream).
 
     ``failure`` is the recorded failure the chunks end with (a ``throw`` entry's), if any.
     """
@@ -1011,7 +1027,8 @@ class _KeptEncodings:
     """Each replayed entry's streamed encodings, kept beside the entry while it lives.
 
     Every endpoint of the process shares it, so every test that replays the same loaded
-    scenario gets the bytes one test built (docs/wires.md#encoded-once). An entry's
+    scenario gets the bytes one test built ([docs/wires.md#encoded-once](../wires.md#encoded-once)).
+    An entry's
     encodings go when the entry does (a weak reference's callback); the caller keeps at
     most `MAX_KEPT_ENCODINGS` per entry. Only for entries without placeholders:
     their chunks are the same on every replay.
@@ -1053,7 +1070,8 @@ def _replayed_end(
 
     The chunks before ``tail`` went out as the provider sent them; the replay's encoder
     takes them in for its state only. Then the bytes of the chunks that came with the
-    answer's end, then the failure as replay serves it (docs/wires.md#http-errors):
+    answer's end, then the failure as replay serves it
+    ([docs/wires.md#http-errors](../wires.md#http-errors)):
     nothing for ``STREAM_CLOSED``, the wire's error event, or (a transport failure) a
     dropped connection, raised as `DroppedConnection`. Yields at least once.
     """

@@ -1,4 +1,6 @@
-"""Packed chunk rows: the storage encoding of runs of stream deltas (docs/format.md#packed-rows).
+"""Packed chunk rows: the storage encoding of runs of stream deltas.
+
+See [docs/format.md#packed-rows](../format.md#packed-rows).
 
 A run of consecutive ``assistant/chunk`` events that carry ``text-delta``,
 ``reasoning-delta`` or ``tool-call-delta`` chunks of one block is stored as one row::
@@ -55,7 +57,10 @@ MIN_RUN: Final[int] = 3
 """The shortest run the encoder packs (``MIN_RUN`` in the dsh harness)."""
 
 SQLITE_MAX_MEMBERS: Final[int] = 1024
-"""The SQLite codec's largest packed row, in members (docs/format.md#sqlite-store)."""
+"""The SQLite codec's largest packed row, in members.
+
+See [docs/format.md#sqlite-store](../format.md#sqlite-store).
+"""
 
 SQLITE_MAX_DATA_BYTES: Final[int] = 1_048_576
 """The SQLite codec's largest serialized ``data`` of a packed row, in UTF-8 bytes."""
@@ -152,7 +157,9 @@ def _malformed(tag: str, reason: str) -> SessionLogError:
 
 
 def validate_packed_row(value: JSONObject) -> PackedRow:
-    """Validate a packed row as the dsh harness does (docs/format.md#packed-rows-reading).
+    """Validate a packed row as the dsh harness does.
+
+    See [docs/format.md#packed-rows-reading](../format.md#packed-rows-reading).
 
     Args:
         value: A parsed record whose ``type`` is one of `PACKED_TAGS`; ``seq0``

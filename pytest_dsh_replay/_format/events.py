@@ -42,7 +42,9 @@ JSONObject: TypeAlias = dict[str, Any]
 """A JSON object with string keys."""
 
 Event: TypeAlias = dict[str, Any]
-"""One session event (docs/format.md#envelopes): ``{"type", "seq", "time", "data", ...}``.
+"""One session event: ``{"type", "seq", "time", "data", ...}``.
+
+See [docs/format.md#envelopes](../format.md#envelopes).
 
 ``type`` is a string such as ``"assistant/chunk"``; ``seq`` is its 0-based position in
 the decoded log; ``time`` is Unix milliseconds; ``data`` is the payload. Optional keys:
@@ -50,7 +52,9 @@ the decoded log; ``time`` is Unix milliseconds; ``data`` is the payload. Optiona
 """
 
 StreamChunk: TypeAlias = dict[str, Any]
-"""One model stream chunk (docs/format.md#stream-chunks): ``{"type": <one of CHUNK_TYPES>, ...}``.
+"""One model stream chunk: ``{"type": <one of CHUNK_TYPES>, ...}``.
+
+See [docs/format.md#stream-chunks](../format.md#stream-chunks).
 
 For example ``{"type": "text-delta", "index": 0, "text": "hi"}`` or
 ``{"type": "finish", "reason": {"kind": "stop"}}``.

@@ -1,4 +1,6 @@
-"""The session log format versions, one table entry each (docs/format.md#formats-1-3).
+"""The session log format versions, one table entry each.
+
+See [docs/format.md#formats-1-3](../format.md#formats-1-3).
 
 Every layer that reads or writes a log asks the log's `FormatSpec` what its
 format holds (``spec.seeded``, ``spec.streams_in_message``, ``spec.event_types``, ...)
@@ -127,7 +129,9 @@ FORMATS: dict[int, FormatSpec] = {
     3: _V4.replace(version=3),
     4: _V4,
 }
-"""Every format version this package reads, by number (docs/format.md#formats-1-3).
+"""Every format version this package reads, by number.
+
+See [docs/format.md#formats-1-3](../format.md#formats-1-3).
 
 Formats 0 and 1 are read like format 0 (the harness's logs: ``seedLength``, chunk
 events and packed rows), formats 2 to 4 like format 4 (the dsh runtime's logs).

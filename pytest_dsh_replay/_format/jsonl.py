@@ -384,7 +384,9 @@ def parse_session_header(text: str | bytes, *, source: str | None = None) -> Ses
 def iter_records(
     lines: Iterator[tuple[int, Any]], *, source: str | None = None
 ) -> Iterator[tuple[int, Event | PackedRow]]:
-    """Turn body lines into records with their envelopes filled in (docs/format.md#committed-form).
+    """Turn body lines into records with their envelopes filled in.
+
+    See [docs/format.md#committed-form](../format.md#committed-form).
 
     Args:
         lines: ``(line_number, value)`` pairs after the header, from
@@ -474,7 +476,9 @@ _READ_BUFFER: Final = 1 << 16
 
 
 def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
-    """Open a log file for reading its plain text, line by line (docs/format.md#zstd).
+    """Open a log file for reading its plain text, line by line.
+
+    See [docs/format.md#zstd](../format.md#zstd).
 
     A plain log is streamed from disk, so only the line being parsed is in memory; a
     zstd log (by name or by its frame magic) is decompressed whole first (its frames
@@ -735,7 +739,9 @@ def session_log_from_body(
 
 
 def project_record(record: JSONObject) -> JSONObject:
-    """Return ``record`` without its top-level envelope keys (docs/format.md#committed-form).
+    """Return ``record`` without its top-level envelope keys.
+
+    See [docs/format.md#committed-form](../format.md#committed-form).
 
     ``seq``, ``time``, ``seq0`` and ``time0`` are removed at the top level only; nested
     fields with those names stay.

@@ -44,7 +44,9 @@ __all__ = [
 ]
 
 BLOCK_SEPARATOR: Final = " ¦ "
-"""Shown between the text blocks of one quoted message (see docs/limits.md#block-separator).
+"""Shown between the text blocks of one quoted message.
+
+See [docs/limits.md#block-separator](../limits.md#block-separator).
 
 Messages are compared with their blocks joined without a separator, as on the wire; a
 message or ``dsh-replay show`` that quotes several blocks puts this between them, so a

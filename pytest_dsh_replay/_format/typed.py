@@ -255,7 +255,9 @@ def _packed(raw: bytes, d: _Decoders) -> PackedRow | None:
 
 
 def _stream_raw(raw: bytes, d: _Decoders) -> StreamLine | None:
-    """A stream event with its stream kept as the log's own text (docs/format.md#raw-payloads).
+    """A stream event with its stream kept as the log's own text.
+
+    See [docs/format.md#raw-payloads](../format.md#raw-payloads).
 
     The records are decoded with their payloads left raw, so their envelope is checked
     here; the last record's chunk is decoded (it must be the call's ``finish``, and no

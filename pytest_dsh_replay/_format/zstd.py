@@ -1,4 +1,6 @@
-"""Zstd-compressed session logs: a sequence of frames, one per written batch (docs/format.md#zstd).
+"""Zstd-compressed session logs: a sequence of frames, one per written batch.
+
+See [docs/format.md#zstd](../format.md#zstd).
 
 A log named ``*.jsonl.zst`` / ``*.jsonl.zstd``, or any file starting with the zstd frame
 magic, is read through the ``zstandard`` package (the ``zstd`` extra), one frame at a

@@ -7,9 +7,11 @@ holds what only a replay reads. Record and replay carry the same value; a field 
 does not apply is at its default.
 
 The models of this package take it as it is (`OptionsModel`). A user's live model
-(any object with ``stream(request, **kwargs)``, docs/recording.md#live-model) is called
-by `LiveModelAdapter` with the keyword arguments `live_keywords` derives,
-the live-model call contract docs/recording.md#live-model-calls states.
+(any object with ``stream(request, **kwargs)``,
+[docs/recording.md#live-model](../recording.md#live-model)) is called by
+`LiveModelAdapter` with the keyword arguments `live_keywords` derives, as the
+live-model call contract states
+([docs/recording.md#live-model-calls](../recording.md#live-model-calls)).
 """
 
 from __future__ import annotations
@@ -104,9 +106,11 @@ class ReplayOptions(_Value):
         by_content: Bind a new session without a parent by its first user message once
             the primary is bound (the endpoint's content routing), not by call order.
         on_response_id: Given the recorded answer's provider id, before the call
-            streams, when the recording holds one (docs/wires.md#provider-ids).
+            streams, when the recording holds one
+            ([docs/wires.md#provider-ids](../wires.md#provider-ids)).
         on_entry: Given the recorded entry the call replays, before it streams, when
-            its chunks are the entry's as recorded (docs/wires.md#encoded-once).
+            its chunks are the entry's as recorded
+            ([docs/wires.md#encoded-once](../wires.md#encoded-once)).
         cancel_waits_only: The call's ``cancel`` only ends waits (a ``hang``, a pacing
             pause) and is not checked before each chunk: the caller reads the whole
             stream at once.
@@ -269,8 +273,9 @@ _LIVE_KEYWORDS: Final = (
 def live_keywords(options: CallOptions) -> dict[str, object]:
     """The keyword arguments a user's live model's ``stream``/``astream`` is called with.
 
-    The contract of docs/recording.md#live-model-calls: ``session_id``,
-    ``parent_session_id``, ``seed_length``, ``session_cwd``, ``turn``, ``step``,
+    The contract of
+    [docs/recording.md#live-model-calls](../recording.md#live-model-calls):
+    ``session_id``, ``parent_session_id``, ``seed_length``, ``session_cwd``, ``turn``, ``step``,
     ``cancel`` and ``relay``, each only when it is set (not ``None``); then the caller's
     own keyword arguments (`CallOptions.extra`). What only a replay reads
     (`ReplayOptions`) and ``read_only_chunks`` are never passed.

@@ -132,4 +132,7 @@ RECORD_MODES: Final = RecordModes(
         ),
     )
 )
-"""The modes ``--dsh-record`` accepts (docs/recording.md#record-mode)."""
+"""The modes ``--dsh-record`` accepts.
+
+See [docs/recording.md#record-mode](../recording.md#record-mode).
+"""

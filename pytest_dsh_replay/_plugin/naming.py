@@ -57,7 +57,10 @@ SCENARIO_RULE: Final = (
     "a scenario must be a directory strictly inside the snapshot root (recording replaces "
     "that whole directory)"
 )
-"""The rule every ``dsh_scenario`` name follows; quoted by each refusal (docs/limits.md#paths)."""
+"""The rule every ``dsh_scenario`` name follows; quoted by each refusal.
+
+See [docs/limits.md#paths](../limits.md#paths).
+"""
 
 
 def resolve_scenario(

@@ -197,7 +197,9 @@ def start(
 
 
 def _hold(test: CollectedTest, path: Path) -> tuple[RecordingLock, OSError | None]:
-    """The lock on recording ``path`` (docs/recording.md#one-recorder).
+    """The lock on recording ``path``.
+
+    See [docs/recording.md#one-recorder](../recording.md#one-recorder).
 
     Returns:
         The held lock; or, when its file cannot be created, a lock that holds nothing
@@ -405,7 +407,10 @@ def _end_recording(
 
 
 def _forget(state: SuiteState, path: Path) -> None:
-    """Drop the run's cached copy of a scenario this run wrote (docs/scenarios.md#loaded-once)."""
+    """Drop the run's cached copy of a scenario this run wrote.
+
+    See [docs/scenarios.md#loaded-once](../scenarios.md#loaded-once).
+    """
     if state.cache is not None:
         state.cache.forget(path)
 

@@ -688,7 +688,10 @@ class _Mapper(OpenAIDecoder):
 
 
 def _failure_of(error: Exception, openai: Any) -> FailureRecord:
-    """The LlmFailure (docs/format.md#stream-chunks) for an exception raised by the client."""
+    """The LlmFailure for an exception raised by the client.
+
+    See [docs/format.md#stream-chunks](../format.md#stream-chunks).
+    """
     if isinstance(error, openai.APIStatusError):
         status = int(error.status_code)
         headers = {k.lower(): v for k, v in error.response.headers.items()}

@@ -280,7 +280,9 @@ class _Call:
 
 
 class _Follower:
-    """A replayed call logged lazily: its run follows the stream (docs/recording.md#lazy).
+    """A replayed call logged lazily: its run follows the stream.
+
+    See [docs/recording.md#lazy](../recording.md#lazy).
 
     The caller reads the replay model's stream itself (no frame of the recorder per
     chunk); the call's ``assistant/chunk`` events are built from what the stream handed
@@ -502,7 +504,9 @@ class RecordingModel(OptionsModel):
         return self.store.get(session_id)
 
     def _lineage(self, parent: str | None, view: object, declared: int | None) -> Lineage:
-        """A new child's lineage, decided as replay decides it (docs/scenarios.md#fork-or-spawn).
+        """A new child's lineage, decided as replay decides it.
+
+        See [docs/scenarios.md#fork-or-spawn](../scenarios.md#fork-or-spawn).
 
         Args:
             parent: The live parent's id, if known.

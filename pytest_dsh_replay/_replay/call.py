@@ -647,7 +647,9 @@ class ChunkStream(chain[StreamChunk]):
 
 
 class FollowedRead:
-    """A read of a `ReplayCall` as its follower sees it (docs/recording.md#lazy).
+    """A read of a `ReplayCall` as its follower sees it.
+
+    See [docs/recording.md#lazy](../recording.md#lazy).
 
     Made by `ChunkStream.followed`; holds the call, not the stream, so the caller
     may drop the stream.

@@ -162,7 +162,9 @@ def resolve_text(
     timeout: float = PATTERN_TIMEOUT_S,
     redacted: str | Callable[[], str] | None = None,
 ) -> str:
-    """Replace every placeholder in one string (docs/placeholders.md#resolution).
+    """Replace every placeholder in one string.
+
+    See [docs/placeholders.md#resolution](../placeholders.md#resolution).
 
     Args:
         text: The string; returned as it is when it holds no marker.

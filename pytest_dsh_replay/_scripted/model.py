@@ -629,7 +629,9 @@ def _usage(answer: Answer, request: ScriptedRequest) -> JSONObject:
 
 
 def answer_chunks(answer: Answer, request: ScriptedRequest) -> list[StreamChunk]:
-    """The stream chunks of ``answer`` to ``request`` (docs/format.md#stream-chunks).
+    """The stream chunks of ``answer`` to ``request``.
+
+    See [docs/format.md#stream-chunks](../format.md#stream-chunks).
 
     Blocks in order (reasoning, text, each tool call), each opened, streamed in
     ``answer.pieces`` deltas and ended with its assembled block; then the usage and the

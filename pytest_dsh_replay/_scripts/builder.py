@@ -392,7 +392,10 @@ class ScriptBuilder:
             self._pending = error
 
     def _refused(self, problem: str, index: int, line: int | None) -> SessionLogError:
-        """The error for what the format does not allow (docs/format.md#vocabulary)."""
+        """The error for what the format does not allow.
+
+        See [docs/format.md#vocabulary](../format.md#vocabulary).
+        """
         where = f" (event seq {index})" if self.rows else ""
         return SessionLogError(problem + where, path=self.source, line=line)
 
@@ -614,7 +617,9 @@ class ScriptBuilder:
     def _kept_stream_entry(
         self, value: StreamLine, key: str, stream: bytes, index: int, line: int | None
     ) -> None:
-        """A call whose stream a typed read kept as text (docs/format.md#raw-payloads).
+        """A call whose stream a typed read kept as text.
+
+        See [docs/format.md#raw-payloads](../format.md#raw-payloads).
 
         Its last chunk is its only ``finish`` candidate and is checked now; the rest of
         the stream is checked when the call is first served. A last chunk that fails

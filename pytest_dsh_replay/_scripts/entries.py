@@ -443,7 +443,9 @@ def _stored(build: Callable[[], ReplayEntry], where: str, loc: str) -> ReplayEnt
 
 
 def entry_from_json(value: object, *, where: str = "<entry>", loc: str = "entry") -> ReplayEntry:
-    """Validate and build one entry from its wire form (docs/scenarios.md#override-entries).
+    """Validate and build one entry from its wire form.
+
+    See [docs/scenarios.md#override-entries](../scenarios.md#override-entries).
 
     Args:
         value: ``{"kind":"chunks","chunks":[...]}``,

@@ -38,7 +38,9 @@ class Override:
 
 
 def parse_override(value: object, *, path: str) -> Override:
-    """Validate a parsed sidecar document (docs/scenarios.md#overrides).
+    """Validate a parsed sidecar document.
+
+    See [docs/scenarios.md#overrides](../scenarios.md#overrides).
 
     Args:
         value: The parsed JSON: an array of entries, or ``{"patches": [{"at", "entry"}...]}``.
@@ -77,7 +79,9 @@ def parse_override(value: object, *, path: str) -> Override:
 
 
 def load_override(path: str | os.PathLike[str]) -> Override:
-    """Read and validate an override sidecar file (docs/scenarios.md#overrides).
+    """Read and validate an override sidecar file.
+
+    See [docs/scenarios.md#overrides](../scenarios.md#overrides).
 
     Raises:
         OverrideError: The file cannot be read, is not valid JSON (with line and column),
@@ -104,7 +108,9 @@ def load_override(path: str | os.PathLike[str]) -> Override:
 
 
 def apply_override(derived: Sequence[ReplayEntry], override: Override) -> list[ReplayEntry]:
-    """Apply a sidecar to a derived script (docs/scenarios.md#override-patches).
+    """Apply a sidecar to a derived script.
+
+    See [docs/scenarios.md#override-patches](../scenarios.md#override-patches).
 
     A bare array replaces the script. Patches apply in file order; ``at`` is checked
     against the length before any patch, so ``at == len(derived)`` appends one entry and

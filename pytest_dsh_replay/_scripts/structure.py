@@ -1,4 +1,6 @@
-"""What a scenario's sessions must agree on (docs/scenarios.md#structure).
+"""What a scenario's sessions must agree on.
+
+See [docs/scenarios.md#structure](../scenarios.md#structure).
 
 A loaded scenario is a tree of sessions below the primary: each session once (no two
 logs with one id), no child its own parent or its parents a cycle, the primary no

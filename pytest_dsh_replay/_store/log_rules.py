@@ -87,7 +87,9 @@ def envelope_problem(event: object, index: int) -> str | None:
 
 
 class Surface:
-    """The model-visible surface: the seqs of current surface nodes (docs/format.md#envelopes).
+    """The model-visible surface: the seqs of current surface nodes.
+
+    See [docs/format.md#envelopes](../format.md#envelopes).
 
     ``append`` adds a node; ``{"op": "replace", "start", "end"}`` replaces the current
     nodes ``start..end`` (inclusive, by position) with the new one, whose

@@ -434,7 +434,9 @@ def thread_not_found(previous: str) -> WireError:
 
 
 def read_thread(body: JSONObject, history: History) -> JSONObject:
-    """A Messages body with its ``thread`` read (docs/wires.md#anthropic-threads).
+    """A Messages body with its ``thread`` read.
+
+    See [docs/wires.md#anthropic-threads](../wires.md#anthropic-threads).
 
     Args:
         body: The parsed body (never changed).

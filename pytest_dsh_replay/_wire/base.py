@@ -66,7 +66,9 @@ __all__ = [
 ]
 
 Failure = Mapping[str, object]
-"""A recorded dsh failure as the layers above pass it (docs/format.md#failures).
+"""A recorded dsh failure as the layers above pass it.
+
+See [docs/format.md#failures](../format.md#failures).
 
 Its keys are those of `FailureRecord`; it was read from a log, so each
 value is checked before use (``object`` values, narrowed where read).
@@ -351,7 +353,9 @@ class BaseWire:
     sdk: SDK | None = None
 
     def canonical(self, body: JSONObject, *, path: str, history: History) -> JSONObject:
-        """The request in the in-process shape the layers above read (docs/wires.md#routes).
+        """The request in the in-process shape the layers above read.
+
+        See [docs/wires.md#routes](../wires.md#routes).
 
         ``{"messages": [...], "system"?, "tools"?, "model"?, "stream"?, ...}`` with
         chat-completions messages. By default ``body`` itself, once its
@@ -421,7 +425,9 @@ class BaseWire:
         raise NotImplementedError
 
     def refusal(self, status: int, message: str, *, param: str | None = None) -> WireError:
-        """The provider's error for a request refused before any call (docs/wires.md#refused).
+        """The provider's error for a request refused before any call.
+
+        See [docs/wires.md#refused](../wires.md#refused).
 
         Args:
             status: The HTTP status (400 a malformed request, 413 a body over the cap).

@@ -1,4 +1,6 @@
-"""Typed shapes of what the wires read of chunks, failures and usage (docs/format.md).
+"""Typed shapes of what the wires read of chunks, failures and usage.
+
+See [docs/format.md](../format.md).
 
 The layers above hand the wires stream chunks as the plain JSON objects they are
 ([`StreamChunk`][pytest_dsh_replay.StreamChunk]). The parts of a chunk an encoder reads (a
@@ -26,7 +28,9 @@ class _FailureKeys(TypedDict):
 
 
 class FailureRecord(_FailureKeys, total=False):
-    """A dsh failure (docs/format.md#failures): ``{"message", "code", "status"?, ...}``.
+    """A dsh failure: ``{"message", "code", "status"?, ...}``.
+
+    See [docs/format.md#failures](../format.md#failures).
 
     Attributes:
         message: What went wrong, non-empty.
@@ -42,7 +46,10 @@ class FailureRecord(_FailureKeys, total=False):
 
 
 class Usage(TypedDict, total=False):
-    """A ``usage`` chunk's token counts (docs/format.md#usage); counts do not overlap."""
+    """A ``usage`` chunk's token counts; counts do not overlap.
+
+    See [docs/format.md#usage](../format.md#usage).
+    """
 
     inputTokens: int
     outputTokens: int
@@ -53,7 +60,9 @@ class Usage(TypedDict, total=False):
 
 
 class ContentBlock(TypedDict, total=False):
-    """A ``block-end`` chunk's assembled block (docs/format.md#content-blocks).
+    """A ``block-end`` chunk's assembled block.
+
+    See [docs/format.md#content-blocks](../format.md#content-blocks).
 
     ``type`` is ``text``, ``reasoning``, ``tool-call``, ``image`` or ``tool-result``;
     the other keys are those of that type (``arguments`` a JSON string).
@@ -71,7 +80,9 @@ class ContentBlock(TypedDict, total=False):
 
 
 class FinishReason(TypedDict, total=False):
-    """A ``finish`` chunk's ``reason`` (docs/format.md#finish-reasons).
+    """A ``finish`` chunk's ``reason``.
+
+    See [docs/format.md#finish-reasons](../format.md#finish-reasons).
 
     ``kind`` is ``stop``, ``tool-calls``, ``max-tokens``, ``error`` or ``aborted``; the
     last two carry the ``failure``.

@@ -108,7 +108,10 @@ SCHEMA: Final[tuple[str, ...]] = (
   PRIMARY KEY (session_id, seq)
 ) STRICT""",
 )
-"""The schema 18 ``CREATE`` statements, as the harness writes them (docs/format.md#sqlite-store)."""
+"""The schema 18 ``CREATE`` statements, as the harness writes them.
+
+See [docs/format.md#sqlite-store](../format.md#sqlite-store).
+"""
 
 SESSION_COLUMNS: Final = (
     "id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, "
@@ -164,7 +167,9 @@ def _varint(value: int, out: bytearray) -> None:
 
 
 def encode_source_event_seqs(seqs: Sequence[int]) -> bytes:
-    r"""Encode ``sourceEventSeqs`` as the SQLite store does (docs/format.md#sqlite-store).
+    r"""Encode ``sourceEventSeqs`` as the SQLite store does.
+
+    See [docs/format.md#sqlite-store](../format.md#sqlite-store).
 
     Args:
         seqs: Non-negative safe integers, in their order.
