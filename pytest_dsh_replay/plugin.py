@@ -8,6 +8,7 @@ need them, so loading the plugin costs next to nothing.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +132,7 @@ def pytest_configure(config: pytest.Config) -> None:
         compare_logs=bool(config.getini("dsh_compare_logs")),
         fail_unused=bool(config.getoption("dsh_fail_unused")),
         max_body_bytes=max_body_bytes,
+        live_source=lambda: _live_source(config),
     )
     if config.option.collectonly:
         # Nothing is asserted in a collect-only run, so no snapshot can be "unused";
@@ -173,6 +175,15 @@ def _env_live_model(config: pytest.Config) -> object:
         return _state(config).env_live_model()
     except RecordingError as err:
         raise pytest.UsageError(str(err)) from None
+
+
+def _live_source(config: pytest.Config) -> str | None:
+    """What gives ``--dsh-record`` its live model, for messages (``None``: nothing)."""
+    if config.pluginmanager.hook.pytest_dsh_replay_live_model.get_hookimpls():
+        return "your pytest_dsh_replay_live_model hook"
+    if os.environ.get("DSH_RECORD_BASE_URL"):
+        return "DSH_RECORD_BASE_URL"
+    return None
 
 
 def _check_live_model_available(config: pytest.Config) -> None:

@@ -41,7 +41,8 @@ __all__ = [
 HOW_TO_RECORD: Final = (
     "--dsh-record needs a live model: set DSH_RECORD_BASE_URL, DSH_RECORD_API_KEY (and "
     "DSH_RECORD_MODEL to override the model requests ask for) for an OpenAI-compatible "
-    "endpoint (pip install 'pytest-dsh-replay[record]'), or implement the hook "
+    "endpoint (this needs the openai package, the plugin's record extra: pip install "
+    "openai), or implement the hook "
     "pytest_dsh_replay_live_model"
     "(config, scenario_path) in a conftest.py at the root of your tests"
 )
@@ -99,7 +100,14 @@ def record_command(
     )
 
 
-def missing_recording(nodeid: str, path: Path, command: str, near: Path | None = None) -> str:
+def missing_recording(
+    nodeid: str,
+    path: Path,
+    command: str,
+    near: Path | None = None,
+    *,
+    live_source: str | None = None,
+) -> str:
     """A replayed test has no recording: where it looked and how to record one.
 
     Args:
@@ -108,20 +116,29 @@ def missing_recording(nodeid: str, path: Path, command: str, near: Path | None =
         command: The command that records it (`record_command`).
         near: The existing scenario whose name is closest to ``path``'s, if one is
             close (a mistyped name): the message asks whether it was meant.
+        live_source: What already gives ``--dsh-record`` its live model (``"the
+            pytest_dsh_replay_live_model hook"``, ``"DSH_RECORD_BASE_URL"``), or ``None``
+            when nothing does: then the message says how to give one.
 
     Returns:
         The message: where it looked, ``did you mean`` when ``near`` is given, the
-        record command and the ``DSH_RECORD_*`` variables that give it a live model.
+        record command, and where its live model comes from or how to give one.
     """
     guess = "" if near is None else f"  did you mean: {near}?\n"
+    if live_source is not None:
+        live = f"  (recording calls the live model that {live_source} gives)"
+    else:
+        live = (
+            "  (recording calls the live model: set DSH_RECORD_BASE_URL and "
+            "DSH_RECORD_API_KEY, and DSH_RECORD_MODEL to override the model, or implement "
+            "the hook pytest_dsh_replay_live_model; see pytest --help, group dsh-replay)"
+        )
     return (
         f"no recorded dsh scenario for {nodeid}\n"
         f"  looked at: {path}\n"
         f"{guess}"
         f"  record it: {command}\n"
-        "  (recording calls the live model: set DSH_RECORD_BASE_URL and DSH_RECORD_API_KEY, "
-        "and DSH_RECORD_MODEL to override the model, or implement the hook "
-        "pytest_dsh_replay_live_model; see pytest --help, group dsh-replay)"
+        f"{live}"
     )
 
 

@@ -166,7 +166,9 @@ def start(
         state.missing += 1
         command = record_command(test, path, state.modes.to_record(exists=False), state, recorders)
         near = closest_scenario(path)
-        raise ScenarioUnavailable(missing_recording(test.nodeid, path, command, near))
+        raise ScenarioUnavailable(
+            missing_recording(test.nodeid, path, command, near, live_source=state.live_source())
+        )
     if state.cache is None:
         from .._scripts.loading import ScenarioCache
 

@@ -75,6 +75,8 @@ class SuiteState:
     compare_logs: bool = True
     fail_unused: bool = False
     max_body_bytes: int | None = None  # the endpoint's body cap (dsh_replay_max_body_bytes)
+    # What gives --dsh-record its live model, named for messages (None: nothing yet).
+    live_source: Callable[[], str | None] = lambda: None
     recordings: list[tuple[str, int, int, bool, int]] = field(default_factory=list)
     kept: int = 0  # recordings not made (the test failed); an old one exists and stays
     not_recorded: int = 0  # recordings not made (the test failed); there was none

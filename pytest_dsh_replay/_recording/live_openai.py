@@ -77,7 +77,7 @@ TIMEOUT_VAR: Final = "DSH_RECORD_TIMEOUT"
 # dsh request keys this adapter converts; every other key is sent as it is.
 _CONVERTED: Final = frozenset({"messages", "system", "tools", "maxTokens", "model", "stream"})
 
-_INSTALL_HINT: Final = "pip install 'pytest-dsh-replay[record]'"
+_INSTALL_HINT: Final = "pip install openai (the plugin's record extra)"
 
 
 def _timeout_from(raw: str) -> float:
@@ -107,7 +107,7 @@ def _import_openai() -> Any:
     except ImportError as error:
         raise RecordingError(
             "the built-in OpenAI-compatible live model needs the 'openai' package, which "
-            f"is not installed; install the record extra: {_INSTALL_HINT}"
+            f"is not installed: {_INSTALL_HINT}"
         ) from error
     return openai
 
@@ -158,7 +158,7 @@ class OpenAICompatibleModel(OptionsModel):
 
     Raises:
         RecordingError: The ``openai`` package is not installed (the message names
-            ``pip install 'pytest-dsh-replay[record]'``).
+            ``pip install openai``, the plugin's record extra).
         ValueError: ``base_url`` or ``api_key`` is empty, ``base_url``'s query string
             repeats a parameter, ``model`` is given but empty, or ``timeout`` is not a
             positive number of seconds.

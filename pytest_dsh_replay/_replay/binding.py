@@ -548,7 +548,7 @@ class LiveSessions:
         wake_all(waiters)
 
     def unconsumed(self) -> list[str]:
-        """One line per bound session with unused calls and per never-bound recording."""
+        """One line per replayed session with unused calls and per session never replayed."""
         problems: list[str] = []
         with self.lock:
             for key, b in self._bound.items():
@@ -561,7 +561,8 @@ class LiveSessions:
                 if not self._binder.taken[i] and script.entries:
                     problems.append(
                         f"recorded session {script.recorded_id!r} ({script.file}, "
-                        f"{len(script.entries)} call(s)) was never bound to a live session"
+                        f"{len(script.entries)} call(s)) was never replayed: no session "
+                        "of the code under test started as it did"
                     )
         return problems
 

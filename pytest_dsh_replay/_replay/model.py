@@ -501,10 +501,18 @@ class ReplayModel(OptionsModel):
             raise ReplayConsumptionError(
                 f"scenario {self._scenario.path} was not fully consumed: "
                 + "; ".join(problems)
-                + f". The code under test made fewer model calls than were recorded; {RERECORD}"
-                " if that is intended",
+                + ". The code under test made fewer model calls than were recorded"
+                + _rerecord_if_intended(self._sessions.rerecord_hint()),
                 problems=problems,
             )
+
+
+def _rerecord_if_intended(hint: str) -> str:
+    """The end of a consumption error: the generic advice only when no command is known.
+
+    A caller that knows the command (the pytest plugin) adds it once, itself.
+    """
+    return f"; {RERECORD} if that is intended" if hint == RERECORD else ""
 
 
 def _not_a_request(request: object) -> TypeError:

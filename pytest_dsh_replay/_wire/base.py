@@ -755,7 +755,7 @@ def httpx_module() -> ModuleType:
         except ImportError:
             raise DshReplayError(
                 "the in-process clients need httpx (it comes with the openai and anthropic "
-                "SDKs): pip install 'pytest-dsh-replay[record]'"
+                "SDKs): pip install openai"
             ) from None
         return httpx
     return httpx2

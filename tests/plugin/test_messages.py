@@ -49,6 +49,33 @@ def test_an_exhausted_replay_names_the_quoted_re_record_command(
     )
 
 
+def test_an_unused_recording_says_re_record_once_with_the_command(
+    project: pytest.Pytester,
+) -> None:
+    make_scenario(project.path / "recordings" / "two", primary=["hi", "again"])
+    project.makepyfile(
+        test_fewer="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("two")
+        def test_one_call_too_few(dsh_replay):
+            run(dsh_replay.model)
+        """
+    )
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "made fewer model calls than were recorded\n" in text
+    assert text.count("re-record") == 1, text
+    result.stdout.fnmatch_lines(
+        [
+            "(if the new behaviour is right, re-record: "
+            "pytest --dsh-record=all *test_one_call_too_few)"
+        ]
+    )
+
+
 def test_an_unrecorded_session_names_the_quoted_re_record_command(
     project: pytest.Pytester,
 ) -> None:
@@ -82,6 +109,31 @@ def test_a_missing_recording_names_the_record_variables(project: pytest.Pytester
     result.stdout.fnmatch_lines(
         ["*recording calls the live model: set DSH_RECORD_BASE_URL and DSH_RECORD_API_KEY*"]
     )
+
+
+def test_a_missing_recording_names_the_live_model_a_hook_already_gives(
+    project: pytest.Pytester,
+) -> None:
+    project.makeconftest(
+        "def pytest_dsh_replay_live_model(config, scenario_path):\n    return None\n"
+    )
+    project.makepyfile(test_new="def test_new(dsh_replay):\n    pass\n")
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*recording calls the live model that your pytest_dsh_replay_live_model hook gives*"]
+    )
+    result.stdout.no_fnmatch_line("*set DSH_RECORD_BASE_URL*")
+
+
+def test_a_missing_recording_names_the_record_base_url_already_set(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DSH_RECORD_BASE_URL", "http://127.0.0.1:9/v1")
+    project.makepyfile(test_new="def test_new(dsh_replay):\n    pass\n")
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*the live model that DSH_RECORD_BASE_URL gives*"])
 
 
 def test_a_mistyped_scenario_name_gets_the_closest_existing_one(

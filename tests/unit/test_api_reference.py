@@ -88,9 +88,12 @@ def _package_docstrings() -> list[tuple[str, str]]:
             if not isinstance(body, list):
                 continue
             for stmt in body:
-                if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-                    if isinstance(stmt.value.value, str):
-                        found.append((f"{path.name}:{stmt.lineno}", stmt.value.value))
+                if (
+                    isinstance(stmt, ast.Expr)
+                    and isinstance(stmt.value, ast.Constant)
+                    and isinstance(stmt.value.value, str)
+                ):
+                    found.append((f"{path.name}:{stmt.lineno}", stmt.value.value))
     return found
 
 

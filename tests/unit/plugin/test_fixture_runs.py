@@ -81,7 +81,7 @@ def test_a_replay_that_left_calls_unused_names_the_re_record_command(tmp_path: P
     replay = start(tmp_path, test, state)
     problem = runs.check_replayed(test, state, replay, [])
     assert problem is not None
-    assert "was never bound" in problem
+    assert "was never replayed" in problem
     assert problem.endswith(
         "\n(if the new behaviour is right, re-record: pytest --dsh-record=all "
         "tests/test_m.py::test_x)"

@@ -958,7 +958,8 @@ def test_assert_consumed_lists_unused_calls_and_unbound_scripts() -> None:
     assert info.value.problems == [
         "session 'live-p' (first user message 'hi') made 1 of the 2 call(s) recorded in "
         "session.jsonl (recorded session 'P')",
-        "recorded session 'C1' (session.1.jsonl, 1 call(s)) was never bound to a live session",
+        "recorded session 'C1' (session.1.jsonl, 1 call(s)) was never replayed: no session "
+        "of the code under test started as it did",
     ]
     assert str(info.value) == (
         "scenario mem-scenario was not fully consumed: "

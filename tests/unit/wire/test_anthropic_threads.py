@@ -298,5 +298,5 @@ def test_an_unknown_id_over_http_is_a_thread_not_found_error_and_no_call() -> No
             thread={"type": "continue", "previous_message_id": "msg_gone"},
         )
     assert isinstance(refused.value, ThreadNotFoundError)  # what the SDK's threads recover from
-    with pytest.raises(ReplayConsumptionError, match="never bound"):
+    with pytest.raises(ReplayConsumptionError, match="never replayed"):
         replay.assert_consumed()  # the recorded call is still there
