@@ -581,13 +581,25 @@ def _show(value: Any) -> str:
     return orjson.dumps(value).decode() if value is not None else "(missing)"
 
 
-def describe_difference(diff: LogDifference, *, max_chars: int = 2000) -> str:
+def describe_difference(
+    diff: LogDifference, *, max_chars: int = 2000, line: int | None = None
+) -> str:
     """Render a `LogDifference` as a readable, bounded report.
 
     Long strings (or strings spanning lines) are shown as a unified diff of lines;
     other values as compact JSON. The report is cut at ``max_chars`` characters.
+
+    Args:
+        diff: The difference.
+        max_chars: The report's length cap, in characters.
+        line: The recorded file's line that holds the differing event (1-based), shown
+            beside the event's index when known.
     """
-    where = "header" if diff.index is None else f"event #{diff.index} ({diff.event_type})"
+    if diff.index is None:
+        where = "header"
+    else:
+        at = "" if line is None else f", line {line}"
+        where = f"event #{diff.index} ({diff.event_type}{at})"
     lines = [f"{diff.file}: {where}: {diff.note}", f"  at {diff.path}"]
     e, a = diff.expected, diff.actual
     if isinstance(e, str) and isinstance(a, str) and (len(e) > 60 or "\n" in e or "\n" in a):

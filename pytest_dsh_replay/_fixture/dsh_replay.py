@@ -39,7 +39,7 @@ from .._check.normalize import (
 from .._endpoint.clients import EndpointClients
 from .._errors import DshReplayError, LogMismatchError, RecordingError
 from .._format.events import Event, JSONObject, SessionHeader, SessionLike, SessionLog
-from .._format.jsonl import read_session_log
+from .._format.jsonl import event_line, read_session_log
 from .._format.redact import Redactor, TextRedaction
 from .._recording.recorder import RecordingModel
 from .._recording.watched import LiveFailure, WatchedLive
@@ -851,7 +851,11 @@ class DshReplay:
         )
         if found is not None:
             file, diff = found
-            raise LogMismatchError(heading(file) + describe_difference(diff))
+            line = None
+            if diff.index is not None and self.path.is_dir():
+                events = next(len(log[1]) for name, log, _ in logs if name == file)
+                line = event_line(self.path / file, diff.index, events)
+            raise LogMismatchError(heading(file) + describe_difference(diff, line=line))
 
     def _check_runtime_logs(self) -> None:
         """Compare the runtime's logs of this replay with the recording, as the model saw them."""

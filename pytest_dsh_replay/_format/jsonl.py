@@ -472,6 +472,36 @@ def read_log_bytes(path: str | os.PathLike[str]) -> bytes:
             raise read_failed(err, str(path)) from None
 
 
+def event_line(path: str | os.PathLike[str], index: int, events: int) -> int | None:
+    """The line of the log file at ``path`` that holds its event ``index``, for messages.
+
+    Args:
+        path: The log file (plain or zstd; a zstd log's lines are those of its text).
+        index: The event's index, 0-based, the header not counted.
+        events: How many events the log holds, as read.
+
+    Returns:
+        The 1-based line number (a packed chunk row's line for each of its members);
+        ``None`` for an index past the end, a file that cannot be read, or one that
+        no longer holds ``events`` events.
+    """
+    source = os.fspath(path)
+    found = None
+    total = 0
+    try:
+        lines = iter_log_lines(read_log_bytes(path), source=source)
+        if next(lines, None) is None:
+            return None
+        for lineno, record in iter_records(lines, source=source):
+            count = len(record.payload) if isinstance(record, PackedRow) else 1
+            if total <= index < total + count:
+                found = lineno
+            total += count
+    except SessionLogError:
+        return None
+    return found if total == events else None
+
+
 _READ_BUFFER: Final = 1 << 16
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -49,8 +50,13 @@ def test_a_behaviour_change_fails_with_an_event_level_report(project: pytest.Pyt
     text = result.stdout.str()
     assert "the replayed session log differs from the recording" in text
     assert "During handling of the above exception" not in text  # one clean message
-    match = re.search(r"session\.jsonl: event #(\d+) \(tool/result\): event differs", text)
+    match = re.search(
+        r"session\.jsonl: event #(\d+) \(tool/result, line (\d+)\): event differs", text
+    )
     assert match, text
+    # The line is the file's: an editor's "go to line" lands on the event.
+    lines = (project.path / "recordings" / "tool-call" / "session.jsonl").read_text().splitlines()
+    assert json.loads(lines[int(match.group(2)) - 1])["type"] == "tool/result"
     result.stdout.fnmatch_lines(
         [
             "*at $.data.message.content[[]0[]].content[[]0[]].text",
@@ -160,7 +166,7 @@ def test_a_drift_under_the_transcript_assert_shows_the_plugins_message(
             "*- dsh-replay -*",
             "the snapshot differs because the replay differs from its recording:",
             "the replayed session log differs from the recording*session.jsonl:",
-            "*(tool/result): event differs",
+            "*(tool/result, line *): event differs",
             '*recorded: "Paris"',
             '*replayed: "Lyon"',
             "(if the new behaviour is right, re-record: "
