@@ -580,10 +580,14 @@ def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
     """Report scenarios replayed, recorded, missing, broken and (on a complete run) unused."""
-    from ._plugin.suite import summary_lines
+    from ._plugin.suite import failing_line, summary_lines
 
-    lines = summary_lines(_state(config))
+    state = _state(config)
+    lines = summary_lines(state)
     if lines:
         terminalreporter.write_sep("-", "dsh-replay")
         for line in lines:
             terminalreporter.write_line(line)
+    failing = failing_line(state)
+    if failing is not None:  # the last line before pytest's own, which says "passed"
+        terminalreporter.write_line(failing, red=True, bold=True)

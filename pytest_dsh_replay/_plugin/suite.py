@@ -27,6 +27,7 @@ __all__ = [
     "SuiteState",
     "WorkerReport",
     "body_cap",
+    "failing_line",
     "find_unused",
     "is_complete_run",
     "plural",
@@ -255,6 +256,16 @@ def find_unused(state: SuiteState, scope: RunScope) -> bool:
 def plural(n: int, word: str) -> str:
     """``1 session``, ``2 sessions``."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def failing_line(state: SuiteState) -> str | None:
+    """The line that says the run fails for unused scenarios, though its tests passed."""
+    if not (state.unused and state.fail_unused):
+        return None
+    return (
+        f"FAIL: {plural(len(state.unused), 'unused scenario')} (--dsh-fail-unused): "
+        "the run fails with exit status 1 even where every test passed"
+    )
 
 
 def summary_lines(state: SuiteState) -> list[str]:

@@ -225,7 +225,15 @@ def test_unused_scenarios_are_counted_only_on_a_complete_run(project: pytest.Pyt
         assert not re.search(r"\d+ unused", result.stdout.str()), subset
     fail = project.runpytest("--dsh-fail-unused")
     assert fail.ret == pytest.ExitCode.TESTS_FAILED
-    fail.stdout.fnmatch_lines(["*unused scenarios (failing the run (--dsh-fail-unused)):*"])
+    fail.stdout.fnmatch_lines(
+        [
+            "*unused scenarios (failing the run (--dsh-fail-unused)):*",
+            "*recordings/stale",
+            "FAIL: 1 unused scenario (--dsh-fail-unused): the run fails with exit status 1 *",
+            "*= 2 passed in *",
+        ]
+    )
+    assert "FAIL:" not in full.stdout.str()
 
 
 def test_xdist_workers_report_to_the_controller(project: pytest.Pytester) -> None:
