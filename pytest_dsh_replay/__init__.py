@@ -21,12 +21,14 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # for type checkers; the names are imported on first use (below)
+    from ._endpoint.endpoint import StreamingModel as StreamingModel
     from ._endpoint.server import IDLE_TIMEOUT_S as IDLE_TIMEOUT_S
     from ._endpoint.server import MAX_BODY_BYTES as MAX_BODY_BYTES
     from ._endpoint.server import MAX_CONNECTIONS as MAX_CONNECTIONS
     from ._endpoint.server import REQUEST_TIMEOUT_S as REQUEST_TIMEOUT_S
     from ._errors import DshReplayError as DshReplayError
     from ._errors import EndpointError as EndpointError
+    from ._errors import ForkErrorCode as ForkErrorCode
     from ._errors import LogMismatchError as LogMismatchError
     from ._errors import OverrideError as OverrideError
     from ._errors import PlaceholderError as PlaceholderError
@@ -47,10 +49,15 @@ if TYPE_CHECKING:  # for type checkers; the names are imported on first use (bel
     from ._errors import UnknownWireError as UnknownWireError
     from ._errors import UnservedRouteError as UnservedRouteError
     from ._fixture.dsh_replay import DshReplay as DshReplay
+    from ._fixture.dsh_replay import Mode as Mode
+    from ._format.chunk_rows import PackedRow as PackedRow
     from ._format.chunk_rows import decode_storage_record as decode_storage_record
     from ._format.chunk_rows import pack_chunk_runs as pack_chunk_runs
     from ._format.events import Event as Event
+    from ._format.events import JSONObject as JSONObject
     from ._format.events import SessionHeader as SessionHeader
+    from ._format.events import SessionLike as SessionLike
+    from ._format.events import SessionLog as SessionLog
     from ._format.events import StreamChunk as StreamChunk
     from ._format.json_values import MAX_NESTING as MAX_NESTING
     from ._format.json_values import MAX_SAFE_INTEGER as MAX_SAFE_INTEGER
@@ -61,16 +68,25 @@ if TYPE_CHECKING:  # for type checkers; the names are imported on first use (bel
     from ._format.jsonl import read_session_log as read_session_log
     from ._format.redact import Redactor as Redactor
     from ._format.zstd import MAX_DECOMPRESSED_BYTES as MAX_DECOMPRESSED_BYTES
+    from ._identity.lineage import Lineage as Lineage
+    from ._identity.options import CallOptions as CallOptions
+    from ._identity.options import Relaying as Relaying
+    from ._identity.options import ReplayOptions as ReplayOptions
+    from ._identity.options import Request as Request
+    from ._identity.options import Waitable as Waitable
     from ._recording.proxy import UPSTREAM_IDLE_TIMEOUT_S as UPSTREAM_IDLE_TIMEOUT_S
     from ._recording.recorder import RECORDED_CHUNK_NESTING as RECORDED_CHUNK_NESTING
     from ._recording.recorder import RecordingModel as RecordingModel
     from ._replay.model import ReplayBinding as ReplayBinding
     from ._replay.model import ReplayModel as ReplayModel
+    from ._replay.order import LiveLogs as LiveLogs
     from ._replay.placeholders import PATTERN_TIMEOUT_S as PATTERN_TIMEOUT_S
     from ._scripted.model import Answer as Answer
     from ._scripted.model import Chunks as Chunks
     from ._scripted.model import Hang as Hang
     from ._scripted.model import ProviderFailure as ProviderFailure
+    from ._scripted.model import Reply as Reply
+    from ._scripted.model import Respond as Respond
     from ._scripted.model import Rule as Rule
     from ._scripted.model import ScriptedModel as ScriptedModel
     from ._scripted.model import ScriptedRequest as ScriptedRequest
@@ -97,9 +113,11 @@ if TYPE_CHECKING:  # for type checkers; the names are imported on first use (bel
     from ._store.session import ChunkRun as ChunkRun
     from ._store.session import ChunkSource as ChunkSource
     from ._store.session import Session as Session
+    from ._store.session import SessionOwner as SessionOwner
     from ._store.store import SessionStore as SessionStore
 
 _MODULE_OF: dict[str, str] = {
+    "StreamingModel": "_endpoint.endpoint",
     "IDLE_TIMEOUT_S": "_endpoint.server",
     "MAX_BODY_BYTES": "_endpoint.server",
     "MAX_CONNECTIONS": "_endpoint.server",
@@ -125,12 +143,18 @@ _MODULE_OF: dict[str, str] = {
     "SessionStoreError": "_errors",
     "UnknownWireError": "_errors",
     "UnservedRouteError": "_errors",
+    "ForkErrorCode": "_errors",
     "DshReplay": "_fixture.dsh_replay",
+    "Mode": "_fixture.dsh_replay",
     "decode_storage_record": "_format.chunk_rows",
     "pack_chunk_runs": "_format.chunk_rows",
+    "PackedRow": "_format.chunk_rows",
     "Event": "_format.events",
     "SessionHeader": "_format.events",
     "StreamChunk": "_format.events",
+    "JSONObject": "_format.events",
+    "SessionLike": "_format.events",
+    "SessionLog": "_format.events",
     "MAX_NESTING": "_format.json_values",
     "MAX_SAFE_INTEGER": "_format.json_values",
     "MAX_LINE_BYTES": "_format.jsonl",
@@ -140,11 +164,18 @@ _MODULE_OF: dict[str, str] = {
     "read_session_log": "_format.jsonl",
     "Redactor": "_format.redact",
     "MAX_DECOMPRESSED_BYTES": "_format.zstd",
+    "Lineage": "_identity.lineage",
+    "CallOptions": "_identity.options",
+    "Relaying": "_identity.options",
+    "ReplayOptions": "_identity.options",
+    "Request": "_identity.options",
+    "Waitable": "_identity.options",
     "UPSTREAM_IDLE_TIMEOUT_S": "_recording.proxy",
     "RECORDED_CHUNK_NESTING": "_recording.recorder",
     "RecordingModel": "_recording.recorder",
     "ReplayBinding": "_replay.model",
     "ReplayModel": "_replay.model",
+    "LiveLogs": "_replay.order",
     "PATTERN_TIMEOUT_S": "_replay.placeholders",
     "Answer": "_scripted.model",
     "Chunks": "_scripted.model",
@@ -154,6 +185,8 @@ _MODULE_OF: dict[str, str] = {
     "ScriptedModel": "_scripted.model",
     "ScriptedRequest": "_scripted.model",
     "ToolCall": "_scripted.model",
+    "Reply": "_scripted.model",
+    "Respond": "_scripted.model",
     "ReceivedRequest": "_scripted.server",
     "ScriptedServer": "_scripted.server",
     "derive_replay_script": "_scripts.builder",
@@ -176,6 +209,7 @@ _MODULE_OF: dict[str, str] = {
     "ChunkRun": "_store.session",
     "ChunkSource": "_store.session",
     "Session": "_store.session",
+    "SessionOwner": "_store.session",
     "SessionStore": "_store.store",
 }
 """The public names and the module each lives in: the one list of them.

@@ -209,6 +209,11 @@ ForkErrorCode = Literal[
     "INVALID_BOUNDARY",
     "OPEN_TURN",
 ]
+"""What a [`SessionForkError`][pytest_dsh_replay.SessionForkError]'s ``code`` says went wrong.
+
+The source session does not exist, is not live, the child id is taken, the boundary is not
+a completed-turn boundary of the source, or the source has a turn open.
+"""
 
 FORK_ERROR_CODES: Final[frozenset[str]] = frozenset(
     {

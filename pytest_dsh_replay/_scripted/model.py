@@ -398,7 +398,7 @@ class Chunks:
         return copies
 
 
-Reply: TypeAlias = "Answer | Chunks | ProviderFailure | Hang"
+Reply: TypeAlias = Answer | Chunks | ProviderFailure | Hang
 """What a rule answers with: an `Answer`, `Chunks`, a
 [`ProviderFailure`][pytest_dsh_replay.ProviderFailure] or a [`Hang`][pytest_dsh_replay.Hang]."""
 
@@ -519,7 +519,10 @@ class ScriptedRequest:
 # --- rules -------------------------------------------------------------------------------------
 
 
-Respond: TypeAlias = Callable[[ScriptedRequest], "Answer | Chunks | ProviderFailure | Hang"]
+Respond: TypeAlias = Callable[[ScriptedRequest], Reply]
+"""A rule's answer made from the request: called with the
+[`ScriptedRequest`][pytest_dsh_replay.ScriptedRequest], returns a [`Reply`][pytest_dsh_replay.Reply]
+(``lambda request: Answer(text=request.prompt.upper())``)."""
 
 
 class Rule:

@@ -183,3 +183,48 @@ def test_the_error_classes_declare_their_attributes() -> None:
         documented = re.findall(r"^    (\w+):", section, re.M)
         declared = {k for cls in error.__mro__ for k in getattr(cls, "__annotations__", {})}
         assert set(documented) <= declared, error.__name__
+
+
+# Names a signature may show that are not this package's: the standard library's, typing's
+# and the SDK clients' (whose own docs describe them).
+_FOREIGN = frozenset(
+    {
+        "Any", "AsyncIterator", "Awaitable", "Callable", "Final", "Generator", "Iterable",
+        "Iterator", "Literal", "Mapping", "None", "Path", "PathLike", "Sequence", "Self",
+        "TypeVar", "True", "False", "Exception", "BaseException", "Pattern",
+        "ForwardRef",  # a NamedTuple's fields as Python shows them
+        "OpenAI", "AsyncOpenAI", "Anthropic", "AsyncAnthropic", "GeminiClient",
+        "AsyncGeminiClient",
+    }
+)  # fmt: skip
+
+
+def _signatures() -> list[tuple[str, str]]:
+    """``(name, signature)`` of every public callable and of its public methods."""
+    found = []
+    for name in pytest_dsh_replay.__all__:
+        value = getattr(pytest_dsh_replay, name)
+        members = [(name, value)]
+        if inspect.isclass(value):
+            members += [
+                (f"{name}.{attr}", member)
+                for attr, member in vars(value).items()
+                if not attr.startswith("_") and callable(member)
+            ]
+        for shown, member in members:
+            try:
+                found.append((shown, str(inspect.signature(member))))
+            except (TypeError, ValueError):  # no signature (a type alias, a constant)
+                continue
+    return found
+
+
+def test_every_type_a_signature_names_is_public() -> None:
+    public = set(pytest_dsh_replay.__all__)
+    private = sorted(
+        f"{shown}: {word}"
+        for shown, signature in _signatures()
+        for word in set(re.findall(r"\b[A-Z]\w+", signature))
+        if word not in public and word not in _FOREIGN
+    )
+    assert private == []
