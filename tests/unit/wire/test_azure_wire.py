@@ -283,7 +283,7 @@ def test_the_model_list_is_served_to_azure_openai() -> None:
 
 # --- errors ------------------------------------------------------------------------------
 
-FAILURES = [
+FAILURES: list[tuple[dict[str, Any], type[Exception], dict[str, Any]]] = [
     (
         {"message": "slow down", "code": "RATE_LIMIT", "providerRetryAfterMs": 2000},
         openai.RateLimitError,
@@ -352,7 +352,7 @@ def test_a_failure_after_content_ends_the_stream_with_an_error_event() -> None:
 
 
 def test_live_azure_frames_and_errors_decode_for_recording() -> None:
-    live = [
+    live: list[dict[str, Any]] = [
         {
             "choices": [],
             "created": 0,
