@@ -64,7 +64,7 @@ TEXT: list[dict[str, Any]] = [
     {"type": "usage", "usage": {"inputTokens": 9, "outputTokens": 3, "cacheReadTokens": 2}},
     {"type": "finish", "reason": {"kind": "stop"}},
 ]
-TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
+TOOLS: Any = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
 PROMPT = "add 2"
 
 
