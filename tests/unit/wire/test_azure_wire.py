@@ -528,3 +528,24 @@ def test_recording_the_in_process_azure_client_keeps_its_api_version(tmp_path: P
     written = (tmp_path / "s" / "session.jsonl").read_text("utf-8")
     assert "live-azure-key-0123456789" not in written
     assert "It is 2." in written
+
+
+def test_the_v1_form_replays_to_a_plain_openai_client() -> None:
+    model = ReplayModel(single(ChunksEntry(TOOL), ChunksEntry(TEXT)))
+    endpoint = Endpoint.replaying(model)
+    http = httpx_module().Client(transport=sync_transport(endpoint))
+    client = openai.OpenAI(base_url="http://r.invalid/openai/v1/", api_key="k", http_client=http)
+    messages: Any = [{"role": "user", "content": PROMPT}]
+    first = client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
+    assert first.model == "gpt-4o"  # the body's model on the v1 route
+    calls = first.choices[0].message.tool_calls
+    assert calls is not None
+    (call,) = calls
+    messages += [
+        first.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "2"},
+    ]
+    last = client.chat.completions.create(model="gpt-4o", messages=messages)
+    assert last.choices[0].message.content == "It is 2."
+    assert endpoint.errors == []
+    model.assert_consumed()
