@@ -61,7 +61,12 @@ def _headers(request: Any) -> dict[str, str]:
 
 
 def _path(request: Any) -> str:
-    return str(request.url.path)
+    """The request's path and query, as a socket would carry them (``/p?api-version=1``).
+
+    The query is kept: the recording proxy sends it on (an Azure ``api-version``), as
+    it does for a call to the loopback server.
+    """
+    return bytes(request.url.raw_path).decode("ascii")
 
 
 class EndpointLink:

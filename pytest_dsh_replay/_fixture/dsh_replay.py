@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from anthropic import Anthropic, AsyncAnthropic
     from google.genai import Client as GeminiClient
     from google.genai.client import AsyncClient as AsyncGeminiClient
-    from openai import AsyncOpenAI, OpenAI
+    from openai import AsyncAzureOpenAI, AsyncOpenAI, AzureOpenAI, OpenAI
 
     from .._endpoint.endpoint import Endpoint
 
@@ -419,8 +419,9 @@ class DshReplay:
         """Environment variables that point an agent process at `base_url`.
 
         ``OPENAI_BASE_URL`` (with ``/v1``), ``ANTHROPIC_BASE_URL``,
-        ``DEEPSEEK_BASE_URL`` and ``GOOGLE_GEMINI_BASE_URL`` (the root), their
-        ``*_API_KEY`` (and ``GOOGLE_API_KEY``) with a dummy key, and
+        ``DEEPSEEK_BASE_URL``, ``GOOGLE_GEMINI_BASE_URL`` and ``AZURE_OPENAI_ENDPOINT``
+        (the root), their ``*_API_KEY`` (and ``GOOGLE_API_KEY``) with a dummy key,
+        ``OPENAI_API_VERSION`` for ``AzureOpenAI``, and
         ``NO_PROXY`` for the loopback address. Merge them into the process's
         environment: ``subprocess.run(cmd, env={**os.environ, **dsh_replay.env})``.
         """
@@ -454,6 +455,17 @@ class DshReplay:
         self, wire: Literal["gemini"], async_: Literal[True], **options: object
     ) -> AsyncGeminiClient: ...
     @overload
+    def client(
+        self,
+        wire: Literal["azure", "azure-responses"],
+        async_: Literal[False] = False,
+        **options: object,
+    ) -> AzureOpenAI: ...
+    @overload
+    def client(
+        self, wire: Literal["azure", "azure-responses"], async_: Literal[True], **options: object
+    ) -> AsyncAzureOpenAI: ...
+    @overload
     def client(self, wire: str, async_: bool = False, **options: object) -> Any: ...
     def client(self, wire: str, async_: bool = False, **options: object) -> Any:
         """An SDK client of ``wire`` that talks to the endpoint in process (no socket).
@@ -464,11 +476,12 @@ class DshReplay:
         [`async_anthropic_client`][pytest_dsh_replay.DshReplay.async_anthropic_client];
         every wire of [docs/wires.md#clients](../wires.md#clients) has one
         (``"openai-responses"`` gives the OpenAI client, whose ``responses`` reach that
-        wire). The client never retries unless ``options`` say so.
+        wire; ``"azure"`` and ``"azure-responses"`` both give ``openai.AzureOpenAI``).
+        The client never retries unless ``options`` say so.
 
         Args:
             wire: The wire's name: ``"openai"``, ``"openai-responses"``,
-                ``"anthropic"`` or ``"gemini"``.
+                ``"anthropic"``, ``"gemini"``, ``"azure"`` or ``"azure-responses"``.
             async_: The SDK's async client (``openai.AsyncOpenAI``,
                 ``anthropic.AsyncAnthropic``, a ``google.genai.Client``'s ``.aio``).
             **options: Passed to the client's constructor (``max_retries``,
@@ -477,7 +490,7 @@ class DshReplay:
 
         Returns:
             The client: ``openai.OpenAI``, ``anthropic.Anthropic``,
-            ``google.genai.Client``, or their async faces.
+            ``google.genai.Client``, ``openai.AzureOpenAI``, or their async faces.
 
         Raises:
             UnknownWireError: No wire is called ``wire`` (a

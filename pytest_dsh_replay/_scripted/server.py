@@ -32,12 +32,17 @@ from .._endpoint.transport import endpoint_env
 from .._errors import DshReplayError, ReplayBindingError
 from .._format.events import StreamChunk
 from .._identity.options import CallOptions, OptionsModel, Request, Waitable
+from .._wire.table import WIRES
 from .checks import Scripted, fail, seconds
 
 __all__ = ["ReceivedRequest", "ScriptedServer"]
 
 _WATCH_S: Final = 0.1  # how often the idle watch looks
-_KEY_HEADERS: Final = ("x-api-key", "x-goog-api-key")
+_KEY_HEADERS: Final = tuple(
+    dict.fromkeys(["x-api-key", "x-goog-api-key", *(h for w in WIRES for h in w.key_headers)])
+)
+"""The headers a key may come in, besides ``Authorization: Bearer`` (each wire's
+`key_headers` among them)."""
 
 
 @dataclass
@@ -185,7 +190,8 @@ class ScriptedServer:
     Args:
         model: What answers the calls.
         api_key: When set, a request that does not carry it (``Authorization: Bearer``,
-            ``x-api-key`` or ``x-goog-api-key``) is answered 401 in its wire's shape;
+            ``x-api-key``, ``x-goog-api-key`` or a wire's `key_headers`, such as
+            Azure's ``api-key``) is answered 401 in its wire's shape;
             ``None`` accepts any key.
         idle_timeout: Seconds without a request (and none in progress) after which the
             server stops by itself (> 0).

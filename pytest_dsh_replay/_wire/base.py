@@ -336,6 +336,9 @@ class BaseWire:
             proxy sends this wire's calls, when it differs from ``DSH_RECORD_BASE_URL``.
         sdk: The SDK whose client `client` makes, if it takes ``base_url`` and
             ``http_client``.
+        key_headers: Request headers that carry this wire's key as they are (Azure's
+            ``api-key``), besides ``Authorization: Bearer``: a `ScriptedServer` given a
+            key accepts it there too.
     """
 
     name: str = ""
@@ -351,6 +354,7 @@ class BaseWire:
     upstream_path: str | None = None
     record_base_url_variable: str | None = None
     sdk: SDK | None = None
+    key_headers: tuple[str, ...] = ()
 
     def canonical(self, body: JSONObject, *, path: str, history: History) -> JSONObject:
         """The request in the in-process shape the layers above read.
@@ -617,14 +621,19 @@ def join_path(base_url: str, path: str) -> str:
     """``path`` appended to ``base_url``'s path, before its query and fragment.
 
     ``http://h/v1?key=x`` and ``/chat/completions`` give
-    ``http://h/v1/chat/completions?key=x``; a query in ``path`` is added after the
-    base's.
+    ``http://h/v1/chat/completions?key=x``; the parameters of a query in ``path`` are
+    added after the base's, but for those the base's query already has: the base URL's
+    value wins (``http://h?api-version=2`` and ``/p?api-version=1`` give
+    ``http://h/p?api-version=2``), so no parameter is sent twice.
     """
     from urllib.parse import urlsplit, urlunsplit
 
     parts = urlsplit(base_url)
     bare, _, extra = path.partition("?")
-    query = "&".join(q for q in (parts.query, extra) if q)
+    own = [pair for pair in parts.query.split("&") if pair]
+    names = {pair.partition("=")[0] for pair in own}
+    added = [pair for pair in extra.split("&") if pair and pair.partition("=")[0] not in names]
+    query = "&".join([*own, *added])
     joined = parts.path.rstrip("/") + bare
     return urlunsplit((parts.scheme, parts.netloc, joined, query, parts.fragment))
 

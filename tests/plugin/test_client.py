@@ -55,6 +55,9 @@ def test_client_gives_each_wire_s_sdk_client(project: pytest.Pytester) -> None:
             assert type(dsh_replay.client("anthropic", async_=True)) is anthropic.AsyncAnthropic
             assert type(dsh_replay.client("gemini")) is genai.Client
             assert type(dsh_replay.anthropic_client()) is anthropic.Anthropic
+            assert type(dsh_replay.client("azure")) is openai.AzureOpenAI
+            azure_async = dsh_replay.client("azure-responses", async_=True)
+            assert type(azure_async) is openai.AsyncAzureOpenAI
 
         @pytest.mark.dsh_scenario("one", compare_logs=False)
         def test_an_unknown_wire(dsh_replay):
@@ -64,10 +67,11 @@ def test_client_gives_each_wire_s_sdk_client(project: pytest.Pytester) -> None:
                 dsh_replay.client("bedrock")
             assert isinstance(raised.value, LookupError)
             assert type(raised.value).__name__ == "UnknownWireError"
-            assert str(raised.value) == (
+            assert str(raised.value).startswith(
                 "no wire is called 'bedrock'; the wires are 'openai', "
                 "'openai-responses', 'anthropic', 'gemini'"
             )
+            assert "'azure', 'azure-responses'" in str(raised.value)
             answer = dsh_replay.client("openai").chat.completions.create(
                 model="m", messages=[{"role": "user", "content": "hi"}]
             )

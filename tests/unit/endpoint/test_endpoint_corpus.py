@@ -1,8 +1,9 @@
 """Every corpus call served over both HTTP routes and read back by a raw SSE reader.
 
 For each corpus scenario that ``ReplayModel`` replays, every recorded call is made over
-``/v1/chat/completions``, ``/v1/responses`` and ``/v1/messages`` through the in-process
-transport with a plain ``httpx`` client (no SDK). The SSE frames are parsed here and
+``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages`` and Azure's two routes
+(``/openai/deployments/{deployment}/chat/completions``, ``/openai/responses``) through
+the in-process transport with a plain ``httpx`` client (no SDK). The SSE frames are parsed here and
 decoded with the wire decoders; the blocks (text, reasoning, tool calls), usage and
 finish reassembled from them must equal the script's.
 """
@@ -24,6 +25,7 @@ from pytest_dsh_replay._errors import DshReplayError, ReplayCancelledError
 from pytest_dsh_replay._replay.model import ReplayModel
 from pytest_dsh_replay._scripts.entries import HangEntry, ThrowEntry
 from pytest_dsh_replay._wire.anthropic import AnthropicDecoder, anthropic_failure
+from pytest_dsh_replay._wire.azure import AzureDecoder
 from pytest_dsh_replay._wire.base import httpx_module
 from pytest_dsh_replay._wire.openai import OpenAIDecoder, openai_failure
 from pytest_dsh_replay._wire.responses import ResponsesDecoder
@@ -81,7 +83,7 @@ def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, 
         if data == "[DONE]":
             break
         payload = json.loads(data)
-        if route == "responses":
+        if route in RESPONSES:
             assert event == payload["type"]
             assert payload["sequence_number"] == len(numbers)
             numbers.append(payload["sequence_number"])
@@ -104,12 +106,17 @@ PATHS = {
     "openai": "/v1/chat/completions",
     "responses": "/v1/responses",
     "anthropic": "/v1/messages",
+    "azure": "/openai/deployments/m/chat/completions?api-version=2024-10-21",
+    "azure-responses": "/openai/responses?api-version=2024-10-21",
 }
 DECODERS: dict[str, Any] = {
     "openai": OpenAIDecoder,
     "responses": ResponsesDecoder,
     "anthropic": AnthropicDecoder,
+    "azure": AzureDecoder,
+    "azure-responses": ResponsesDecoder,
 }
+RESPONSES = ("responses", "azure-responses")  # the routes of the Responses events
 
 
 def _args(text: str) -> Any:
@@ -179,21 +186,21 @@ def request_body(route: str, first: str | None, number: int) -> dict[str, Any]:
     text = first if first is not None else "no message"
     messages: list[Any] = [{"role": "user", "content": f"work on {GOAL}"}]
     messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
-    if route == "responses":
+    if route in RESPONSES:
         return {
             "model": "m",
             "input": [{**m, "type": "message"} for m in messages],
             "stream": True,
         }
     body: dict[str, Any] = {"model": "m", "messages": messages, "stream": True}
-    if route == "openai":
+    if route in ("openai", "azure"):
         body["stream_options"] = {"include_usage": True}
     else:
         body["max_tokens"] = 100
     return body
 
 
-@pytest.mark.parametrize("route", ["openai", "responses", "anthropic"])
+@pytest.mark.parametrize("route", ["openai", "responses", "anthropic", "azure", "azure-responses"])
 @pytest.mark.parametrize("path", corpus_params(SCENARIOS))
 def test_every_corpus_call_round_trips_over_http(
     path: Path | None, route: str, tmp_path: Path
