@@ -64,11 +64,11 @@ def test_client_gives_each_wire_s_sdk_client(project: pytest.Pytester) -> None:
             from pytest_dsh_replay import DshReplayError
 
             with pytest.raises(DshReplayError) as raised:
-                dsh_replay.client("bedrock")
+                dsh_replay.client("no-such-wire")
             assert isinstance(raised.value, LookupError)
             assert type(raised.value).__name__ == "UnknownWireError"
             assert str(raised.value).startswith(
-                "no wire is called 'bedrock'; the wires are 'openai', "
+                "no wire is called 'no-such-wire'; the wires are 'openai', "
                 "'openai-responses', 'anthropic', 'gemini'"
             )
             assert "'azure', 'azure-responses'" in str(raised.value)
