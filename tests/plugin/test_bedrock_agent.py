@@ -31,7 +31,7 @@ def answer(request):
     return Answer(text="Done: 5", usage={"inputTokens": 20, "outputTokens": 2})
 """
 
-USER_TEST = '''
+USER_TEST = """
 import json
 import uuid
 
@@ -108,7 +108,7 @@ def test_agent(dsh_replay, identify):
     assert Agent(client, identify).run("Add 2 and 3, then have a helper say hi.") == "Done: 5"
     if dsh_replay.mode == "replay":
         assert len(dsh_replay.model.bindings) == 2  # the parent and its child
-'''
+"""
 
 CONFTEST = (
     "from pytest_dsh_replay import Answer, Rule, ScriptedModel, ToolCall\n"
