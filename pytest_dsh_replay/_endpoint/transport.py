@@ -23,7 +23,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, Final
 
 from .._format.json_values import ABSENT
@@ -325,6 +325,55 @@ class _InProcess:
         if not asynchronous:
             return httpx.Client(transport=sync_transport(self._endpoint))
         return httpx.AsyncClient(transport=async_transport(self._endpoint, self._pool))
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        *,
+        timeout: float | None = None,
+    ) -> _Reply:
+        """One request to the endpoint (`InProcess.send`)."""
+        endpoint = _linked(self._endpoint).endpoint
+        if endpoint is None:
+            response = ended_response()
+        else:
+            response = endpoint.handle(method, path, dict(headers), body, timeout=timeout)
+        if response.drop:
+            raise ConnectionResetError(
+                "the replayed call dropped the connection (a recorded transport failure)"
+            )
+        return _Reply(response)
+
+
+class _Reply:
+    """An `EndpointResponse` whose body raises the built-in errors (`Reply`)."""
+
+    __slots__ = ("_response", "headers", "status")
+
+    def __init__(self, response: EndpointResponse):
+        self._response = response
+        self.status = response.status
+        self.headers = response.headers
+
+    @property
+    def body(self) -> Iterator[bytes]:
+        """The body; a dropped connection or a read timeout raise as sockets do."""
+        return self._pieces()
+
+    def _pieces(self) -> Iterator[bytes]:
+        try:
+            yield from self._response.body
+        except DroppedConnection as error:
+            raise ConnectionResetError(str(error)) from None
+        except TimedOut as error:
+            raise TimeoutError(str(error)) from None
+
+    def close(self) -> None:
+        """Stop producing the body (the client went away)."""
+        self._response.close()
 
 
 def sdk_client(

@@ -461,7 +461,7 @@ def _relay_events(
     wire = relay.wire
     parser = wire.framing.splitter()
     for data in answer.iter_raw():
-        events = [_Event(wire, frame) for frame in parser.feed_raw(data)]
+        events = [_Event(wire, frame, relay.redactor) for frame in parser.feed_raw(data)]
         if any(event.ends or event.failure is not None for event in events):
             relay.holding = True
         for event in events:
@@ -479,19 +479,30 @@ def _relay_events(
 
 
 class _Event:
-    """One frame of a live answer (in the wire's framing), parsed once."""
+    """One frame of a live answer (in the wire's framing), parsed once.
 
-    __slots__ = ("ends", "failure", "object", "raw")
+    A frame of a binary framing (`Framing.binary`) is never read as text: its
+    payload is, and the literal secrets in it are replaced by framing it again
+    (`Framing.rewritten`).
+    """
 
-    def __init__(self, wire: Wire, frame: Frame):
-        self.raw = _text_safe(frame.raw)
+    __slots__ = ("ends", "failure", "framing", "object", "raw")
+
+    def __init__(self, wire: Wire, frame: Frame, redactor: Redactor):
+        self.framing = wire.framing
+        if self.framing.binary:
+            self.raw = self.framing.rewritten(frame.raw, lambda p: _scrubbed(p, redactor))
+        else:
+            self.raw = _text_safe(frame.raw)
         self.object = _json_object(frame.data)
         self.failure = None if self.object is None else wire.stream_failure(self.object)
         self.ends = frame.data is not None and wire.ends_answer(frame, self.object)
 
     def relayed(self, redactor: Redactor) -> bytes:
         """Its bytes as passed on: an error event is no model output, every rule applies."""
-        return self.raw if self.failure is None else redacted_bytes(self.raw, redactor)
+        if self.failure is None:
+            return self.raw
+        return self.framing.rewritten(self.raw, lambda raw: redacted_bytes(raw, redactor))
 
     def chunks(self, decoder: Decoder, redactor: Redactor) -> list[StreamChunk]:
         """Its dsh chunks; a failure's message redacted (it is no model output)."""
@@ -507,6 +518,12 @@ class _Event:
                 failure["message"] = redactor.redact_text(str(failure.get("message", "")))
                 chunk["reason"] = {**chunk["reason"], "failure": failure}
         return out
+
+
+def _scrubbed(payload: bytes, redactor: Redactor) -> bytes:
+    """A whole payload, text-safe, its literal secrets replaced."""
+    scrub = SecretScrub(redactor.literals)
+    return scrub.feed(_text_safe(payload)) + scrub.end()
 
 
 def _text_safe(raw: bytes) -> bytes:

@@ -24,7 +24,7 @@ import itertools
 import math
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from types import ModuleType
@@ -49,6 +49,7 @@ __all__ = [
     "History",
     "InProcess",
     "Refusal",
+    "Reply",
     "SSEParser",
     "Wire",
     "WireError",
@@ -252,6 +253,37 @@ class Decoder(Protocol):
         ...
 
 
+class Reply(Protocol):
+    """The endpoint's answer to one request made in process (`InProcess.send`).
+
+    Attributes:
+        status: The HTTP status.
+        headers: ``(name, value)`` pairs, lower-case names.
+        body: The body, produced as it is read (a stream ends when the call does). It
+            raises ``ConnectionResetError`` where a recorded transport failure drops
+            the connection, ``TimeoutError`` when the read timeout passed.
+    """
+
+    @property
+    def status(self) -> int:
+        """The HTTP status."""
+        ...
+
+    @property
+    def headers(self) -> list[tuple[str, str]]:
+        """The headers, lower-case names."""
+        ...
+
+    @property
+    def body(self) -> Iterator[bytes]:
+        """The body, produced as it is read."""
+        ...
+
+    def close(self) -> None:
+        """Stop producing the body (the client went away); ends the model call."""
+        ...
+
+
 class InProcess(Protocol):
     """How an SDK client reaches the endpoint in process (the endpoint's transports)."""
 
@@ -267,6 +299,30 @@ class InProcess(Protocol):
 
     def http_client(self, asynchronous: bool) -> object:
         """An ``httpx.Client`` (``httpx.AsyncClient``) whose transport is the endpoint."""
+        ...
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        *,
+        timeout: float | None = None,
+    ) -> Reply:
+        """One request to the endpoint, for a client that is no ``httpx`` client (boto3).
+
+        Args:
+            method: The HTTP method.
+            path: The path (and query), as the client would send it on the wire.
+            headers: The request headers, lower-case names.
+            body: The request body.
+            timeout: The client's read timeout in seconds, if it has one.
+
+        Raises:
+            ConnectionResetError: The replayed call drops the connection before it
+                answers (a recorded transport failure).
+        """
         ...
 
 

@@ -13,6 +13,7 @@ framing; newline-delimited JSON (Ollama) or a binary event stream (Bedrock's
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Final, NamedTuple, Protocol
 
 __all__ = ["JSON_HEADERS", "SSE", "SSE_CRLF", "Frame", "Framing", "SSEParser", "Splitter"]
@@ -54,9 +55,13 @@ class Framing:
 
     Attributes:
         media_type: The ``content-type`` of a stream in this framing.
+        binary: Whether frames are bytes rather than text (a length prefix, a checksum):
+            the recording proxy then never reads a frame's bytes as text, and replaces
+            a secret in a frame through `rewritten`, which frames the payload again.
     """
 
     media_type: str = "application/octet-stream"
+    binary: bool = False
 
     @property
     def headers(self) -> tuple[tuple[str, str], ...]:
@@ -82,6 +87,15 @@ class Framing:
     def splitter(self) -> Splitter:
         """A new splitter for one stream in this framing."""
         raise NotImplementedError
+
+    def rewritten(self, raw: bytes, edit: Callable[[bytes], bytes]) -> bytes:
+        """The frame ``raw`` with ``edit`` applied to what it carries.
+
+        By default ``edit(raw)``: a text frame is edited as a whole. A `binary`
+        framing applies ``edit`` to the payload and frames the result again (its
+        lengths and checksums hold).
+        """
+        return edit(raw)
 
 
 class _SSE(Framing):

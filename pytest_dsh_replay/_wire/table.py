@@ -22,7 +22,7 @@ from .._errors import UnknownWireError
 from .._format.redact import RECORD_URL_VARIABLES as _BASE_URL_VARIABLES
 from .._format.redact import Redactor
 from .._format.redact import recording_redactor as _recording_redactor
-from . import anthropic, azure, azure_responses, gemini, openai, responses
+from . import anthropic, azure, azure_responses, bedrock, gemini, openai, responses
 from .base import Wire
 
 __all__ = [
@@ -45,6 +45,7 @@ WIRES: Final[tuple[Wire, ...]] = (
     gemini.WIRE,
     azure.WIRE,
     azure_responses.WIRE,
+    bedrock.WIRE,
 )
 """Every wire the endpoint speaks."""
 

@@ -27,6 +27,8 @@ from pytest_dsh_replay._scripts.entries import HangEntry, ThrowEntry
 from pytest_dsh_replay._wire.anthropic import AnthropicDecoder, anthropic_failure
 from pytest_dsh_replay._wire.azure import AzureDecoder
 from pytest_dsh_replay._wire.base import httpx_module
+from pytest_dsh_replay._wire.bedrock import EVENT_STREAM, BedrockDecoder, bedrock_failure
+from pytest_dsh_replay._wire.bedrock import WIRE as BEDROCK
 from pytest_dsh_replay._wire.openai import OpenAIDecoder, openai_failure
 from pytest_dsh_replay._wire.responses import ResponsesDecoder
 
@@ -72,11 +74,15 @@ def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, 
                 failure = (
                     anthropic_failure(response.status_code, parsed, response.headers)
                     if route == "anthropic"
+                    else bedrock_failure(response.status_code, parsed, response.headers)
+                    if route == "bedrock"
                     else openai_failure(response.status_code, parsed, response.headers)
                 )
                 return [decoder.failed(failure)]
     except (httpx.ReadError, httpx.RemoteProtocolError):
         return [decoder.failed({"message": "dropped", "code": "TRANSPORT"})]
+    if route == "bedrock":
+        return event_stream_chunks(raw, decoder)
     chunks: list[Any] = []
     numbers: list[int] = []  # the Responses events' sequence numbers, from 0
     for event, data in sse_frames(raw):
@@ -102,12 +108,27 @@ def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, 
     return chunks
 
 
+def event_stream_chunks(raw: bytes, decoder: Any) -> list[Any]:
+    """The chunks of a Bedrock event stream (botocore reads the messages, CRCs checked)."""
+    chunks: list[Any] = []
+    splitter = EVENT_STREAM.splitter()
+    for frame in splitter.feed_raw(raw):
+        event = json.loads(frame.data or "null")
+        failure = BEDROCK.stream_failure(event)
+        if failure is not None:
+            return [*chunks, decoder.failed(failure)]
+        chunks.extend(decoder.feed(event))
+    assert splitter.pending == b""
+    return [*chunks, *decoder.end()]
+
+
 PATHS = {
     "openai": "/v1/chat/completions",
     "responses": "/v1/responses",
     "anthropic": "/v1/messages",
     "azure": "/openai/deployments/m/chat/completions?api-version=2024-10-21",
     "azure-responses": "/openai/responses?api-version=2024-10-21",
+    "bedrock": "/model/m/converse-stream",
 }
 DECODERS: dict[str, Any] = {
     "openai": OpenAIDecoder,
@@ -115,6 +136,7 @@ DECODERS: dict[str, Any] = {
     "anthropic": AnthropicDecoder,
     "azure": AzureDecoder,
     "azure-responses": ResponsesDecoder,
+    "bedrock": BedrockDecoder,
 }
 RESPONSES = ("responses", "azure-responses")  # the routes of the Responses events
 
@@ -173,11 +195,12 @@ def summary(chunks: list[Any], route: str) -> dict[str, Any]:
 
 
 def _usage(usage: dict[str, Any] | None, route: str) -> Any:
-    if usage is None:  # the Messages wire always carries usage: zeros when none was recorded
-        return (0, 0, 0, 0) if route == "anthropic" else None
+    separate = route in ("anthropic", "bedrock")  # cache writes counted apart
+    if usage is None:  # Messages and Converse always carry usage: zeros when none was recorded
+        return (0, 0, 0, 0) if separate else None
     read = usage.get("cacheReadTokens", 0)
     write = usage.get("cacheWriteTokens", 0)
-    if route != "anthropic":  # cache writes count as input on the OpenAI wires
+    if not separate:  # cache writes count as input on the OpenAI wires
         return (usage.get("inputTokens", 0) + write, usage.get("outputTokens", 0), read)
     return (usage.get("inputTokens", 0), usage.get("outputTokens", 0), read, write)
 
@@ -192,6 +215,9 @@ def request_body(route: str, first: str | None, number: int) -> dict[str, Any]:
             "input": [{**m, "type": "message"} for m in messages],
             "stream": True,
         }
+    if route == "bedrock":
+        texts = [f"work on {GOAL}", text]
+        return {"messages": [{"role": "user", "content": [{"text": t}]} for t in texts]}
     body: dict[str, Any] = {"model": "m", "messages": messages, "stream": True}
     if route in ("openai", "azure"):
         body["stream_options"] = {"include_usage": True}
@@ -200,7 +226,9 @@ def request_body(route: str, first: str | None, number: int) -> dict[str, Any]:
     return body
 
 
-@pytest.mark.parametrize("route", ["openai", "responses", "anthropic", "azure", "azure-responses"])
+@pytest.mark.parametrize(
+    "route", ["openai", "responses", "anthropic", "azure", "azure-responses", "bedrock"]
+)
 @pytest.mark.parametrize("path", corpus_params(SCENARIOS))
 def test_every_corpus_call_round_trips_over_http(
     path: Path | None, route: str, tmp_path: Path
