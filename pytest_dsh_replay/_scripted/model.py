@@ -53,6 +53,7 @@ __all__ = [
     "Hang",
     "ProviderFailure",
     "Reply",
+    "Respond",
     "Rule",
     "ScriptedModel",
     "ScriptedRequest",

@@ -42,16 +42,9 @@ def test_core_imports_neither_pytest_nor_syrupy() -> None:
 def test_all_lists_exactly_the_public_names() -> None:
     assert sorted(pytest_dsh_replay.__all__) == pytest_dsh_replay.__all__
     for name in pytest_dsh_replay.__all__:
-        obj = getattr(pytest_dsh_replay, name)
-        module = importlib.import_module(obj.__module__) if hasattr(obj, "__module__") else None
-        if module is None and isinstance(obj, int | float):  # a limit: its home is the lazy map's
-            module = importlib.import_module(
-                f"pytest_dsh_replay.{pytest_dsh_replay._MODULE_OF[name]}"
-            )
-        if module is not None and name in getattr(module, "__all__", ()):
-            continue
-        aliases = {"Event", "ReplayEntry", "StreamChunk"}  # type aliases have no home module
-        assert name in aliases, f"{name}: not public in its module"
+        home = importlib.import_module(f"pytest_dsh_replay.{pytest_dsh_replay._MODULE_OF[name]}")
+        assert name in getattr(home, "__all__", ()), f"{name}: not public in its module"
+        assert getattr(home, name) is getattr(pytest_dsh_replay, name), name
     with pytest.raises(AttributeError):
         pytest_dsh_replay.no_such_name  # noqa: B018
 
