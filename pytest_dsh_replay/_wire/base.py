@@ -267,6 +267,16 @@ class InProcess(Protocol):
         """An ``httpx.Client`` (``httpx.AsyncClient``) whose transport is the endpoint."""
         ...
 
+    def transport(self, asynchronous: bool, httpx: ModuleType | None = None) -> object:
+        """The endpoint as an ``httpx`` (async) transport, for an SDK that builds its own client.
+
+        Args:
+            asynchronous: An ``AsyncBaseTransport`` rather than a ``BaseTransport``.
+            httpx: The ``httpx`` flavour the SDK's client is built on (``httpx`` or
+                ``httpx2``; default `httpx_module`).
+        """
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class SDK:
