@@ -46,6 +46,7 @@ from .base import (
     History,
     InProcess,
     WireError,
+    delta_run,
     failure_message,
     failure_status,
     import_sdk,
@@ -81,6 +82,10 @@ _OPTIONS: Final = (
     ("stop", "stop"),
 )
 """Ollama ``options`` read into the in-process request: (Ollama's name, its name there)."""
+
+
+_CONTENT_END: Final = b'},"done":false}\n'
+"""What follows a text delta's ``content`` on its line."""
 
 
 def _sorted_json(value: object) -> str:
@@ -164,7 +169,7 @@ class OllamaEncoder:
         return b""
 
     def _content(self, text: str) -> bytes:
-        return self._head + orjson.dumps(text) + b'},"done":false}\n'
+        return self._head + orjson.dumps(text) + _CONTENT_END
 
     def _line(self, message: JSONObject) -> bytes:
         body = {"role": "assistant", "content": "", **message}
@@ -172,25 +177,25 @@ class OllamaEncoder:
         return orjson.dumps(line) + b"\n"
 
     def feed_all(self, chunks: Sequence[StreamChunk]) -> bytes:
-        """The lines of ``chunks`` in order (`feed` of each, text deltas without a call)."""
+        """The lines of ``chunks`` in order (`feed` of each; a run of text deltas at once)."""
         out: list[bytes] = []
         head = self._head
         dumps = orjson.dumps
-        texts = self._texts
-        for chunk in chunks:
-            text = chunk.get("text")
-            if chunk.get("type") == "text-delta" and text.__class__ is str:
-                assert isinstance(text, str)
+        i, count = 0, len(chunks)
+        while i < count:
+            chunk = chunks[i]
+            if chunk.get("type") == "text-delta":
                 index = chunk.get("index", 0)
-                sent = texts.get(index)
-                if sent is None:
-                    texts[index] = [text]
-                else:
-                    sent.append(text)
-                self._text.append(text)
-                out.append(head + dumps(text) + b'},"done":false}\n')
-            else:
-                out.append(self.feed(chunk))
+                run = delta_run(chunks, i, "text-delta", index)
+                if run:
+                    self._texts.setdefault(index, []).extend(run)
+                    self._text.extend(run)
+                    for text in run:
+                        out += (head, dumps(text), _CONTENT_END)
+                    i += len(run)
+                    continue
+            out.append(self.feed(chunk))
+            i += 1
         return b"".join(out)
 
     def feed(self, chunk: StreamChunk) -> bytes:
