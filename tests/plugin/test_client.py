@@ -66,7 +66,7 @@ def test_client_gives_each_wire_s_sdk_client(project: pytest.Pytester) -> None:
             assert type(raised.value).__name__ == "UnknownWireError"
             assert str(raised.value) == (
                 "no wire is called 'bedrock'; the wires are 'openai', "
-                "'openai-responses', 'anthropic', 'gemini'"
+                "'openai-responses', 'anthropic', 'gemini', 'ollama'"
             )
             answer = dsh_replay.client("openai").chat.completions.create(
                 model="m", messages=[{"role": "user", "content": "hi"}]
