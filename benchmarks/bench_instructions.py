@@ -25,6 +25,10 @@ workload runs twice in a fresh interpreter under ``valgrind --tool=callgrind``, 
   OpenAI Responses call of the ``openai`` SDK through ``DshReplay.openai_client()``
   (each call a new recorded entry), and the SDK parsing the same event bytes from
   prebuilt ``httpx.MockTransport`` responses (needs ``openai``);
+- ``ollama_call`` / ``ollama_call_floor``: ``bench_ollama.py``'s two sides, one 50-chunk
+  ``chat(stream=True)`` of the ``ollama`` client through ``DshReplay.client("ollama")``
+  (each call a new recorded entry), and the client parsing the same NDJSON lines from
+  prebuilt ``httpx.MockTransport`` responses (needs ``ollama``);
 - ``endpoint_again``: the same 50-chunk streamed call answered by a new test's model
   endpoint each time (``Endpoint.handle``, no SDK), the scenario loaded once: what a
   suite of tests replaying one scenario over HTTP costs per test in the endpoint;
@@ -291,6 +295,36 @@ def unit():
 """
 )
 
+_OLLAMA = """
+import sys, tempfile
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from bench_endpoint import call_chunks, make_scenario
+from bench_ollama import endpoint_client, floor_client, ndjson_bytes, read_call
+TMP = Path(tempfile.mkdtemp())
+CALLS = 200
+"""
+
+WORKLOADS["ollama_call"] = (
+    _OLLAMA
+    + """
+CLIENT, _close = endpoint_client(make_scenario(TMP, CALLS), TMP)
+read_call(CLIENT)  # warm-up: the client's first parse
+def unit():
+    read_call(CLIENT)
+"""
+)
+
+WORKLOADS["ollama_call_floor"] = (
+    _OLLAMA
+    + """
+CLIENT, _close = floor_client([ndjson_bytes(call_chunks(n)) for n in range(CALLS)])
+read_call(CLIENT)
+def unit():
+    read_call(CLIENT)
+"""
+)
+
 WORKLOADS["endpoint_again"] = (
     _ONE_CALL
     + """
@@ -488,7 +522,7 @@ def main() -> None:
                 continue
             script.write_text(_RUNNER.format(code=WORKLOADS[name]))
             extra = [str(args.corpus)] if name in ("load", "replay", "areplay") else []
-            if name.startswith(("replay_test", "responses", "chat")):
+            if name.startswith(("replay_test", "responses", "chat", "ollama")):
                 extra = [str(HERE)]
             small = instructions(script, [*extra, str(args.small)])
             large = instructions(script, [*extra, str(args.large)])

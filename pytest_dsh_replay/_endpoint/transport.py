@@ -24,6 +24,7 @@ import concurrent.futures
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
+from types import ModuleType
 from typing import Any, Final
 
 from .._format.json_values import ABSENT
@@ -94,9 +95,16 @@ def _linked(endpoint: Endpoint | EndpointLink) -> EndpointLink:
     return endpoint if isinstance(endpoint, EndpointLink) else EndpointLink(endpoint)
 
 
-def sync_transport(endpoint: Endpoint | EndpointLink) -> Any:
-    """An ``httpx.BaseTransport`` (of `httpx_module`) that calls ``endpoint``."""
-    return _sync_classes(httpx_module())[1](_linked(endpoint))
+def sync_transport(endpoint: Endpoint | EndpointLink, httpx: ModuleType | None = None) -> Any:
+    """An ``httpx.BaseTransport`` that calls ``endpoint``.
+
+    Args:
+        endpoint: What answers (or the link to it).
+        httpx: The ``httpx`` flavour the client is built on (``httpx`` or ``httpx2``;
+            default `httpx_module`): an SDK on plain ``httpx`` (``ollama``) needs its
+            transport from that module.
+    """
+    return _sync_classes(httpx or httpx_module())[1](_linked(endpoint))
 
 
 _SYNC_CLASSES: dict[Any, tuple[type, type]] = {}  # httpx module -> its two classes
@@ -219,14 +227,17 @@ async def _pieces(queue: asyncio.Queue[Any], httpx: Any, request: Any) -> AsyncI
         yield item
 
 
-def async_transport(endpoint: Endpoint | EndpointLink, pool: _Pool | None = None) -> Any:
-    """An ``httpx.AsyncBaseTransport`` (of `httpx_module`) that calls ``endpoint``.
+def async_transport(
+    endpoint: Endpoint | EndpointLink, pool: _Pool | None = None, httpx: ModuleType | None = None
+) -> Any:
+    """An ``httpx.AsyncBaseTransport`` that calls ``endpoint``.
 
     Args:
         endpoint: What answers (or the link to it).
         pool: The worker threads to use (`worker_pool`); a new pool when ``None``.
+        httpx: The ``httpx`` flavour (see `sync_transport`; default `httpx_module`).
     """
-    return _async_classes(httpx_module())(_linked(endpoint), pool or _Pool())
+    return _async_classes(httpx or httpx_module())(_linked(endpoint), pool or _Pool())
 
 
 _ASYNC_CLASSES: dict[Any, type] = {}  # httpx module -> its async transport class
@@ -322,9 +333,15 @@ class _InProcess:
     def http_client(self, asynchronous: bool) -> object:
         """An ``httpx`` client on the endpoint's sync or async transport."""
         httpx = httpx_module()
+        return (httpx.AsyncClient if asynchronous else httpx.Client)(
+            transport=self.transport(asynchronous, httpx)
+        )
+
+    def transport(self, asynchronous: bool, httpx: ModuleType | None = None) -> object:
+        """The endpoint's sync or async transport, of the ``httpx`` flavour ``httpx``."""
         if not asynchronous:
-            return httpx.Client(transport=sync_transport(self._endpoint))
-        return httpx.AsyncClient(transport=async_transport(self._endpoint, self._pool))
+            return sync_transport(self._endpoint, httpx)
+        return async_transport(self._endpoint, self._pool, httpx)
 
     def send(
         self,

@@ -325,6 +325,16 @@ class InProcess(Protocol):
         """
         ...
 
+    def transport(self, asynchronous: bool, httpx: ModuleType | None = None) -> object:
+        """The endpoint as an ``httpx`` (async) transport, for an SDK that builds its own client.
+
+        Args:
+            asynchronous: An ``AsyncBaseTransport`` rather than a ``BaseTransport``.
+            httpx: The ``httpx`` flavour the SDK's client is built on (``httpx`` or
+                ``httpx2``; default `httpx_module`).
+        """
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class SDK:

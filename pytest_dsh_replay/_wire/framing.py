@@ -16,7 +16,17 @@ import re
 from collections.abc import Callable
 from typing import Final, NamedTuple, Protocol
 
-__all__ = ["JSON_HEADERS", "SSE", "SSE_CRLF", "Frame", "Framing", "SSEParser", "Splitter"]
+__all__ = [
+    "JSON_HEADERS",
+    "NDJSON",
+    "SSE",
+    "SSE_CRLF",
+    "Frame",
+    "Framing",
+    "LineSplitter",
+    "SSEParser",
+    "Splitter",
+]
 
 JSON_HEADERS: Final[tuple[tuple[str, str], ...]] = (("content-type", "application/json"),)
 """The headers of a whole (one JSON object) answer and of an HTTP error body."""
@@ -185,3 +195,54 @@ def _sse_fields(block: bytes) -> tuple[str | None, str | None]:
         elif line.startswith("data:"):
             data_lines.append(line[5:].removeprefix(" "))
     return name, "\n".join(data_lines) if data_lines else None
+
+
+class _NDJSON(Framing):
+    r"""Newline-delimited JSON: each frame is one JSON text and ``\n`` (Ollama's streams).
+
+    A frame has no name; a blank line is a frame without a payload.
+    """
+
+    media_type = "application/x-ndjson"
+
+    def around(self, name: str | None = None) -> tuple[bytes, bytes]:
+        r"""Nothing before the payload, ``\n`` after."""
+        return b"", b"\n"
+
+    def frame(self, payload: bytes, name: str | None = None) -> bytes:
+        r"""``payload`` and ``\n``."""
+        return payload + b"\n"
+
+    def splitter(self) -> LineSplitter:
+        """A `LineSplitter`."""
+        return LineSplitter()
+
+
+NDJSON: Final = _NDJSON()
+"""Newline-delimited JSON (``application/x-ndjson``), one JSON object a line."""
+
+
+class LineSplitter:
+    r"""Splits a byte stream into lines, each a `Frame` (its payload without the line end).
+
+    Lines end in ``\n`` (a ``\r`` before it is dropped from the payload, kept in
+    ``raw``); a blank line is a frame with ``data=None``. Bytes that are not UTF-8 read
+    as U+FFFD.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    @property
+    def pending(self) -> bytes:
+        """The bytes of a line not complete yet (what a stream that ends now cuts)."""
+        return self._buffer
+
+    def feed_raw(self, data: bytes) -> list[Frame]:
+        """Every line completed by ``data``, in order."""
+        *lines, self._buffer = (self._buffer + data).split(b"\n")
+        frames: list[Frame] = []
+        for line in lines:
+            text = line.removesuffix(b"\r").decode("utf-8", "replace")
+            frames.append(Frame(line + b"\n", None, text if text.strip() else None))
+        return frames

@@ -22,7 +22,7 @@ from .._errors import UnknownWireError
 from .._format.redact import RECORD_URL_VARIABLES as _BASE_URL_VARIABLES
 from .._format.redact import Redactor
 from .._format.redact import recording_redactor as _recording_redactor
-from . import anthropic, azure, azure_responses, bedrock, gemini, openai, responses
+from . import anthropic, azure, azure_responses, bedrock, gemini, ollama, openai, responses
 from .base import Wire
 
 __all__ = [
@@ -46,6 +46,7 @@ WIRES: Final[tuple[Wire, ...]] = (
     azure.WIRE,
     azure_responses.WIRE,
     bedrock.WIRE,
+    ollama.WIRE,
 )
 """Every wire the endpoint speaks."""
 

@@ -1,11 +1,15 @@
-"""Every corpus call served over both HTTP routes and read back by a raw SSE reader.
+"""Every corpus call served over the HTTP routes and read back by a raw SSE (or NDJSON) reader.
 
 For each corpus scenario that ``ReplayModel`` replays, every recorded call is made over
-``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages`` and Azure's two routes
-(``/openai/deployments/{deployment}/chat/completions``, ``/openai/responses``) through
-the in-process transport with a plain ``httpx`` client (no SDK). The SSE frames are parsed here and
-decoded with the wire decoders; the blocks (text, reasoning, tool calls), usage and
-finish reassembled from them must equal the script's.
+``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``, Azure's two routes
+(``/openai/deployments/{deployment}/chat/completions``, ``/openai/responses``), Bedrock's
+``converse-stream`` and Ollama's ``/api/chat`` through the in-process transport with a plain
+``httpx`` client (no SDK). The frames (SSE, the AWS event stream, Ollama's lines) are
+parsed here and decoded with the wire decoders; the blocks (text, reasoning, tool calls),
+usage and finish reassembled from them must equal the script's (on Ollama's wire, which
+names tool calls by their content, takes arguments only as an object and carries no cache
+counts: without the call ids, arguments that are no object as ``{}``, and without the
+cache-read tokens).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pytest_dsh_replay._wire.azure import AzureDecoder
 from pytest_dsh_replay._wire.base import httpx_module
 from pytest_dsh_replay._wire.bedrock import EVENT_STREAM, BedrockDecoder, bedrock_failure
 from pytest_dsh_replay._wire.bedrock import WIRE as BEDROCK
+from pytest_dsh_replay._wire.ollama import OllamaDecoder, ollama_failure
 from pytest_dsh_replay._wire.openai import OpenAIDecoder, openai_failure
 from pytest_dsh_replay._wire.responses import ResponsesDecoder
 
@@ -76,6 +81,8 @@ def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, 
                     if route == "anthropic"
                     else bedrock_failure(response.status_code, parsed, response.headers)
                     if route == "bedrock"
+                    else ollama_failure(response.status_code, parsed, response.headers)
+                    if route == "ollama"
                     else openai_failure(response.status_code, parsed, response.headers)
                 )
                 return [decoder.failed(failure)]
@@ -85,7 +92,8 @@ def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, 
         return event_stream_chunks(raw, decoder)
     chunks: list[Any] = []
     numbers: list[int] = []  # the Responses events' sequence numbers, from 0
-    for event, data in sse_frames(raw):
+    frames = sse_frames(raw) if route != "ollama" else ndjson_lines(raw)
+    for event, data in frames:
         if data == "[DONE]":
             break
         payload = json.loads(data)
@@ -100,7 +108,9 @@ def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, 
             assert event == payload["type"]
             chunks.extend(decoder.feed(payload))
         elif "error" in payload:
-            chunks.append(decoder.failed({"message": payload["error"]["message"], "code": "X"}))
+            error = payload["error"]
+            message = error if isinstance(error, str) else error["message"]
+            chunks.append(decoder.failed({"message": message, "code": "X"}))
             return chunks
         else:
             chunks.extend(decoder.feed(payload))
@@ -122,6 +132,12 @@ def event_stream_chunks(raw: bytes, decoder: Any) -> list[Any]:
     return [*chunks, *decoder.end()]
 
 
+def ndjson_lines(raw: bytes) -> list[tuple[str | None, str]]:
+    """(None, line) of each NDJSON line (Ollama's stream; every line ends in a newline)."""
+    assert not raw or raw.endswith(b"\n")
+    return [(None, line) for line in raw.decode().split("\n") if line]
+
+
 PATHS = {
     "openai": "/v1/chat/completions",
     "responses": "/v1/responses",
@@ -129,6 +145,7 @@ PATHS = {
     "azure": "/openai/deployments/m/chat/completions?api-version=2024-10-21",
     "azure-responses": "/openai/responses?api-version=2024-10-21",
     "bedrock": "/model/m/converse-stream",
+    "ollama": "/api/chat",
 }
 DECODERS: dict[str, Any] = {
     "openai": OpenAIDecoder,
@@ -137,6 +154,7 @@ DECODERS: dict[str, Any] = {
     "azure": AzureDecoder,
     "azure-responses": ResponsesDecoder,
     "bedrock": BedrockDecoder,
+    "ollama": OllamaDecoder,
 }
 RESPONSES = ("responses", "azure-responses")  # the routes of the Responses events
 
@@ -181,7 +199,10 @@ def summary(chunks: list[Any], route: str) -> dict[str, Any]:
         if block["type"] == "tool-call":
             arguments = "".join(block["parts"]) or end.get("arguments", "")
             name = end.get("name", block.get("name"))
-            out_blocks.append(("tool-call", end.get("id", block.get("id")), name, _args(arguments)))
+            call_id, args = end.get("id", block.get("id")), _args(arguments)
+            if route == "ollama":  # arguments are an object there (cut ones: {})
+                call_id, args = None, args if isinstance(args, dict) else {}
+            out_blocks.append(("tool-call", call_id, name, args))
         else:
             text = "".join(block["parts"]) or end.get("text", "")
             if text:
@@ -195,6 +216,10 @@ def summary(chunks: list[Any], route: str) -> dict[str, Any]:
 
 
 def _usage(usage: dict[str, Any] | None, route: str) -> Any:
+    if route == "ollama":  # the counts of every done line: no cache reads
+        usage = usage or {}
+        return (usage.get("inputTokens", 0) + usage.get("cacheWriteTokens", 0),
+                usage.get("outputTokens", 0))  # fmt: skip
     separate = route in ("anthropic", "bedrock")  # cache writes counted apart
     if usage is None:  # Messages and Converse always carry usage: zeros when none was recorded
         return (0, 0, 0, 0) if separate else None
@@ -209,6 +234,8 @@ def request_body(route: str, first: str | None, number: int) -> dict[str, Any]:
     text = first if first is not None else "no message"
     messages: list[Any] = [{"role": "user", "content": f"work on {GOAL}"}]
     messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+    if route == "ollama":  # its messages' content is a string
+        return {"model": "m", "messages": [messages[0], {"role": "user", "content": text}]}
     if route in RESPONSES:
         return {
             "model": "m",
@@ -227,7 +254,8 @@ def request_body(route: str, first: str | None, number: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "route", ["openai", "responses", "anthropic", "azure", "azure-responses", "bedrock"]
+    "route",
+    ["openai", "responses", "anthropic", "azure", "azure-responses", "bedrock", "ollama"],
 )
 @pytest.mark.parametrize("path", corpus_params(SCENARIOS))
 def test_every_corpus_call_round_trips_over_http(

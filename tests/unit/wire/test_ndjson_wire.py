@@ -1,8 +1,8 @@
 """A wire that does not frame with server-sent events goes through the seam untouched.
 
 A tiny wire speaking newline-delimited JSON (one JSON object a line, as Ollama's
-``/api/chat`` streams) is built here on :class:`BaseWire` and a :class:`Framing` of its
-own, entered in the wires' table, and served by the endpoint (a replayed call) and the
+``/api/chat`` streams) is built here on :class:`BaseWire` and the shared ``NDJSON``
+framing, entered in the wires' table, and served by the endpoint (a replayed call) and the
 recording proxy (a relayed call), neither of which knows its media type
 (docs/architecture.md#adding-a-wire).
 """
@@ -24,34 +24,11 @@ from pytest_dsh_replay._scripts.entries import ChunksEntry
 from pytest_dsh_replay._scripts.scenario import Scenario, SessionScript
 from pytest_dsh_replay._wire import table
 from pytest_dsh_replay._wire.base import BaseWire, Failure, WireError, httpx_module
-from pytest_dsh_replay._wire.framing import JSON_HEADERS, Frame, Framing
+from pytest_dsh_replay._wire.framing import JSON_HEADERS, NDJSON, Frame
 from pytest_dsh_replay._wire.shapes import FailureRecord
 
 MEDIA = "application/x-ndjson"
 ROUTE = "/api/chat"
-
-
-class _Lines:
-    """Splits a byte stream into lines, each one frame."""
-
-    def __init__(self) -> None:
-        self.pending = b""
-
-    def feed_raw(self, data: bytes) -> list[Frame]:
-        *lines, self.pending = (self.pending + data).split(b"\n")
-        return [Frame(line + b"\n", None, line.decode("utf-8", "replace")) for line in lines]
-
-
-class NDJSON(Framing):
-    """One JSON object a line."""
-
-    media_type = MEDIA
-
-    def frame(self, payload: bytes, name: str | None = None) -> bytes:
-        return payload + b"\n"
-
-    def splitter(self) -> _Lines:
-        return _Lines()
 
 
 def _line(obj: object) -> bytes:
@@ -122,7 +99,7 @@ class LineWire(BaseWire):
 
     name = "lines"
     routes = (ROUTE,)
-    framing = NDJSON()
+    framing = NDJSON
 
     def encoder(self, request: Mapping[str, Any], **kwargs: Any) -> LineEncoder:
         return LineEncoder()
