@@ -25,7 +25,8 @@ workload runs twice in a fresh interpreter under ``valgrind --tool=callgrind``, 
   OpenAI Responses call of the ``openai`` SDK through ``DshReplay.openai_client()``
   (each call a new recorded entry), and the SDK parsing the same event bytes from
   prebuilt ``httpx.MockTransport`` responses (needs ``openai``);
-- ``ollama_call`` / ``ollama_call_floor``: ``bench_ollama.py``'s two sides, one 50-chunk
+- ``ollama_call`` / ``ollama_call_floor``, ``bedrock_call`` / ``bedrock_call_floor``:
+  ``bench_wire_floor.py``'s two sides of that wire, one 50-chunk
   ``chat(stream=True)`` of the ``ollama`` client through ``DshReplay.client("ollama")``
   (each call a new recorded entry), and the client parsing the same NDJSON lines from
   prebuilt ``httpx.MockTransport`` responses (needs ``ollama``);
@@ -295,35 +296,34 @@ def unit():
 """
 )
 
-_OLLAMA = """
+
+def _wire_call(wire: str, side: str) -> str:
+    """``bench_wire_floor.py``'s ``side`` (``endpoint`` or ``floor``) of ``wire``: one call."""
+    opened = (
+        "SIDE.floor([SIDE.encoded(call_chunks(n)) for n in range(CALLS)])"
+        if side == "floor"
+        else "_endpoint_client(SIDE, make_scenario(TMP, CALLS), TMP)"
+    )
+    return f"""
 import sys, tempfile
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from bench_endpoint import call_chunks, make_scenario
-from bench_ollama import endpoint_client, floor_client, ndjson_bytes, read_call
+from bench_wire_floor import SIDES, _endpoint_client
 TMP = Path(tempfile.mkdtemp())
 CALLS = 200
+SIDE = SIDES[{wire!r}]
+CLIENT, _close = {opened}
+SIDE.read_call(CLIENT)  # warm-up: the client's first parse
+def unit():
+    SIDE.read_call(CLIENT)
 """
 
-WORKLOADS["ollama_call"] = (
-    _OLLAMA
-    + """
-CLIENT, _close = endpoint_client(make_scenario(TMP, CALLS), TMP)
-read_call(CLIENT)  # warm-up: the client's first parse
-def unit():
-    read_call(CLIENT)
-"""
-)
 
-WORKLOADS["ollama_call_floor"] = (
-    _OLLAMA
-    + """
-CLIENT, _close = floor_client([ndjson_bytes(call_chunks(n)) for n in range(CALLS)])
-read_call(CLIENT)
-def unit():
-    read_call(CLIENT)
-"""
-)
+for _wire in ("ollama", "bedrock"):
+    WORKLOADS[f"{_wire}_call"] = _wire_call(_wire, "endpoint")
+    WORKLOADS[f"{_wire}_call_floor"] = _wire_call(_wire, "floor")
+
 
 WORKLOADS["endpoint_again"] = (
     _ONE_CALL
