@@ -22,7 +22,7 @@ from .._errors import UnknownWireError
 from .._format.redact import RECORD_URL_VARIABLES as _BASE_URL_VARIABLES
 from .._format.redact import Redactor
 from .._format.redact import recording_redactor as _recording_redactor
-from . import anthropic, gemini, openai, responses
+from . import anthropic, gemini, openai, responses, vertex, vertex_anthropic
 from .base import Wire
 
 __all__ = [
@@ -38,7 +38,14 @@ __all__ = [
     "wire_named",
 ]
 
-WIRES: Final[tuple[Wire, ...]] = (openai.WIRE, responses.WIRE, anthropic.WIRE, gemini.WIRE)
+WIRES: Final[tuple[Wire, ...]] = (
+    openai.WIRE,
+    responses.WIRE,
+    anthropic.WIRE,
+    gemini.WIRE,
+    vertex.WIRE,
+    vertex_anthropic.WIRE,
+)
 """Every wire the endpoint speaks."""
 
 ROUTES: Final[dict[str, Wire]] = {
