@@ -1,8 +1,9 @@
 """Every corpus call served over both HTTP routes and read back by a raw SSE reader.
 
 For each corpus scenario that ``ReplayModel`` replays, every recorded call is made over
-``/v1/chat/completions``, ``/v1/responses`` and ``/v1/messages`` through the in-process
-transport with a plain ``httpx`` client (no SDK). The SSE frames are parsed here and
+``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages`` and the two Vertex AI routes
+(Gemini's ``...:streamGenerateContent``, Anthropic's ``...:streamRawPredict``) through the
+in-process transport with a plain ``httpx`` client (no SDK). The SSE frames are parsed here and
 decoded with the wire decoders; the blocks (text, reasoning, tool calls), usage and
 finish reassembled from them must equal the script's.
 """
@@ -25,10 +26,12 @@ from pytest_dsh_replay._replay.model import ReplayModel
 from pytest_dsh_replay._scripts.entries import HangEntry, ThrowEntry
 from pytest_dsh_replay._wire.anthropic import AnthropicDecoder, anthropic_failure
 from pytest_dsh_replay._wire.base import httpx_module
+from pytest_dsh_replay._wire.gemini import GeminiDecoder, gemini_failure
 from pytest_dsh_replay._wire.openai import OpenAIDecoder, openai_failure
 from pytest_dsh_replay._wire.responses import ResponsesDecoder
 
 GOAL = "goal-0c0ffee0-1234"
+VERTEX_SCOPE = "/projects/p/locations/us-central1/publishers"
 
 
 def _replayable() -> list[Path]:
@@ -40,6 +43,7 @@ def _replayable() -> list[Path]:
 
 
 SCENARIOS = _replayable()
+VERTEX_ROUTES = ("vertex", "anthropic-vertex")
 
 
 def sse_frames(raw: bytes) -> list[tuple[str | None, str]]:
@@ -67,10 +71,8 @@ def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, 
             raw = response.read()
             if response.status_code != 200:
                 parsed = json.loads(raw)
-                failure = (
-                    anthropic_failure(response.status_code, parsed, response.headers)
-                    if route == "anthropic"
-                    else openai_failure(response.status_code, parsed, response.headers)
+                failure = FAILURES.get(route, openai_failure)(
+                    response.status_code, parsed, response.headers
                 )
                 return [decoder.failed(failure)]
     except (httpx.ReadError, httpx.RemoteProtocolError):
@@ -88,7 +90,7 @@ def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, 
             if payload["type"] == "error":
                 return [*chunks, decoder.failed({"message": payload["message"], "code": "X"})]
             chunks.extend(decoder.feed(payload))
-        elif route == "anthropic":
+        elif route in ANTHROPIC_ROUTES:
             assert event == payload["type"]
             chunks.extend(decoder.feed(payload))
         elif "error" in payload:
@@ -104,12 +106,22 @@ PATHS = {
     "openai": "/v1/chat/completions",
     "responses": "/v1/responses",
     "anthropic": "/v1/messages",
+    "vertex": f"/v1beta1{VERTEX_SCOPE}/google/models/m:streamGenerateContent?alt=sse",
+    "anthropic-vertex": f"/v1{VERTEX_SCOPE}/anthropic/models/m:streamRawPredict",
 }
 DECODERS: dict[str, Any] = {
     "openai": OpenAIDecoder,
     "responses": ResponsesDecoder,
     "anthropic": AnthropicDecoder,
+    "vertex": GeminiDecoder,
+    "anthropic-vertex": AnthropicDecoder,
 }
+FAILURES: dict[str, Any] = {
+    "anthropic": anthropic_failure,
+    "anthropic-vertex": anthropic_failure,
+    "vertex": gemini_failure,
+}
+ANTHROPIC_ROUTES = ("anthropic", "anthropic-vertex")  # the Messages bodies and events
 
 
 def _args(text: str) -> Any:
@@ -152,7 +164,10 @@ def summary(chunks: list[Any], route: str) -> dict[str, Any]:
         if block["type"] == "tool-call":
             arguments = "".join(block["parts"]) or end.get("arguments", "")
             name = end.get("name", block.get("name"))
-            out_blocks.append(("tool-call", end.get("id", block.get("id")), name, _args(arguments)))
+            args = _args(arguments)
+            if route == "vertex" and not isinstance(args, dict):
+                args = {}  # Gemini's `args` is an object: other arguments are sent as {}
+            out_blocks.append(("tool-call", end.get("id", block.get("id")), name, args))
         else:
             text = "".join(block["parts"]) or end.get("text", "")
             if text:
@@ -167,10 +182,10 @@ def summary(chunks: list[Any], route: str) -> dict[str, Any]:
 
 def _usage(usage: dict[str, Any] | None, route: str) -> Any:
     if usage is None:  # the Messages wire always carries usage: zeros when none was recorded
-        return (0, 0, 0, 0) if route == "anthropic" else None
+        return (0, 0, 0, 0) if route in ANTHROPIC_ROUTES else None
     read = usage.get("cacheReadTokens", 0)
     write = usage.get("cacheWriteTokens", 0)
-    if route != "anthropic":  # cache writes count as input on the OpenAI wires
+    if route not in ANTHROPIC_ROUTES:  # cache writes count as input on the OpenAI wires
         return (usage.get("inputTokens", 0) + write, usage.get("outputTokens", 0), read)
     return (usage.get("inputTokens", 0), usage.get("outputTokens", 0), read, write)
 
@@ -185,15 +200,24 @@ def request_body(route: str, first: str | None, number: int) -> dict[str, Any]:
             "input": [{**m, "type": "message"} for m in messages],
             "stream": True,
         }
+    if route == "vertex":  # the Gemini bodies; the model is the path's
+        return {
+            "contents": [
+                {"role": "user", "parts": [{"text": t}]} for t in (messages[0]["content"], text)
+            ]
+        }
     body: dict[str, Any] = {"model": "m", "messages": messages, "stream": True}
     if route == "openai":
         body["stream_options"] = {"include_usage": True}
     else:
         body["max_tokens"] = 100
+    if route == "anthropic-vertex":  # the model is the path's, the version the body's
+        del body["model"]
+        body["anthropic_version"] = "vertex-2023-10-16"
     return body
 
 
-@pytest.mark.parametrize("route", ["openai", "responses", "anthropic"])
+@pytest.mark.parametrize("route", ["openai", "responses", "anthropic", *VERTEX_ROUTES])
 @pytest.mark.parametrize("path", corpus_params(SCENARIOS))
 def test_every_corpus_call_round_trips_over_http(
     path: Path | None, route: str, tmp_path: Path
