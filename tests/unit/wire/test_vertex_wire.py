@@ -9,6 +9,7 @@ process (google-auth is never asked for credentials or a token).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 from pathlib import Path
@@ -21,6 +22,7 @@ anthropic = pytest.importorskip("anthropic", reason="AnthropicVertex is in the a
 from google.genai import errors, types  # noqa: E402
 from support.chunks import text_call  # noqa: E402
 
+from pytest_dsh_replay import Answer, Rule, ScriptedModel  # noqa: E402
 from pytest_dsh_replay._endpoint.endpoint import Endpoint  # noqa: E402
 from pytest_dsh_replay._endpoint.transport import (  # noqa: E402
     endpoint_env,
@@ -28,6 +30,7 @@ from pytest_dsh_replay._endpoint.transport import (  # noqa: E402
     sync_transport,
     worker_pool,
 )
+from pytest_dsh_replay._errors import UnservedRouteError  # noqa: E402
 from pytest_dsh_replay._replay.model import ReplayModel  # noqa: E402
 from pytest_dsh_replay._scripts.entries import ChunksEntry, ReplayEntry  # noqa: E402
 from pytest_dsh_replay._scripts.scenario import Scenario, SessionScript  # noqa: E402
@@ -98,12 +101,19 @@ def raw_client(endpoint: Endpoint) -> Any:
 
 @pytest.fixture(autouse=True)
 def offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No socket connects and google-auth finds no credentials: nothing leaves the process."""
+    """No socket connects but to 127.0.0.1, google-auth is never asked: nothing leaves."""
+
+    connect = socket.socket.connect
+
+    def loopback_only(sock: socket.socket, address: Any) -> None:
+        if not (isinstance(address, tuple) and address[0] == "127.0.0.1"):
+            raise AssertionError(f"a network connection was attempted: {address}")
+        connect(sock, address)
 
     def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError(f"a network connection was attempted: {args}")
+        raise AssertionError("google-auth was asked for credentials")
 
-    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect", loopback_only)
     monkeypatch.setattr("google.auth.default", refuse)
 
 
@@ -136,6 +146,39 @@ def test_an_unserved_vertex_route_is_a_404_naming_the_closest() -> None:
     assert "publishers/anthropic/models/{model}:rawPredict" in message
     assert closest_route("POST", path) is not None
     assert "anthropic" in str(closest_route("POST", path))
+
+
+def test_the_scripted_server_speaks_both_vertex_wires_and_checks_the_bearer_token() -> None:
+    model = ScriptedModel([Rule(Answer(text="It is 5."))])
+    gemini = {"contents": [{"role": "user", "parts": [{"text": "add 2 and 3"}]}]}
+    claude = {"anthropic_version": "vertex-2023-10-16", "max_tokens": 9, "stream": True,
+              "messages": [{"role": "user", "content": "add 2 and 3"}]}  # fmt: skip
+    served = pytest.raises(UnservedRouteError, match="closest is POST .*:streamRawPredict")
+    with (
+        served,
+        contextlib.ExitStack() as closing,
+        model.serve(api_key="tok", idle_timeout=30) as server,
+    ):
+        assert server.env["GOOGLE_VERTEX_BASE_URL"] == server.base_url
+        http = httpx_module().Client(base_url=server.base_url)
+        closing.callback(http.close)
+        refused = http.post(GEMINI_STREAM, json=gemini)
+        assert (refused.status_code, refused.json()["error"]["status"]) == (401, "UNAUTHENTICATED")
+        bearer = {"authorization": "Bearer tok"}
+        streamed = http.post(GEMINI_STREAM + "?alt=sse", json=gemini, headers=bearer)
+        frames = VERTEX.framing.splitter().feed_raw(streamed.content)
+        decoder = VERTEX.decoder()
+        chunks = [c for f in frames for c in decoder.feed(json.loads(f.data or ""))]
+        assert "".join(c["text"] for c in chunks if c["type"] == "text-delta") == "It is 5."
+        answered = http.post(CLAUDE_STREAM, json=claude, headers=bearer)
+        assert b"event: message_stop" in answered.content
+        unserved = http.post(CLAUDE_STREAM.replace("Raw", ""), json={}, headers=bearer)
+        assert unserved.status_code == 404
+        assert "publishers/anthropic/models/{model}:streamRawPredict" in unserved.text
+    assert [r.path.rsplit(":", 1)[1] for r in server.requests][1:3] == [
+        "streamGenerateContent?alt=sse",
+        "streamRawPredict",
+    ]
 
 
 # --- reading requests ---------------------------------------------------------------------
