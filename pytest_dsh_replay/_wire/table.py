@@ -22,7 +22,18 @@ from .._errors import UnknownWireError
 from .._format.redact import RECORD_URL_VARIABLES as _BASE_URL_VARIABLES
 from .._format.redact import Redactor
 from .._format.redact import recording_redactor as _recording_redactor
-from . import anthropic, azure, azure_responses, bedrock, gemini, ollama, openai, responses
+from . import (
+    anthropic,
+    azure,
+    azure_responses,
+    bedrock,
+    gemini,
+    ollama,
+    openai,
+    responses,
+    vertex,
+    vertex_anthropic,
+)
 from .base import Wire
 
 __all__ = [
@@ -47,6 +58,8 @@ WIRES: Final[tuple[Wire, ...]] = (
     azure_responses.WIRE,
     bedrock.WIRE,
     ollama.WIRE,
+    vertex.WIRE,
+    vertex_anthropic.WIRE,
 )
 """Every wire the endpoint speaks."""
 

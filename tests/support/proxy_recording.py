@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from pytest_dsh_replay import ReceivedRequest, ScriptedModel
@@ -14,12 +16,14 @@ def record_through_proxy(
     *args: str,
     key: str,
     passed: int,
+    before: Callable[[str], None] | None = None,
 ) -> list[ReceivedRequest]:
     """Run ``pytest *args`` (a ``--dsh-record`` run) in ``project``, its proxy to ``model``.
 
     ``model`` is served on 127.0.0.1 (docs/recording.md#scripted-server) for the run
     only; ``DSH_RECORD_BASE_URL`` and ``DSH_RECORD_API_KEY`` (``key``) are set for it and
-    unset after it, so what follows replays with no live model.
+    unset after it, so what follows replays with no live model. ``before``, when given,
+    is called with the server's base URL before the run (to set more variables).
 
     Returns:
         Every request the served model received, in arrival order, once ``passed``
@@ -28,6 +32,8 @@ def record_through_proxy(
     with model.serve(idle_timeout=120) as server:
         monkeypatch.setenv("DSH_RECORD_BASE_URL", server.base_url + "/v1")
         monkeypatch.setenv("DSH_RECORD_API_KEY", key)
+        if before is not None:
+            before(server.base_url)
         project.runpytest(*args).assert_outcomes(passed=passed)
         requests = list(server.requests)
     monkeypatch.delenv("DSH_RECORD_BASE_URL")

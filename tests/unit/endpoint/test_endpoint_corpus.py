@@ -3,13 +3,14 @@
 For each corpus scenario that ``ReplayModel`` replays, every recorded call is made over
 ``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``, Azure's two routes
 (``/openai/deployments/{deployment}/chat/completions``, ``/openai/responses``), Bedrock's
-``converse-stream`` and Ollama's ``/api/chat`` through the in-process transport with a plain
-``httpx`` client (no SDK). The frames (SSE, the AWS event stream, Ollama's lines) are
-parsed here and decoded with the wire decoders; the blocks (text, reasoning, tool calls),
-usage and finish reassembled from them must equal the script's (on Ollama's wire, which
-names tool calls by their content, takes arguments only as an object and carries no cache
-counts: without the call ids, arguments that are no object as ``{}``, and without the
-cache-read tokens).
+``converse-stream``, Ollama's ``/api/chat`` and the two Vertex AI routes (Gemini's
+``...:streamGenerateContent``, Anthropic's ``...:streamRawPredict``) through the
+in-process transport with a plain ``httpx`` client (no SDK). The frames (SSE, the AWS
+event stream, Ollama's lines) are parsed here and decoded with the wire decoders; the
+blocks (text, reasoning, tool calls), usage and finish reassembled from them must equal
+the script's (on Ollama's wire, which names tool calls by their content, takes
+arguments only as an object and carries no cache counts: without the call ids,
+arguments that are no object as ``{}``, and without the cache-read tokens).
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ from pytest_dsh_replay._wire.base import httpx_module
 from pytest_dsh_replay._wire.bedrock import EVENT_STREAM, BedrockDecoder, bedrock_failure
 from pytest_dsh_replay._wire.bedrock import WIRE as BEDROCK
 from pytest_dsh_replay._wire.ollama import OllamaDecoder, ollama_failure
+from pytest_dsh_replay._wire.gemini import GeminiDecoder, gemini_failure
 from pytest_dsh_replay._wire.openai import OpenAIDecoder, openai_failure
 from pytest_dsh_replay._wire.responses import ResponsesDecoder
 
 GOAL = "goal-0c0ffee0-1234"
+VERTEX_SCOPE = "/projects/p/locations/us-central1/publishers"
 
 
 def _replayable() -> list[Path]:
@@ -49,6 +52,7 @@ def _replayable() -> list[Path]:
 
 
 SCENARIOS = _replayable()
+VERTEX_ROUTES = ("vertex", "anthropic-vertex")
 
 
 def sse_frames(raw: bytes) -> list[tuple[str | None, str]]:
@@ -76,14 +80,8 @@ def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, 
             raw = response.read()
             if response.status_code != 200:
                 parsed = json.loads(raw)
-                failure = (
-                    anthropic_failure(response.status_code, parsed, response.headers)
-                    if route == "anthropic"
-                    else bedrock_failure(response.status_code, parsed, response.headers)
-                    if route == "bedrock"
-                    else ollama_failure(response.status_code, parsed, response.headers)
-                    if route == "ollama"
-                    else openai_failure(response.status_code, parsed, response.headers)
+                failure = FAILURES.get(route, openai_failure)(
+                    response.status_code, parsed, response.headers
                 )
                 return [decoder.failed(failure)]
     except (httpx.ReadError, httpx.RemoteProtocolError):
@@ -104,7 +102,7 @@ def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, 
             if payload["type"] == "error":
                 return [*chunks, decoder.failed({"message": payload["message"], "code": "X"})]
             chunks.extend(decoder.feed(payload))
-        elif route == "anthropic":
+        elif route in ANTHROPIC_ROUTES:
             assert event == payload["type"]
             chunks.extend(decoder.feed(payload))
         elif "error" in payload:
@@ -146,6 +144,8 @@ PATHS = {
     "azure-responses": "/openai/responses?api-version=2024-10-21",
     "bedrock": "/model/m/converse-stream",
     "ollama": "/api/chat",
+    "vertex": f"/v1beta1{VERTEX_SCOPE}/google/models/m:streamGenerateContent?alt=sse",
+    "anthropic-vertex": f"/v1{VERTEX_SCOPE}/anthropic/models/m:streamRawPredict",
 }
 DECODERS: dict[str, Any] = {
     "openai": OpenAIDecoder,
@@ -155,8 +155,18 @@ DECODERS: dict[str, Any] = {
     "azure-responses": ResponsesDecoder,
     "bedrock": BedrockDecoder,
     "ollama": OllamaDecoder,
+    "vertex": GeminiDecoder,
+    "anthropic-vertex": AnthropicDecoder,
 }
 RESPONSES = ("responses", "azure-responses")  # the routes of the Responses events
+FAILURES: dict[str, Any] = {
+    "anthropic": anthropic_failure,
+    "anthropic-vertex": anthropic_failure,
+    "vertex": gemini_failure,
+    "bedrock": bedrock_failure,
+    "ollama": ollama_failure,
+}
+ANTHROPIC_ROUTES = ("anthropic", "anthropic-vertex")  # the Messages bodies and events
 
 
 def _args(text: str) -> Any:
@@ -202,6 +212,8 @@ def summary(chunks: list[Any], route: str) -> dict[str, Any]:
             call_id, args = end.get("id", block.get("id")), _args(arguments)
             if route == "ollama":  # arguments are an object there (cut ones: {})
                 call_id, args = None, args if isinstance(args, dict) else {}
+            if route == "vertex" and not isinstance(args, dict):
+                args = {}  # Gemini's `args` is an object: other arguments are sent as {}
             out_blocks.append(("tool-call", call_id, name, args))
         else:
             text = "".join(block["parts"]) or end.get("text", "")
@@ -220,7 +232,7 @@ def _usage(usage: dict[str, Any] | None, route: str) -> Any:
         usage = usage or {}
         return (usage.get("inputTokens", 0) + usage.get("cacheWriteTokens", 0),
                 usage.get("outputTokens", 0))  # fmt: skip
-    separate = route in ("anthropic", "bedrock")  # cache writes counted apart
+    separate = route in (*ANTHROPIC_ROUTES, "bedrock")  # cache writes counted apart
     if usage is None:  # Messages and Converse always carry usage: zeros when none was recorded
         return (0, 0, 0, 0) if separate else None
     read = usage.get("cacheReadTokens", 0)
@@ -245,18 +257,28 @@ def request_body(route: str, first: str | None, number: int) -> dict[str, Any]:
     if route == "bedrock":
         texts = [f"work on {GOAL}", text]
         return {"messages": [{"role": "user", "content": [{"text": t}]} for t in texts]}
+    if route == "vertex":  # the Gemini bodies; the model is the path's
+        return {
+            "contents": [
+                {"role": "user", "parts": [{"text": t}]} for t in (messages[0]["content"], text)
+            ]
+        }
     body: dict[str, Any] = {"model": "m", "messages": messages, "stream": True}
     if route in ("openai", "azure"):
         body["stream_options"] = {"include_usage": True}
     else:
         body["max_tokens"] = 100
+    if route == "anthropic-vertex":  # the model is the path's, the version the body's
+        del body["model"]
+        body["anthropic_version"] = "vertex-2023-10-16"
     return body
 
 
 @pytest.mark.parametrize(
     "route",
-    ["openai", "responses", "anthropic", "azure", "azure-responses", "bedrock", "ollama"],
-)
+    ["openai", "responses", "anthropic", "azure", "azure-responses", "bedrock", "ollama",
+     *VERTEX_ROUTES],
+)  # fmt: skip
 @pytest.mark.parametrize("path", corpus_params(SCENARIOS))
 def test_every_corpus_call_round_trips_over_http(
     path: Path | None, route: str, tmp_path: Path
