@@ -34,8 +34,8 @@ from pytest_dsh_replay._wire.azure import AzureDecoder
 from pytest_dsh_replay._wire.base import httpx_module
 from pytest_dsh_replay._wire.bedrock import EVENT_STREAM, BedrockDecoder, bedrock_failure
 from pytest_dsh_replay._wire.bedrock import WIRE as BEDROCK
-from pytest_dsh_replay._wire.ollama import OllamaDecoder, ollama_failure
 from pytest_dsh_replay._wire.gemini import GeminiDecoder, gemini_failure
+from pytest_dsh_replay._wire.ollama import OllamaDecoder, ollama_failure
 from pytest_dsh_replay._wire.openai import OpenAIDecoder, openai_failure
 from pytest_dsh_replay._wire.responses import ResponsesDecoder
 
