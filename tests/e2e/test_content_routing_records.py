@@ -113,5 +113,5 @@ def test_content_and_headers_record_the_same_sessions_parents_and_seeds(
             primary_task = headers[0][3]
             children = [(parent, seed > 0) for _, parent, seed, *_ in headers[1:]]
             assert sorted(children) == [(primary_task, False), (primary_task, True)]
-    replayed = pytester.runpytest_subprocess("-p", "no:randomly")
+    replayed = pytester.runpytest("-p", "no:randomly")  # in process: no live SDK imported lazily
     replayed.assert_outcomes(passed=8)

@@ -49,6 +49,6 @@ def test_the_parallel_task_records_then_replays(pytester: pytest.Pytester, scena
     headers = [json.loads(p.read_text().splitlines()[0]) for p in logs[:3]]
     assert sorted(h["isSeeded"] for h in headers) == [False, False, True]  # 2 spawns, 1 fork
 
-    replayed = pytester.runpytest_subprocess(node)
+    replayed = pytester.runpytest(node)  # in process: the runtime is the subprocess
     replayed.assert_outcomes(passed=1)
     replayed.stdout.fnmatch_lines(["*scenarios: 1 replayed, 0 recorded, 0 missing*"])

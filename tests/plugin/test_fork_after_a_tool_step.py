@@ -16,9 +16,9 @@ alone and by the ``x-dsh-session-id`` headers.
 from __future__ import annotations
 
 import pytest
+from support.inner_runs import imported_before_inner_runs
 
-pytest.importorskip("anthropic")
-pytest.importorskip("google.genai")
+_sdks = imported_before_inner_runs("anthropic", "google.genai")
 
 CONFTEST = """
 from pytest_dsh_replay import Answer, Rule, ScriptedModel, ToolCall

@@ -13,10 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.inner_runs import imported_before_inner_runs
 
 from pytest_dsh_replay import load_scenario
 
-pytest.importorskip("agents")
+_sdks = imported_before_inner_runs("agents")
 
 CONFTEST = """
 import json

@@ -13,11 +13,14 @@ in every run (``tests/support``), only the client comes from ``dsh_replay``.
 from __future__ import annotations
 
 import pytest
+from support.inner_runs import imported_before_inner_runs
 from support.proxy_recording import record_through_proxy, recorded_logs, recording_project
 from support.scripted import directive_model
 
-pytest.importorskip("agents", reason="the OpenAI Agents SDK (openai-agents) is needed")
-pytest.importorskip("pydantic_ai", reason="pydantic-ai is needed")
+_agents_sdk = imported_before_inner_runs(
+    "agents", reason="the OpenAI Agents SDK (openai-agents) is needed"
+)
+_pydantic_ai = imported_before_inner_runs("pydantic_ai", reason="pydantic-ai is needed")
 
 USER_TEST = """
 import pytest

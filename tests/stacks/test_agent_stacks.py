@@ -16,8 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support.inner_runs import imported_before_inner_runs
 
-agents = pytest.importorskip("agents", reason="the OpenAI Agents SDK (openai-agents) is needed")
+# When the first test runs, not at collection: a worker that runs neither never imports it.
+_agents_sdk = imported_before_inner_runs(
+    "agents", reason="the OpenAI Agents SDK (openai-agents) is needed"
+)
 
 
 @pytest.mark.asyncio

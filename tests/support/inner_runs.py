@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
+from typing import Any
 
 import pytest
 
@@ -71,3 +72,21 @@ def pytest_dsh_replay_live_model(config, scenario_path):
 def pytest_unconfigure(config):
     SERVER.stop()
 """
+
+
+def imported_before_inner_runs(*names: str, reason: str | None = None) -> Any:
+    """A module-scoped autouse fixture that imports ``names`` (or skips the module's tests).
+
+    For a test module whose inner runs use heavy SDKs: imported before any test's pytester
+    takes its snapshot of ``sys.modules``, they outlive the inner runs, as a module-level
+    ``pytest.importorskip`` would keep them, but when a test of the module first runs, not
+    at collection: an xdist worker that runs none of the module's tests never imports them.
+    Assign it to a module-level name.
+    """
+
+    @pytest.fixture(scope="module", autouse=True)
+    def _sdks() -> None:
+        for name in names:
+            pytest.importorskip(name, reason=reason)
+
+    return _sdks
