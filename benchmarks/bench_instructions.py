@@ -522,7 +522,7 @@ def main() -> None:
                 continue
             script.write_text(_RUNNER.format(code=WORKLOADS[name]))
             extra = [str(args.corpus)] if name in ("load", "replay", "areplay") else []
-            if name.startswith(("replay_test", "responses", "chat", "ollama")):
+            if name.startswith(("replay_test", "responses", "chat", "ollama", "bedrock")):
                 extra = [str(HERE)]
             small = instructions(script, [*extra, str(args.small)])
             large = instructions(script, [*extra, str(args.large)])
