@@ -1056,7 +1056,7 @@ def test_invalid_arguments(options: dict[str, Any]) -> None:
 
 def test_missing_openai_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "openai", None)
-    with pytest.raises(RecordingError, match=r"pip install 'pytest-dsh-replay\[record\]'"):
+    with pytest.raises(RecordingError, match=r"pip install openai \(the plugin's record extra\)"):
         OpenAICompatibleModel(base_url="http://127.0.0.1:9/v1", api_key=KEY, model="m")
 
 
