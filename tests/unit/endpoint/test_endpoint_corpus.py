@@ -1,8 +1,9 @@
 """Every corpus call served over both HTTP routes and read back by a raw SSE reader.
 
 For each corpus scenario that ``ReplayModel`` replays, every recorded call is made over
-``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages`` and Azure's two routes
-(``/openai/deployments/{deployment}/chat/completions``, ``/openai/responses``) through
+``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``, Azure's two routes
+(``/openai/deployments/{deployment}/chat/completions``, ``/openai/responses``) and
+Bedrock's two streamed routes (``converse-stream``, ``invoke-with-response-stream``) through
 the in-process transport with a plain ``httpx`` client (no SDK). The SSE frames are parsed here and
 decoded with the wire decoders; the blocks (text, reasoning, tool calls), usage and
 finish reassembled from them must equal the script's.
@@ -25,6 +26,8 @@ from pytest_dsh_replay._errors import DshReplayError, ReplayCancelledError
 from pytest_dsh_replay._replay.model import ReplayModel
 from pytest_dsh_replay._scripts.entries import HangEntry, ThrowEntry
 from pytest_dsh_replay._wire.anthropic import AnthropicDecoder, anthropic_failure
+from pytest_dsh_replay._wire.anthropic_bedrock import CHUNK_STREAM
+from pytest_dsh_replay._wire.anthropic_bedrock import WIRE as ANTHROPIC_BEDROCK
 from pytest_dsh_replay._wire.azure import AzureDecoder
 from pytest_dsh_replay._wire.base import httpx_module
 from pytest_dsh_replay._wire.bedrock import EVENT_STREAM, BedrockDecoder, bedrock_failure
@@ -75,14 +78,14 @@ def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, 
                     anthropic_failure(response.status_code, parsed, response.headers)
                     if route == "anthropic"
                     else bedrock_failure(response.status_code, parsed, response.headers)
-                    if route == "bedrock"
+                    if route in EVENT_STREAMS
                     else openai_failure(response.status_code, parsed, response.headers)
                 )
                 return [decoder.failed(failure)]
     except (httpx.ReadError, httpx.RemoteProtocolError):
         return [decoder.failed({"message": "dropped", "code": "TRANSPORT"})]
-    if route == "bedrock":
-        return event_stream_chunks(raw, decoder)
+    if route in EVENT_STREAMS:
+        return event_stream_chunks(raw, decoder, route)
     chunks: list[Any] = []
     numbers: list[int] = []  # the Responses events' sequence numbers, from 0
     for event, data in sse_frames(raw):
@@ -108,13 +111,14 @@ def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, 
     return chunks
 
 
-def event_stream_chunks(raw: bytes, decoder: Any) -> list[Any]:
+def event_stream_chunks(raw: bytes, decoder: Any, route: str) -> list[Any]:
     """The chunks of a Bedrock event stream (botocore reads the messages, CRCs checked)."""
     chunks: list[Any] = []
-    splitter = EVENT_STREAM.splitter()
+    framing, wire = EVENT_STREAMS[route]
+    splitter = framing.splitter()
     for frame in splitter.feed_raw(raw):
         event = json.loads(frame.data or "null")
-        failure = BEDROCK.stream_failure(event)
+        failure = wire.stream_failure(event)
         if failure is not None:
             return [*chunks, decoder.failed(failure)]
         chunks.extend(decoder.feed(event))
@@ -129,6 +133,7 @@ PATHS = {
     "azure": "/openai/deployments/m/chat/completions?api-version=2024-10-21",
     "azure-responses": "/openai/responses?api-version=2024-10-21",
     "bedrock": "/model/m/converse-stream",
+    "anthropic-bedrock": "/model/m:0/invoke-with-response-stream",
 }
 DECODERS: dict[str, Any] = {
     "openai": OpenAIDecoder,
@@ -137,7 +142,12 @@ DECODERS: dict[str, Any] = {
     "azure": AzureDecoder,
     "azure-responses": ResponsesDecoder,
     "bedrock": BedrockDecoder,
+    "anthropic-bedrock": AnthropicDecoder,
 }
+EVENT_STREAMS: dict[str, Any] = {
+    "bedrock": (EVENT_STREAM, BEDROCK),
+    "anthropic-bedrock": (CHUNK_STREAM, ANTHROPIC_BEDROCK),
+}  # the routes answered in the AWS event stream: its framing and wire
 RESPONSES = ("responses", "azure-responses")  # the routes of the Responses events
 
 
@@ -195,7 +205,7 @@ def summary(chunks: list[Any], route: str) -> dict[str, Any]:
 
 
 def _usage(usage: dict[str, Any] | None, route: str) -> Any:
-    separate = route in ("anthropic", "bedrock")  # cache writes counted apart
+    separate = route in ("anthropic", "bedrock", "anthropic-bedrock")  # cache writes counted apart
     if usage is None:  # Messages and Converse always carry usage: zeros when none was recorded
         return (0, 0, 0, 0) if separate else None
     read = usage.get("cacheReadTokens", 0)
@@ -218,6 +228,8 @@ def request_body(route: str, first: str | None, number: int) -> dict[str, Any]:
     if route == "bedrock":
         texts = [f"work on {GOAL}", text]
         return {"messages": [{"role": "user", "content": [{"text": t}]} for t in texts]}
+    if route == "anthropic-bedrock":  # the model is the path's, the route streams
+        return {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 100, "messages": messages}
     body: dict[str, Any] = {"model": "m", "messages": messages, "stream": True}
     if route in ("openai", "azure"):
         body["stream_options"] = {"include_usage": True}
@@ -227,7 +239,16 @@ def request_body(route: str, first: str | None, number: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "route", ["openai", "responses", "anthropic", "azure", "azure-responses", "bedrock"]
+    "route",
+    [
+        "openai",
+        "responses",
+        "anthropic",
+        "azure",
+        "azure-responses",
+        "bedrock",
+        "anthropic-bedrock",
+    ],
 )
 @pytest.mark.parametrize("path", corpus_params(SCENARIOS))
 def test_every_corpus_call_round_trips_over_http(
