@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Final
@@ -61,6 +62,7 @@ _PATH: Final = re.compile(
 _STREAMED: Final = "invoke-with-response-stream"
 _REGION: Final = "us-east-1"
 _DUMMY_KEY_ID: Final = "dsh-replay-dummy-key-id"
+_TOKEN_VARIABLE: Final = "AWS_BEARER_TOKEN_BEDROCK"
 
 
 def _chunk_payload(event: bytes) -> bytes:
@@ -273,7 +275,8 @@ class AnthropicBedrockWire(AnthropicWire):
         AWS keys (``aws_access_key``, ``aws_secret_key``) and ``aws_region``
         (``us-east-1``) unless ``options`` set them (or an ``api_key`` or
         ``aws_profile``). The SDK signs each request with botocore; the endpoint reads
-        no signature.
+        no signature. Where ``AWS_BEARER_TOKEN_BEDROCK`` is set (the SDK would send it
+        and refuse AWS keys beside it), the dummy key is the ``api_key`` instead.
 
         Raises:
             DshReplayError: The ``anthropic`` package (or ``boto3``, which it signs
@@ -281,9 +284,13 @@ class AnthropicBedrockWire(AnthropicWire):
         """
         module = import_sdk("anthropic")
         cls = module.AsyncAnthropicBedrock if asynchronous else module.AnthropicBedrock
-        if not any(key in options for key in ("api_key", "aws_profile")):
-            options.setdefault("aws_access_key", _DUMMY_KEY_ID)
-            options.setdefault("aws_secret_key", http.api_key)
+        if "api_key" not in options and "aws_profile" not in options:
+            keys = {"aws_access_key", "aws_secret_key"} & options.keys()
+            if os.environ.get(_TOKEN_VARIABLE) and not keys:
+                options["api_key"] = http.api_key  # the SDK takes no AWS keys beside it
+            else:
+                options.setdefault("aws_access_key", _DUMMY_KEY_ID)
+                options.setdefault("aws_secret_key", http.api_key)
         options.setdefault("aws_region", _REGION)
         options.setdefault("base_url", http.url)
         return cls(http_client=http.http_client(asynchronous), **options)

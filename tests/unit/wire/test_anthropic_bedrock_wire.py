@@ -411,3 +411,15 @@ def test_the_variables_point_anthropic_bedrock_at_a_scripted_server(
     assert reply.content[0].input == {"a": 2}
     assert [r.path for r in requests] == [STREAM]
     assert requests[0].headers["authorization"].startswith("AWS4-HMAC-SHA256 ")  # the SDK signed
+
+
+def test_a_bedrock_token_in_the_environment_is_replaced_by_the_dummy_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "a-real-token-0123")
+    endpoint = Endpoint.replaying(ReplayModel(single(ChunksEntry(TEXT))))
+    client = client_on(endpoint)  # the SDK refuses AWS keys beside that token
+    assert client.api_key != "a-real-token-0123"
+    reply = client.messages.create(model=MODEL, max_tokens=9, messages=PROMPT)
+    assert reply.content[0].text == "It is 5."
+    assert endpoint.errors == []
