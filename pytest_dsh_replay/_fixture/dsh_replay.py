@@ -421,9 +421,11 @@ class DshReplay:
         ``OPENAI_BASE_URL`` (with ``/v1``), ``ANTHROPIC_BASE_URL``,
         ``DEEPSEEK_BASE_URL``, ``GOOGLE_GEMINI_BASE_URL`` and ``AZURE_OPENAI_ENDPOINT``
         (the root), their ``*_API_KEY`` (and ``GOOGLE_API_KEY``) with a dummy key,
-        ``OPENAI_API_VERSION`` for ``AzureOpenAI``, and
-        ``NO_PROXY`` for the loopback address. Merge them into the process's
-        environment: ``subprocess.run(cmd, env={**os.environ, **dsh_replay.env})``.
+        ``OPENAI_API_VERSION`` for ``AzureOpenAI``, ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``
+        and ``ANTHROPIC_BEDROCK_BASE_URL`` (the root) with dummy AWS keys and a region
+        for boto3 and ``AnthropicBedrock``, and ``NO_PROXY`` for the loopback address.
+        Merge them into the process's environment:
+        ``subprocess.run(cmd, env={**os.environ, **dsh_replay.env})``.
         """
         return self._http.env
 
