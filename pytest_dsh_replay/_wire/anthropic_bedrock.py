@@ -44,7 +44,7 @@ from .bedrock import (
     stream_exception,
 )
 from .bedrock import WIRE as CONVERSE
-from .framing import Frame, Framing, SSEParser
+from .framing import Frame, Framing
 from .shapes import FailureRecord
 
 __all__ = [
@@ -63,6 +63,7 @@ _STREAMED: Final = "invoke-with-response-stream"
 _REGION: Final = "us-east-1"
 _DUMMY_KEY_ID: Final = "dsh-replay-dummy-key-id"
 _TOKEN_VARIABLE: Final = "AWS_BEARER_TOKEN_BEDROCK"
+_DATA: Final = b"\ndata: "
 
 
 def _chunk_payload(event: bytes) -> bytes:
@@ -155,11 +156,16 @@ CHUNK_STREAM: Final = ChunkStream()
 
 
 def _reframed(sse: bytes) -> bytes:
-    """The Anthropic SSE events in ``sse``, each as a ``chunk`` message."""
+    """The Anthropic encoder's SSE events in ``sse``, each as a ``chunk`` message.
+
+    Each event is ``event: <type>`` and ``data: <JSON>`` lines and a blank line, as
+    `AnthropicEncoder` writes them (its JSON holds no line end).
+    """
     if not sse:
         return b""
     frame = CHUNK_STREAM.frame
-    return b"".join([frame(data.encode()) for _, data in SSEParser().feed(sse)])
+    events = sse.split(b"\n\n")[:-1]
+    return b"".join([frame(event[event.index(_DATA) + len(_DATA) :]) for event in events])
 
 
 class AnthropicBedrockEncoder(AnthropicEncoder):

@@ -23,6 +23,7 @@ botocore (``:`` as ``%3A``): ``POST /model/{model}/converse-stream`` streams,
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import struct
@@ -93,13 +94,19 @@ def _header(name: str, value: str) -> bytes:
     ) + (raw_value)
 
 
+@functools.lru_cache(maxsize=256)
+def _head(headers: tuple[tuple[str, str], ...]) -> bytes:
+    """The encoded headers of a message (a stream's few kinds of message, encoded once)."""
+    return b"".join(_header(name, value) for name, value in headers)
+
+
 def event_message(payload: bytes, headers: Sequence[tuple[str, str]]) -> bytes:
     """One AWS event stream message: prelude, string headers, payload, message CRC32.
 
     The prelude is the total length and the headers' length (4-byte big-endian each) and
     the CRC32 of those 8 bytes; the message ends in the CRC32 of all bytes before it.
     """
-    head = b"".join(_header(name, value) for name, value in headers)
+    head = _head(tuple(headers))
     total = 12 + len(head) + len(payload) + 4
     prelude = struct.pack(">II", total, len(head))
     prelude += struct.pack(">I", zlib.crc32(prelude))
