@@ -70,13 +70,20 @@ def _chunk_payload(event: bytes) -> bytes:
     return orjson.dumps({"bytes": base64.b64encode(event).decode("ascii")})
 
 
-def _inner(payload: bytes) -> bytes | None:
-    """The event a ``chunk`` payload carries (``{"bytes": base64}``), or ``None``."""
+def _decoded(chunk: object) -> bytes | None:
+    """The event of a parsed ``chunk`` payload (``{"bytes": base64}``), or ``None``."""
+    raw = chunk.get("bytes") if isinstance(chunk, dict) else None
     try:
-        found = orjson.loads(payload)
-        raw = found.get("bytes") if isinstance(found, dict) else None
         return base64.b64decode(raw, validate=True) if isinstance(raw, str) else None
-    except (orjson.JSONDecodeError, binascii.Error):
+    except binascii.Error:
+        return None
+
+
+def _inner(payload: bytes) -> bytes | None:
+    """The event a ``chunk`` payload carries, or ``None`` (not one: an exception's)."""
+    try:
+        return _decoded(orjson.loads(payload))
+    except orjson.JSONDecodeError:
         return None
 
 
@@ -86,7 +93,9 @@ class ChunkSplitter:
     botocore reads the messages (`EventStreamSplitter`); a ``chunk`` message becomes
     the frame of the event it carries (``name`` its ``type``, ``data`` its JSON, ``raw``
     the whole message); any other message (an exception, a corrupt stream) is the
-    Bedrock splitter's frame (``{"<name>Exception": {"message"}}``).
+    Bedrock splitter's frame (``{"<name>Exception": {"message"}}``), and so is a
+    ``chunk`` that carries no Anthropic event (no base64, no JSON object with a
+    ``type``): a ``modelStreamErrorException`` that says so, which fails the call.
     """
 
     def __init__(self) -> None:
@@ -103,23 +112,26 @@ class ChunkSplitter:
 
 
 def _unwrapped(frame: Frame) -> Frame:
-    if frame.name != "chunk" or frame.data is None:
+    if frame.name != "chunk":
         return frame
+    event: bytes | None = None
     try:
-        wrapped = orjson.loads(frame.data)
+        wrapped = orjson.loads(frame.data or "null")
+        event = _decoded(wrapped.get("chunk")) if isinstance(wrapped, dict) else None
+        parsed = orjson.loads(event) if event is not None else None
     except orjson.JSONDecodeError:
-        return frame
-    chunk = wrapped.get("chunk") if isinstance(wrapped, dict) else None
-    event = _inner(orjson.dumps(chunk)) if isinstance(chunk, dict) else None
-    if event is None:
-        return frame
-    text = event.decode("utf-8", "replace")
-    try:
-        parsed = orjson.loads(event)
-    except orjson.JSONDecodeError:
-        return Frame(frame.raw, None, text)
+        parsed = None
     kind = parsed.get("type") if isinstance(parsed, dict) else None
-    return Frame(frame.raw, kind if isinstance(kind, str) else None, text)
+    if event is None or not isinstance(kind, str):
+        return _broken(frame.raw)
+    return Frame(frame.raw, kind, event.decode("utf-8", "replace"))
+
+
+def _broken(raw: bytes) -> Frame:
+    """The failure frame of a ``chunk`` message that carries no Anthropic event."""
+    text = 'a live "chunk" message carries no Anthropic event ({"bytes": base64 of JSON})'
+    data = orjson.dumps({"modelStreamErrorException": {"message": text}}).decode()
+    return Frame(raw, "modelStreamErrorException", data)
 
 
 class ChunkStream(Framing):

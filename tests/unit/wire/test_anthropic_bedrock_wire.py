@@ -318,6 +318,11 @@ def test_live_exceptions_and_a_corrupt_stream_are_failures() -> None:
     assert failure is not None
     assert "corrupt" in failure["message"]
     assert WIRE.stream_failure({"type": "content_block_stop", "index": 0}) is None
+    for payload in (b'{"bytes": "not base64!"}', b'{"bytes": "bm90IGpzb24="}', b"{}", b"{"):
+        (frame,) = CHUNK_STREAM.splitter().feed_raw(bedrock.EVENT_STREAM.frame(payload, "chunk"))
+        failure = WIRE.stream_failure(orjson.loads(frame.data or ""))
+        assert failure is not None, payload  # never dropped in silence
+        assert "carries no Anthropic event" in failure["message"]
 
 
 def test_a_secret_in_a_relayed_event_is_replaced_inside_its_base64() -> None:
