@@ -62,7 +62,7 @@ _S = TypeVar("_S", bound=SessionLike)
 if TYPE_CHECKING:
     # The SDK types of the in-process clients, for type checkers only: each SDK is
     # imported when its client is asked for (docs/wires.md#clients), never here.
-    from anthropic import Anthropic, AsyncAnthropic
+    from anthropic import Anthropic, AnthropicBedrock, AsyncAnthropic, AsyncAnthropicBedrock
     from google.genai import Client as GeminiClient
     from google.genai.client import AsyncClient as AsyncGeminiClient
     from openai import AsyncAzureOpenAI, AsyncOpenAI, AzureOpenAI, OpenAI
@@ -421,9 +421,11 @@ class DshReplay:
         ``OPENAI_BASE_URL`` (with ``/v1``), ``ANTHROPIC_BASE_URL``,
         ``DEEPSEEK_BASE_URL``, ``GOOGLE_GEMINI_BASE_URL`` and ``AZURE_OPENAI_ENDPOINT``
         (the root), their ``*_API_KEY`` (and ``GOOGLE_API_KEY``) with a dummy key,
-        ``OPENAI_API_VERSION`` for ``AzureOpenAI``, and
-        ``NO_PROXY`` for the loopback address. Merge them into the process's
-        environment: ``subprocess.run(cmd, env={**os.environ, **dsh_replay.env})``.
+        ``OPENAI_API_VERSION`` for ``AzureOpenAI``, ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``
+        and ``ANTHROPIC_BEDROCK_BASE_URL`` (the root) with dummy AWS keys and a region
+        for boto3 and ``AnthropicBedrock``, and ``NO_PROXY`` for the loopback address.
+        Merge them into the process's environment:
+        ``subprocess.run(cmd, env={**os.environ, **dsh_replay.env})``.
         """
         return self._http.env
 
@@ -466,6 +468,14 @@ class DshReplay:
         self, wire: Literal["azure", "azure-responses"], async_: Literal[True], **options: object
     ) -> AsyncAzureOpenAI: ...
     @overload
+    def client(
+        self, wire: Literal["anthropic-bedrock"], async_: Literal[False] = False, **options: object
+    ) -> AnthropicBedrock: ...
+    @overload
+    def client(
+        self, wire: Literal["anthropic-bedrock"], async_: Literal[True], **options: object
+    ) -> AsyncAnthropicBedrock: ...
+    @overload
     def client(self, wire: str, async_: bool = False, **options: object) -> Any: ...
     def client(self, wire: str, async_: bool = False, **options: object) -> Any:
         """An SDK client of ``wire`` that talks to the endpoint in process (no socket).
@@ -476,12 +486,15 @@ class DshReplay:
         [`async_anthropic_client`][pytest_dsh_replay.DshReplay.async_anthropic_client];
         every wire of [docs/wires.md#clients](../wires.md#clients) has one
         (``"openai-responses"`` gives the OpenAI client, whose ``responses`` reach that
-        wire; ``"azure"`` and ``"azure-responses"`` both give ``openai.AzureOpenAI``).
+        wire; ``"azure"`` and ``"azure-responses"`` both give ``openai.AzureOpenAI``;
+        ``"anthropic-bedrock"`` gives ``anthropic.AnthropicBedrock``).
         The client never retries unless ``options`` say so.
 
         Args:
             wire: The wire's name: ``"openai"``, ``"openai-responses"``,
-                ``"anthropic"``, ``"gemini"``, ``"azure"`` or ``"azure-responses"``.
+                ``"anthropic"``, ``"gemini"``, ``"azure"``, ``"azure-responses"``,
+                ``"bedrock"`` or ``"anthropic-bedrock"`` (each wire of
+                [docs/wires.md#clients](../wires.md#clients)).
             async_: The SDK's async client (``openai.AsyncOpenAI``,
                 ``anthropic.AsyncAnthropic``, a ``google.genai.Client``'s ``.aio``).
             **options: Passed to the client's constructor (``max_retries``,

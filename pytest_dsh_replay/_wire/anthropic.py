@@ -804,8 +804,8 @@ class AnthropicWire(BaseWire):
 
     name = "anthropic"
     routes = ("/v1/messages", "/messages")
-    list_routes = ("/v1/models", "/models")
-    list_headers = ("anthropic-version",)
+    list_routes: tuple[str, ...] = ("/v1/models", "/models")
+    list_headers: tuple[str, ...] = ("anthropic-version",)
     # remembers only answers to requests with a `thread` (read_thread)
     call_id_prefix = "msg-dsh-replay-"
     checked_fields = ("messages", "system", "tools")

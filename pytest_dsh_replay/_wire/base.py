@@ -382,7 +382,7 @@ class BaseWire:
         name: A short name for messages, logs and ``DshReplay.client(name)``.
         routes: The request paths the endpoint serves in this wire (``POST``); a
             placeholder segment (``{model}``, ``{project}``...) stands for any one
-            path segment up to a ``:``.
+            path segment (up to a ``:`` where the route has one right after it).
         list_routes: The paths of this wire's model list (``GET``), if it has one.
         list_headers: Request headers that pick this wire's model list where wires
             share a list path (``anthropic-version``).

@@ -72,6 +72,8 @@ __all__ = [
     "bedrock_response",
     "bedrock_usage",
     "event_message",
+    "exception_message",
+    "stream_exception",
 ]
 
 _PATH: Final = re.compile(r"/model/(?P<model>[^/?]+)/(?P<verb>converse-stream|converse)(?=\?|$)")
@@ -136,6 +138,19 @@ def _exception_headers(name: str) -> tuple[tuple[str, str], ...]:
 def exception_message(exception_type: str, message: str) -> bytes:
     """An in-stream exception (``:message-type: exception``) with ``{"message"}``."""
     return event_message(orjson.dumps({"message": message}), _exception_headers(exception_type))
+
+
+def stream_exception(failure: Failure) -> bytes:
+    """A recorded failure after content as the in-stream exception Bedrock sends for it.
+
+    ``throttlingException`` (``RATE_LIMIT``), ``serviceUnavailableException``
+    (``OVERLOADED``), ``validationException`` (``INVALID_REQUEST``,
+    ``CONTEXT_WINDOW_EXCEEDED``), else ``modelStreamErrorException``; the message is
+    `failure_message`'s.
+    """
+    code = str(failure.get("code", "UNKNOWN"))
+    name = _STREAM_EXCEPTIONS.get(code, "modelStreamErrorException")
+    return exception_message(name, failure_message(failure))
 
 
 class EventStreamSplitter:
@@ -476,10 +491,8 @@ class BedrockEncoder:
         return out + _event("metadata", metadata)
 
     def failure_event(self, failure: Failure) -> bytes:
-        """A recorded failure after content: the in-stream exception of its code."""
-        code = str(failure.get("code", "UNKNOWN"))
-        name = _STREAM_EXCEPTIONS.get(code, "modelStreamErrorException")
-        return exception_message(name, failure_message(failure))
+        """A recorded failure after content: see `stream_exception`."""
+        return stream_exception(failure)
 
     def replay_error_event(self, message: str) -> bytes:
         """A replay error mid-stream: a ``validationException`` (never retried)."""

@@ -4,8 +4,10 @@ The endpoint serves each wire's routes (`routes`, ``POST``) and
 model lists (`list_routes`, ``GET``); adding a wire is one wire
 module and one entry in `WIRES`
 ([docs/architecture.md#adding-a-wire](../architecture.md#adding-a-wire)). A route's
-placeholder segment (``{model}``, ``{project}``, any ``{name}``) matches one path segment
-up to a ``:`` (the Gemini routes carry the model in the path, ``models/{model}:verb``).
+placeholder segment (``{model}``, ``{project}``, any ``{name}``) matches one path segment;
+where the route goes on with a ``:`` right after it, up to that ``:`` (the Gemini routes
+carry the model in the path, ``models/{model}:verb``), else ``:`` included (a Bedrock model
+id, ``anthropic.claude-...-v1:0``, as the ``anthropic`` SDK sends it).
 What the layers above need of all wires at once is here too: the environment that points
 clients at the endpoint (`endpoint_env`), the variables whose URLs are secrets while
 recording (`RECORD_URL_VARIABLES`), a wire by its name (`wire_named`).
@@ -24,6 +26,7 @@ from .._format.redact import Redactor
 from .._format.redact import recording_redactor as _recording_redactor
 from . import (
     anthropic,
+    anthropic_bedrock,
     azure,
     azure_responses,
     bedrock,
@@ -60,6 +63,7 @@ WIRES: Final[tuple[Wire, ...]] = (
     ollama.WIRE,
     vertex.WIRE,
     vertex_anthropic.WIRE,
+    anthropic_bedrock.WIRE,
 )
 """Every wire the endpoint speaks."""
 
@@ -73,9 +77,15 @@ _PLACEHOLDER: Final = re.compile(r"\{\w+\}")
 
 
 def _template(route: str) -> re.Pattern[str]:
-    """The pattern of a route with placeholders: each matches one segment, ``:`` excluded."""
-    fixed = _PLACEHOLDER.split(route)
-    return re.compile("[^/:]+".join(re.escape(part) for part in fixed) + r"\Z")
+    """The pattern of a route with placeholders: each matches one segment.
+
+    A placeholder the route follows with ``:`` stops at the first ``:`` of the segment.
+    """
+    first, *rest = _PLACEHOLDER.split(route)
+    pattern = re.escape(first)
+    for after in rest:
+        pattern += ("[^/:]+" if after.startswith(":") else "[^/]+") + re.escape(after)
+    return re.compile(pattern + r"\Z")
 
 
 _TEMPLATES: Final[tuple[tuple[re.Pattern[str], Wire], ...]] = tuple(

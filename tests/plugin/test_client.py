@@ -58,6 +58,8 @@ def test_client_gives_each_wire_s_sdk_client(project: pytest.Pytester) -> None:
             assert type(dsh_replay.client("azure")) is openai.AzureOpenAI
             azure_async = dsh_replay.client("azure-responses", async_=True)
             assert type(azure_async) is openai.AsyncAzureOpenAI
+            on_bedrock = dsh_replay.client("anthropic-bedrock", async_=True)
+            assert type(on_bedrock) is anthropic.AsyncAnthropicBedrock
 
         @pytest.mark.dsh_scenario("one", compare_logs=False)
         def test_an_unknown_wire(dsh_replay):

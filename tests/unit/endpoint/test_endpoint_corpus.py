@@ -3,14 +3,15 @@
 For each corpus scenario that ``ReplayModel`` replays, every recorded call is made over
 ``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``, Azure's two routes
 (``/openai/deployments/{deployment}/chat/completions``, ``/openai/responses``), Bedrock's
-``converse-stream``, Ollama's ``/api/chat`` and the two Vertex AI routes (Gemini's
-``...:streamGenerateContent``, Anthropic's ``...:streamRawPredict``) through the
-in-process transport with a plain ``httpx`` client (no SDK). The frames (SSE, the AWS
-event stream, Ollama's lines) are parsed here and decoded with the wire decoders; the
-blocks (text, reasoning, tool calls), usage and finish reassembled from them must equal
-the script's (on Ollama's wire, which names tool calls by their content, takes
-arguments only as an object and carries no cache counts: without the call ids,
-arguments that are no object as ``{}``, and without the cache-read tokens).
+two streamed routes (``converse-stream``, ``invoke-with-response-stream``), Ollama's
+``/api/chat`` and the two Vertex AI routes (Gemini's ``...:streamGenerateContent``,
+Anthropic's ``...:streamRawPredict``) through the in-process transport with a plain
+``httpx`` client (no SDK). The frames (SSE, the AWS event stream, Ollama's lines) are
+parsed here and decoded with the wire decoders; the blocks (text, reasoning, tool
+calls), usage and finish reassembled from them must equal the script's (on Ollama's
+wire, which names tool calls by their content, takes arguments only as an object and
+carries no cache counts: without the call ids, arguments that are no object as
+``{}``, and without the cache-read tokens).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from pytest_dsh_replay._errors import DshReplayError, ReplayCancelledError
 from pytest_dsh_replay._replay.model import ReplayModel
 from pytest_dsh_replay._scripts.entries import HangEntry, ThrowEntry
 from pytest_dsh_replay._wire.anthropic import AnthropicDecoder, anthropic_failure
+from pytest_dsh_replay._wire.anthropic_bedrock import CHUNK_STREAM
+from pytest_dsh_replay._wire.anthropic_bedrock import WIRE as ANTHROPIC_BEDROCK
 from pytest_dsh_replay._wire.azure import AzureDecoder
 from pytest_dsh_replay._wire.base import httpx_module
 from pytest_dsh_replay._wire.bedrock import EVENT_STREAM, BedrockDecoder, bedrock_failure
@@ -86,8 +89,8 @@ def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, 
                 return [decoder.failed(failure)]
     except (httpx.ReadError, httpx.RemoteProtocolError):
         return [decoder.failed({"message": "dropped", "code": "TRANSPORT"})]
-    if route == "bedrock":
-        return event_stream_chunks(raw, decoder)
+    if route in EVENT_STREAMS:
+        return event_stream_chunks(raw, decoder, route)
     chunks: list[Any] = []
     numbers: list[int] = []  # the Responses events' sequence numbers, from 0
     frames = sse_frames(raw) if route != "ollama" else ndjson_lines(raw)
@@ -116,13 +119,14 @@ def read_call(client: Any, route: str, headers: dict[str, str], body: dict[str, 
     return chunks
 
 
-def event_stream_chunks(raw: bytes, decoder: Any) -> list[Any]:
+def event_stream_chunks(raw: bytes, decoder: Any, route: str) -> list[Any]:
     """The chunks of a Bedrock event stream (botocore reads the messages, CRCs checked)."""
     chunks: list[Any] = []
-    splitter = EVENT_STREAM.splitter()
+    framing, wire = EVENT_STREAMS[route]
+    splitter = framing.splitter()
     for frame in splitter.feed_raw(raw):
         event = json.loads(frame.data or "null")
-        failure = BEDROCK.stream_failure(event)
+        failure = wire.stream_failure(event)
         if failure is not None:
             return [*chunks, decoder.failed(failure)]
         chunks.extend(decoder.feed(event))
@@ -146,6 +150,7 @@ PATHS = {
     "ollama": "/api/chat",
     "vertex": f"/v1beta1{VERTEX_SCOPE}/google/models/m:streamGenerateContent?alt=sse",
     "anthropic-vertex": f"/v1{VERTEX_SCOPE}/anthropic/models/m:streamRawPredict",
+    "anthropic-bedrock": "/model/m:0/invoke-with-response-stream",
 }
 DECODERS: dict[str, Any] = {
     "openai": OpenAIDecoder,
@@ -157,7 +162,12 @@ DECODERS: dict[str, Any] = {
     "ollama": OllamaDecoder,
     "vertex": GeminiDecoder,
     "anthropic-vertex": AnthropicDecoder,
+    "anthropic-bedrock": AnthropicDecoder,
 }
+EVENT_STREAMS: dict[str, Any] = {
+    "bedrock": (EVENT_STREAM, BEDROCK),
+    "anthropic-bedrock": (CHUNK_STREAM, ANTHROPIC_BEDROCK),
+}  # the routes answered in the AWS event stream: its framing and wire
 RESPONSES = ("responses", "azure-responses")  # the routes of the Responses events
 FAILURES: dict[str, Any] = {
     "anthropic": anthropic_failure,
@@ -263,6 +273,8 @@ def request_body(route: str, first: str | None, number: int) -> dict[str, Any]:
                 {"role": "user", "parts": [{"text": t}]} for t in (messages[0]["content"], text)
             ]
         }
+    if route == "anthropic-bedrock":  # the model is the path's, the route streams
+        return {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 100, "messages": messages}
     body: dict[str, Any] = {"model": "m", "messages": messages, "stream": True}
     if route in ("openai", "azure"):
         body["stream_options"] = {"include_usage": True}
@@ -276,8 +288,8 @@ def request_body(route: str, first: str | None, number: int) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "route",
-    ["openai", "responses", "anthropic", "azure", "azure-responses", "bedrock", "ollama",
-     *VERTEX_ROUTES],
+    ["openai", "responses", "anthropic", "azure", "azure-responses", "bedrock",
+     "anthropic-bedrock", "ollama", *VERTEX_ROUTES],
 )  # fmt: skip
 @pytest.mark.parametrize("path", corpus_params(SCENARIOS))
 def test_every_corpus_call_round_trips_over_http(

@@ -146,7 +146,7 @@ def turn(client: Any, stream: bool) -> tuple[list[dict[str, Any]], dict[str, Any
 def test_the_routes_are_in_the_table_and_named_by_a_404() -> None:
     assert wire_for(STREAM) is WIRE
     assert wire_for("/model/m/converse") is WIRE
-    assert wire_for("/model/m/invoke") is None
+    assert wire_for("/model/m/converse-streams") is None
     assert "POST /model/{model}/converse-stream" in served_routes()
     response = Endpoint.replaying(ReplayModel(single())).handle(
         "POST", "/model/m/conversex", {}, b"{}"
