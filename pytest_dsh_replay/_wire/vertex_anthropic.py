@@ -59,8 +59,8 @@ class AnthropicVertexWire(AnthropicWire):
         f"/v1/projects/{{project}}/locations/{{location}}/publishers/anthropic/models/{{model}}:{verb}"
         for verb in ("streamRawPredict", "rawPredict")
     )
-    list_routes = ()  # type: ignore[assignment]
-    list_headers = ()  # type: ignore[assignment]
+    list_routes = ()
+    list_headers = ()
     record_base_url_variable = "DSH_RECORD_ANTHROPIC_VERTEX_BASE_URL"
     sdk = None  # type: ignore[assignment]  # `client` makes the client
 

@@ -174,6 +174,7 @@ FAILURES: dict[str, Any] = {
     "anthropic-vertex": anthropic_failure,
     "vertex": gemini_failure,
     "bedrock": bedrock_failure,
+    "anthropic-bedrock": bedrock_failure,
     "ollama": ollama_failure,
 }
 ANTHROPIC_ROUTES = ("anthropic", "anthropic-vertex")  # the Messages bodies and events
@@ -242,7 +243,7 @@ def _usage(usage: dict[str, Any] | None, route: str) -> Any:
         usage = usage or {}
         return (usage.get("inputTokens", 0) + usage.get("cacheWriteTokens", 0),
                 usage.get("outputTokens", 0))  # fmt: skip
-    separate = route in (*ANTHROPIC_ROUTES, "bedrock")  # cache writes counted apart
+    separate = route in (*ANTHROPIC_ROUTES, "bedrock", "anthropic-bedrock")  # cache writes apart
     if usage is None:  # Messages and Converse always carry usage: zeros when none was recorded
         return (0, 0, 0, 0) if separate else None
     read = usage.get("cacheReadTokens", 0)
