@@ -487,13 +487,17 @@ class DshReplay:
         every wire of [docs/wires.md#clients](../wires.md#clients) has one
         (``"openai-responses"`` gives the OpenAI client, whose ``responses`` reach that
         wire; ``"azure"`` and ``"azure-responses"`` both give ``openai.AzureOpenAI``;
-        ``"anthropic-bedrock"`` gives ``anthropic.AnthropicBedrock``).
+        ``"bedrock"`` a boto3 ``bedrock-runtime`` client (sync only);
+        ``"anthropic-bedrock"`` ``anthropic.AnthropicBedrock``; ``"vertex"`` a
+        ``google.genai.Client(vertexai=True)``; ``"anthropic-vertex"``
+        ``anthropic.AnthropicVertex``; ``"ollama"`` ``ollama.Client``).
         The client never retries unless ``options`` say so.
 
         Args:
             wire: The wire's name: ``"openai"``, ``"openai-responses"``,
                 ``"anthropic"``, ``"gemini"``, ``"azure"``, ``"azure-responses"``,
-                ``"bedrock"`` or ``"anthropic-bedrock"`` (each wire of
+                ``"bedrock"``, ``"anthropic-bedrock"``, ``"vertex"``,
+                ``"anthropic-vertex"`` or ``"ollama"`` (each wire of
                 [docs/wires.md#clients](../wires.md#clients)).
             async_: The SDK's async client (``openai.AsyncOpenAI``,
                 ``anthropic.AsyncAnthropic``, a ``google.genai.Client``'s ``.aio``).
@@ -503,7 +507,9 @@ class DshReplay:
 
         Returns:
             The client: ``openai.OpenAI``, ``anthropic.Anthropic``,
-            ``google.genai.Client``, ``openai.AzureOpenAI``, or their async faces.
+            ``google.genai.Client``, ``openai.AzureOpenAI``, a boto3 client,
+            ``anthropic.AnthropicBedrock``, ``anthropic.AnthropicVertex``,
+            ``ollama.Client``, or their async faces.
 
         Raises:
             UnknownWireError: No wire is called ``wire`` (a

@@ -228,3 +228,10 @@ def test_every_type_a_signature_names_is_public() -> None:
         if word not in public and word not in _FOREIGN
     )
     assert private == []
+
+
+def test_the_client_method_names_every_wire() -> None:
+    from pytest_dsh_replay._wire.table import WIRES
+
+    doc = DshReplay.client.__doc__ or ""
+    assert [w.name for w in WIRES if f'``"{w.name}"``' not in doc] == []
