@@ -55,6 +55,7 @@ __all__ = [
     "WireError",
     "delta_run",
     "failure_headers",
+    "failure_record",
     "failure_status",
     "feed_each",
     "httpx_module",
@@ -64,6 +65,7 @@ __all__ = [
     "misshapen",
     "refuse_misshapen",
     "retry_after_ms",
+    "status_code",
 ]
 
 Failure = Mapping[str, object]
@@ -658,6 +660,50 @@ def failure_message(failure: Failure) -> str:
 def wire_error(failure: Failure, status: int, body: JSONObject) -> WireError:
     """A `WireError` with the failure's headers and ``body`` serialized."""
     return WireError(status, failure_headers(failure), orjson.dumps(body))
+
+
+def status_code(status: int | None, text: str) -> str:
+    """The dsh failure code of a live HTTP error by its status (and its text).
+
+    ``AUTH`` (401, 403), ``RATE_LIMIT`` (429), ``OVERLOADED`` (503),
+    ``CONTEXT_WINDOW_EXCEEDED`` (400 or 413 whose text says the input is too long),
+    else ``UNKNOWN``: what a provider without codes of its own tells.
+    """
+    if status in (401, 403):
+        return "AUTH"
+    if status == 429:
+        return "RATE_LIMIT"
+    if status == 503:
+        return "OVERLOADED"
+    if status in (400, 413) and CONTEXT_OVERFLOW.search(text):
+        return "CONTEXT_WINDOW_EXCEEDED"
+    return "UNKNOWN"
+
+
+def failure_record(
+    text: str,
+    code: str,
+    status: int | None,
+    headers: Mapping[str, str],
+    *,
+    request_id_header: str = "x-request-id",
+) -> FailureRecord:
+    """A live error's dsh failure: ``{"message", "code", "status"?, ...}``.
+
+    ``status`` when it is an HTTP status (100-599), ``providerRetryAfterMs`` from the
+    ``retry-after`` headers (`retry_after_ms`), ``requestId`` from
+    ``request_id_header`` when the response has it.
+    """
+    failure: FailureRecord = {"message": text, "code": code}
+    if status is not None and 100 <= status <= 599:
+        failure["status"] = status
+    retry = retry_after_ms(headers)
+    if retry is not None:
+        failure["providerRetryAfterMs"] = retry
+    request_id = headers.get(request_id_header)
+    if request_id:
+        failure["requestId"] = request_id
+    return failure
 
 
 def retry_after_ms(headers: Mapping[str, str]) -> int | None:

@@ -46,12 +46,12 @@ from .base import (
     WireError,
     failure_headers,
     failure_message,
+    failure_record,
     failure_status,
     import_sdk,
     int_field,
     join_path,
     json_items,
-    retry_after_ms,
 )
 from .framing import JSON_HEADERS, Frame, Framing
 from .shapes import FailureRecord, Usage
@@ -1012,16 +1012,7 @@ def bedrock_failure(
         code = "INVALID_REQUEST"
     else:
         code = "UNKNOWN"
-    failure: FailureRecord = {"message": text, "code": code}
-    if status is not None and 100 <= status <= 599:
-        failure["status"] = status
-    retry = retry_after_ms(headers)
-    if retry is not None:
-        failure["providerRetryAfterMs"] = retry
-    request_id = headers.get("x-amzn-requestid")
-    if request_id:
-        failure["requestId"] = request_id
-    return failure
+    return failure_record(text, code, status, headers, request_id_header="x-amzn-requestid")
 
 
 # --- recording: signing with botocore ---------------------------------------------------------

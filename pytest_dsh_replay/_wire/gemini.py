@@ -37,18 +37,18 @@ import orjson
 from .._format.events import JSONObject, StreamChunk
 from .._format.reply import assemble_reply
 from .base import (
-    CONTEXT_OVERFLOW,
     BaseWire,
     Failure,
     History,
     InProcess,
     WireError,
     failure_message,
+    failure_record,
     failure_status,
     feed_each,
     import_sdk,
     int_field,
-    retry_after_ms,
+    status_code,
     wire_error,
 )
 from .framing import SSE_CRLF, Frame
@@ -755,26 +755,7 @@ def gemini_failure(status: int | None, body: object, headers: Mapping[str, str])
         status = int_field(error.get("code"))
     found = error.get("message")
     text = found if isinstance(found, str) and found else f"Gemini API request failed ({status})"
-    if status in (401, 403):
-        code = "AUTH"
-    elif status == 429:
-        code = "RATE_LIMIT"
-    elif status == 503:
-        code = "OVERLOADED"
-    elif status in (400, 413) and CONTEXT_OVERFLOW.search(text):
-        code = "CONTEXT_WINDOW_EXCEEDED"
-    else:
-        code = "UNKNOWN"
-    failure: FailureRecord = {"message": text, "code": code}
-    if status is not None and 100 <= status <= 599:
-        failure["status"] = status
-    retry = retry_after_ms(headers)
-    if retry is not None:
-        failure["providerRetryAfterMs"] = retry
-    request_id = headers.get("x-request-id")
-    if request_id:
-        failure["requestId"] = request_id
-    return failure
+    return failure_record(text, status_code(status, text), status, headers)
 
 
 def gemini_upstream(base_url: str, path: str, model: str | None) -> str:

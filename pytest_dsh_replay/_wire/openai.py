@@ -38,10 +38,10 @@ from .base import (
     WireError,
     delta_run,
     failure_message,
+    failure_record,
     failure_status,
     int_field,
     json_items,
-    retry_after_ms,
     wire_error,
 )
 from .framing import SSE, Frame
@@ -646,16 +646,7 @@ def openai_failure(
         code = "CONTEXT_WINDOW_EXCEEDED"
     else:
         code = "UNKNOWN"
-    failure: FailureRecord = {"message": text, "code": code}
-    if status is not None and 100 <= status <= 599:
-        failure["status"] = status
-    retry = retry_after_ms(headers)
-    if retry is not None:
-        failure["providerRetryAfterMs"] = retry
-    request_id = headers.get("x-request-id")
-    if request_id:
-        failure["requestId"] = request_id
-    return failure
+    return failure_record(text, code, status, headers)
 
 
 def decode_completion(answer: Mapping[str, object]) -> list[StreamChunk]:
