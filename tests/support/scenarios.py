@@ -56,15 +56,24 @@ def make_scenario(directory: Path, *, ask: str | None = None, **sessions: list[s
     return directory
 
 
-def one_session(*entries: ReplayEntry, path: Path = Path("mem-scenario")) -> Scenario:
-    """An in-memory scenario of one primary session whose script is ``entries``."""
+def one_session(
+    *entries: ReplayEntry,
+    path: Path = Path("mem-scenario"),
+    recorded_id: str = "session",
+    first: str | None = None,
+) -> Scenario:
+    """An in-memory scenario of one primary session whose script is ``entries``.
+
+    ``first`` is the recorded session's first user message (what binds it by content).
+    """
     script = SessionScript(
         file="session.jsonl",
-        recorded_id="session",
+        recorded_id=recorded_id,
         created_at=0,
         seed_length=0,
         parent_session=None,
         primary=True,
         entries=entries,
+        first_user_text=first,
     )
     return Scenario(path=path, scripts=(script,))

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from support.scenarios import one_session
 
 anthropic = pytest.importorskip("anthropic", reason="AnthropicBedrock is the anthropic SDK's")
 pytest.importorskip("boto3", reason="AnthropicBedrock signs with botocore")
@@ -25,8 +27,7 @@ from pytest_dsh_replay._endpoint.endpoint import Endpoint  # noqa: E402
 from pytest_dsh_replay._endpoint.transport import sdk_client, worker_pool  # noqa: E402
 from pytest_dsh_replay._recording.proxy import Relay, proxy_stream  # noqa: E402
 from pytest_dsh_replay._replay.model import ReplayModel  # noqa: E402
-from pytest_dsh_replay._scripts.entries import ChunksEntry, ReplayEntry  # noqa: E402
-from pytest_dsh_replay._scripts.scenario import Scenario, SessionScript  # noqa: E402
+from pytest_dsh_replay._scripts.entries import ChunksEntry  # noqa: E402
 from pytest_dsh_replay._wire import bedrock  # noqa: E402
 from pytest_dsh_replay._wire.anthropic import AnthropicDecoder  # noqa: E402
 from pytest_dsh_replay._wire.anthropic_bedrock import CHUNK_STREAM, WIRE  # noqa: E402
@@ -72,18 +73,8 @@ TEXT: list[dict[str, Any]] = [
 ]
 
 
-def single(*entries: ReplayEntry) -> Scenario:
-    script = SessionScript(
-        file="session.jsonl",
-        recorded_id="rec",
-        created_at=0,
-        seed_length=0,
-        parent_session=None,
-        primary=True,
-        entries=entries,
-        first_user_text="add 2 and 3",
-    )
-    return Scenario(Path("mem"), (script,))
+single = partial(one_session, path=Path("mem"), recorded_id="rec", first="add 2 and 3")
+"""One primary session of ``entries`` (``first=`` another first user message)."""
 
 
 def client_on(endpoint: Endpoint, **options: object) -> Any:

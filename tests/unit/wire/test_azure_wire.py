@@ -9,11 +9,13 @@ and sends the live key as ``api-key``.
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from support.scenarios import one_session
 
 openai = pytest.importorskip("openai", reason="the Azure wires are checked with openai's client")
 
@@ -28,8 +30,7 @@ from pytest_dsh_replay._errors import UnservedRouteError  # noqa: E402
 from pytest_dsh_replay._fixture.dsh_replay import DshReplay  # noqa: E402
 from pytest_dsh_replay._recording.live_openai import OpenAICompatibleModel  # noqa: E402
 from pytest_dsh_replay._replay.model import ReplayModel  # noqa: E402
-from pytest_dsh_replay._scripts.entries import ChunksEntry, ReplayEntry  # noqa: E402
-from pytest_dsh_replay._scripts.scenario import Scenario, SessionScript  # noqa: E402
+from pytest_dsh_replay._scripts.entries import ChunksEntry  # noqa: E402
 from pytest_dsh_replay._wire import azure, azure_responses  # noqa: E402
 from pytest_dsh_replay._wire.base import httpx_module, join_path  # noqa: E402
 from pytest_dsh_replay._wire.framing import SSE  # noqa: E402
@@ -68,18 +69,8 @@ TOOLS: Any = [{"type": "function", "function": {"name": "add", "parameters": {"t
 PROMPT = "add 2"
 
 
-def single(*entries: ReplayEntry) -> Scenario:
-    script = SessionScript(
-        file="session.jsonl",
-        recorded_id="rec",
-        created_at=0,
-        seed_length=0,
-        parent_session=None,
-        primary=True,
-        entries=entries,
-        first_user_text=PROMPT,
-    )
-    return Scenario(Path("mem"), (script,))
+single = partial(one_session, path=Path("mem"), recorded_id="rec", first=PROMPT)
+"""One primary session of ``entries`` (``first=`` another first user message)."""
 
 
 def failed(failure: dict[str, Any]) -> ChunksEntry:

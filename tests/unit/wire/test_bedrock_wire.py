@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from support.scenarios import one_session
 
 boto3 = pytest.importorskip("boto3", reason="the Bedrock wire's client is boto3")
 
@@ -20,8 +22,7 @@ from pytest_dsh_replay._endpoint.endpoint import Endpoint  # noqa: E402
 from pytest_dsh_replay._endpoint.transport import sdk_client  # noqa: E402
 from pytest_dsh_replay._recording.proxy import Relay, proxy_stream  # noqa: E402
 from pytest_dsh_replay._replay.model import ReplayModel  # noqa: E402
-from pytest_dsh_replay._scripts.entries import ChunksEntry, ReplayEntry  # noqa: E402
-from pytest_dsh_replay._scripts.scenario import Scenario, SessionScript  # noqa: E402
+from pytest_dsh_replay._scripts.entries import ChunksEntry  # noqa: E402
 from pytest_dsh_replay._wire import bedrock  # noqa: E402
 from pytest_dsh_replay._wire.base import httpx_module  # noqa: E402
 from pytest_dsh_replay._wire.bedrock import (  # noqa: E402
@@ -79,18 +80,8 @@ TOOL_CONFIG = {
 KWARGS: dict[str, Any] = {"system": [{"text": "You add."}], "toolConfig": TOOL_CONFIG}
 
 
-def single(*entries: ReplayEntry, first: str | None = "add 2 and 3") -> Scenario:
-    script = SessionScript(
-        file="session.jsonl",
-        recorded_id="rec",
-        created_at=0,
-        seed_length=0,
-        parent_session=None,
-        primary=True,
-        entries=entries,
-        first_user_text=first,
-    )
-    return Scenario(Path("mem"), (script,))
+single = partial(one_session, path=Path("mem"), recorded_id="rec", first="add 2 and 3")
+"""One primary session of ``entries`` (``first=`` another first user message)."""
 
 
 def client_on(endpoint: Endpoint, **options: object) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from google import genai
 from google.genai import errors, types
 from support.corpus_support import corpus_params, corpus_scenarios, require_corpus
+from support.scenarios import one_session
 
 from pytest_dsh_replay import load_scenario
 from pytest_dsh_replay._endpoint.endpoint import Endpoint
@@ -19,8 +21,7 @@ from pytest_dsh_replay._endpoint.transport import sdk_client, sync_transport, wo
 from pytest_dsh_replay._errors import DshReplayError, ReplayCancelledError
 from pytest_dsh_replay._format.reply import assemble_reply
 from pytest_dsh_replay._replay.model import ReplayModel
-from pytest_dsh_replay._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
-from pytest_dsh_replay._scripts.scenario import Scenario, SessionScript
+from pytest_dsh_replay._scripts.entries import ChunksEntry, HangEntry, ThrowEntry
 from pytest_dsh_replay._wire.base import httpx_module
 from pytest_dsh_replay._wire.framing import Frame
 from pytest_dsh_replay._wire.gemini import (
@@ -90,18 +91,8 @@ def gemini_client(endpoint: Endpoint, pool: Any, options: dict[str, object]) -> 
     return sdk_client("gemini", endpoint, pool, options)
 
 
-def single(*entries: ReplayEntry, first: str | None = "add 2 and 3") -> Scenario:
-    script = SessionScript(
-        file="session.jsonl",
-        recorded_id="rec",
-        created_at=0,
-        seed_length=0,
-        parent_session=None,
-        primary=True,
-        entries=entries,
-        first_user_text=first,
-    )
-    return Scenario(Path("mem"), (script,))
+single = partial(one_session, path=Path("mem"), recorded_id="rec", first="add 2 and 3")
+"""One primary session of ``entries`` (``first=`` another first user message)."""
 
 
 def failed(failure: dict[str, Any]) -> ChunksEntry:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from support.scenarios import one_session
 
 from pytest_dsh_replay import ScriptedModel
 from pytest_dsh_replay._endpoint.endpoint import Endpoint
@@ -17,8 +19,7 @@ from pytest_dsh_replay._endpoint.transport import endpoint_env, sdk_client, work
 from pytest_dsh_replay._errors import DshReplayError
 from pytest_dsh_replay._recording.proxy import Relay, proxy_stream
 from pytest_dsh_replay._replay.model import ReplayModel
-from pytest_dsh_replay._scripts.entries import ChunksEntry, ReplayEntry
-from pytest_dsh_replay._scripts.scenario import Scenario, SessionScript
+from pytest_dsh_replay._scripts.entries import ChunksEntry
 from pytest_dsh_replay._wire.base import httpx_module
 from pytest_dsh_replay._wire.framing import NDJSON, Frame
 from pytest_dsh_replay._wire.gemini import call_id_for
@@ -74,18 +75,8 @@ TEXT: list[dict[str, Any]] = [
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
 
 
-def single(*entries: ReplayEntry) -> Scenario:
-    script = SessionScript(
-        file="session.jsonl",
-        recorded_id="rec",
-        created_at=0,
-        seed_length=0,
-        parent_session=None,
-        primary=True,
-        entries=entries,
-        first_user_text="add 2 and 3",
-    )
-    return Scenario(Path("mem"), (script,))
+single = partial(one_session, path=Path("mem"), recorded_id="rec", first="add 2 and 3")
+"""One primary session of ``entries`` (``first=`` another first user message)."""
 
 
 def failed(failure: dict[str, Any]) -> ChunksEntry:

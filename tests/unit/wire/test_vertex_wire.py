@@ -12,10 +12,12 @@ import asyncio
 import contextlib
 import json
 import socket
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.scenarios import one_session
 
 genai = pytest.importorskip("google.genai", reason="the Vertex Gemini client is google-genai")
 anthropic = pytest.importorskip("anthropic", reason="AnthropicVertex is in the anthropic SDK")
@@ -33,7 +35,6 @@ from pytest_dsh_replay._endpoint.transport import (  # noqa: E402
 from pytest_dsh_replay._errors import UnservedRouteError  # noqa: E402
 from pytest_dsh_replay._replay.model import ReplayModel  # noqa: E402
 from pytest_dsh_replay._scripts.entries import ChunksEntry, ReplayEntry  # noqa: E402
-from pytest_dsh_replay._scripts.scenario import Scenario, SessionScript  # noqa: E402
 from pytest_dsh_replay._wire.anthropic import anthropic_failure  # noqa: E402
 from pytest_dsh_replay._wire.base import httpx_module  # noqa: E402
 from pytest_dsh_replay._wire.table import (  # noqa: E402
@@ -76,18 +77,8 @@ RATE_LIMITED: dict[str, Any] = {
 }
 
 
-def single(*entries: ReplayEntry) -> Scenario:
-    script = SessionScript(
-        file="session.jsonl",
-        recorded_id="rec",
-        created_at=0,
-        seed_length=0,
-        parent_session=None,
-        primary=True,
-        entries=entries,
-        first_user_text="add 2 and 3",
-    )
-    return Scenario(Path("mem"), (script,))
+single = partial(one_session, path=Path("mem"), recorded_id="rec", first="add 2 and 3")
+"""One primary session of ``entries`` (``first=`` another first user message)."""
 
 
 def replaying(*entries: ReplayEntry) -> tuple[ReplayModel, Endpoint]:
