@@ -52,3 +52,41 @@ def user_event(text: str, seq: int) -> dict[str, Any]:
         "time": 0,
         "data": {"role": "user", "content": [{"type": "text", "text": text}]},
     }
+
+
+def add_call(
+    call_id: str, *, reasoning: str = "think", usage: dict[str, int] | None = None
+) -> list[Chunk]:
+    """A reasoned call of ``add`` with ``{"a": 2, "b": 3}`` (its arguments in two pieces).
+
+    The usage chunk (default: 5 in, 4 out, 2 cache reads) and a ``tool-calls`` finish
+    follow: what the wire tests' agent asks first.
+    """
+    arguments = '{"a": 2, "b": 3}'
+    block = {"type": "tool-call", "id": call_id, "name": "add", "arguments": arguments}
+    delta = {"type": "tool-call-delta", "index": 1, "id": call_id}
+    return [
+        {"type": "block-start", "index": 0, "blockType": "reasoning"},
+        {"type": "reasoning-delta", "index": 0, "text": reasoning},
+        {"type": "block-end", "index": 0, "block": {"type": "reasoning", "text": reasoning}},
+        {"type": "block-start", "index": 1, "blockType": "tool-call"},
+        {**delta, "name": "add", "argumentsDelta": '{"a"'},
+        {**delta, "argumentsDelta": ': 2, "b": 3}'},
+        {"type": "block-end", "index": 1, "block": block},
+        {
+            "type": "usage",
+            "usage": usage or {"inputTokens": 5, "outputTokens": 4, "cacheReadTokens": 2},
+        },
+        {"type": "finish", "reason": {"kind": "tool-calls"}},
+    ]
+
+
+IT_IS_5: list[Chunk] = [
+    {"type": "block-start", "index": 0, "blockType": "text"},
+    {"type": "text-delta", "index": 0, "text": "It is "},
+    {"type": "text-delta", "index": 0, "text": "5."},
+    {"type": "block-end", "index": 0, "block": {"type": "text", "text": "It is 5."}},
+    {"type": "usage", "usage": {"inputTokens": 9, "outputTokens": 3}},
+    {"type": "finish", "reason": {"kind": "stop"}},
+]
+"""The answer once ``add`` returned: ``It is 5.`` in two deltas, 9 in and 3 out."""

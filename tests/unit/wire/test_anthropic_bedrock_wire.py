@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
+from support.chunks import IT_IS_5, add_call
 from support.scenarios import one_session
 
 anthropic = pytest.importorskip("anthropic", reason="AnthropicBedrock is the anthropic SDK's")
@@ -43,34 +44,8 @@ MODEL = "anthropic.claude-3-5-sonnet-20240620-v1:0"
 STREAM = f"/model/{MODEL}/invoke-with-response-stream"  # the SDK keeps the ``:``
 TOOLS: Any = [{"name": "add", "description": "adds", "input_schema": {"type": "object"}}]
 PROMPT: Any = [{"role": "user", "content": "add 2 and 3"}]
-TOOL: list[dict[str, Any]] = [
-    {"type": "block-start", "index": 0, "blockType": "reasoning"},
-    {"type": "reasoning-delta", "index": 0, "text": "think"},
-    {"type": "block-end", "index": 0, "block": {"type": "reasoning", "text": "think"}},
-    {"type": "block-start", "index": 1, "blockType": "tool-call"},
-    {"type": "tool-call-delta", "index": 1, "id": "tu_1", "name": "add", "argumentsDelta": '{"a"'},
-    {"type": "tool-call-delta", "index": 1, "id": "tu_1", "argumentsDelta": ': 2, "b": 3}'},
-    {
-        "type": "block-end",
-        "index": 1,
-        "block": {
-            "type": "tool-call",
-            "id": "tu_1",
-            "name": "add",
-            "arguments": '{"a": 2, "b": 3}',
-        },
-    },
-    {"type": "usage", "usage": {"inputTokens": 5, "outputTokens": 4, "cacheReadTokens": 2}},
-    {"type": "finish", "reason": {"kind": "tool-calls"}},
-]
-TEXT: list[dict[str, Any]] = [
-    {"type": "block-start", "index": 0, "blockType": "text"},
-    {"type": "text-delta", "index": 0, "text": "It is "},
-    {"type": "text-delta", "index": 0, "text": "5."},
-    {"type": "block-end", "index": 0, "block": {"type": "text", "text": "It is 5."}},
-    {"type": "usage", "usage": {"inputTokens": 9, "outputTokens": 3}},
-    {"type": "finish", "reason": {"kind": "stop"}},
-]
+TOOL = add_call("tu_1")
+TEXT = IT_IS_5
 
 
 single = partial(one_session, path=Path("mem"), recorded_id="rec", first="add 2 and 3")

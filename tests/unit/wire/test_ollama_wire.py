@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
+from support.chunks import IT_IS_5, add_call
 from support.scenarios import one_session
 
 from pytest_dsh_replay import ScriptedModel
@@ -38,40 +39,10 @@ ollama = pytest.importorskip("ollama", reason="the ollama client is not installe
 ROUTE = "/api/chat"
 ADD = call_id_for("add", {"a": 2, "b": 3}, {})
 
-TOOL: list[dict[str, Any]] = [
-    {"type": "block-start", "index": 0, "blockType": "reasoning"},
-    {"type": "reasoning-delta", "index": 0, "text": "I add."},
-    {"type": "block-end", "index": 0, "block": {"type": "reasoning", "text": "I add."}},
-    {"type": "block-start", "index": 1, "blockType": "tool-call"},
-    {
-        "type": "tool-call-delta",
-        "index": 1,
-        "id": "call_1",
-        "name": "add",
-        "argumentsDelta": '{"a"',
-    },
-    {"type": "tool-call-delta", "index": 1, "id": "call_1", "argumentsDelta": ': 2, "b": 3}'},
-    {
-        "type": "block-end",
-        "index": 1,
-        "block": {
-            "type": "tool-call",
-            "id": "call_1",
-            "name": "add",
-            "arguments": '{"a": 2, "b": 3}',
-        },
-    },
-    {"type": "usage", "usage": {"inputTokens": 5, "outputTokens": 4, "cacheWriteTokens": 1}},
-    {"type": "finish", "reason": {"kind": "tool-calls"}},
-]
-TEXT: list[dict[str, Any]] = [
-    {"type": "block-start", "index": 0, "blockType": "text"},
-    {"type": "text-delta", "index": 0, "text": "It is "},
-    {"type": "text-delta", "index": 0, "text": "5."},
-    {"type": "block-end", "index": 0, "block": {"type": "text", "text": "It is 5."}},
-    {"type": "usage", "usage": {"inputTokens": 9, "outputTokens": 3}},
-    {"type": "finish", "reason": {"kind": "stop"}},
-]
+TOOL = add_call(
+    "call_1", reasoning="I add.", usage={"inputTokens": 5, "outputTokens": 4, "cacheWriteTokens": 1}
+)
+TEXT = IT_IS_5
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
 
 
