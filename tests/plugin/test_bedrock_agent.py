@@ -13,23 +13,11 @@ test file unchanged.
 from __future__ import annotations
 
 import pytest
+from support.add_spawn_agent import CONFTEST, model
 from support.proxy_recording import recorded_logs, recording_project
-
-from pytest_dsh_replay import Answer, Rule, ScriptedModel, ToolCall
 
 pytest.importorskip("boto3", reason="the Bedrock wire's client is boto3")
 
-ANSWER = """
-def answer(request):
-    if request.prompt == "Say hi.":
-        return Answer(text="hi", usage={"inputTokens": 3, "outputTokens": 1})
-    done = sum(1 for role, _ in request.messages if role == "tool")
-    if done == 0:
-        return Answer(tool_calls=[ToolCall("add", '{"a": 2, "b": 3}')])
-    if done == 1:
-        return Answer(tool_calls=[ToolCall("spawn", '{"task": "Say hi."}')])
-    return Answer(text="Done: 5", usage={"inputTokens": 20, "outputTokens": 2})
-"""
 
 USER_TEST = """
 import json
@@ -110,21 +98,6 @@ def test_agent(dsh_replay, identify):
         assert len(dsh_replay.model.bindings) == 2  # the parent and its child
 """
 
-CONFTEST = (
-    "from pytest_dsh_replay import Answer, Rule, ScriptedModel, ToolCall\n"
-    + ANSWER
-    + """
-def pytest_dsh_replay_live_model(config, scenario_path):
-    return ScriptedModel([Rule(answer)])
-"""
-)
-
-
-def _provider() -> ScriptedModel:
-    scope: dict[str, object] = {"Answer": Answer, "ToolCall": ToolCall}
-    exec(ANSWER, scope)  # the same answers as the hook's live model
-    return ScriptedModel([Rule(scope["answer"])])  # type: ignore[arg-type]
-
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
@@ -151,7 +124,7 @@ def test_a_bedrock_agent_records_through_the_proxy_and_replays(
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDLIVEEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "live-secret-access-key-0123456789")
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    with _provider().serve(idle_timeout=120) as server:
+    with model().serve(idle_timeout=120) as server:
         monkeypatch.setenv("DSH_RECORD_BASE_URL", "http://127.0.0.1:9/v1")  # not used
         monkeypatch.setenv("DSH_RECORD_API_KEY", "live-bedrock-key-0123456789")
         monkeypatch.setenv("DSH_RECORD_BEDROCK_BASE_URL", server.base_url)
