@@ -52,6 +52,7 @@ from .base import (
     wire_error,
 )
 from .framing import SSE_CRLF, Frame
+from .held_calls import HeldCall, HeldCallsEncoder
 from .shapes import ContentBlock, FailureRecord, Usage
 
 __all__ = [
@@ -177,17 +178,7 @@ def _finish_reason(reason: Mapping[str, object]) -> str:
     return "OTHER"
 
 
-class _Tool:
-    __slots__ = ("args", "id", "name", "sent")
-
-    def __init__(self) -> None:
-        self.id = ""
-        self.name = ""
-        self.args: list[str] = []
-        self.sent = False
-
-
-class GeminiEncoder:
+class GeminiEncoder(HeldCallsEncoder):
     """Encodes the chunks of one call as Gemini SSE frames (``data: {response}``).
 
     ``text-delta`` is a ``{"text"}`` part, ``reasoning-delta`` a ``{"text", "thought":
@@ -202,11 +193,8 @@ class GeminiEncoder:
     """
 
     def __init__(self, *, model: str, response_id: str):
+        super().__init__()
         self._head = {"modelVersion": model, "responseId": response_id}
-        self._tools: dict[int, _Tool] = {}  # dsh block index -> tool call
-        self._texts: dict[int, list[str]] = {}  # dsh block index -> text sent
-        self._text: list[str] = []
-        self._usage: Usage | None = None
 
     def marks(self) -> list[str]:
         """The answer's text and sorted tool call ids so far (how a next request quotes it)."""
@@ -224,67 +212,24 @@ class GeminiEncoder:
         """The events of ``chunks`` in order (`feed` of each, joined)."""
         return feed_each(self, chunks)
 
-    def feed(self, chunk: StreamChunk) -> bytes:
-        """The frame for one dsh chunk (``b""`` when it has no wire form of its own)."""
-        kind = chunk.get("type")
-        index = chunk.get("index", 0)
-        if kind in ("text-delta", "reasoning-delta"):
-            text = chunk.get("text", "")
-            text = text if isinstance(text, str) else ""
-            self._texts.setdefault(index, []).append(text)
-            if kind == "reasoning-delta":
-                return self._parts([{"text": text, "thought": True}])
-            self._text.append(text)
-            return self._parts([{"text": text}])
-        if kind == "tool-call-delta":
-            tool = self._tools.setdefault(index, _Tool())
-            if not tool.id and isinstance(chunk.get("id"), str):
-                tool.id = chunk["id"]
-            if not tool.name and isinstance(chunk.get("name"), str):
-                tool.name = chunk["name"]
-            args = chunk.get("argumentsDelta", "")
-            tool.args.append(args if isinstance(args, str) else "")
-            return b""
-        if kind == "block-end" and isinstance(chunk.get("block"), Mapping):
-            return self._block_end(index, chunk["block"])
-        if kind == "usage" and isinstance(chunk.get("usage"), Mapping):
-            self._usage = chunk["usage"]
-        return b""
+    def _text_event(self, text: str, reasoning: bool) -> bytes:
+        """A frame of one ``{"text"}`` part (``"thought": true`` for reasoning)."""
+        part: JSONObject = {"text": text, "thought": True} if reasoning else {"text": text}
+        return self._parts([part])
 
-    def _block_end(self, index: int, block: ContentBlock) -> bytes:
-        kind = block.get("type")
-        if kind == "tool-call":
-            tool = self._tools.setdefault(index, _Tool())
-            if tool.sent:
-                return b""
-            tool.id = tool.id or str(block.get("id") or "")
-            tool.name = tool.name or str(block.get("name") or "")
-            arguments = block.get("arguments")
-            if not isinstance(arguments, str):
-                arguments = "".join(tool.args)
-            tool.args = [arguments]
-            return self._parts([self._tool_part(tool)])
-        text = block.get("text")
-        if kind in ("text", "reasoning") and isinstance(text, str):
-            sent = "".join(self._texts.get(index, ()))
-            if text.startswith(sent) and len(text) > len(sent):
-                rest = text[len(sent) :]
-                self._texts.setdefault(index, []).append(rest)
-                if kind == "reasoning":
-                    return self._parts([{"text": rest, "thought": True}])
-                self._text.append(rest)
-                return self._parts([{"text": rest}])
-        return b""
+    def _call_event(self, call: HeldCall) -> bytes:
+        """A frame of the call's ``functionCall`` part."""
+        return self._parts([self._tool_part(call)])
 
     @staticmethod
-    def _tool_part(tool: _Tool) -> JSONObject:
+    def _tool_part(tool: HeldCall) -> JSONObject:
         tool.sent = True
         block: ContentBlock = {"id": tool.id, "name": tool.name, "arguments": "".join(tool.args)}
         return _function_call(block)
 
     def finish(self, reason: Mapping[str, object]) -> bytes:
         """The last frame: tool calls not sent yet, ``finishReason`` and ``usageMetadata``."""
-        parts = [self._tool_part(t) for t in self._tools.values() if not t.sent and t.name]
+        parts = [self._tool_part(tool) for tool in self.unsent()]
         candidate: JSONObject = {}
         if parts:
             candidate["content"] = {"role": "model", "parts": parts}

@@ -56,7 +56,8 @@ from .base import (
 )
 from .framing import NDJSON, Frame
 from .gemini import call_id_for
-from .shapes import ContentBlock, FailureRecord, Usage
+from .held_calls import HeldCall, HeldCallsEncoder
+from .shapes import FailureRecord, Usage
 
 __all__ = [
     "CREATED_AT",
@@ -126,17 +127,7 @@ def _done_reason(reason: Mapping[str, object]) -> str:
     return "length" if reason.get("kind") == "max-tokens" else "stop"
 
 
-class _Tool:
-    __slots__ = ("args", "id", "name", "sent")
-
-    def __init__(self) -> None:
-        self.id = ""
-        self.name = ""
-        self.args: list[str] = []
-        self.sent = False
-
-
-class OllamaEncoder:
+class OllamaEncoder(HeldCallsEncoder):
     """Encodes the chunks of one call as Ollama's NDJSON lines.
 
     ``text-delta`` is a line whose ``message.content`` is the text, ``reasoning-delta``
@@ -151,14 +142,11 @@ class OllamaEncoder:
     """
 
     def __init__(self, *, model: str):
+        super().__init__()
         head = b'{"model":' + orjson.dumps(model) + b',"created_at":"' + CREATED_AT.encode()
         self._head = head + b'","message":{"role":"assistant","content":'
         self._model = model
-        self._tools: dict[int, _Tool] = {}  # dsh block index -> tool call
-        self._texts: dict[int, list[str]] = {}  # dsh block index -> text sent
-        self._text: list[str] = []
         self._seen: dict[str, int] = {}
-        self._usage: Usage | None = None
 
     def marks(self) -> list[str]:
         """The answer's text and sorted tool call ids so far (the ids the client saw)."""
@@ -198,55 +186,15 @@ class OllamaEncoder:
             i += 1
         return b"".join(out)
 
-    def feed(self, chunk: StreamChunk) -> bytes:
-        """The line for one dsh chunk (``b""`` when it has no wire form of its own)."""
-        kind = chunk.get("type")
-        index = chunk.get("index", 0)
-        if kind in ("text-delta", "reasoning-delta"):
-            text = chunk.get("text", "")
-            text = text if isinstance(text, str) else ""
-            self._texts.setdefault(index, []).append(text)
-            if kind == "reasoning-delta":
-                return self._line({"thinking": text})
-            self._text.append(text)
-            return self._content(text)
-        if kind == "tool-call-delta":
-            tool = self._tools.setdefault(index, _Tool())
-            if not tool.name and isinstance(chunk.get("name"), str):
-                tool.name = chunk["name"]
-            args = chunk.get("argumentsDelta", "")
-            tool.args.append(args if isinstance(args, str) else "")
-            return b""
-        if kind == "block-end" and isinstance(chunk.get("block"), Mapping):
-            return self._block_end(index, chunk["block"])
-        if kind == "usage" and isinstance(chunk.get("usage"), Mapping):
-            self._usage = chunk["usage"]
-        return b""
+    def _text_event(self, text: str, reasoning: bool) -> bytes:
+        """A line whose ``message.content`` (``message.thinking`` for reasoning) is ``text``."""
+        return self._line({"thinking": text}) if reasoning else self._content(text)
 
-    def _block_end(self, index: int, block: ContentBlock) -> bytes:
-        kind = block.get("type")
-        if kind == "tool-call":
-            tool = self._tools.setdefault(index, _Tool())
-            if tool.sent:
-                return b""
-            tool.name = tool.name or str(block.get("name") or "")
-            arguments = block.get("arguments")
-            if isinstance(arguments, str):
-                tool.args = [arguments]
-            return self._line({"tool_calls": [self._tool_call(tool, 0)]})
-        text = block.get("text")
-        if kind in ("text", "reasoning") and isinstance(text, str):
-            sent = "".join(self._texts.get(index, ()))
-            if text.startswith(sent) and len(text) > len(sent):
-                rest = text[len(sent) :]
-                self._texts.setdefault(index, []).append(rest)
-                if kind == "reasoning":
-                    return self._line({"thinking": rest})
-                self._text.append(rest)
-                return self._content(rest)
-        return b""
+    def _call_event(self, call: HeldCall) -> bytes:
+        """A line whose ``message.tool_calls`` is the call."""
+        return self._line({"tool_calls": [self._tool_call(call, 0)]})
 
-    def _tool_call(self, tool: _Tool, position: int) -> JSONObject:
+    def _tool_call(self, tool: HeldCall, position: int) -> JSONObject:
         tool.sent = True
         args = _args_object("".join(tool.args))
         tool.id = call_id_for(tool.name, args, self._seen)
@@ -255,7 +203,7 @@ class OllamaEncoder:
 
     def finish(self, reason: Mapping[str, object]) -> bytes:
         """The last line (after a line of the tool calls not sent yet): ``done: true``."""
-        unsent = [t for t in self._tools.values() if not t.sent and t.name]
+        unsent = self.unsent()
         out = b""
         if unsent:
             calls = [self._tool_call(tool, n) for n, tool in enumerate(unsent)]
