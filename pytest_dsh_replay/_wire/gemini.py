@@ -52,7 +52,7 @@ from .base import (
     wire_error,
 )
 from .framing import SSE_CRLF, Frame
-from .held_calls import HeldCall, HeldCallsEncoder
+from .held_calls import HeldCall, HeldCallsEncoder, WholeCallsDecoder
 from .shapes import ContentBlock, FailureRecord, Usage
 
 __all__ = [
@@ -520,7 +520,7 @@ def dsh_usage(usage: Mapping[str, object]) -> Usage:
     return out
 
 
-class GeminiDecoder:
+class GeminiDecoder(WholeCallsDecoder):
     """Turns ``GenerateContentResponse`` objects (parsed JSON) into dsh chunks; one per call.
 
     Block indexes count from 0 in order of appearance. Consecutive text parts (or
@@ -537,20 +537,10 @@ class GeminiDecoder:
     """
 
     def __init__(self) -> None:
-        self._count = 0
-        self._open: tuple[int, str, list[str]] | None = None  # index, kind, text
-        self._calls = 0
-        self._produced = False
-        self._seen: dict[str, int] = {}
+        super().__init__()
         self._usage: Usage | None = None
-        self._done = False
         #: The live answer's ``responseId``, once read.
         self.response_id: str | None = None
-
-    @property
-    def done(self) -> bool:
-        """Whether the ``finish`` was produced."""
-        return self._done
 
     def feed(self, event: Mapping[str, object]) -> list[StreamChunk]:
         """The dsh chunks for one ``GenerateContentResponse`` object."""
@@ -586,65 +576,21 @@ class GeminiDecoder:
             return []
         return self._finish(_error("the stream ended without a finishReason", "UNKNOWN"))
 
-    def failed(self, failure: FailureRecord) -> StreamChunk:
-        """The error ``finish`` for a call that failed with ``failure``."""
-        self._done = True
-        return {"type": "finish", "reason": {"kind": "error", "failure": failure}}
-
-    def _close(self, out: list[StreamChunk]) -> None:
-        if self._open is not None:
-            index, kind, parts = self._open
-            self._open = None
-            out.append(
-                {
-                    "type": "block-end",
-                    "index": index,
-                    "block": {"type": kind, "text": "".join(parts)},
-                }
-            )
-
-    def _start(self, out: list[StreamChunk], kind: str) -> int:
-        index = self._count
-        self._count += 1
-        out.append({"type": "block-start", "index": index, "blockType": kind})
-        return index
-
     def _part(self, part: Mapping[str, object], out: list[StreamChunk]) -> None:
         call = part.get("functionCall")
         if isinstance(call, Mapping):
-            self._close(out)
             name = str(call.get("name") or "")
             args = call.get("args")
             given = call.get("id")
             call_id = (
                 given if isinstance(given, str) and given else call_id_for(name, args, self._seen)
             )
-            arguments = _sorted_json({} if args is None else args)
-            index = self._start(out, "tool-call")
-            out.append(
-                {
-                    "type": "tool-call-delta",
-                    "index": index,
-                    "id": call_id,
-                    "name": name,
-                    "argumentsDelta": arguments,
-                }
-            )
-            block = {"type": "tool-call", "id": call_id, "name": name, "arguments": arguments}
-            out.append({"type": "block-end", "index": index, "block": block})
-            self._calls += 1
-            self._produced = True
+            self._whole_call(call_id, name, _sorted_json({} if args is None else args), out)
             return
         text = part.get("text")
         if not isinstance(text, str) or not text:
             return
-        kind = "reasoning" if part.get("thought") is True else "text"
-        if self._open is None or self._open[1] != kind:
-            self._close(out)
-            self._open = (self._start(out, kind), kind, [])
-        self._open[2].append(text)
-        self._produced = True
-        out.append({"type": f"{kind}-delta", "index": self._open[0], "text": text})
+        self._delta("reasoning" if part.get("thought") is True else "text", text, out)
 
     def _finish(self, reason: JSONObject) -> list[StreamChunk]:
         out: list[StreamChunk] = []

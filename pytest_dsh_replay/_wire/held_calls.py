@@ -1,10 +1,11 @@
-"""Encoding for wires that send each tool call whole, once its block ended (Gemini, Ollama).
+"""Wires that send each tool call whole, once its block ended (Gemini, Ollama): both ways.
 
 Such a wire streams text and reasoning deltas as they come, but has no event for a piece
 of a tool call's arguments: the call goes out in one piece when its ``block-end`` arrives
 (or at the finish, for a call whose block never ended), and the usage waits for the last
 event. `HeldCallsEncoder` keeps that state and reads the chunks; a wire's encoder
-subclasses it and says how a text piece and a finished call are framed
+subclasses it and says how a text piece and a finished call are framed;
+`WholeCallsDecoder` is the decoders' shared part
 ([docs/wires.md#gemini](../wires.md#gemini), [docs/wires.md#ollama](../wires.md#ollama)).
 """
 
@@ -13,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .._format.events import StreamChunk
-from .shapes import ContentBlock, Usage
+from .shapes import ContentBlock, FailureRecord, Usage
 
-__all__ = ["HeldCall", "HeldCallsEncoder"]
+__all__ = ["HeldCall", "HeldCallsEncoder", "WholeCallsDecoder"]
 
 
 class HeldCall:
@@ -109,3 +110,64 @@ class HeldCallsEncoder:
     def unsent(self) -> list[HeldCall]:
         """The named calls not sent yet, in block order (what a finish sends)."""
         return [tool for tool in self._tools.values() if not tool.sent and tool.name]
+
+
+class WholeCallsDecoder:
+    """Turns a live stream of such a wire back into dsh chunks: the decoders' shared part.
+
+    Block indexes count from 0 in order of appearance; consecutive pieces of one kind
+    continue one ``text`` or ``reasoning`` block (`_delta`); a whole tool call is a
+    ``tool-call`` block of one ``tool-call-delta`` (`_whole_call`). A wire's decoder
+    reads its events, calls these, and makes its own ``finish``.
+    """
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._open: tuple[int, str, list[str]] | None = None  # index, kind, text
+        self._calls = 0
+        self._produced = False  # text, reasoning or a call came
+        self._seen: dict[str, int] = {}  # content ids given so far (`call_id_for`)
+        self._done = False
+
+    @property
+    def done(self) -> bool:
+        """Whether the ``finish`` was produced."""
+        return self._done
+
+    def failed(self, failure: FailureRecord) -> StreamChunk:
+        """The error ``finish`` for a call that failed with ``failure``."""
+        self._done = True
+        return {"type": "finish", "reason": {"kind": "error", "failure": failure}}
+
+    def _close(self, out: list[StreamChunk]) -> None:
+        if self._open is not None:
+            index, kind, parts = self._open
+            self._open = None
+            block = {"type": kind, "text": "".join(parts)}
+            out.append({"type": "block-end", "index": index, "block": block})
+
+    def _start(self, out: list[StreamChunk], kind: str) -> int:
+        index = self._count
+        self._count += 1
+        out.append({"type": "block-start", "index": index, "blockType": kind})
+        return index
+
+    def _delta(self, kind: str, text: str, out: list[StreamChunk]) -> None:
+        """A ``text`` or ``reasoning`` piece, continuing the open block of its kind."""
+        if self._open is None or self._open[1] != kind:
+            self._close(out)
+            self._open = (self._start(out, kind), kind, [])
+        self._open[2].append(text)
+        self._produced = True
+        out.append({"type": f"{kind}-delta", "index": self._open[0], "text": text})
+
+    def _whole_call(self, call_id: str, name: str, arguments: str, out: list[StreamChunk]) -> None:
+        """A tool call that came whole: its block, one delta, its end."""
+        self._close(out)
+        index = self._start(out, "tool-call")
+        delta = {"id": call_id, "name": name, "argumentsDelta": arguments}
+        out.append({"type": "tool-call-delta", "index": index, **delta})
+        block = {"type": "tool-call", "id": call_id, "name": name, "arguments": arguments}
+        out.append({"type": "block-end", "index": index, "block": block})
+        self._calls += 1
+        self._produced = True

@@ -56,7 +56,7 @@ from .base import (
 )
 from .framing import NDJSON, Frame
 from .gemini import call_id_for
-from .held_calls import HeldCall, HeldCallsEncoder
+from .held_calls import HeldCall, HeldCallsEncoder, WholeCallsDecoder
 from .shapes import FailureRecord, Usage
 
 __all__ = [
@@ -418,7 +418,7 @@ def dsh_usage(line: Mapping[str, object]) -> Usage | None:
     return {"inputTokens": prompt or 0, "outputTokens": output or 0}
 
 
-class OllamaDecoder:
+class OllamaDecoder(WholeCallsDecoder):
     """Turns ``/api/chat`` lines (parsed JSON) into dsh chunks; one per call.
 
     Block indexes count from 0 in order of appearance. Consecutive ``content`` (or
@@ -435,19 +435,6 @@ class OllamaDecoder:
 
     response_id: str | None = None
     """Always ``None``: Ollama's answers have no id."""
-
-    def __init__(self) -> None:
-        self._count = 0
-        self._open: tuple[int, str, list[str]] | None = None  # index, kind, text
-        self._calls = 0
-        self._produced = False
-        self._seen: dict[str, int] = {}
-        self._done = False
-
-    @property
-    def done(self) -> bool:
-        """Whether the ``finish`` was produced."""
-        return self._done
 
     def feed(self, event: Mapping[str, object]) -> list[StreamChunk]:
         """The dsh chunks for one line."""
@@ -472,34 +459,11 @@ class OllamaDecoder:
             if isinstance(function, Mapping):
                 self._tool_call(function, out)
 
-    def _delta(self, kind: str, text: str, out: list[StreamChunk]) -> None:
-        if self._open is None or self._open[1] != kind:
-            self._close(out)
-            self._open = (self._start(out, kind), kind, [])
-        self._open[2].append(text)
-        self._produced = True
-        out.append({"type": f"{kind}-delta", "index": self._open[0], "text": text})
-
     def _tool_call(self, function: Mapping[str, object], out: list[StreamChunk]) -> None:
-        self._close(out)
         name = str(function.get("name") or "")
         args = _args_object(function.get("arguments"))
         call_id = call_id_for(name, args, self._seen)  # a given id is not kept
-        arguments = _sorted_json(args)
-        index = self._start(out, "tool-call")
-        out.append(
-            {
-                "type": "tool-call-delta",
-                "index": index,
-                "id": call_id,
-                "name": name,
-                "argumentsDelta": arguments,
-            }
-        )
-        block = {"type": "tool-call", "id": call_id, "name": name, "arguments": arguments}
-        out.append({"type": "block-end", "index": index, "block": block})
-        self._calls += 1
-        self._produced = True
+        self._whole_call(call_id, name, _sorted_json(args), out)
 
     def end(self) -> list[StreamChunk]:
         """The closing chunks when the stream ended without a ``done`` line."""
@@ -510,24 +474,6 @@ class OllamaDecoder:
         out.append({"type": "finish", "reason": _error("the stream ended before done", "UNKNOWN")})
         self._done = True
         return out
-
-    def failed(self, failure: FailureRecord) -> StreamChunk:
-        """The error ``finish`` for a call that failed with ``failure``."""
-        self._done = True
-        return {"type": "finish", "reason": {"kind": "error", "failure": failure}}
-
-    def _close(self, out: list[StreamChunk]) -> None:
-        if self._open is not None:
-            index, kind, parts = self._open
-            self._open = None
-            block = {"type": kind, "text": "".join(parts)}
-            out.append({"type": "block-end", "index": index, "block": block})
-
-    def _start(self, out: list[StreamChunk], kind: str) -> int:
-        index = self._count
-        self._count += 1
-        out.append({"type": "block-start", "index": index, "blockType": kind})
-        return index
 
     def _finish(self, line: Mapping[str, object]) -> list[StreamChunk]:
         out: list[StreamChunk] = []
