@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 from support.chunks import IT_IS_5, add_call
+from support.relayed import relay_live
 from support.scenarios import one_session
 
 anthropic = pytest.importorskip("anthropic", reason="AnthropicBedrock is the anthropic SDK's")
@@ -26,7 +27,6 @@ from botocore.eventstream import EventStreamBuffer  # noqa: E402
 from pytest_dsh_replay import Answer, Rule, ScriptedModel, ToolCall  # noqa: E402
 from pytest_dsh_replay._endpoint.endpoint import Endpoint  # noqa: E402
 from pytest_dsh_replay._endpoint.transport import sdk_client, worker_pool  # noqa: E402
-from pytest_dsh_replay._recording.proxy import Relay, proxy_stream  # noqa: E402
 from pytest_dsh_replay._replay.model import ReplayModel  # noqa: E402
 from pytest_dsh_replay._scripts.entries import ChunksEntry  # noqa: E402
 from pytest_dsh_replay._wire import bedrock  # noqa: E402
@@ -327,30 +327,13 @@ def test_the_proxy_relays_the_live_stream_re_signed_by_botocore(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-key-example-0123")
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     live = _encoded(TEXT)
-    seen: list[Any] = []
-    httpx = httpx_module()
-
-    class Pieces(httpx.ByteStream):  # type: ignore[misc, name-defined]
-        def __iter__(self) -> Any:
-            yield from (live[:5], live[5:150], live[150:])  # messages split between reads
-
-    def provider(request: Any) -> Any:
-        seen.append(request)
-        headers = {"content-type": CHUNK_STREAM.media_type}
-        return httpx.Response(200, headers=headers, stream=Pieces(b""))
-
-    client = httpx.Client(transport=httpx.MockTransport(provider))
-    relay = Relay(WIRE, b'{"messages": []}', {"authorization": "AWS4 dummy"}, STREAM)
-    chunks = list(
-        proxy_stream(
-            relay,
-            client=client,
-            base_url="https://bedrock-runtime.eu-west-3.amazonaws.com",
-            api_key="unused-key-0123",
-            model=None,
-            timeout=5,
-            on_network_error=lambda message: None,
-        )
+    chunks, relay, seen = relay_live(
+        WIRE,
+        STREAM,
+        live,
+        cuts=(5, 150),  # messages split between reads
+        base_url="https://bedrock-runtime.eu-west-3.amazonaws.com",
+        httpx=httpx_module(),
     )
     assert chunks[-1] == {"type": "finish", "reason": {"kind": "stop"}}
     assert "".join(c.get("text", "") for c in chunks if c["type"] == "text-delta") == "It is 5."

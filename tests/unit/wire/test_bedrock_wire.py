@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 import pytest
 from support.chunks import IT_IS_5, add_call
+from support.relayed import relay_live
 from support.scenarios import one_session
 
 boto3 = pytest.importorskip("boto3", reason="the Bedrock wire's client is boto3")
@@ -21,7 +22,6 @@ from botocore.exceptions import ClientError, EventStreamError  # noqa: E402
 
 from pytest_dsh_replay._endpoint.endpoint import Endpoint  # noqa: E402
 from pytest_dsh_replay._endpoint.transport import sdk_client  # noqa: E402
-from pytest_dsh_replay._recording.proxy import Relay, proxy_stream  # noqa: E402
 from pytest_dsh_replay._replay.model import ReplayModel  # noqa: E402
 from pytest_dsh_replay._scripts.entries import ChunksEntry  # noqa: E402
 from pytest_dsh_replay._wire import bedrock  # noqa: E402
@@ -485,30 +485,13 @@ def test_the_proxy_relays_a_live_event_stream_byte_for_byte(
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-key-example-0123")
     live = _encoded(TEXT)
-    seen: list[Any] = []
-    httpx = httpx_module()
-
-    class Pieces(httpx.ByteStream):  # type: ignore[misc, name-defined]
-        def __iter__(self) -> Any:
-            yield from (live[:5], live[5:200], live[200:])  # messages split between reads
-
-    def provider(request: Any) -> Any:
-        seen.append(request)
-        headers = {"content-type": EVENT_STREAM.media_type}
-        return httpx.Response(200, headers=headers, stream=Pieces(b""))
-
-    client = httpx.Client(transport=httpx.MockTransport(provider))
-    relay = Relay(WIRE, b'{"messages": []}', {"authorization": "AWS4 dummy"}, STREAM)
-    chunks = list(
-        proxy_stream(
-            relay,
-            client=client,
-            base_url="https://bedrock-runtime.us-west-2.amazonaws.com",
-            api_key="unused-key-0123",
-            model=None,
-            timeout=5,
-            on_network_error=lambda message: None,
-        )
+    chunks, relay, seen = relay_live(
+        WIRE,
+        STREAM,
+        live,
+        cuts=(5, 200),  # messages split between reads
+        base_url="https://bedrock-runtime.us-west-2.amazonaws.com",
+        httpx=httpx_module(),
     )
     assert chunks[-1] == {"type": "finish", "reason": {"kind": "stop"}}
     assert relay.take() + relay.take_ending() == live

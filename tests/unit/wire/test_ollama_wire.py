@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -12,13 +11,13 @@ from typing import Any
 import orjson
 import pytest
 from support.chunks import IT_IS_5, add_call
+from support.relayed import relay_live
 from support.scenarios import one_session
 
 from pytest_dsh_replay import ScriptedModel
 from pytest_dsh_replay._endpoint.endpoint import Endpoint
 from pytest_dsh_replay._endpoint.transport import endpoint_env, sdk_client, worker_pool
 from pytest_dsh_replay._errors import DshReplayError
-from pytest_dsh_replay._recording.proxy import Relay, proxy_stream
 from pytest_dsh_replay._replay.model import ReplayModel
 from pytest_dsh_replay._scripts.entries import ChunksEntry
 from pytest_dsh_replay._wire.base import httpx_module
@@ -469,30 +468,16 @@ def test_the_proxy_relays_a_live_ollama_stream_and_records_its_chunks() -> None:
     httpx = httpx_module()
     encoder = OllamaEncoder(model="llama3.2")
     raw = encoder.feed_all(TEXT[:-1]) + encoder.finish(TEXT[-1]["reason"])
-    sent: list[Any] = []
-
-    class Pieces(httpx.ByteStream):  # type: ignore[misc, name-defined]
-        def __iter__(self) -> Iterator[bytes]:
-            yield from (raw[:9], raw[9:150], raw[150:])
-
-    def provider(request: Any) -> Any:
-        sent.append(request)
-        return httpx.Response(
-            200, headers={"content-type": "application/x-ndjson"}, stream=Pieces(b"")
-        )
-
-    request = body([{"role": "user", "content": "add 2 and 3"}])
-    relay = Relay(WIRE, request, {"content-type": "application/json"}, ROUTE)
-    chunks = list(
-        proxy_stream(
-            relay,
-            client=httpx.Client(transport=httpx.MockTransport(provider)),
-            base_url="http://ollama.invalid:11434",
-            api_key="unused-key-0123",
-            model="qwen3:8b",
-            timeout=5,
-            on_network_error=lambda message: None,
-        )
+    chunks, relay, sent = relay_live(
+        WIRE,
+        ROUTE,
+        raw,
+        cuts=(9, 150),
+        base_url="http://ollama.invalid:11434",
+        body=body([{"role": "user", "content": "add 2 and 3"}]),
+        headers={"content-type": "application/json"},
+        model="qwen3:8b",
+        httpx=httpx,
     )
     assert [c["type"] for c in chunks][-2:] == ["usage", "finish"]
     assert "".join(c.get("text", "") for c in chunks if c["type"] == "text-delta") == "It is 5."
