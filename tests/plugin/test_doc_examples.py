@@ -10,6 +10,7 @@ Fragments must compile; a stack whose package is not installed here skips with i
 
 from __future__ import annotations
 
+import importlib
 import shlex
 import sys
 from pathlib import Path
@@ -79,14 +80,32 @@ def test_every_e2e_file_is_run_by_an_e2e_test() -> None:
             assert f'"{block.title}"' in e2e_sources, block.where
 
 
-# SDKs that keep no process-wide state a test sets: a project that imports only these (and
-# the standard library) runs in this process, which saves two interpreter starts per page.
-_STATELESS = frozenset({"anthropic", "google", "openai", "pytest", "pytest_dsh_replay"})
+# Packages that keep no process-wide state a page's test leaves behind (the Agents SDK's
+# default client is set again by its page's autouse fixture): a project that imports only
+# these (and the standard library) runs in this process, which saves two interpreter starts
+# and two imports of its framework per page.
+_STATELESS = frozenset(
+    {
+        "anthropic",
+        "boto3",
+        "botocore",
+        "google",
+        "openai",
+        "pydantic_ai",
+        "pytest",
+        "pytest_dsh_replay",
+        "strands",
+    }
+)
+
+
+def _third_party(files: dict[str, str], local: set[str]) -> set[str]:
+    imported = {m for code in files.values() for m in imported_modules(code)}
+    return imported - local - set(sys.stdlib_module_names)
 
 
 def _runs_in_process(files: dict[str, str], local: set[str]) -> bool:
-    imported = {m for code in files.values() for m in imported_modules(code)}
-    return imported <= _STATELESS | local | set(sys.stdlib_module_names)
+    return _third_party(files, local) <= _STATELESS
 
 
 def _write_project(pytester: pytest.Pytester, files: dict[str, str]) -> None:
@@ -117,6 +136,11 @@ def test_page_examples_record_then_replay(pytester: pytest.Pytester, page: Path)
     # Frameworks that keep global state (the Agents SDK's default client, ...) run in a
     # subprocess, which one process cannot reset; the plain SDKs run in this one.
     in_process = _runs_in_process(files, local)
+    if in_process:
+        # An in-process run drops the modules it imported when it ends; imported here first,
+        # a framework is imported once per worker instead of once per run.
+        for name in sorted(_third_party(files, local)):
+            importlib.import_module(name)
 
     def run(*args: str) -> pytest.RunResult:
         if in_process:
