@@ -128,6 +128,7 @@ FORMATS: dict[int, FormatSpec] = {
     2: _V4.replace(version=2),
     3: _V4.replace(version=3),
     4: _V4,
+    5: _V4.replace(version=5, origins=_V4.origins | {"automation"}),
 }
 """Every format version this package reads, by number.
 

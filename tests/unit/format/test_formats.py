@@ -1,9 +1,9 @@
 """The format table: every layer asks a log's FormatSpec, none compares version numbers.
 
-Test-only versions registered in a copy of the table (v5 as docs/format.md expects the
-next one: format 4 with another header origin; v6 shaped like format 0) are read by the
-whole load path (reader, header rules, script builder, seeds, writer) exactly as their
-spec says, with no other change to the package.
+Test-only versions registered in a copy of the table (v6 shaped like format 5, format 4
+with another header origin; v7 shaped like format 0) are read by the whole load path
+(reader, header rules, script builder, seeds, writer) exactly as their spec says, with no
+other change to the package.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from pytest_dsh_replay._format.formats import FORMATS, FormatSpec, format_spec, 
 from pytest_dsh_replay._format.jsonl import dump_session_log, read_session_log
 from pytest_dsh_replay._scripts.scenario import load_session_script
 
-V5 = FORMATS[4].replace(version=5, origins=FORMATS[4].origins | {"automation"})
-V6 = FORMATS[0].replace(version=6, stored=False)
+V6 = FORMATS[5].replace(version=6)
+V7 = FORMATS[0].replace(version=7, stored=False)
 
 
 @pytest.fixture
 def wider_table(monkeypatch: pytest.MonkeyPatch) -> dict[int, FormatSpec]:
-    table = {**FORMATS, 5: V5, 6: V6}
+    table = {**FORMATS, 6: V6, 7: V7}
     monkeypatch.setattr(formats, "FORMATS", table)
     return table
 
@@ -76,21 +76,21 @@ def _texts(path: Path) -> list[list[Any]]:
 
 def test_an_unregistered_version_is_refused_with_the_table_s_range(tmp_path: Path) -> None:
     with pytest.raises(
-        SessionLogError, match=re.escape("format v5 is not one this build reads (v0 to v4)")
+        SessionLogError, match=re.escape("format v6 is not one this build reads (v0 to v5)")
     ):
-        load_scenario(_streamed_log(tmp_path, 5))
-    with pytest.raises(SessionLogError, match="format v7 is not"):
-        format_spec(7)
+        load_scenario(_streamed_log(tmp_path, 6))
+    with pytest.raises(SessionLogError, match="format v8 is not"):
+        format_spec(8)
 
 
-def test_a_registered_version_like_format_4_reads_as_its_spec_says(
+def test_a_registered_version_like_format_5_reads_as_its_spec_says(
     tmp_path: Path, wider_table: dict[int, FormatSpec]
 ) -> None:
-    path = _streamed_log(tmp_path, 5)
+    path = _streamed_log(tmp_path, 6)
     # the seed ends at the inherited marker (spec.seeded), calls are streams
     assert _texts(path) == [["Hel", "lo", "!", None]]
     header, events = read_session_log(path)
-    assert header.spec is V5
+    assert header.spec is V6
     assert header.seeded
     assert header.to_json()["isSeeded"] is True
     # whole events: written as read, seq and time kept, nothing packed
@@ -100,18 +100,18 @@ def test_a_registered_version_like_format_4_reads_as_its_spec_says(
     assert header_problem(v4, "replay") == (
         "session log format v4 header: origin must be \"subagent\", got 'automation'"
     )
-    with pytest.raises(SessionLogError, match=re.escape("(v0 to v6)")):
-        load_scenario(_streamed_log(tmp_path, 7))
+    with pytest.raises(SessionLogError, match=re.escape("(v0 to v7)")):
+        load_scenario(_streamed_log(tmp_path, 8))
 
 
 def test_a_registered_version_like_format_0_reads_as_its_spec_says(
     tmp_path: Path, wider_table: dict[int, FormatSpec]
 ) -> None:
-    v0, v6 = _chunk_log(tmp_path, 0), _chunk_log(tmp_path, 6)
+    v0, v7 = _chunk_log(tmp_path, 0), _chunk_log(tmp_path, 7)
     # chunk events, the seed counted by seedLength, as format 0
-    assert _texts(v6) == _texts(v0) == [["Hel", "lo", "!", None]]
-    header, events = read_session_log(v6)
-    assert header.spec is V6
+    assert _texts(v7) == _texts(v0) == [["Hel", "lo", "!", None]]
+    header, events = read_session_log(v7)
+    assert header.spec is V7
     assert header.seeded
     assert header.to_json()["seedLength"] == 1
     # not whole events: the writer packs the delta run into one row
@@ -121,9 +121,9 @@ def test_a_registered_version_like_format_0_reads_as_its_spec_says(
     ]  # fmt: skip
     # a stream event is not in format 0's vocabulary
     stream_event = {"type": "assistant/attempt", "data": {"stream": []}}
-    _write(v6, orjson.loads(v6.read_bytes().split(b"\n")[0]), [stream_event])
+    _write(v7, orjson.loads(v7.read_bytes().split(b"\n")[0]), [stream_event])
     with pytest.raises(SessionLogError, match="unknown event type"):
-        load_session_script(v6, primary=True)
+        load_session_script(v7, primary=True)
 
 
 @pytest.mark.parametrize("spec", FORMATS.values(), ids=lambda s: f"v{s.version}")

@@ -264,8 +264,8 @@ STOP = {"type": "chunk", "time": 5, "chunk": {"type": "finish", "reason": {"kind
 @pytest.mark.parametrize(
     ("header", "name", "message"),
     [
-        ({**V4, "version": 5}, "session.jsonl", "format v5 is not one this build reads"),
-        ({**V4, "version": 5}, "session.v5.jsonl", "format v5 is not one this build reads"),
+        ({**V4, "version": 6}, "session.jsonl", "format v6 is not one this build reads"),
+        ({**V4, "version": 6}, "session.v6.jsonl", "format v6 is not one this build reads"),
         ({**V4, "seedLength": 0}, "session.jsonl", "unknown field 'seedLength'"),
         ({**V4, "sandboxMode": "x"}, "session.jsonl", "retired policy baseline fields"),
         ({k: v for k, v in V4.items() if k != "isSeeded"}, "session.jsonl", "isSeeded"),
