@@ -17,7 +17,7 @@ import pytest
 import zstandard
 from support.corpus_support import SAMPLES, require_corpus
 
-from pytest_dsh_replay import SessionLogError, load_scenario, write_scenario
+from pytest_dsh_replay import Scenario, SessionLogError, load_scenario, write_scenario
 from pytest_dsh_replay._format.events import header_problem
 from pytest_dsh_replay._format.jsonl import read_session_log
 from pytest_dsh_replay._scripts.scenario import load_session_script
@@ -58,8 +58,8 @@ def _sessions_root(tmp_path: Path, versions: tuple[int, ...]) -> Path:
     return root
 
 
-def _entries(scenario: object) -> list[list[list[object]]]:
-    return [[list(e.chunks) for e in s.entries] for s in scenario.scripts]  # type: ignore[attr-defined]
+def _entries(scenario: Scenario) -> list[list[list[object]]]:
+    return [[list(e.chunks) for e in s.entries] for s in scenario.scripts]
 
 
 def test_a_v5_log_loads_as_the_same_v4_log_does(tmp_path: Path) -> None:
