@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # for type checkers; the names are imported on first use (bel
     from ._errors import OverrideError as OverrideError
     from ._errors import PlaceholderError as PlaceholderError
     from ._errors import RecordingError as RecordingError
+    from ._errors import RecordingExpiredWarning as RecordingExpiredWarning
     from ._errors import ReplayBindingError as ReplayBindingError
     from ._errors import ReplayCancelledError as ReplayCancelledError
     from ._errors import ReplayConsumptionError as ReplayConsumptionError
@@ -128,6 +129,7 @@ _MODULE_OF: dict[str, str] = {
     "OverrideError": "_errors",
     "PlaceholderError": "_errors",
     "RecordingError": "_errors",
+    "RecordingExpiredWarning": "_errors",
     "ReplayBindingError": "_errors",
     "ReplayCancelledError": "_errors",
     "ReplayConsumptionError": "_errors",

@@ -44,6 +44,7 @@ __all__ = [
     "OverrideError",
     "PlaceholderError",
     "RecordingError",
+    "RecordingExpiredWarning",
     "ReplayBindingError",
     "ReplayCancelledError",
     "ReplayConsumptionError",
@@ -377,4 +378,16 @@ class ScriptedModelError(DshReplayError, ValueError):
     the call's number and its prompt; over HTTP the call is answered 500 and the server
     raises the error when its ``with`` block ends). See
     [docs/recording.md#scripted-model](../recording.md#scripted-model).
+    """
+
+
+class RecordingExpiredWarning(UserWarning):
+    """A test replayed a recording older than its largest age allows.
+
+    Issued at the test's set-up. The message names the test, the recording, its age (from
+    the recording's own header time) and the largest age allowed, and ends with the exact
+    command that records it again. With ``--dsh-strict-age`` the test fails instead; with
+    ``--dsh-record=missing`` the recording is made again
+    ([docs/recording.md#expiry](../recording.md#expiry)). Turn it into an error for some
+    tests only with pytest's ``filterwarnings``.
     """

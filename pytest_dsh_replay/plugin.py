@@ -84,6 +84,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="fail the run when a complete run (no -k, -m, deselection or early stop) "
         "leaves scenario directories under the snapshot root that no test used.",
     )
+    group.addoption(
+        "--dsh-strict-age",
+        action="store_true",
+        default=False,
+        dest="dsh_strict_age",
+        help="fail a test whose recording is older than its max age (dsh_max_age, or the "
+        "dsh_scenario marker's max_age) instead of warning.",
+    )
+    parser.addini(
+        "dsh_max_age",
+        "the largest age of a recording before its replay warns (30d, 12h, 1d12h; read from "
+        "the recording's own header time; default: none).",
+        default="",
+    )
     parser.addini(
         "dsh_compare_logs",
         "compare the session logs a replayed test writes with the recording (default: true).",
@@ -108,17 +122,20 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register the marker and set up the plugin state."""
     config.addinivalue_line(
         "markers",
-        "dsh_scenario(name_or_path=None, *, compare_logs=True, record=True): the recorded "
-        "dsh scenario the dsh_replay fixture uses: a name relative to dsh_snapshot_dir or "
-        "an absolute path (default: derived from the test's name); compare_logs=False "
-        "skips the replayed-log check; record=False makes the test replay even under "
-        "--dsh-record (another test records the scenario).",
+        "dsh_scenario(name_or_path=None, *, compare_logs=True, record=True, max_age=None): "
+        "the recorded dsh scenario the dsh_replay fixture uses: a name relative to "
+        "dsh_snapshot_dir or an absolute path (default: derived from the test's name); "
+        "compare_logs=False skips the replayed-log check; record=False makes the test "
+        "replay even under --dsh-record (another test records the scenario); max_age "
+        "(30d, 12h) warns when the recording is older (default: the dsh_max_age ini key).",
     )
+    from ._plugin.age import parse_max_age
     from ._plugin.modes import RECORD_MODES
     from ._plugin.suite import SuiteState, body_cap
 
     try:
         max_body_bytes = body_cap(str(config.getini("dsh_replay_max_body_bytes")))
+        max_age = parse_max_age(str(config.getini("dsh_max_age")), "the dsh_max_age ini key")
     except ValueError as err:
         raise pytest.UsageError(str(err)) from None
     raw_root = str(config.getini("dsh_snapshot_dir")).strip()
@@ -133,6 +150,8 @@ def pytest_configure(config: pytest.Config) -> None:
         fail_unused=bool(config.getoption("dsh_fail_unused")),
         max_body_bytes=max_body_bytes,
         live_source=lambda: _live_source(config),
+        max_age=max_age,
+        strict_age=bool(config.getoption("dsh_strict_age")),
     )
     if config.option.collectonly:
         # Nothing is asserted in a collect-only run, so no snapshot can be "unused";

@@ -136,6 +136,7 @@ class DshReplay:
     _replayer: ReplayModel | None = field(default=None, init=False, repr=False)
     _recorder: RecordingModel = field(init=False, repr=False)
     _runtime: RuntimeSessions = field(init=False, repr=False)
+    _refresh: bool = field(default=False, init=False, repr=False)
 
     @classmethod
     def open(
@@ -212,6 +213,7 @@ class DshReplay:
         redact_hook: Callable[[Event], object] | None = None,
         redact_header_hook: Callable[[JSONObject], object] | None = None,
         max_body_bytes: int | None = None,
+        refresh: bool = False,
     ) -> DshReplay:
         """Prepare to record a scenario from a live model.
 
@@ -228,6 +230,9 @@ class DshReplay:
             redact_header_hook: Extra header redaction applied before writing.
             max_body_bytes: The largest request body the HTTP endpoint accepts, in bytes
                 (``None``: [`MAX_BODY_BYTES`][pytest_dsh_replay.MAX_BODY_BYTES]).
+            refresh: Write the new recording even when it equals the previous one: an
+                expired recording gets the new run's header times
+                ([docs/recording.md#expiry](../recording.md#expiry)).
 
         Raises:
             RecordingError: ``path`` is an existing file, not a scenario directory; it
@@ -267,6 +272,7 @@ class DshReplay:
         replay._live = live
         replay._live_mark = len(getattr(live, "network_failures", ()))
         replay._watched = watched
+        replay._refresh = refresh
         return replay
 
     @classmethod
@@ -993,7 +999,7 @@ class DshReplay:
 
     def _unchanged(self, logs: Sequence[SessionLog]) -> list[Path] | None:
         """The previous recording's files when they hold exactly ``logs``, else ``None``."""
-        if self.scenario is None:
+        if self.scenario is None or self._refresh:
             return None
         return unchanged_recording(self.path, logs, self._comparison())
 

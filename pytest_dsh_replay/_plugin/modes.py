@@ -33,16 +33,26 @@ class RecordMode:
         replays_recorded: A scenario that has a recording is replayed, not recorded
             again.
         records_missing: A scenario that has no recording is recorded.
+        records_expired: A scenario whose recording is older than its test's largest
+            age ([docs/recording.md#expiry](../recording.md#expiry)) is recorded again.
     """
 
     value: str
     help: str
     replays_recorded: bool
     records_missing: bool
+    records_expired: bool = True
 
-    def records(self, *, exists: bool) -> bool:
-        """Whether a test records (rather than replays) a scenario that ``exists`` or not."""
-        return not self.replays_recorded if exists else self.records_missing
+    def records(self, *, exists: bool, expired: bool = False) -> bool:
+        """Whether a test records (rather than replays) a scenario.
+
+        Args:
+            exists: The scenario has a recording.
+            expired: That recording is older than the test allows.
+        """
+        if not exists:
+            return self.records_missing
+        return not self.replays_recorded or (expired and self.records_expired)
 
 
 def bad_record_mode(value: str, modes: Sequence[str], default: str) -> str:
@@ -126,7 +136,7 @@ RECORD_MODES: Final = RecordModes(
         ),
         RecordMode(
             "missing",
-            "records only scenarios that have no recording yet",
+            "records only scenarios that have no recording yet, or one older than their max age",
             replays_recorded=True,
             records_missing=True,
         ),

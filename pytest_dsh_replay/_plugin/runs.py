@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from .._errors import DshReplayError
+from .._errors import DshReplayError, RecordingExpiredWarning
 
 if TYPE_CHECKING:
     from .._fixture.dsh_replay import DshReplay
     from .._format.events import Event
+    from .._scripts.loading import ScenarioCache
     from .._store.lock import RecordingLock
+    from .age import Expiry
     from .collected import CollectedTest
     from .suite import Redaction, SuiteState
 
@@ -108,24 +113,9 @@ def start(
     """
     from .._fixture.dsh_replay import DshReplay
     from .messages import cannot_record, does_not_load, missing_recording, record_command
-    from .scenarios import (
-        ScenarioNameError,
-        closest_scenario,
-        compare_logs,
-        records,
-        refuse_recording_outside,
-        resolved_root,
-        scenario_path,
-        snapshot_root,
-    )
+    from .scenarios import closest_scenario, compare_logs, resolved_root, snapshot_root
 
-    try:
-        path = scenario_path(test, state)
-        recording = records(test, state, path)
-        if recording:
-            refuse_recording_outside(test, state, path)
-    except ScenarioNameError as err:  # before anything is touched or asked of a live model
-        raise ScenarioUnavailable(str(err)) from None
+    path, expired, recording = _plan(test, state)
     _recover_interrupted_writes(state, path.parent)  # a recording killed mid-swap
     _recover_interrupted_writes(state, path)  # a dsh-replay fmt killed mid-write
     state.used.add(str(path))  # resolved only if needed, once, at the end of the run
@@ -150,6 +140,7 @@ def start(
                 redact_hook=redact_hook,
                 redact_header_hook=redact_header_hook,
                 max_body_bytes=state.max_body_bytes,
+                refresh=expired is not None,
             )
         except DshReplayError as err:
             lock.release()
@@ -161,6 +152,8 @@ def start(
             replay.close()
             raise ScenarioUnavailable(cannot_record(test.nodeid, _unlockable(path, unlocked)))
         state.locks[test.nodeid] = lock  # released by end_recording
+        if expired is not None:
+            state.refreshed += 1
         return replay
     if not path.exists():
         state.missing += 1
@@ -169,16 +162,12 @@ def start(
         raise ScenarioUnavailable(
             missing_recording(test.nodeid, path, command, near, live_source=state.live_source())
         )
-    if state.cache is None:
-        from .._scripts.loading import ScenarioCache
-
-        # A scenario's files are examined once per run; a recording forgets what it
-        # replaces (docs/scenarios.md#loaded-once).
-        state.cache = ScenarioCache(recheck=False)
+    if expired is not None:
+        _replaying_expired(test, state, path, expired, recorders)
     try:
         replay = DshReplay.open(
             path,
-            cache=state.cache,
+            cache=_cache(state),
             workdir=workdir,
             compare_logs=compare_logs(test, state),
             redactor=redactor,
@@ -196,6 +185,92 @@ def start(
         raise ScenarioUnavailable(does_not_load(test.nodeid, err)) from None
     state.replayed += 1
     return replay
+
+
+def _plan(test: CollectedTest, state: SuiteState) -> tuple[Path, Expiry | None, bool]:
+    """The test's scenario, its recording's expiry, and whether the test records it.
+
+    Raises:
+        ScenarioMarkerError: The test's ``dsh_scenario`` marker is broken.
+        ScenarioUnavailable: The scenario's name, or the marker's ``max_age``, was refused
+            (before anything is touched or a live model is asked).
+    """
+    from .age import MaxAgeError
+    from .scenarios import (
+        ScenarioNameError,
+        max_age,
+        records,
+        refuse_recording_outside,
+        scenario_path,
+    )
+
+    try:
+        path = scenario_path(test, state)
+        allowed = max_age(test, state)
+        expired = None if allowed is None else _expiry(test, state, path, allowed)
+        recording = records(test, state, path, expired=expired is not None)
+        if recording:
+            refuse_recording_outside(test, state, path)
+    except (ScenarioNameError, MaxAgeError) as err:
+        raise ScenarioUnavailable(str(err)) from None
+    return path, expired, recording
+
+
+def _replaying_expired(
+    test: CollectedTest,
+    state: SuiteState,
+    path: Path,
+    expired: Expiry,
+    recorders: Iterable[CollectedTest],
+) -> None:
+    """Warn that the test replays an expired recording, or fail it (``--dsh-strict-age``).
+
+    Raises:
+        ScenarioUnavailable: Under ``--dsh-strict-age``, with the warning's text.
+    """
+    from .messages import record_command
+
+    command = record_command(test, path, state.modes.to_record(exists=True), state, recorders)
+    text = f"{test.nodeid}: recording {path} is {expired.describe()}; re-record it: {command}"
+    if state.strict_age:
+        raise ScenarioUnavailable(f"{text} (--dsh-strict-age)")
+    state.expired += 1
+    warnings.warn(RecordingExpiredWarning(text), stacklevel=1)
+
+
+def _cache(state: SuiteState) -> ScenarioCache:
+    """The run's scenario cache, made on first use."""
+    if state.cache is None:
+        from .._scripts.loading import ScenarioCache
+
+        # A scenario's files are examined once per run; a recording forgets what it
+        # replaces (docs/scenarios.md#loaded-once).
+        state.cache = ScenarioCache(recheck=False)
+    return state.cache
+
+
+def _expiry(
+    test: CollectedTest, state: SuiteState, path: Path, allowed: timedelta
+) -> Expiry | None:
+    """The expiry of the test's recording at ``path``, or ``None``: young, absent, unreadable.
+
+    The age is the recording's own: its primary's header ``createdAt``
+    ([docs/recording.md#expiry](../recording.md#expiry)). A recording that does not load
+    is left for the replay to report.
+    """
+    from .age import expiry
+    from .scenarios import compare_logs
+
+    if not path.exists():
+        return None
+    try:
+        scenario = _cache(state).load(path, keep_logs=compare_logs(test, state))
+    except DshReplayError:
+        return None
+    primary = next((s for s in scenario.scripts if s.primary), None)
+    if primary is None:
+        return None
+    return expiry(primary.created_at, allowed, time.time_ns() // 1_000_000)
 
 
 def _hold(test: CollectedTest, path: Path) -> tuple[RecordingLock, OSError | None]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -27,6 +28,7 @@ __all__ = [
     "closest_scenario",
     "compare_logs",
     "ignores",
+    "max_age",
     "recording_test",
     "records",
     "refuse_recording_outside",
@@ -38,7 +40,7 @@ __all__ = [
 DEFAULT_SNAPSHOT_DIR: Final = "dsh_snapshots"
 """The snapshot root beside each test module when ``dsh_snapshot_dir`` is not set."""
 
-MARKER_KEYWORDS: Final = frozenset({"compare_logs", "record"})
+MARKER_KEYWORDS: Final = frozenset({"compare_logs", "max_age", "record"})
 """The keyword arguments ``@pytest.mark.dsh_scenario`` accepts."""
 
 _DEFAULT_ROOT_PART: Final = f"{os.sep}{DEFAULT_SNAPSHOT_DIR}{os.sep}"
@@ -164,16 +166,31 @@ def compare_logs(test: CollectedTest, state: SuiteState) -> bool:
     return state.compare_logs
 
 
-def records(test: CollectedTest, state: SuiteState, path: Path) -> bool:
+def max_age(test: CollectedTest, state: SuiteState) -> timedelta | None:
+    """The largest age the test allows its recording: the marker's ``max_age``, else the ini's.
+
+    Raises:
+        MaxAgeError: The marker's ``max_age`` names no duration (the ini's is read at
+            start-up).
+    """
+    if "max_age" in test.scenario_kwargs:
+        from .age import parse_max_age
+
+        where = f"{test.nodeid}: @pytest.mark.dsh_scenario(max_age=...)"
+        return parse_max_age(test.scenario_kwargs["max_age"], where)
+    return state.max_age
+
+
+def records(test: CollectedTest, state: SuiteState, path: Path, *, expired: bool = False) -> bool:
     """Whether the test records (rather than replays) ``path`` under the run's options.
 
     The run's record mode (`RecordMode`) says, from whether the scenario
-    exists; without ``--dsh-record`` nothing records, and a replay-only test
-    (``record=False``) never records.
+    exists and whether its recording is ``expired``; without ``--dsh-record`` nothing
+    records, and a replay-only test (``record=False``) never records.
     """
     if test.replay_only or state.record is None:
         return False  # another test records this scenario, or the run replays
-    return state.record.records(exists=path.exists())
+    return state.record.records(exists=path.exists(), expired=expired)
 
 
 def recording_test(path: Path, recorders: Iterable[CollectedTest], state: SuiteState) -> str | None:

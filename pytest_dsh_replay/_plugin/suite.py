@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
@@ -52,6 +53,8 @@ class WorkerReport(TypedDict):
     stuck: list[str]
     unwritten: int
     unwritten_new: int
+    expired: int
+    refreshed: int
 
 
 @dataclass
@@ -95,6 +98,10 @@ class SuiteState:
     locks: dict[str, RecordingLock] = field(default_factory=dict)  # node id -> its lock
     resolved_roots: dict[Path, str] = field(default_factory=dict)
     ini_root_prefix: str | None = None  # ini_root normalized, with a trailing separator
+    max_age: timedelta | None = None  # dsh_max_age (docs/recording.md#expiry)
+    strict_age: bool = False  # --dsh-strict-age: an expired recording fails its test
+    expired: int = 0  # recordings replayed although older than their test allows
+    refreshed: int = 0  # expired recordings recorded again by --dsh-record=missing
 
     def __post_init__(self) -> None:
         if self.ini_root is not None and self.ini_root_prefix is None:
@@ -130,6 +137,8 @@ class SuiteState:
         self.stuck.extend(report["stuck"])
         self.unwritten += report["unwritten"]
         self.unwritten_new += report["unwritten_new"]
+        self.expired += report["expired"]
+        self.refreshed += report["refreshed"]
 
     def report(self) -> WorkerReport:
         """What a worker sends to the controller: plain, serializable values."""
@@ -147,6 +156,8 @@ class SuiteState:
             "stuck": list(self.stuck),
             "unwritten": self.unwritten,
             "unwritten_new": self.unwritten_new,
+            "expired": self.expired,
+            "refreshed": self.refreshed,
         }
 
 
@@ -286,6 +297,10 @@ def summary_lines(state: SuiteState) -> list[str]:
     ]
     if state.broken:
         parts.append(f"{state.broken} broken (the recording does not load)")
+    if state.expired:
+        parts.append(f"{state.expired} expired (older than their max age; replayed)")
+    if state.refreshed:
+        parts.append(f"{state.refreshed} re-recorded because expired")
     if state.unused is not None:
         parts.append(f"{len(state.unused)} unused")
     if state.kept:

@@ -22,7 +22,10 @@ def test_help_lists_the_group_and_every_option(pytester: pytest.Pytester) -> Non
 def test_marker_is_registered_with_its_description(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--markers")
     result.stdout.fnmatch_lines(
-        ["@pytest.mark.dsh_scenario(name_or_path=None, *, compare_logs=True, record=True): *"]
+        [
+            "@pytest.mark.dsh_scenario(name_or_path=None, *, compare_logs=True, record=True, "
+            "max_age=None): *"
+        ]
     )
 
 
