@@ -47,10 +47,12 @@ if TYPE_CHECKING:  # for type checkers; the names are imported on first use (bel
     from ._errors import SessionForkError as SessionForkError
     from ._errors import SessionLogError as SessionLogError
     from ._errors import SessionStoreError as SessionStoreError
+    from ._errors import UnknownSessionError as UnknownSessionError
     from ._errors import UnknownWireError as UnknownWireError
     from ._errors import UnservedRouteError as UnservedRouteError
     from ._fixture.dsh_replay import DshReplay as DshReplay
     from ._fixture.dsh_replay import Mode as Mode
+    from ._fixture.usage import UsageTotals as UsageTotals
     from ._format.chunk_rows import PackedRow as PackedRow
     from ._format.chunk_rows import decode_storage_record as decode_storage_record
     from ._format.chunk_rows import pack_chunk_runs as pack_chunk_runs
@@ -129,6 +131,8 @@ _MODULE_OF: dict[str, str] = {
     "OverrideError": "_errors",
     "PlaceholderError": "_errors",
     "RecordingError": "_errors",
+    "UnknownSessionError": "_errors",
+    "UsageTotals": "_fixture.usage",
     "RecordingExpiredWarning": "_errors",
     "ReplayBindingError": "_errors",
     "ReplayCancelledError": "_errors",

@@ -58,6 +58,7 @@ __all__ = [
     "SessionForkError",
     "SessionLogError",
     "SessionStoreError",
+    "UnknownSessionError",
     "UnknownWireError",
     "UnservedRouteError",
 ]
@@ -351,6 +352,14 @@ class UnknownWireError(DshReplayError, LookupError):
 
     The message names the wire asked for and every wire there is
     ([docs/wires.md#clients](../wires.md#clients)).
+    """
+
+
+class UnknownSessionError(DshReplayError, LookupError):
+    """A run was asked about a session it has no log of.
+
+    Raised by [`DshReplay.usage`][pytest_dsh_replay.DshReplay.usage] given a session id
+    no session of the run has; the message names the ids it has.
     """
 
 

@@ -98,6 +98,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "the recording's own header time; default: none).",
         default="",
     )
+    group.addoption(
+        "--dsh-usage",
+        action="store_true",
+        default=False,
+        dest="dsh_usage",
+        help="print each dsh_replay test's model calls, tokens and cost (genai-prices) in "
+        "the terminal summary.",
+    )
     parser.addini(
         "dsh_compare_logs",
         "compare the session logs a replayed test writes with the recording (default: true).",
@@ -129,6 +137,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "replay even under --dsh-record (another test records the scenario); max_age "
         "(30d, 12h) warns when the recording is older (default: the dsh_max_age ini key).",
     )
+    config.addinivalue_line(
+        "markers",
+        "dsh_budget(*, max_calls=None, max_output_tokens=None, max_cost_usd=None): fail a "
+        "dsh_replay test whose model calls go over these limits (the cost needs "
+        "genai-prices).",
+    )
     from ._plugin.age import parse_max_age
     from ._plugin.modes import RECORD_MODES
     from ._plugin.suite import SuiteState, body_cap
@@ -152,6 +166,7 @@ def pytest_configure(config: pytest.Config) -> None:
         live_source=lambda: _live_source(config),
         max_age=max_age,
         strict_age=bool(config.getoption("dsh_strict_age")),
+        report_usage=bool(config.getoption("dsh_usage")),
     )
     if config.option.collectonly:
         # Nothing is asserted in a collect-only run, so no snapshot can be "unused";
@@ -308,6 +323,8 @@ def dsh_replay(
     try:
         yield replay
     finally:
+        if state.report_usage:
+            state.add_usage(item.nodeid, replay.usage())
         problem = runs.close(replay)
         if problem is not None:
             pytest.fail(problem, pytrace=False)
@@ -343,9 +360,25 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         problem = check_replayed(_collected(item), state, run.replay, _recorders(item.config))
     else:
         problem = check_recorded(run.replay)
+    if problem is None:
+        problem = _over_budget(item, run.replay)
     if problem is not None:
         pytest.fail(problem, pytrace=False)
     return result
+
+
+def _over_budget(item: pytest.Item, replay: DshReplay) -> str | None:
+    """Why the test's model calls went over its ``dsh_budget`` marker, if they did."""
+    marker = item.get_closest_marker("dsh_budget")
+    if marker is None:
+        return None
+    from ._plugin.budget import budget, over_budget
+
+    try:
+        limits = budget(item.nodeid, marker.args, marker.kwargs)
+    except ValueError as err:
+        return str(err)
+    return over_budget(item.nodeid, limits, replay.usage())
 
 
 @pytest.hookimpl(wrapper=True)
@@ -606,6 +639,12 @@ def pytest_terminal_summary(
     if lines:
         terminalreporter.write_sep("-", "dsh-replay")
         for line in lines:
+            terminalreporter.write_line(line)
+    if state.report_usage:
+        from ._plugin.budget import usage_table
+
+        terminalreporter.write_sep("-", "dsh-replay usage")
+        for line in usage_table(state.usages) or ["no test made a model call"]:
             terminalreporter.write_line(line)
     failing = failing_line(state)
     if failing is not None:  # the last line before pytest's own, which says "passed"

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from openai import AsyncAzureOpenAI, AsyncOpenAI, AzureOpenAI, OpenAI
 
     from .._endpoint.endpoint import Endpoint
+    from .usage import UsageTotals
 
 __all__ = [
     "DshReplay",
@@ -655,6 +656,34 @@ class DshReplay:
         return sessions_as_jsonl(
             self.redacted_sessions(), redactor=self.redactor, aliases=self.bound_ids()
         )
+
+    def usage(self, session: str | None = None) -> UsageTotals:
+        """The token usage and cost of this test's model calls so far.
+
+        Read from the run's session logs: one call per model call made (replayed, or
+        recorded under ``--dsh-record``), its tokens from the ``usage`` chunk it
+        streamed, its price from the optional ``genai-prices`` package for the model the
+        client asked for ([docs/checks.md#usage](../checks.md#usage)).
+
+        Args:
+            session: A live session id: that session's calls only; ``None``: every
+                session's.
+
+        Returns:
+            The [`UsageTotals`][pytest_dsh_replay.UsageTotals]: ``calls``,
+            ``input_tokens`` (cached ones included), ``output_tokens`` (reasoning
+            included), ``reasoning_tokens``, ``cached_tokens``, and ``cost_usd`` (US
+            dollars; ``None`` when ``genai-prices`` is not installed or does not know a
+            call's model).
+
+        Raises:
+            UnknownSessionError: No session of this run has the id ``session``.
+        """
+        from .usage import totals
+
+        if self._runtime.source is not None:
+            return totals(self._runtime.logs(), session)
+        return totals(self.sessions.sessions(), session)
 
     def redacted_sessions(self) -> list[SessionLog]:
         """Every session of `sessions` as a recording would write it.

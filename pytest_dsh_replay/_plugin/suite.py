@@ -8,12 +8,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
+from .budget import UsageRow
 from .modes import RECORD_MODES, RecordMode, RecordModes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import TypeAlias
 
+    from .._fixture.usage import UsageTotals
     from .._format.events import Event, JSONObject
     from .._format.redact import Redactor
     from .._recording.live_openai import OpenAICompatibleModel
@@ -55,6 +57,7 @@ class WorkerReport(TypedDict):
     unwritten_new: int
     expired: int
     refreshed: int
+    usages: list[list[str | int | float | None]]
 
 
 @dataclass
@@ -102,6 +105,8 @@ class SuiteState:
     strict_age: bool = False  # --dsh-strict-age: an expired recording fails its test
     expired: int = 0  # recordings replayed although older than their test allows
     refreshed: int = 0  # expired recordings recorded again by --dsh-record=missing
+    report_usage: bool = False  # --dsh-usage (docs/checks.md#usage)
+    usages: list[UsageRow] = field(default_factory=list)  # a row per test, when reported
 
     def __post_init__(self) -> None:
         if self.ini_root is not None and self.ini_root_prefix is None:
@@ -139,6 +144,7 @@ class SuiteState:
         self.unwritten_new += report["unwritten_new"]
         self.expired += report["expired"]
         self.refreshed += report["refreshed"]
+        self.usages.extend(_usage_row(row) for row in report["usages"])
 
     def report(self) -> WorkerReport:
         """What a worker sends to the controller: plain, serializable values."""
@@ -158,13 +164,42 @@ class SuiteState:
             "unwritten_new": self.unwritten_new,
             "expired": self.expired,
             "refreshed": self.refreshed,
+            "usages": [list(row) for row in self.usages],
         }
+
+    def add_usage(self, nodeid: str, used: UsageTotals) -> None:
+        """Keep a test's usage totals for the ``--dsh-usage`` table."""
+        self.usages.append(
+            UsageRow(
+                nodeid,
+                used.calls,
+                used.input_tokens,
+                used.output_tokens,
+                used.reasoning_tokens,
+                used.cached_tokens,
+                used.cost_usd,
+            )
+        )
 
 
 def _recording(row: list[str | int | bool]) -> tuple[str, int, int, bool, int]:
     """A recording's summary row, as a worker's report carries it (a list), typed again."""
     path, files, calls, unchanged, guessed = row
     return str(path), int(files), int(calls), bool(unchanged), int(guessed)
+
+
+def _usage_row(row: list[str | int | float | None]) -> UsageRow:
+    """A usage row as a worker sent it (a JSON-like list), typed again."""
+    nodeid, calls, tokens_in, tokens_out, reasoning, cached, cost = row
+    return UsageRow(
+        str(nodeid),
+        int(calls or 0),
+        int(tokens_in or 0),
+        int(tokens_out or 0),
+        int(reasoning or 0),
+        int(cached or 0),
+        None if cost is None else float(cost),
+    )
 
 
 def body_cap(raw: str) -> int | None:
