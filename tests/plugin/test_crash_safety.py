@@ -7,26 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.inner_runs import ECHO_LIVE_CONFTEST as LIVE
 from support.read_only import refuse_leftover_writes
 from support.scenarios import make_scenario
-
-LIVE = """
-import pytest
-
-class FakeLive:
-    calls = 0
-
-    def stream(self, request, **kwargs):
-        FakeLive.calls += 1
-        text = "live: " + request["messages"][-1]["content"]
-        yield {"type": "block-start", "index": 0, "blockType": "text"}
-        yield {"type": "text-delta", "index": 0, "text": text}
-        yield {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}}
-        yield {"type": "finish", "reason": {"kind": "stop"}}
-
-def pytest_dsh_replay_live_model(config, scenario_path):
-    return FakeLive()
-"""
 
 ASK = """
 def ask(model, text, session_id="main"):

@@ -14,22 +14,10 @@ from pathlib import Path
 
 import orjson
 import pytest
+from support.inner_runs import ECHO_LIVE_CONFTEST
 from support.scenarios import make_scenario
 
 from pytest_dsh_replay import load_scenario
-
-LIVE = """
-class FakeLive:
-    def stream(self, request, **kwargs):
-        text = "live: " + request["messages"][-1]["content"]
-        yield {"type": "block-start", "index": 0, "blockType": "text"}
-        yield {"type": "text-delta", "index": 0, "text": text}
-        yield {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}}
-        yield {"type": "finish", "reason": {"kind": "stop"}}
-
-def pytest_dsh_replay_live_model(config, scenario_path):
-    return FakeLive()
-"""
 
 TESTS = """
 import pytest
@@ -71,7 +59,7 @@ def digest(directory: Path) -> dict[str, str]:
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
     recorded(pytester.path / "recordings" / "old", days_ago=41, mtime=time.time())
     recorded(pytester.path / "recordings" / "fresh", days_ago=2, mtime=YEAR_AGO)
-    pytester.makeconftest(LIVE)
+    pytester.makeconftest(ECHO_LIVE_CONFTEST)
     return pytester
 
 

@@ -30,19 +30,19 @@ def test_usage(dsh_replay):
     with pytest.raises(UnknownSessionError, match="no session 'nobody'"):
         dsh_replay.usage("nobody")
 
+def the_three_calls(model):
+    for session, parent in (("main", None), ("main", None), ("kid", "main")):
+        ask(model, session, parent)
+
 @pytest.mark.dsh_scenario("priced")
 @pytest.mark.dsh_budget(max_calls=2, max_output_tokens=1000)
 def test_over_budget(dsh_replay):
-    for _ in range(2):
-        ask(dsh_replay.model, "main")
-    ask(dsh_replay.model, "kid", parent="main")
+    the_three_calls(dsh_replay.model)
 
 @pytest.mark.dsh_scenario("priced")
 @pytest.mark.dsh_budget(max_calls=3, max_cost_usd=1.0)
 def test_within_budget(dsh_replay):
-    for _ in range(2):
-        ask(dsh_replay.model, "main")
-    ask(dsh_replay.model, "kid", parent="main")
+    the_three_calls(dsh_replay.model)
 
 @pytest.mark.dsh_scenario("unpriced")
 @pytest.mark.dsh_budget(max_cost_usd=1.0)

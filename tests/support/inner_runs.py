@@ -90,3 +90,25 @@ def imported_before_inner_runs(*names: str, reason: str | None = None) -> Any:
             pytest.importorskip(name, reason=reason)
 
     return _sdks
+
+
+ECHO_LIVE_CONFTEST = """
+import pytest
+
+class FakeLive:
+    calls = 0
+
+    def stream(self, request, **kwargs):
+        FakeLive.calls += 1
+        text = "live: " + request["messages"][-1]["content"]
+        yield {"type": "block-start", "index": 0, "blockType": "text"}
+        yield {"type": "text-delta", "index": 0, "text": text}
+        yield {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}}
+        yield {"type": "finish", "reason": {"kind": "stop"}}
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return FakeLive()
+"""
+"""An inner run's ``conftest.py`` whose live model answers ``live: <last user text>``
+(``FakeLive.calls`` counts its calls).
+"""
