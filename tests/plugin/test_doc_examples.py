@@ -80,22 +80,14 @@ def test_every_e2e_file_is_run_by_an_e2e_test() -> None:
             assert f'"{block.title}"' in e2e_sources, block.where
 
 
-# Packages that keep no process-wide state a page's test leaves behind (the Agents SDK's
-# default client is set again by its page's autouse fixture): a project that imports only
-# these (and the standard library) runs in this process, which saves two interpreter starts
-# and two imports of its framework per page.
+# Packages that keep no process-wide state a page's test leaves behind: a project that
+# imports only these (and the standard library) runs in this process, which saves two
+# interpreter starts and two imports of its framework per page. Not here: frameworks
+# that keep global state (the Agents SDK's default client and loop) or that import parts
+# of pydantic lazily (pydantic-ai, Strands): an in-process run drops what it imported
+# first, and pydantic, which keeps referring to it, then fails in later tests.
 _STATELESS = frozenset(
-    {
-        "anthropic",
-        "boto3",
-        "botocore",
-        "google",
-        "openai",
-        "pydantic_ai",
-        "pytest",
-        "pytest_dsh_replay",
-        "strands",
-    }
+    {"anthropic", "boto3", "botocore", "google", "openai", "pytest", "pytest_dsh_replay"}
 )
 
 
