@@ -30,9 +30,14 @@ DEFAULT_SNAPSHOT_DIR: Final = "dsh_snapshots"
 
 @dataclass
 class _Run:
-    """One test's run: the fixture value it received, and whether its body passed."""
+    """One test's run: the fixture value it received, and whether its body passed.
+
+    ``test`` is the test as the fixture read it at set-up (its marker looked up once):
+    the end-of-test check reads the same values, not a second lookup.
+    """
 
     replay: DshReplay
+    test: CollectedTest
     passed: bool = False
 
 
@@ -246,17 +251,29 @@ def _collected(item: pytest.Item) -> CollectedTest:
     from ._plugin.collected import CollectedTest
 
     marker = item.get_closest_marker("dsh_scenario")
-    module, rootpath = item.path, item.config.rootpath
+    module = item.path
     parts = item.nodeid.split("::", 1)
     return CollectedTest(
         nodeid=item.nodeid,
         path=module,
-        relpath=module.relative_to(rootpath) if module.is_relative_to(rootpath) else None,
+        relpath=_relative(os.fspath(module), os.fspath(item.config.rootpath)),
         name=parts[1] if len(parts) == 2 else item.name,
         scenario_args=() if marker is None else tuple(marker.args),
         scenario_kwargs={} if marker is None else dict(marker.kwargs),
         fixturenames=tuple(getattr(item, "fixturenames", ())),
     )
+
+
+def _relative(path: str, root: str) -> Path | None:
+    """``Path(path).relative_to(root)``, or ``None`` outside it, by comparing strings.
+
+    Both are absolute and normalized, as pytest gives a module's path and the rootdir,
+    so the lexical test of ``Path.is_relative_to`` is a prefix test of the text.
+    """
+    if path == root:
+        return Path()
+    prefix = root if root.endswith(os.sep) else root + os.sep
+    return Path(path[len(prefix) :]) if path.startswith(prefix) else None
 
 
 def _recorders(config: pytest.Config) -> Iterator[CollectedTest]:
@@ -301,10 +318,11 @@ def dsh_replay(
     if not isinstance(item, pytest.Item):  # pragma: no cover - function scope guarantees it
         raise pytest.UsageError("dsh_replay is a function-scoped fixture")
     state = _state(config)
+    test = _collected(item)
     problem: str | None = None
     try:
         replay = runs.start(
-            _collected(item),
+            test,
             state,
             layout_problem=item.stash.get(_LAYOUT_PROBLEM, None),
             workbase=lambda: tmp_path_factory.mktemp("dsh-replay"),
@@ -318,7 +336,7 @@ def dsh_replay(
         problem = str(err)
     if problem is not None:  # failed outside the except block: no chained traceback
         pytest.fail(problem, pytrace=False)
-    item.stash[_RUN] = _Run(replay)
+    item.stash[_RUN] = _Run(replay, test)
     config.hook.pytest_dsh_replay_configure(config=config, replay=replay)
     try:
         yield replay
@@ -357,7 +375,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
 
     if run.replay.mode == "replay":
         state = _state(item.config)
-        problem = check_replayed(_collected(item), state, run.replay, _recorders(item.config))
+        problem = check_replayed(run.test, state, run.replay, _recorders(item.config))
     else:
         problem = check_recorded(run.replay)
     if problem is None:
@@ -398,7 +416,7 @@ def pytest_runtest_makereport(
         run.passed = report.passed
         failed = call.excinfo if report.failed else None
         if failed is not None and not _typed_error_first(item, report, failed, run.replay):
-            _explain_snapshot_drift(item, report, failed, run.replay)
+            _explain_snapshot_drift(item, report, failed, run)
     if report.failed and "dsh_replay" in getattr(item, "fixturenames", ()):
         item.stash[_FAILED] = True
         _withhold_snapshot_writes(item)
@@ -448,7 +466,7 @@ def _explain_snapshot_drift(
     item: pytest.Item,
     report: pytest.TestReport,
     excinfo: pytest.ExceptionInfo[BaseException],
-    replay: DshReplay,
+    run: _Run,
 ) -> None:
     """A body that failed on a snapshot assertion also gets the plugin's own verdict.
 
@@ -470,7 +488,7 @@ def _explain_snapshot_drift(
     from ._plugin.runs import snapshot_drift
 
     state = _state(item.config)
-    text = snapshot_drift(_collected(item), state, replay, _recorders(item.config))
+    text = snapshot_drift(run.test, state, run.replay, _recorders(item.config))
     add = getattr(report.longrepr, "addsection", None)
     if callable(add):  # after syrupy's diff, in the failure's own report
         add("dsh-replay", text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -424,3 +425,52 @@ def test_collect_only_passes_and_reports_no_leftover_scenario_or_snapshot(
         out = collected.stdout.str()
         assert not re.search(r"\d+ unused|snapshots? unused", out), out
         assert "-- dsh-replay --" not in out  # nothing ran: no summary
+
+
+def test_a_test_looks_its_marker_up_once_from_set_up_to_its_check(
+    project: pytest.Pytester,
+) -> None:
+    # Collection reads every item once; then set-up resolves the scenario and the
+    # end-of-test check (and a failure's re-record command) reuse what set-up read.
+    make_scenario(project.path / "recordings" / "hello", primary=["hi"])
+    project.makeconftest(
+        """
+        import json
+        import pytest
+
+        LOOKUPS = {}
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_runtest_setup(item):
+            real = item.get_closest_marker
+
+            def counted(name, default=None):
+                if name == "dsh_scenario":
+                    LOOKUPS[item.name] = LOOKUPS.get(item.name, 0) + 1
+                return real(name, default)
+
+            item.get_closest_marker = counted
+
+        def pytest_sessionfinish(session):
+            (session.config.rootpath / "lookups.json").write_text(json.dumps(LOOKUPS))
+        """
+    )
+    project.makepyfile(
+        """
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("hello")
+        def test_passes(dsh_replay):
+            assert run(dsh_replay.model) == "hi"
+
+        @pytest.mark.dsh_scenario("hello")
+        def test_leaves_a_call(dsh_replay):
+            pass
+        """
+    )
+    result = project.runpytest("-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*--dsh-record=all*test_leaves_a_call*"])
+    lookups = json.loads((project.path / "lookups.json").read_text())
+    assert lookups == {"test_passes": 1, "test_leaves_a_call": 1}

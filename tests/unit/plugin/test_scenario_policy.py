@@ -155,3 +155,23 @@ def test_only_scenario_directories_under_a_root_are_kept_from_collection(tmp_pat
     configured = suite_state(tmp_path / "tests" / "other")
     assert ignores(configured, elsewhere)
     assert not ignores(configured, scenario)  # only the configured root counts then
+
+
+@pytest.mark.parametrize(
+    ("module", "root"),
+    [
+        ("/r/tests/test_a.py", "/r"),
+        ("/r/tests/test_a.py", "/r/tests"),
+        ("/r/test_a.py", "/"),
+        ("/rx/test_a.py", "/r"),  # a sibling whose name starts like the root
+        ("/r/test_a.py", "/r/test_a.py"),
+        ("/other/test_a.py", "/r"),
+        ("/r", "/r/tests"),
+    ],
+)
+def test_a_module_path_relative_to_the_rootdir_is_read_from_its_text(
+    module: str, root: str
+) -> None:
+    # What the plugin gives the policy as relpath: Path.relative_to's answer, by strings.
+    expected = Path(module).relative_to(root) if Path(module).is_relative_to(root) else None
+    assert plugin._relative(module, root) == expected
