@@ -159,9 +159,7 @@ def _timeline(picture: Picture) -> str:
                     f'href="#{_call_anchor(s.index, c.number)}" title="{_e(title)}"></a>'
                 )
             track = f'<div class="track">{"".join(bars)}</div>'
-        rows.append(
-            f'<div class="row"><a href="#{_anchor(s)}">{_label(s)}</a>{track}</div>'
-        )
+        rows.append(f'<div class="row"><a href="#{_anchor(s)}">{_label(s)}</a>{track}</div>')
     return (
         '<section class="timeline" id="time-line"><h2>Time line</h2>'
         f'<p class="meta">{total} ms from the first event to the last</p>{"".join(rows)}'
@@ -289,7 +287,7 @@ def _session(session: SessionPicture, picture: Picture, origin: int | None) -> s
     return (
         f'<section class="session" id="{_anchor(session)}" data-session="{session.index}">'
         f'<h2><span class="role role-{session.role}">{session.role}</span> session '
-        f"<code>{_e(session.id or '(no id)')}</code></h2><p class=\"meta\">{meta}</p>"
+        f'<code>{_e(session.id or "(no id)")}</code></h2><p class="meta">{meta}</p>'
         f"{_seed(session, picture)}{calls or '<p class=meta>no model call</p>'}{unlinked}"
         "</section>"
     )
@@ -312,7 +310,7 @@ def _drift(drift: Drift) -> str:
         mine = _pre(_json(drift.recorded[k])) if k < len(drift.recorded) else "(none)"
         theirs = _pre(_json(drift.replayed[k])) if k < len(drift.replayed) else "(none)"
         rows.append(
-            f'<tr{" class=differs" if differs else ""}>'
+            f"<tr{' class=differs' if differs else ''}>"
             f"<td>{'header' if index is None else f'#{index}'}</td><td>{mine}</td>"
             f"<td>{theirs}</td></tr>"
         )
@@ -349,7 +347,8 @@ def render_page(
     if status is not None:
         title = f"{status.nodeid}: {title}"
         cls = "status failed" if status.failed else "status"
-        head = f'<p><code>{_e(status.nodeid)}</code> <span class="{cls}">{_e(status.outcome)}</span></p>'
+        outcome = f'<span class="{cls}">{_e(status.outcome)}</span>'
+        head = f"<p><code>{_e(status.nodeid)}</code> {outcome}</p>"
     body = "".join(_session(s, picture, origin) for s in picture.sessions)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

@@ -172,4 +172,3 @@ def show_html(scenario: Scenario, out: Path) -> Picture:
     picture = scenario_picture(scenario)
     write_page(out, render_page(picture))
     return picture
-

@@ -371,7 +371,7 @@ def _session(
         file=file,
         parent=parent,
         role=role,
-        version=header.version,
+        version=header.format,
         seed_length=seed,
         inherited=_inherited(session.events[:seed]),
         inherited_calls=inherited_calls,

@@ -7,9 +7,13 @@ The tests record a two-call agent with a conftest live model, replay it with
 from __future__ import annotations
 
 import re
+import shutil
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from support.browser import browser, dump_dom
+from support.paths import EXAMPLES, SUPPORT
 
 CONFTEST = """
 class Live:
@@ -105,8 +109,10 @@ def test_a_drifted_replay_gets_the_difference_side_by_side(
     differing = re.findall(r"<tr class=differs>(.*?)</tr>", drift, re.S)
     assert len(differing) == 1
     recorded, replayed = re.findall(r"<pre>(.*?)</pre>", differing[0], re.S)
-    assert "What is 6*7?" in recorded and "What is 6*8?" not in recorded
-    assert "What is 6*8?" in replayed and "What is 6*7?" not in replayed
+    assert "What is 6*7?" in recorded
+    assert "What is 6*8?" not in recorded
+    assert "What is 6*8?" in replayed
+    assert "What is 6*7?" not in replayed
     assert "$.data.content[0].text" in drift  # the check's own words
 
 
@@ -126,3 +132,60 @@ def test_a_pages_directory_that_cannot_be_made_is_a_usage_error(
     result = pytester.runpytest("--dsh-html=taken")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--dsh-html=*taken: not a directory*"])
+
+
+MIXED_TEST = """
+import pytest
+from support.example_agent import ExampleAgent
+
+@pytest.mark.dsh_scenario("mixed")
+def test_mixed(dsh_replay):
+    agent = ExampleAgent(dsh_replay.model, dsh_replay.sessions)
+    agent.run("Remember: the codeword is SAFFRON.")
+    agent.run('[[tool subagent {"prompt": "Reply ALPHA."}]]'
+              '[[tool subagent_fork {"prompt": "Recall it."}]]')
+"""
+
+
+class _Rendered(HTMLParser):
+    """What the browser test reads of the rendered DOM: the tree's nodes and the links."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.nodes: list[tuple[str, str]] = []  # (data-node, data-role)
+        self.sections: list[str] = []  # each session section's id
+        self.child_links: list[str] = []  # the hrefs of tool calls' links to children
+        self.seeds: list[str] = []
+        self.scripts = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if "data-node" in found:
+            self.nodes.append((found["data-node"] or "", found.get("data-role") or ""))
+        if tag == "section" and "data-session" in found:
+            self.sections.append(found.get("id") or "")
+        if tag == "a" and "data-child" in found:
+            self.child_links.append(found.get("href") or "")
+        if "data-seed-length" in found:
+            self.seeds.append(found["data-seed-length"] or "")
+        self.scripts += tag == "script"
+
+
+def test_a_browser_renders_a_replayed_tests_page_with_one_node_per_session(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    browser()  # skips with the install hint where no Chromium is installed
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
+    shutil.copytree(SUPPORT, pytester.path / "support")
+    shutil.copytree(EXAMPLES / "mixed", pytester.path / "recordings" / "mixed")
+    pytester.makepyfile(test_mixed=MIXED_TEST)
+    pytester.runpytest("--dsh-html=pages").assert_outcomes(passed=1)
+    (page,) = (pytester.path / "pages").iterdir()
+
+    dom = _Rendered()
+    dom.feed(dump_dom(page, tmp_path / "profile"))
+    assert dom.nodes == [("0", "primary"), ("1", "spawn"), ("2", "fork")]
+    assert dom.sections == ["session-0", "session-1", "session-2"]
+    assert dom.child_links == ["#session-1", "#session-2"]  # call #2's two tool calls
+    assert dom.seeds == ["14"]
+    assert dom.scripts == 0
