@@ -189,6 +189,8 @@ def drift_of(
     *,
     redaction: Redaction,
     report: str,
+    headers: tuple[Sequence[SessionHeader], Sequence[SessionHeader]] = ((), ()),
+    aliases: Mapping[str, str] | None = None,
     context: int = 3,
 ) -> Drift:
     """The events around ``difference`` on both sides, as the check compares them.
@@ -200,15 +202,19 @@ def drift_of(
         replayed: The replayed log.
         redaction: Applied to both sides before anything is shown.
         report: The check's report of the difference.
+        headers: Every recorded and every replayed session's header (their ids and
+            working directories are normalized as the check normalizes them).
+        aliases: ``{recorded id: live id}`` of the bound sessions (the replayed side).
         context: How many events before and after the differing one are kept.
     """
     sides: list[tuple[JSONObject, ...]] = []
     index = difference.index
     first = 0 if index is None else max(0, index - context)
-    for log in (recorded, replayed):
+    for log, others, alias in ((recorded, headers[0], None), (replayed, headers[1], aliases)):
         shown = redaction.apply(log.header, log.events)
+        every = [log.header, *others]
         normalizer = Normalizer(
-            session_ids=[log.header.id], cwds=[log.header.cwd] if log.header.cwd else []
+            session_ids=[h.id for h in every], cwds=[h.cwd for h in every if h.cwd], aliases=alias
         )
         header = normalizer.header(shown.header)
         if index is None:

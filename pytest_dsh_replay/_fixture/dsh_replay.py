@@ -893,7 +893,14 @@ class DshReplay:
             report = heading(file) + describe_difference(diff, line=line)
             recorded_log, live_log = next((r, a) for name, r, a in logs if name == file)
             self._drift = drift_of(  # for a picture of it (docs/guide/picture.md#drift)
-                file, diff, recorded_log, live_log, redaction=self._redaction(), report=report
+                file,
+                diff,
+                recorded_log,
+                live_log,
+                redaction=self._redaction(),
+                report=report,
+                headers=(recorded, live),
+                aliases=self.bound_ids(),
             )
             raise LogMismatchError(report)
 

@@ -208,3 +208,21 @@ def test_writing_a_page_replaces_it_whole_and_refuses_a_directory(tmp_path: Path
     with pytest.raises(PictureError, match=r"cannot write .*page\.html/inside\.html"):
         write_page(out / "inside.html", "x")  # under a file
     assert out.read_text(encoding="utf-8") == "<p>new</p>"
+
+
+def test_a_drift_numbers_every_session_id_of_its_side_as_the_check_does() -> None:
+    parent = header("main-session")
+    recorded = SessionLog(header("c1", parentSession="main-session"), [user("from main-session")])
+    replayed = SessionLog(header("c2", parentSession="live-main"), [user("from live-main")])
+    diff = LogDifference("session.1.jsonl", 0, "user/message", "$.data", None, None, "x")
+    drift = drift_of(
+        "session.1.jsonl",
+        diff,
+        recorded,
+        replayed,
+        redaction=Redaction(Redactor()),
+        report="r",
+        headers=([parent], [header("live-main")]),
+    )
+    assert drift.recorded == drift.replayed  # both parents' ids are ids, not text
+    assert "main-session" not in str(drift.recorded)
