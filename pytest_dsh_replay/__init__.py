@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # for type checkers; the names are imported on first use (bel
     from ._errors import ForkErrorCode as ForkErrorCode
     from ._errors import LogMismatchError as LogMismatchError
     from ._errors import OverrideError as OverrideError
+    from ._errors import PictureError as PictureError
     from ._errors import PlaceholderError as PlaceholderError
     from ._errors import RecordingError as RecordingError
     from ._errors import RecordingExpiredWarning as RecordingExpiredWarning
@@ -129,6 +130,7 @@ _MODULE_OF: dict[str, str] = {
     "EndpointError": "_errors",
     "LogMismatchError": "_errors",
     "OverrideError": "_errors",
+    "PictureError": "_errors",
     "PlaceholderError": "_errors",
     "RecordingError": "_errors",
     "UnknownSessionError": "_errors",

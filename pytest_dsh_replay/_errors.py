@@ -24,6 +24,7 @@ subclass also inherits the builtin whose meaning it shares, so code that already
     ├── UnservedRouteError(LookupError)        a client called a route the endpoint does not serve
     ├── EndpointError(RuntimeError)            the endpoint failed answering a request (a bug)
     ├── RecordingError(RuntimeError)           a recording could not be written
+    ├── PictureError(RuntimeError)             a picture of a scenario could not be written
     └── ScriptedModelError(ValueError)         a scripted model's rule is invalid or none answers
 
 Messages follow one form: where (file:line, session, call), what was expected, what was
@@ -42,6 +43,7 @@ __all__ = [
     "ForkErrorCode",
     "LogMismatchError",
     "OverrideError",
+    "PictureError",
     "PlaceholderError",
     "RecordingError",
     "RecordingExpiredWarning",
@@ -375,6 +377,14 @@ class EndpointError(DshReplayError, RuntimeError):
 
 class RecordingError(DshReplayError, RuntimeError):
     """A recording could not be made or written (``--dsh-record``)."""
+
+
+class PictureError(DshReplayError, RuntimeError):
+    """A picture of a scenario (``dsh-replay show --html``, ``--dsh-html``) could not be written.
+
+    The message names the file or directory and the operating system's reason
+    ([docs/guide/picture.md](../guide/picture.md)); a file that was there is left as it was.
+    """
 
 
 class ScriptedModelError(DshReplayError, ValueError):

@@ -5,6 +5,7 @@ Subcommands::
     dsh-replay scripts PATH [--json]   the replay scripts of a scenario or a single log
     dsh-replay check PATH...           validate scenarios (for CI); one line per problem
     dsh-replay show PATH               a readable summary of a scenario
+    dsh-replay show --html OUT PATH    a picture of it: one self-contained HTML page
     dsh-replay fmt [--check] PATH...   rewrite logs into the committed form
 
 Exit status: 0 success, 1 invalid input (one message on stderr, no traceback), 2 usage.
@@ -29,7 +30,7 @@ from ._format.redact import Redactor, delta_runs, stream_runs_of
 from ._format.text import join_blocks, visible
 from ._format.zstd import ZSTD_SUFFIXES
 from ._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
-from ._scripts.loading import iter_scenario_dirs, load_scenario
+from ._scripts.loading import is_sqlite_store, iter_scenario_dirs, load_scenario
 from ._scripts.scenario import PRIMARY_LOG, Scenario, SessionScript, load_session_script
 from ._store.atomic import LEFTOVER, Leftover, find_leftovers, recover, write_file_atomic
 
@@ -159,6 +160,15 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
         if args.session is None and _is_single_log(path)
         else load_scenario(path, args.session)
     )
+    if args.html is not None:
+        from ._report.pages import show_html
+
+        picture = show_html(scenario, args.html)
+        out.write(
+            f"wrote {args.html}: {len(picture.sessions)} session(s), "
+            f"{picture.call_count} model call(s)\n"
+        )
+        return 0
     out.write(
         f"scenario {scenario.path}: {len(scenario.scripts)} session(s), "
         f"{scenario.call_count} model call(s)\n"
@@ -310,7 +320,7 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             continue
         first = loaded.scripts[0]
         primaries.append((first.recorded_id, first.parent_session))
-        if _is_sqlite_file(target):
+        if is_sqlite_store(target):
             problems.extend(_store_secrets(target, redactor))
             continue
         for log in _log_files(target):
@@ -337,13 +347,6 @@ def _scenario_count(primaries: Sequence[tuple[str, str | None]]) -> int:
     """
     ids = {sid for sid, _ in primaries if sid}
     return sum(1 for _, parent in primaries if parent is None or parent not in ids)
-
-
-def _is_sqlite_file(path: Path) -> bool:
-    if not path.is_file():
-        return False
-    with open(path, "rb") as f:
-        return f.read(16) == b"SQLite format 3\x00"
 
 
 def _fmt_leftovers(paths: Sequence[Path], out: TextIO, err: TextIO, *, check: bool) -> int:
@@ -451,12 +454,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     show = sub.add_parser(
         "show",
-        help="summarize a scenario: sessions, seed lengths, calls, previews",
+        help="summarize a scenario: sessions, seed lengths, calls, previews (--html: a page)",
         description="Summarize a scenario: sessions, seed lengths, calls, chunk counts "
-        "and a text preview of each call.",
+        "and a text preview of each call; with --html, write a picture of it as one "
+        "self-contained HTML page.",
     )
     show.add_argument("path", type=Path, metavar="PATH")
     show.add_argument("--session", metavar="ID", help=_SESSION_HELP)
+    show.add_argument(
+        "--html",
+        type=Path,
+        metavar="OUT",
+        help="write a picture of the scenario to OUT (one self-contained HTML page: the "
+        "session tree, every call's request and streamed answer, the time line) instead",
+    )
     fmt = sub.add_parser(
         "fmt",
         help="rewrite logs into the committed form (projected envelopes, packed rows)",

@@ -46,6 +46,7 @@ _RECORDERS = pytest.StashKey[list[pytest.Item]]()  # the collected items that re
 _RUN = pytest.StashKey[_Run]()
 _LAYOUT_PROBLEM = pytest.StashKey[str]()
 _FAILED = pytest.StashKey[bool]()  # a phase of a test that requests dsh_replay failed
+_PAGES = pytest.StashKey[Path]()  # --dsh-html's directory
 
 
 def _parse_record_mode(value: str) -> str:
@@ -111,6 +112,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="print each dsh_replay test's model calls, tokens and cost (genai-prices) in "
         "the terminal summary.",
     )
+    group.addoption(
+        "--dsh-html",
+        action="store",
+        default=None,
+        dest="dsh_html",
+        metavar="DIR",
+        help="write a picture of each replayed test's recording into DIR (one "
+        "self-contained HTML page per test; a drift of the replayed log side by side).",
+    )
     parser.addini(
         "dsh_compare_logs",
         "compare the session logs a replayed test writes with the recording (default: true).",
@@ -173,6 +183,14 @@ def pytest_configure(config: pytest.Config) -> None:
         strict_age=bool(config.getoption("dsh_strict_age")),
         report_usage=bool(config.getoption("dsh_usage")),
     )
+    if (pages := config.getoption("dsh_html")) is not None:
+        from ._errors import PictureError
+        from ._report.pages import prepare_directory
+
+        try:
+            config.stash[_PAGES] = prepare_directory(config.invocation_params.dir / pages)
+        except PictureError as err:
+            raise pytest.UsageError(str(err)) from None
     if config.option.collectonly:
         # Nothing is asserted in a collect-only run, so no snapshot can be "unused";
         # syrupy (a dependency of this plugin) would fail `pytest --co` saying so.
@@ -540,7 +558,11 @@ def _keep_snapshots(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
-    """Write a recording after the test and every fixture teardown succeeded."""
+    """Write a recording after the test and every fixture teardown succeeded.
+
+    A replayed test gets its page under ``--dsh-html`` after its teardown, whatever its
+    outcome ([docs/guide/picture.md](../guide/picture.md)).
+    """
     run = item.stash.get(_RUN, None)
     if run is None:
         return (yield)
@@ -548,7 +570,10 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
     # here, or a suite's memory would grow with each test.
     del item.stash[_RUN]
     if run.replay.mode != "record":
-        return (yield)
+        try:
+            return (yield)
+        finally:
+            _write_page(item, run)
     from ._plugin.runs import end_recording
 
     try:
@@ -560,6 +585,17 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
     if problem is not None:
         pytest.fail(problem, pytrace=False)
     return result
+
+
+def _write_page(item: pytest.Item, run: _Run) -> None:
+    """With ``--dsh-html``: the test's page; one that cannot be written is a warning."""
+    pages = item.config.stash.get(_PAGES, None)
+    if pages is not None:
+        from ._report.pages import write_test_page
+
+        problem = write_test_page(pages, item.nodeid, run.replay, passed=run.passed)
+        if problem:
+            item.warn(pytest.PytestWarning(problem))
 
 
 @pytest.hookimpl(wrapper=True)

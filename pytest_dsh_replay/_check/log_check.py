@@ -18,15 +18,23 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .._errors import DshReplayError
-from .._format.events import Event, SessionHeader, SessionLike, SessionLog
+from .._format.events import Event, JSONObject, SessionHeader, SessionLike, SessionLog
 from .._format.jsonl import read_session_log
 from .._format.redact import Redactor
 from .._scripts.scenario import PRIMARY_LOG
-from .normalize import LogDifference, Normalizer, canonical_log, normalized_form, tokenize_cwd
+from .normalize import (
+    LogDifference,
+    Normalizer,
+    canonical_log,
+    normalized_form,
+    tokenize_cwd,
+)
 
 __all__ = [
     "Comparison",
+    "Drift",
     "Redaction",
+    "drift_of",
     "first_difference",
     "forms_agree",
     "log_forms",
@@ -145,6 +153,76 @@ def first_difference(
         if diff is not None:
             return file, diff
     return None
+
+
+@dataclass(frozen=True)
+class Drift:
+    """The log check's first difference, with the events around it on both sides.
+
+    What a picture of a drifted replay shows side by side
+    ([docs/guide/picture.md#drift](../guide/picture.md#drift)).
+
+    Attributes:
+        file: The recorded log's name (``session.1.jsonl``).
+        difference: The difference, as the check found it.
+        report: The check's words for it (`describe_difference`).
+        first: The index of the first event shown (0 for a header difference).
+        recorded: The recorded events from ``first`` on (at most ``2 * context + 1``),
+            redacted and normalized (ids numbered within these events, times and
+            envelopes dropped); the header alone for a header difference.
+        replayed: The replayed events at the same indexes, alike.
+    """
+
+    file: str
+    difference: LogDifference
+    report: str
+    first: int
+    recorded: tuple[JSONObject, ...]
+    replayed: tuple[JSONObject, ...]
+
+
+def drift_of(
+    file: str,
+    difference: LogDifference,
+    recorded: SessionLike,
+    replayed: SessionLike,
+    *,
+    redaction: Redaction,
+    report: str,
+    headers: tuple[Sequence[SessionHeader], Sequence[SessionHeader]] = ((), ()),
+    aliases: Mapping[str, str] | None = None,
+    context: int = 3,
+) -> Drift:
+    """The events around ``difference`` on both sides, as the check compares them.
+
+    Args:
+        file: The recorded log's name.
+        difference: What `first_difference` found in this pair.
+        recorded: The recorded log.
+        replayed: The replayed log.
+        redaction: Applied to both sides before anything is shown.
+        report: The check's report of the difference.
+        headers: Every recorded and every replayed session's header (their ids and
+            working directories are normalized as the check normalizes them).
+        aliases: ``{recorded id: live id}`` of the bound sessions (the replayed side).
+        context: How many events before and after the differing one are kept.
+    """
+    sides: list[tuple[JSONObject, ...]] = []
+    index = difference.index
+    first = 0 if index is None else max(0, index - context)
+    for log, others, alias in ((recorded, headers[0], None), (replayed, headers[1], aliases)):
+        shown = redaction.apply(log.header, log.events)
+        every = [log.header, *others]
+        normalizer = Normalizer(
+            session_ids=[h.id for h in every], cwds=[h.cwd for h in every if h.cwd], aliases=alias
+        )
+        header = normalizer.header(shown.header)
+        if index is None:
+            sides.append((header,))
+            continue
+        events = shown.events[: index + context + 1]
+        sides.append(tuple(normalizer.event(e) for e in events)[first:])
+    return Drift(file, difference, report, first, sides[0], sides[1])
 
 
 def log_forms(

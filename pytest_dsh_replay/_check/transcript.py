@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 import orjson
 
@@ -34,15 +34,26 @@ from .._wire.table import recording_redactor
 from .normalize import Normalizer
 
 __all__ = [
+    "ToolCallRef",
     "announced_children",
+    "child_links",
+    "inherited_length",
     "notices_in_announcement_order",
+    "redacted_sessions",
     "render_transcript",
     "sessions_as_jsonl",
+    "tool_result_text",
 ]
 
 
-def _redacted(sessions: Iterable[SessionLike], redactor: Redactor | None) -> list[SessionLike]:
-    """Copies of the sessions with secrets redacted in headers, events and keys."""
+def redacted_sessions(
+    sessions: Iterable[SessionLike], redactor: Redactor | None = None
+) -> list[SessionLike]:
+    """Copies of the sessions with secrets redacted in headers, events and keys.
+
+    ``redactor`` defaults to the rules recordings use (the built-in patterns, the value of
+    ``DSH_RECORD_API_KEY`` and the recording base URLs' credentials).
+    """
     rules = recording_redactor() if redactor is None else redactor
     return [
         SessionLog(
@@ -69,7 +80,8 @@ def _block_text(blocks: object, kind: str) -> str:
     return "".join(content_texts(blocks, kind))
 
 
-def _tool_result_text(message: object) -> str:
+def tool_result_text(message: object) -> str:
+    """The text of a logged ``tool/result`` message (format 0 blocks or formats 2-5)."""
     content = message.get("content") if isinstance(message, dict) else None
     if isinstance(message, dict) and message.get("role") == "tool":
         # Formats 2-4 (the dsh runtime): the result's own blocks, one per line.
@@ -86,7 +98,7 @@ def _lines(content: object) -> str:
     return "\n".join(content_texts(content))
 
 
-def _seed(session: SessionLike) -> int:
+def inherited_length(session: SessionLike) -> int:
     """How many leading events a fork child inherited (0 for others).
 
     Formats 0 and 1 say it in the header (``seedLength``); from format 2 on, the seed ends
@@ -178,7 +190,7 @@ def _message_key(event: Event) -> tuple[str, str] | None:
     if kind == "user/message":
         return ("user", _lines(data.get("content")))
     if kind == "tool/result":
-        return ("tool", _tool_result_text(data.get("message")))
+        return ("tool", tool_result_text(data.get("message")))
     message = data.get("message")
     content = message.get("content") if isinstance(message, dict) else None
     calls = [
@@ -261,7 +273,7 @@ def render_transcript(
         newline and tab, U+2028/U+2029 and lone surrogates are shown as visible symbols
         (``\r`` as ``␍``), so the text survives a text file unchanged.
     """
-    ordered = _order(_redacted(sessions, redactor))
+    ordered = _order(redacted_sessions(sessions, redactor))
     cwds = [s.header.cwd for s in ordered if s.header.cwd] + ([cwd] if cwd else [])
     norm = Normalizer(session_ids=[s.header.id for s in ordered], cwds=cwds, aliases=aliases)
     for s in ordered:  # number sessions first, so their placeholders are stable
@@ -298,7 +310,7 @@ def _render_session(
     norm: Normalizer,
 ) -> list[str]:
     h = session.header
-    seed = _seed(session)
+    seed = inherited_length(session)
     if h.parent_session is None:
         role = "primary"
     else:
@@ -315,7 +327,7 @@ def _render_session(
             "here (shown in its session).*"
         )
     items = _items(session.events[seed:], copied, norm, note)
-    after, unlinked = _links(session, children, items, sessions)
+    after, unlinked = child_links(session, children, items, sessions)
     for index, item in enumerate(items):
         lines += item.lines
         for child in after.get(index, []):
@@ -325,23 +337,44 @@ def _render_session(
     return lines
 
 
-def _links(
+class ToolCallRef(Protocol):
+    """What `child_links` reads of an entry that may be a tool call."""
+
+    @property
+    def call_id(self) -> str | None:
+        """The tool call's id, when the log names one (``None``: not a tool call or no id)."""
+        ...
+
+    @property
+    def arguments(self) -> str | None:
+        """The tool call's arguments (``None``: not a tool call)."""
+        ...
+
+
+def child_links(
     session: SessionLike,
     children: Sequence[SessionLike],
-    items: Sequence[_Item],
+    items: Sequence[ToolCallRef],
     sessions: Mapping[str, SessionLike],
 ) -> tuple[dict[int, list[SessionLike]], list[SessionLike]]:
-    """Where each child's link goes: after the item of the tool call that started it.
+    """Which of a session's tool calls started each of its children.
 
     First the tool call the parent announced it from as the dsh runtime logs it
     (`announced_children`); else the first tool call that announces the child's
     task ([docs/scenarios.md#announcement](../scenarios.md#announcement): one of its
     arguments is the task; each such call links one child), as recording and replay link a
-    child; else nowhere.
+    child; else nowhere. Transcripts and the picture of a scenario
+    ([docs/guide/picture.md](../guide/picture.md)) link children by it.
+
+    Args:
+        session: The parent session.
+        children: Its children, in creation order.
+        items: The parent's entries in order; those that are tool calls have arguments.
+        sessions: Every session of the scenario by id (a child's parent is looked up).
 
     Returns:
         ``{item index: children linked after it}`` and the children linked nowhere, in
-        the order given (they are linked at the end of the session).
+        the order given.
     """
     announced = announced_children(session.events)
     calls = {item.call_id: n for n, item in enumerate(items) if item.call_id is not None}
@@ -369,7 +402,7 @@ def _links(
 
 def _child_task(child: SessionLike, sessions: Mapping[str, SessionLike]) -> str | None:
     """A child's task: its first own user message that is no copy of its parent's."""
-    seed = _seed(child)
+    seed = inherited_length(child)
     parent = sessions.get(child.header.parent_session or "")
     return _task(child.events[seed:], _copied(child, parent, seed))
 
@@ -470,7 +503,7 @@ def _event_lines(kind: object, data: Mapping[str, object], norm: Normalizer) -> 
         return [
             "**Tool result**",
             "",
-            _quote(norm.text(_tool_result_text(data.get("message")))),
+            _quote(norm.text(tool_result_text(data.get("message")))),
             "",
         ]
     if kind == "llm/retry":
@@ -498,7 +531,7 @@ def sessions_as_jsonl(
     the built-in rules and the value of ``DSH_RECORD_API_KEY``). ``aliases`` as for
     `render_transcript`.
     """
-    ordered = _order(_redacted(sessions, redactor))
+    ordered = _order(redacted_sessions(sessions, redactor))
     norm = Normalizer(
         session_ids=[s.header.id for s in ordered],
         cwds=[s.header.cwd for s in ordered if s.header.cwd],

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from .._check.log_check import (
     Comparison,
+    Drift,
     Redaction,
+    drift_of,
     first_difference,
     forms_agree,
     log_forms,
@@ -138,6 +140,7 @@ class DshReplay:
     _recorder: RecordingModel = field(init=False, repr=False)
     _runtime: RuntimeSessions = field(init=False, repr=False)
     _refresh: bool = field(default=False, init=False, repr=False)
+    _drift: Drift | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def open(
@@ -922,7 +925,19 @@ class DshReplay:
             if diff.index is not None and self.path.is_dir():
                 events = next(len(log[1]) for name, log, _ in logs if name == file)
                 line = event_line(self.path / file, diff.index, events)
-            raise LogMismatchError(heading(file) + describe_difference(diff, line=line))
+            report = heading(file) + describe_difference(diff, line=line)
+            recorded_log, live_log = next((r, a) for name, r, a in logs if name == file)
+            self._drift = drift_of(  # for a picture of it (docs/guide/picture.md#drift)
+                file,
+                diff,
+                recorded_log,
+                live_log,
+                redaction=self._redaction(),
+                report=report,
+                headers=(recorded, live),
+                aliases=self.bound_ids(),
+            )
+            raise LogMismatchError(report)
 
     def _check_runtime_logs(self) -> None:
         """Compare the runtime's logs of this replay with the recording, as the model saw them."""

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ScenarioCache",
+    "is_sqlite_store",
     "iter_scenario_dirs",
     "load_scenario",
     "scenario_files",
@@ -248,7 +249,8 @@ def _checked(scenario: Scenario, prefix: EventPrefix, *, store: bool = False) ->
 # --- a SQLite store ----------------------------------------------------------------------
 
 
-def _is_sqlite(p: Path) -> bool:
+def is_sqlite_store(p: Path) -> bool:
+    """Whether ``p`` is a SQLite file (a dsh session store); ``False`` when unreadable."""
     try:
         with open(p, "rb") as f:
             return f.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
@@ -462,7 +464,7 @@ def load_scenario(path: str | os.PathLike[str], session_id: str | None = None) -
     if p.is_dir():
         return _load_directory(p)
     if p.is_file():
-        if _is_sqlite(p):
+        if is_sqlite_store(p):
             return _load_store(p)
         return scenario_of(p, load_session_script(p, primary=True), ())
     raise ScenarioError(

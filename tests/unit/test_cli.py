@@ -180,3 +180,25 @@ def test_show_puts_a_visible_separator_between_text_blocks(tmp_path: Path) -> No
     code, out, err = run("show", str(log))
     assert (code, err) == (0, "")
     assert 'stop  "first ¦ second"' in out
+
+
+def test_show_html_writes_one_self_contained_page(tmp_path: Path) -> None:
+    out = tmp_path / "mixed.html"
+    code, stdout, err = run("show", "--html", str(out), str(EXAMPLES / "mixed"))
+    assert (code, err) == (0, "")
+    assert stdout == f"wrote {out}: 3 session(s), 5 model call(s)\n"
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>")
+    assert page.count("data-node=") == 3
+    assert "echo: Recall it." in page
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mixed.html"]  # nothing else
+
+
+def test_show_html_of_a_single_log_and_into_a_directory(tmp_path: Path) -> None:
+    out = tmp_path / "one.html"
+    code, stdout, _ = run("show", str(EXAMPLES / "mixed" / "session.2.jsonl"), "--html", str(out))
+    assert code == 0
+    assert "1 session(s), 1 model call(s)" in stdout
+    code, stdout, err = run("show", "--html", str(tmp_path), str(EXAMPLES / "mixed"))
+    assert (code, stdout) == (1, "")
+    assert err == f"dsh-replay: {tmp_path}: is a directory; name the page's file (OUT.html)\n"

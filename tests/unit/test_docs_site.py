@@ -9,33 +9,14 @@ services are off.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
 
 import pytest
+from support.browser import browser, dump_dom
 from support.doc_examples import DOCS, page_files
 from support.paths import REPO
-
-_BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-)
-
-
-def _browser() -> str | None:
-    explicit = os.environ.get("DSH_DOCS_BROWSER")
-    if explicit:
-        return explicit
-    return next((path for name in _BROWSERS if (path := shutil.which(name))), None)
 
 
 class _Dom(HTMLParser):
@@ -85,9 +66,7 @@ class _Dom(HTMLParser):
 @pytest.fixture(scope="module")
 def getting_started_dom(tmp_path_factory: pytest.TempPathFactory) -> _Dom:
     pytest.importorskip("mkdocs", reason="the docs extra (mkdocs) is not installed")
-    browser = _browser()
-    if browser is None:
-        pytest.skip("no Chromium here (apt-get install -y chromium; or set DSH_DOCS_BROWSER)")
+    browser()  # skips with the install hint when there is none
     site = tmp_path_factory.mktemp("site")
     subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(site)],
@@ -99,15 +78,9 @@ def getting_started_dom(tmp_path_factory: pytest.TempPathFactory) -> _Dom:
     page = site / "getting-started" / "index.html"
     assert page.is_file()
     profile = tmp_path_factory.mktemp("chromium-profile")
-    dumped = subprocess.run(
-        [browser, *_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    dumped = dump_dom(page, profile)
     dom = _Dom()
-    dom.feed(dumped.stdout)
+    dom.feed(dumped)
     return dom
 
 
