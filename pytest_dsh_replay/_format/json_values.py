@@ -113,6 +113,8 @@ def is_safe_integer(value: object) -> bool:
 
 def as_safe_integer(value: object) -> int | None:
     """Return ``value`` as an ``int`` when `is_safe_integer` holds, else ``None``."""
+    if type(value) is int:  # the common case, first
+        return value if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else None
     if not is_safe_integer(value):
         return None
     assert isinstance(value, int | float)

@@ -202,7 +202,7 @@ def _usage(value: object) -> str | None:
         "cacheReadTokens, cacheWriteTokens, reasoningTokens, totalTokens), each a "
         "non-negative integer"
     )
-    if value.__class__ is not dict or not _USAGE_REQUIRED_KEYS <= value.keys():
+    if value.__class__ is not dict or not value.keys() >= _USAGE_REQUIRED_KEYS:
         return expected
     for key, count in value.items():
         if key not in _USAGE_FIELDS or not is_count(count):
@@ -248,9 +248,31 @@ _TEXT_KEYS: Final = frozenset({"type", "index", "text"})
 _DELTAS: Final = frozenset({"text-delta", "reasoning-delta"})
 # Per chunk type: its rules, and the key set of a chunk with its required fields only.
 _REQUIRED_ONLY: Final[Mapping[str, tuple[frozenset[str], Mapping[str, _Check]]]] = {
-    kind: (frozenset({"type", *required}), required)
-    for kind, (required, _) in CHUNK_FIELDS.items()
+    kind: (frozenset({"type", *required}), required) for kind, (required, _) in CHUNK_FIELDS.items()
 }
+
+
+def _required_only(kind: str, chunk: dict[str, Any]) -> bool:
+    """Whether ``chunk`` has its type's required fields and no other, each passing its rule.
+
+    The common case, decided by the chunk's key set and the fields' rules alone (a text
+    or reasoning delta's rules inline); ``False`` sends the chunk through every rule of
+    `chunk_problem`, which words the problem.
+    """
+    if kind in _DELTAS and chunk.keys() == _TEXT_KEYS:
+        index = chunk["index"]
+        return (
+            chunk["text"].__class__ is str
+            and index.__class__ is int
+            and 0 <= index <= MAX_SAFE_INTEGER  # the rule of _index (is_count)
+        )
+    exact = _REQUIRED_ONLY.get(kind)
+    if exact is None or chunk.keys() != exact[0]:
+        return False
+    for key, rule in exact[1].items():  # noqa: SIM110 - a loop: no generator per chunk
+        if rule(chunk[key]) is not None:
+            return False
+    return True
 
 
 def chunk_problem(chunk: dict[str, Any]) -> str | None:
@@ -266,19 +288,8 @@ def chunk_problem(chunk: dict[str, Any]) -> str | None:
     kind = chunk.get("type")
     if kind.__class__ is not str:
         return f"a stream chunk's type must be a string, got {_shown(kind)}"
-    if kind in _DELTAS and chunk.keys() == _TEXT_KEYS:
-        index = chunk["index"]
-        if chunk["text"].__class__ is str and index.__class__ is int:
-            if 0 <= index <= MAX_SAFE_INTEGER:  # the rule of _index (is_count)
-                return None
-    exact = _REQUIRED_ONLY.get(kind)
-    if exact is not None and chunk.keys() == exact[0]:
-        # Its required fields and no other: each field's rule is all that is left.
-        for key, rule in exact[1].items():
-            if rule(chunk[key]) is not None:
-                break
-        else:
-            return None
+    if _required_only(kind, chunk):
+        return None
     spec = CHUNK_FIELDS.get(kind)
     if spec is None:
         return (

@@ -117,7 +117,7 @@ def test_check_reports_the_refusals_and_exits_non_zero(tmp_path: Path) -> None:
 
 # --- the one checker against its table, rule by rule -----------------------------------
 
-_VALUES = st.one_of(
+_VALUES: st.SearchStrategy[Any] = st.one_of(
     st.sampled_from(
         [0, 1, -1, 2**53 - 1, 2**53, 2**60, 1.0, -0.0, 0.5, True, None, "", "text", [],
          {}, {"kind": "stop"}, {"kind": "error", "failure": {"message": "m", "code": "c"}},
