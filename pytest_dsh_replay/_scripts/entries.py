@@ -243,7 +243,7 @@ class ChunksEntry(_ChunkHolder):
         self._blob, self._count = _serialize_chunks(items, "chunks entry")
         self._marked = None
         self._verify = None
-        self._finished = _finishes_at_end(items)
+        self._finished = _finishes_at_end(items, self._blob)
 
     @classmethod
     def from_runs(cls, runs: list[ChunkRun], count: int) -> ChunksEntry:
