@@ -85,9 +85,7 @@ process.stdout.write(JSON.stringify({ refused, cpu, wall, node: process.version 
 
 def scenario_config(d: Path) -> dict[str, Any]:
     """The config the harness's snapshot suites give its loader for scenario ``d``."""
-    children = sorted(
-        (int(m.group(1)), f) for f in d.iterdir() if (m := _CHILD.fullmatch(f.name))
-    )
+    children = sorted((int(m.group(1)), f) for f in d.iterdir() if (m := _CHILD.fullmatch(f.name)))
     config: dict[str, Any] = {"file": str(d / "session.jsonl")}
     if children:
         config["childFiles"] = [str(f) for _, f in children]
@@ -133,16 +131,29 @@ def write_driver(workdir: Path, reference: Path, configs: list[dict[str, Any]]) 
 
 def run_reference(tsx: str, workdir: Path, driver: Path, warm: int, repeat: int) -> dict[str, Any]:
     out = subprocess.run(
-        [tsx, "--tsconfig", str(workdir / "tsconfig.json"), str(driver),
-         str(workdir / "configs.json"), str(warm), str(repeat)],
-        check=True, capture_output=True, text=True, cwd=workdir,
+        [
+            tsx,
+            "--tsconfig",
+            str(workdir / "tsconfig.json"),
+            str(driver),
+            str(workdir / "configs.json"),
+            str(warm),
+            str(repeat),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=workdir,
     )
     result: dict[str, Any] = json.loads(out.stdout)
     return result
 
 
 def python_passes(dirs: list[Path], files: list[Path], repeat: int) -> dict[str, list[float]]:
-    fns = {"load": lambda: bench_load.load_pass(dirs), "floor": lambda: bench_load.floor_pass(files)}
+    fns = {
+        "load": lambda: bench_load.load_pass(dirs),
+        "floor": lambda: bench_load.floor_pass(files),
+    }
     runs: dict[str, list[float]] = {name: [] for name in fns}
     names = list(fns)
     for i in range(repeat):
