@@ -334,8 +334,8 @@ def generate(out: Path, *, mb: float, seed: int, deltas: int, fmt: int = 0) -> d
             child.events = [dict(e) for e in parent.events[:cut]]
             child.sizes = parent.sizes[:cut]
             child.time = parent.events[cut - 1]["time"]
-            child.add("session/end-seed", {})
-            head["seedLength"] = cut + 1
+            child.add("session/end-seed", {})  # the child's own first event, at seq cut
+            head["seedLength"] = cut
             first_turn = parent.events[cut - 1]["data"]["turn"] + 1
         head["origin"] = "subagent"
         head["delegationDepth"] = 1

@@ -294,6 +294,10 @@ _STORE_RULES: Final[tuple[Callable[[dict[str, object]], str | None], ...]] = (
 """The store's header rules after the version, in the order they are checked."""
 
 
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 @dataclass(frozen=True, slots=True)
 class SessionHeader:
     """The first line of a session log, read leniently as replay reads it.
@@ -369,31 +373,21 @@ class SessionHeader:
         """
         if not isinstance(value, dict):
             return cls()
-
-        def text(key: str) -> str | None:
-            v = value.get(key)
-            return v if isinstance(v, str) else None
-
-        def number(key: str) -> int | None:
-            return as_safe_integer(value.get(key))
-
-        version = number("version")
-        if lenient_spec(version).seeded:
-            seeded = value.get("isSeeded") is True
-        else:
-            seeded = "seedLength" in value
+        get = value.get
+        version = as_safe_integer(get("version"))
+        seeded = get("isSeeded") is True if lenient_spec(version).seeded else "seedLength" in value
         return cls(
-            id=text("id") or "",
-            created_at=number("createdAt") or 0,
-            seed_length=number("seedLength") or 0,
+            id=_text(get("id")) or "",
+            created_at=as_safe_integer(get("createdAt")) or 0,
+            seed_length=as_safe_integer(get("seedLength")) or 0,
             seeded=seeded,
-            parent_session=text("parentSession"),
-            cwd=text("cwd"),
+            parent_session=_text(get("parentSession")),
+            cwd=_text(get("cwd")),
             version=version,
-            origin=text("origin"),
-            delegation_depth=number("delegationDepth"),
-            agent_preset=text("agentPreset"),
-            owner=text("owner"),
+            origin=_text(get("origin")),
+            delegation_depth=as_safe_integer(get("delegationDepth")),
+            agent_preset=_text(get("agentPreset")),
+            owner=_text(get("owner")),
             extra={k: v for k, v in value.items() if k not in _KNOWN_HEADER_KEYS},
         )
 

@@ -100,6 +100,8 @@ def is_safe_integer(value: object) -> bool:
         ``|value| <= 2**53 - 1``; ``False`` otherwise. JSON ``3.0`` is an integer in
         JavaScript, so it counts.
     """
+    if type(value) is int:  # the common case, first
+        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
     if isinstance(value, bool):
         return False
     if isinstance(value, int):
@@ -111,6 +113,8 @@ def is_safe_integer(value: object) -> bool:
 
 def as_safe_integer(value: object) -> int | None:
     """Return ``value`` as an ``int`` when `is_safe_integer` holds, else ``None``."""
+    if type(value) is int:  # the common case, first
+        return value if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else None
     if not is_safe_integer(value):
         return None
     assert isinstance(value, int | float)
@@ -123,6 +127,8 @@ def is_count(value: object) -> bool:
     The rule of counts, indexes and times that may not be negative (``createdAt``,
     ``delegationDepth``, ``seedLength``, a stream run's ``index``).
     """
+    if type(value) is int:  # the common case, first
+        return 0 <= value <= MAX_SAFE_INTEGER
     return (
         is_safe_integer(value)
         and value >= 0  # type: ignore[operator]

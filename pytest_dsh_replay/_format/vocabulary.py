@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeAlias
 
-from .json_values import describe_json, is_count, js_json
+from .json_values import MAX_SAFE_INTEGER, describe_json, is_count, js_json
 
 __all__ = [
     "CHUNK_FIELDS",
@@ -146,6 +146,7 @@ _Check: TypeAlias = Callable[[Any], "str | None"]
 _BLOCK_TYPES: Final = ("text", "reasoning", "image", "tool-call", "tool-result")
 _FINISH_KINDS: Final = ("stop", "tool-calls", "max-tokens", "aborted", "error")
 _USAGE_REQUIRED: Final = ("inputTokens", "outputTokens")
+_USAGE_REQUIRED_KEYS: Final = frozenset(_USAGE_REQUIRED)
 _USAGE_FIELDS: Final = frozenset(
     {*_USAGE_REQUIRED, "cacheReadTokens", "cacheWriteTokens", "reasoningTokens", "totalTokens"}
 )
@@ -189,9 +190,9 @@ def _block(value: object) -> str | None:
     fields = _BLOCK_FIELDS.get(kind) if kind.__class__ is str else None
     if fields is None:
         return f"a content block whose type is {_one_of(_BLOCK_TYPES)}"
-    missing = [f for f in fields if f not in value]
-    if missing:
-        return f"a {js_json(kind)} content block with {', '.join(fields)}"
+    for f in fields:
+        if f not in value:
+            return f"a {js_json(kind)} content block with {', '.join(fields)}"
     return None
 
 
@@ -201,7 +202,7 @@ def _usage(value: object) -> str | None:
         "cacheReadTokens, cacheWriteTokens, reasoningTokens, totalTokens), each a "
         "non-negative integer"
     )
-    if value.__class__ is not dict or any(k not in value for k in _USAGE_REQUIRED):
+    if value.__class__ is not dict or not value.keys() >= _USAGE_REQUIRED_KEYS:
         return expected
     for key, count in value.items():
         if key not in _USAGE_FIELDS or not is_count(count):
@@ -245,6 +246,33 @@ A chunk has ``type`` and exactly these fields
 # The common chunks, checked by their key sets first.
 _TEXT_KEYS: Final = frozenset({"type", "index", "text"})
 _DELTAS: Final = frozenset({"text-delta", "reasoning-delta"})
+# Per chunk type: its rules, and the key set of a chunk with its required fields only.
+_REQUIRED_ONLY: Final[Mapping[str, tuple[frozenset[str], Mapping[str, _Check]]]] = {
+    kind: (frozenset({"type", *required}), required) for kind, (required, _) in CHUNK_FIELDS.items()
+}
+
+
+def _required_only(kind: str, chunk: dict[str, Any]) -> bool:
+    """Whether ``chunk`` has its type's required fields and no other, each passing its rule.
+
+    The common case, decided by the chunk's key set and the fields' rules alone (a text
+    or reasoning delta's rules inline); ``False`` sends the chunk through every rule of
+    `chunk_problem`, which words the problem.
+    """
+    if kind in _DELTAS and chunk.keys() == _TEXT_KEYS:
+        index = chunk["index"]
+        return (
+            chunk["text"].__class__ is str
+            and index.__class__ is int
+            and 0 <= index <= MAX_SAFE_INTEGER  # the rule of _index (is_count)
+        )
+    exact = _REQUIRED_ONLY.get(kind)
+    if exact is None or chunk.keys() != exact[0]:
+        return False
+    for key, rule in exact[1].items():  # noqa: SIM110 - a loop: no generator per chunk
+        if rule(chunk[key]) is not None:
+            return False
+    return True
 
 
 def chunk_problem(chunk: dict[str, Any]) -> str | None:
@@ -260,10 +288,8 @@ def chunk_problem(chunk: dict[str, Any]) -> str | None:
     kind = chunk.get("type")
     if kind.__class__ is not str:
         return f"a stream chunk's type must be a string, got {_shown(kind)}"
-    if kind in _DELTAS and chunk.keys() == _TEXT_KEYS:
-        index = chunk["index"]
-        if chunk["text"].__class__ is str and index.__class__ is int and index >= 0:
-            return None
+    if _required_only(kind, chunk):
+        return None
     spec = CHUNK_FIELDS.get(kind)
     if spec is None:
         return (

@@ -88,16 +88,16 @@ def message_blocks(message: object) -> list[str] | None:
         The ``text`` of each ``type: "text"`` block in order; ``None`` when it is not a
         message.
     """
-    if not isinstance(message, Mapping):
+    if type(message) is not dict and not isinstance(message, Mapping):
         return None
     content = message.get("content")
     if isinstance(content, str):
         return [content]
-    if isinstance(content, Sequence):
+    if type(content) is list or isinstance(content, Sequence):
         return [
             block["text"]
             for block in content
-            if isinstance(block, Mapping)
+            if (type(block) is dict or isinstance(block, Mapping))
             and block.get("type") == "text"
             and isinstance(block.get("text"), str)
         ]
@@ -530,12 +530,10 @@ class ScriptBuilder:
                 f"blocks, got {describe_json(content if data.__class__ is dict else data)}",
                 index, line))  # fmt: skip
             return
-        if self.first_user_text is None:
-            blocks = message_blocks(data)
-            if blocks is not None:
-                self.first_user_blocks = tuple(blocks)
-                self.first_user_text = "".join(blocks)
         blocks = message_blocks(data)
+        if self.first_user_text is None and blocks is not None:
+            self.first_user_blocks = tuple(blocks)
+            self.first_user_text = "".join(blocks)
         if blocks:  # a message without text is not part of the run (as on the wire)
             if self.run_blocks is None:
                 self.run_blocks = tuple(blocks)

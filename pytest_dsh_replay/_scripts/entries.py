@@ -80,12 +80,28 @@ def materialize_runs(items: list[ChunkRun]) -> list[StreamChunk]:
 
 def _is_finish(chunk: object) -> bool:
     """Whether a chunk (or a chunk run, which never is one) is a ``finish`` chunk."""
+    if type(chunk) is dict:  # the common cases before the costlier test below
+        return bool(chunk.get("type") == "finish")
+    if type(chunk) is list:
+        return False
     return isinstance(chunk, Mapping) and chunk.get("type") == "finish"
 
 
-def _finishes_at_end(items: list[Any]) -> bool:
-    """Whether the last of ``items`` (chunks or chunk runs) is their only ``finish``."""
-    return bool(items) and _is_finish(items[-1]) and not any(map(_is_finish, items[:-1]))
+_FINISH_TEXT: Final = b'"type":"finish"'
+
+
+def _finishes_at_end(items: list[Any], blob: bytes | None = None) -> bool:
+    """Whether the last of ``items`` (chunks or chunk runs) is their only ``finish``.
+
+    ``blob``: the items serialized (`orjson.dumps`). When the last item is a ``finish``
+    and the blob spells a ``"type":"finish"`` member once, that one is the last item's
+    own, so no earlier item is a ``finish``: the items need no walk.
+    """
+    if not items or not _is_finish(items[-1]):
+        return False
+    if blob is not None and blob.count(_FINISH_TEXT) == 1:
+        return True
+    return not any(map(_is_finish, items[:-1]))
 
 
 def _kept(blob: bytes) -> bytes:
@@ -227,7 +243,7 @@ class ChunksEntry(_ChunkHolder):
         self._blob, self._count = _serialize_chunks(items, "chunks entry")
         self._marked = None
         self._verify = None
-        self._finished = _finishes_at_end(items)
+        self._finished = _finishes_at_end(items, self._blob)
 
     @classmethod
     def from_runs(cls, runs: list[ChunkRun], count: int) -> ChunksEntry:
@@ -242,11 +258,11 @@ class ChunksEntry(_ChunkHolder):
                 [`MAX_CHUNK_NESTING`][pytest_dsh_replay.MAX_CHUNK_NESTING]).
         """
         entry = cls.__new__(cls)
-        entry._blob = _kept(orjson.dumps(runs))
+        entry._blob = blob = _kept(orjson.dumps(runs))
         entry._count = count
         entry._marked = None
         entry._verify = None
-        entry._finished = _finishes_at_end(runs)
+        entry._finished = _finishes_at_end(runs, blob)
         return entry
 
     @classmethod

@@ -8,9 +8,12 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_dsh_replay import SessionLogError, load_scenario
 from pytest_dsh_replay._format.events import SessionHeader
+from pytest_dsh_replay._format.vocabulary import CHUNK_FIELDS, chunk_problem
 from pytest_dsh_replay._store.backends.sqlite import SqliteBackend
 from pytest_dsh_replay.cli import main
 
@@ -110,3 +113,72 @@ def test_check_reports_the_refusals_and_exits_non_zero(tmp_path: Path) -> None:
     assert main(["check", str(d)], stdout=out, stderr=err) == 1
     first = err.getvalue().splitlines()[0]
     assert first.startswith(f"{d / 'session.jsonl'}:4: a block-end chunk needs index")
+
+
+# --- the one checker against its table, rule by rule -----------------------------------
+
+_VALUES: st.SearchStrategy[Any] = st.one_of(
+    st.sampled_from(
+        [0, 1, -1, 2**53 - 1, 2**53, 2**60, 1.0, -0.0, 0.5, True, None, "", "text", [],
+         {}, {"kind": "stop"}, {"kind": "error", "failure": {"message": "m", "code": "c"}},
+         {"type": "text", "text": "hi"}, {"type": "tool-call", "id": "i", "name": "n"},
+         {"inputTokens": 1, "outputTokens": 2}, {"inputTokens": 1, "outputTokens": -2},
+         {"inputTokens": 1, "outputTokens": 2, "totalTokens": 2**53}, "plugin:x",
+         "tool-call", "reasoning"]
+    ),
+    st.text(max_size=3),
+    st.integers(),
+)  # fmt: skip
+
+
+_STRINGS = st.one_of(st.text(max_size=3), st.sampled_from([None, 1]))
+_FIELD_VALUES = {
+    "index": st.sampled_from([0, 3, -1, 2**53 - 1, 2**53, 2**60, 1.0, -0.0, True, "0"]),
+    "text": _STRINGS,
+    "id": _STRINGS,
+    "name": _STRINGS,
+    "argumentsDelta": _STRINGS,
+}
+
+
+def _rule_by_rule(chunk: dict[str, Any]) -> bool:
+    """Whether ``chunk`` passes CHUNK_FIELDS's rules, each field checked by its own rule."""
+    spec = CHUNK_FIELDS.get(chunk.get("type"))  # type: ignore[arg-type]
+    if spec is None:
+        return False
+    required, optional = spec
+    if any(key not in chunk or rule(chunk[key]) is not None for key, rule in required.items()):
+        return False
+    rules = {**required, **optional}
+    return all(
+        key in rules and rules[key](value) is None for key, value in chunk.items() if key != "type"
+    )
+
+
+@st.composite
+def _chunks(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from([*CHUNK_FIELDS, "block-eMd"]))
+    required, optional = CHUNK_FIELDS.get(kind, ({}, {}))
+    chunk: dict[str, Any] = {"type": kind}
+    for key in [*required, *optional]:
+        if draw(st.integers(0, 9)) > (0 if key in required else 5):
+            chunk[key] = draw(_FIELD_VALUES.get(key, _VALUES))
+    if draw(st.integers(0, 9)) == 0:
+        chunk[draw(st.sampled_from(["txet", "index", "usage"]))] = draw(_VALUES)
+    return chunk
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(_chunks())
+def test_chunk_problem_accepts_exactly_what_the_table_accepts(chunk: dict[str, Any]) -> None:
+    # The checker's shortcuts (a delta's or a required-only chunk's key set) decide as
+    # the rules do: an index past 2**53 - 1 is refused on a delta too.
+    assert (chunk_problem(chunk) is None) == _rule_by_rule(chunk)
+
+
+def test_a_delta_whose_index_is_not_a_safe_integer_is_refused(tmp_path: Path) -> None:
+    d = scenario(tmp_path, call(START, {**DELTA, "index": 2**53}, END, FINISH))
+    with pytest.raises(SessionLogError) as caught:
+        load_scenario(d)
+    assert caught.value.line == 3
+    assert "a text-delta chunk's index must be a non-negative integer" in str(caught.value)

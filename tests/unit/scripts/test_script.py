@@ -143,6 +143,37 @@ def test_entries_hand_out_fresh_chunk_objects() -> None:
     assert entry.chunk_count == 2
 
 
+NESTED_FINISH = {
+    "type": "block-end",
+    "index": 0,
+    "block": {"type": "text", "text": "a", "x": {"type": "finish"}},
+}
+RUN = ["text-delta", 0, ["a", "b"]]
+
+
+@pytest.mark.parametrize(
+    ("runs", "ends"),
+    [
+        ([RUN, STOP], True),
+        ([STOP], True),
+        ([RUN, STOP, STOP], False),  # an earlier finish: the stream went on after it
+        ([STOP, RUN], False),
+        ([NESTED_FINISH, STOP], True),  # a nested {"type": "finish"} is no finish chunk
+        ([NESTED_FINISH, STOP, {**STOP, "replayState": {"type": "finish"}}], False),
+        ([{"type": "text-delta", "index": 0, "text": '"type":"finish"'}, STOP], True),
+        ([], False),
+    ],
+)
+def test_ends_with_finish_is_true_only_for_a_last_and_only_finish(
+    runs: list[Any], ends: bool
+) -> None:
+    # from_runs reads it off the serialized runs where that is certain; the same answer
+    # as the constructor's, which walks the chunks.
+    assert ChunksEntry.from_runs(runs, 0).ends_with_finish is ends
+    chunks = ChunksEntry.from_runs(runs, 0).chunks
+    assert ChunksEntry(chunks).ends_with_finish is ends
+
+
 def test_entry_wire_forms() -> None:
     assert ThrowEntry([], "boom", "AUTH").to_json() == {
         "kind": "throw",
