@@ -272,7 +272,7 @@ def _split_secrets(where: str, events: Sequence[Event], redactor: Redactor) -> l
                 f"{where}: the deltas of events seq {first}-{last} join into a secret ({rule}); "
                 "remove it and re-record"
             )
-    for i, k, name in stream_runs_of(events):  # the runs of embedded streams (format 2-4)
+    for i, k, name in stream_runs_of(events):  # the runs of embedded streams (format 2-5)
         pieces = events[i]["data"]["stream"][k][name]
         if any(True for piece in pieces for _ in redactor.find(piece)):
             continue

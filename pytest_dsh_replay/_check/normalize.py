@@ -656,7 +656,7 @@ def canonical_log(data: bytes, *, source: str | None = None) -> bytes:
     The header line exactly as found (without a byte-order mark or ``\r``), then every
     event packed into chunk rows in one pass with the top-level ``seq``/``time``
     (``seq0``/``time0``) removed, one record per line, a final newline. A log of format
-    2 to 4 (the dsh runtime's) has no other form: its events stay as they are, envelope
+    2 to 5 (the dsh runtime's) has no other form: its events stay as they are, envelope
     included, one compact record per line. The rewrite leaves every event payload
     unchanged and is idempotent.
 

@@ -169,7 +169,7 @@ def model_view(
     """What the model saw and answered in one session, without the run's accidents.
 
     Args:
-        events: The session's events (a runtime log of format 2 to 4, or any log).
+        events: The session's events (a runtime log of format 2 to 5, or any log).
         source: The log file, for messages.
 
     Returns:

@@ -68,7 +68,7 @@ Either one chunk object (a ``dict``), or a run of deltas of one block as a list:
 member is a chunk's ``text``), ``[chunk_type, index, members, id]`` and
 ``[chunk_type, index, members, id, name]`` for ``tool-call-delta`` runs (each member is a
 chunk's ``argumentsDelta``; a named run puts ``name`` on every member chunk). Packed chunk
-rows (formats 0 and 1) and embedded stream records (formats 2 to 4) both read into runs.
+rows (formats 0 and 1) and embedded stream records (formats 2 to 5) both read into runs.
 """
 
 CHUNK_TYPES: Final[frozenset[str]] = frozenset(
@@ -86,7 +86,7 @@ CHUNK_TYPES: Final[frozenset[str]] = frozenset(
 
 END_SEED: Final = "session/end-seed"
 """The event that closes a seed: ``data: {}`` (a fork child's seed in formats 0 and 1, a
-resume marker from format 2 on) or ``data: {"inherited": true}`` (formats 2 to 4: the end
+resume marker from format 2 on) or ``data: {"inherited": true}`` (formats 2 to 5: the end
 of a fork child's inherited prefix)."""
 
 _KNOWN_HEADER_KEYS: Final[frozenset[str]] = frozenset(
@@ -175,7 +175,7 @@ def header_problem(value: object, mode: HeaderMode) -> str | None:
 
 
 def _strict_header_problem(value: dict[str, object], spec: FormatSpec) -> str | None:
-    """A strictly read header's rules (formats 2 to 4: what the dsh runtime writes and accepts)."""
+    """A strictly read header's rules (formats 2 to 5: what the dsh runtime writes and accepts)."""
     where = f"session log format v{spec.version} header"
     for key in _RETIRED_KEYS:
         if key in value:
@@ -316,9 +316,9 @@ class SessionHeader:
             number). From format 2 on the header has no count: the log's last
             inherited ``session/end-seed`` event marks the end of the seed.
         seeded: Whether the header declares an inherited seed at all: a ``seedLength``
-            is present (formats 0 and 1) or ``isSeeded`` is ``true`` (formats 2 to 4).
+            is present (formats 0 and 1) or ``isSeeded`` is ``true`` (formats 2 to 5).
             A seeded header with ``seed_length == 0`` is a fork of an empty prefix
-            (formats 0/1) or a count the log holds (formats 2-4).
+            (formats 0/1) or a count the log holds (formats 2-5).
         parent_session: Id of the session this one was forked or spawned from.
         cwd: The session's working directory.
         version: The log format version (``None`` when absent or not a number, which
@@ -396,7 +396,7 @@ class SessionHeader:
 
         Formats 0 and 1: ``type, version, id, createdAt, cwd?, parentSession?,
         seedLength?, origin?, delegationDepth, agentPreset?, owner?``, then ``extra``;
-        ``seedLength`` is written when `seeded` (or not 0). Formats 2 to 4: ``type, version,
+        ``seedLength`` is written when `seeded` (or not 0). Formats 2 to 5: ``type, version,
         id, createdAt, cwd?, parentSession?, isSeeded, origin?, delegationDepth,
         agentPreset?``. Absent optional fields are omitted; ``delegationDepth`` defaults
         to 0 as the writers do.

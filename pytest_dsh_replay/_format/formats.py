@@ -135,7 +135,7 @@ FORMATS: dict[int, FormatSpec] = {
 See [docs/format.md#formats-1-3](../format.md#formats-1-3).
 
 Formats 0 and 1 are read like format 0 (the harness's logs: ``seedLength``, chunk
-events and packed rows), formats 2 to 4 like format 4 (the dsh runtime's logs).
+events and packed rows), formats 2 to 5 like format 4 (the dsh runtime's logs).
 """
 
 ALL_EVENT_TYPES: Final[frozenset[str]] = EVENT_TYPES_V0 | EVENT_TYPES_V4

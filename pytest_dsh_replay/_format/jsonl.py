@@ -791,7 +791,7 @@ def dump_session_log(
     Args:
         header: The header, as a [`SessionHeader`][pytest_dsh_replay.SessionHeader] (written
             in its format's field order) or as the exact header object to write. A format
-            2-4 header keeps every event as it is (``seq``/``time`` kept, nothing packed):
+            2-5 header keeps every event as it is (``seq``/``time`` kept, nothing packed):
             those formats have no other form.
         events: The events in log order, each with ``seq`` and ``time``.
         pack_chunks: Pack delta runs of 3 or more into chunk rows, as the harness does.

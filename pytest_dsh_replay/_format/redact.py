@@ -197,7 +197,7 @@ class Redactor:
         block of one call) are therefore redacted together with
         [`redact_pieces`][pytest_dsh_replay.Redactor.redact_pieces]: the joined text is what
         the rules see, and each delta keeps its place and its own text outside secrets. The
-        same holds for the run records of the streams that format 2-4 logs embed in
+        same holds for the run records of the streams that format 2-5 logs embed in
         ``assistant/message`` and ``assistant/attempt`` (their ``texts`` / ``args``). Every
         other string is redacted on its own. The input events are not changed.
         """
@@ -468,7 +468,7 @@ _STREAM_PIECES: Final = {
 
 
 def stream_runs_of(events: Sequence[Event]) -> list[tuple[int, int, str]]:
-    """Where the delta runs of embedded streams (formats 2 to 4) keep their pieces.
+    """Where the delta runs of embedded streams (formats 2 to 5) keep their pieces.
 
     Returns:
         ``(event index, stream record index, field)`` of every ``text-chunks``,

@@ -1,4 +1,4 @@
-"""Embedded model streams: the ``data.stream`` records of session log formats 2 to 4.
+"""Embedded model streams: the ``data.stream`` records of session log formats 2 to 5.
 
 From format 2 on, a model call's chunks are not events of their own: each
 ``assistant/message`` (a settled call) and ``assistant/attempt`` (a failed or cancelled
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 STREAM_EVENTS: Final = frozenset({"assistant/message", "assistant/attempt"})
-"""The event types that carry a model call's ``data.stream`` (formats 2 to 4)."""
+"""The event types that carry a model call's ``data.stream`` (formats 2 to 5)."""
 
 _RUN_CHUNK: Final[dict[str, str]] = {
     "text-chunks": "text-delta",

@@ -2,14 +2,14 @@
 
 Most of a log's bytes are in a few kinds of lines: packed chunk rows (``text-chunks``,
 ``reasoning-chunks``, ``tool-call-chunks``; formats 0 and 1) and the ``assistant/message``
-/ ``assistant/attempt`` events whose ``data.stream`` embeds a call (formats 2 to 4).
+/ ``assistant/attempt`` events whose ``data.stream`` embeds a call (formats 2 to 5).
 `decode_call_line` decodes such a line with ``msgspec`` into typed structs, so the
 checks the readers apply to its envelope (exact fields, safe integers, the call's last
 chunk its only ``finish``) run in C while decoding, and returns what the script builder
 needs: a packed row as the same `PackedRow`
 the plain reader validates, a stream event as a `StreamLine`.
 
-A stream (formats 2 to 4) is left as the log's own JSON text, its payloads checked when
+A stream (formats 2 to 5) is left as the log's own JSON text, its payloads checked when
 the call is first served ([docs/format.md#raw-payloads](../format.md#raw-payloads)).
 
 It is a fast path only: it returns ``None`` whenever it is not certain that the plain
@@ -44,7 +44,7 @@ ROW_LINE_PREFIXES: Final = (
 """How packed rows (formats 0 and 1) begin as the writers write them."""
 
 STREAM_LINE_PREFIXES: Final = (b'{"type":"assistant/message",', b'{"type":"assistant/attempt",')
-"""How the events that embed a call's stream (formats 2 to 4) begin as written."""
+"""How the events that embed a call's stream (formats 2 to 5) begin as written."""
 
 
 # Member times are safe when |time0| <= 2**52, every |gap| <= 2**40 (35 years in ms) and
@@ -132,7 +132,7 @@ def _decoders() -> _Decoders:
         seq0: _Index | UnsetType = UNSET
         time0: _Time | UnsetType = UNSET
 
-    # --- formats 2 to 4: embedded streams ----------------------------------------------------
+    # --- formats 2 to 5: embedded streams ----------------------------------------------------
 
     # The records with their payloads (chunks, member texts) left as raw JSON: the
     # envelope is checked here, the payloads when the call is first served. A run's

@@ -100,7 +100,7 @@ EVENT_TYPES_V4: Final[frozenset[str]] = frozenset(
         "workspace/changes",
     }
 )
-"""The 62 event types of formats 2 to 4 (what the dsh runtime writes). No ``assistant/chunk``:
+"""The 62 event types of formats 2 to 5 (what the dsh runtime writes). No ``assistant/chunk``:
 from format 2 on a call's chunks are embedded in its ``assistant/message`` or
 ``assistant/attempt``."""
 
@@ -119,7 +119,7 @@ EVENT_TYPES_V0: Final[frozenset[str]] = (EVENT_TYPES_V4 - _V4_ONLY) | {
 }
 """The event types of formats 0 and 1 (the harness's logs).
 
-The types of formats 2 to 4 except the four those formats introduced
+The types of formats 2 to 5 except the four those formats introduced
 (``assistant/attempt``, ``subagent/catalog``, ``system/message``,
 ``developer/message``), plus ``assistant/chunk`` (one event per stream chunk), the older
 names the runtime still reads (``compact/*``, ``steering/message``) and the code dispatch

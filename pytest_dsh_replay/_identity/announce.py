@@ -124,7 +124,7 @@ def announcing(
 
 
 def _result_call(message: object) -> str | None:
-    """The tool call id a logged ``tool/result`` answers (format 0 blocks or formats 2-4)."""
+    """The tool call id a logged ``tool/result`` answers (format 0 blocks or formats 2-5)."""
     if not isinstance(message, dict):
         return None
     own = message.get("toolCallId")

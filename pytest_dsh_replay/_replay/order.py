@@ -23,7 +23,7 @@ order can differ from the order of the calls' ends. So the children's settling c
 are served in notice order instead, each ``max_gap`` after the one before it (unless that
 would make two calls wait for each other).
 
-Times come from logs of formats 2 to 4 (the dsh runtime's, in milliseconds); a session
+Times come from logs of formats 2 to 5 (the dsh runtime's, in milliseconds); a session
 whose log has no such times takes no part. The estimates of a start are never earlier
 than the real one, so a call never waits for something that can only happen after it.
 
@@ -146,7 +146,7 @@ def call_times(script: SessionScript) -> list[CallTimes] | None:
 
     Returns:
         One `CallTimes` per entry of ``script``, or ``None`` when they cannot be
-        known: the log is not of format 2 to 4, is not a file, or its calls do not line
+        known: the log is not of format 2 to 5, is not a file, or its calls do not line
         up with the script's entries (an override sidecar changed them).
     """
     return _call_times(script, _own_events(script))
@@ -883,7 +883,7 @@ def inbox_plan(
 def scenario_plan(scripts: Sequence[SessionScript]) -> InboxPlan:
     """`inbox_plan` of a scenario's sessions, their logs read again.
 
-    A session whose log is not of format 2 to 4 (no times, no inbox), is not a file or
+    A session whose log is not of format 2 to 5 (no times, no inbox), is not a file or
     does not read takes no part.
     """
     return inbox_plan(scripts, [_whole_events(script) for script in scripts])

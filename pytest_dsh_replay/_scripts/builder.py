@@ -6,7 +6,7 @@ into its script, one entry per ``stream()`` call:
 - formats 0 and 1: a call is the run of ``assistant/chunk`` events (packed chunk rows
   stand for their members) up to and including its ``finish`` chunk, so retries under
   one (turn, step) are separate calls;
-- formats 2 to 4: each ``assistant/message`` and ``assistant/attempt`` event is one call,
+- formats 2 to 5: each ``assistant/message`` and ``assistant/attempt`` event is one call,
   its chunks the event's embedded ``data.stream``;
 - in every format, a ``compaction/summary`` (older name ``compact/summary``) with
   ``llmStreamCall: true`` is a synthetic call at its position.
@@ -227,7 +227,7 @@ class ScriptBuilder:
         skip: Leading logical events that are counted but not derived: a format 0/1
             fork child's inherited seed (its header's ``seedLength``).
         cut_at_marker: Derive only what follows the last ``session/end-seed`` with
-            ``inherited: true`` (a format 2-4 fork child). Problems in the events
+            ``inherited: true`` (a format 2-5 fork child). Problems in the events
             before it are the parent's, so they are raised only if no such marker
             follows them.
         source: The log's name for messages.
@@ -308,7 +308,7 @@ class ScriptBuilder:
         self.run_texts: list[str] = []
         #: Whether the first own call was seen (the opening is taken).
         self.opened = False
-        #: How many inherited ``session/end-seed`` markers were seen (formats 2-4).
+        #: How many inherited ``session/end-seed`` markers were seen (formats 2-5).
         self.markers = 0
         #: The position of the last inherited marker: the inherited prefix's length.
         self.boundary: int | None = None
@@ -540,7 +540,7 @@ class ScriptBuilder:
             self.run_texts.append("".join(blocks))
 
     def _end_seed_event(self, event: Event, index: int, line: int | None) -> None:
-        """A ``session/end-seed``: an inherited one ends a fork child's seed (formats 2-4)."""
+        """A ``session/end-seed``: an inherited one ends a fork child's seed (formats 2-5)."""
         data = event.get("data")
         if data.__class__ is dict and data.get("inherited") is True:
             self.markers += 1
@@ -549,7 +549,7 @@ class ScriptBuilder:
                 self._cut()
 
     def _stream_call(self, event: Event, index: int, line: int | None) -> None:
-        """One ``assistant/message`` / ``assistant/attempt``: one call (formats 2-4)."""
+        """One ``assistant/message`` / ``assistant/attempt``: one call (formats 2-5)."""
         data = event.get("data")
         if data.__class__ is not dict or "stream" not in data:
             self._surface_break(event, index, line)
@@ -574,7 +574,7 @@ class ScriptBuilder:
         index: int,
         line: int | None,
     ) -> None:
-        """A stream event's call from its validated runs (formats 2-4)."""
+        """A stream event's call from its validated runs (formats 2-5)."""
         if self._items:
             raise self._unterminated()
         if not runs and kind == "assistant/message":
@@ -601,7 +601,7 @@ class ScriptBuilder:
         self._entries.append(entry)
 
     def _stream_line(self, value: StreamLine, index: int, line: int | None) -> None:
-        """A stream event the typed read decoded: one call (formats 2-4)."""
+        """A stream event the typed read decoded: one call (formats 2-5)."""
         if not self.opened:
             self._take_opening()
         self.run_blocks = None
@@ -842,7 +842,7 @@ def _event_readers(
 
     Args:
         chunk_events: Calls are ``assistant/chunk`` runs (formats 0 and 1).
-        stream_events: Calls are embedded streams, seeds end at a marker (formats 2-4).
+        stream_events: Calls are embedded streams, seeds end at a marker (formats 2-5).
         derive: Calls are derived at all (else only the first user message is read).
     """
     readers: dict[str, _EventReader] = {
@@ -870,7 +870,7 @@ def derive_replay_script(
     A call is, by format: the run of ``assistant/chunk`` chunks up to and including its
     ``finish`` chunk (formats 0 and 1; retries under the same (turn, step) are separate
     calls), or one ``assistant/message`` / ``assistant/attempt`` event with its embedded
-    ``data.stream`` (formats 2 to 4). A ``compaction/summary`` (or ``compact/summary``)
+    ``data.stream`` (formats 2 to 5). A ``compaction/summary`` (or ``compact/summary``)
     with ``llmStreamCall: true`` is a synthetic call at its log position
     (block-start/block-end per ``rawOutput`` block, the recorded ``usage``, then a
     ``stop`` finish). Every other event is ignored.

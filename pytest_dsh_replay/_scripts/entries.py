@@ -148,7 +148,7 @@ class _ChunkHolder:
     def verify(self) -> None:
         """Check now what a large log's reader left to be checked on first use.
 
-        A format 2-4 log of 1 MiB or more keeps each call's stream as its text until
+        A format 2-5 log of 1 MiB or more keeps each call's stream as its text until
         the call is first used ([docs/format.md#raw-payloads](../format.md#raw-payloads));
         this reads it now. For any other entry it does nothing.
 

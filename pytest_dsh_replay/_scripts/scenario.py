@@ -251,7 +251,7 @@ def load_session_script(
         primary: ``True`` derives from every event; ``False`` (a child) derives only
             from its own events: those at or after the header's ``seedLength``
             (formats 0 and 1), or after its last inherited ``session/end-seed``
-            (formats 2 to 4).
+            (formats 2 to 5).
         override: A sidecar to apply. A bare-array override replaces the script and
             the log's calls are not derived at all.
         file: The name to report as `SessionScript.file` (default: the file name).
@@ -266,7 +266,7 @@ def load_session_script(
 
     Raises:
         SessionLogError: The log is unreadable or malformed; its header breaks its
-            format's rules (an unknown version, a format 2-4 header that does not
+            format's rules (an unknown version, a format 2-5 header that does not
             parse as one, a ``seedLength`` that is not a non-negative integer); its
             seed does not fit the log.
         ScriptError: A call cannot be derived (names the file and line).
@@ -331,7 +331,7 @@ class _SeedLines:
     """Where a fork child's seed ends among its log's lines, noted while the log is fed.
 
     Formats 0 and 1: the first line whose events are the child's own (the builder has
-    counted ``skip`` events before it). Formats 2 to 4: the line of the last inherited
+    counted ``skip`` events before it). Formats 2 to 5: the line of the last inherited
     ``session/end-seed`` marker (one event per line: the seed is the lines before it).
     """
 

@@ -6,7 +6,7 @@ A loaded scenario is a tree of sessions below the primary: each session once (no
 logs with one id), no child its own parent or its parents a cycle, the primary no
 child of a session of the scenario. A fork child's seed, its first ``seedLength``
 events (formats 0 and 1) or its events before the inherited ``session/end-seed``
-(formats 2 to 4), must be its parent's log as far as the seed goes, event by event
+(formats 2 to 5), must be its parent's log as far as the seed goes, event by event
 (type and data; ``seq``, ``time`` and the envelope may differ), so its parent must be
 in the scenario. Anything else loads as a scenario that replays what was never
 recorded: a child that binds twice, a fork child that loses its call.
