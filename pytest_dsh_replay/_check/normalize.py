@@ -672,7 +672,7 @@ def canonical_log(data: bytes, *, source: str | None = None) -> bytes:
     events = parse_session_log(data, source=source)  # raises on an empty or broken log
     line, head = header_line(data, source=source)
     if isinstance(head, dict) and SessionHeader.from_json(head).spec.whole_events:
-        # Formats 2 to 4 have one form: every event as written, with seq and time.
+        # Formats 2 to 5 have one form: every event as written, with seq and time.
         body = dump_session_log(head, events).split(b"\n", 1)[1]
     else:
         body = dump_session_log({}, events, envelope=False).split(b"\n", 1)[1]

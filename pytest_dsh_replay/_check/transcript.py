@@ -84,7 +84,7 @@ def tool_result_text(message: object) -> str:
     """The text of a logged ``tool/result`` message (format 0 blocks or formats 2-5)."""
     content = message.get("content") if isinstance(message, dict) else None
     if isinstance(message, dict) and message.get("role") == "tool":
-        # Formats 2-4 (the dsh runtime): the result's own blocks, one per line.
+        # Formats 2-5 (the dsh runtime): the result's own blocks, one per line.
         return _lines(content)
     parts: list[str] = []
     for block in content if isinstance(content, list) else []:

@@ -114,7 +114,7 @@ HeaderMode: TypeAlias = Literal["lenient", "replay", "store"]
 - ``"lenient"``: nothing is refused; mistyped fields take their defaults (how the
   dsh harness's replay parser reads a header).
 - ``"replay"``: as lenient for a version 0/1 header, except that a ``seedLength`` that
-  is present must be a non-negative integer; a version 2-4 header must follow that
+  is present must be a non-negative integer; a version 2-5 header must follow that
   format's rules exactly; a newer (or negative) version is refused.
 - ``"store"``: the session store's own rules for the version 0 logs it writes: every
   field typed as the harness writes it, no unknown field.

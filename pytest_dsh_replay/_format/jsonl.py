@@ -809,7 +809,7 @@ def dump_session_log(
     """
     head = header.to_json() if isinstance(header, SessionHeader) else header
     if lenient_spec(header_version(head)).whole_events:
-        # Formats 2 to 4 have no packed rows and no committed form without seq/time.
+        # Formats 2 to 5 have no packed rows and no committed form without seq/time.
         pack_chunks, envelope = False, True
     records: Iterable[JSONObject] = pack_chunk_runs(events) if pack_chunks else events
     dumps = orjson.dumps
