@@ -26,7 +26,7 @@ session outside the scenario everywhere.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from contextlib import closing
+from contextlib import ExitStack, closing
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -244,14 +244,39 @@ def check_seeds(scripts: tuple[SessionScript, ...], prefix: EventPrefix) -> None
     """
     by_id = {s.recorded_id: s for s in scripts if s.recorded_id}
     same = _same_bytes(scripts, by_id)
+    forks: dict[str, list[SessionScript]] = {}
     for child in scripts[1:]:
         parent = by_id.get(child.parent_session or "")
-        n = child.seed_length
-        if not n or parent is None or child.recorded_id in same:
-            continue
-        with closing(prefix(parent, n)) as theirs, closing(prefix(child, n)) as mine:
-            for index, (line, event) in enumerate(mine):
-                found = next(theirs, None)
+        if child.seed_length and parent is not None and child.recorded_id not in same:
+            forks.setdefault(parent.recorded_id, []).append(child)
+    for parent_id, children in forks.items():
+        _check_against(by_id[parent_id], children, prefix)
+
+
+def _check_against(
+    parent: SessionScript, children: list[SessionScript], prefix: EventPrefix
+) -> None:
+    """Compare every fork child's seed with ``parent``'s log, reading each log once.
+
+    The parent's head is read once, as far as the longest seed, and each child's seed
+    beside it in the same pass (a parent with many fork children is not read again for
+    each).
+
+    Raises:
+        SessionLogError: As `check_seeds`.
+    """
+    longest = max(child.seed_length for child in children)
+    with ExitStack() as stack:
+        theirs = stack.enter_context(closing(prefix(parent, longest)))
+        active = [(c, stack.enter_context(closing(prefix(c, c.seed_length)))) for c in children]
+        for index in range(longest):
+            found = next(theirs, None)
+            still: list[tuple[SessionScript, Prefix]] = []
+            for child, mine in active:
+                got = next(mine, None) if index < child.seed_length else None
+                if got is None:
+                    continue  # this seed ends here
+                line, event = got
                 why = (
                     f"past the end of the parent's {index} events"
                     if found is None
@@ -259,3 +284,7 @@ def check_seeds(scripts: tuple[SessionScript, ...], prefix: EventPrefix) -> None
                 )
                 if why is not None:
                     raise _seed_error(child, parent, index, line, why)
+                still.append((child, mine))
+            if not still:
+                return
+            active = still

@@ -25,6 +25,8 @@ from pytest_dsh_replay import (
     SqliteBackend,
     load_scenario,
 )
+from pytest_dsh_replay._scripts.scenario import SessionScript
+from pytest_dsh_replay._scripts.structure import Prefix, check_seeds, log_prefix
 from pytest_dsh_replay.cli import main
 
 
@@ -169,6 +171,47 @@ def test_a_seed_rewritten_with_other_envelopes_still_loads(tmp_path: Path, examp
         lines[i] = orjson.dumps(dict(reversed(record.items()))) + b"\n"
     child.write_bytes(b"".join(lines))
     assert load_scenario(d).children[0].seed_length == seed
+
+
+def _two_fork_children(tmp_path: Path) -> Path:
+    """The fork example with a second fork child; both seeds re-enveloped (not byte copies)."""
+    d = copy_example(tmp_path, "fork")
+    second = d / "session.2.jsonl"
+    shutil.copy(d / "session.1.jsonl", second)
+    set_header(second, id="fork-two")
+    seed = load_scenario(d).children[0].seed_length
+    for child in (d / "session.1.jsonl", second):
+        lines = lines_of(child)
+        for i in range(1, seed + 1):
+            lines[i] = orjson.dumps(dict(reversed(orjson.loads(lines[i]).items()))) + b"\n"
+        child.write_bytes(b"".join(lines))
+    return d
+
+
+def test_a_parent_is_read_once_for_all_its_fork_children(tmp_path: Path) -> None:
+    scenario = load_scenario(_two_fork_children(tmp_path))
+    assert [s.seed_length > 0 for s in scenario.children] == [True, True]
+    reads: list[str] = []
+
+    def counted(script: SessionScript, n: int) -> Prefix:
+        reads.append(script.file)
+        return log_prefix(script, n)
+
+    check_seeds(scenario.scripts, counted)
+    assert sorted(reads) == ["session.1.jsonl", "session.2.jsonl", "session.jsonl"]
+
+
+def test_the_fork_child_whose_seed_differs_is_named_beside_one_that_agrees(
+    tmp_path: Path,
+) -> None:
+    d = _two_fork_children(tmp_path)
+    second = d / "session.2.jsonl"
+    lines = lines_of(second)
+    at = _seed_user_line(second)
+    lines[at] = lines[at].replace(b"MARMALADE", b"MARMELADE")
+    second.write_bytes(b"".join(lines))
+    err = refused(d, SessionLogError, r"event \d+ of its \d+-event seed is a 'user/message'")
+    assert (err.path, err.line) == (str(second), at + 1)  # type: ignore[attr-defined]
 
 
 def test_a_seed_longer_than_its_parents_log_is_refused(tmp_path: Path) -> None:
