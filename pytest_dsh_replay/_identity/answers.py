@@ -89,8 +89,11 @@ def tool_call_marks(chunks: Iterable[StreamChunk]) -> tuple[ToolCallMark, ...]:
 
 
 def _builds_tool_call(chunk: StreamChunk) -> bool:
-    """Whether ``chunk`` can add a ``tool-call`` block to what the assembler builds: its
-    blocks of that type come from ``tool-call-delta`` chunks or ``block-end`` ones."""
+    """Whether ``chunk`` can add a ``tool-call`` block to what the assembler builds.
+
+    The assembler's blocks of that type come from ``tool-call-delta`` chunks or from
+    ``block-end`` chunks ending one.
+    """
     kind = chunk.get("type")
     if kind == "tool-call-delta":
         return True
