@@ -38,7 +38,12 @@ workload runs twice in a fresh interpreter under ``valgrind --tool=callgrind``, 
   ``close``), every test the same scenario;
 - ``pytest_test`` / ``pytest_same``: one replaying test in a ``pytest`` run
   (``bench_suite.py``'s ``test_replay``, 20 and 120 tests, a unit is a test), each test
-  its own scenario / every test the same scenario.
+  its own scenario / every test the same scenario;
+- ``pytest_sdk`` / ``pytest_sdk_floor`` / ``pytest_cassetter``: one test of
+  ``bench_suite.py``'s ``sdk``, ``sdk_floor`` and ``cassetter`` suites in a ``pytest`` run
+  (2 and 12 tests; a unit is a test): a 50-chunk chat call of the ``openai`` SDK through
+  ``dsh_replay.openai_client()``, from prebuilt bytes, and under cassetter (issue 45;
+  ``pytest_cassetter`` runs in ``--cassetter-python``'s interpreter).
 
 Compare two trees by pointing ``PYTHONPATH`` at each::
 
@@ -375,17 +380,41 @@ def test_replay(n, dsh_replay):
 """
 
 
-def pytest_instructions(root: Path, same: bool, small: int, large: int) -> int:
-    """Instructions per test of ``bench_suite.py``'s replaying tests (``small``/``large``)."""
+def _pytest_project(root: Path, name: str, tests: int, python: str) -> tuple[Path, list[str]]:
+    """The project of the ``pytest_*`` workload ``name`` for ``tests`` tests: its
+    directory and the options its run takes."""
     sys.path.insert(0, str(HERE))
-    from bench_suite import HEADER, MODULES, write_scenarios
+    import bench_suite
 
-    project = root / ("pytest_same" if same else "pytest_test")
+    project = root / name
     (project / "dsh_snapshots").mkdir(parents=True)
     (project / "pytest.ini").write_text("[pytest]\n")
-    module = HEADER + (_PYTEST_SAME if same else MODULES["replay"])
-    (project / "test_replay.py").write_text(module)
-    write_scenarios(project / "dsh_snapshots", 1 if same else large, 50)
+    if name in ("pytest_test", "pytest_same"):
+        same = name == "pytest_same"
+        module = bench_suite.HEADER + (_PYTEST_SAME if same else bench_suite.MODULES["replay"])
+        (project / "test_replay.py").write_text(module)
+        bench_suite.write_scenarios(project / "dsh_snapshots", 1 if same else tests, 50)
+        return project, ["test_replay.py"]
+    suite = name.removeprefix("pytest_")
+    (project / f"test_{suite}.py").write_text(bench_suite.HEADER + bench_suite.MODULES[suite])
+    if suite == "sdk":
+        scratch = project / "scratch"
+        scratch.mkdir()
+        bench_suite.write_sdk_scenarios(project, scratch, tests, 50)
+        shutil.rmtree(scratch)
+        return project, ["test_sdk.py"]
+    if suite == "sdk_floor":
+        (project / "bench_body.py").write_text(f"BODY = {bench_suite._sse_body(50)!r}\n")
+        return project, ["-p", "no:dsh_replay", "test_sdk_floor.py"]
+    bench_suite.write_cassetter_cassettes(project, python, tests, 50)
+    no = ["-p", "no:recording", "-p", "no:dsh_replay", "--record-mode=none"]
+    return project, [*no, "test_cassetter.py"]
+
+
+def pytest_instructions(root: Path, name: str, small: int, large: int, python: str) -> int:
+    """Instructions per test of ``bench_suite.py``'s tests of the workload ``name`` (a
+    ``pytest`` run of ``small`` and of ``large`` tests, in the interpreter ``python``)."""
+    project, options = _pytest_project(root, name, large, python)
     counts = []
     for tests in (small, large):
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
@@ -396,7 +425,7 @@ def pytest_instructions(root: Path, same: bool, small: int, large: int) -> int:
                     "valgrind",
                     "--tool=callgrind",
                     f"--callgrind-out-file={out}/callgrind.out",
-                    sys.executable,
+                    python,
                     "-m",
                     "pytest",
                     "-q",
@@ -407,7 +436,7 @@ def pytest_instructions(root: Path, same: bool, small: int, large: int) -> int:
                     "-p",
                     "no:randomly",
                     f"--basetemp={out}/base",
-                    "test_replay.py",
+                    *options,
                 ],
                 cwd=project,
                 env=env,
@@ -421,6 +450,14 @@ def pytest_instructions(root: Path, same: bool, small: int, large: int) -> int:
         counts.append(found)
     return (counts[1] - counts[0]) // (large - small)
 
+
+PYTEST_WORKLOADS = (
+    "pytest_test",
+    "pytest_same",
+    "pytest_sdk",
+    "pytest_sdk_floor",
+    "pytest_cassetter",
+)
 
 _RUNNER = """
 {code}
@@ -497,6 +534,11 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=1, help="units in the short run (1)")
     parser.add_argument("--large", type=int, default=4, help="units in the long run (4)")
     parser.add_argument(
+        "--cassetter-python",
+        metavar="PYTHON",
+        help="for pytest_cassetter: the interpreter of a venv with cassetter (bench_suite.py)",
+    )
+    parser.add_argument(
         "--workloads",
         default="load,replay,areplay,endpoint,first_chunk,replay_test,replay_test_shared",
         help="which ones",
@@ -509,8 +551,12 @@ def main() -> None:
         root = Path(tmp)
         for name in args.workloads.split(","):
             script = root / f"{name}.py"
-            if name in ("pytest_test", "pytest_same"):
-                per_test = pytest_instructions(root, name == "pytest_same", 20, 120)
+            if name in PYTEST_WORKLOADS:
+                python = args.cassetter_python if name == "pytest_cassetter" else sys.executable
+                if python is None:
+                    raise SystemExit("bench_instructions: give pytest_cassetter --cassetter-python")
+                small, large = (20, 120) if name in ("pytest_test", "pytest_same") else (2, 12)
+                per_test = pytest_instructions(root, name, small, large, python)
                 result[name] = {"per_unit": per_test}
                 continue
             if name == "first_chunk":

@@ -8,6 +8,7 @@ Usage::
     python3 benchmarks/bench_suite.py --no-sdk                 # without the SDK suite (older code)
     python3 benchmarks/bench_suite.py --no-log-check           # dsh_compare_logs = false
     python3 benchmarks/bench_suite.py --own CHECKOUT --busy 2  # a checkout's own suite
+    python3 benchmarks/bench_suite.py --sizes 100,1000 --no-vcr --cassetter-python VENV/bin/python
 
 A temporary project holds, for each size N, N parametrized tests in each module
 and N recordings of one model call of ``--chunks`` chunks (50: a block start, text deltas,
@@ -35,7 +36,17 @@ the block end, usage, the finish):
   that returns the cassette's bytes (``-p no:dsh_replay``): the SDK's own cost per test,
   the least any replay through the SDK can add. ``sdk_floor_vs_vcr_added`` is that
   floor over the vcrpy test's added cost: the bound of ``sdk`` against ``vcr``
-  (``sdk_unchecked_vs_vcr_added`` the same for ``sdk_unchecked``).
+  (``sdk_unchecked_vs_vcr_added`` the same for ``sdk_unchecked``);
+- ``cassetter`` (with ``--cassetter-python``): the same test as ``vcr`` under cassetter's
+  pytest plugin (its ``vcr`` marker, one cassette per test, recorded once by cassetter
+  from the same loopback server). cassetter and pytest-recording both register the
+  ``vcr`` marker and ``--record-mode``, so they cannot share an environment: cassetter
+  runs in the interpreter ``--cassetter-python`` names (a venv made with
+  ``--system-site-packages`` and ``pip install cassetter``), with ``-p no:recording -p
+  no:dsh_replay``. ``sdk_vs_cassetter_added`` is ``sdk``'s added time over cassetter's
+  (issue 45's target: at most 1.0), ``sdk_floor_vs_cassetter_added`` the SDK's own floor
+  over it (the bound of that ratio). With ``--cassetter-python`` the ``sdk_floor`` suite
+  runs even with ``--no-vcr`` (its body is the same SSE bytes).
 
 Each (module, size) runs in a fresh ``pytest`` subprocess (``-p no:xdist -p no:randomly
 -p no:cacheprovider``, its own ``--basetemp``), ``--runs`` times, the runs of all
@@ -61,6 +72,7 @@ average before and after. The command's output goes to ``--log`` (a temporary fi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import http.server
 import itertools
@@ -138,6 +150,21 @@ def test_sdk_floor(n):
         http_client=HTTPX.Client(transport=transport),
     )
     stream = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    for _chunk in stream:
+        pass
+""",
+    "cassetter": """
+import openai
+
+CLIENT = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="sk-benchmark", max_retries=0)
+
+
+@pytest.mark.vcr
+@pytest.mark.parametrize("n", range(N))
+def test_cassetter(n):
+    stream = CLIENT.chat.completions.create(
         model="m", messages=[{"role": "user", "content": "hi"}], stream=True
     )
     for _chunk in stream:
@@ -276,12 +303,9 @@ def _sse_body(count: int) -> bytes:
     return b"".join(lines) + b"data: [DONE]\n\n"
 
 
-def write_cassettes(project: Path, tests: int, count: int) -> None:
-    """Record one cassette from a loopback server, then give every test a copy."""
-    import openai
-    import vcr
-
-    body = _sse_body(count)
+@contextlib.contextmanager
+def _sse_server(body: bytes) -> Iterator[int]:
+    """A server on 127.0.0.1 that answers every POST with ``body``: yields its port."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -298,11 +322,28 @@ def write_cassettes(project: Path, tests: int, count: int) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _copy_cassette(first: Path, module: str, tests: int, text: str) -> None:
+    """Write ``text`` as the cassette of each of the module's ``tests`` tests."""
+    for n in range(tests):
+        (first.parent / f"{module}[{n}].yaml").write_text(text)
+
+
+def write_cassettes(project: Path, tests: int, count: int) -> None:
+    """Record one cassette from a loopback server, then give every test a copy."""
+    import openai
+    import vcr
+
     directory = project / "cassettes" / "test_vcr"
     directory.mkdir(parents=True)
     first = directory / "test_vcr[0].yaml"
-    try:
-        port = server.server_address[1]
+    with _sse_server(_sse_body(count)) as port:
         client = openai.OpenAI(
             base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-benchmark", max_retries=0
         )
@@ -312,25 +353,61 @@ def write_cassettes(project: Path, tests: int, count: int) -> None:
                 model="m", messages=[{"role": "user", "content": "hi"}], stream=True
             )
             received = sum(1 for _ in stream)
-    finally:
-        server.shutdown()
-        server.server_close()
     if received < count - 2:
         raise SystemExit(f"bench_suite: the recorded completion has {received} chunks")
-    text = first.read_text()
-    for n in range(1, tests):
-        (directory / f"test_vcr[{n}].yaml").write_text(text)
+    _copy_cassette(first, "test_vcr", tests, first.read_text())
 
 
-def run_pytest(root: Path, args: list[str], scratch: Path, tests: int) -> dict[str, float]:
-    """One pytest subprocess: its CPU seconds, wall seconds and peak RSS in MB."""
+CASSETTER_RECORD = """
+import sys
+
+import openai
+from cassetter import use_cassette
+
+path, url = sys.argv[1:]
+with use_cassette(path, record_mode="all"):
+    client = openai.OpenAI(base_url=url, api_key="sk-benchmark", max_retries=0)
+    stream = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    print(sum(1 for _ in stream))
+"""
+
+
+def write_cassetter_cassettes(project: Path, python: str, tests: int, count: int) -> None:
+    """Record one cassette with cassetter (in ``python``), then give every test a copy.
+
+    cassetter matches on the method and the whole URI, so the recorded port is replaced
+    by the one the tests' client names.
+    """
+    directory = project / "cassettes" / "test_cassetter"
+    directory.mkdir(parents=True)
+    first = directory / "test_cassetter[0].yaml"
+    with _sse_server(_sse_body(count)) as port:
+        url = f"http://127.0.0.1:{port}/v1"
+        out = subprocess.run(
+            [python, "-c", CASSETTER_RECORD, str(first), url],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    if int(out.stdout.strip() or 0) < count - 2:
+        raise SystemExit(f"bench_suite: cassetter recorded {out.stdout!r}")
+    text = first.read_text().replace(f"127.0.0.1:{port}", "127.0.0.1:9")
+    _copy_cassette(first, "test_cassetter", tests, text)
+
+
+def run_pytest(
+    root: Path, args: list[str], scratch: Path, tests: int, python: str = sys.executable
+) -> dict[str, float]:
+    """One pytest subprocess (of ``python``): its CPU seconds, wall seconds and peak RSS in MB."""
     basetemp = Path(tempfile.mkdtemp(dir=scratch))
     shutil.rmtree(basetemp)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as users run it: bytecode cached
     env["DSH_BENCH_TESTS"] = str(tests)
     command = [
-        sys.executable,
+        python,
         "-m",
         "pytest",
         "-q",
@@ -424,6 +501,43 @@ def own_suite(args: argparse.Namespace) -> int:
     return max(r["exit"] for r in runs)
 
 
+def _added_ratio(
+    result: dict[str, Any], ours: str, theirs: str, sizes: list[int]
+) -> dict[str, float]:
+    """Per size: the time ``ours`` adds per test over ``theirs``'s."""
+    mine, other = result[f"{ours}_added_ms_per_test"], result[f"{theirs}_added_ms_per_test"]
+    return {str(n): round(mine[str(n)] / other[str(n)], 3) for n in sizes}
+
+
+def _modules(args: argparse.Namespace) -> list[str]:
+    """The suites the options ask for, ``bare`` first."""
+    modules = ["bare", "replay", "unchecked"] + ([] if args.no_sdk else ["sdk"])
+    modules += [] if args.no_vcr else ["vcr"]
+    modules += [] if args.no_sdk or args.no_vcr else ["sdk_unchecked", "sdk_floor"]
+    if args.cassetter_python:
+        modules += ["cassetter"] + ([] if "sdk_floor" in modules or args.no_sdk else ["sdk_floor"])
+    return modules
+
+
+def write_project(
+    root: Path, scratch: Path, args: argparse.Namespace, modules: list[str], tests: int
+) -> None:
+    """The test modules and the recordings each suite replays, for up to ``tests`` tests."""
+    ini = "[pytest]\n" + ("dsh_compare_logs = false\n" if args.no_log_check else "")
+    (root / "pytest.ini").write_text(ini)
+    for name in modules:
+        (root / f"test_{name}.py").write_text(HEADER + MODULES[name])
+    write_scenarios(root / "dsh_snapshots", tests, args.chunks)
+    if "sdk" in modules:
+        write_sdk_scenarios(root, scratch, tests, args.chunks)
+    if "vcr" in modules:
+        write_cassettes(root, tests, args.chunks)
+    if "cassetter" in modules:
+        write_cassetter_cassettes(root, args.cassetter_python, tests, args.chunks)
+    if "sdk_floor" in modules:
+        (root / "bench_body.py").write_text(f"BODY = {_sse_body(args.chunks)!r}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100,1000,10000", help="test counts (100,1000,10000)")
@@ -436,6 +550,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="dsh_compare_logs = false (what the plugin costs without the replayed-log check)",
     )
+    parser.add_argument(
+        "--cassetter-python",
+        metavar="PYTHON",
+        help="the interpreter of a venv with cassetter installed: adds the cassetter suite",
+    )
     parser.add_argument("--own", metavar="CHECKOUT", help="time this checkout's own suite")
     parser.add_argument("--command", help="with --own: the test command (README's)")
     parser.add_argument("--busy", type=int, default=0, help="with --own: busy loops beside it")
@@ -444,9 +563,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.own:
         return own_suite(args)
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    modules = ["bare", "replay", "unchecked"] + ([] if args.no_sdk else ["sdk"])
-    modules += [] if args.no_vcr else ["vcr"]
-    modules += [] if args.no_sdk or args.no_vcr else ["sdk_unchecked", "sdk_floor"]
+    modules = _modules(args)
+    python = dict.fromkeys(modules, sys.executable)
+    python["cassetter"] = args.cassetter_python or sys.executable
     extra = {
         "bare": [],
         "replay": [],
@@ -455,6 +574,7 @@ def main(argv: list[str] | None = None) -> int:
         "sdk_unchecked": [],
         "sdk_floor": ["-p", "no:dsh_replay"],
         "vcr": ["-p", "no:dsh_replay", "--record-mode=none"],
+        "cassetter": ["-p", "no:recording", "-p", "no:dsh_replay", "--record-mode=none"],
     }
     plans = [(m, n) for n in sizes for m in modules]
     runs: dict[tuple[str, int], list[dict[str, float]]] = {p: [] for p in plans}
@@ -463,22 +583,13 @@ def main(argv: list[str] | None = None) -> int:
         (root / "dsh_snapshots").mkdir(parents=True)
         scratch = Path(tmp) / "scratch"
         scratch.mkdir()
-        ini = "[pytest]\n" + ("dsh_compare_logs = false\n" if args.no_log_check else "")
-        (root / "pytest.ini").write_text(ini)
-        for name in modules:
-            (root / f"test_{name}.py").write_text(HEADER + MODULES[name])
-        write_scenarios(root / "dsh_snapshots", max(sizes), args.chunks)
-        if "sdk" in modules:
-            write_sdk_scenarios(root, scratch, max(sizes), args.chunks)
-        if "vcr" in modules:
-            write_cassettes(root, max(sizes), args.chunks)
-        if "sdk_floor" in modules:
-            (root / "bench_body.py").write_text(f"BODY = {_sse_body(args.chunks)!r}\n")
+        write_project(root, scratch, args, modules, max(sizes))
         for m in modules:  # warm the file cache and write the bytecode caches
-            run_pytest(root, [*extra[m], f"test_{m}.py"], scratch, min(sizes))
+            run_pytest(root, [*extra[m], f"test_{m}.py"], scratch, min(sizes), python[m])
         for i in range(args.runs):
             for m, n in plans if i % 2 == 0 else list(reversed(plans)):
-                runs[(m, n)].append(run_pytest(root, [*extra[m], f"test_{m}.py"], scratch, n))
+                test = [*extra[m], f"test_{m}.py"]
+                runs[(m, n)].append(run_pytest(root, test, scratch, n, python[m]))
     med = {p: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for p, rs in runs.items()}
     result: dict[str, Any] = {
         "benchmark": "suite",
@@ -521,17 +632,16 @@ def main(argv: list[str] | None = None) -> int:
             for n in sizes
         }
     # The least a replay through the SDK can cost per test (the SDK parsing prebuilt
-    # bytes), against the vcrpy test: the bound of the ratio above.
-    for bound in ("sdk_unchecked", "sdk_floor"):
-        if bound in modules:
-            result[f"{bound}_vs_vcr_added"] = {
-                str(n): round(
-                    result[f"{bound}_added_ms_per_test"][str(n)]
-                    / result["vcr_added_ms_per_test"][str(n)],
-                    3,
-                )
-                for n in sizes
-            }
+    # bytes), against the vcrpy test: the bound of the ratio above. Issue 45: the same
+    # SDK test against cassetter's, and the SDK's floor against it.
+    for ours, theirs in (
+        ("sdk_unchecked", "vcr"),
+        ("sdk_floor", "vcr"),
+        ("sdk", "cassetter"),
+        ("sdk_floor", "cassetter"),
+    ):
+        if ours in modules and theirs in modules:
+            result[f"{ours}_vs_{theirs}_added"] = _added_ratio(result, ours, theirs, sizes)
     slopes = list(result["replay_slope_ms_per_test"].values())
     result["target_ms_per_test"] = 0.5
     result["met"] = bool(slopes) and max(slopes) <= 0.5

@@ -74,13 +74,33 @@ def tool_call_marks(chunks: Iterable[StreamChunk]) -> tuple[ToolCallMark, ...]:
             its tool calls (``block-start``, ``tool-call-delta``, ``block-end``).
 
     Returns:
-        One mark per tool call, in block order.
+        One mark per tool call, in block order; ``()`` without assembling anything when
+        no chunk is a ``tool-call-delta`` or ends a ``tool-call`` block (a text answer,
+        most calls).
     """
+    chunks = chunks if isinstance(chunks, list) else list(chunks)
+    if not any(map(_builds_tool_call, chunks)):
+        return ()
     return tuple(
         ToolCallMark(str(block.get("id") or ""), str(block.get("name") or ""),
                      str(block.get("arguments") or ""))
-        for block in assemble_reply(list(chunks)).tool_calls
+        for block in assemble_reply(chunks).tool_calls
     )  # fmt: skip
+
+
+def _builds_tool_call(chunk: StreamChunk) -> bool:
+    """Whether ``chunk`` can add a ``tool-call`` block to what the assembler builds.
+
+    The assembler's blocks of that type come from ``tool-call-delta`` chunks or from
+    ``block-end`` chunks ending one.
+    """
+    kind = chunk.get("type")
+    if kind == "tool-call-delta":
+        return True
+    if kind != "block-end":
+        return False
+    block = chunk.get("block")
+    return isinstance(block, Mapping) and block.get("type") == "tool-call"
 
 
 def served_answer(
