@@ -47,6 +47,7 @@ from .base import (
     join_path,
     json_items,
     retry_after_ms,
+    sent_marks,
     wire_error,
     with_model,
 )
@@ -168,9 +169,7 @@ class AnthropicEncoder:
 
     def marks(self) -> list[str]:
         """The answer's text and tool call ids so far (how a next request quotes it)."""
-        text = "".join("".join(b.sent) for b in self._blocks.values() if b.kind == "text")
-        ids = sorted(b.id for b in self._blocks.values() if b.kind == "tool-call" and b.id)
-        return [text, *ids]
+        return sent_marks(self._blocks.values())
 
     def start(self) -> bytes:
         """The ``message_start`` event."""

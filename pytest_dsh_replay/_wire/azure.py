@@ -290,6 +290,8 @@ class AzureWire(AzureSide, OpenAIWire):
     failure = staticmethod(azure_failure)
     decoder = AzureDecoder
     decode_whole = staticmethod(decode_completion)
+    stream_encoder = AzureEncoder
+    completion = staticmethod(azure_completion)
 
     def canonical(self, body: JSONObject, *, path: str, history: History) -> JSONObject:
         """The body, its ``model`` the path's deployment when the path names one.
@@ -300,22 +302,6 @@ class AzureWire(AzureSide, OpenAIWire):
         read = super().canonical(body, path=path, history=history)
         deployment = deployment_of(path)
         return read if deployment is None else {**read, "model": deployment}
-
-    def encoder(
-        self,
-        request: Mapping[str, object],
-        *,
-        model: str,
-        call_id: str,
-        replay_state: Mapping[str, object] | None = None,
-    ) -> AzureEncoder:
-        """`AzureEncoder`; usage is sent when the request asks (``stream_options``)."""
-        (usage,) = self.encoder_options(request)
-        return AzureEncoder(model=model, completion_id=call_id, include_usage=usage is True)
-
-    def whole(self, chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
-        """See `azure_completion`."""
-        return azure_completion(chunks, model=model, completion_id=call_id)
 
 
 WIRE: Final = AzureWire()

@@ -24,7 +24,7 @@ import itertools
 import math
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from types import ModuleType
@@ -51,6 +51,7 @@ __all__ = [
     "Refusal",
     "Reply",
     "SSEParser",
+    "SentBlock",
     "Wire",
     "WireError",
     "delta_run",
@@ -65,6 +66,7 @@ __all__ = [
     "misshapen",
     "refuse_misshapen",
     "retry_after_ms",
+    "sent_marks",
     "status_code",
 ]
 
@@ -164,6 +166,24 @@ class History(Protocol):
     def hold(self) -> None:
         """Keep the answer to the request being read, for a later request to continue."""
         ...
+
+
+class SentBlock(Protocol):
+    """A block an encoder has sent: its kind, its tool call id, its text pieces."""
+
+    kind: str
+    id: str
+    sent: list[str]
+
+
+def sent_marks(blocks: Iterable[SentBlock]) -> list[str]:
+    """`Encoder.marks` of an encoder that keeps its sent blocks.
+
+    The text of its ``text`` blocks, then the sorted ids of its ``tool-call`` blocks.
+    """
+    kept = list(blocks)
+    text = "".join("".join(b.sent) for b in kept if b.kind == "text")
+    return [text, *sorted(b.id for b in kept if b.kind == "tool-call" and b.id)]
 
 
 class Encoder(Protocol):

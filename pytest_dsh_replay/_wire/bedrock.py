@@ -52,6 +52,7 @@ from .base import (
     int_field,
     join_path,
     json_items,
+    sent_marks,
 )
 from .framing import JSON_HEADERS, Frame, Framing
 from .shapes import FailureRecord, Usage
@@ -351,9 +352,7 @@ class BedrockEncoder:
 
     def marks(self) -> list[str]:
         """The answer's text and sorted tool call ids so far (how a next request quotes it)."""
-        text = "".join("".join(b.sent) for b in self._blocks.values() if b.kind == "text")
-        ids = sorted(b.id for b in self._blocks.values() if b.kind == "tool-call" and b.id)
-        return [text, *ids]
+        return sent_marks(self._blocks.values())
 
     def start(self) -> bytes:
         """The ``messageStart`` event."""

@@ -682,6 +682,8 @@ class OpenAIWire(BaseWire):
     decoder: Callable[[], Decoder] = OpenAIDecoder
     decode_whole = staticmethod(decode_completion)
     failure = staticmethod(openai_failure)
+    stream_encoder: type[OpenAIEncoder] = OpenAIEncoder  # a streamed answer's encoder
+    completion = staticmethod(openai_completion)  # a whole answer's body
 
     def encoder_options(self, request: Mapping[str, object]) -> tuple[object, ...]:
         """``(include_usage,)``: whether the request asks for the usage frame."""
@@ -698,11 +700,11 @@ class OpenAIWire(BaseWire):
     ) -> Encoder:
         """An encoder; usage is sent when the request asks (``stream_options.include_usage``)."""
         (usage,) = self.encoder_options(request)
-        return OpenAIEncoder(model=model, completion_id=call_id, include_usage=usage is True)
+        return self.stream_encoder(model=model, completion_id=call_id, include_usage=usage is True)
 
     def whole(self, chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:
-        """The ``chat.completion`` object."""
-        return openai_completion(chunks, model=model, completion_id=call_id)
+        """The ``chat.completion`` object (`completion`)."""
+        return self.completion(chunks, model=model, completion_id=call_id)
 
     def stream_failure(self, event: Mapping[str, object]) -> FailureRecord | None:
         """An ``{"error": {...}}`` event in the stream: its message, code ``UNKNOWN``."""
