@@ -54,6 +54,7 @@ __all__ = [
     "SentBlock",
     "Wire",
     "WireError",
+    "copy_settings",
     "delta_run",
     "failure_headers",
     "failure_record",
@@ -166,6 +167,22 @@ class History(Protocol):
     def hold(self) -> None:
         """Keep the answer to the request being read, for a later request to continue."""
         ...
+
+
+def copy_settings(settings: object, names: Iterable[tuple[str, str]], out: JSONObject) -> None:
+    """Copy a provider's generation settings into the in-process request ``out``.
+
+    Args:
+        settings: The request's settings object (a mapping; anything else copies nothing).
+        names: ``(provider's name, in-process name)`` pairs, in order; a setting that is
+            absent or ``null`` is skipped, and the first pair to set a name wins.
+        out: The in-process request being built (changed in place).
+    """
+    if not isinstance(settings, Mapping):
+        return
+    for wire, key in names:
+        if settings.get(wire) is not None and key not in out:
+            out[key] = settings[wire]
 
 
 class SentBlock(Protocol):

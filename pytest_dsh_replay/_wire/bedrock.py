@@ -44,6 +44,7 @@ from .base import (
     History,
     InProcess,
     WireError,
+    copy_settings,
     failure_headers,
     failure_message,
     failure_record,
@@ -675,17 +676,13 @@ def _tools(config: object) -> list[JSONObject]:
     return out
 
 
-def _inference(config: object, out: JSONObject) -> None:
-    if not isinstance(config, Mapping):
-        return
-    for wire, key in (
-        ("maxTokens", "max_tokens"),
-        ("temperature", "temperature"),
-        ("topP", "top_p"),
-        ("stopSequences", "stop"),
-    ):
-        if config.get(wire) is not None:
-            out[key] = config[wire]
+_INFERENCE: Final = (
+    ("maxTokens", "max_tokens"),
+    ("temperature", "temperature"),
+    ("topP", "top_p"),
+    ("stopSequences", "stop"),
+)
+"""An ``inferenceConfig`` read into the in-process request: (Bedrock's name, its name there)."""
 
 
 def bedrock_request(body: Mapping[str, object], path: str) -> JSONObject:
@@ -724,7 +721,7 @@ def bedrock_request(body: Mapping[str, object], path: str) -> JSONObject:
     tools = _tools(body.get("toolConfig"))
     if tools:
         out["tools"] = tools
-    _inference(body.get("inferenceConfig"), out)
+    copy_settings(body.get("inferenceConfig"), _INFERENCE, out)
     return out
 
 

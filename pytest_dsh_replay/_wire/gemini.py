@@ -42,6 +42,7 @@ from .base import (
     History,
     InProcess,
     WireError,
+    copy_settings,
     failure_message,
     failure_record,
     failure_status,
@@ -429,18 +430,14 @@ def _tools(value: object) -> list[JSONObject]:
     return out
 
 
-def _config(config: object, out: JSONObject) -> None:
-    if not isinstance(config, Mapping):
-        return
-    for wire, key in (
-        ("maxOutputTokens", "max_tokens"),
-        ("max_output_tokens", "max_tokens"),
-        ("temperature", "temperature"),
-        ("stopSequences", "stop"),
-        ("stop_sequences", "stop"),
-    ):
-        if config.get(wire) is not None and key not in out:
-            out[key] = config[wire]
+_CONFIG: Final = (
+    ("maxOutputTokens", "max_tokens"),
+    ("max_output_tokens", "max_tokens"),
+    ("temperature", "temperature"),
+    ("stopSequences", "stop"),
+    ("stop_sequences", "stop"),
+)
+"""A ``generationConfig`` read into the in-process request: (Gemini's name, its name there)."""
 
 
 def gemini_request(body: Mapping[str, object], path: str) -> JSONObject:
@@ -484,7 +481,7 @@ def gemini_request(body: Mapping[str, object], path: str) -> JSONObject:
     tools = _tools(body.get("tools"))
     if tools:
         out["tools"] = tools
-    _config(body.get("generationConfig", body.get("generation_config")), out)
+    copy_settings(body.get("generationConfig", body.get("generation_config")), _CONFIG, out)
     return out
 
 

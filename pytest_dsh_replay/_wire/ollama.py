@@ -45,6 +45,7 @@ from .base import (
     History,
     InProcess,
     WireError,
+    copy_settings,
     delta_run,
     failure_message,
     failure_record,
@@ -391,11 +392,7 @@ def ollama_request(body: Mapping[str, object]) -> JSONObject:
     tools = body.get("tools")
     if isinstance(tools, list) and tools:
         out["tools"] = tools
-    options = body.get("options")
-    if isinstance(options, Mapping):
-        for wire, key in _OPTIONS:
-            if options.get(wire) is not None:
-                out[key] = options[wire]
+    copy_settings(body.get("options"), _OPTIONS, out)
     return out
 
 
