@@ -26,13 +26,13 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Final
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import orjson
 
 from .._format.events import JSONObject, StreamChunk
 from .anthropic import AnthropicEncoder, AnthropicWire
-from .base import Failure, History, InProcess, import_sdk, join_path
+from .base import Failure, History, InProcess, import_sdk
 from .bedrock import (
     EVENT_STREAM,
     EventStreamSplitter,
@@ -41,6 +41,7 @@ from .bedrock import (
     bedrock_failure,
     bedrock_refusal,
     exception_message,
+    model_upstream,
     stream_exception,
 )
 from .bedrock import WIRE as CONVERSE
@@ -263,11 +264,11 @@ class AnthropicBedrockWire(AnthropicWire):
     def upstream(
         self, base_url: str, path: str, body: bytes, model: str | None
     ) -> tuple[str, bytes]:
-        """``<base_url><path>``; ``model`` replaces the path's model when set (body unchanged)."""
-        if model is not None:
-            encoded = quote(model, safe=":")
-            path = _PATH.sub(lambda m: f"/model/{encoded}/{m['verb']}", path, count=1)
-        return join_path(base_url, path), body
+        """``<base_url><path>``; ``model`` replaces the path's model when set (body unchanged).
+
+        The model keeps a raw ``:``, as the anthropic SDK sends (and signs) it.
+        """
+        return model_upstream(base_url, path, model, _PATH, safe=":"), body
 
     def auth_headers(self, api_key: str, *, url: str = "", body: bytes = b"") -> dict[str, str]:
         """See `bedrock_auth_headers` (SigV4 by botocore, else a Bedrock API key)."""

@@ -75,6 +75,7 @@ __all__ = [
     "bedrock_usage",
     "event_message",
     "exception_message",
+    "model_upstream",
     "stream_exception",
 ]
 
@@ -1101,6 +1102,25 @@ def _text(value: object) -> str:
     return value.decode("latin-1") if isinstance(value, bytes) else str(value)
 
 
+def model_upstream(
+    base_url: str, path: str, model: str | None, pattern: re.Pattern[str], safe: str
+) -> str:
+    """``<base_url><path>``, ``model`` put in the path's ``/model/<model>/<verb>`` when set.
+
+    Args:
+        base_url: The live provider's base URL.
+        path: The request path.
+        model: The model to send instead of the path's (``None``: the path's).
+        pattern: The wire's path, with ``model`` and ``verb`` groups.
+        safe: What ``urllib.parse.quote`` leaves unescaped in the model: what the wire's
+            SDK leaves (and signs) unescaped.
+    """
+    if model is not None:
+        encoded = quote(model, safe=safe)
+        path = pattern.sub(lambda m: f"/model/{encoded}/{m['verb']}", path, count=1)
+    return join_path(base_url, path)
+
+
 class BedrockWire(BaseWire):
     """Bedrock Runtime's Converse wire (``POST /model/{model}/converse-stream``, ``converse``)."""
 
@@ -1153,10 +1173,7 @@ class BedrockWire(BaseWire):
 
         The body goes unchanged (it names no model).
         """
-        if model is not None:
-            encoded = quote(model, safe="")
-            path = _PATH.sub(lambda m: f"/model/{encoded}/{m['verb']}", path, count=1)
-        return join_path(base_url, path), body
+        return model_upstream(base_url, path, model, _PATH, safe=""), body
 
     def auth_headers(self, api_key: str, *, url: str = "", body: bytes = b"") -> dict[str, str]:
         """See `bedrock_auth_headers`."""
