@@ -57,7 +57,14 @@ from .._scripts.scenario import (
 from .._store.atomic import check_writable, recover
 from .._store.backends.base import MemoryBackend
 from .._store.store import SessionStore
-from .new_calls import NewCallsModel, NewSplit, appended_logs, split_sessions
+from .new_calls import (
+    CONTINUED_TURN,
+    NewCallsModel,
+    NewSplit,
+    appended_logs,
+    continues_closed_turn,
+    split_sessions,
+)
 from .runtime_logs import RuntimeSessions, compare_model_views
 
 _S = TypeVar("_S", bound=SessionLike)
@@ -1168,10 +1175,13 @@ class DshReplay:
         self.assert_consumed()
         split = self._split()
         logs: list[tuple[str, SessionLog, SessionLike]] = []
+        continued: set[str] = set()
         for script, session in split.pairs:
             recorded = self._recorded_log(script)
             head = SessionLog(session.header, list(session.events[: len(recorded.events)]))
             logs.append((script.file, recorded, head))
+            if continues_closed_turn(recorded.events, session.events):
+                continued.add(script.file)
         self._raise_first_difference(
             logs,
             [s.header for s in self.scenario.scripts],
@@ -1180,7 +1190,9 @@ class DshReplay:
             lambda file: (
                 f"a recorded call of {self.path / file} was not made as recorded "
                 "(--dsh-record=new records only the calls past a recording and never "
-                "changes a recorded one):\n"
+                "changes a recorded one)"
+                + (f"; {CONTINUED_TURN}" if file in continued else "")
+                + ":\n"
             ),
         )
 

@@ -16,7 +16,7 @@ import re
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .._errors import ReplayBindingError
 from .._format.events import Event, SessionLike, SessionLog, StreamChunk
@@ -32,6 +32,7 @@ __all__ = [
     "NewCallsModel",
     "NewSplit",
     "appended_logs",
+    "continues_closed_turn",
     "rename_ids",
     "split_sessions",
 ]
@@ -343,3 +344,24 @@ def split_sessions(
             new.append(session)
     pairs = [(script, paired[script.file]) for script in scripts if script.file in paired]
     return NewSplit(pairs, new)
+
+
+CONTINUED_TURN: Final = (
+    "this run continues the turn that the recording ended after its last call (that call "
+    "asked for tools and the agent stopped there, so the recorder closed the turn), and "
+    "appending cannot keep that turn's recorded end"
+)
+"""What a drift in a recording's closed turn means (docs/recording.md#record-new)."""
+
+
+def continues_closed_turn(recorded: Sequence[Event], live: Sequence[Event]) -> bool:
+    """Whether ``live`` continues the turn ``recorded`` ended after a call that asked for tools.
+
+    The recorder closes such a turn (``step/end``, ``turn/end``) when the recording ends;
+    a run that answers the tools logs their results in that turn instead.
+    """
+    n = len(recorded)
+    if n < 3 or len(live) < n:
+        return False
+    tail = [event["type"] for event in recorded[-3:]]
+    return tail == ["tool/call", "step/end", "turn/end"] and live[n - 2]["type"] != "step/end"
