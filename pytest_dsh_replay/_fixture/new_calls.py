@@ -260,7 +260,9 @@ def appended_logs(
     Args:
         pairs: ``(file, recorded log, this run's log)`` per recorded session a live
             session replayed, this run's log redacted as it is written; its first events
-            are the recorded ones (checked before).
+            are the recorded ones (checked before). A new fork child's seed is taken from
+            its parent's log as written (the recorded events, not this run's copies with
+            their own message ids), so the recording's fork seeds stay true.
         children: This run's logs (redacted) of the sessions the recording lacks.
         names: ``{live id: recorded id}`` of the bound sessions whose ids differ.
         last_child_created: The largest ``createdAt`` of a recorded child (or of the
@@ -269,11 +271,15 @@ def appended_logs(
     """
     appended: list[tuple[str, list[Event]]] = []
     calls = 0
+    full: dict[str, list[Event]] = {}  # a written session's id -> all its events
     for file, recorded, live in pairs:
-        extra = list(live.events[len(recorded.events) :])
+        extra: list[Event] = [
+            rename_ids(e, names)  # type: ignore[misc]
+            for e in live.events[len(recorded.events) :]
+        ]
+        full[recorded.header.id] = [*recorded.events, *extra]
         if extra:
-            renamed = [rename_ids(e, names) for e in extra]
-            appended.append((file, renamed))  # type: ignore[arg-type]
+            appended.append((file, extra))
             calls += _finished_calls(extra)
     written: list[SessionLog] = []
     floor = last_child_created
@@ -281,14 +287,15 @@ def appended_logs(
         header = child.header
         parent = header.parent_session
         floor = max(floor + 1, header.created_at)
-        header = replace(
-            header,
-            parent_session=names.get(parent, parent) if parent is not None else None,
-            created_at=floor,
-        )
-        events = [rename_ids(e, names) for e in child.events]
-        written.append(SessionLog(header, events))  # type: ignore[arg-type]
-        calls += _finished_calls(child.events[header.seed_length :])
+        parent = names.get(parent, parent) if parent is not None else None
+        header = replace(header, parent_session=parent, created_at=floor)
+        events: list[Event] = [rename_ids(e, names) for e in child.events]  # type: ignore[misc]
+        seed = header.seed_length
+        if seed and parent in full:  # a fork's seed is its parent's log as written
+            events[:seed] = full[parent][:seed]
+        full[header.id] = events
+        written.append(SessionLog(header, events))
+        calls += _finished_calls(child.events[seed:])
     return AppendedLogs(appended, written, calls)
 
 
