@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 from support.scenarios import make_scenario
 
-from pytest_dsh_replay import RecordingError, SessionHeader, load_scenario, read_session_log
+from pytest_dsh_replay import (
+    RecordingError,
+    SessionHeader,
+    SessionLog,
+    load_scenario,
+    read_session_log,
+)
 from pytest_dsh_replay._format.jsonl import dump_session_log
 from pytest_dsh_replay._scripts.appending import append_scenario, appended_log
 
@@ -47,10 +53,8 @@ def test_children_are_numbered_after_the_highest_and_other_files_are_kept(
     ]
 
 
-def read_log_as(header: SessionHeader, log: Path) -> object:
+def read_log_as(header: SessionHeader, log: Path) -> SessionLog:
     """The events of ``log`` under another header (a new child's)."""
-    from pytest_dsh_replay import SessionLog
-
     return SessionLog(header, read_session_log(log).events)
 
 
