@@ -358,7 +358,8 @@ CONTINUED_TURN: Final = (
     "asked for tools and the agent stopped there, so the recorder closed the turn), and "
     "appending cannot keep that turn's recorded end"
 )
-"""What a drift in a recording's closed turn means (docs/recording.md#record-new)."""
+"""What a drift in a recording's closed turn means
+([docs/recording.md#record-new](../recording.md#record-new))."""
 
 
 def continues_closed_turn(recorded: Sequence[Event], live: Sequence[Event]) -> bool:
