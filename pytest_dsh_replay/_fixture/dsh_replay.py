@@ -1285,6 +1285,7 @@ class DshReplay:
             problem = self._take_problem()
             if problem is not None:
                 raise problem
+            self._new_split = None  # a fixture's teardown may have made calls since a check
             self.check_recorded_calls()
             return self._save_appended()
         errors = self._http.take_errors()
