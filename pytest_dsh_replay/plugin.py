@@ -389,11 +389,14 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     run = item.stash.get(_RUN, None)
     if run is None:
         return result
-    from ._plugin.runs import check_recorded, check_replayed
+    from ._plugin.runs import check_appended, check_recorded, check_replayed
 
     if run.replay.mode == "replay":
         state = _state(item.config)
         problem = check_replayed(run.test, state, run.replay, _recorders(item.config))
+    elif run.replay.mode == "new":
+        state = _state(item.config)
+        problem = check_appended(run.test, state, run.replay, _recorders(item.config))
     else:
         problem = check_recorded(run.replay)
     if problem is None:
@@ -569,7 +572,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
     # pytest keeps every finished item: the replay (scenario, model, sessions) is dropped
     # here, or a suite's memory would grow with each test.
     del item.stash[_RUN]
-    if run.replay.mode != "record":
+    if run.replay.mode == "replay":
         try:
             return (yield)
         finally:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from .._errors import DshReplayError
     from .._replay.model import ReplayModel
-    from .endpoint import Endpoint, StreamingModel
+    from .endpoint import Endpoint, LiveCalls, StreamingModel
     from .server import EndpointServer
     from .transport import EndpointLink, _Pool
 
@@ -33,6 +33,8 @@ class EndpointClients:
             through the recording proxy.
         redact: What live texts quoted in the endpoint's messages go through (the run's
             redaction); ``None``: the replay model's, or none when recording.
+        live_calls: With ``replay``, what says which calls go to the live model
+            (``--dsh-record=new``): those go through the recording proxy.
 
     Attributes:
         max_body_bytes: The server's body cap in bytes, read when it starts (``None``:
@@ -45,10 +47,12 @@ class EndpointClients:
         *,
         replay: ReplayModel | None,
         redact: Callable[[str], str] | None = None,
+        live_calls: LiveCalls | None = None,
     ):
         self._model = model
         self._redact = redact
         self._replay = replay
+        self._live_calls = live_calls
         self._endpoint: Endpoint | None = None
         self._server: EndpointServer | None = None
         self._pool: _Pool | None = None
@@ -70,7 +74,7 @@ class EndpointClients:
                 self._endpoint = Endpoint(self._model, record=True, redact=self._redact)
             else:
                 self._endpoint = Endpoint.replaying(
-                    self._replay, model=self._model, redact=self._redact
+                    self._replay, model=self._model, redact=self._redact, live=self._live_calls
                 )
         return self._endpoint
 

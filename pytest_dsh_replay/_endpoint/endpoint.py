@@ -102,6 +102,7 @@ _IN_STREAM: Final = frozenset({"EMPTY_RESPONSE", "CONTENT_FILTER", "STREAM_CLOSE
 _FINISHING: Final = frozenset({"EMPTY_RESPONSE", "CONTENT_FILTER"})
 _DROP_CODES: Final = frozenset({"TRANSPORT", "NETWORK", "TIMEOUT", "ABORTED"})
 _NOTHING: Final = ServedAnswer()
+_BY_CONTENT: Final = ReplayOptions(True, None, None, False)  # how the endpoint's calls bind
 
 
 StreamingModel = OptionsModel
@@ -134,6 +135,17 @@ class ReplaySessions(Protocol):
 
     def recorded_models(self) -> list[str]:
         """The model names the recording used, sorted."""
+        ...
+
+
+class LiveCalls(Protocol):
+    """What says, replaying, which calls go to the live model (``--dsh-record=new``).
+
+    See [docs/recording.md#record-new](../recording.md#record-new).
+    """
+
+    def goes_live(self, request: Request, options: CallOptions) -> bool:
+        """Whether this call goes to the live model (through the recording proxy)."""
         ...
 
 
@@ -345,6 +357,8 @@ class Endpoint:
             and no `ReplayOptions` (the live provider's answer is relayed).
         redact: Applied to live texts the endpoint's messages quote (the recording's
             redaction); ``None``: quoted as they are.
+        live: Replaying, what says which calls go to the live model instead
+            (``--dsh-record=new``): they carry a `Relay` as recorded calls do.
     """
 
     def __init__(
@@ -354,10 +368,12 @@ class Endpoint:
         sessions: ReplaySessions | None = None,
         record: bool = False,
         redact: Callable[[str], str] | None = None,
+        live: LiveCalls | None = None,
     ):
         self.model = options_model(model)
         self.sessions = sessions
         self.replay = not record
+        self.live = live
         self.router = Router(redact)
         self._redact = builtin_redact if redact is None else redact
         self.errors: list[DshReplayError] = []
@@ -377,6 +393,7 @@ class Endpoint:
         *,
         model: StreamingModel | None = None,
         redact: Callable[[str], str] | None = None,
+        live: LiveCalls | None = None,
     ) -> Endpoint:
         """An endpoint over a replay model: new sessions bind through its live sessions.
 
@@ -386,12 +403,14 @@ class Endpoint:
                 default: ``replay`` itself.
             redact: What quoted live texts go through; default: the replay model's
                 redaction.
+            live: What says which calls go to the live model (``--dsh-record=new``).
         """
         sessions = replay._sessions
         return cls(
             replay if model is None else model,
             sessions=sessions,
             redact=sessions.redact if redact is None else redact,
+            live=live,
         )
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -523,7 +542,9 @@ class Endpoint:
             self._models[str(request.get("model") or "")] = None
         keep = wire.remembers or reading.held
         call = _Call(wire, request, route, number, CallCancel(probe, timeout), keep=keep)
-        relay = None if self.replay else Relay(wire, body, headers, path)
+        relay = None
+        if not self.replay or self._goes_live(route, parent, request):
+            relay = Relay(wire, body, headers, path)
         response = self._answer(call, parent, relay)
         if response.drop or response.status != 200:
             self.router.answered(route.session_id, failed=True)
@@ -611,6 +632,14 @@ class Endpoint:
         if whole:  # nothing can wait: the whole stream in one piece
             return self._at_once(call, chunks)
         return self._streamed(call, chunks)
+
+    def _goes_live(self, route: Route, parent: str | None, request: RequestView) -> bool:
+        """Replaying with ``live``: whether this call goes to the live model."""
+        live = self.live
+        if live is None:
+            return False
+        options = CallOptions(route.session_id, parent, route.seed_length, replay=_BY_CONTENT)
+        return live.goes_live(request, options)
 
     def _parent(self, route: Route, request: RequestView) -> str | None:
         """A new session's parent: the model creates (and, replaying, binds) it now.

@@ -57,6 +57,14 @@ from .._scripts.scenario import (
 from .._store.atomic import check_writable, recover
 from .._store.backends.base import MemoryBackend
 from .._store.store import SessionStore
+from .new_calls import (
+    CONTINUED_TURN,
+    NewCallsModel,
+    NewSplit,
+    appended_logs,
+    continues_closed_turn,
+    split_sessions,
+)
 from .runtime_logs import RuntimeSessions, compare_model_views
 
 _S = TypeVar("_S", bound=SessionLike)
@@ -77,13 +85,39 @@ __all__ = [
     "Mode",
 ]
 
-Mode = Literal["replay", "record"]
-"""``"replay"`` serves recordings; ``"record"`` calls the live model and writes them."""
+Mode = Literal["replay", "record", "new"]
+"""``"replay"`` serves recordings; ``"record"`` calls the live model and writes them;
+``"new"`` replays a recording and appends the calls past it, made live
+([docs/recording.md#record-new](../recording.md#record-new))."""
 
 
 def _new_store() -> SessionStore:
     """The test's own store, in memory: nothing unredacted ever reaches the disk."""
     return SessionStore(MemoryBackend())
+
+
+def _check_place(p: Path) -> None:
+    """Refuse to record into ``p`` when the write would fail, before the live model is called.
+
+    Raises:
+        RecordingError: ``p`` is a file, holds or lies inside another scenario, or cannot
+            be written or replaced (tried: [docs/recording.md#writing](../recording.md#writing)).
+    """
+    if p.exists() and not p.is_dir():
+        raise RecordingError(
+            f"cannot record into {p}: it is a file (a single log or a SQLite store), and "
+            "a recording is written as a scenario directory; point the dsh_scenario "
+            "marker at a directory, or record with record=False on this test"
+        )
+    refuse_nested(p)
+    try:
+        check_writable(p)
+    except OSError as err:
+        raise RecordingError(
+            f"cannot record into {p}: {err.filename or p}: {err.strerror or err}; "
+            "nothing was recorded (the live model was not called) and the previous "
+            "recording, if any, is kept"
+        ) from None
 
 
 def _log_path(script: SessionScript) -> Path:
@@ -97,7 +131,7 @@ class DshReplay:
 
     Attributes:
         path: The scenario directory (or log / store) this test replays or records.
-        mode: ``"replay"`` or ``"record"``.
+        mode: ``"replay"``, ``"record"`` or ``"new"`` (`append`).
         scenario: The loaded scenario; in record mode the previous recording, if any.
         model: What the code under test streams from: a
             [`RecordingModel`][pytest_dsh_replay.RecordingModel] that logs each call's
@@ -117,7 +151,10 @@ class DshReplay:
         redact_header_hook: Extra redaction, called with each session header's JSON
             object (``{"type": "session", "id", ...}``; changes it in place).
         unchanged: Set by [`finish`][pytest_dsh_replay.DshReplay.finish] in record mode: the
-            recording equals the previous one (normalized), whose files were left untouched.
+            recording equals the previous one (normalized), whose files were left untouched;
+            in ``"new"`` mode: no call or session was new, and nothing was written.
+        appended_calls: Set by [`finish`][pytest_dsh_replay.DshReplay.finish] in ``"new"``
+            mode: how many model calls were appended (new sessions' included).
     """
 
     path: Path
@@ -131,6 +168,7 @@ class DshReplay:
     redact_hook: Callable[[Event], object] | None = None
     redact_header_hook: Callable[[JSONObject], object] | None = None
     unchanged: bool = field(default=False, init=False)
+    appended_calls: int = field(default=0, init=False)
     _http: EndpointClients = field(init=False, repr=False)
     _live: object = field(default=None, init=False, repr=False)
     _live_mark: int = field(default=0, init=False, repr=False)
@@ -141,6 +179,8 @@ class DshReplay:
     _runtime: RuntimeSessions = field(init=False, repr=False)
     _refresh: bool = field(default=False, init=False, repr=False)
     _drift: Drift | None = field(default=None, init=False, repr=False)
+    _new: NewCallsModel | None = field(default=None, init=False, repr=False)
+    _new_split: NewSplit | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def open(
@@ -245,21 +285,7 @@ class DshReplay:
                 live model is ever called.
         """
         p = Path(path)
-        if p.exists() and not p.is_dir():
-            raise RecordingError(
-                f"cannot record into {p}: it is a file (a single log or a SQLite store), and "
-                "a recording is written as a scenario directory; point the dsh_scenario "
-                "marker at a directory, or record with record=False on this test"
-            )
-        refuse_nested(p)
-        try:
-            check_writable(p)
-        except OSError as err:
-            raise RecordingError(
-                f"cannot record into {p}: {err.filename or p}: {err.strerror or err}; "
-                "nothing was recorded (the live model was not called) and the previous "
-                "recording, if any, is kept"
-            ) from None
+        _check_place(p)
         previous: Scenario | None = None
         if p.exists():
             try:
@@ -273,10 +299,86 @@ class DshReplay:
             p, previous, watched, None, workdir, redactor, redact_hook, redact_header_hook
         )
         replay._http.max_body_bytes = max_body_bytes
-        replay._live = live
-        replay._live_mark = len(getattr(live, "network_failures", ()))
-        replay._watched = watched
+        replay._watch(live, watched)
         replay._refresh = refresh
+        return replay
+
+    def _watch(self, live: object, watched: WatchedLive) -> None:
+        """Report what ``live`` (watched as ``watched``) fails with from now on."""
+        self._live = live
+        self._live_mark = len(getattr(live, "network_failures", ()))
+        self._watched = watched
+
+    @classmethod
+    def append(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        live: object,
+        workdir: Path,
+        redactor: Redactor | None = None,
+        redact_hook: Callable[[Event], object] | None = None,
+        redact_header_hook: Callable[[JSONObject], object] | None = None,
+        max_body_bytes: int | None = None,
+        rerecord: str | Callable[[], str] | None = None,
+    ) -> DshReplay:
+        """Replay a recorded scenario and record what goes past it (``--dsh-record=new``).
+
+        A call of a live session whose recorded session still has calls replays as in
+        [`open`][pytest_dsh_replay.DshReplay.open] (the same binding); a call past its
+        session's recording, and every call of a session the recording lacks (a new
+        spawn or fork child), goes to ``live``. [`finish`][pytest_dsh_replay.DshReplay.finish]
+        checks the recorded calls as a replay does, then appends the new calls to the
+        recorded logs and the new sessions as new child files, atomically, without
+        changing a byte of what was there
+        ([docs/recording.md#record-new](../recording.md#record-new)).
+
+        Args:
+            path: The scenario directory (a recording this plugin wrote).
+            live: The live model (``stream``, and ``astream`` for async callers).
+            workdir: A directory this run owns.
+            redactor: Secret rules applied before writing (and to replayed texts).
+            redact_hook: Extra redaction applied before writing.
+            redact_header_hook: Extra header redaction applied before writing.
+            max_body_bytes: The largest request body the HTTP endpoint accepts, in bytes.
+            rerecord: The command that re-records the scenario, for the replay's errors.
+
+        Raises:
+            RecordingError: ``path`` is not a scenario directory, or cannot be written
+                (checked here, before the live model is called).
+            DshReplayError: The recording does not load.
+        """
+        p = Path(path)
+        if not p.is_dir():
+            raise RecordingError(
+                f"cannot append to {p}: --dsh-record=new appends to a scenario directory, and "
+                "this is a file (a single log or a SQLite store); record it with "
+                "--dsh-record=all, or mark the test record=False"
+            )
+        _check_place(p)
+        scenario = load_scenario(p)
+        replayer = ReplayModel(
+            scenario,
+            workdir=workdir,
+            redactor=redactor,
+            redact_hook=redact_hook,
+            rerecord=rerecord,
+        )
+        watched = WatchedLive(live, redactor or Redactor())
+        answering = NewCallsModel(replayer, watched)
+        replay = cls._logged_run(
+            p,
+            scenario,
+            answering,
+            replayer,
+            workdir,
+            redactor,
+            redact_hook,
+            redact_header_hook,
+            new=answering,
+        )
+        replay._http.max_body_bytes = max_body_bytes
+        replay._watch(live, watched)
         return replay
 
     @classmethod
@@ -290,25 +392,30 @@ class DshReplay:
         redactor: Redactor | None,
         redact_hook: Callable[[Event], object] | None,
         redact_header_hook: Callable[[JSONObject], object] | None,
+        *,
+        new: NewCallsModel | None = None,
     ) -> DshReplay:
         """A run whose model logs every call ``answering`` answers, in a new in-memory store.
 
-        ``answering`` is the replay model ``replayer`` (replay mode) or the live model
-        (record mode, ``replayer`` ``None``); either way the recorder logs each call into
-        the calling session, with requests (and a live model's chunks) made text-safe.
+        ``answering`` is the replay model ``replayer`` (replay mode), the live model
+        (record mode, ``replayer`` ``None``), or ``new`` around both (``"new"`` mode);
+        either way the recorder logs each call into the calling session, with requests
+        (and a live model's chunks) made text-safe.
         """
         sessions = _new_store()
+        replayed_only = replayer is not None and new is None
         model = RecordingModel(
             answering,
             sessions,
             create_sessions=True,
-            parsed_chunks=replayer is not None,
+            parsed_chunks=replayed_only,
             text_safe=True,
-            request_views=replayer is not None,
+            request_views=replayed_only,
         )
+        mode: Mode = "record" if replayer is None else "replay" if new is None else "new"
         replay = cls(
             path=path,
-            mode="record" if replayer is None else "replay",
+            mode=mode,
             scenario=scenario,
             model=model,
             sessions=sessions,
@@ -320,9 +427,13 @@ class DshReplay:
         replay._replayer = replayer
         replay._recorder = model
         replay._http = EndpointClients(
-            model, replay=replayer, redact=TextRedaction(replay.redactor, redact_hook)
+            model,
+            replay=replayer,
+            redact=TextRedaction(replay.redactor, redact_hook),
+            live_calls=new,
         )
         replay._runtime = RuntimeSessions(scenario, replayer)
+        replay._new = new
         return replay
 
     def _live_problem(self) -> RecordingError | None:
@@ -398,7 +509,7 @@ class DshReplay:
             ``None`` when none happened since the last call.
         """
         errors = self._http.take_errors()
-        if self.mode != "record":
+        if self.mode == "replay":
             return errors[0] if errors else None
         refused = self._recorder.take_refused()
         live = self._live_problem()
@@ -618,7 +729,17 @@ class DshReplay:
                 [`ReplayOrderError`][pytest_dsh_replay.ReplayOrderError] naming the session whose
                 live log it waited for and the recorded event (the runtime gets an HTTP
                 400, which it does not retry, and the test fails with the error).
+
+        Raises:
+            RecordingError: In ``"new"`` mode: the runtime's own logs are not appended to
+                ([docs/recording.md#record-new](../recording.md#record-new)).
         """
+        if self.mode == "new":
+            raise RecordingError(
+                f"--dsh-record=new cannot append to {self.path}: the dsh runtime writes its "
+                "own logs (use_sessions), in format 4 with times, and they are recorded "
+                "whole; re-record the scenario with --dsh-record=all"
+            )
         self._runtime.use(root, session_id, order_timeout=order_timeout)
 
     def _runtime_races(self) -> list[str]:
@@ -756,7 +877,7 @@ class DshReplay:
             ReplayConsumptionError: Some bound session left calls unused, or a recorded
                 session with calls was never bound; the message lists each one.
         """
-        if self.mode == "replay":
+        if self.mode != "record":
             self.model.assert_consumed()  # the model's (a hook may have wrapped it)
 
     def _redacted(self, header: SessionHeader, events: Sequence[Event]) -> SessionLog:
@@ -1020,6 +1141,91 @@ class DshReplay:
             return kept
         return write_scenario(self.path, logs)
 
+    def _split(self) -> NewSplit:
+        """``"new"`` mode: the run's sessions as replays of recorded ones, or new ones."""
+        if self._new_split is None:
+            assert self._new is not None
+            assert self.scenario is not None
+            self._recorder.close_open_calls()
+            anonymous = self._recorder._anonymous
+            self._new_split = split_sessions(
+                self.scenario.scripts,
+                self.sessions.sessions(),
+                {anonymous if key is None else key: b for key, b in self._bindings().items()},
+                {anonymous if key is None else key for key in self._new.fresh},
+            )
+        return self._new_split
+
+    def check_recorded_calls(self) -> None:
+        """``"new"`` mode: the recorded calls were made as recorded (a replay's checks).
+
+        Every recorded call was made
+        ([`assert_consumed`][pytest_dsh_replay.DshReplay.assert_consumed]), and each
+        replayed session's log starts with its recording's events exactly (normalized as
+        the replayed-log check compares them): a recorded call whose request drifted is
+        not recorded again ([docs/recording.md#record-new](../recording.md#record-new)).
+        Does nothing in the other modes.
+
+        Raises:
+            ReplayConsumptionError: A recorded call was not made.
+            LogMismatchError: The first difference in the recorded part of a log.
+        """
+        if self.mode != "new" or self.scenario is None:
+            return
+        self.assert_consumed()
+        split = self._split()
+        logs: list[tuple[str, SessionLog, SessionLike]] = []
+        continued: set[str] = set()
+        for script, session in split.pairs:
+            recorded = self._recorded_log(script)
+            head = SessionLog(session.header, list(session.events[: len(recorded.events)]))
+            logs.append((script.file, recorded, head))
+            if continues_closed_turn(recorded.events, session.events):
+                continued.add(script.file)
+        self._raise_first_difference(
+            logs,
+            [s.header for s in self.scenario.scripts],
+            [s.header for s in self.sessions.sessions()],
+            diff_logs,
+            lambda file: (
+                f"a recorded call of {self.path / file} was not made as recorded "
+                "(--dsh-record=new records only the calls past a recording and never "
+                "changes a recorded one)"
+                + (f"; {CONTINUED_TURN}" if file in continued else "")
+                + ":\n"
+            ),
+        )
+
+    def _save_appended(self) -> list[Path]:
+        """``"new"`` mode: append the new calls and sessions to the recording.
+
+        Sets `appended_calls`, and `unchanged` when nothing is new (nothing written).
+        """
+        from .._scripts.appending import append_scenario
+
+        assert self.scenario is not None
+        split = self._split()
+        pairs = [
+            (script.file, self._recorded_log(script), self._redacted(s.header, s.events))
+            for script, s in split.pairs
+        ]
+        names = {
+            session.header.id: script.recorded_id
+            for script, session in split.pairs
+            if script.recorded_id and session.header.id != script.recorded_id
+        }
+        found = appended_logs(
+            pairs,
+            [self._redacted(s.header, s.events) for s in split.new],
+            names,
+            max(script.created_at for script in self.scenario.scripts),
+        )
+        self.appended_calls = found.calls
+        if found.empty:
+            self.unchanged = True
+            return []
+        return append_scenario(self.path, found.appended, found.children)
+
     def _save_runtime_logs(self) -> list[Path]:
         """Write the dsh runtime's logs of this run as the scenario (record mode)."""
         assert self._runtime.source is not None
@@ -1075,6 +1281,13 @@ class DshReplay:
             if problem is not None:
                 raise problem
             return self._save()
+        if self.mode == "new":
+            problem = self._take_problem()
+            if problem is not None:
+                raise problem
+            self._new_split = None  # a fixture's teardown may have made calls since a check
+            self.check_recorded_calls()
+            return self._save_appended()
         errors = self._http.take_errors()
         if errors:
             raise errors[0]  # the root cause: unused calls would only be its echo

@@ -80,7 +80,7 @@ def recording_layout_problem(
             refused name is left out: its test fails at set-up, see
             `ScenarioNameError`).
     """
-    from .scenarios import ScenarioNameError, records, refuse_recording_outside, scenario_path
+    from .scenarios import ScenarioNameError, refuse_recording_outside, scenario_path, writes
 
     recording: list[tuple[int, Path]] = []
     for k, test in enumerate(tests):
@@ -88,7 +88,7 @@ def recording_layout_problem(
             continue
         try:
             path = scenario_path(test, state)
-            if records(test, state, path):
+            if writes(test, state, path):
                 refuse_recording_outside(test, state, path)
                 recording.append((k, path))
         except ScenarioNameError:

@@ -35,6 +35,10 @@ class RecordMode:
         records_missing: A scenario that has no recording is recorded.
         records_expired: A scenario whose recording is older than its test's largest
             age ([docs/recording.md#expiry](../recording.md#expiry)) is recorded again.
+        appends_new: A scenario that has a recording, and is not recorded again, is
+            replayed with its calls past the recording (and its sessions the recording
+            lacks) sent to the live model and appended to its files
+            ([docs/recording.md#record-new](../recording.md#record-new)).
     """
 
     value: str
@@ -42,6 +46,7 @@ class RecordMode:
     replays_recorded: bool
     records_missing: bool
     records_expired: bool = True
+    appends_new: bool = False
 
     def records(self, *, exists: bool, expired: bool = False) -> bool:
         """Whether a test records (rather than replays) a scenario.
@@ -53,6 +58,15 @@ class RecordMode:
         if not exists:
             return self.records_missing
         return not self.replays_recorded or (expired and self.records_expired)
+
+    def appends(self, *, exists: bool, expired: bool = False) -> bool:
+        """Whether a test replays a scenario and appends its new calls to the recording.
+
+        Args:
+            exists: The scenario has a recording.
+            expired: That recording is older than the test allows.
+        """
+        return exists and self.appends_new and not self.records(exists=exists, expired=expired)
 
 
 def bad_record_mode(value: str, modes: Sequence[str], default: str) -> str:
@@ -87,7 +101,7 @@ class RecordModes:
 
     @property
     def metavar(self) -> str:
-        """The option's value in ``pytest --help``: ``all|missing``."""
+        """The option's value in ``pytest --help``: ``all|missing|new``."""
         return "|".join(self.values)
 
     @property
@@ -139,6 +153,16 @@ RECORD_MODES: Final = RecordModes(
             "records only scenarios that have no recording yet, or one older than their max age",
             replays_recorded=True,
             records_missing=True,
+        ),
+        RecordMode(
+            "new",
+            "replays recorded calls and records only the calls and sessions past the "
+            "recording, appended to its files (scenarios without a recording are recorded "
+            "as by missing)",
+            replays_recorded=True,
+            records_missing=True,
+            records_expired=False,
+            appends_new=True,
         ),
     )
 )

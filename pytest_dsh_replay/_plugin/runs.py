@@ -34,6 +34,7 @@ __all__ = [
     "RecordedSession",
     "RecordedSessions",
     "ScenarioUnavailable",
+    "check_appended",
     "check_recorded",
     "check_replayed",
     "close",
@@ -115,7 +116,7 @@ def start(
     from .messages import cannot_record, does_not_load, missing_recording, record_command
     from .scenarios import closest_scenario, compare_logs, resolved_root, snapshot_root
 
-    path, expired, recording = _plan(test, state)
+    path, expired, recording, appending = _plan(test, state)
     _recover_interrupted_writes(state, path.parent)  # a recording killed mid-swap
     _recover_interrupted_writes(state, path)  # a dsh-replay fmt killed mid-write
     state.used.add(str(path))  # resolved only if needed, once, at the end of the run
@@ -129,19 +130,36 @@ def start(
     redactor, redact_hook, redact_header_hook = state.redaction
     if layout_problem is not None:
         raise ScenarioUnavailable(layout_problem)
-    if recording:
+    if recording or appending:
+        if appending and expired is not None:
+            _replaying_expired(test, state, path, expired, recorders)
+        rerecord = _once(
+            lambda: record_command(test, path, state.modes.to_record(exists=True), state, recorders)
+        )
         lock, unlocked = _hold(test, path)  # before the live model is asked for
         try:
-            replay = DshReplay.record(
-                path,
-                live=live(path),
-                workdir=workdir,
-                redactor=redactor,
-                redact_hook=redact_hook,
-                redact_header_hook=redact_header_hook,
-                max_body_bytes=state.max_body_bytes,
-                refresh=expired is not None,
-            )
+            if appending:
+                replay = DshReplay.append(
+                    path,
+                    live=live(path),
+                    workdir=workdir,
+                    redactor=redactor,
+                    redact_hook=redact_hook,
+                    redact_header_hook=redact_header_hook,
+                    max_body_bytes=state.max_body_bytes,
+                    rerecord=rerecord,
+                )
+            else:
+                replay = DshReplay.record(
+                    path,
+                    live=live(path),
+                    workdir=workdir,
+                    redactor=redactor,
+                    redact_hook=redact_hook,
+                    redact_header_hook=redact_header_hook,
+                    max_body_bytes=state.max_body_bytes,
+                    refresh=expired is not None,
+                )
         except DshReplayError as err:
             lock.release()
             raise ScenarioUnavailable(cannot_record(test.nodeid, err)) from None
@@ -152,7 +170,7 @@ def start(
             replay.close()
             raise ScenarioUnavailable(cannot_record(test.nodeid, _unlockable(path, unlocked)))
         state.locks[test.nodeid] = lock  # released by end_recording
-        if expired is not None:
+        if expired is not None and recording:
             state.refreshed += 1
         return replay
     if not path.exists():
@@ -187,8 +205,8 @@ def start(
     return replay
 
 
-def _plan(test: CollectedTest, state: SuiteState) -> tuple[Path, Expiry | None, bool]:
-    """The test's scenario, its recording's expiry, and whether the test records it.
+def _plan(test: CollectedTest, state: SuiteState) -> tuple[Path, Expiry | None, bool, bool]:
+    """The test's scenario, its recording's expiry, whether the test records it or appends.
 
     Raises:
         ScenarioMarkerError: The test's ``dsh_scenario`` marker is broken.
@@ -198,6 +216,7 @@ def _plan(test: CollectedTest, state: SuiteState) -> tuple[Path, Expiry | None, 
     from .age import MaxAgeError
     from .scenarios import (
         ScenarioNameError,
+        appends,
         max_age,
         records,
         refuse_recording_outside,
@@ -209,11 +228,12 @@ def _plan(test: CollectedTest, state: SuiteState) -> tuple[Path, Expiry | None, 
         allowed = max_age(test, state)
         expired = None if allowed is None else _expiry(test, state, path, allowed)
         recording = records(test, state, path, expired=expired is not None)
-        if recording:
+        appending = appends(test, state, path, expired=expired is not None)
+        if recording or appending:
             refuse_recording_outside(test, state, path)
     except (ScenarioNameError, MaxAgeError) as err:
         raise ScenarioUnavailable(str(err)) from None
-    return path, expired, recording
+    return path, expired, recording, appending
 
 
 def _replaying_expired(
@@ -394,6 +414,38 @@ def check_replayed(
     )
 
 
+def check_appended(
+    test: CollectedTest,
+    state: SuiteState,
+    replay: DshReplay,
+    recorders: Iterable[CollectedTest],
+) -> str | None:
+    """The end-of-test check of a passing test under ``--dsh-record=new``.
+
+    The recorded calls are checked as a replay checks them
+    ([docs/recording.md#record-new](../recording.md#record-new)): a call the live model
+    could not answer, an HTTP call's replay error, a recorded call not made, or a
+    recorded call whose request drifted fails the test, with the command that
+    re-records the whole scenario (``--dsh-record=all``); nothing is appended then.
+
+    Returns:
+        ``None`` when the check passed, else the failure text.
+    """
+    from .messages import met_over_http, record_command, rerecord
+
+    problem = replay._take_problem()
+    if problem is not None:
+        return met_over_http(problem)
+    try:
+        replay.check_recorded_calls()
+    except DshReplayError as err:
+        command = record_command(
+            test, replay.path, state.modes.to_record(exists=True), state, recorders
+        )
+        return rerecord(str(err), command)
+    return None
+
+
 def snapshot_drift(
     test: CollectedTest,
     state: SuiteState,
@@ -418,7 +470,7 @@ def snapshot_drift(
         snapshot_out_of_date,
     )
 
-    if replay.mode == "record":
+    if replay.mode != "replay":
         return snapshot_differs_while_recording(
             record_command(test, replay.path, state.modes.to_record(exists=True), state, recorders)
         )
@@ -476,6 +528,9 @@ def _end_recording(
             state.unwritten_new += 1
         return not_written(nodeid, str(err), kept=kept)
     _forget(state, replay.path)
+    if replay.mode == "new":
+        state.appended.append((str(replay.path), replay.appended_calls, len(files)))
+        return None
     guessed = replay.guessed_parents()
     state.recordings.append(
         (str(replay.path), len(files), recorded_calls(replay.sessions), replay.unchanged, guessed)

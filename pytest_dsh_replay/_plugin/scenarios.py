@@ -25,6 +25,7 @@ __all__ = [
     "MARKER_KEYWORDS",
     "ScenarioMarkerError",
     "ScenarioNameError",
+    "appends",
     "closest_scenario",
     "compare_logs",
     "ignores",
@@ -35,6 +36,7 @@ __all__ = [
     "resolved_root",
     "scenario_path",
     "snapshot_root",
+    "writes",
 ]
 
 DEFAULT_SNAPSHOT_DIR: Final = "dsh_snapshots"
@@ -191,6 +193,22 @@ def records(test: CollectedTest, state: SuiteState, path: Path, *, expired: bool
     if test.replay_only or state.record is None:
         return False  # another test records this scenario, or the run replays
     return state.record.records(exists=path.exists(), expired=expired)
+
+
+def appends(test: CollectedTest, state: SuiteState, path: Path, *, expired: bool = False) -> bool:
+    """Whether the test replays ``path`` and appends its new calls to it (``--dsh-record=new``).
+
+    See [docs/recording.md#record-new](../recording.md#record-new); as `records`, never
+    without ``--dsh-record`` nor for a replay-only test.
+    """
+    if test.replay_only or state.record is None:
+        return False
+    return state.record.appends(exists=path.exists(), expired=expired)
+
+
+def writes(test: CollectedTest, state: SuiteState, path: Path) -> bool:
+    """Whether the test may write ``path``: it records it, or appends to it."""
+    return records(test, state, path) or appends(test, state, path)
 
 
 def recording_test(path: Path, recorders: Iterable[CollectedTest], state: SuiteState) -> str | None:

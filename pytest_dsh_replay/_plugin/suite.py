@@ -57,6 +57,7 @@ class WorkerReport(TypedDict):
     unwritten_new: int
     expired: int
     refreshed: int
+    appended: list[list[str | int]]
     usages: list[list[str | int | float | None]]
 
 
@@ -105,6 +106,8 @@ class SuiteState:
     strict_age: bool = False  # --dsh-strict-age: an expired recording fails its test
     expired: int = 0  # recordings replayed although older than their test allows
     refreshed: int = 0  # expired recordings recorded again by --dsh-record=missing
+    # --dsh-record=new: (scenario, calls appended, files written) per recording appended to
+    appended: list[tuple[str, int, int]] = field(default_factory=list)
     report_usage: bool = False  # --dsh-usage (docs/checks.md#usage)
     usages: list[UsageRow] = field(default_factory=list)  # a row per test, when reported
 
@@ -144,6 +147,7 @@ class SuiteState:
         self.unwritten_new += report["unwritten_new"]
         self.expired += report["expired"]
         self.refreshed += report["refreshed"]
+        self.appended.extend((str(p), int(c), int(f)) for p, c, f in report["appended"])
         self.usages.extend(_usage_row(row) for row in report["usages"])
 
     def report(self) -> WorkerReport:
@@ -164,6 +168,7 @@ class SuiteState:
             "unwritten_new": self.unwritten_new,
             "expired": self.expired,
             "refreshed": self.refreshed,
+            "appended": [list(row) for row in self.appended],
             "usages": [list(row) for row in self.usages],
         }
 
@@ -314,11 +319,36 @@ def failing_line(state: SuiteState) -> str | None:
     )
 
 
+def _rewritten_parts(state: SuiteState) -> list[str]:
+    """The summary's counts of expired recordings recorded again and recordings appended to."""
+    parts = []
+    if state.refreshed:
+        parts.append(f"{state.refreshed} re-recorded because expired")
+    if state.appended:
+        parts.append(f"{len(state.appended)} appended to (--dsh-record=new)")
+    return parts
+
+
+def _appended_lines(appended: list[tuple[str, int, int]]) -> list[str]:
+    """One line per recording ``--dsh-record=new`` appended to (or found nothing new for)."""
+    lines = []
+    for path, calls, files in sorted(appended):
+        if files:
+            lines.append(
+                f"appended to {path}: {plural(calls, 'new model call')} "
+                f"({plural(files, 'file')} written, the recorded bytes kept)"
+            )
+        else:
+            lines.append(f"appended to {path}: nothing new (files kept as they were)")
+    return lines
+
+
 def summary_lines(state: SuiteState) -> list[str]:
     """The terminal summary's lines; ``[]`` when no test used dsh-replay."""
     if not (
         state.used
         or state.recordings
+        or state.appended
         or state.missing
         or state.unused
         or state.kept
@@ -334,8 +364,7 @@ def summary_lines(state: SuiteState) -> list[str]:
         parts.append(f"{state.broken} broken (the recording does not load)")
     if state.expired:
         parts.append(f"{state.expired} expired (older than their max age; replayed)")
-    if state.refreshed:
-        parts.append(f"{state.refreshed} re-recorded because expired")
+    parts.extend(_rewritten_parts(state))
     if state.unused is not None:
         parts.append(f"{len(state.unused)} unused")
     if state.kept:
@@ -377,6 +406,7 @@ def summary_lines(state: SuiteState) -> list[str]:
                 "guessed): send the x-dsh-session-id and x-dsh-parent-session-id headers "
                 "(docs/wires.md#calling-session)"
             )
+    lines.extend(_appended_lines(state.appended))
     if state.unused:
         verdict = "failing the run (--dsh-fail-unused)" if state.fail_unused else "no test uses"
         lines.append(f"unused scenarios ({verdict}):")

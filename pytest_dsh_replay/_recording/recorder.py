@@ -368,6 +368,11 @@ def _followed(upstream: Iterator[StreamChunk]) -> FollowedRead | None:
     return followed()
 
 
+def _guesses(model: object) -> bool:
+    """Whether ``model``'s ``bind_session`` takes ``parent_guess`` (it may find a session new)."""
+    return getattr(model, "guesses_parents", False) is True
+
+
 def _header_lineage(session: Session) -> Lineage:
     """A session's lineage as its header says it."""
     header = session.header
@@ -593,7 +598,11 @@ class RecordingModel(OptionsModel):
                 return _header_lineage(found)
             parent = parent_session_id
             if parent is None and bind is not None:
-                parent = bind(self._passed(view), session_id=session_id, seed_length=seed_length)
+                # a model that may take the session as new (--dsh-record=new) takes the guess
+                guess = {"parent_guess": parent_guess} if _guesses(self.model) else {}
+                parent = bind(
+                    self._passed(view), session_id=session_id, seed_length=seed_length, **guess
+                )
             elif parent is None:
                 parent = parent_guess
             lineage = self._lineage(parent, view, seed_length)

@@ -10,7 +10,7 @@ def test_help_lists_the_group_and_every_option(pytester: pytest.Pytester) -> Non
     result.stdout.fnmatch_lines(
         [
             "dsh-replay (replay and record dsh agent sessions):",
-            "*--dsh-record=[[]all|missing[]]*",
+            "*--dsh-record=[[]all|missing|new[]]*",
             "*record scenarios against the live model*",
             "*--dsh-fail-unused*fail the run when a complete run*",
             "*dsh_compare_logs (bool):*",
@@ -40,7 +40,7 @@ def test_bad_record_mode_is_a_usage_error_naming_accepted_values(
 ) -> None:
     result = pytester.runpytest(f"--dsh-record={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--dsh-record accepts all or missing*"])
+    result.stderr.fnmatch_lines(["*--dsh-record accepts all or missing or new*"])
 
 
 def test_record_mode_swallowing_a_test_path_says_how_to_write_it(pytester: pytest.Pytester) -> None:

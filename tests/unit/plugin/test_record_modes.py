@@ -28,14 +28,29 @@ FILL = RecordMode("fill", "records the new ones", replays_recorded=True, records
 EXTENDED = RecordModes((EVERY, NONE, FILL))
 
 
-def test_the_table_holds_all_and_missing_and_all_is_the_default() -> None:
-    assert RECORD_MODES.values == ("all", "missing")
+def test_the_table_holds_all_missing_and_new_and_all_is_the_default() -> None:
+    assert RECORD_MODES.values == ("all", "missing", "new")
     assert RECORD_MODES.default.value == "all"
-    every, missing = RECORD_MODES.modes
+    every, missing, new = RECORD_MODES.modes
     assert (every.replays_recorded, every.records_missing) == (False, True)
     assert (missing.replays_recorded, missing.records_missing) == (True, True)
+    assert (new.replays_recorded, new.records_missing, new.appends_new) == (True, True, True)
     assert RECORD_MODES.to_record(exists=False) is missing
     assert RECORD_MODES.to_record(exists=True) is every
+
+
+@pytest.mark.parametrize(
+    ("exists", "expired", "records", "appends"),
+    [(False, False, True, False), (True, False, False, True), (True, True, False, True)],
+)
+def test_new_appends_to_a_recording_and_records_a_missing_one(
+    exists: bool, expired: bool, records: bool, appends: bool
+) -> None:
+    new = RECORD_MODES.parse("new")
+    assert new.records(exists=exists, expired=expired) is records
+    assert new.appends(exists=exists, expired=expired) is appends
+    for other in (RECORD_MODES.parse("all"), RECORD_MODES.parse("missing")):
+        assert other.appends(exists=exists, expired=expired) is False
 
 
 def test_an_extra_mode_is_parsed_helped_and_refused_from_the_table() -> None:
