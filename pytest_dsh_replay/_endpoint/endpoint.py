@@ -813,6 +813,8 @@ class Endpoint:
             collected.extend(chunks)  # what came before a failure stays in the list
         except ReplayedModelError as error:
             failure = _raised(error)
+        except ReplayCancelledError:  # an injected latency the client did not wait for
+            return _dropped(timed_out=call.cancel.timed_out)
         except DshReplayError as error:
             return self._replay_error(error, call.wire)
         content = any(c.get("type") in _CONTENT for c in collected)

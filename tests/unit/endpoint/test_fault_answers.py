@@ -133,11 +133,46 @@ def test_a_disconnect_cuts_the_stream_after_its_chunks_or_before_the_response(
     assert b'"content":"first"' in again.content
 
 
-def test_a_latency_past_the_clients_read_timeout_is_its_read_timeout(replay: DshReplay) -> None:
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_latency_past_the_clients_read_timeout_is_its_read_timeout(
+    replay: DshReplay, stream: bool
+) -> None:
     httpx = httpx_module()
     replay.inject(Fault.latency(3600))
     client = http(replay, timeout=0.05)
+    body = {**BODY, "stream": stream}
     with pytest.raises(httpx.ReadTimeout):
+        client.post("/v1/chat/completions", json=body)
+    answered = client.post("/v1/chat/completions", json=body)  # nothing was consumed
+    assert b"first" in answered.content
+    assert replay._http.take_errors() == []  # no replay error: the test does not fail
+
+
+def test_a_non_streamed_disconnect_drops_the_connection(replay: DshReplay) -> None:
+    httpx = httpx_module()
+    replay.inject(Fault.disconnect(after_chunks=3))
+    client = http(replay)
+    with pytest.raises(httpx.RemoteProtocolError):
         client.post("/v1/chat/completions", json=BODY)
-    answered = client.post("/v1/chat/completions", json=BODY)  # nothing was consumed
+    answered = client.post("/v1/chat/completions", json=BODY)
     assert answered.json()["choices"][0]["message"]["content"] == "first"
+
+
+def test_a_client_that_is_no_httpx_client_gets_the_built_in_errors(replay: DshReplay) -> None:
+    from pytest_dsh_replay._endpoint.transport import _InProcess
+
+    replay.inject(Fault.latency(3600))
+    replay.inject(Fault.disconnect())
+    replay.inject(Fault.rate_limit(retry_after=1))
+    boto = _InProcess(replay._endpoint, None)  # what boto3's client sends through
+    path = "/model/m/converse"
+    body = orjson.dumps({"messages": [{"role": "user", "content": [{"text": "q"}]}]})
+    with pytest.raises(TimeoutError):
+        boto.send("POST", path, {}, body, timeout=0.05)
+    with pytest.raises(ConnectionResetError):
+        boto.send("POST", path, {}, body)
+    limited = boto.send("POST", path, {}, body)
+    assert limited.status == 429
+    assert ("x-amzn-errortype", "ThrottlingException") in limited.headers
+    answered = boto.send("POST", path, {}, body)
+    assert b"first" in b"".join(answered.body)
