@@ -176,3 +176,21 @@ def test_a_client_that_is_no_httpx_client_gets_the_built_in_errors(replay: DshRe
     assert ("x-amzn-errortype", "ThrottlingException") in limited.headers
     answered = boto.send("POST", path, {}, body)
     assert b"first" in b"".join(answered.body)
+
+
+def test_over_a_socket_a_disconnect_closes_the_connection_mid_body(replay: DshReplay) -> None:
+    httpx = httpx_module()
+    replay.inject(Fault.disconnect(after_chunks=2))
+    replay.inject(Fault.rate_limit(retry_after=3))
+    streamed = {**BODY, "stream": True}
+    with httpx.Client(base_url=replay.base_url, timeout=10) as client:
+        got: list[bytes] = []
+        with client.stream("POST", "/v1/chat/completions", json=streamed) as response:
+            assert response.status_code == 200
+            with pytest.raises(httpx.RemoteProtocolError):  # the socket closed mid-body
+                got.extend(response.iter_bytes())
+        assert b'"content":"first"' in b"".join(got)
+        limited = client.post("/v1/chat/completions", json=streamed)
+        assert (limited.status_code, limited.headers["retry-after"]) == (429, "3")
+        answered = client.post("/v1/chat/completions", json=streamed)
+        assert b"[DONE]" in answered.content
