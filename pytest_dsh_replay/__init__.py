@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # for type checkers; the names are imported on first use (bel
     from ._endpoint.server import REQUEST_TIMEOUT_S as REQUEST_TIMEOUT_S
     from ._errors import DshReplayError as DshReplayError
     from ._errors import EndpointError as EndpointError
+    from ._errors import FaultError as FaultError
     from ._errors import ForkErrorCode as ForkErrorCode
     from ._errors import LogMismatchError as LogMismatchError
     from ._errors import OverrideError as OverrideError
@@ -72,6 +73,8 @@ if TYPE_CHECKING:  # for type checkers; the names are imported on first use (bel
     from ._format.jsonl import read_session_log as read_session_log
     from ._format.redact import Redactor as Redactor
     from ._format.zstd import MAX_DECOMPRESSED_BYTES as MAX_DECOMPRESSED_BYTES
+    from ._identity.faults import Fault as Fault
+    from ._identity.faults import FaultKind as FaultKind
     from ._identity.lineage import Lineage as Lineage
     from ._identity.options import CallOptions as CallOptions
     from ._identity.options import Relaying as Relaying
@@ -128,6 +131,9 @@ _MODULE_OF: dict[str, str] = {
     "REQUEST_TIMEOUT_S": "_endpoint.server",
     "DshReplayError": "_errors",
     "EndpointError": "_errors",
+    "Fault": "_identity.faults",
+    "FaultKind": "_identity.faults",
+    "FaultError": "_errors",
     "LogMismatchError": "_errors",
     "OverrideError": "_errors",
     "PictureError": "_errors",

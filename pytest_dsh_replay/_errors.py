@@ -40,6 +40,7 @@ __all__ = [
     "FORK_ERROR_CODES",
     "DshReplayError",
     "EndpointError",
+    "FaultError",
     "ForkErrorCode",
     "LogMismatchError",
     "OverrideError",
@@ -309,17 +310,35 @@ class LogMismatchError(DshReplayError, AssertionError):
 class ReplayedModelError(DshReplayError, RuntimeError):
     """The replay of a recorded ``throw`` entry: the model failed the way it was told to.
 
+    Also what an injected [`Fault`][pytest_dsh_replay.Fault] raises in process
+    ([docs/recording.md#faults](../recording.md#faults)).
+
     Attributes:
         message: The failure message from the entry.
         code: The failure code from the entry (``AUTH``, ``RATE_LIMIT``, ...).
+        status: The HTTP status the failure stands for (an injected fault's: 429, 5xx),
+            ``None`` for a recorded ``throw`` entry.
+        retry_after_ms: The delay the provider asks for before a retry, in
+            milliseconds (an injected rate limit's), else ``None``.
     """
 
     message: str
     code: str
+    status: int | None
+    retry_after_ms: int | None
 
-    def __init__(self, message: str, code: str):
+    def __init__(
+        self,
+        message: str,
+        code: str,
+        *,
+        status: int | None = None,
+        retry_after_ms: int | None = None,
+    ):
         self.message = message
         self.code = code
+        self.status = status
+        self.retry_after_ms = retry_after_ms
         super().__init__(f"{message} (code {code})")
 
 
@@ -346,6 +365,17 @@ class UnservedRouteError(DshReplayError, LookupError):
     ([docs/wires.md#unserved-routes](../wires.md#unserved-routes)); the test fails with this
     error at teardown, so a client on an unsupported API shows what it asked for instead of
     a bare 404.
+    """
+
+
+class FaultError(DshReplayError, ValueError):
+    """A fault was given a bad argument, or injected faults never happened.
+
+    Raised by [`Fault`][pytest_dsh_replay.Fault]'s constructors and ``dsh_replay.inject``
+    for a bad argument: the message names the argument, the value given and what is
+    accepted. At the end of a passing test: the faults that were injected and never
+    happened (the code under test made fewer attempts), by session and call
+    ([docs/recording.md#faults](../recording.md#faults)).
     """
 
 

@@ -191,8 +191,23 @@ def _failure_of(chunk: Mapping[str, object]) -> JSONObject | None:
     return finish_failure(chunk.get("reason"))
 
 
-def _dropped() -> EndpointResponse:
-    return EndpointResponse(0, [], iter(()), drop=True)
+def _dropped(*, timed_out: bool = False) -> EndpointResponse:
+    """A dropped connection (``timed_out``: the client's read timeout passed first)."""
+    return EndpointResponse(0, [], iter(()), drop=True, timed_out=timed_out)
+
+
+def _raised(error: ReplayedModelError) -> JSONObject:
+    """The failure a raised `ReplayedModelError` stands for, its status and retry delay kept.
+
+    An injected fault's carry both
+    ([docs/recording.md#faults](../recording.md#faults)); a ``throw`` entry's neither.
+    """
+    failure: JSONObject = {"message": error.message, "code": error.code}
+    if error.status is not None:
+        failure["status"] = error.status
+    if error.retry_after_ms is not None:
+        failure["providerRetryAfterMs"] = error.retry_after_ms
+    return failure
 
 
 def _error_response(error: WireError) -> EndpointResponse:
@@ -709,6 +724,10 @@ class Endpoint:
                 head.append(chunk)
                 if chunk.get("type") in _CONTENT or chunk.get("type") == "finish":
                     break
+        except ReplayedModelError as error:
+            if relay.started:
+                raise
+            return _failure_response(call.wire, _raised(error)), []  # an injected fault
         except Exception as error:
             if not relay.started:
                 message = self._redact(f"the live model failed: {type(error).__name__}: {error}")
@@ -801,9 +820,9 @@ class Endpoint:
         try:
             collected = list(chunks)
         except ReplayedModelError as error:
-            return _error_response(call.wire.error({"message": error.message, "code": error.code}))
+            return _failure_response(call.wire, _raised(error))
         except ReplayCancelledError:
-            return _dropped()
+            return _dropped(timed_out=call.cancel.timed_out)
         except DshReplayError as error:
             return self._replay_error(error, call.wire)
         finish = next((c for c in reversed(collected) if c.get("type") == "finish"), None)
@@ -822,7 +841,9 @@ class Endpoint:
         try:
             collected.extend(chunks)  # what came before a failure stays in the list
         except ReplayedModelError as error:
-            failure = {"message": error.message, "code": error.code}
+            failure = _raised(error)
+        except ReplayCancelledError:  # an injected latency the client did not wait for
+            return _dropped(timed_out=call.cancel.timed_out)
         except DshReplayError as error:
             return self._replay_error(error, call.wire)
         content = any(c.get("type") in _CONTENT for c in collected)
@@ -900,9 +921,9 @@ class Endpoint:
                         return _failure_response(call.wire, failure)
                     break
         except ReplayedModelError as error:
-            return _failure_response(call.wire, {"message": error.message, "code": error.code})
+            return _failure_response(call.wire, _raised(error))
         except ReplayCancelledError:
-            return _dropped()
+            return _dropped(timed_out=call.cancel.timed_out)
         except DshReplayError as error:
             return self._replay_error(error, call.wire)
         body = self._body(call, call.encoder(), head, chunks)
@@ -923,7 +944,7 @@ class Endpoint:
             yield from self._events(call, encoder, head, chunks, cancel)
         except ReplayedModelError as error:
             self.router.answered(call.route.session_id, failed=True)
-            yield _late_failure(encoder, {"message": error.message, "code": error.code})
+            yield _late_failure(encoder, _raised(error))
         except ReplayCancelledError:
             if cancel.timed_out:
                 raise TimedOut("the call hung past the client's read timeout") from None

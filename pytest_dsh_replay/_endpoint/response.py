@@ -41,9 +41,11 @@ class EndpointResponse:
         drop: Whether the connection is to be dropped without a response (a recorded
             transport failure); when the body raises `DroppedConnection` the
             connection is dropped mid-stream.
+        timed_out: With ``drop``: the client's read timeout passed before the answer
+            started (an injected latency); in process the client's read timeout is raised.
     """
 
-    __slots__ = ("_cancel", "body", "drop", "headers", "status")
+    __slots__ = ("_cancel", "body", "drop", "headers", "status", "timed_out")
 
     def __init__(
         self,
@@ -53,11 +55,13 @@ class EndpointResponse:
         *,
         drop: bool = False,
         cancel: threading.Event | None = None,
+        timed_out: bool = False,
     ):
         self.status = status
         self.headers = headers
         self.body = body
         self.drop = drop
+        self.timed_out = timed_out
         self._cancel = cancel
 
     def close(self) -> None:

@@ -160,6 +160,8 @@ def _answer(endpoint: Endpoint | None, request: Any, body: bytes) -> EndpointRes
 
 def _httpx_response(httpx: Any, response: EndpointResponse, request: Any, stream: Any) -> Any:
     """The ``httpx.Response`` for an answer (a dropped connection raises as httpx does)."""
+    if response.drop and response.timed_out:  # an injected latency past the read timeout
+        raise httpx.ReadTimeout("the answer did not start within the read timeout", request=request)
     if response.drop:
         raise httpx.RemoteProtocolError(
             "the replayed call dropped the connection (a recorded transport failure)",
@@ -358,6 +360,8 @@ class _InProcess:
             response = ended_response()
         else:
             response = endpoint.handle(method, path, dict(headers), body, timeout=timeout)
+        if response.drop and response.timed_out:
+            raise TimeoutError("the answer did not start within the read timeout")
         if response.drop:
             raise ConnectionResetError(
                 "the replayed call dropped the connection (a recorded transport failure)"

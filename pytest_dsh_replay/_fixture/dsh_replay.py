@@ -39,10 +39,11 @@ from .._check.normalize import (
     diff_logs,
 )
 from .._endpoint.clients import EndpointClients
-from .._errors import DshReplayError, LogMismatchError, RecordingError
+from .._errors import DshReplayError, FaultError, LogMismatchError, RecordingError
 from .._format.events import Event, JSONObject, SessionHeader, SessionLike, SessionLog
 from .._format.jsonl import event_line, read_session_log
 from .._format.redact import Redactor, TextRedaction
+from .._identity.faults import Fault, FaultQueue
 from .._recording.recorder import RecordingModel
 from .._recording.watched import LiveFailure, WatchedLive
 from .._replay.model import ReplayBinding, ReplayModel
@@ -426,6 +427,7 @@ class DshReplay:
         )
         replay._replayer = replayer
         replay._recorder = model
+        model.faults = FaultQueue()
         replay._http = EndpointClients(
             model,
             replay=replayer,
@@ -474,6 +476,9 @@ class DshReplay:
             RecordingError: While recording, the live model could not be reached or
                 raised (the message names it, its redacted base URL and the error).
         """
+        faults = self._recorder.faults
+        if faults is not None:
+            faults.close()  # an injected latency being waited ends now
         self._http.close()
         self._recorder.forget_finished_calls()  # freed at once when dropped
         problem = self._take_problem()
@@ -780,6 +785,46 @@ class DshReplay:
         return sessions_as_jsonl(
             self.redacted_sessions(), redactor=self.redactor, aliases=self.bound_ids()
         )
+
+    def inject(self, fault: Fault, *, session: str | None = None, call: int = 1) -> None:
+        """Make a session's ``call``-th model call fail once with ``fault``.
+
+        The fault answers that call's next attempt instead of the model: over HTTP in
+        the wire's own shape (a 429 with ``Retry-After``, a 5xx, a connection cut after
+        some chunks, an answer that starts late), in process as the
+        [`ReplayedModelError`][pytest_dsh_replay.ReplayedModelError] a failed call raises.
+        The attempt is not a call: nothing is logged and the recording's cursor stays, so
+        the retry gets the recorded answer and the log check is unchanged. Faults queued
+        for one call happen on its successive attempts, in the order injected; a fault
+        that never happened fails the test at its end
+        ([docs/recording.md#faults](../recording.md#faults)).
+
+        Args:
+            fault: A [`Fault`][pytest_dsh_replay.Fault] (``Fault.rate_limit(...)``, ...).
+            session: The live session's id (the ``session_id`` it calls with, its
+                ``x-dsh-session-id`` or dsh runtime header); ``None``: the primary, the
+                first session that calls the model.
+            call: Which of the session's calls, from 1; faulted attempts are not counted.
+
+        Raises:
+            FaultError: ``fault`` is no ``Fault``, ``session`` no string or ``None``,
+                ``call`` no integer >= 1.
+        """
+        faults = self._recorder.faults
+        assert faults is not None  # every run's recorder has its queue (_logged_run)
+        faults.inject(fault, session=session, call=call)
+
+    def _check_faults(self) -> None:
+        """Fail when injected faults never happened (the code made fewer attempts)."""
+        faults = self._recorder.faults
+        unfired = [] if faults is None else faults.unfired()
+        if unfired:
+            raise FaultError(
+                f"{len(unfired)} injected fault(s) never happened: "
+                + "; ".join(unfired)
+                + ". The code under test made fewer model calls (or attempts) than the "
+                "faults were injected for"
+            )
 
     def usage(self, session: str | None = None) -> UsageTotals:
         """The token usage and cost of this test's model calls so far.
@@ -1280,6 +1325,7 @@ class DshReplay:
             problem = self._take_problem()  # nothing is written after a failed call
             if problem is not None:
                 raise problem
+            self._check_faults()
             return self._save()
         if self.mode == "new":
             problem = self._take_problem()
@@ -1291,6 +1337,7 @@ class DshReplay:
         errors = self._http.take_errors()
         if errors:
             raise errors[0]  # the root cause: unused calls would only be its echo
+        self._check_faults()
         self.assert_consumed()
         if self.compare_logs:
             self._check_logs()

@@ -42,6 +42,7 @@ from .._format.json_values import describe_json, plain_json
 from .._format.reply import assemble_reply
 from .._format.text import TextSafeModel
 from .._format.vocabulary import chunk_problem
+from .._identity.faults import FaultQueue, afault_stream, fault_stream
 from .._identity.lineage import Lineage, completed_turns_end, fork_seed_length
 from .._identity.options import CallOptions, OptionsModel, Request, Waitable, options_model
 from .._identity.surface import apply_surface, surface_item
@@ -499,6 +500,9 @@ class RecordingModel(OptionsModel):
         #: What this recorder refused of a live model (a chunk the loader would refuse,
         #: a stream without its finish), not handed out yet (`take_refused`).
         self.refused: list[RecordingError] = []
+        #: The test's injected faults, asked before each call (``None``: none);
+        #: docs/recording.md#faults. A faulted attempt is neither logged nor passed on.
+        self.faults: FaultQueue | None = None
 
     # --- sessions ------------------------------------------------------------------------
 
@@ -1030,6 +1034,23 @@ class RecordingModel(OptionsModel):
 
     def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
         """`stream` with the call's options as one value (the model endpoint's)."""
+        faults = self.faults
+        fault = None if faults is None else faults.take(options.session_id)
+        if fault is not None:  # docs/recording.md#faults: the attempt is not a call
+            assert faults is not None
+            peek = self._peek(request, options)
+            call = lambda: self._stream_call(request, options)  # noqa: E731
+            return fault_stream(faults, fault, options, call, peek)
+        return self._stream_call(request, options)
+
+    def _peek(self, request: Request, options: CallOptions) -> Callable[[], list[StreamChunk]]:
+        """What the wrapped model would answer the call, without making it (``[]``: unknown)."""
+        upcoming = getattr(self.model, "upcoming", None)
+        if upcoming is None:
+            return list
+        return lambda: upcoming(self._passed(self._view(request)), options)
+
+    def _stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
         view = self._view(request)
         log, options = self._calling(view, options)
         if log is not None and self.parsed_chunks:
@@ -1205,6 +1226,17 @@ class RecordingModel(OptionsModel):
 
     def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
         """`astream` with the call's options as one value."""
+        faults = self.faults
+        fault = None if faults is None else faults.take(options.session_id)
+        if fault is not None:  # docs/recording.md#faults: the attempt is not a call
+            assert faults is not None
+            peek = self._peek(request, options)
+            return afault_stream(
+                faults, fault, options, lambda: self._astream_call(request, options), peek
+            )
+        return self._astream_call(request, options)
+
+    def _astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
         handed = options.read_only_chunks and self.parsed_chunks
         view = self._view(request)
         log, options = self._calling(view, options)

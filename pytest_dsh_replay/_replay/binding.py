@@ -533,6 +533,32 @@ class LiveSessions:
             bound, index + 1, entry, bound.placeholders[index], request, flag, None, order
         )
 
+    def upcoming(
+        self,
+        request: Mapping[str, object],
+        key: SessionKey,
+        parent: SessionKey,
+        seed_length: int | None,
+        by_content: bool,
+    ) -> ReplayCall | None:
+        """The call a live session's next call would replay, its cursor left where it is.
+
+        The session binds first if it is new (as its call would bind it). ``None``: no
+        recorded session is left for it, or it made every call recorded.
+        """
+        with self.lock:
+            bound = self._bound.get(key)
+            if bound is None:
+                found = self._bind(key, parent, request, seed_length, by_content)
+                if isinstance(found, str):
+                    return None
+                bound = found
+            index = bound.cursor
+        if index >= len(bound.entries):
+            return None
+        entry = bound.entries[index]
+        return ReplayCall(bound, index + 1, entry, bound.placeholders[index], request)
+
     def snapshot(self) -> dict[str | None, ReplayBinding]:
         """Live session id -> its `ReplayBinding`, in the order they bound."""
         with self.lock:

@@ -46,7 +46,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._errors import ReplayConsumptionError
+from .._errors import PlaceholderError, ReplayConsumptionError
 from .._format.events import Event, StreamChunk
 from .._format.redact import Redactor, TextRedaction, builtin_redact
 from .._identity.options import NO_REPLAY, CallOptions, OptionsModel, ReplayOptions, Request
@@ -301,6 +301,32 @@ class ReplayModel(OptionsModel):
         if gate is None or call.order is None:
             return call.stream(self._pacing)
         return gate.ordered(call, call.stream(self._pacing))
+
+    def upcoming(self, request: Request, options: CallOptions) -> list[StreamChunk]:
+        """The chunks a call would get, without making it: the cursor does not move.
+
+        What an injected disconnect hands out before it cuts
+        ([docs/recording.md#faults](../recording.md#faults)). A new session binds as its
+        call would bind it.
+
+        Returns:
+            The next entry's chunks (placeholders resolved; a ``throw`` or ``hang``
+            entry's prefix), or ``[]`` when the session has no call left or a
+            placeholder does not resolve.
+        """
+        call = self._sessions.upcoming(
+            request,
+            options.session_id,
+            options.parent_session_id,
+            options.seed_length,
+            options.replay.by_content,
+        )
+        if call is None:
+            return []
+        try:
+            return list(call.prepare()[0])
+        except PlaceholderError:
+            return []
 
     def astream(
         self,

@@ -360,7 +360,9 @@ class InProcess(Protocol):
 
         Raises:
             ConnectionResetError: The replayed call drops the connection before it
-                answers (a recorded transport failure).
+                answers (a recorded transport failure, an injected disconnect).
+            TimeoutError: The answer did not start within ``timeout`` (an injected
+                latency, [docs/recording.md#faults](../recording.md#faults)).
         """
         ...
 
@@ -671,7 +673,7 @@ def failure_headers(failure: Failure) -> list[tuple[str, str]]:
     """The headers of an HTTP error answer: JSON, the recorded retry delay and request id."""
     headers: list[tuple[str, str]] = [*JSON_HEADERS]
     retry = failure.get("providerRetryAfterMs")
-    if isinstance(retry, int) and not isinstance(retry, bool) and retry > 0:
+    if isinstance(retry, int) and not isinstance(retry, bool) and retry >= 0:
         headers.append(("retry-after", _seconds(retry)))
         headers.append(("retry-after-ms", str(retry)))
     request_id = failure.get("requestId")
