@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import gc
 import os
+import re
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -99,6 +101,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         server = config.stash.get(key, None)
         if server is not None:
             server.stop()
+
+
+@pytest.fixture
+def tmp_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pytest's ``tmp_path``, made in constant time: a new, empty directory per test.
+
+    Like pytest's, it is private to the test (mode 0o700), lies in the session's base
+    temporary directory and is named after the test; pytest numbers its directories by
+    listing every earlier one of the same name, which a module of 1,200 parametrized
+    tests paid on each of them (about 1.5 ms a test, 3,300 tests here).
+    """
+    name = re.sub(r"[\W]", "_", request.node.name)[:30]
+    return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=tmp_path_factory.getbasetemp()))
 
 
 @pytest.fixture(scope="session", autouse=True)
