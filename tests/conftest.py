@@ -106,12 +106,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     The modules, the SDKs and the collected tests live as long as the process; each full
     collection (the interpreter's own as the heap grows, and pytest's five at the end of
     the session) walked all of them again, about a tenth of the in-process tests' CPU.
-    Garbage the tests make is collected as before. Frozen once per process: an inner run
+    Garbage the tests make is collected as before, less often. Frozen once per process: an inner run
     that copies this conftest into an in-process pytester run leaves the outer process's
     objects as they are.
     """
     if gc.get_freeze_count() == 0:
         gc.freeze()
+        # The youngest generation collected every 20,000 new objects instead of 700:
+        # a test's cycles are still collected, in fewer, larger passes.
+        gc.set_threshold(20_000, 20, 20)
     _resume_the_collector(session.config)
 
 
