@@ -13,7 +13,10 @@ against a real OpenAI-compatible endpoint instead.
 
 from __future__ import annotations
 
+import gc
 import os
+import re
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,11 +83,66 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=key)
 
 
+_COLLECTOR_PAUSED = pytest.StashKey[bool]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Pause the cyclic garbage collector while the tests are collected.
+
+    Collection imports the SDKs and the test modules: objects that live as long as the
+    process, which the collector's full passes kept walking again as the heap grew (a
+    quarter of each worker's collection CPU). Resumed when collection ends, or at the
+    latest when the run ends. Not in an xdist controller, which collects nothing.
+    """
+    if getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput"):
+        return
+    config.stash[_COLLECTOR_PAUSED] = gc.isenabled()
+    gc.disable()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Exempt what exists once the tests are collected from the cyclic garbage collector.
+
+    The modules, the SDKs and the collected tests live as long as the process; each full
+    collection (the interpreter's own as the heap grows, and pytest's five at the end of
+    the session) walked all of them again, about a tenth of the in-process tests' CPU.
+    Garbage the tests make is collected as before, less often. Frozen once per process: an inner run
+    that copies this conftest into an in-process pytester run leaves the outer process's
+    objects as they are.
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        # The youngest generation collected every 20,000 new objects instead of 700:
+        # a test's cycles are still collected, in fewer, larger passes.
+        gc.set_threshold(20_000, 20, 20)
+    _resume_the_collector(session.config)
+
+
+def _resume_the_collector(config: pytest.Config) -> None:
+    if config.stash.get(_COLLECTOR_PAUSED, False):
+        config.stash[_COLLECTOR_PAUSED] = False
+        gc.enable()
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
+    _resume_the_collector(config)
     for key in (_SERVER, _RUNTIME_SERVER):
         server = config.stash.get(key, None)
         if server is not None:
             server.stop()
+
+
+@pytest.fixture
+def tmp_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pytest's ``tmp_path``, made in constant time: a new, empty directory per test.
+
+    Like pytest's, it is private to the test (mode 0o700), lies in the session's base
+    temporary directory and is named after the test; pytest numbers its directories by
+    listing every earlier one of the same name, which a module of 1,200 parametrized
+    tests paid on each of them (about 1.5 ms a test, 3,300 tests here).
+    """
+    name = re.sub(r"[\W]", "_", request.node.name)[:30]
+    return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=tmp_path_factory.getbasetemp()))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -60,47 +60,52 @@ class OrderedAgent(OpenAIAgent):
 
 @pytest.mark.parametrize("run", range({runs}))
 @pytest.mark.parametrize("first", ["subagent", "subagent_fork"])
-@pytest.mark.dsh_scenario("{scenario}")
-def test_ordered(first, run, dsh_replay):
+@pytest.mark.parametrize(
+    ("scenario", "identify"),
+    [
+        pytest.param(scenario, identify, marks=pytest.mark.dsh_scenario(scenario))
+        for scenario, identify in {scenarios!r}
+    ],
+)
+def test_ordered(scenario, identify, first, run, dsh_replay):
     client = dsh_replay.openai_client(max_retries=0)
-    agent = OrderedAgent(client, identify={identify}, first=first)
+    agent = OrderedAgent(client, identify=identify, first=first)
     assert [agent.run(turn) for turn in TURNS] == ANSWERS
-    arrived = [child.session_id for child in agent.children]
-    OUT.mkdir(exist_ok=True)
+    out = OUT / scenario
+    out.mkdir(parents=True, exist_ok=True)
     name = f"{{first}}-{{run}}"
-    (OUT / f"{{name}}.md").write_text(dsh_replay.transcript())
-    (OUT / f"{{name}}.jsonl").write_text(dsh_replay.events_snapshot())
+    (out / f"{{name}}.md").write_text(dsh_replay.transcript())
+    (out / f"{{name}}.jsonl").write_text(dsh_replay.events_snapshot())
 """
 
 
-@pytest.mark.parametrize(
-    ("scenario", "identify"),
-    [("sdk-openai-content", False), ("sdk-openai-headers", True)],
-    ids=["content", "headers"],
-)
+SCENARIOS = [("sdk-openai-content", False), ("sdk-openai-headers", True)]
+"""The recordings replayed: sessions told apart by content alone, and by our headers."""
+
+
 def test_concurrent_children_in_either_order_give_one_transcript_and_one_events_snapshot(
-    pytester: pytest.Pytester, scenario: str, identify: bool
+    pytester: pytest.Pytester,
 ) -> None:
+    # Both recordings in one inner run: one subprocess (the SDKs keep lazily imported
+    # modules an in-process run would drop) for the 2 x 2 x RUNS_PER_ORDER replays.
     pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
     shutil.copytree(SUPPORT, pytester.path / "support")
-    shutil.copytree(EXAMPLES / scenario, pytester.path / "recordings" / scenario)
+    for scenario, _ in SCENARIOS:
+        shutil.copytree(EXAMPLES / scenario, pytester.path / "recordings" / scenario)
     out = pytester.path / "out"
     pytester.makepyfile(
         test_ordered=ORDERED_AGENT.format(
-            out=str(out),
-            turns=TURNS,
-            answers=ANSWERS,
-            runs=RUNS_PER_ORDER,
-            scenario=scenario,
-            identify=identify,
+            out=str(out), turns=TURNS, answers=ANSWERS, runs=RUNS_PER_ORDER, scenarios=SCENARIOS
         )
     )
     result = pytester.runpytest_subprocess("-p", "no:randomly")
-    result.assert_outcomes(passed=2 * RUNS_PER_ORDER)
-    transcripts = {p.read_text() for p in out.glob("*.md")}
-    events = {p.read_text() for p in out.glob("*.jsonl")}
-    assert len(list(out.glob("*.md"))) == 2 * RUNS_PER_ORDER
-    assert len(transcripts) == 1, "the transcript depends on which child arrived first"
-    committed = COMMITTED / f"test_sdk_agent[openai-{scenario.rsplit('-', 1)[1]}].md"
-    assert transcripts == {committed.read_text()}, "the replay differs from the committed one"
-    assert len(events) == 1, "the events snapshot depends on which child arrived first"
+    result.assert_outcomes(passed=len(SCENARIOS) * 2 * RUNS_PER_ORDER)
+    for scenario, _ in SCENARIOS:
+        runs = out / scenario
+        transcripts = {p.read_text() for p in runs.glob("*.md")}
+        events = {p.read_text() for p in runs.glob("*.jsonl")}
+        assert len(list(runs.glob("*.md"))) == 2 * RUNS_PER_ORDER, scenario
+        assert len(transcripts) == 1, f"{scenario}: the transcript depends on the order"
+        committed = COMMITTED / f"test_sdk_agent[openai-{scenario.rsplit('-', 1)[1]}].md"
+        assert transcripts == {committed.read_text()}, f"{scenario}: the replay differs"
+        assert len(events) == 1, f"{scenario}: the events snapshot depends on the order"

@@ -26,6 +26,7 @@ from support.doc_examples import (
     pages,
     python_blocks,
 )
+from support.inner_runs import InnerRun, runpytest_in_one_child
 from support.paths import REPO, TESTS
 
 GETTING_STARTED = DOCS / "getting-started.md"
@@ -125,24 +126,25 @@ def test_page_examples_record_then_replay(pytester: pytest.Pytester, page: Path)
         files = {"conftest.py": page_files(GETTING_STARTED)["conftest.py"], **files}
     _write_project(pytester, files)
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
-    # Frameworks that keep global state (the Agents SDK's default client, ...) run in a
-    # subprocess, which one process cannot reset; the plain SDKs run in this one.
-    in_process = _runs_in_process(files, local)
-    if in_process:
-        # An in-process run drops the modules it imported when it ends; imported here first,
-        # a framework is imported once per worker instead of once per run.
-        for name in sorted(_third_party(files, local)):
-            importlib.import_module(name)
-
-    def run(*args: str) -> pytest.RunResult:
-        if in_process:
-            return pytester.runpytest_inprocess(*args)
-        return pytester.runpytest_subprocess(*args)
-
-    _outcomes_ok(run("--dsh-record=missing", "--snapshot-update"))
-    if not own_hook:  # the replay needs no live model at all
-        (pytester.path / "conftest.py").unlink()
-    _outcomes_ok(run())
+    replay = InnerRun(unlink=() if own_hook else ("conftest.py",))  # then no live model at all
+    if not _runs_in_process(files, local):
+        # Frameworks that keep global state (the Agents SDK's default client, ...) or import
+        # lazily run in a subprocess, which one process cannot reset: one for both runs.
+        ran, result = runpytest_in_one_child(
+            pytester, InnerRun(("--dsh-record=missing", "--snapshot-update")), replay
+        )
+        for outcome in ran:
+            assert outcome.ret == pytest.ExitCode.OK, result.stdout.str()
+            assert outcome.outcomes.get("passed", 0) >= 1, outcome
+        return
+    # An in-process run drops the modules it imported when it ends; imported here first,
+    # a framework is imported once per worker instead of once per run.
+    for name in sorted(_third_party(files, local)):
+        importlib.import_module(name)
+    _outcomes_ok(pytester.runpytest_inprocess("--dsh-record=missing", "--snapshot-update"))
+    for name in replay.unlink:
+        (pytester.path / name).unlink()
+    _outcomes_ok(pytester.runpytest_inprocess())
 
 
 def _commands(page: Path, title: str) -> list[list[str]]:

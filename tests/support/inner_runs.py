@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import pkgutil
+import sys
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -112,3 +115,99 @@ def pytest_dsh_replay_live_model(config, scenario_path):
 """An inner run's ``conftest.py`` whose live model answers ``live: <last user text>``
 (``FakeLive.calls`` counts its calls).
 """
+
+
+# One interpreter for several inner runs: pytest.main once per run, in the project's
+# directory. Between runs, the files named are deleted and the modules imported from the
+# project (its conftest, test modules, local modules) are dropped, so each run imports
+# them afresh as a new process would; what came from elsewhere (the frameworks) stays
+# imported, as it would stay in a user's long-lived process.
+_CHILD = """
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+RUNS = json.loads(sys.argv[1])
+HERE = os.path.realpath(os.getcwd()) + os.sep
+
+
+class Outcomes:
+    def __init__(self):
+        self.counts = {}
+
+    def pytest_terminal_summary(self, terminalreporter):
+        for key, reports in terminalreporter.stats.items():
+            if key:
+                self.counts[key] = len(reports)
+
+
+def project_modules():
+    return [
+        name
+        for name, module in list(sys.modules.items())
+        if os.path.realpath(getattr(module, "__file__", None) or "/").startswith(HERE)
+    ]
+
+
+results = []
+for run in RUNS:
+    for name in run["unlink"]:
+        Path(name).unlink()
+    for name in project_modules():
+        del sys.modules[name]
+    outcomes = Outcomes()
+    code = pytest.main(run["args"], plugins=[outcomes])
+    results.append({"ret": int(code), "outcomes": outcomes.counts})
+print("INNER RUNS: " + json.dumps(results))
+"""
+
+
+@dataclass(frozen=True)
+class InnerRun:
+    """One inner pytest run of :func:`runpytest_in_one_child`.
+
+    Attributes:
+        args: pytest's arguments.
+        unlink: Files of the project to delete before the run (relative to its root).
+    """
+
+    args: tuple[str, ...] = ()
+    unlink: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class InnerOutcome:
+    """How one inner run of :func:`runpytest_in_one_child` ended."""
+
+    ret: int
+    outcomes: dict[str, int]
+
+
+def runpytest_in_one_child(
+    pytester: pytest.Pytester, *runs: InnerRun
+) -> tuple[list[InnerOutcome], pytest.RunResult]:
+    """Run ``runs`` one after the other in one subprocess of their own.
+
+    For projects whose framework keeps process-wide state or imports lazily (which an
+    in-process run would leave behind in, or take away from, the outer process): one
+    interpreter start and one import of the framework for all the runs instead of one
+    per run. Returns each run's exit code and outcome counts, and the subprocess's
+    result (its output, for a failure's message).
+    """
+    spec = [
+        {
+            "args": [f"--basetemp={pytester.path / f'basetemp-{n}'}", *r.args],
+            "unlink": list(r.unlink),
+        }
+        for n, r in enumerate(runs)
+    ]
+    result = pytester.run(sys.executable, "-c", _CHILD, json.dumps(spec))
+    line = next(
+        (text for text in reversed(result.outlines) if text.startswith("INNER RUNS: ")), None
+    )
+    assert line is not None, result.stdout.str() + result.stderr.str()
+    ran = json.loads(line.removeprefix("INNER RUNS: "))
+    return [InnerOutcome(r["ret"], r["outcomes"]) for r in ran], result
