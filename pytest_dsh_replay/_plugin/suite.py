@@ -107,6 +107,7 @@ class SuiteState:
     refreshed: int = 0  # expired recordings recorded again by --dsh-record=missing
     report_usage: bool = False  # --dsh-usage (docs/checks.md#usage)
     usages: list[UsageRow] = field(default_factory=list)  # a row per test, when reported
+    pace: float = 0.0  # --dsh-pace (docs/scenarios.md#pacing)
 
     def __post_init__(self) -> None:
         if self.ini_root is not None and self.ini_root_prefix is None:
