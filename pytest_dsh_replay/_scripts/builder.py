@@ -18,7 +18,6 @@ into its script, one entry per ``stream()`` call:
 from __future__ import annotations
 
 import functools
-from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeAlias
 
@@ -41,7 +40,7 @@ from .._format.text import join_split_surrogates
 from .._format.typed import StreamLine
 from .._format.vocabulary import chunk_problem, unknown_event_problem
 from .entries import MAX_CHUNK_NESTING, ChunksEntry, ReplayEntry, materialize_runs
-from .timing import START_EVENTS, call_gaps, stream_gaps
+from .timing import START_EVENTS, Gaps, call_gaps, stream_gaps
 
 __all__ = [
     "END_SEED",
@@ -600,7 +599,7 @@ class ScriptBuilder:
         runs: list[ChunkRun],
         index: int,
         line: int | None,
-        gaps: array[int] | None = None,
+        gaps: Gaps | None = None,
     ) -> None:
         """A stream event's call from its validated runs (formats 2-5), and its gaps."""
         if self._items:

@@ -10,7 +10,6 @@ later replay yields, and a large script costs about what its log costs.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal, TypeAlias
@@ -19,6 +18,7 @@ import orjson
 
 from .._errors import OverrideError, ScriptError
 from .._format.events import CHUNK_TYPES, ChunkRun, JSONObject, StreamChunk
+from .timing import Gaps
 
 __all__ = [
     "MAX_CHUNK_NESTING",
@@ -131,7 +131,7 @@ class _ChunkHolder:
     _count: int
     # The recorded pause before each chunk in ms (docs/scenarios.md#pacing), one per
     # chunk; None: every pause is 0 or unknown (the common case costs nothing).
-    _gaps: array[int] | None
+    _gaps: Gaps | None
     _marked: bool | None  # whether the blob holds a placeholder (None: not looked yet)
     # Reads what a reader left raw (docs/format.md#raw-payloads) as the plain reader
     # would, raising its error, and gives the entry to keep and the fresh runs it was
@@ -209,7 +209,7 @@ class _ChunkHolder:
         """
         self.verify()
         gaps = self._gaps
-        return [0] * self._count if gaps is None else gaps.tolist()
+        return [0] * self._count if gaps is None else list(gaps)
 
     @property
     def response_id(self) -> str | None:
@@ -271,7 +271,7 @@ class ChunksEntry(_ChunkHolder):
 
     @classmethod
     def from_runs(
-        cls, runs: list[ChunkRun], count: int, gaps: array[int] | None = None
+        cls, runs: list[ChunkRun], count: int, gaps: Gaps | None = None
     ) -> ChunksEntry:
         """Build an entry from chunk runs already validated by a reader.
 

@@ -8,17 +8,22 @@ record's ``time`` or ``time0`` and ``dt`` (formats 2 to 5). `CallTimes` collects
 while a call is read and turns them into the entry's gaps: one per chunk, the first from
 the call's start event, each next from the chunk before; unknown and negative gaps are
 0. A call whose gaps are all 0 keeps none (``None``), so the common committed recording
-without rows costs nothing.
+without rows costs nothing; the others take one, two or four bytes a chunk (`Gaps`).
 """
 
 from __future__ import annotations
 
 from array import array
-from typing import Final
+from typing import Final, TypeAlias
 
 from .._format.events import ChunkRun
 
-__all__ = ["START_EVENTS", "CallTimes", "call_gaps", "stream_gaps"]
+__all__ = ["START_EVENTS", "CallTimes", "Gaps", "call_gaps", "stream_gaps"]
+
+Gaps: TypeAlias = "bytes | array[int]"
+"""A call's gaps in ms, one per chunk: ``bytes`` when each is below 256 (a byte a gap),
+else an unsigned 16-bit array when each is below 65,536, else a 32-bit one.
+``list(gaps)`` reads each."""
 
 START_EVENTS: Final = frozenset({"step/start", "llm/retry-started"})
 """The events whose ``time`` is a call's start: the step's first attempt, or a retry."""
@@ -42,7 +47,7 @@ class CallTimes:
     __slots__ = ("_gaps", "_last", "_nonzero")
 
     def __init__(self, start: object = None):
-        self._gaps = array("I")  # 4 bytes a gap on every platform CPython supports
+        self._gaps: list[int] = []
         self._last = _time(start)
         self._nonzero = False
 
@@ -79,12 +84,19 @@ class CallTimes:
         self._gaps.append(gap if gap <= _MAX_GAP else _MAX_GAP)
         self._nonzero = True
 
-    def gaps(self) -> array[int] | None:
+    def gaps(self) -> Gaps | None:
         """The gaps in ms, one per chunk read; ``None`` when every one is 0."""
-        return self._gaps if self._nonzero else None
+        if not self._nonzero:
+            return None
+        gaps = self._gaps
+        top = max(gaps)
+        if top < 256:
+            return bytes(gaps)
+        # 2 and 4 bytes a gap on every platform CPython supports
+        return array("H" if top < 65536 else "I", gaps)
 
 
-def stream_gaps(records: list[dict[str, object]], start: object) -> array[int] | None:
+def stream_gaps(records: list[dict[str, object]], start: object) -> Gaps | None:
     """The gaps of a format 2-5 call from its validated ``data.stream`` records.
 
     Args:
@@ -101,7 +113,7 @@ def stream_gaps(records: list[dict[str, object]], start: object) -> array[int] |
     return times.gaps()
 
 
-def call_gaps(items: list[ChunkRun], times: list[object]) -> array[int] | None:
+def call_gaps(items: list[ChunkRun], times: list[object]) -> Gaps | None:
     """The gaps of a format 0/1 call from the times its items were read with.
 
     Args:

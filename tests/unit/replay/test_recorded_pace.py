@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.scenarios import one_session
 
 from pytest_dsh_replay import ChunksEntry, HangEntry, ReplayModel, ThrowEntry
 from pytest_dsh_replay._endpoint.endpoint import Endpoint
 from pytest_dsh_replay._endpoint.transport import sync_transport
 from pytest_dsh_replay._errors import ReplayCancelledError, ReplayedModelError
-from pytest_dsh_replay._scripts.scenario import Scenario, SessionScript
+from pytest_dsh_replay._scripts.scenario import Scenario
 from pytest_dsh_replay._wire.base import httpx_module
 
 REQUEST: dict[str, Any] = {"messages": [{"role": "user", "content": "hi"}]}
@@ -38,17 +39,7 @@ def timed(gaps: list[int] = GAPS) -> ChunksEntry:
 
 
 def scenario(*entries: Any) -> Scenario:
-    script = SessionScript(
-        file="session.jsonl",
-        recorded_id="p",
-        created_at=0,
-        seed_length=0,
-        parent_session=None,
-        primary=True,
-        entries=tuple(entries),
-        first_user_text="hi",
-    )
-    return Scenario(Path("mem"), (script,))
+    return one_session(*entries, recorded_id="p", first="hi")
 
 
 def expected(factor: float, gaps: list[int] = GAPS, pace_s: float = 0.0) -> list[float]:
