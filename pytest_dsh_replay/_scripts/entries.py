@@ -270,9 +270,7 @@ class ChunksEntry(_ChunkHolder):
         self._finished = _finishes_at_end(items, self._blob)
 
     @classmethod
-    def from_runs(
-        cls, runs: list[ChunkRun], count: int, gaps: Gaps | None = None
-    ) -> ChunksEntry:
+    def from_runs(cls, runs: list[ChunkRun], count: int, gaps: Gaps | None = None) -> ChunksEntry:
         """Build an entry from chunk runs already validated by a reader.
 
         Args:
