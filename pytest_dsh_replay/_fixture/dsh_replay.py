@@ -187,6 +187,7 @@ class DshReplay:
         Raises:
             DshReplayError: The scenario does not exist or does not load (the core's
                 message: file, line and what was expected).
+            ValueError: ``pace_ms`` or ``pace`` is not a number >= 0.
         """
         p = Path(path)
         if not p.exists():

@@ -142,7 +142,8 @@ class ReplayModel(OptionsModel):
             raise ValueError(
                 f"pace_ms must be a non-negative integer (milliseconds), got {pace_ms!r}"
             )
-        pace = check_pace(pace)
+        if pace.__class__ is not float or pace:  # the default 0.0 needs no check
+            pace = check_pace(pace)
         if not isinstance(scenario, Scenario):
             scenario = load_scenario(scenario)
         self._scenario = scenario

@@ -40,7 +40,7 @@ from .._format.text import join_split_surrogates
 from .._format.typed import StreamLine
 from .._format.vocabulary import chunk_problem, unknown_event_problem
 from .entries import MAX_CHUNK_NESTING, ChunksEntry, ReplayEntry, materialize_runs
-from .timing import START_EVENTS, Gaps, call_gaps, stream_gaps
+from .timing import START_EVENTS, Gaps, stream_gaps, timed_gaps
 
 __all__ = [
     "END_SEED",
@@ -431,7 +431,8 @@ class ScriptBuilder:
     def _close(self) -> None:
         items = self._items
         try:
-            entry = ChunksEntry.from_runs(items, self._n_chunks, call_gaps(items, self._times))
+            times = self._times
+            entry = ChunksEntry.from_runs(items, self._n_chunks, timed_gaps(times[0], times[1:]))
         except TypeError:
             safe = _text_safe_entry(items)
             if safe is None:

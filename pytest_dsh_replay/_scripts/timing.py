@@ -4,11 +4,12 @@ See [docs/scenarios.md#pacing](../scenarios.md#pacing).
 
 A call's chunks carry times (Unix ms) in a log's full form: an ``assistant/chunk``
 event's ``time``, a packed row's ``time0`` and ``dt`` gaps (formats 0 and 1), a stream
-record's ``time`` or ``time0`` and ``dt`` (formats 2 to 5). `CallTimes` collects them
-while a call is read and turns them into the entry's gaps: one per chunk, the first from
-the call's start event, each next from the chunk before; unknown and negative gaps are
-0. A call whose gaps are all 0 keeps none (``None``), so the common committed recording
-without rows costs nothing; the others take one, two or four bytes a chunk (`Gaps`).
+record's ``time`` or ``time0`` and ``dt`` (formats 2 to 5). The builder keeps them
+while a call is read and `timed_gaps` turns them into the entry's gaps: one per chunk,
+the first from the call's start event, each next from the chunk before; unknown and
+negative gaps are 0. A call whose gaps are all 0 keeps none (``None``), so the common
+committed recording without rows costs nothing; the others take one, two or four bytes
+a chunk (`Gaps`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ from __future__ import annotations
 from array import array
 from typing import Final, TypeAlias
 
-from .._format.events import ChunkRun
-
-__all__ = ["START_EVENTS", "CallTimes", "Gaps", "call_gaps", "stream_gaps"]
+__all__ = ["START_EVENTS", "Gaps", "stream_gaps", "timed_gaps"]
 
 Gaps: TypeAlias = "bytes | array[int]"
 """A call's gaps in ms, one per chunk: ``bytes`` when each is below 256 (a byte a gap),
@@ -32,68 +31,57 @@ _MAX_GAP: Final = 2**32 - 1  # what an unsigned 32-bit item holds (49 days in ms
 _INT_ONLY: Final = frozenset({int})
 
 
-def _time(value: object) -> int | None:
-    """A record's time when it is an integer (``None``: unknown)."""
-    return value if isinstance(value, int) and value.__class__ is int else None
+def _kept(gaps: list[int]) -> Gaps | None:
+    """``gaps`` as kept: clamped to 0 .. 2**32 - 1; ``None`` when every one is 0."""
+    top = max(gaps)
+    if top <= 0:
+        return None
+    if top > _MAX_GAP or min(gaps) < 0:
+        gaps = [0 if g < 0 else g if g <= _MAX_GAP else _MAX_GAP for g in gaps]
+        top = max(gaps)
+    if top < 256:
+        return bytes(gaps)
+    # 2 and 4 bytes a gap on every platform CPython supports
+    return array("H" if top < 65536 else "I", gaps)
 
 
-class CallTimes:
-    """The times of one call's chunks as they are read, and the gaps they make.
+def timed_gaps(start: object, times: list[object]) -> Gaps | None:
+    """The gaps of a call's chunks, from the times they were read with.
 
     Args:
-        start: The time of the call's start event (``None``: unknown).
+        start: The time of the call's start event (only an integer is a time).
+        times: One time per chunk or run, in order: a chunk's ``time`` (any value; only
+            an integer is a time), a run's ``(time0, dt)`` (its members at ``time0``,
+            then each ``dt[k]`` ms after the one before).
+
+    Returns:
+        One gap per chunk (a run gives one per member); ``None`` when every gap is 0.
     """
-
-    __slots__ = ("_gaps", "_last", "_nonzero")
-
-    def __init__(self, start: object = None):
-        self._gaps: list[int] = []
-        self._last = _time(start)
-        self._nonzero = False
-
-    def chunk(self, time: object) -> None:
-        """A single chunk at ``time`` (``None`` or a non-integer: unknown)."""
-        t = _time(time)
-        last = self._last
-        gap = 0 if t is None or last is None else t - last
-        self._add(gap)
-        self._last = t
-
-    def run(self, time0: object, dt: list[int]) -> None:
-        """A run of chunks: the first at ``time0``, each next ``dt[k]`` ms after the one before."""
-        self.chunk(time0)
-        if not dt:
-            return
-        if {*map(type, dt)} != _INT_ONLY:  # integral floats: the times are unknown
-            for _ in dt:
-                self.chunk(None)
-            return
-        if min(dt) >= 0 and max(dt) <= _MAX_GAP:
-            self._gaps.extend(dt)
-            self._nonzero = self._nonzero or max(dt) > 0
+    if times.count(None) == len(times):
+        return None  # no time at all: a committed call without rows
+    gaps: list[int] = []
+    append = gaps.append
+    last = start if start.__class__ is int else None
+    for time in times:
+        if time.__class__ is tuple:
+            time, dt = time
         else:
-            for gap in dt:
-                self._add(gap)
-        last = self._last
-        self._last = None if last is None else last + sum(dt)
-
-    def _add(self, gap: int) -> None:
-        if gap <= 0:
-            self._gaps.append(0)
-            return
-        self._gaps.append(gap if gap <= _MAX_GAP else _MAX_GAP)
-        self._nonzero = True
-
-    def gaps(self) -> Gaps | None:
-        """The gaps in ms, one per chunk read; ``None`` when every one is 0."""
-        if not self._nonzero:
-            return None
-        gaps = self._gaps
-        top = max(gaps)
-        if top < 256:
-            return bytes(gaps)
-        # 2 and 4 bytes a gap on every platform CPython supports
-        return array("H" if top < 65536 else "I", gaps)
+            dt = None
+        if time.__class__ is not int:
+            append(0)  # unknown, and so is the next gap
+            last = None
+        else:
+            append(0 if last is None else time - last)
+            last = time
+        if dt:
+            if {*map(type, dt)} == _INT_ONLY:
+                gaps.extend(dt)
+                if last is not None:
+                    last += sum(dt)
+            else:  # integral floats: not times here
+                gaps.extend([0] * len(dt))
+                last = None
+    return _kept(gaps)
 
 
 def stream_gaps(records: list[dict[str, object]], start: object) -> Gaps | None:
@@ -104,31 +92,7 @@ def stream_gaps(records: list[dict[str, object]], start: object) -> Gaps | None:
             record with ``time0`` and ``dt``), already checked by the reader.
         start: The time of the call's start event (``None``: unknown).
     """
-    times = CallTimes(start)
-    for record in records:
-        if record["type"] == "chunk":
-            times.chunk(record["time"])
-        else:
-            times.run(record["time0"], record["dt"])  # type: ignore[arg-type]
-    return times.gaps()
-
-
-def call_gaps(items: list[ChunkRun], times: list[object]) -> Gaps | None:
-    """The gaps of a format 0/1 call from the times its items were read with.
-
-    Args:
-        items: The call's chunks and chunk runs, in order.
-        times: The call's start time, then one time per item: a chunk's ``time`` (any
-            value; only an integer is a time), a run's ``(time0, dt)``.
-    """
-    if len(times) != len(items) + 1:  # pragma: no cover - the builder keeps them in step
-        return None
-    clock = CallTimes(times[0])
-    chunk = clock.chunk
-    for item, time in zip(items, times[1:], strict=True):
-        if item.__class__ is dict:
-            chunk(time)
-        else:
-            run: tuple[object, list[int]] = time  # type: ignore[assignment]
-            clock.run(*run)
-    return clock.gaps()
+    return timed_gaps(
+        start,
+        [r["time"] if r["type"] == "chunk" else (r["time0"], r["dt"]) for r in records],
+    )
