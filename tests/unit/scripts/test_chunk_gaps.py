@@ -192,3 +192,27 @@ def test_a_row_cut_by_a_seed_keeps_the_gaps_of_its_own_members() -> None:
     # The second member (at 210) is the child's first chunk: no start event, gap 0.
     (entry,) = _child_entries(events, 2)
     assert entry.gaps_ms == [0, 20, 40, 30]
+
+
+def test_a_start_event_times_one_call_only(tmp_path: Path) -> None:
+    # Two attempts under one step/start, no llm/retry-started between them.
+    events = [
+        {"type": "step/start", "seq": 0, "time": 1000, "data": {"turn": 1, "step": 1}},
+        _chunk(1, 1010, BLOCK),
+        _chunk(2, 1020, FINISH),
+        _chunk(3, 1100, BLOCK),
+        _chunk(4, 1120, FINISH),
+    ]
+    (script,) = load_scenario(_write(tmp_path / "session.jsonl", V0, events)).scripts
+    assert [e.gaps_ms for e in script.entries] == [[10, 10], [0, 20]]  # type: ignore[union-attr]
+
+
+def test_a_format_4_call_after_another_without_a_start_has_a_first_gap_of_0(
+    tmp_path: Path,
+) -> None:
+    first, second = _v4_events()[1], _v4_events()[1]
+    first = {**first, "type": "assistant/attempt"}
+    second = {**second, "seq": 2}
+    events = [_v4_events()[0], first, second]
+    (script,) = load_scenario(_write(tmp_path / "session.v4.jsonl", V4, events)).scripts
+    assert [e.gaps_ms for e in script.entries] == [V4_GAPS, [0, *V4_GAPS[1:]]]  # type: ignore[union-attr]
