@@ -40,7 +40,7 @@ from .._format.text import join_split_surrogates
 from .._format.typed import StreamLine
 from .._format.vocabulary import chunk_problem, unknown_event_problem
 from .entries import MAX_CHUNK_NESTING, ChunksEntry, ReplayEntry, materialize_runs
-from .timing import START_EVENTS, Gaps, stream_gaps, timed_gaps
+from .timing import START_EVENTS, RawTimes, raw_times, stream_times
 
 __all__ = [
     "END_SEED",
@@ -201,9 +201,9 @@ def _stream_check(
                 checked_chunks(runs, event_type=kind)
         except SessionLogError as err:
             raise err.at(path=source, line=line) from None
-        gaps = stream_gaps(stream, start)  # the records passed the reader's checks
+        times = stream_times(stream, start)  # the records passed the reader's checks
         try:
-            return ChunksEntry.from_runs(runs, sum(map(_run_size, runs)), gaps), runs
+            return ChunksEntry.from_runs(runs, sum(map(_run_size, runs)), times), runs
         except TypeError as err:
             safe = _text_safe_entry(runs)
             if safe is None:
@@ -431,8 +431,7 @@ class ScriptBuilder:
     def _close(self) -> None:
         items = self._items
         try:
-            times = self._times
-            entry = ChunksEntry.from_runs(items, self._n_chunks, timed_gaps(times[0], times[1:]))
+            entry = ChunksEntry.from_runs(items, self._n_chunks, raw_times(self._times))
         except TypeError:
             safe = _text_safe_entry(items)
             if safe is None:
@@ -591,7 +590,7 @@ class ScriptBuilder:
         except SessionLogError as err:
             self._fail(err)
             return
-        self._stream_entry(kind, key, runs, index, line, stream_gaps(data["stream"], start))
+        self._stream_entry(kind, key, runs, index, line, stream_times(data["stream"], start))
 
     def _stream_entry(
         self,
@@ -600,9 +599,9 @@ class ScriptBuilder:
         runs: list[ChunkRun],
         index: int,
         line: int | None,
-        gaps: Gaps | None = None,
+        times: RawTimes | None = None,
     ) -> None:
-        """A stream event's call from its validated runs (formats 2-5), and its gaps."""
+        """A stream event's call from its validated runs (formats 2-5), and its times."""
         if self._items:
             raise self._unterminated()
         if not runs and kind == "assistant/message":
@@ -618,7 +617,7 @@ class ScriptBuilder:
             self._fail(self._unterminated_at(key, index, line))
             return
         try:
-            entry = ChunksEntry.from_runs(runs, sum(map(_run_size, runs)), gaps)
+            entry = ChunksEntry.from_runs(runs, sum(map(_run_size, runs)), times)
         except TypeError as err:
             safe = _text_safe_entry(runs)
             if safe is not None:

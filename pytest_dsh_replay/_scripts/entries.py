@@ -18,7 +18,7 @@ import orjson
 
 from .._errors import OverrideError, ScriptError
 from .._format.events import CHUNK_TYPES, ChunkRun, JSONObject, StreamChunk
-from .timing import Gaps
+from .timing import Gaps, RawTimes, gaps_of
 
 __all__ = [
     "MAX_CHUNK_NESTING",
@@ -130,8 +130,9 @@ class _ChunkHolder:
     _blob: bytes
     _count: int
     # The recorded pause before each chunk in ms (docs/scenarios.md#pacing), one per
-    # chunk; None: every pause is 0 or unknown (the common case costs nothing).
-    _gaps: Gaps | None
+    # chunk, or the times they are made of until first asked for; None: every pause is
+    # 0 or unknown (the common case costs nothing).
+    _gaps: Gaps | RawTimes | None
     _marked: bool | None  # whether the blob holds a placeholder (None: not looked yet)
     # Reads what a reader left raw (docs/format.md#raw-payloads) as the plain reader
     # would, raising its error, and gives the entry to keep and the fresh runs it was
@@ -209,6 +210,8 @@ class _ChunkHolder:
         """
         self.verify()
         gaps = self._gaps
+        if gaps.__class__ is RawTimes:  # read now, once
+            gaps = self._gaps = gaps_of(gaps, self._count)
         return [0] * self._count if gaps is None else list(gaps)
 
     @property
@@ -270,14 +273,16 @@ class ChunksEntry(_ChunkHolder):
         self._finished = _finishes_at_end(items, self._blob)
 
     @classmethod
-    def from_runs(cls, runs: list[ChunkRun], count: int, gaps: Gaps | None = None) -> ChunksEntry:
+    def from_runs(
+        cls, runs: list[ChunkRun], count: int, gaps: Gaps | RawTimes | None = None
+    ) -> ChunksEntry:
         """Build an entry from chunk runs already validated by a reader.
 
         Args:
             runs: The call's chunks as chunk runs (``ChunkRun``), in order.
             count: How many chunks the runs materialize into.
             gaps: The recorded pause before each chunk in ms, ``count`` of them
-                (see `gaps_ms`); ``None``: all 0.
+                (see `gaps_ms`), or the times a reader kept for them; ``None``: all 0.
 
         Raises:
             TypeError: A run cannot be serialized (nested deeper than

@@ -4,12 +4,13 @@ See [docs/scenarios.md#pacing](../scenarios.md#pacing).
 
 A call's chunks carry times (Unix ms) in a log's full form: an ``assistant/chunk``
 event's ``time``, a packed row's ``time0`` and ``dt`` gaps (formats 0 and 1), a stream
-record's ``time`` or ``time0`` and ``dt`` (formats 2 to 5). The builder keeps them
-while a call is read and `timed_gaps` turns them into the entry's gaps: one per chunk,
-the first from the call's start event, each next from the chunk before; unknown and
-negative gaps are 0. A call whose gaps are all 0 keeps none (``None``), so the common
-committed recording without rows costs nothing; the others take one, two or four bytes
-a chunk (`Gaps`).
+record's ``time`` or ``time0`` and ``dt`` (formats 2 to 5). The builder keeps them as
+they were read, serialized in one step (`raw_times`: a load pays next to nothing for
+them), and the entry turns them into its gaps when they are first asked for (`gaps_of`,
+only by a paced replay): one per chunk, the first from the call's start event, each
+next from the chunk before; unknown and negative gaps are 0. A call without any time
+keeps nothing, so the common committed recording without rows costs nothing; gaps take
+one, two or four bytes a chunk (`Gaps`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from __future__ import annotations
 from array import array
 from typing import Final, TypeAlias
 
-__all__ = ["START_EVENTS", "Gaps", "stream_gaps", "timed_gaps"]
+import orjson
+
+__all__ = ["START_EVENTS", "Gaps", "RawTimes", "gaps_of", "raw_times", "stream_times"]
 
 Gaps: TypeAlias = "bytes | array[int]"
 """A call's gaps in ms, one per chunk: ``bytes`` when each is below 256 (a byte a gap),
@@ -45,28 +48,47 @@ def _kept(gaps: list[int]) -> Gaps | None:
     return array("H" if top < 65536 else "I", gaps)
 
 
-def timed_gaps(start: object, times: list[object]) -> Gaps | None:
-    """The gaps of a call's chunks, from the times they were read with.
+class RawTimes(bytes):
+    """A call's times as read, turned into its gaps on first use (`gaps_of`).
+
+    JSON: the start event's time, then one value per chunk or run in order: a chunk's
+    ``time`` as it was read (only an integer is a time), a run's ``[time0, dt]``.
+    """
+
+    __slots__ = ()
+
+
+def raw_times(times: list[object]) -> RawTimes | None:
+    """A call's times kept for later (`gaps_of`); ``None`` when none is known.
 
     Args:
-        start: The time of the call's start event (only an integer is a time).
-        times: One time per chunk or run, in order: a chunk's ``time`` (any value; only
-            an integer is a time), a run's ``(time0, dt)`` (its members at ``time0``,
-            then each ``dt[k]`` ms after the one before).
-
-    Returns:
-        One gap per chunk (a run gives one per member); ``None`` when every gap is 0.
+        times: The time of the call's start event, then one time per chunk or run, in
+            order: a chunk's ``time`` (any value; only an integer is a time), a run's
+            ``(time0, dt)``.
     """
     if times.count(None) == len(times):
         return None  # no time at all: a committed call without rows
+    try:
+        return RawTimes(orjson.dumps(times))
+    except TypeError:  # a value JSON cannot hold (from an event list): no times
+        return None
+
+
+def gaps_of(raw: RawTimes, count: int) -> Gaps | None:
+    """The gaps of the ``count`` chunks whose times ``raw`` holds (see `RawTimes`).
+
+    Returns:
+        One gap per chunk; ``None`` when every gap is 0, or when the times do not
+        stand for ``count`` chunks (a chunk ``time`` that looks like a run).
+    """
+    start, *times = orjson.loads(memoryview(raw))  # the parser takes no subclass of bytes
     gaps: list[int] = []
     append = gaps.append
     last = start if start.__class__ is int else None
     for time in times:
-        if time.__class__ is tuple:
+        dt = None
+        if time.__class__ is list and len(time) == 2 and time[1].__class__ is list:
             time, dt = time
-        else:
-            dt = None
         if time.__class__ is not int:
             append(0)  # unknown, and so is the next gap
             last = None
@@ -81,18 +103,17 @@ def timed_gaps(start: object, times: list[object]) -> Gaps | None:
             else:  # integral floats: not times here
                 gaps.extend([0] * len(dt))
                 last = None
-    return _kept(gaps)
+    return _kept(gaps) if len(gaps) == count else None
 
 
-def stream_gaps(records: list[dict[str, object]], start: object) -> Gaps | None:
-    """The gaps of a format 2-5 call from its validated ``data.stream`` records.
+def stream_times(records: list[dict[str, object]], start: object) -> RawTimes | None:
+    """The times of a format 2-5 call from its validated ``data.stream`` records.
 
     Args:
         records: The stream records (each a ``chunk`` record with ``time``, or a run
             record with ``time0`` and ``dt``), already checked by the reader.
         start: The time of the call's start event (``None``: unknown).
     """
-    return timed_gaps(
-        start,
-        [r["time"] if r["type"] == "chunk" else (r["time0"], r["dt"]) for r in records],
-    )
+    times = [r["time"] if r["type"] == "chunk" else (r["time0"], r["dt"]) for r in records]
+    times.insert(0, start)
+    return raw_times(times)

@@ -6,6 +6,7 @@ between them: the first from the call's start event, unknown and negative gaps 0
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from pytest_dsh_replay import ChunksEntry, derive_replay_script, load_scenario
 from pytest_dsh_replay._format import jsonl
 from pytest_dsh_replay._scripts.builder import ScriptBuilder
+from pytest_dsh_replay._scripts.timing import RawTimes
 
 V0 = {"type": "session", "version": 0, "id": "s", "createdAt": 1}
 V4 = {"type": "session", "version": 4, "id": "s", "createdAt": 1, "isSeeded": False,
@@ -116,11 +118,30 @@ def test_a_call_without_a_start_event_has_a_first_gap_of_0(tmp_path: Path) -> No
     assert _entry(_write(tmp_path / "session.jsonl", V0, events)).gaps_ms == [0, 10]
 
 
-def test_a_call_whose_gaps_are_all_0_keeps_none(tmp_path: Path) -> None:
+def test_times_are_read_into_gaps_on_first_use_and_all_0_keep_nothing(tmp_path: Path) -> None:
     events = [_chunk(0, 5, BLOCK), _chunk(1, 5, FINISH)]
     entry = _entry(_write(tmp_path / "session.jsonl", V0, events))
+    assert isinstance(entry._gaps, RawTimes)  # as read, until asked for
     assert entry.gaps_ms == [0, 0]
-    assert entry._gaps is None  # nothing stored
+    assert entry._gaps is None  # all 0: nothing kept
+
+
+def test_a_committed_call_without_rows_keeps_nothing(tmp_path: Path) -> None:
+    events = [_chunk(0, None, BLOCK), _chunk(1, None, FINISH)]
+    for event in events:
+        del event["seq"]
+    entry = _entry(_write(tmp_path / "session.jsonl", V0, events))
+    assert entry._gaps is None
+    assert entry.gaps_ms == [0, 0]
+
+
+def test_gaps_take_one_two_or_four_bytes_a_chunk(tmp_path: Path) -> None:
+    for top, kind in [(255, "bytes"), (256, "H"), (65_536, "I"), (2**32 + 5, "I")]:
+        events = [_chunk(0, 0, BLOCK), _chunk(1, top, FINISH)]
+        entry = _entry(_write(tmp_path / "session.jsonl", V0, events))
+        assert entry.gaps_ms == [0, min(top, 2**32 - 1)]  # at most 49 days
+        kept = entry._gaps
+        assert (kept.typecode if isinstance(kept, array) else type(kept).__name__) == kind
 
 
 def test_a_non_integer_time_is_unknown(tmp_path: Path) -> None:
