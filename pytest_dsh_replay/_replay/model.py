@@ -149,7 +149,6 @@ class ReplayModel(OptionsModel):
         self._scenario = scenario
         self._scripts = scenario.scripts
         self._pace_ms = pace_ms
-        self._pace = pace
         self._sessions = LiveSessions(
             scenario,
             paced=pace_ms > 0 or pace > 0,
@@ -185,7 +184,7 @@ class ReplayModel(OptionsModel):
     @property
     def pace(self) -> float:
         """The factor recorded chunk gaps are scaled by (``0.0``: not paced by them)."""
-        return self._pace
+        return self._pacing.factor  # kept there only: a model's attributes stay as they were
 
     @property
     def bindings(self) -> dict[str | None, ReplayBinding]:
