@@ -59,6 +59,16 @@ def _parse_record_mode(value: str) -> str:
         raise pytest.UsageError(str(err)) from None
 
 
+def _parse_pace(value: str) -> float:
+    """Validate ``--dsh-pace``'s value (argparse ``type=``): a factor >= 0."""
+    from ._plugin.pace import PaceError, parse_pace_option
+
+    try:
+        return parse_pace_option(value)
+    except PaceError as err:
+        raise pytest.UsageError(str(err)) from None
+
+
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     """Register this plugin's hook specifications."""
     from . import hookspecs
@@ -105,6 +115,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="",
     )
     group.addoption(
+        "--dsh-pace",
+        action="store",
+        default=0.0,
+        type=_parse_pace,
+        dest="dsh_pace",
+        metavar="FACTOR",
+        help="serve replayed chunks at their recorded times scaled by FACTOR (1: as "
+        "recorded, 0.5: twice as fast; default 0: as fast as possible); a dsh_scenario "
+        "marker's pace= wins.",
+    )
+    group.addoption(
         "--dsh-usage",
         action="store_true",
         default=False,
@@ -145,12 +166,14 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register the marker and set up the plugin state."""
     config.addinivalue_line(
         "markers",
-        "dsh_scenario(name_or_path=None, *, compare_logs=True, record=True, max_age=None): "
+        "dsh_scenario(name_or_path=None, *, compare_logs=True, record=True, max_age=None, "
+        "pace=None): "
         "the recorded dsh scenario the dsh_replay fixture uses: a name relative to "
         "dsh_snapshot_dir or an absolute path (default: derived from the test's name); "
         "compare_logs=False skips the replayed-log check; record=False makes the test "
         "replay even under --dsh-record (another test records the scenario); max_age "
-        "(30d, 12h) warns when the recording is older (default: the dsh_max_age ini key).",
+        "(30d, 12h) warns when the recording is older (default: the dsh_max_age ini key); "
+        "pace serves chunks at their recorded times scaled by it (default: --dsh-pace).",
     )
     config.addinivalue_line(
         "markers",
@@ -182,6 +205,7 @@ def pytest_configure(config: pytest.Config) -> None:
         max_age=max_age,
         strict_age=bool(config.getoption("dsh_strict_age")),
         report_usage=bool(config.getoption("dsh_usage")),
+        pace=float(config.getoption("dsh_pace")),
     )
     if (pages := config.getoption("dsh_html")) is not None:
         from ._errors import PictureError

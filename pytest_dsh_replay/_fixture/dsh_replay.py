@@ -190,6 +190,7 @@ class DshReplay:
         *,
         workdir: Path,
         pace_ms: int = 0,
+        pace: float = 0.0,
         compare_logs: bool = True,
         redactor: Redactor | None = None,
         redact_hook: Callable[[Event], object] | None = None,
@@ -208,6 +209,9 @@ class DshReplay:
             workdir: A directory this run owns; sessions are stored under it and relative
                 ``readyFile`` paths of ``hang`` entries resolve inside it.
             pace_ms: Delay between replayed chunks, in milliseconds.
+            pace: Serve chunks at their recorded times scaled by this factor (a finite
+                number >= 0; 0: as fast as possible;
+                [docs/scenarios.md#pacing](../scenarios.md#pacing)).
             compare_logs: Compare the logs the code under test writes with the recording.
             redactor: Secret rules (see `redactor`).
             redact_hook: Extra redaction (see `redact_hook`).
@@ -224,6 +228,7 @@ class DshReplay:
         Raises:
             DshReplayError: The scenario does not exist or does not load (the core's
                 message: file, line and what was expected).
+            ValueError: ``pace_ms`` or ``pace`` is not a number >= 0.
         """
         p = Path(path)
         if not p.exists():
@@ -232,6 +237,7 @@ class DshReplay:
         replayer = ReplayModel(
             scenario,
             pace_ms=pace_ms,
+            pace=pace,
             workdir=workdir,
             redactor=redactor,
             redact_hook=redact_hook,

@@ -106,7 +106,8 @@ def start(
     Raises:
         ScenarioMarkerError: The test's ``dsh_scenario`` marker is broken.
         ScenarioUnavailable: The scenario's name was refused (not a directory strictly
-            inside the snapshot root; [docs/limits.md#paths](../limits.md#paths)), the
+            inside the snapshot root; [docs/limits.md#paths](../limits.md#paths)), its
+            marker's ``pace`` is not a factor >= 0, the
             layout was refused, the recording is missing or does not load, or it cannot be
             recorded (another process records it right now,
             [docs/recording.md#one-recorder](../recording.md#one-recorder); the place is not
@@ -114,9 +115,14 @@ def start(
     """
     from .._fixture.dsh_replay import DshReplay
     from .messages import cannot_record, does_not_load, missing_recording, record_command
+    from .pace import PaceError, replay_pace
     from .scenarios import closest_scenario, compare_logs, resolved_root, snapshot_root
 
     path, expired, recording, appending = _plan(test, state)
+    try:
+        pace = replay_pace(test, state)  # docs/scenarios.md#pacing
+    except PaceError as err:
+        raise ScenarioUnavailable(str(err)) from None
     _recover_interrupted_writes(state, path.parent)  # a recording killed mid-swap
     _recover_interrupted_writes(state, path)  # a dsh-replay fmt killed mid-write
     state.used.add(str(path))  # resolved only if needed, once, at the end of the run
@@ -186,6 +192,7 @@ def start(
         replay = DshReplay.open(
             path,
             cache=_cache(state),
+            pace=pace,
             workdir=workdir,
             compare_logs=compare_logs(test, state),
             redactor=redactor,

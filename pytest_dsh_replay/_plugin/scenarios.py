@@ -42,7 +42,7 @@ __all__ = [
 DEFAULT_SNAPSHOT_DIR: Final = "dsh_snapshots"
 """The snapshot root beside each test module when ``dsh_snapshot_dir`` is not set."""
 
-MARKER_KEYWORDS: Final = frozenset({"compare_logs", "max_age", "record"})
+MARKER_KEYWORDS: Final = frozenset({"compare_logs", "max_age", "pace", "record"})
 """The keyword arguments ``@pytest.mark.dsh_scenario`` accepts."""
 
 _DEFAULT_ROOT_PART: Final = f"{os.sep}{DEFAULT_SNAPSHOT_DIR}{os.sep}"

@@ -110,6 +110,7 @@ class SuiteState:
     appended: list[tuple[str, int, int]] = field(default_factory=list)
     report_usage: bool = False  # --dsh-usage (docs/checks.md#usage)
     usages: list[UsageRow] = field(default_factory=list)  # a row per test, when reported
+    pace: float = 0.0  # --dsh-pace (docs/scenarios.md#pacing)
 
     def __post_init__(self) -> None:
         if self.ini_root is not None and self.ini_root_prefix is None:

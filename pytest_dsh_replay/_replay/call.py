@@ -23,6 +23,7 @@ from .._errors import PlaceholderError, ReplayCancelledError, ReplayedModelError
 from .._format.events import StreamChunk
 from .._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from .._scripts.scenario import SessionScript
+from .pace import chunk_waits
 
 if TYPE_CHECKING:
     import asyncio
@@ -143,6 +144,9 @@ class Pacing:
 
     Attributes:
         pace_s: Seconds to wait before each chunk (``0``: no pacing).
+        factor: What recorded chunk gaps are scaled by (``0``: not paced by them;
+            [docs/scenarios.md#pacing](../scenarios.md#pacing)).
+        paced: Whether a chunk may be waited for (``pace_s`` or ``factor``).
         sleep: The blocking wait of paced sync calls, called with seconds.
         asleep: The awaitable wait of paced async calls (``None``: ``asyncio.sleep``).
         default_sleep: ``sleep`` is ``time.sleep``: a cancel ends the wait at once.
@@ -151,7 +155,16 @@ class Pacing:
             directory when the file is written).
     """
 
-    __slots__ = ("asleep", "default_asleep", "default_sleep", "pace_s", "sleep", "workdir")
+    __slots__ = (
+        "asleep",
+        "default_asleep",
+        "default_sleep",
+        "factor",
+        "pace_s",
+        "paced",
+        "sleep",
+        "workdir",
+    )
 
     def __init__(
         self,
@@ -161,8 +174,11 @@ class Pacing:
         default_sleep: bool = True,
         default_asleep: bool = True,
         workdir: os.PathLike[str] | str | None = None,
+        factor: float = 0.0,
     ):
         self.pace_s = pace_s
+        self.factor = factor
+        self.paced = bool(pace_s or factor)
         self.sleep = sleep
         self.asleep = asleep
         self.default_sleep = default_sleep
@@ -327,7 +343,7 @@ class ReplayCall:
 
     def stream(self, pacing: Pacing) -> Iterator[StreamChunk]:
         """The call's replay for a sync caller (see the module docstring)."""
-        if not pacing.pace_s and self.flag is None and self.entry.__class__ is not HangEntry:
+        if not pacing.paced and self.flag is None and self.entry.__class__ is not HangEntry:
             # No frame per chunk: a list iterator hands them out (see _read).
             return ChunkStream.of(self)
         if not self._pauses(pacing):
@@ -336,7 +352,7 @@ class ReplayCall:
 
     async def astream(self, pacing: Pacing) -> AsyncIterator[StreamChunk]:
         """The call's replay for an async caller: the same chunks, pauses and errors."""
-        if not pacing.pace_s and self.flag is None and self.entry.__class__ is not HangEntry:
+        if not pacing.paced and self.flag is None and self.entry.__class__ is not HangEntry:
             for item in chain.from_iterable(self._read()):
                 yield item
             return
@@ -350,17 +366,17 @@ class ReplayCall:
             elif step is _HANG:
                 await self._await_cancelled(None)
             elif pacing.default_asleep:
-                if await self._await_cancelled(pacing.pace_s):
+                if await self._await_cancelled(step.seconds):
                     raise self.cancelled_error(" while pacing")
             else:
                 assert pacing.asleep is not None
-                await pacing.asleep(pacing.pace_s)
+                await pacing.asleep(step.seconds)
                 if self.cancelled():
                     raise self.cancelled_error(" while pacing")
 
     def _pauses(self, pacing: Pacing) -> bool:
         """Whether the call can pause at all (pacing, or a ``hang`` entry)."""
-        return bool(pacing.pace_s) or isinstance(self.entry, HangEntry)
+        return pacing.paced or isinstance(self.entry, HangEntry)
 
     def _steps(self, pacing: Pacing) -> Iterator[StreamChunk | _Pause]:
         """The replay, the same for both drivers: its chunks, and where it pauses.
@@ -379,12 +395,11 @@ class ReplayCall:
             yield _HANG
             raise self.cancelled_error(" while its recorded stream hung")
         # Only paced calls and calls with a caller's event come here (see stream).
-        pace = _PACE if pacing.pace_s else None
-        for chunk in chunks:
+        for chunk, wait in zip(chunks, chunk_waits(self.entry, len(chunks), pacing), strict=True):
             if self.cancelled():
                 raise self.cancelled_error()
-            if pace is not None:
-                yield pace
+            if wait:
+                yield _Pause(wait)
             yield chunk
         if message is not None:
             assert code is not None
@@ -397,10 +412,10 @@ class ReplayCall:
             elif step is _HANG:
                 self._wait_cancelled(None)
             elif pacing.default_sleep:
-                if self._wait_cancelled(pacing.pace_s):
+                if self._wait_cancelled(step.seconds):
                     raise self.cancelled_error(" while pacing")
             else:
-                pacing.sleep(pacing.pace_s)
+                pacing.sleep(step.seconds)
                 if self.cancelled():
                     raise self.cancelled_error(" while pacing")
 
@@ -587,13 +602,19 @@ class ReplayCall:
 
 
 class _Pause:
-    """A step of a replayed call where the driver waits (see ``ReplayCall._steps``)."""
+    """A step of a replayed call where the driver waits (see ``ReplayCall._steps``).
 
-    __slots__ = ()
+    Attributes:
+        seconds: How long to wait before the next chunk (`_HANG`: until cancelled).
+    """
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
 
 
-_HANG: Final = _Pause()  # wait until the call is cancelled
-_PACE: Final = _Pause()  # wait pace_s before the next chunk
+_HANG: Final = _Pause(0.0)  # wait until the call is cancelled
 
 
 class ChunkStream(chain[StreamChunk]):

@@ -56,6 +56,7 @@ from .._scripts.loading import load_scenario
 from .._scripts.scenario import Scenario
 from .binding import RERECORD, LiveSessions, ReplayBinding
 from .call import NO_PACING, Pacing, ReplayCall
+from .pace import check_pace
 
 if TYPE_CHECKING:
     import asyncio
@@ -83,6 +84,12 @@ class ReplayModel(OptionsModel):
             [`load_scenario`][pytest_dsh_replay.load_scenario] accepts.
         pace_ms: Milliseconds to wait before each replayed chunk (``hang`` prefixes are
             never paced); an integer >= 0, 0 for no waiting.
+        pace: Serve chunks at their recorded times scaled by this factor: before each
+            chunk wait its recorded gap in ms
+            ([`ChunksEntry.gaps_ms`][pytest_dsh_replay.ChunksEntry]) times ``pace``
+            (``1``: as recorded, ``0.5``: twice as fast), plus ``pace_ms``; a finite
+            number >= 0, 0 (the default) for as fast as possible
+            ([docs/scenarios.md#pacing](../scenarios.md#pacing)).
         sleep: The blocking wait used for pacing by
             [`stream`][pytest_dsh_replay.ReplayModel.stream], called with seconds. With the
             default (``time.sleep``) a [`cancel`][pytest_dsh_replay.ReplayModel.cancel] ends
@@ -113,7 +120,8 @@ class ReplayModel(OptionsModel):
             ``re-record with --dsh-record``. The fixture passes the test's own command.
 
     Raises:
-        ValueError: ``pace_ms`` is not a non-negative integer.
+        ValueError: ``pace_ms`` is not a non-negative integer, or ``pace`` not a finite
+            number >= 0.
         DshReplayError: ``scenario`` is a path that does not load.
     """
 
@@ -122,6 +130,7 @@ class ReplayModel(OptionsModel):
         scenario: Scenario | str | os.PathLike[str],
         *,
         pace_ms: int = 0,
+        pace: float = 0.0,
         sleep: Callable[[float], object] = time.sleep,
         asleep: Callable[[float], Awaitable[object]] | None = None,
         workdir: str | os.PathLike[str] | None = None,
@@ -133,6 +142,8 @@ class ReplayModel(OptionsModel):
             raise ValueError(
                 f"pace_ms must be a non-negative integer (milliseconds), got {pace_ms!r}"
             )
+        if pace.__class__ is not float or pace:  # the default 0.0 needs no check
+            pace = check_pace(pace)
         if not isinstance(scenario, Scenario):
             scenario = load_scenario(scenario)
         self._scenario = scenario
@@ -140,12 +151,12 @@ class ReplayModel(OptionsModel):
         self._pace_ms = pace_ms
         self._sessions = LiveSessions(
             scenario,
-            paced=pace_ms > 0,
+            paced=pace_ms > 0 or pace > 0,
             redact=_text_redaction(redactor, redact_hook),
             rerecord=rerecord,
         )
         self._pacing = NO_PACING
-        if pace_ms or sleep is not time.sleep or asleep is not None or workdir is not None:
+        if pace_ms or pace or sleep is not time.sleep or asleep is not None or workdir is not None:
             self._pacing = Pacing(
                 pace_ms / 1000,
                 sleep,
@@ -154,6 +165,7 @@ class ReplayModel(OptionsModel):
                 # asyncio is imported by the first astream() call, not here (a cold start).
                 asleep is None or asleep is getattr(sys.modules.get("asyncio"), "sleep", None),
                 None if workdir is None else Path(workdir),
+                pace,
             )
         self._gate: OrderGate | None = None
 
@@ -168,6 +180,11 @@ class ReplayModel(OptionsModel):
     def pace_ms(self) -> int:
         """The wait before each replayed chunk, in milliseconds."""
         return self._pace_ms
+
+    @property
+    def pace(self) -> float:
+        """The factor recorded chunk gaps are scaled by (``0.0``: not paced by them)."""
+        return self._pacing.factor  # kept there only: a model's attributes stay as they were
 
     @property
     def bindings(self) -> dict[str | None, ReplayBinding]:
@@ -552,7 +569,7 @@ def _waits_only(call: ReplayCall, pacing: Pacing) -> None:
 
     Without pauses nothing waits on it, so the call reads from its chunk list.
     """
-    if not pacing.pace_s and call.entry.__class__ is not HangEntry:
+    if not pacing.paced and call.entry.__class__ is not HangEntry:
         call.flag = None
 
 

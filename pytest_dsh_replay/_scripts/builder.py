@@ -40,6 +40,7 @@ from .._format.text import join_split_surrogates
 from .._format.typed import StreamLine
 from .._format.vocabulary import chunk_problem, unknown_event_problem
 from .entries import MAX_CHUNK_NESTING, ChunksEntry, ReplayEntry, materialize_runs
+from .timing import START_EVENTS, RawTimes, raw_times, stream_times
 
 __all__ = [
     "END_SEED",
@@ -173,7 +174,13 @@ def _unparsed_stream(
 
 
 def _stream_check(
-    text: bytes, kind: str, key: str, source: str | None, line: int | None, index: int
+    text: bytes,
+    kind: str,
+    key: str,
+    source: str | None,
+    line: int | None,
+    index: int,
+    start: object = None,
 ) -> Callable[[], tuple[ChunksEntry, list[ChunkRun] | None]]:
     """The check an entry runs on first use over a stream a typed read kept as text.
 
@@ -194,8 +201,9 @@ def _stream_check(
                 checked_chunks(runs, event_type=kind)
         except SessionLogError as err:
             raise err.at(path=source, line=line) from None
+        times = stream_times(stream, start)  # the records passed the reader's checks
         try:
-            return ChunksEntry.from_runs(runs, sum(map(_run_size, runs))), runs
+            return ChunksEntry.from_runs(runs, sum(map(_run_size, runs)), times), runs
         except TypeError as err:
             safe = _text_safe_entry(runs)
             if safe is None:
@@ -249,10 +257,12 @@ class ScriptBuilder:
         "_n_chunks",
         "_pending",
         "_readers",
+        "_start",
         "_start_index",
         "_start_line",
         "_step",
         "_stream_events",
+        "_times",
         "_turn",
         "_version",
         "boundary",
@@ -318,6 +328,11 @@ class ScriptBuilder:
         # The open call of formats 0/1: its chunk runs, the line of each, its chunk
         # count, and the (turn, step) it was opened with.
         self._items: list[ChunkRun] = []
+        # The open call's start time, then the time of each item: a chunk's (any
+        # value; only integers are times), a run's (time0, dt) (docs/scenarios.md#pacing).
+        self._times: list[object] = []
+        # The time of the latest call start event not taken by a call yet.
+        self._start: object = None
         self._lines: list[int | None] = []
         self._n_chunks = 0
         self._turn: object = ABSENT
@@ -353,6 +368,8 @@ class ScriptBuilder:
         self._step = step
         self._start_index = index
         self._start_line = line
+        self._times.append(self._start)  # first: the call's start, then one per item
+        self._start = None
 
     def _take_opening(self) -> None:
         """The first own call starts: the user run before it is the session's opening.
@@ -414,7 +431,7 @@ class ScriptBuilder:
     def _close(self) -> None:
         items = self._items
         try:
-            entry = ChunksEntry.from_runs(items, self._n_chunks)
+            entry = ChunksEntry.from_runs(items, self._n_chunks, raw_times(self._times))
         except TypeError:
             safe = _text_safe_entry(items)
             if safe is None:
@@ -422,6 +439,7 @@ class ScriptBuilder:
             entry = safe
         self._entries.append(entry)
         items.clear()  # in place: feed() holds these lists
+        self._times.clear()
         self._lines.clear()
         self._n_chunks = 0
 
@@ -446,6 +464,8 @@ class ScriptBuilder:
         """An inherited ``session/end-seed``: all before it is the parent's."""
         self._entries.clear()
         self._items.clear()
+        self._times.clear()
+        self._start = None
         self._lines.clear()
         self._n_chunks = 0
         self._pending = None
@@ -504,6 +524,7 @@ class ScriptBuilder:
             self._open(turn, step, index, line)
         self._bad_chunk(chunk, index, line)
         self._items.append(chunk)
+        self._times.append(event.get("time"))
         self._lines.append(line)
         self._n_chunks += 1
         if chunk.get("type") == "finish":
@@ -539,6 +560,10 @@ class ScriptBuilder:
                 self.run_blocks = tuple(blocks)
             self.run_texts.append("".join(blocks))
 
+    def _start_event(self, event: Event, index: int, line: int | None) -> None:
+        """A ``step/start`` or ``llm/retry-started``: the next call's start time."""
+        self._start = event.get("time")
+
     def _end_seed_event(self, event: Event, index: int, line: int | None) -> None:
         """A ``session/end-seed``: an inherited one ends a fork child's seed (formats 2-5)."""
         data = event.get("data")
@@ -559,12 +584,13 @@ class ScriptBuilder:
         self._surface_break(event, index, line)
         kind = event["type"]
         key = _call_key(data.get("turn", ABSENT), data.get("step", ABSENT))
+        start, self._start = self._start, None
         try:
             runs = stream_runs(data["stream"], event_type=kind, source=self.source, line=line)
         except SessionLogError as err:
             self._fail(err)
             return
-        self._stream_entry(kind, key, runs, index, line)
+        self._stream_entry(kind, key, runs, index, line, stream_times(data["stream"], start))
 
     def _stream_entry(
         self,
@@ -573,8 +599,9 @@ class ScriptBuilder:
         runs: list[ChunkRun],
         index: int,
         line: int | None,
+        times: RawTimes | None = None,
     ) -> None:
-        """A stream event's call from its validated runs (formats 2-5)."""
+        """A stream event's call from its validated runs (formats 2-5), and its times."""
         if self._items:
             raise self._unterminated()
         if not runs and kind == "assistant/message":
@@ -590,7 +617,7 @@ class ScriptBuilder:
             self._fail(self._unterminated_at(key, index, line))
             return
         try:
-            entry = ChunksEntry.from_runs(runs, sum(map(_run_size, runs)))
+            entry = ChunksEntry.from_runs(runs, sum(map(_run_size, runs)), times)
         except TypeError as err:
             safe = _text_safe_entry(runs)
             if safe is not None:
@@ -607,13 +634,20 @@ class ScriptBuilder:
         self.run_blocks = None
         self.run_texts = []
         key = _call_key(value.turn, value.step)
+        start, self._start = self._start, None
         if value.stream is None:  # an empty stream
             self._stream_entry(value.kind, key, value.runs, index, line)
         else:
-            self._kept_stream_entry(value, key, value.stream, index, line)
+            self._kept_stream_entry(value, key, value.stream, index, line, start)
 
     def _kept_stream_entry(
-        self, value: StreamLine, key: str, stream: bytes, index: int, line: int | None
+        self,
+        value: StreamLine,
+        key: str,
+        stream: bytes,
+        index: int,
+        line: int | None,
+        start: object = None,
     ) -> None:
         """A call whose stream a typed read kept as text.
 
@@ -626,7 +660,7 @@ class ScriptBuilder:
         if self._items:
             raise self._unterminated()
         last = value.runs[-1]
-        check = _stream_check(stream, value.kind, key, self.source, line, index)
+        check = _stream_check(stream, value.kind, key, self.source, line, index, start)
         if chunk_problem(last) is not None or last.get("type") != "finish":
             try:  # the whole stream now: the plain reader's first problem
                 check()
@@ -666,8 +700,10 @@ class ScriptBuilder:
                 raise self._unterminated()
         else:
             self._open(row.turn, row.step, first + start, line)
+        time0, dt = row.time0, row.dt
         if start:
             payload = payload[start:]
+            time0, dt = time0 + sum(dt[:start]), dt[start:]
         cid = row.id
         if cid is None:
             item: ChunkRun = [row.chunk_type, row.index, payload]
@@ -676,6 +712,7 @@ class ScriptBuilder:
         else:
             item = [row.chunk_type, row.index, payload, cid, row.name]
         self._items.append(item)
+        self._times.append((time0, dt))
         self._lines.append(line)
         self._n_chunks += n - start
 
@@ -708,6 +745,7 @@ class ScriptBuilder:
         skip = self.skip
         fast = self.derive and self._chunk_events
         items = self._items
+        item_times = self._times
         item_lines = self._lines
         count = self._count  # kept in a local; self._count is set around every method call
         reads = frozenset(self._readers).difference(("assistant/chunk",))  # handled here
@@ -752,6 +790,7 @@ class ScriptBuilder:
                             self._bad_chunk(chunk, count, lineno)
                         count += 1
                         items.append(chunk)
+                        item_times.append(value.get("time"))
                         item_lines.append(lineno)
                         self._n_chunks += 1
                         if chunk.get("type") == "finish":
@@ -857,6 +896,7 @@ def _event_readers(
         readers.update(dict.fromkeys(STREAM_EVENTS, ScriptBuilder._stream_call))
     if derive:
         readers.update(dict.fromkeys(SUMMARY_EVENTS, ScriptBuilder._summary_event))
+        readers.update(dict.fromkeys(START_EVENTS, ScriptBuilder._start_event))
     if stream_events:
         readers[END_SEED] = ScriptBuilder._end_seed_event
     return readers

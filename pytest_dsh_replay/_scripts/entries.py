@@ -18,6 +18,7 @@ import orjson
 
 from .._errors import OverrideError, ScriptError
 from .._format.events import CHUNK_TYPES, ChunkRun, JSONObject, StreamChunk
+from .timing import Gaps, RawTimes, gaps_of
 
 __all__ = [
     "MAX_CHUNK_NESTING",
@@ -124,10 +125,14 @@ def _serialize_chunks(chunks: Iterable[StreamChunk], where: str) -> tuple[bytes,
 class _ChunkHolder:
     # __weakref__: layers above keep what they derive from an entry beside it (the model
     # endpoint's encodings, docs/wires.md#encoded-once), for as long as it lives.
-    __slots__ = ("__weakref__", "_blob", "_count", "_marked", "_verify")
+    __slots__ = ("__weakref__", "_blob", "_count", "_gaps", "_marked", "_verify")
 
     _blob: bytes
     _count: int
+    # The recorded pause before each chunk in ms (docs/scenarios.md#pacing), one per
+    # chunk, or the times they are made of until first asked for; None: every pause is
+    # 0 or unknown (the common case costs nothing).
+    _gaps: Gaps | RawTimes | None
     _marked: bool | None  # whether the blob holds a placeholder (None: not looked yet)
     # Reads what a reader left raw (docs/format.md#raw-payloads) as the plain reader
     # would, raising its error, and gives the entry to keep and the fresh runs it was
@@ -140,6 +145,7 @@ class _ChunkHolder:
             return None
         done, runs = verify()
         self._blob, self._count, self._marked = done._blob, done._count, None
+        self._gaps = done._gaps
         if isinstance(self, ChunksEntry):
             self._finished = done._finished
         self._verify = None  # last: a reader that sees None finds the kept blob
@@ -187,6 +193,26 @@ class _ChunkHolder:
         """
         self.verify()
         return self._count
+
+    @property
+    def gaps_ms(self) -> list[int]:
+        """The recorded pause before each chunk, in milliseconds (what pacing replays).
+
+        One integer >= 0 per chunk (`chunk_count` of them): the first is the gap from the
+        call's start (its ``step/start`` or ``llm/retry-started`` event) to its first
+        chunk, each next one the gap from the chunk before. A gap the log does not
+        know (a committed recording keeps only the gaps inside its packed rows), a
+        negative one (times are not monotonic) and every gap of an entry that was not
+        read from a log are 0 ([docs/scenarios.md#pacing](../scenarios.md#pacing)).
+
+        Raises:
+            SessionLogError: As `chunks`, for a payload left raw.
+        """
+        self.verify()
+        gaps = self._gaps
+        if gaps.__class__ is RawTimes:  # read now, once
+            gaps = self._gaps = gaps_of(gaps, self._count)
+        return [0] * self._count if gaps is None else list(gaps)
 
     @property
     def response_id(self) -> str | None:
@@ -241,17 +267,22 @@ class ChunksEntry(_ChunkHolder):
     def __init__(self, chunks: Iterable[StreamChunk]):
         items = list(chunks)
         self._blob, self._count = _serialize_chunks(items, "chunks entry")
+        self._gaps = None
         self._marked = None
         self._verify = None
         self._finished = _finishes_at_end(items, self._blob)
 
     @classmethod
-    def from_runs(cls, runs: list[ChunkRun], count: int) -> ChunksEntry:
+    def from_runs(
+        cls, runs: list[ChunkRun], count: int, gaps: Gaps | RawTimes | None = None
+    ) -> ChunksEntry:
         """Build an entry from chunk runs already validated by a reader.
 
         Args:
             runs: The call's chunks as chunk runs (``ChunkRun``), in order.
             count: How many chunks the runs materialize into.
+            gaps: The recorded pause before each chunk in ms, ``count`` of them
+                (see `gaps_ms`), or the times a reader kept for them; ``None``: all 0.
 
         Raises:
             TypeError: A run cannot be serialized (nested deeper than
@@ -260,6 +291,7 @@ class ChunksEntry(_ChunkHolder):
         entry = cls.__new__(cls)
         entry._blob = blob = _kept(orjson.dumps(runs))
         entry._count = count
+        entry._gaps = gaps
         entry._marked = None
         entry._verify = None
         entry._finished = _finishes_at_end(runs, blob)
@@ -283,6 +315,7 @@ class ChunksEntry(_ChunkHolder):
         entry = cls.__new__(cls)
         entry._blob = text  # until verify gives the entry to keep
         entry._count = 0
+        entry._gaps = None
         entry._marked = None
         entry._verify = verify
         entry._finished = True
@@ -340,6 +373,7 @@ class ThrowEntry(_ChunkHolder):
         if not isinstance(code, str) or not code:
             raise ScriptError("throw entry: code must be a non-empty string")
         self._blob, self._count = _serialize_chunks(chunks, "throw entry")
+        self._gaps = None
         self._marked = None
         self._verify = None
         self.message = message

@@ -24,7 +24,7 @@ def test_marker_is_registered_with_its_description(pytester: pytest.Pytester) ->
     result.stdout.fnmatch_lines(
         [
             "@pytest.mark.dsh_scenario(name_or_path=None, *, compare_logs=True, record=True, "
-            "max_age=None): *"
+            "max_age=None, pace=None): *"
         ]
     )
 

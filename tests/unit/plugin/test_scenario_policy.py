@@ -79,7 +79,7 @@ def test_a_marker_name_is_relative_to_the_root_and_an_absolute_path_stays(
             ("a",),
             {"colour": 1, "record": False, "apply": 2},
             f"{NODE}: @pytest.mark.dsh_scenario accepts the keywords compare_logs, max_age, "
-            "record, got apply, colour",
+            "pace, record, got apply, colour",
         ),
     ],
 )
