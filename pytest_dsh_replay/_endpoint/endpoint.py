@@ -34,6 +34,7 @@ exactly like in-process calls. What the call's chunks become:
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -1002,10 +1003,9 @@ def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | No
 
     ``failure`` is the recorded failure the chunks end with (a ``throw`` entry's), if any.
     """
-    finish = next((c for c in reversed(collected) if c.get("type") == "finish"), None)
+    n, finish = _finishes(collected)
     encoder = call.encoder(finish.get("replayState") if finish is not None else None)
-    # What follows the first finish is never sent.
-    n = next((n for n, c in enumerate(collected) if c.get("type") == "finish"), len(collected))
+    # What follows the first finish (at n) is never sent.
     out = [encoder.start(), encoder.feed_all(collected[:n])]
     if n < len(collected):
         chunk = collected[n]
@@ -1027,6 +1027,23 @@ def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | No
     if not dropped:
         out.append(encoder.failure_event(failure))
     return _Encoding(b"".join(out), dropped, n, -1, True, _NOTHING)
+
+
+_KIND: Final = operator.methodcaller("get", "type")
+
+
+def _finishes(collected: list[StreamChunk]) -> tuple[int, StreamChunk | None]:
+    """Where the first ``finish`` chunk is (``len(collected)``: none), and the last one.
+
+    The chunks' types are read in one pass without a Python call per chunk.
+    """
+    kinds = list(map(_KIND, collected))
+    try:
+        first = kinds.index("finish")
+    except ValueError:
+        return len(collected), None
+    kinds.reverse()
+    return first, collected[len(kinds) - 1 - kinds.index("finish")]
 
 
 MAX_KEPT_ENCODINGS: Final = 4
@@ -1065,6 +1082,11 @@ class _KeptEncodings:
             found = kept.setdefault(key, (ref, {}))
         return found[1]
 
+    def kept(self, entry: ChunksEntry | ThrowEntry) -> dict[_EncodingKey, _Encoding] | None:
+        """The entry's encodings, when any were kept (`of` without making them a place)."""
+        found = self._kept.get(id(entry))
+        return None if found is None else found[1]
+
 
 _KEPT: Final = _KeptEncodings()
 
@@ -1088,7 +1110,8 @@ def _kept_encoding(call: _Call, chunks: Iterator[StreamChunk]) -> _Encoding | No
     entry = call.entry
     if entry is None or call.chunks is not None or entry.kind != "chunks":
         return None
-    found = _KEPT.of(entry).get(_encoding_key(call))
+    kept = _KEPT.kept(entry)
+    found = None if kept is None else kept.get(_encoding_key(call))
     if found is None:
         return None
     read_unbuilt: Callable[[], int | None] | None = getattr(chunks, "read_unbuilt", None)
