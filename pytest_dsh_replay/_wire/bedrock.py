@@ -165,7 +165,7 @@ def _framed_text_run(chunks: Sequence[StreamChunk], i: int, block: _Block, out: 
         start = starts.get(len(quoted))
         if start is None:
             start = starts[len(quoted)] = _delta_start(len(quoted) + len(close))
-        out += (start[0], quoted, close, pack_crc(crc32(close, crc32(quoted, start[1]))))
+        out += (start[0], quoted, close, pack_crc(crc32(quoted + close, start[1])))
     return i
 
 
@@ -383,9 +383,15 @@ def _message_stop(stop_reason: str) -> bytes:
     return _event("messageStop", {"stopReason": stop_reason})
 
 
-def _open_text(block: _Block | None) -> bool:
-    """Whether a text delta of ``block`` is one ``contentBlockDelta`` and nothing more."""
-    return block is not None and block.kind == "text" and block.position >= 0 and not block.stopped
+def _opens_text(block: _Block | None, text: object) -> bool:
+    """Whether a text delta ``text`` of ``block`` is one ``contentBlockDelta``, nothing more.
+
+    The block is an open text block that has its index, or gets it now from a non-empty
+    text (a text block's first delta sends no event of its own).
+    """
+    if block is None or block.kind != "text" or block.stopped:
+        return False
+    return block.position >= 0 or (text.__class__ is str and bool(text))
 
 
 class _Block:
@@ -471,8 +477,9 @@ class BedrockEncoder:
             chunk = chunks[i]
             if chunk.get("type") == "text-delta":
                 block = blocks.get(chunk.get("index", 0))
-                if _open_text(block):
+                if _opens_text(block, chunk.get("text")):
                     assert block is not None
+                    self._open(block)  # a text block's index: no event of its own
                     end = _framed_text_run(chunks, i, block, out)
                     if end > i:
                         i = end
