@@ -34,6 +34,7 @@ exactly like in-process calls. What the call's chunks become:
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -836,6 +837,9 @@ class Endpoint:
 
     def _at_once(self, call: _Call, chunks: Iterator[StreamChunk]) -> EndpointResponse:
         """A streamed answer produced at once (the call cannot wait): one body piece."""
+        kept = _kept_encoding(call, chunks)
+        if kept is not None:
+            return self._sent(call, kept)
         collected: list[StreamChunk] = []
         failure: Failure | None = None
         try:
@@ -855,8 +859,12 @@ class Endpoint:
         encoded = self._encoding(call, collected, failure)
         if call.chunks is not None:
             call.chunks.extend(collected[: encoded.used])
+        return self._sent(call, encoded)
+
+    def _sent(self, call: _Call, encoded: _Encoding) -> EndpointResponse:
+        """Serve an encoded answer: the router and the kept answers are told how it ended."""
         if encoded.answered >= 0:
-            self._answered(call, collected[encoded.answered], encoded.served)
+            self._answered_as(call, encoded.kind, encoded.served)
         elif encoded.failed:
             self.router.answered(call.route.session_id, failed=True)
         headers = list(call.wire.framing.headers)
@@ -876,8 +884,7 @@ class Endpoint:
         entry = call.entry
         if entry is None or len(collected) != entry.chunk_count:
             return _encode_all(call, collected, failure)
-        wire = call.wire
-        key = (wire.name, wire.encoder_options(call.request), call.model, call.id)
+        key = _encoding_key(call)
         kept = _KEPT.of(entry)
         found = kept.get(key)
         if found is None:
@@ -890,8 +897,10 @@ class Endpoint:
     def _answered(
         self, call: _Call, finish: Mapping[str, object] | None, served: ServedAnswer
     ) -> None:
-        reason = finish.get("reason") if finish is not None else None
-        kind = reason.get("kind") if isinstance(reason, Mapping) else None
+        self._answered_as(call, _finish_kind(finish), served)
+
+    def _answered_as(self, call: _Call, kind: object, served: ServedAnswer) -> None:
+        """The router (and the kept answers) told an answer ended with ``kind``."""
         failed = kind not in ("stop", "tool-calls", "max-tokens")
         self.router.answered(
             call.route.session_id,
@@ -1013,9 +1022,10 @@ class _Encoding:
         answered: The index of the ``finish`` that answered normally, else -1.
         failed: The answer ended failed (the router is told so).
         served: The answer at the normal ``finish`` as a next request quotes it.
+        kind: That ``finish``'s reason kind (``"stop"``, ...; ``None``: none).
     """
 
-    __slots__ = ("answered", "body", "dropped", "failed", "served", "used")
+    __slots__ = ("answered", "body", "dropped", "failed", "kind", "served", "used")
 
     def __init__(
         self,
@@ -1025,6 +1035,7 @@ class _Encoding:
         answered: int,
         failed: bool,
         served: ServedAnswer,
+        kind: object = None,
     ):
         self.body = body
         self.dropped = dropped
@@ -1032,6 +1043,7 @@ class _Encoding:
         self.answered = answered
         self.failed = failed
         self.served = served
+        self.kind = kind
 
 
 def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | None) -> _Encoding:
@@ -1041,10 +1053,9 @@ def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | No
 
     ``failure`` is the recorded failure the chunks end with (a ``throw`` entry's), if any.
     """
-    finish = next((c for c in reversed(collected) if c.get("type") == "finish"), None)
+    n, finish = _finishes(collected)
     encoder = call.encoder(finish.get("replayState") if finish is not None else None)
-    # What follows the first finish is never sent.
-    n = next((n for n, c in enumerate(collected) if c.get("type") == "finish"), len(collected))
+    # What follows the first finish (at n) is never sent.
     out = [encoder.start(), encoder.feed_all(collected[:n])]
     if n < len(collected):
         chunk = collected[n]
@@ -1053,7 +1064,8 @@ def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | No
             served = _served(encoder.marks(), tool_call_marks(collected[:n]))
             reason = chunk.get("reason")
             out.append(encoder.finish(reason if isinstance(reason, Mapping) else {}))
-            return _Encoding(b"".join(out), False, n + 1, n, False, served)
+            kind = _finish_kind(chunk)
+            return _Encoding(b"".join(out), False, n + 1, n, False, served, kind)
         closed = found.get("code") == "STREAM_CLOSED"  # cut: nothing more is sent
         dropped = not closed and str(found.get("code", "UNKNOWN")) in _DROP_CODES
         if not closed and not dropped:
@@ -1065,6 +1077,23 @@ def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | No
     if not dropped:
         out.append(encoder.failure_event(failure))
     return _Encoding(b"".join(out), dropped, n, -1, True, _NOTHING)
+
+
+_KIND: Final = operator.methodcaller("get", "type")
+
+
+def _finishes(collected: list[StreamChunk]) -> tuple[int, StreamChunk | None]:
+    """Where the first ``finish`` chunk is (``len(collected)``: none), and the last one.
+
+    The chunks' types are read in one pass without a Python call per chunk.
+    """
+    kinds = list(map(_KIND, collected))
+    try:
+        first = kinds.index("finish")
+    except ValueError:
+        return len(collected), None
+    kinds.reverse()
+    return first, collected[len(kinds) - 1 - kinds.index("finish")]
 
 
 MAX_KEPT_ENCODINGS: Final = 4
@@ -1103,8 +1132,48 @@ class _KeptEncodings:
             found = kept.setdefault(key, (ref, {}))
         return found[1]
 
+    def kept(self, entry: ChunksEntry | ThrowEntry) -> dict[_EncodingKey, _Encoding] | None:
+        """The entry's encodings, when any were kept (`of` without making them a place)."""
+        found = self._kept.get(id(entry))
+        return None if found is None else found[1]
+
 
 _KEPT: Final = _KeptEncodings()
+
+
+def _encoding_key(call: _Call) -> _EncodingKey:
+    """What a kept encoding of the call's entry is found by."""
+    wire = call.wire
+    return (wire.name, wire.encoder_options(call.request), call.model, call.id)
+
+
+def _kept_encoding(call: _Call, chunks: Iterator[StreamChunk]) -> _Encoding | None:
+    """The encoding kept for the call's entry, its stream read without building chunks.
+
+    See [docs/wires.md#encoded-once](../wires.md#encoded-once).
+
+    Only when the replay vouched for the chunks (a chunks entry without placeholders),
+    the call keeps no chunks of its own (no continuation by id), an encoding is kept for
+    it, and the stream can be read whole without building its chunks (the replay
+    model's: ``read_unbuilt``); ``None`` leaves ``chunks`` unread.
+    """
+    entry = call.entry
+    if entry is None or call.chunks is not None or entry.kind != "chunks":
+        return None
+    kept = _KEPT.kept(entry)
+    found = None if kept is None else kept.get(_encoding_key(call))
+    if found is None:
+        return None
+    read_unbuilt: Callable[[], int | None] | None = getattr(chunks, "read_unbuilt", None)
+    if read_unbuilt is None or read_unbuilt() is None:
+        return None
+    return found
+
+
+def _finish_kind(finish: Mapping[str, object] | None) -> object:
+    """A ``finish`` chunk's reason kind (``None``: no finish, or no kind)."""
+    reason = finish.get("reason") if finish is not None else None
+    return reason.get("kind") if isinstance(reason, Mapping) else None
 
 
 def _head_failure(head: list[StreamChunk]) -> Failure | None:

@@ -9,6 +9,7 @@ recognized by its tool calls' names and arguments too, not only by their ids.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -79,7 +80,7 @@ def tool_call_marks(chunks: Iterable[StreamChunk]) -> tuple[ToolCallMark, ...]:
         most calls).
     """
     chunks = chunks if isinstance(chunks, list) else list(chunks)
-    if not any(map(_builds_tool_call, chunks)):
+    if not _builds_tool_calls(chunks):
         return ()
     return tuple(
         ToolCallMark(str(block.get("id") or ""), str(block.get("name") or ""),
@@ -88,19 +89,28 @@ def tool_call_marks(chunks: Iterable[StreamChunk]) -> tuple[ToolCallMark, ...]:
     )  # fmt: skip
 
 
-def _builds_tool_call(chunk: StreamChunk) -> bool:
-    """Whether ``chunk`` can add a ``tool-call`` block to what the assembler builds.
+_KIND: Final = operator.methodcaller("get", "type")
+
+
+def _builds_tool_calls(chunks: list[StreamChunk]) -> bool:
+    """Whether a chunk can add a ``tool-call`` block to what the assembler builds.
 
     The assembler's blocks of that type come from ``tool-call-delta`` chunks or from
-    ``block-end`` chunks ending one.
+    ``block-end`` chunks ending one. The chunks' types are read in one pass without a
+    Python call per chunk, then only the ``block-end`` chunks are looked at.
     """
-    kind = chunk.get("type")
-    if kind == "tool-call-delta":
+    kinds = list(map(_KIND, chunks))
+    if "tool-call-delta" in kinds:
         return True
-    if kind != "block-end":
-        return False
-    block = chunk.get("block")
-    return isinstance(block, Mapping) and block.get("type") == "tool-call"
+    at = -1
+    while True:
+        try:
+            at = kinds.index("block-end", at + 1)
+        except ValueError:
+            return False
+        block = chunks[at].get("block")
+        if isinstance(block, Mapping) and block.get("type") == "tool-call":
+            return True
 
 
 def served_answer(

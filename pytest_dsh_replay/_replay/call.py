@@ -211,6 +211,7 @@ class ReplayCall:
         "request",
         "rest",
         "tail",
+        "unbuilt",
     )
 
     def __init__(  # positional on the hot path (ReplayModel._call): cheaper than keywords
@@ -246,6 +247,9 @@ class ReplayCall:
         self.raised: BaseException | None = None
         self.diverted: Callable[[StreamChunk], StreamChunk] | None = None
         self.tail: Iterator[StreamChunk] | None = None
+        # Read to its end without its chunks built (read_unbuilt): they are built from
+        # the entry when a follower asks for them.
+        self.unbuilt = False
 
     # --- what it is ---------------------------------------------------------------------
 
@@ -453,6 +457,8 @@ class ReplayCall:
         kept = self.kept
         if kept is not None:
             return len(kept)
+        if self.unbuilt:
+            return cast(ChunksEntry, self.entry).chunk_count
         try:
             chunks = self.chunks
         except AttributeError:  # not read yet
@@ -464,11 +470,47 @@ class ReplayCall:
         kept = self.kept
         if kept is not None:
             return kept
+        if self.unbuilt:  # read without building them: built now, as the read would have
+            self.kept = kept = cast(ChunksEntry, self.entry).chunks
+            return kept
         try:
             chunks = self.chunks
         except AttributeError:  # not read yet
             return []
         return chunks[: self.handed_count()]
+
+    def read_unbuilt(self) -> int | None:
+        """Count the whole call as read without building its chunk objects.
+
+        For a caller that needs none of them (the model endpoint serving an encoding it
+        kept for the entry, [docs/wires.md#encoded-once](../wires.md#encoded-once)): the
+        call ends as a list read that handed out every chunk ends, and a follower of the
+        read gets the entry's chunks, built when it asks (`handed_out`).
+
+        Returns:
+            How many chunks the call counts as handed out; ``None`` (nothing changed)
+            unless the call replays a chunks entry without placeholders, unread, not
+            diverted and not cancelled.
+        """
+        entry = self.entry
+        if (
+            entry.__class__ is not ChunksEntry
+            or self.placeholders
+            or self.error is not None
+            or self.diverted is not None
+            or self.over
+            or self.cancelled()
+        ):
+            return None
+        try:
+            self.chunks  # noqa: B018 - whether the read started
+        except AttributeError:
+            assert isinstance(entry, ChunksEntry)
+            count = entry.chunk_count
+            self.unbuilt = True
+            self.over = True
+            return count
+        return None
 
     def _read(self) -> Generator[Iterator[StreamChunk], None, None]:
         """The replay for ``itertools.chain.from_iterable``, its end and error noted.
@@ -640,6 +682,20 @@ class ChunkStream(chain[StreamChunk]):
     def close(self) -> None:
         """End the stream, as ``generator.close()`` would."""
         self._source.close()
+
+    def read_unbuilt(self) -> int | None:
+        """Read the whole stream at once without building its chunks; nothing more comes.
+
+        See `ReplayCall.read_unbuilt`.
+
+        Returns:
+            How many chunks the call counts as handed out, or ``None`` when it cannot
+            be read so (the stream is unchanged: read it as usual).
+        """
+        count = self._call.read_unbuilt()
+        if count is not None:
+            self._source.close()  # not started: the chain ends at its first read
+        return count
 
     # --- following the read (docs/recording.md#lazy) --------------------------------------
 

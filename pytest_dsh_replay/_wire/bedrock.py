@@ -24,6 +24,7 @@ botocore (``:`` as ``%3A``): ``POST /model/{model}/converse-stream`` streams,
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
 import struct
@@ -128,6 +129,54 @@ def _event_headers(name: str) -> tuple[tuple[str, str], ...]:
 
 
 _DELTA_HEADERS: Final = _event_headers("contentBlockDelta")
+_DELTA_HEAD: Final = _head(_DELTA_HEADERS)
+_TEXT_OPEN: Final = b'{"delta":{"text":'
+
+
+def _framed_text_run(chunks: Sequence[StreamChunk], i: int, block: _Block, out: list[bytes]) -> int:
+    """Frame the run of text deltas of the open text ``block`` from ``chunks[i]`` on.
+
+    Each non-empty text becomes the ``contentBlockDelta`` message `event_message` gives
+    for ``{"delta": {"text": <text>}, "contentBlockIndex": <position>}``, appended to
+    ``out`` in pieces; the run is `delta_run`'s. A message's bytes before its text
+    (prelude, headers, the payload's opening) depend only on the text's length: they
+    and their CRC32 are built once per length, the message's CRC32 continued from there.
+
+    Returns:
+        The index of the first chunk after the run.
+    """
+    index = chunks[i].get("index", 0)
+    close = b'},"contentBlockIndex":' + str(block.position).encode() + b"}"
+    pack_crc, crc32, dumps, sent = _CRC.pack, zlib.crc32, orjson.dumps, block.sent
+    starts: dict[int, tuple[bytes, int]] = {}  # the text's length -> its message's start
+    for chunk in itertools.islice(chunks, i, None):
+        text = chunk.get("text", "")
+        if (
+            chunk.get("type") != "text-delta"
+            or text.__class__ is not str
+            or chunk.get("index", 0) != index
+        ):
+            break
+        i += 1
+        if not text:
+            continue  # an empty delta sends nothing
+        sent.append(text)
+        quoted = dumps(text)
+        start = starts.get(len(quoted))
+        if start is None:
+            start = starts[len(quoted)] = _delta_start(len(quoted) + len(close))
+        out += (start[0], quoted, close, pack_crc(crc32(quoted + close, start[1])))
+    return i
+
+
+def _delta_start(rest: int) -> tuple[bytes, int]:
+    """A ``contentBlockDelta`` message's bytes before its text, and their CRC32.
+
+    ``rest``: the length of the payload after its opening.
+    """
+    prelude = _PRELUDE.pack(16 + len(_DELTA_HEAD) + len(_TEXT_OPEN) + rest, len(_DELTA_HEAD))
+    start = prelude + _CRC.pack(zlib.crc32(prelude)) + _DELTA_HEAD + _TEXT_OPEN
+    return start, zlib.crc32(start)
 
 
 def _exception_headers(name: str) -> tuple[tuple[str, str], ...]:
@@ -319,9 +368,30 @@ def _event(name: str, data: JSONObject) -> bytes:
     return event_message(orjson.dumps(data), _event_headers(name))
 
 
-def _open_text(block: _Block | None) -> bool:
-    """Whether a text delta of ``block`` is one ``contentBlockDelta`` and nothing more."""
-    return block is not None and block.kind == "text" and block.position >= 0 and not block.stopped
+_MESSAGE_START: Final = _event("messageStart", {"role": "assistant"})
+
+
+@functools.lru_cache(maxsize=64)
+def _block_stop(position: int) -> bytes:
+    """The ``contentBlockStop`` event of the block at ``position`` (kept: few differ)."""
+    return _event("contentBlockStop", {"contentBlockIndex": position})
+
+
+@functools.lru_cache(maxsize=16)
+def _message_stop(stop_reason: str) -> bytes:
+    """The ``messageStop`` event with ``stop_reason`` (kept: a handful of reasons)."""
+    return _event("messageStop", {"stopReason": stop_reason})
+
+
+def _opens_text(block: _Block | None, text: object) -> bool:
+    """Whether a text delta ``text`` of ``block`` is one ``contentBlockDelta``, nothing more.
+
+    The block is an open text block that has its index, or gets it now from a non-empty
+    text (a text block's first delta sends no event of its own).
+    """
+    if block is None or block.kind != "text" or block.stopped:
+        return False
+    return block.position >= 0 or (text.__class__ is str and bool(text))
 
 
 class _Block:
@@ -358,7 +428,7 @@ class BedrockEncoder:
 
     def start(self) -> bytes:
         """The ``messageStart`` event."""
-        return _event("messageStart", {"role": "assistant"})
+        return _MESSAGE_START
 
     def _block(self, index: int, kind: str) -> _Block:
         block = self._blocks.get(index)
@@ -392,7 +462,7 @@ class BedrockEncoder:
     def _stop(self, block: _Block) -> bytes:
         block.stopped = True
         out = self._open(block)
-        return out + _event("contentBlockStop", {"contentBlockIndex": block.position})
+        return out + _block_stop(block.position)
 
     def feed_all(self, chunks: Sequence[StreamChunk]) -> bytes:
         """The events of ``chunks`` in order (`feed` of each, joined).
@@ -402,17 +472,20 @@ class BedrockEncoder:
         """
         out: list[bytes] = []
         blocks = self._blocks
-        for chunk in chunks:
-            text = chunk.get("text")
-            if chunk.get("type") == "text-delta" and text.__class__ is str and text:
+        i, count = 0, len(chunks)
+        while i < count:
+            chunk = chunks[i]
+            if chunk.get("type") == "text-delta":
                 block = blocks.get(chunk.get("index", 0))
-                if _open_text(block):
+                if _opens_text(block, chunk.get("text")):
                     assert block is not None
-                    block.sent.append(text)
-                    delta = {"delta": {"text": text}, "contentBlockIndex": block.position}
-                    out.append(event_message(orjson.dumps(delta), _DELTA_HEADERS))
-                    continue
+                    self._open(block)  # a text block's index: no event of its own
+                    end = _framed_text_run(chunks, i, block, out)
+                    if end > i:
+                        i = end
+                        continue
             out.append(self.feed(chunk))
+            i += 1
         return b"".join(out)
 
     def feed(self, chunk: StreamChunk) -> bytes:
@@ -487,7 +560,7 @@ class BedrockEncoder:
             for block in self._blocks.values()
             if block.position >= 0 and not block.stopped
         )
-        out += _event("messageStop", {"stopReason": _stop_reason(reason)})
+        out += _message_stop(_stop_reason(reason))
         metadata = {"usage": bedrock_usage(self._usage), "metrics": {"latencyMs": 0}}
         return out + _event("metadata", metadata)
 

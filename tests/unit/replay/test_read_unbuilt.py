@@ -1,0 +1,87 @@
+"""A replayed stream read whole without building its chunks (`ChunkStream.read_unbuilt`).
+
+What the model endpoint uses to serve an encoding it kept (docs/wires.md#encoded-once):
+the call counts as read to its end, a follower of the read gets the entry's chunks, and
+any call it cannot read so is left as it was, to be read as usual.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.chunks import text_entry
+from support.scenarios import one_session
+
+from pytest_dsh_replay import ReplayCancelledError, ReplayedModelError
+from pytest_dsh_replay._replay.call import ChunkStream
+from pytest_dsh_replay._replay.model import ReplayModel
+from pytest_dsh_replay._scripts.entries import ThrowEntry
+
+REQ = {"messages": [{"role": "user", "content": "work on goal-42"}]}
+
+
+def _stream(*entries: Any) -> tuple[ReplayModel, ChunkStream]:
+    model = ReplayModel(one_session(*entries, path=Path("/nowhere")))
+    stream = model.stream(REQ, session_id="s")
+    assert isinstance(stream, ChunkStream)
+    return model, stream
+
+
+def test_a_chunks_entry_reads_whole_without_its_chunks() -> None:
+    entry = text_entry("hello")
+    model, stream = _stream(entry)
+    read = stream.followed()
+    assert not read.done()
+    assert stream.read_unbuilt() == entry.chunk_count == 4
+    assert list(stream) == []  # nothing more is handed out
+    assert read.done()
+    assert read.error() is None
+    assert read.handed_out() == entry.chunks  # built when the follower asks
+    assert read.handed_out() is read.handed_out()  # once
+    assert read.handed_out(copies=True) == entry.chunks
+    model.assert_consumed()
+    assert stream.read_unbuilt() is None  # read already
+
+
+def test_a_started_read_is_left_to_the_reader() -> None:
+    entry = text_entry("hello")
+    _model, stream = _stream(entry)
+    first = next(stream)
+    assert stream.read_unbuilt() is None
+    assert [first, *stream] == entry.chunks
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        text_entry("on {{fromRequest:goal-[0-9]+}}"),
+        ThrowEntry(text_entry("partial").chunks[:2], "overloaded", "OVERLOADED"),
+    ],
+    ids=["placeholders", "throw"],
+)
+def test_an_entry_whose_read_is_not_the_recorded_list_reads_as_usual(entry: Any) -> None:
+    _model, stream = _stream(entry)
+    assert stream.read_unbuilt() is None
+    if isinstance(entry, ThrowEntry):
+        with pytest.raises(ReplayedModelError):
+            list(stream)
+    else:
+        assert list(stream)[1]["text"] == "on goal-42"
+
+
+def test_a_cancelled_call_raises_its_cancellation_as_usual() -> None:
+    model, stream = _stream(text_entry("hello"))
+    model.cancel("s")
+    assert stream.read_unbuilt() is None
+    with pytest.raises(ReplayCancelledError):
+        list(stream)
+
+
+def test_a_call_with_a_callers_event_is_no_chunk_stream() -> None:
+    model = ReplayModel(one_session(text_entry("hello"), path=Path("/nowhere")))
+    stream = model.stream(REQ, session_id="s", cancel=threading.Event())
+    assert not hasattr(stream, "read_unbuilt")  # the endpoint reads it as usual
+    assert [c["type"] for c in stream][-1] == "finish"
