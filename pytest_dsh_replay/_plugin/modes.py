@@ -139,6 +139,10 @@ class RecordModes:
                 return mode
         return self.default
 
+    def to_append(self) -> RecordMode | None:
+        """The mode a hint's command uses to append a recording's new calls, if any does."""
+        return next((mode for mode in self.modes if mode.appends(exists=True)), None)
+
 
 RECORD_MODES: Final = RecordModes(
     (

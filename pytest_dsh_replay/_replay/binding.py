@@ -382,6 +382,10 @@ class LiveSessions:
             (called once, when the first error that quotes it is made): the binding and
             exhausted errors end with ``re-record: <command>``. ``None``:
             `RERECORD`.
+        append: The command that appends what the recording lacks (``--dsh-record=new``),
+            or a callable giving it (called once): the errors of a run that made more
+            calls or sessions than were recorded name it after the re-record command.
+            ``None``: they do not.
     """
 
     def __init__(
@@ -391,9 +395,11 @@ class LiveSessions:
         paced: bool = False,
         redact: Callable[[str], str] | None = None,
         rerecord: str | Callable[[], str] | None = None,
+        append: str | Callable[[], str] | None = None,
     ):
         self.scenario = scenario
         self._rerecord = rerecord
+        self._append = append
         self.lock = threading.Lock()
         self._paced = paced
         self._scripts = scenario.scripts
@@ -651,6 +657,17 @@ class LiveSessions:
             rerecord = self._rerecord = rerecord()  # computed once, for the first error
         return f"re-record: {rerecord}"
 
+    def grown_hint(self) -> str:
+        """`rerecord_hint` for a run that made more than was recorded, with the append command."""
+        append = self._append
+        if append is None:
+            return self.rerecord_hint()
+        if not isinstance(append, str):
+            append = self._append = append()  # computed once, for the first error
+        return (
+            f"{self.rerecord_hint()}, or keep the recorded calls and append the new ones: {append}"
+        )
+
     def _who(self, key: SessionKey) -> str:
         who = describe_session(key)
         first = self._binder.first_message(self._first.get(key))
@@ -673,14 +690,29 @@ class LiveSessions:
                 "task changed, or it is a session the recording does not have)"
             )
         else:
-            cause = _missing_child_files(self.scenario) or (
-                "The code under test started more sessions than were recorded"
-            )
+            missing = _missing_child_files(self.scenario)
+            cause = missing or "The code under test started more sessions than were recorded"
+            if not missing:
+                return self._binding_failure(key, number, reason, bound, more, cause, grown=True)
+        return self._binding_failure(key, number, reason, bound, more, cause)
+
+    def _binding_failure(
+        self,
+        key: SessionKey,
+        number: int,
+        reason: str,
+        bound: str,
+        more: str,
+        cause: str,
+        *,
+        grown: bool = False,
+    ) -> ReplayBindingError:
+        hint = self.grown_hint() if grown else self.rerecord_hint()
         return ReplayBindingError(
             f"{self._who(key)} made model call #{number}, but no "
             "recorded session is left for it: "
             f"{reason} (scenario {self.scenario.path}; bound: {bound or 'none'}{more}). "
-            f"{cause}; {self.rerecord_hint()}"
+            f"{cause}; {hint}"
         )
 
     def _exhausted(self, bound: BoundSession, number: int) -> ReplayExhaustedError:
@@ -690,7 +722,7 @@ class LiveSessions:
             f"{self._who(bound.key)} asked for call #{number}, "
             f"but its recording ({script.file}, "
             f"recorded session {script.recorded_id!r}) has {length} call(s); the code under "
-            f"test made more model calls than were recorded; {self.rerecord_hint()}",
+            f"test made more model calls than were recorded; {self.grown_hint()}",
             session_id=bound.key,
             recorded_id=script.recorded_id,
             file=script.file,

@@ -118,6 +118,9 @@ class ReplayModel(OptionsModel):
             [`ReplayExhaustedError`][pytest_dsh_replay.ReplayExhaustedError] end with
             ``re-record: <command>``. ``None`` (the default): they end with
             ``re-record with --dsh-record``. The fixture passes the test's own command.
+        append: The command that appends what the recording lacks (or a callable giving
+            it, called at most once): the errors of a run that made more calls or
+            sessions than were recorded name it too. ``None`` (the default): they do not.
 
     Raises:
         ValueError: ``pace_ms`` is not a non-negative integer, or ``pace`` not a finite
@@ -137,6 +140,7 @@ class ReplayModel(OptionsModel):
         redactor: Redactor | None = None,
         redact_hook: Callable[[Event], object] | None = None,
         rerecord: str | Callable[[], str] | None = None,
+        append: str | Callable[[], str] | None = None,
     ):
         if isinstance(pace_ms, bool) or not isinstance(pace_ms, int) or pace_ms < 0:
             raise ValueError(
@@ -154,6 +158,7 @@ class ReplayModel(OptionsModel):
             paced=pace_ms > 0 or pace > 0,
             redact=_text_redaction(redactor, redact_hook),
             rerecord=rerecord,
+            append=append,
         )
         self._pacing = NO_PACING
         if pace_ms or pace or sleep is not time.sleep or asleep is not None or workdir is not None:

@@ -44,7 +44,9 @@ def test_an_exhausted_replay_names_the_quoted_re_record_command(
     result.stdout.fnmatch_lines(
         [
             "*ReplayExhaustedError: *made more model calls than were recorded; "
-            "re-record: pytest --dsh-record=all 'test_more.py::test_one_call_too_many[[]a b[]]'"
+            "re-record: pytest --dsh-record=all 'test_more.py::test_one_call_too_many[[]a b[]]', "
+            "or keep the recorded calls and append the new ones: "
+            "pytest --dsh-record=new 'test_more.py::test_one_call_too_many[[]a b[]]'"
         ]
     )
 
@@ -97,7 +99,9 @@ def test_an_unrecorded_session_names_the_quoted_re_record_command(
     result.stdout.fnmatch_lines(
         [
             "*ReplayBindingError: *more sessions than were recorded; re-record: pytest "
-            "--dsh-record=all 'test_extra.py::test_one_session_too_many[[]x y[]]'"
+            "--dsh-record=all 'test_extra.py::test_one_session_too_many[[]x y[]]', or keep the "
+            "recorded calls and append the new ones: "
+            "pytest --dsh-record=new 'test_extra.py::test_one_session_too_many[[]x y[]]'"
         ]
     )
 

@@ -13,7 +13,7 @@ import dataclasses
 import json
 import shutil
 import threading
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -450,6 +450,32 @@ def test_replay_errors_end_with_the_re_record_command_they_are_given() -> None:
     for err in (exhausted.value, unbound.value):
         assert str(err).endswith("; re-record: pytest --dsh-record=all 't.py::test_x[a b]'")
     assert asked == [1]
+
+
+def test_more_calls_or_sessions_than_recorded_name_the_append_command_too() -> None:
+    asked: list[str] = []
+
+    def command(mode: str) -> Callable[[], str]:
+        def make() -> str:
+            asked.append(mode)
+            return f"pytest --dsh-record={mode} t.py::test_x"
+
+        return make
+
+    model = ReplayModel(two_sessions(), rerecord=command("all"), append=command("new"))
+    for _ in range(3):
+        list(model.stream(REQUEST, session_id="X"))
+    with pytest.raises(ReplayExhaustedError) as exhausted:
+        list(model.stream(REQUEST, session_id="X"))
+    list(model.stream(REQUEST, session_id="c"))
+    with pytest.raises(ReplayBindingError) as unbound:
+        list(model.stream(REQUEST, session_id="extra"))
+    for err in (exhausted.value, unbound.value):
+        assert str(err).endswith(
+            "; re-record: pytest --dsh-record=all t.py::test_x, or keep the recorded calls "
+            "and append the new ones: pytest --dsh-record=new t.py::test_x"
+        )
+    assert sorted(asked) == ["all", "new"]  # each made once, for the first error quoting it
 
 
 def test_a_child_whose_file_is_missing_is_named_with_the_file_to_restore(
