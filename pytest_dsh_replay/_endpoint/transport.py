@@ -164,7 +164,8 @@ def _httpx_response(httpx: Any, response: EndpointResponse, request: Any, stream
         raise httpx.ReadTimeout("the answer did not start within the read timeout", request=request)
     if response.drop:
         raise httpx.RemoteProtocolError(
-            "the replayed call dropped the connection (a recorded transport failure)",
+            "the replayed call dropped the connection (a recorded transport failure, or a "
+            "Fault.disconnect injected by dsh_replay.inject)",
             request=request,
         )
     return httpx.Response(response.status, headers=response.headers, stream=stream, request=request)
@@ -364,7 +365,8 @@ class _InProcess:
             raise TimeoutError("the answer did not start within the read timeout")
         if response.drop:
             raise ConnectionResetError(
-                "the replayed call dropped the connection (a recorded transport failure)"
+                "the replayed call dropped the connection (a recorded transport failure, or a "
+                "Fault.disconnect injected by dsh_replay.inject)"
             )
         return _Reply(response)
 

@@ -198,6 +198,7 @@ class DshReplay:
         cache: ScenarioCache | None = None,
         max_body_bytes: int | None = None,
         rerecord: str | Callable[[], str] | None = None,
+        append: str | Callable[[], str] | None = None,
     ) -> DshReplay:
         """Load a recorded scenario for replay.
 
@@ -224,6 +225,9 @@ class DshReplay:
             rerecord: The command that re-records the scenario, quoted by the replay's
                 binding and exhausted errors (see [`ReplayModel`][pytest_dsh_replay.ReplayModel];
                 the plugin passes the test's ``pytest --dsh-record=all <node id>``).
+            append: The command that appends what the recording lacks, quoted after
+                ``rerecord`` when the code made more calls or sessions than were recorded
+                (the plugin passes the test's ``pytest --dsh-record=new <node id>``).
 
         Raises:
             DshReplayError: The scenario does not exist or does not load (the core's
@@ -242,6 +246,7 @@ class DshReplay:
             redactor=redactor,
             redact_hook=redact_hook,
             rerecord=rerecord,
+            append=append,
         )
         # The replay model answers; the recorder logs each call into the calling
         # session exactly as recording does, so the two runs' logs can be compared.
@@ -351,8 +356,9 @@ class DshReplay:
             rerecord: The command that re-records the scenario, for the replay's errors.
 
         Raises:
-            RecordingError: ``path`` is not a scenario directory, or cannot be written
-                (checked here, before the live model is called).
+            RecordingError: ``path`` is not a scenario directory, cannot be written, or
+                holds a log that is not in the committed form (checked here, before the
+                live model is called).
             DshReplayError: The recording does not load.
         """
         p = Path(path)
@@ -364,6 +370,10 @@ class DshReplay:
             )
         _check_place(p)
         scenario = load_scenario(p)
+        from .._scripts.appending import check_appendable
+
+        # before the live model is called: a log another program wrote cannot keep its bytes
+        check_appendable(p, [script.file for script in (scenario.primary, *scenario.children)])
         replayer = ReplayModel(
             scenario,
             workdir=workdir,

@@ -32,7 +32,8 @@ def parse_pace_option(text: str) -> float:
         PaceError: Anything else; the message quotes the value.
     """
     try:
-        value = float(text.strip())
+        # float() also reads "1_0" as 10: a digit separator is no decimal number
+        value = -1.0 if "_" in text else float(text.strip())
     except ValueError:
         value = -1.0  # refused below, with the value as given
     try:

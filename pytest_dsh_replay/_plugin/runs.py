@@ -204,12 +204,29 @@ def start(
                     test, path, state.modes.to_record(exists=True), state, recorders
                 )
             ),
+            append=_appending_command(test, path, state, recorders),
         )
     except DshReplayError as err:
         state.broken += 1
         raise ScenarioUnavailable(does_not_load(test.nodeid, err)) from None
     state.replayed += 1
     return replay
+
+
+def _appending_command(
+    test: CollectedTest, path: Path, state: SuiteState, recorders: Iterable[CollectedTest]
+) -> Callable[[], str] | None:
+    """The command that appends what ``path`` lacks, if a record mode does that.
+
+    ``None`` for a scenario that is no directory (only directories are appended to,
+    [docs/recording.md#record-new](../recording.md#record-new)).
+    """
+    from .messages import record_command
+
+    mode = state.modes.to_append()
+    if mode is None or path.suffix:
+        return None
+    return _once(lambda: record_command(test, path, mode, state, recorders))
 
 
 def _plan(test: CollectedTest, state: SuiteState) -> tuple[Path, Expiry | None, bool, bool]:
@@ -393,7 +410,7 @@ def check_replayed(
         met a race inside the dsh runtime, which re-recording cannot fix: then the races).
     """
     from .._check.log_check import race_report
-    from .._errors import EndpointError, LogMismatchError, UnservedRouteError
+    from .._errors import EndpointError, FaultError, LogMismatchError, UnservedRouteError
     from .messages import RECORDED_ELSEWHERE, met_over_http, record_command, rerecord
 
     met = replay._take_problem()  # the root cause: unused calls would only be its echo
@@ -408,6 +425,8 @@ def check_replayed(
             problem = str(err)
             if replay.recorded_elsewhere():
                 problem += RECORDED_ELSEWHERE
+        except FaultError as err:  # the test's injections, not the recording: no re-record
+            return f"FaultError: {err}"
         except DshReplayError as err:
             problem = str(err)
         else:

@@ -325,8 +325,9 @@ def _rewritten_parts(state: SuiteState) -> list[str]:
     parts = []
     if state.refreshed:
         parts.append(f"{state.refreshed} re-recorded because expired")
-    if state.appended:
-        parts.append(f"{len(state.appended)} appended to (--dsh-record=new)")
+    appended = sum(1 for _, _, files in state.appended if files)
+    if appended:  # a recording with nothing new is kept as it was: not counted
+        parts.append(f"{appended} appended to (--dsh-record=new)")
     return parts
 
 

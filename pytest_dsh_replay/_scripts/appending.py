@@ -22,7 +22,7 @@ from .._format.jsonl import dump_session_log, read_session_log
 from .._format.log_names import parse_log_name
 from .scenario import refuse_nested
 
-__all__ = ["append_scenario", "appended_log"]
+__all__ = ["append_scenario", "appended_log", "check_appendable"]
 
 
 def appended_log(file: Path, events: Sequence[Event]) -> bytes:
@@ -50,6 +50,21 @@ def appended_log(file: Path, events: Sequence[Event]) -> bytes:
             "with --dsh-record=all"
         )
     return new
+
+
+def check_appendable(directory: Path, files: Sequence[str]) -> None:
+    """Refuse a recording whose logs could not keep their bytes when calls are appended.
+
+    Args:
+        directory: The scenario directory.
+        files: Its logs' file names.
+
+    Raises:
+        RecordingError: As `appended_log` does for the first log that is not in the
+            committed form (or cannot be read).
+    """
+    for name in files:
+        appended_log(directory / name, ())
 
 
 def _child_names(directory: Path, count: int) -> list[str]:

@@ -111,3 +111,31 @@ def test_faults_against_the_sdks_retry_logic_record_and_replay(project: pytest.P
         assert (project.path / "snaps" / name / "session.jsonl").exists(), name
     replayed = project.runpytest("-p", "no:randomly")
     replayed.assert_outcomes(passed=6)
+
+
+UNFIRED = """
+import pytest
+from pytest_dsh_replay import Fault
+
+
+@pytest.mark.dsh_scenario("openai", record=False)
+def test_injects_for_a_call_never_made(dsh_replay):
+    dsh_replay.inject(Fault.rate_limit(), call=2)
+    answer = dsh_replay.openai_client().chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "q"}]
+    )
+    assert answer.choices[0].message.content == "live: q"
+"""
+
+
+def test_a_fault_that_never_happened_fails_as_the_tests_own_error_without_a_re_record_hint(
+    project: pytest.Pytester,
+) -> None:
+    project.runpytest("--dsh-record=all", "-k", "openai_retries").assert_outcomes(passed=1)
+    project.makepyfile(test_unfired=UNFIRED)
+    result = project.runpytest("test_unfired.py")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*FaultError: 1 injected fault(s) never happened: Fault.rate_limit(*call 2*"]
+    )
+    assert "re-record" not in result.stdout.str()  # re-recording cannot make it happen

@@ -110,7 +110,9 @@ def test_an_agent_that_gains_a_call_is_appended_without_changing_a_recorded_byte
     plain.stdout.fnmatch_lines(
         [
             "*ReplayExhaustedError: session 'main'* asked for call #3, but its recording "
-            "(session.jsonl, recorded session 'main') has 2 call(s)*"
+            "(session.jsonl, recorded session 'main') has 2 call(s)*re-record: pytest "
+            "--dsh-record=all test_agent.py::test_agent, or keep the recorded calls and append "
+            "the new ones: pytest --dsh-record=new test_agent.py::test_agent*"
         ]
     )
     result = project.runpytest("--dsh-record=new", "-s")
@@ -222,6 +224,8 @@ def test_nothing_new_leaves_the_files_untouched(project: pytest.Pytester) -> Non
     result.stdout.fnmatch_lines(
         ["appended to *recordings/agent: nothing new (files kept as they were)"]
     )
+    # a recording kept as it was is not counted as appended to
+    assert "appended to (--dsh-record=new)" not in result.stdout.str()
     assert _digest(scenario) == before
 
 

@@ -119,12 +119,13 @@ def test_a_disconnect_cuts_the_stream_after_its_chunks_or_before_the_response(
     replay.inject(Fault.disconnect(after_chunks=2))
     client = http(replay)
     streamed = {**BODY, "stream": True}
-    with pytest.raises(httpx.RemoteProtocolError):  # 0 chunks: no response at all
+    # 0 chunks: no response at all; either way the error names the injection as a cause
+    with pytest.raises(httpx.RemoteProtocolError, match="Fault.disconnect injected"):
         client.post("/v1/chat/completions", json=streamed)
     got: list[bytes] = []
     with client.stream("POST", "/v1/chat/completions", json=streamed) as response:
         assert response.status_code == 200
-        with pytest.raises(httpx.ReadError):
+        with pytest.raises(httpx.ReadError, match="Fault.disconnect injected"):
             got.extend(response.iter_bytes())
     assert b'"content":"first"' in b"".join(got)
     assert b"[DONE]" not in b"".join(got)

@@ -21,7 +21,7 @@ def test_the_option_reads_a_decimal_factor(text: str, factor: float) -> None:
     assert parse_pace_option(text) == factor
 
 
-@pytest.mark.parametrize("text", ["-1", "-0.1", "fast", "nan", "inf", "-inf", "", "1,5"])
+@pytest.mark.parametrize("text", ["-1", "-0.1", "fast", "nan", "inf", "-inf", "", "1,5", "1_0"])
 def test_the_option_refuses_what_is_not_a_factor_quoting_it(text: str) -> None:
     with pytest.raises(PaceError, match=f"^--dsh-pace={text}: the pace must be a finite number"):
         parse_pace_option(text)
