@@ -229,10 +229,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Release the built-in live model's connection, if one was made."""
+    """Release the built-in live model's connection, and recording locks an interrupt left.
+
+    A run interrupted in a test's body (Ctrl-C) skips that test's teardown hook, which
+    releases its lock ([docs/recording.md#one-recorder](../recording.md#one-recorder)):
+    its lock file is removed here instead.
+    """
     state = config.stash.get(_STATE, None)
-    if state is not None and state.env_model is not None:
+    if state is None:
+        return
+    if state.env_model is not None:
         state.env_model.close()
+    while state.locks:
+        state.locks.popitem()[1].release()
 
 
 class _XdistController:
