@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.inner_runs import scripted_proxy_conftest
+from support.inner_runs import InnerRun, runpytest_in_one_child, scripted_proxy_conftest
 from support.paths import SUPPORT
 from support.runtime_agent import runtime_missing
 
@@ -77,17 +77,19 @@ def test_parallel_children_record_then_re_record_twice_unchanged_then_replay(
         children = sorted((pytester.path / "recordings").glob(f"*{route}*/session.*.jsonl"))
         headers = [json.loads(p.read_text().splitlines()[0]) for p in children]
         assert sorted(h["isSeeded"] for h in headers) == [False, False, True]  # 2 spawns, a fork
-    for _ in range(2):
-        again = pytester.runpytest_subprocess(*record)
-        again.assert_outcomes(passed=2)
-        again.stdout.fnmatch_lines(
-            [
-                "*test_parallel_children?messages?: 4 sessions, 9 model calls, unchanged*",
-                "*test_parallel_children?openai?: 4 sessions, 9 model calls, unchanged*",
-            ],
-            consecutive=True,
-        )
-        assert {name: files(pytester.path / name) for name in kept} == kept
-    replayed = pytester.runpytest_subprocess()  # no live model: the scripted one is unused
-    replayed.assert_outcomes(passed=2)
-    replayed.stdout.fnmatch_lines(["*scenarios: 2 replayed, 0 recorded, 0 missing, 0 unused*"])
+    # Both re-records and the replay in one subprocess (one interpreter start for three
+    # runs): a rewrite by the first re-record would show in the files' times at the end.
+    again = InnerRun(record)
+    ran, result = runpytest_in_one_child(pytester, again, again, InnerRun())
+    assert [r.outcomes.get("passed") for r in ran] == [2, 2, 2], result.stdout.str()
+    assert [r.ret for r in ran] == [0, 0, 0], result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            f"*test_parallel_children?{route}?: 4 sessions, 9 model calls, unchanged*"
+            for _ in range(2)
+            for route in ("messages", "openai")
+        ]
+    )
+    assert {name: files(pytester.path / name) for name in kept} == kept
+    # the last run: no live model, the scripted one is unused
+    result.stdout.fnmatch_lines(["*scenarios: 2 replayed, 0 recorded, 0 missing, 0 unused*"])

@@ -6,7 +6,8 @@ the parent waits for its tools (``[*messages[:-1], question]``) are recorded in 
 subprocess, each twice: with the ``x-dsh-session-id`` / ``x-dsh-parent-session-id``
 headers and without them (content routing). The two recordings of a shape must hold the
 same sessions with the same parents and seeds; then every recording replays with no
-server and no key on two xdist workers, writing the transcripts it then checks.
+server and no key in an xdist worker (one: the summary's merge of several workers is
+tests/plugin/test_fixture.py's), writing the transcripts it then checks.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def test_sdk_agents_record_through_the_proxy_by_headers_and_by_content_then_repl
             primary_task = headers[0][3]
             children = [(parent, seed > 0) for _, parent, seed, *_ in headers[1:]]
             assert sorted(children) == [(primary_task, False), (primary_task, True)]
-    # Replayed with no server and no key, on two xdist workers.
-    replayed = pytester.runpytest("-n", "2", "--snapshot-update")  # the async ones' too
+    # Replayed with no server and no key, in an xdist worker (a process of its own).
+    replayed = pytester.runpytest("-n", "1", "--snapshot-update")  # the async ones' too
     replayed.assert_outcomes(passed=12)
     replayed.stdout.fnmatch_lines(["*scenarios: 12 replayed, 0 recorded, 0 missing, 0 unused*"])

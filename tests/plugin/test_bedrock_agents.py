@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import pytest
 from support.add_spawn_agent import CONFTEST, model
+from support.inner_runs import imported_before_inner_runs
 from support.proxy_recording import recorded_logs, recording_project
 
-pytest.importorskip("anthropic", reason="AnthropicBedrock is the anthropic SDK's")
-pytest.importorskip("boto3", reason="the Bedrock wires' clients sign with botocore")
+_anthropic = imported_before_inner_runs(
+    "anthropic", reason="AnthropicBedrock is the anthropic SDK's"
+)
+_boto3 = imported_before_inner_runs("boto3", reason="the Bedrock wires' clients sign with botocore")
 
 MODEL = "anthropic.claude-x-v1:0"
 PASSED = 2 + 4  # Converse: by content, by headers; AnthropicBedrock: the same, sync and async

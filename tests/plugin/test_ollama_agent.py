@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.inner_runs import imported_before_inner_runs
 
 from pytest_dsh_replay import Answer, Rule, ScriptedModel, ScriptedRequest, ToolCall
 
-pytest.importorskip("ollama", reason="the ollama client is not installed")
+_ollama = imported_before_inner_runs("ollama", reason="the ollama client is not installed")
 
 TASK = "Add 2 and 3, then find a museum."
 CHILD_TASK = "Find a museum."

@@ -14,13 +14,18 @@ replays with no live model, no hook and no proxy, the agent's code unchanged.
 from __future__ import annotations
 
 import pytest
+from support.inner_runs import imported_before_inner_runs
 from support.proxy_recording import record_through_proxy, recorded_logs, recording_project
 from support.vertex_agent import answer
 
 from pytest_dsh_replay import Rule, ScriptedModel
 
-pytest.importorskip("google.genai", reason="the Vertex Gemini client is google-genai")
-pytest.importorskip("anthropic", reason="AnthropicVertex is in the anthropic SDK")
+_genai = imported_before_inner_runs(
+    "google.genai", reason="the Vertex Gemini client is google-genai"
+)
+_anthropic = imported_before_inner_runs(
+    "anthropic", reason="AnthropicVertex is in the anthropic SDK"
+)
 
 KEY = "live-vertex-token-0123456789"
 LIVE_SCOPE = "/v1/projects/live-proj/locations/europe-west4"
