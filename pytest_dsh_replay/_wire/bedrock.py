@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import operator
 import os
 import re
 import struct
@@ -134,31 +133,6 @@ _DELTA_HEAD: Final = _head(_DELTA_HEADERS)
 _TEXT_OPEN: Final = b'{"delta":{"text":'
 
 
-_TYPE_OF: Final = operator.methodcaller("get", "type")
-_INDEX_OF: Final = operator.methodcaller("get", "index", 0)
-_TEXT_OF: Final = operator.methodcaller("get", "text", "")
-_OPENING: Final = operator.itemgetter(0)  # of a _delta_start: the message's bytes before its text
-_SEED: Final = operator.itemgetter(1)  # and their CRC32
-_TEXT_DELTA: Final = "text-delta"
-
-
-def _run_length(chunks: Sequence[StreamChunk], index: object) -> int:
-    """How many of ``chunks`` (from the first) are text deltas of ``index`` with a string text.
-
-    Each test is one C-level pass over the chunks (no Python step per chunk); only a run
-    that some chunk cuts short is walked to find where.
-    """
-    kinds = list(map(_TYPE_OF, chunks))
-    count = len(list(itertools.takewhile(_TEXT_DELTA.__eq__, kinds)))
-    indexes = list(map(_INDEX_OF, chunks[:count]))
-    if indexes.count(index) != count:
-        count = next(k for k, value in enumerate(indexes) if value != index)
-    classes = list(map(type, map(_TEXT_OF, chunks[:count])))
-    if classes.count(str) != count:
-        count = classes.index(next(c for c in classes if c is not str))
-    return count
-
-
 def _framed_text_run(chunks: Sequence[StreamChunk], i: int, block: _Block, out: list[bytes]) -> int:
     """Frame the run of text deltas of the open text ``block`` from ``chunks[i]`` on.
 
@@ -167,27 +141,32 @@ def _framed_text_run(chunks: Sequence[StreamChunk], i: int, block: _Block, out: 
     ``out`` in pieces; the run is `delta_run`'s. A message's bytes before its text
     (prelude, headers, the payload's opening) depend only on the text's length: they
     and their CRC32 are built once per length, the message's CRC32 continued from there.
-    Every step over the run's texts is a C-level pass (``map``), none a Python loop.
 
     Returns:
         The index of the first chunk after the run.
     """
     index = chunks[i].get("index", 0)
-    rest = chunks[i:]
-    count = _run_length(rest, index)
-    texts = list(filter(None, map(_TEXT_OF, rest[:count])))  # an empty delta sends nothing
-    block.sent += texts
     close = b'},"contentBlockIndex":' + str(block.position).encode() + b"}"
-    quoted = list(map(orjson.dumps, texts))
-    lengths = list(map(len, quoted))
-    starts = {size: _delta_start(size + len(close)) for size in set(lengths)}
-    found = list(map(starts.__getitem__, lengths))
-    payloads = map(bytes.__add__, quoted, itertools.repeat(close))
-    crcs = map(_CRC.pack, map(zlib.crc32, payloads, map(_SEED, found)))
-    out += itertools.chain.from_iterable(
-        zip(map(_OPENING, found), quoted, itertools.repeat(close), crcs)
-    )
-    return i + count
+    pack_crc, crc32, dumps, sent = _CRC.pack, zlib.crc32, orjson.dumps, block.sent
+    starts: dict[int, tuple[bytes, int]] = {}  # the text's length -> its message's start
+    for chunk in itertools.islice(chunks, i, None):
+        text = chunk.get("text", "")
+        if (
+            chunk.get("type") != "text-delta"
+            or text.__class__ is not str
+            or chunk.get("index", 0) != index
+        ):
+            break
+        i += 1
+        if not text:
+            continue  # an empty delta sends nothing
+        sent.append(text)
+        quoted = dumps(text)
+        start = starts.get(len(quoted))
+        if start is None:
+            start = starts[len(quoted)] = _delta_start(len(quoted) + len(close))
+        out += (start[0], quoted, close, pack_crc(crc32(quoted + close, start[1])))
+    return i
 
 
 def _delta_start(rest: int) -> tuple[bytes, int]:
