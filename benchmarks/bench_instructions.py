@@ -29,7 +29,9 @@ workload runs twice in a fresh interpreter under ``valgrind --tool=callgrind``, 
   ``bench_wire_floor.py``'s two sides of that wire, one 50-chunk
   ``chat(stream=True)`` of the ``ollama`` client through ``DshReplay.client("ollama")``
   (each call a new recorded entry), and the client parsing the same NDJSON lines from
-  prebuilt ``httpx.MockTransport`` responses (needs ``ollama``);
+  prebuilt ``httpx.MockTransport`` responses (needs ``ollama``); both sides collect and
+  freeze the heap after the warm-up call, so a collection in the window scans only what
+  the calls made;
 - ``endpoint_again``: the same 50-chunk streamed call answered by a new test's model
   endpoint each time (``Endpoint.handle``, no SDK), the scenario loaded once: what a
   suite of tests replaying one scenario over HTTP costs per test in the endpoint;
@@ -320,6 +322,12 @@ CALLS = 200
 SIDE = SIDES[{wire!r}]
 CLIENT, _close = {opened}
 SIDE.read_call(CLIENT)  # warm-up: the client's first parse
+# Both sides start the window from a collected heap, what the set-up built (the client,
+# the scenario) frozen: a collection in the window scans what the calls made, so where
+# one falls moves the figure little.
+import gc
+gc.collect()
+gc.freeze()
 def unit():
     SIDE.read_call(CLIENT)
 """

@@ -24,6 +24,10 @@ Two sides:
 - ``endpoint``: ``DshReplay.client(wire)``: the in-process route to the endpoint,
   binding, the replay model and the logging of the call into the test's session.
 
+Both clients are configured alike: each sends the ``x-dsh-session-id`` header the
+endpoint routes by (boto3: added by a ``before-sign`` handler, so both sides sign it;
+ollama: the client's ``headers``).
+
 The two sides alternate call by call (the order reversed on every other call) in each
 of ``--repeat`` passes; figures are medians of the per-pass CPU time per call of this
 process. Prints one JSON line: ``endpoint_vs_floor`` (the target: at most 1.1).
@@ -53,6 +57,9 @@ from pytest_dsh_replay._fixture.dsh_replay import DshReplay
 TARGET = 1.1
 SESSION = "bench"
 MESSAGES = [{"role": "user", "content": "benchmark"}]
+# Both sides send the call's session header: the endpoint routes by it, and the floor's
+# client is configured the same way (the header built, and for boto3 signed, on both).
+_SESSION_HEADERS = {"x-dsh-session-id": SESSION}
 
 Opened = tuple[Any, Callable[[], object]]
 
@@ -96,12 +103,12 @@ def _ollama_floor(bodies: list[bytes]) -> Opened:
     transport = httpx.MockTransport(
         lambda request: httpx.Response(200, headers=ndjson, content=next(cycle))
     )
-    client = ollama.Client(host="http://floor", transport=transport)
+    client = ollama.Client(host="http://floor", transport=transport, headers=_SESSION_HEADERS)
     return client, client.close
 
 
 def _ollama_endpoint(replay: DshReplay) -> Any:
-    return replay.client("ollama", headers={"x-dsh-session-id": SESSION})
+    return replay.client("ollama", headers=_SESSION_HEADERS)
 
 
 # --- bedrock --------------------------------------------------------------------------------
@@ -154,6 +161,7 @@ def _bedrock_floor(bodies: list[bytes]) -> Opened:
     cycle = itertools.cycle(bodies)
     headers = {"content-type": "application/vnd.amazon.eventstream"}
     client = _bedrock_client(endpoint_url="http://floor")
+    client.meta.events.register("before-sign.bedrock-runtime", _session_header)
     client.meta.events.register(
         "before-send.bedrock-runtime",
         lambda request, **kwargs: AWSResponse(request.url, 200, headers, _Body(next(cycle))),
@@ -162,6 +170,7 @@ def _bedrock_floor(bodies: list[bytes]) -> Opened:
 
 
 def _session_header(request: Any, **kwargs: object) -> None:
+    """The call's session header, added before signing: on both sides, so both sign it."""
     request.headers["x-dsh-session-id"] = SESSION
 
 
