@@ -93,6 +93,34 @@ def test_openai_times_out_on_a_latency_and_its_retry_is_answered(dsh_replay, cap
     answer = client.chat.completions.create(model="m", messages=ASK)
     assert answer.choices[0].message.content == "live: q"
     assert retries(caplog, "openai") == 1
+
+
+@pytest.mark.dsh_scenario("anthropic", record=False)  # replays what the second test records
+def test_anthropic_retries_a_dropped_connection_and_a_timed_out_latency(dsh_replay, caplog):
+    caplog.set_level(logging.INFO)
+    dsh_replay.inject(Fault.disconnect())  # before the response: the SDK retries it
+    dsh_replay.inject(Fault.latency(2))
+    client = dsh_replay.anthropic_client(timeout=0.1, max_retries=2)
+    answer = client.messages.create(model="m", max_tokens=10, messages=ASK)
+    assert answer.content[0].text == "live: q"
+    assert retries(caplog, "anthropic") == 2  # one for the drop, one for the timeout
+
+
+@pytest.mark.dsh_scenario("gemini", record=False)  # replays what the third test records
+def test_google_genai_sees_a_dropped_connection_and_a_latency_past_its_timeout(dsh_replay):
+    from google.genai import types
+
+    dsh_replay.inject(Fault.disconnect())
+    dsh_replay.inject(Fault.latency(2))
+    client = dsh_replay.gemini_client(http_options=types.HttpOptions(timeout=100))  # ms
+    # its retry options retry statuses, not transport errors: its HTTP library's own errors
+    # (httpx's or httpx2's, whichever this google-genai is built on)
+    for error in ("RemoteProtocolError", "ReadTimeout"):
+        with pytest.raises(Exception) as raised:
+            client.models.generate_content(model="gemini-2.5-flash", contents="q")
+        assert type(raised.value).__name__ == error
+    answer = client.models.generate_content(model="gemini-2.5-flash", contents="q")
+    assert answer.text == "live: q"  # the code's own retry: the recorded answer
 """
 
 
@@ -106,11 +134,11 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 def test_faults_against_the_sdks_retry_logic_record_and_replay(project: pytest.Pytester) -> None:
     recorded = project.runpytest("--dsh-record=all", "-p", "no:randomly")
-    recorded.assert_outcomes(passed=6)
+    recorded.assert_outcomes(passed=8)
     for name in ("openai", "anthropic", "gemini", "stream"):
         assert (project.path / "snaps" / name / "session.jsonl").exists(), name
     replayed = project.runpytest("-p", "no:randomly")
-    replayed.assert_outcomes(passed=6)
+    replayed.assert_outcomes(passed=8)
 
 
 UNFIRED = """
