@@ -29,6 +29,7 @@ __all__ = [
     "describe_difference",
     "diff_logs",
     "normalized_form",
+    "standalone_ids",
     "tokenize_cwd",
     "value_difference",
 ]
@@ -89,9 +90,9 @@ class Normalizer:
         embedded = sorted((s for s in extra if len(s) >= 8), key=len, reverse=True)
         self._embedded = tuple(embedded)
         parts = [_UUID.pattern]
-        if embedded:
-            alternatives = "|".join(re.escape(s) for s in embedded)
-            parts.append(rf"(?<![\w-])(?:{alternatives})(?![\w-])")
+        standing = standalone_ids(extra)
+        if standing is not None:
+            parts.append(standing)
         self._id_rx = re.compile("|".join(f"(?:{p})" for p in parts))
         paths = sorted({c.rstrip("/") for c in cwds if c and c.rstrip("/")}, key=len, reverse=True)
         self._paths = tuple(paths)
@@ -645,6 +646,21 @@ def tokenize_cwd(value: Any, cwd: str | None) -> Any:
         return v
 
     return walk(value)
+
+
+def standalone_ids(ids: Iterable[str]) -> str | None:
+    """The pattern of ``ids`` inside longer text; ``None`` when no id is long enough.
+
+    Ids of 8 characters or more, each standing alone (no word character or ``-`` beside
+    it), longest first.
+
+    The rule of [docs/checks.md#normalization](../checks.md#normalization) for ids that are
+    no UUIDs (a string equal to an id is replaced whatever its length).
+    """
+    embedded = sorted((i for i in ids if len(i) >= 8), key=len, reverse=True)
+    if not embedded:
+        return None
+    return rf"(?<![\w-])(?:{'|'.join(map(re.escape, embedded))})(?![\w-])"
 
 
 def canonical_log(data: bytes, *, source: str | None = None) -> bytes:

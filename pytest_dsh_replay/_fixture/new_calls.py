@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
+from .._check.normalize import standalone_ids
 from .._errors import ReplayBindingError
 from .._format.events import Event, SessionLike, SessionLog, StreamChunk
 from .._identity.options import NO_REPLAY, CallOptions, OptionsModel, Request
@@ -203,9 +204,6 @@ class AppendedLogs:
         return not self.appended and not self.children
 
 
-_ID_CHARS = r"[\w-]"
-
-
 def rename_ids(value: object, names: Mapping[str, str]) -> object:
     """``value`` (a JSON value) with each live session id of ``names`` as its recorded id.
 
@@ -215,12 +213,8 @@ def rename_ids(value: object, names: Mapping[str, str]) -> object:
     """
     if not names:
         return value
-    embedded = sorted((k for k in names if len(k) >= 8), key=len, reverse=True)
-    pattern = (
-        re.compile(rf"(?<!{_ID_CHARS})(?:{'|'.join(map(re.escape, embedded))})(?!{_ID_CHARS})")
-        if embedded
-        else None
-    )
+    standing = standalone_ids(names)
+    pattern = None if standing is None else re.compile(standing)
 
     def text(found: str) -> str:
         if found in names:

@@ -10,6 +10,7 @@ temporary base, the redact hooks, the live model) as callables, and turns
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -144,28 +145,20 @@ def start(
         )
         lock, unlocked = _hold(test, path)  # before the live model is asked for
         try:
-            if appending:
-                replay = DshReplay.append(
-                    path,
-                    live=live(path),
-                    workdir=workdir,
-                    redactor=redactor,
-                    redact_hook=redact_hook,
-                    redact_header_hook=redact_header_hook,
-                    max_body_bytes=state.max_body_bytes,
-                    rerecord=rerecord,
-                )
-            else:
-                replay = DshReplay.record(
-                    path,
-                    live=live(path),
-                    workdir=workdir,
-                    redactor=redactor,
-                    redact_hook=redact_hook,
-                    redact_header_hook=redact_header_hook,
-                    max_body_bytes=state.max_body_bytes,
-                    refresh=expired is not None,
-                )
+            opened = (
+                functools.partial(DshReplay.append, rerecord=rerecord)
+                if appending
+                else functools.partial(DshReplay.record, refresh=expired is not None)
+            )
+            replay = opened(
+                path,
+                live=live(path),
+                workdir=workdir,
+                redactor=redactor,
+                redact_hook=redact_hook,
+                redact_header_hook=redact_header_hook,
+                max_body_bytes=state.max_body_bytes,
+            )
         except DshReplayError as err:
             lock.release()
             raise ScenarioUnavailable(cannot_record(test.nodeid, err)) from None
