@@ -125,8 +125,10 @@ def start(
     except PaceError as err:
         raise ScenarioUnavailable(str(err)) from None
     _recover_interrupted_writes(state, path.parent)  # a recording killed mid-swap
-    _recover_interrupted_writes(state, path)  # a dsh-replay fmt killed mid-write
-    state.used.add(str(path))  # resolved only if needed, once, at the end of the run
+    key = str(path)
+    if key not in state.used:  # a scenario's first test this run
+        _recover_interrupted_writes(state, path, key)  # a dsh-replay fmt killed mid-write
+        state.used.add(key)  # resolved only if needed, once, at the end of the run
     state.roots.add(resolved_root(state, snapshot_root(test, state)))
     if state.workbase is None:
         state.workbase = workbase()
@@ -361,8 +363,12 @@ def _once(make: Callable[[], str]) -> Callable[[], str]:
     return once
 
 
-def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:
+def _recover_interrupted_writes(state: SuiteState, directory: Path, key: str = "") -> None:
     """Once per run and directory: put back or clean up what a killed writer left.
+
+    ``key``: ``str(directory)`` when the caller knows it is the directory's first time
+    this run (a scenario not yet in ``state.used``): nothing is noted for it, as the
+    scenario's entry in ``state.used`` says it was done.
 
     Only hidden entries named like the temporary files this package writes are touched
     (``.<name>.tmp-<12 hex>``, ``.<name>.old-<12 hex>``; see
@@ -370,10 +376,11 @@ def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:
     that is a file, has none. What could not be put back or removed (a read-only file
     system) is noted for the summary, with the OS error.
     """
-    key = str(directory)
-    if key in state.recovered:
-        return
-    state.recovered.add(key)
+    if not key:
+        key = str(directory)
+        if key in state.recovered:
+            return
+        state.recovered.add(key)
     from .._store.atomic import recover_directory
 
     recovery = recover_directory(directory)

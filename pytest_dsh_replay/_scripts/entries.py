@@ -210,7 +210,7 @@ class _ChunkHolder:
         """
         self.verify()
         gaps = self._gaps
-        if gaps.__class__ is RawTimes:  # read now, once
+        if isinstance(gaps, tuple):  # the times as read (RawTimes): read now, once
             gaps = self._gaps = gaps_of(gaps, self._count)
         return [0] * self._count if gaps is None else list(gaps)
 

@@ -16,7 +16,6 @@ import pytest
 from pytest_dsh_replay import ChunksEntry, derive_replay_script, load_scenario
 from pytest_dsh_replay._format import jsonl
 from pytest_dsh_replay._scripts.builder import ScriptBuilder
-from pytest_dsh_replay._scripts.timing import RawTimes
 
 V0 = {"type": "session", "version": 0, "id": "s", "createdAt": 1}
 V4 = {"type": "session", "version": 4, "id": "s", "createdAt": 1, "isSeeded": False,
@@ -31,7 +30,7 @@ def _write(path: Path, header: dict[str, Any], events: list[dict[str, Any]]) -> 
     return path
 
 
-def _chunk(seq: int, time: int | None, chunk: dict[str, Any], step: int = 1) -> dict[str, Any]:
+def _chunk(seq: int, time: object, chunk: dict[str, Any], step: int = 1) -> dict[str, Any]:
     event: dict[str, Any] = {"type": "assistant/chunk", "seq": seq}
     if time is not None:
         event["time"] = time
@@ -121,9 +120,16 @@ def test_a_call_without_a_start_event_has_a_first_gap_of_0(tmp_path: Path) -> No
 def test_times_are_read_into_gaps_on_first_use_and_all_0_keep_nothing(tmp_path: Path) -> None:
     events = [_chunk(0, 5, BLOCK), _chunk(1, 5, FINISH)]
     entry = _entry(_write(tmp_path / "session.jsonl", V0, events))
-    assert isinstance(entry._gaps, RawTimes)  # as read, until asked for
+    assert entry._gaps == (None, 5, 5)  # as read (RawTimes), until asked for
     assert entry.gaps_ms == [0, 0]
     assert entry._gaps is None  # all 0: nothing kept
+
+
+def test_a_chunk_time_shaped_like_a_run_is_not_a_time(tmp_path: Path) -> None:
+    # A list is not a time, even one shaped as a run's (time0, dt): its gap and the next
+    # are unknown (0), never read from the list.
+    events = [_chunk(0, [1000, []], BLOCK), _chunk(1, 1100, FINISH)]
+    assert _entry(_write(tmp_path / "session.jsonl", V0, events)).gaps_ms == [0, 0]
 
 
 def test_a_committed_call_without_rows_keeps_nothing(tmp_path: Path) -> None:
