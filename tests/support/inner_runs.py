@@ -40,6 +40,8 @@ def _quiet_third_party_config(pytester: pytest.Pytester, monkeypatch: pytest.Mon
     # pytest-benchmark, when installed, warns under xdist: keep it out of inner runs.
     # Hypothesis and pytest-recording (vcr) are not used by any inner run and cost about
     # a second of start-up in every inner subprocess and xdist worker: keep them out too.
+    # So is anyio's plugin (its import loads trio, a third of an inner pytest's start-up);
+    # the one inner run that needs it asks for it with "-p anyio".
     # An inner run is a user's run, also when the outer one is an xdist worker: syrupy
     # and others read these variables to act as a worker (syrupy then reports nothing).
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
@@ -47,7 +49,7 @@ def _quiet_third_party_config(pytester: pytest.Pytester, monkeypatch: pytest.Mon
     monkeypatch.setenv(
         "PYTEST_ADDOPTS",
         "-o asyncio_default_fixture_loop_scope=function"
-        " -p no:benchmark -p no:hypothesispytest -p no:recording",
+        " -p no:benchmark -p no:hypothesispytest -p no:recording -p no:anyio",
     )
 
 
