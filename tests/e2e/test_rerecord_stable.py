@@ -65,24 +65,23 @@ def test_parallel_children_record_then_re_record_twice_unchanged_then_replay(
     pytester.makepyfile(test_parallel=TEST)
     pytester.makeini("[pytest]\npythonpath = .\ndsh_snapshot_dir = recordings\n")
     record = ("--dsh-record=all", "--snapshot-update", "-p", "no:randomly")
-    first = pytester.runpytest_subprocess(*record)
-    first.assert_outcomes(passed=2)
-    kept = {
-        "recordings": files(pytester.path / "recordings"),
-        "__snapshots__": files(pytester.path / "__snapshots__"),
-    }
-    assert len(kept["recordings"]) == 2 * (1 + 3)  # per route: the primary and 3 children
-    assert len(kept["__snapshots__"]) == 2
+    kept = ("recordings", "__snapshots__")
+    # The recording, both re-records and the replay in one subprocess (one interpreter
+    # start for four runs); what the first run wrote is copied as it was then, so a
+    # rewrite by a re-record would show in the files' times at the end.
+    again = InnerRun(record)
+    ran, result = runpytest_in_one_child(
+        pytester, InnerRun(record, keep=kept), again, again, InnerRun()
+    )
+    assert [r.outcomes.get("passed") for r in ran] == [2, 2, 2, 2], result.stdout.str()
+    assert [r.ret for r in ran] == [0, 0, 0, 0], result.stdout.str()
+    first = {name: files(pytester.path / f"{name}.after-0") for name in kept}
+    assert len(first["recordings"]) == 2 * (1 + 3)  # per route: the primary and 3 children
+    assert len(first["__snapshots__"]) == 2
     for route in ("messages", "openai"):
-        children = sorted((pytester.path / "recordings").glob(f"*{route}*/session.*.jsonl"))
+        children = sorted((pytester.path / "recordings.after-0").glob(f"*{route}*/session.*.jsonl"))
         headers = [json.loads(p.read_text().splitlines()[0]) for p in children]
         assert sorted(h["isSeeded"] for h in headers) == [False, False, True]  # 2 spawns, a fork
-    # Both re-records and the replay in one subprocess (one interpreter start for three
-    # runs): a rewrite by the first re-record would show in the files' times at the end.
-    again = InnerRun(record)
-    ran, result = runpytest_in_one_child(pytester, again, again, InnerRun())
-    assert [r.outcomes.get("passed") for r in ran] == [2, 2, 2], result.stdout.str()
-    assert [r.ret for r in ran] == [0, 0, 0], result.stdout.str()
     result.stdout.fnmatch_lines(
         [
             f"*test_parallel_children?{route}?: 4 sessions, 9 model calls, unchanged*"
@@ -90,6 +89,6 @@ def test_parallel_children_record_then_re_record_twice_unchanged_then_replay(
             for route in ("messages", "openai")
         ]
     )
-    assert {name: files(pytester.path / name) for name in kept} == kept
+    assert {name: files(pytester.path / name) for name in kept} == first
     # the last run: no live model, the scripted one is unused
     result.stdout.fnmatch_lines(["*scenarios: 2 replayed, 0 recorded, 0 missing, 0 unused*"])

@@ -286,7 +286,7 @@ def test_async_tests_use_astream(project: pytest.Pytester) -> None:
             return "asyncio"
         """
     )
-    result = project.runpytest()
+    result = project.runpytest("-p", "anyio")  # inner runs leave it out (inner_runs.py)
     result.assert_outcomes(passed=2)
 
 

@@ -40,6 +40,8 @@ def _quiet_third_party_config(pytester: pytest.Pytester, monkeypatch: pytest.Mon
     # pytest-benchmark, when installed, warns under xdist: keep it out of inner runs.
     # Hypothesis and pytest-recording (vcr) are not used by any inner run and cost about
     # a second of start-up in every inner subprocess and xdist worker: keep them out too.
+    # So is anyio's plugin (its import loads trio, a third of an inner pytest's start-up);
+    # the one inner run that needs it asks for it with "-p anyio".
     # An inner run is a user's run, also when the outer one is an xdist worker: syrupy
     # and others read these variables to act as a worker (syrupy then reports nothing).
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
@@ -47,7 +49,7 @@ def _quiet_third_party_config(pytester: pytest.Pytester, monkeypatch: pytest.Mon
     monkeypatch.setenv(
         "PYTEST_ADDOPTS",
         "-o asyncio_default_fixture_loop_scope=function"
-        " -p no:benchmark -p no:hypothesispytest -p no:recording",
+        " -p no:benchmark -p no:hypothesispytest -p no:recording -p no:anyio",
     )
 
 
@@ -121,10 +123,12 @@ def pytest_dsh_replay_live_model(config, scenario_path):
 # directory. Between runs, the files named are deleted and the modules imported from the
 # project (its conftest, test modules, local modules) are dropped, so each run imports
 # them afresh as a new process would; what came from elsewhere (the frameworks) stays
-# imported, as it would stay in a user's long-lived process.
+# imported, as it would stay in a user's long-lived process. After a run, the
+# directories named in its "keep" are copied as they are then (files' times too).
 _CHILD = """
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -161,6 +165,8 @@ for run in RUNS:
     outcomes = Outcomes()
     code = pytest.main(run["args"], plugins=[outcomes])
     results.append({"ret": int(code), "outcomes": outcomes.counts})
+    for name, copy in run["keep"].items():
+        shutil.copytree(name, copy)
 print("INNER RUNS: " + json.dumps(results))
 """
 
@@ -172,10 +178,15 @@ class InnerRun:
     Attributes:
         args: pytest's arguments.
         unlink: Files of the project to delete before the run (relative to its root).
+        keep: Directories of the project to copy once the run ended, as they are then
+            (with their files' modification times), to ``<name>.after-<n>`` (``n``: the
+            run's place among the runs, from 0): what the run left, for the test to
+            compare with what later runs leave.
     """
 
     args: tuple[str, ...] = ()
     unlink: tuple[str, ...] = ()
+    keep: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -201,6 +212,7 @@ def runpytest_in_one_child(
         {
             "args": [f"--basetemp={pytester.path / f'basetemp-{n}'}", *r.args],
             "unlink": list(r.unlink),
+            "keep": {name: f"{name}.after-{n}" for name in r.keep},
         }
         for n, r in enumerate(runs)
     ]

@@ -48,7 +48,9 @@ def test_the_corpus_guard_fails_an_xdist_run_whose_test_leaves_a_file_there(
     monkeypatch.setenv("DSH_CORPUS_DIR", str(corpus))
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)  # the inner run is a user's run
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:benchmark -p no:hypothesispytest -p no:recording")
+    monkeypatch.setenv(
+        "PYTEST_ADDOPTS", "-p no:benchmark -p no:hypothesispytest -p no:recording -p no:anyio"
+    )
     shutil.copytree(SUPPORT, pytester.path / "support")
     shutil.copy(TESTS / "conftest.py", pytester.path / "conftest.py")
     pytester.makeini("[pytest]\npythonpath = .\nasyncio_default_fixture_loop_scope = function\n")
