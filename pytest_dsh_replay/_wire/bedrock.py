@@ -158,10 +158,11 @@ def _framed_texts(texts: Iterable[str], position: int, out: list[bytes]) -> None
     Each non-empty text becomes the ``contentBlockDelta`` message `event_message` gives
     for ``{"delta": {"text": <text>}, "contentBlockIndex": <position>}``, appended to
     ``out`` in pieces (an empty one sends nothing). The texts are serialized together,
-    as one indented array, and cut where a line break is (a serialized string holds
-    none: it escapes each one). A message's bytes before its text's
-    (prelude, headers, the payload's opening) depend only on that text's length: they
-    and their CRC32 are built once per length, the message's CRC32 continued from there.
+    as one indented array, and cut at the ``",<line break>  "`` between two of them (a
+    raw line break occurs only there: a serialized string escapes each one). A message's
+    bytes before its serialized text (prelude, headers, the payload's opening up to the
+    text's opening quote) depend only on that text's length: they and their CRC32 are
+    built once per length, the message's CRC32 continued from there.
     """
     sent = list(filter(None, texts))
     if not sent:
