@@ -49,10 +49,15 @@ from .._errors import (
     ReplayedModelError,
     UnservedRouteError,
 )
-from .._format.events import JSONObject, StreamChunk
+from .._format.events import ChunkRun, JSONObject, StreamChunk
 from .._format.redact import builtin_redact
 from .._format.reply import finish_failure
-from .._identity.answers import ServedAnswer, ToolCallMark, tool_call_marks
+from .._identity.answers import (
+    ServedAnswer,
+    ToolCallMark,
+    runs_tool_call_marks,
+    tool_call_marks,
+)
 from .._identity.options import (
     CallOptions,
     OptionsModel,
@@ -843,6 +848,11 @@ class Endpoint:
         kept = _kept_encoding(call, chunks)
         if kept is not None:
             return self._sent(call, kept)
+        framed = _runs_encoding(call, chunks)
+        if isinstance(framed, _Encoding):
+            return self._sent(call, framed)
+        if framed is not None:
+            return _failure_response(call.wire, framed)
         collected: list[StreamChunk] = []
         failure: Failure | None = None
         try:
@@ -887,15 +897,7 @@ class Endpoint:
         entry = call.entry
         if entry is None or len(collected) != entry.chunk_count:
             return _encode_all(call, collected, failure)
-        key = _encoding_key(call)
-        kept = _KEPT.of(entry)
-        found = kept.get(key)
-        if found is None:
-            found = _encode_all(call, collected, failure)
-            if len(kept) >= MAX_KEPT_ENCODINGS:
-                kept.pop(next(iter(kept)), None)  # the oldest
-            kept[key] = found
-        return found
+        return _kept_as(call, entry, lambda: _encode_all(call, collected, failure))
 
     def _answered(
         self, call: _Call, finish: Mapping[str, object] | None, served: ServedAnswer
@@ -1061,25 +1063,102 @@ def _encode_all(call: _Call, collected: list[StreamChunk], failure: Failure | No
     # What follows the first finish (at n) is never sent.
     out = [encoder.start(), encoder.feed_all(collected[:n])]
     if n < len(collected):
-        chunk = collected[n]
-        found = _failure_of(chunk)
-        if found is None or found.get("code") in _FINISHING:
-            served = _served(encoder.marks(), tool_call_marks(collected[:n]))
-            reason = chunk.get("reason")
-            out.append(encoder.finish(reason if isinstance(reason, Mapping) else {}))
-            kind = _finish_kind(chunk)
-            return _Encoding(b"".join(out), False, n + 1, n, False, served, kind)
-        closed = found.get("code") == "STREAM_CLOSED"  # cut: nothing more is sent
-        dropped = not closed and str(found.get("code", "UNKNOWN")) in _DROP_CODES
-        if not closed and not dropped:
-            out.append(encoder.failure_event(found))
-        return _Encoding(b"".join(out), dropped, n + 1, -1, True, _NOTHING)
+        return _finished(encoder, out, n, collected[n], lambda: tool_call_marks(collected[:n]))
     if failure is None:
         return _Encoding(b"".join(out), False, n, -1, False, _NOTHING)
     dropped = failure.get("code") in _DROP_CODES
     if not dropped:
         out.append(encoder.failure_event(failure))
     return _Encoding(b"".join(out), dropped, n, -1, True, _NOTHING)
+
+
+def _finished(
+    encoder: Encoder,
+    out: list[bytes],
+    n: int,
+    chunk: StreamChunk,
+    calls: Callable[[], tuple[ToolCallMark, ...]],
+) -> _Encoding:
+    """An encoded answer that ends with its first ``finish``, ``chunk`` (chunk ``n``).
+
+    ``out``: the answer's bytes before it; ``calls``: the tool calls of the chunks
+    before it (asked for only when the answer ends normally).
+    """
+    found = _failure_of(chunk)
+    if found is None or found.get("code") in _FINISHING:
+        served = _served(encoder.marks(), calls())
+        reason = chunk.get("reason")
+        out.append(encoder.finish(reason if isinstance(reason, Mapping) else {}))
+        return _Encoding(b"".join(out), False, n + 1, n, False, served, _finish_kind(chunk))
+    closed = found.get("code") == "STREAM_CLOSED"  # cut: nothing more is sent
+    dropped = not closed and str(found.get("code", "UNKNOWN")) in _DROP_CODES
+    if not closed and not dropped:
+        out.append(encoder.failure_event(found))
+    return _Encoding(b"".join(out), dropped, n + 1, -1, True, _NOTHING)
+
+
+def _runs_encoding(call: _Call, chunks: Iterator[StreamChunk]) -> _Encoding | Failure | None:
+    """The call's answer framed from its entry's chunk runs, without building its chunks.
+
+    See [docs/wires.md#encoded-once](../wires.md#encoded-once).
+
+    Only when the replay vouched for the chunks, the call keeps no chunks of its own
+    (no continuation by id), the wire has a `RunsEncoder` (`BaseWire.runs_encoder`) and
+    the stream can be read whole as runs (the replay model's: ``read_runs``, for a
+    chunks entry without placeholders whose one ``finish`` is its last chunk).
+
+    Returns:
+        The encoding (kept for the entry as `Endpoint._encoding` keeps one); the
+        failure of an answer that fails before any content (the HTTP error to answer);
+        ``None``, ``chunks`` unread: read and encode them as usual.
+    """
+    entry = call.entry
+    if entry is None or call.chunks is not None or entry.kind != "chunks":
+        return None
+    encoder = call.wire.runs_encoder(call.request, model=call.model, call_id=call.id)
+    read_runs: Callable[[], list[ChunkRun] | None] | None = getattr(chunks, "read_runs", None)
+    if encoder is None or read_runs is None:
+        return None
+    runs = read_runs()
+    if runs is None:
+        return None
+    body, finish = runs[:-1], runs[-1]  # its one finish is its last chunk
+    failure = _failure_of(finish)
+    if (
+        failure is not None
+        and failure.get("code") not in _IN_STREAM
+        and not any(map(_holds_content, body))
+    ):
+        return failure
+    n = entry.chunk_count - 1
+
+    def build() -> _Encoding:
+        out = [encoder.start(), encoder.feed_runs(body)]
+        return _finished(encoder, out, n, finish, lambda: runs_tool_call_marks(body))
+
+    return _kept_as(call, entry, build)
+
+
+def _holds_content(item: ChunkRun) -> bool:
+    """Whether a chunk run stands for a content chunk (see ``_CONTENT``)."""
+    if item.__class__ is dict:
+        return item.get("type") in _CONTENT
+    return bool(item[2])  # a run of deltas, each a content chunk
+
+
+def _kept_as(
+    call: _Call, entry: ChunksEntry | ThrowEntry, build: Callable[[], _Encoding]
+) -> _Encoding:
+    """The encoding kept for the call's entry, else ``build()``'s, kept now."""
+    key = _encoding_key(call)
+    kept = _KEPT.of(entry)
+    found = kept.get(key)
+    if found is None:
+        found = build()
+        if len(kept) >= MAX_KEPT_ENCODINGS:
+            kept.pop(next(iter(kept)), None)  # the oldest
+        kept[key] = found
+    return found
 
 
 _KIND: Final = operator.methodcaller("get", "type")

@@ -16,8 +16,9 @@ from typing import Final
 
 import orjson
 
-from .._format.events import StreamChunk
+from .._format.events import ChunkRun, StreamChunk
 from .._format.reply import assemble_reply
+from .._scripts.entries import materialize_runs
 
 __all__ = [
     "ServedAnswer",
@@ -25,6 +26,7 @@ __all__ = [
     "is_served_answer",
     "message_tool_calls",
     "quotes_answer",
+    "runs_tool_call_marks",
     "same_arguments",
     "served_answer",
     "tool_call_marks",
@@ -87,6 +89,30 @@ def tool_call_marks(chunks: Iterable[StreamChunk]) -> tuple[ToolCallMark, ...]:
                      str(block.get("arguments") or ""))
         for block in assemble_reply(chunks).tool_calls
     )  # fmt: skip
+
+
+def runs_tool_call_marks(runs: Sequence[ChunkRun]) -> tuple[ToolCallMark, ...]:
+    """`tool_call_marks` of the chunks chunk runs stand for (``materialize_runs``).
+
+    Args:
+        runs: A call's chunks as stored: chunk objects, and runs of deltas of one block
+            (``ChunkRun``); read only.
+
+    Returns:
+        As `tool_call_marks`; the chunks are built only when a run is a
+        ``tool-call-delta`` run or a chunk object can add a ``tool-call`` block.
+    """
+    if list not in map(type, runs):  # chunk objects only
+        return tool_call_marks(list(runs))
+    singles: list[StreamChunk] = []
+    for item in runs:
+        if item.__class__ is dict:
+            singles.append(item)
+        elif item[0] == "tool-call-delta":
+            return tool_call_marks(materialize_runs(list(runs)))
+    if not _builds_tool_calls(singles):
+        return ()
+    return tool_call_marks(materialize_runs(list(runs)))
 
 
 _KIND: Final = operator.methodcaller("get", "type")

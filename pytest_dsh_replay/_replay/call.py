@@ -19,9 +19,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Itera
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
-from .._errors import PlaceholderError, ReplayCancelledError, ReplayedModelError, ScriptError
-from .._format.events import StreamChunk
-from .._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
+from .._errors import (
+    DshReplayError,
+    PlaceholderError,
+    ReplayCancelledError,
+    ReplayedModelError,
+    ScriptError,
+)
+from .._format.events import ChunkRun, StreamChunk
+from .._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry, materialize_runs
 from .._scripts.scenario import SessionScript
 from .pace import chunk_waits
 
@@ -210,6 +216,7 @@ class ReplayCall:
         "raised",
         "request",
         "rest",
+        "runs",
         "tail",
         "unbuilt",
     )
@@ -250,6 +257,8 @@ class ReplayCall:
         # Read to its end without its chunks built (read_unbuilt): they are built from
         # the entry when a follower asks for them.
         self.unbuilt = False
+        # The entry's runs when read_runs read the call (the chunks are built from them).
+        self.runs: list[ChunkRun] | None = None
 
     # --- what it is ---------------------------------------------------------------------
 
@@ -471,7 +480,9 @@ class ReplayCall:
         if kept is not None:
             return kept
         if self.unbuilt:  # read without building them: built now, as the read would have
-            self.kept = kept = cast(ChunksEntry, self.entry).chunks
+            runs = self.runs
+            entry = cast(ChunksEntry, self.entry)
+            self.kept = kept = entry.chunks if runs is None else materialize_runs(runs)
             return kept
         try:
             chunks = self.chunks
@@ -492,6 +503,44 @@ class ReplayCall:
             unless the call replays a chunks entry without placeholders, unread, not
             diverted and not cancelled.
         """
+        entry = self._unread_entry()
+        if entry is None:
+            return None
+        count = entry.chunk_count
+        self.unbuilt = True
+        self.over = True
+        return count
+
+    def read_runs(self) -> list[ChunkRun] | None:
+        """Read the whole call as its entry's chunk runs, without building its chunks.
+
+        As `read_unbuilt`, for a caller that reads the runs themselves (the model
+        endpoint, for a wire whose encoder frames them,
+        [docs/wires.md#encoded-once](../wires.md#encoded-once)); a follower of the read
+        gets the chunks built from these runs when it asks (`handed_out`), so the
+        caller must not change them.
+
+        Returns:
+            The entry's runs (`ChunksEntry.runs`); ``None`` (nothing changed) unless
+            `read_unbuilt` could read the call and the entry's one ``finish`` is its
+            last chunk, and the entry's stream reads without error.
+        """
+        entry = self._unread_entry()
+        if entry is None:
+            return None
+        try:
+            if not entry.ends_with_finish:
+                return None
+            runs = entry.runs()
+        except DshReplayError:  # a raw payload that breaks a rule: the usual read raises it
+            return None
+        self.runs = runs
+        self.unbuilt = True
+        self.over = True
+        return runs
+
+    def _unread_entry(self) -> ChunksEntry | None:
+        """The call's entry when it can be read whole at once (see `read_unbuilt`)."""
         entry = self.entry
         if (
             entry.__class__ is not ChunksEntry
@@ -505,11 +554,7 @@ class ReplayCall:
         try:
             self.chunks  # noqa: B018 - whether the read started
         except AttributeError:
-            assert isinstance(entry, ChunksEntry)
-            count = entry.chunk_count
-            self.unbuilt = True
-            self.over = True
-            return count
+            return entry
         return None
 
     def _read(self) -> Generator[Iterator[StreamChunk], None, None]:
@@ -696,6 +741,20 @@ class ChunkStream(chain[StreamChunk]):
         if count is not None:
             self._source.close()  # not started: the chain ends at its first read
         return count
+
+    def read_runs(self) -> list[ChunkRun] | None:
+        """Read the whole stream at once as its entry's chunk runs; nothing more comes.
+
+        See `ReplayCall.read_runs` (the runs are not to be changed).
+
+        Returns:
+            The runs, or ``None`` when the stream cannot be read so (it is unchanged:
+            read it as usual).
+        """
+        runs = self._call.read_runs()
+        if runs is not None:
+            self._source.close()
+        return runs
 
     # --- following the read (docs/recording.md#lazy) --------------------------------------
 

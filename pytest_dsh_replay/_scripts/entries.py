@@ -46,7 +46,13 @@ derived, naming the line.
 
 
 def materialize_runs(items: list[ChunkRun]) -> list[StreamChunk]:
-    """The chunks that chunk runs stand for, as new objects."""
+    """The chunks that chunk runs stand for, as new objects.
+
+    A chunk object among ``items`` is one of the chunks as it is; ``items`` itself is
+    the list of chunks when it holds no run of deltas.
+    """
+    if list not in map(type, items):  # chunk objects only: nothing to build
+        return items
     out: list[StreamChunk] = []
     append = out.append
     for item in items:
@@ -178,11 +184,26 @@ class _ChunkHolder:
                 ([docs/format.md#raw-payloads](../format.md#raw-payloads)).
             ScriptError: On first access, such a payload cannot be stored.
         """
+        return materialize_runs(self.runs())
+
+    def runs(self) -> list[ChunkRun]:
+        """The call's chunks as stored: chunk runs (``ChunkRun``), new objects on every call.
+
+        Single chunk objects, and runs of deltas of one block
+        (``[chunk_type, index, members, ...]``) that `materialize_runs` turns into one
+        chunk each; what `chunks` is built from, for a reader that can use the runs as
+        they are (an encoder that frames a run of texts,
+        [docs/wires.md#encoded-once](../wires.md#encoded-once)).
+
+        Raises:
+            SessionLogError: As `chunks`, for a payload left raw.
+            ScriptError: As `chunks`.
+        """
         if self._verify is not None:
             runs = self._verified()
             if runs is not None:  # parsed for the check, referenced by nothing else
-                return materialize_runs(runs)
-        return materialize_runs(orjson.loads(self._blob))
+                return runs
+        return orjson.loads(self._blob)  # type: ignore[no-any-return]
 
     @property
     def chunk_count(self) -> int:

@@ -33,7 +33,7 @@ from typing import Final, Protocol
 import orjson
 
 from .._errors import DshReplayError
-from .._format.events import JSONObject, StreamChunk
+from .._format.events import ChunkRun, JSONObject, StreamChunk
 from .framing import JSON_HEADERS, SSE, Frame, Framing, SSEParser
 from .shapes import FailureRecord
 
@@ -50,6 +50,7 @@ __all__ = [
     "InProcess",
     "Refusal",
     "Reply",
+    "RunsEncoder",
     "SSEParser",
     "SentBlock",
     "Wire",
@@ -239,6 +240,27 @@ class Encoder(Protocol):
 
     def replay_error_event(self, message: str) -> bytes:
         """The in-stream error event of a replay error (not the provider's) mid-stream."""
+        ...
+
+
+class RunsEncoder(Encoder, Protocol):
+    """An `Encoder` that also frames a recorded entry's chunk runs as they are stored.
+
+    See [docs/wires.md#encoded-once](../wires.md#encoded-once) and
+    [docs/architecture.md#adding-a-wire](../architecture.md#adding-a-wire).
+    """
+
+    def feed_runs(self, runs: Sequence[ChunkRun]) -> bytes:
+        """The events of the chunks ``runs`` stand for: `Encoder.feed_all` of them, built.
+
+        Args:
+            runs: Chunk runs (``ChunkRun``: chunk objects, and runs of deltas of one
+                block that ``materialize_runs`` builds into chunks), in order; read
+                only, never changed.
+
+        Returns:
+            The same bytes as ``feed_all(materialize_runs(runs))``.
+        """
         ...
 
 
@@ -516,6 +538,19 @@ class BaseWire:
     ) -> Encoder:
         """An encoder for one streamed answer to ``request``, framed by `framing`."""
         raise NotImplementedError
+
+    def runs_encoder(
+        self, request: Mapping[str, object], *, model: str, call_id: str
+    ) -> RunsEncoder | None:
+        """An encoder that frames chunk runs (`RunsEncoder`), or ``None`` (the default).
+
+        For a replayed answer the endpoint serves at once, it takes the recorded
+        entry's runs instead of its chunk objects when this gives an encoder
+        ([docs/wires.md#encoded-once](../wires.md#encoded-once)). The encoder gives the
+        bytes `encoder` gives for the same request, model and call id; a wire whose
+        encoding reads the answer's replay state keeps ``None``.
+        """
+        return None
 
     def encoder_options(self, request: Mapping[str, object]) -> tuple[object, ...]:
         """What of ``request`` the streamed encoding depends on, as a hashable tuple.

@@ -24,20 +24,20 @@ botocore (``:`` as ``%3A``): ``POST /model/{model}/converse-stream`` streams,
 from __future__ import annotations
 
 import functools
-import itertools
 import os
 import re
 import struct
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote, unquote, urlsplit
 
 import orjson
 
 from .._errors import DshReplayError
-from .._format.events import JSONObject, StreamChunk
+from .._format.events import ChunkRun, JSONObject, StreamChunk
 from .._format.reply import assemble_reply
+from .._scripts.entries import materialize_runs
 from .base import (
     CONTEXT_OVERFLOW,
     BaseWire,
@@ -46,6 +46,7 @@ from .base import (
     InProcess,
     WireError,
     copy_settings,
+    delta_run,
     failure_headers,
     failure_message,
     failure_record,
@@ -130,43 +131,50 @@ def _event_headers(name: str) -> tuple[tuple[str, str], ...]:
 
 _DELTA_HEADERS: Final = _event_headers("contentBlockDelta")
 _DELTA_HEAD: Final = _head(_DELTA_HEADERS)
-_TEXT_OPEN: Final = b'{"delta":{"text":'
+_TEXT_OPEN: Final = b'{"delta":{"text":"'
 
 
 def _framed_text_run(chunks: Sequence[StreamChunk], i: int, block: _Block, out: list[bytes]) -> int:
     """Frame the run of text deltas of the open text ``block`` from ``chunks[i]`` on.
 
-    Each non-empty text becomes the ``contentBlockDelta`` message `event_message` gives
-    for ``{"delta": {"text": <text>}, "contentBlockIndex": <position>}``, appended to
-    ``out`` in pieces; the run is `delta_run`'s. A message's bytes before its text
-    (prelude, headers, the payload's opening) depend only on the text's length: they
-    and their CRC32 are built once per length, the message's CRC32 continued from there.
+    The run is `delta_run`'s; its texts are kept as sent and framed by `_framed_texts`.
 
     Returns:
         The index of the first chunk after the run.
     """
-    index = chunks[i].get("index", 0)
-    close = b'},"contentBlockIndex":' + str(block.position).encode() + b"}"
-    pack_crc, crc32, dumps, sent = _CRC.pack, zlib.crc32, orjson.dumps, block.sent
+    texts = delta_run(chunks, i, "text-delta", chunks[i].get("index", 0))
+    block.sent.append("".join(texts))
+    _framed_texts(texts, block.position, out)
+    return i + len(texts)
+
+
+_INDENTED: Final = orjson.OPT_INDENT_2
+_BETWEEN: Final = b'",\n  "'  # between two strings of an indented array (see _framed_texts)
+
+
+def _framed_texts(texts: Iterable[str], position: int, out: list[bytes]) -> None:
+    """Frame the text deltas ``texts`` of the text block at ``position``, onto ``out``.
+
+    Each non-empty text becomes the ``contentBlockDelta`` message `event_message` gives
+    for ``{"delta": {"text": <text>}, "contentBlockIndex": <position>}``, appended to
+    ``out`` in pieces (an empty one sends nothing). The texts are serialized together,
+    as one indented array, and cut at the ``",<line break>  "`` between two of them (a
+    raw line break occurs only there: a serialized string escapes each one). A message's
+    bytes before its serialized text (prelude, headers, the payload's opening up to the
+    text's opening quote) depend only on that text's length: they and their CRC32 are
+    built once per length, the message's CRC32 continued from there.
+    """
+    sent = list(filter(None, texts))
+    if not sent:
+        return
+    close = b'"},"contentBlockIndex":' + str(position).encode() + b"}"
+    pack_crc, crc32 = _CRC.pack, zlib.crc32
     starts: dict[int, tuple[bytes, int]] = {}  # the text's length -> its message's start
-    for chunk in itertools.islice(chunks, i, None):
-        text = chunk.get("text", "")
-        if (
-            chunk.get("type") != "text-delta"
-            or text.__class__ is not str
-            or chunk.get("index", 0) != index
-        ):
-            break
-        i += 1
-        if not text:
-            continue  # an empty delta sends nothing
-        sent.append(text)
-        quoted = dumps(text)
-        start = starts.get(len(quoted))
+    for inner in orjson.dumps(sent, option=_INDENTED)[5:-3].split(_BETWEEN):
+        start = starts.get(len(inner))
         if start is None:
-            start = starts[len(quoted)] = _delta_start(len(quoted) + len(close))
-        out += (start[0], quoted, close, pack_crc(crc32(quoted + close, start[1])))
-    return i
+            start = starts[len(inner)] = _delta_start(len(inner) + len(close))
+        out += (start[0], inner, close, pack_crc(crc32(inner + close, start[1])))
 
 
 def _delta_start(rest: int) -> tuple[bytes, int]:
@@ -487,6 +495,47 @@ class BedrockEncoder:
             out.append(self.feed(chunk))
             i += 1
         return b"".join(out)
+
+    def feed_runs(self, runs: Sequence[ChunkRun]) -> bytes:
+        """The events of the chunks ``runs`` stand for: `feed_all` of them, built.
+
+        See [docs/wires.md#encoded-once](../wires.md#encoded-once).
+
+        A run of text deltas of a text block already open is framed from its texts,
+        without building its chunks (most of an answer); any other run or chunk is fed
+        as `feed_all` feeds it. The runs are only read.
+        """
+        if list not in map(type, runs):  # chunk objects only (no run of deltas)
+            return self.feed_all(runs)
+        out: list[bytes] = []
+        for item in runs:
+            if item.__class__ is dict:
+                out.append(self.feed(item))
+            elif not self._framed_run(item, out):
+                out.append(self.feed_all(materialize_runs([item])))
+        return b"".join(out)
+
+    def _framed_run(self, run: list[Any], out: list[bytes]) -> bool:
+        """Frame a run of text deltas of an open text block from its texts, onto ``out``.
+
+        Returns:
+            Whether it was framed: ``False`` (nothing done) for any other run.
+        """
+        if run[0] != "text-delta":
+            return False
+        block = self._blocks.get(run[1])
+        if block is None or block.kind != "text" or block.stopped:
+            return False
+        texts = run[2]
+        try:
+            joined = "".join(texts)  # what the block sends
+        except TypeError:  # a member that is no string: fed as a chunk would be
+            return False
+        if joined:  # else only empty deltas, which send nothing
+            self._open(block)  # a text block's index: no event of its own
+            block.sent.append(joined)
+            _framed_texts(texts, block.position, out)
+        return True
 
     def feed(self, chunk: StreamChunk) -> bytes:
         """The events for one dsh chunk (``b""`` when it has no wire form of its own)."""
@@ -1233,6 +1282,12 @@ class BedrockWire(BaseWire):
         replay_state: Mapping[str, object] | None = None,
     ) -> BedrockEncoder:
         """An encoder (ConverseStream events carry no model, id or replay state)."""
+        return BedrockEncoder()
+
+    def runs_encoder(
+        self, request: Mapping[str, object], *, model: str, call_id: str
+    ) -> BedrockEncoder:
+        """An encoder (`BedrockEncoder.feed_runs` frames chunk runs)."""
         return BedrockEncoder()
 
     def whole(self, chunks: list[StreamChunk], *, model: str, call_id: str) -> JSONObject:

@@ -18,7 +18,7 @@ from support.scenarios import one_session
 from pytest_dsh_replay import ReplayCancelledError, ReplayedModelError
 from pytest_dsh_replay._replay.call import ChunkStream
 from pytest_dsh_replay._replay.model import ReplayModel
-from pytest_dsh_replay._scripts.entries import ThrowEntry
+from pytest_dsh_replay._scripts.entries import ChunksEntry, ThrowEntry
 
 REQ = {"messages": [{"role": "user", "content": "work on goal-42"}]}
 
@@ -85,3 +85,74 @@ def test_a_call_with_a_callers_event_is_no_chunk_stream() -> None:
     stream = model.stream(REQ, session_id="s", cancel=threading.Event())
     assert not hasattr(stream, "read_unbuilt")  # the endpoint reads it as usual
     assert [c["type"] for c in stream][-1] == "finish"
+
+
+# --- read as its entry's chunk runs (ChunkStream.read_runs) --------------------------------
+
+
+def _packed_entry() -> ChunksEntry:
+    runs: list[Any] = [
+        {"type": "block-start", "index": 0, "blockType": "text"},
+        ["text-delta", 0, ["hel", "lo"]],
+        {"type": "block-end", "index": 0, "block": {"type": "text", "text": "hello"}},
+        {"type": "finish", "reason": {"kind": "stop"}},
+    ]
+    return ChunksEntry.from_runs(runs, 5)
+
+
+def test_a_chunks_entry_reads_whole_as_its_runs() -> None:
+    entry = _packed_entry()
+    model, stream = _stream(entry)
+    read = stream.followed()
+    runs = stream.read_runs()
+    assert runs == entry.runs()
+    assert runs is not None
+    assert runs[1] == ["text-delta", 0, ["hel", "lo"]]
+    assert list(stream) == []  # nothing more is handed out
+    assert read.done()
+    assert read.error() is None
+    assert read.handed_out() == entry.chunks  # built from the runs read
+    assert read.handed_out()[0] is runs[0]  # a chunk object is the run's own
+    assert read.handed_out(copies=True) == entry.chunks
+    model.assert_consumed()
+    assert stream.read_runs() is None  # read already
+    assert stream.read_unbuilt() is None
+
+
+def test_an_entry_that_goes_on_after_its_finish_is_read_as_usual() -> None:
+    chunks = [*text_entry("hi").chunks, {"type": "usage", "usage": {"outputTokens": 1}}]
+    entry = ChunksEntry(chunks)
+    _model, stream = _stream(entry)
+    assert stream.read_runs() is None
+    assert list(stream) == chunks
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        text_entry("on {{fromRequest:goal-[0-9]+}}"),
+        ThrowEntry(text_entry("partial").chunks[:2], "overloaded", "OVERLOADED"),
+    ],
+    ids=["placeholders", "throw"],
+)
+def test_no_runs_for_a_read_that_is_not_the_recorded_list(entry: Any) -> None:
+    _model, stream = _stream(entry)
+    assert stream.read_runs() is None
+    if isinstance(entry, ThrowEntry):
+        with pytest.raises(ReplayedModelError):
+            list(stream)
+    else:
+        assert list(stream)[1]["text"] == "on goal-42"
+
+
+def test_no_runs_for_a_started_or_cancelled_read() -> None:
+    entry = text_entry("hello")
+    _model, stream = _stream(entry)
+    first = next(stream)
+    assert stream.read_runs() is None
+    assert [first, *stream] == entry.chunks
+    model, stream = _stream(text_entry("hello"))
+    model.cancel("s")
+    assert stream.read_runs() is None
+    with pytest.raises(ReplayCancelledError):
+        list(stream)
