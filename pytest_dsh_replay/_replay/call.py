@@ -513,13 +513,54 @@ class ReplayCall:
         return None
 
     def _read(self) -> Generator[Iterator[StreamChunk], None, None]:
-        """The replay for ``itertools.chain.from_iterable``, its end and error noted.
+        """The replay for ``itertools.chain.from_iterable``: one iterator over the chunks.
 
-        See `_list`; ``over`` and ``raised`` tell a follower of the read
-        (`ChunkStream`) that it ended and how.
+        For a call that neither paces, hangs nor watches a caller's event: the chunks are
+        handed out by a list iterator, and `BoundSession.cancel` empties the list,
+        so the next read raises the cancellation instead of a chunk. ``over`` and
+        ``raised`` tell a follower of the read (`ChunkStream`) that it ended and how.
+        One generator, no inner one: it is made for every call.
+
+        Raises:
+            Exception: ``error``; what `prepare` raises; the cancellation when the
+                call was cancelled before a chunk;
+                [`ReplayedModelError`][pytest_dsh_replay.ReplayedModelError] at the end of a
+                ``throw`` entry.
         """
         try:
-            yield from self._list()
+            if self.error is not None:
+                raise self.error
+            entry = self.entry
+            if entry.__class__ is ChunksEntry and not self.placeholders:
+                chunks, message, code = entry.chunks, None, None  # prepare(), without branches
+            else:
+                chunks, message, code, _ready = self.prepare()
+            if chunks:
+                bound = self.bound
+                assert bound is not None
+                self.rest = rest = iter(chunks)  # first: a follower reads chunks, then rest
+                self.chunks = chunks
+                self.cut = False
+                reading = bound.reading
+                reading.add(self)
+                try:
+                    # After registering: a cancel() that missed this call raised the epoch
+                    # first.
+                    if bound.epoch != self.epoch:
+                        raise self.cancelled_error()
+                    yield rest if self.diverted is None else map(self.diverted, rest)
+                    if self.tail is not None:  # diverted during the read (see divert)
+                        yield self.tail
+                except GeneratorExit:  # closed: the rest of the list is not handed out
+                    self._closed()
+                    raise
+                finally:
+                    reading.discard(self)
+                if self.cut:
+                    raise self.cancelled_error()
+            if message is not None:
+                assert code is not None
+                raise ReplayedModelError(message, code)
         except GeneratorExit:
             raise
         except BaseException as error:
@@ -528,54 +569,12 @@ class ReplayCall:
         finally:
             self.over = True
 
-    def _list(self) -> Generator[Iterator[StreamChunk], None, None]:
-        """The replay for ``itertools.chain.from_iterable``: one iterator over the chunks.
-
-        For a call that neither paces, hangs nor watches a caller's event: the chunks are
-        handed out by a list iterator, and `BoundSession.cancel` empties the list,
-        so the next read raises the cancellation instead of a chunk.
-
-        Raises:
-            Exception: ``error``; what `prepare` raises; the cancellation when the
-                call was cancelled before a chunk;
-                [`ReplayedModelError`][pytest_dsh_replay.ReplayedModelError] at the end of a
-                ``throw`` entry.
-        """
-        if self.error is not None:
-            raise self.error
-        entry = self.entry
-        if entry.__class__ is ChunksEntry and not self.placeholders:
-            chunks, message, code = entry.chunks, None, None  # prepare(), without its branches
-        else:
-            chunks, message, code, _ready = self.prepare()
-        if chunks:
-            bound = self.bound
-            assert bound is not None
-            self.rest = rest = iter(chunks)  # first: a follower reads chunks, then rest
-            self.chunks = chunks
-            self.cut = False
-            reading = bound.reading
-            reading.add(self)
-            try:
-                # After registering: a cancel() that missed this call raised the epoch first.
-                if bound.epoch != self.epoch:
-                    raise self.cancelled_error()
-                yield rest if self.diverted is None else map(self.diverted, rest)
-                if self.tail is not None:  # diverted during the read (see divert)
-                    yield self.tail
-            except GeneratorExit:  # closed: the rest of the list is not handed out
-                if self.kept is None:
-                    self.cut_list()
-                else:  # cut before (diverted): the rest is the list the tail reads
-                    del self.chunks[:]
-                raise
-            finally:
-                reading.discard(self)
-            if self.cut:
-                raise self.cancelled_error()
-        if message is not None:
-            assert code is not None
-            raise ReplayedModelError(message, code)
+    def _closed(self) -> None:
+        """The list read was closed: the rest of the list is not handed out."""
+        if self.kept is None:
+            self.cut_list()
+        else:  # cut before (diverted): the rest is the list the tail reads
+            del self.chunks[:]
 
     # --- waiting until cancelled --------------------------------------------------------
 
@@ -674,7 +673,7 @@ class ChunkStream(chain[StreamChunk]):
     def of(cls, call: ReplayCall) -> ChunkStream:
         """The stream of ``call``'s reader."""
         source = call._read()
-        stream = cast(ChunkStream, cls.from_iterable(source))
+        stream: ChunkStream = cls.from_iterable(source)  # type: ignore[assignment]
         stream._source = source
         stream._call = call
         return stream

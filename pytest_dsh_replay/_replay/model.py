@@ -280,14 +280,8 @@ class ReplayModel(OptionsModel):
             TypeError: ``request`` is not a mapping, or ``cancel`` is not a
                 ``threading.Event``.
         """
-        options = _options(
-            session_id,
-            parent_session_id,
-            cancel,
-            seed_length,
-            (by_content, on_response_id, on_entry, cancel_waits_only),
-        )
-        return self.stream_call(request, options)
+        replay = _replay_options(by_content, on_response_id, on_entry, cancel_waits_only)
+        return self._stream(request, session_id, parent_session_id, cancel, seed_length, replay)
 
     def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
         """[`stream`][pytest_dsh_replay.ReplayModel.stream] with the call's options as one value.
@@ -298,7 +292,25 @@ class ReplayModel(OptionsModel):
         Raises:
             TypeError: As [`stream`][pytest_dsh_replay.ReplayModel.stream].
         """
-        cancel = options.cancel
+        return self._stream(
+            request,
+            options.session_id,
+            options.parent_session_id,
+            options.cancel,
+            options.seed_length,
+            options.replay,
+        )
+
+    def _stream(
+        self,
+        request: Request,
+        session_id: str | None,
+        parent_session_id: str | None,
+        cancel: object,
+        seed_length: int | None,
+        replay: ReplayOptions,
+    ) -> Iterator[StreamChunk]:
+        """`stream_call` with the options a replay reads as arguments (no `CallOptions`)."""
         if cancel is not None and not isinstance(cancel, threading.Event):
             raise TypeError(
                 f"stream(cancel=...) takes a threading.Event, got {type(cancel).__name__}"
@@ -306,15 +318,8 @@ class ReplayModel(OptionsModel):
         if request.__class__ is not dict and not isinstance(request, Mapping):
             raise _not_a_request(request)
         gate = self._gate
-        replay = options.replay
         call = self._sessions.admit(
-            request,
-            options.session_id,
-            options.parent_session_id,
-            cancel,
-            options.seed_length,
-            replay.by_content,
-            gate,
+            request, session_id, parent_session_id, cancel, seed_length, replay.by_content, gate
         )
         if replay is not NO_REPLAY:
             _tell_callbacks(call, replay)
@@ -392,14 +397,8 @@ class ReplayModel(OptionsModel):
             TypeError: ``request`` is not a mapping, or ``cancel`` is not an
                 ``asyncio.Event``.
         """
-        options = _options(
-            session_id,
-            parent_session_id,
-            cancel,
-            seed_length,
-            (by_content, on_response_id, on_entry, cancel_waits_only),
-        )
-        return self.astream_call(request, options)
+        replay = _replay_options(by_content, on_response_id, on_entry, cancel_waits_only)
+        return self._astream(request, session_id, parent_session_id, cancel, seed_length, replay)
 
     def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
         """[`astream`][pytest_dsh_replay.ReplayModel.astream] with the call's options as one value.
@@ -407,9 +406,27 @@ class ReplayModel(OptionsModel):
         Raises:
             TypeError: As [`astream`][pytest_dsh_replay.ReplayModel.astream].
         """
+        return self._astream(
+            request,
+            options.session_id,
+            options.parent_session_id,
+            options.cancel,
+            options.seed_length,
+            options.replay,
+        )
+
+    def _astream(
+        self,
+        request: Request,
+        session_id: str | None,
+        parent_session_id: str | None,
+        cancel: object,
+        seed_length: int | None,
+        replay: ReplayOptions,
+    ) -> AsyncIterator[StreamChunk]:
+        """`astream_call` with the options a replay reads as arguments (no `CallOptions`)."""
         import asyncio
 
-        cancel = options.cancel
         if cancel is not None and not isinstance(cancel, asyncio.Event):
             raise TypeError(
                 "astream(cancel=...) takes an asyncio.Event (or cancel the task, or call "
@@ -418,15 +435,8 @@ class ReplayModel(OptionsModel):
         if request.__class__ is not dict and not isinstance(request, Mapping):
             raise _not_a_request(request)
         gate = self._gate
-        replay = options.replay
         call = self._sessions.admit(
-            request,
-            options.session_id,
-            options.parent_session_id,
-            cancel,
-            options.seed_length,
-            replay.by_content,
-            gate,
+            request, session_id, parent_session_id, cancel, seed_length, replay.by_content, gate
         )
         if replay is not NO_REPLAY:
             _tell_callbacks(call, replay)
@@ -578,30 +588,19 @@ def _waits_only(call: ReplayCall, pacing: Pacing) -> None:
         call.flag = None
 
 
-def _options(
-    session_id: str | None,
-    parent_session_id: str | None,
-    cancel: threading.Event | asyncio.Event | None,
-    seed_length: int | None,
-    replay: tuple[
-        bool,
-        Callable[[str], object] | None,
-        Callable[[ChunksEntry | ThrowEntry], object] | None,
-        bool,
-    ],
-) -> CallOptions:
-    """The options of a call made through `ReplayModel.stream` or ``astream``.
+def _replay_options(
+    by_content: bool,
+    on_response_id: Callable[[str], object] | None,
+    on_entry: Callable[[ChunksEntry | ThrowEntry], object] | None,
+    cancel_waits_only: bool,
+) -> ReplayOptions:
+    """What only a replay reads of a call made through `ReplayModel.stream` or ``astream``.
 
-    ``replay`` holds `ReplayOptions`'s fields in order.
+    `NO_REPLAY` (shared, nothing to build) when none of them is asked for.
     """
-    asked = replay[0] or replay[1] is not None or replay[2] is not None or replay[3]
-    return CallOptions(
-        session_id,
-        parent_session_id,
-        seed_length,
-        cancel=cancel,
-        replay=ReplayOptions(*replay) if asked else NO_REPLAY,
-    )
+    if by_content or on_response_id is not None or on_entry is not None or cancel_waits_only:
+        return ReplayOptions(by_content, on_response_id, on_entry, cancel_waits_only)
+    return NO_REPLAY
 
 
 def _tell_callbacks(call: ReplayCall, replay: ReplayOptions) -> None:
