@@ -386,7 +386,8 @@ def test_stream_without_call_options_equals_stream_call(session_id: str | None) 
     list(model.stream(REQ, on_entry=told.append))
     other = _model(*_entries())
     list(other.stream_call(REQ, CallOptions(replay=ReplayOptions(on_entry=told.append))))
-    assert len(told) == 2 and told[0].chunks == told[1].chunks == _chunks(3)
+    assert len(told) == 2
+    assert told[0].chunks == told[1].chunks == _chunks(3)
 
 
 def test_astream_without_call_options_equals_astream_call() -> None:
@@ -411,17 +412,21 @@ def test_one_generator_read_tells_its_follower_as_before() -> None:
     model = _model(*_entries())
     first: Any = model.stream(REQ)
     followed = first.followed()
-    assert not followed.done() and followed.error() is None
+    assert not followed.done()
+    assert followed.error() is None
     assert list(first) == _chunks(3)
-    assert followed.done() and followed.error() is None
+    assert followed.done()
+    assert followed.error() is None
     assert followed.handed_out(copies=True) == _chunks(3)
     second: Any = model.stream(REQ)
     read = second.followed()
     with pytest.raises(ReplayedModelError):
         list(second)
-    assert read.done() and isinstance(read.error(), ReplayedModelError)
+    assert read.done()
+    assert isinstance(read.error(), ReplayedModelError)
     assert read.handed_out() == _chunks(2)[:2]
     third: Any = model.stream(REQ)
     assert next(third) == _chunks(1)[0]
     third.close()  # closed after one chunk: the follower sees the read ended there
-    assert third.followed().done() and third.followed().handed_out() == _chunks(1)[:1]
+    assert third.followed().done()
+    assert third.followed().handed_out() == _chunks(1)[:1]
