@@ -88,10 +88,19 @@ class Binder:
         self._openers: list[FirstMessage | None] | None = None  # compiled on first use
         self._calls: dict[int, list[tuple[ToolCallMark, ...]]] = {}  # script -> its calls'
         self._links: dict[int, dict[int, tuple[int, int]]] = {}  # parent -> child -> call
-        self._children: dict[str, list[int]] = {}
-        for i, script in enumerate(self.scripts):
-            if not script.primary and script.parent_session:
-                self._children.setdefault(script.parent_session, []).append(i)
+        # recorded parent id -> its children's scripts; made when a parent is first named
+        # (sessions that bind in first-call order never need it)
+        self._kids: dict[str, list[int]] | None = None
+
+    def _children(self) -> dict[str, list[int]]:
+        """Recorded parent id -> the indexes of its children's scripts, in order."""
+        kids = self._kids
+        if kids is None:
+            kids = self._kids = {}
+            for i, script in enumerate(self.scripts):
+                if not script.primary and script.parent_session:
+                    kids.setdefault(script.parent_session, []).append(i)
+        return kids
 
     def first_message(self, messages: object) -> str | None:
         """The live request's opening user text, as messages quote it (redacted).
@@ -155,7 +164,7 @@ class Binder:
         kids: list[int] | None = None
         if parent_script is not None:
             recorded = parent_script.recorded_id
-            kids = self._children.get(recorded) if recorded else None
+            kids = self._children().get(recorded) if recorded else None
             if kids:
                 where = (
                     f"under {parent_script.file} (recorded session {recorded!r}), which its "
@@ -246,7 +255,7 @@ class Binder:
         calls = self.tool_calls(parent)
         links: dict[int, tuple[int, int]] = {}
         claimed: set[tuple[int, int]] = set()
-        for child in self._children.get(recorded, []) if recorded else []:
+        for child in self._children().get(recorded, []) if recorded else []:
             blocks = self.scripts[child].opening_blocks
             if blocks is None:
                 text = self.scripts[child].opening_text
@@ -307,7 +316,7 @@ class Binder:
         return next((i for i in free if self.scripts[i].opening_text is None), None)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen (read only, by convention): made at every binding
 class Choice:
     """The script a new live session binds to.
 

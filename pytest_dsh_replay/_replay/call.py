@@ -55,7 +55,7 @@ def entry_has_placeholders(entry: ReplayEntry) -> bool:
     """Whether an entry holds a ``{{fromRequest:...}}`` placeholder anywhere."""
     if entry.has_placeholders:
         return True
-    if not isinstance(entry, ThrowEntry):
+    if entry.__class__ is ChunksEntry or not isinstance(entry, ThrowEntry):
         return False
     from .placeholders import MARKER
 
