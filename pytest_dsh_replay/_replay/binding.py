@@ -534,8 +534,14 @@ class LiveSessions:
                     return ReplayCall(error=error)
                 bound = found
             index = bound.cursor
+            entries = bound.entries
+            if index < len(entries):
+                # Asked when the call is made, the cursor not moved yet: a large log's
+                # payload that breaks a rule fails its own call
+                # (docs/format.md#raw-payloads), and that call can be made again.
+                entry = entries[index]
+                placeholders = entry_has_placeholders(entry)
             bound.cursor = index + 1
-        entries = bound.entries
         if index >= len(entries):
             return ReplayCall(error=self._exhausted(bound, index + 1))
         order = None
@@ -543,10 +549,7 @@ class LiveSessions:
             order = (bound.index, index)
             gate.arrived(*order)
         # bound, number, entry, placeholders, request, flag, error, order
-        entry = entries[index]
-        return ReplayCall(
-            bound, index + 1, entry, bound.placeholders[index], request, flag, None, order
-        )
+        return ReplayCall(bound, index + 1, entry, placeholders, request, flag, None, order)
 
     def upcoming(
         self,
@@ -572,7 +575,7 @@ class LiveSessions:
         if index >= len(bound.entries):
             return None
         entry = bound.entries[index]
-        return ReplayCall(bound, index + 1, entry, bound.placeholders[index], request)
+        return ReplayCall(bound, index + 1, entry, entry_has_placeholders(entry), request)
 
     def snapshot(self) -> dict[str | None, ReplayBinding]:
         """Live session id -> its `ReplayBinding`, in the order they bound."""
@@ -644,8 +647,7 @@ class LiveSessions:
 
     def _take(self, key: SessionKey, index: int) -> BoundSession:
         script = self._binder.take(index)
-        flags = tuple(map(entry_has_placeholders, script.entries))
-        bound = BoundSession(key, index, script, flags, self.lock, self.redact)
+        bound = BoundSession(key, index, script, self.lock, self.redact)
         self._bound[key] = bound
         return bound
 

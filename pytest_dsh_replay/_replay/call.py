@@ -86,7 +86,6 @@ class BoundSession:
         "index",
         "key",
         "lock",
-        "placeholders",
         "reading",
         "redact",
         "script",
@@ -98,7 +97,6 @@ class BoundSession:
         key: SessionKey,
         index: int,
         script: SessionScript,
-        flags: tuple[bool, ...],
         lock: threading.Lock,
         redact: Callable[[str], str] | None = None,
     ):
@@ -110,7 +108,6 @@ class BoundSession:
         self.index = index
         self.script = script
         self.entries = script.entries
-        self.placeholders = flags
         self.cursor = 0
         # cancel() increments the epoch: every call made before it is cancelled.
         self.epoch = 0
