@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING, Final
 
 from .._errors import ReplayBindingError, ReplayExhaustedError
 from .._identity.announce import Announcement, announcing
-from .._identity.answers import ToolCallMark, tool_call_marks
-from .._scripts.entries import HangEntry
+from .._scripts.entries import ChunksEntry, HangEntry
 from .._scripts.scenario import Scenario, SessionScript
 from .call import (
     BoundSession,
@@ -44,7 +43,8 @@ from .call import (
     entry_has_placeholders,
     wake_all,
 )
-from .matching import FirstMessage, shared_start, trim
+from .matching import shared_start, trim
+from .plan import ReplayPlan, plan_of
 
 # The request view is imported where it is read (binding by content, error messages),
 # not here: replaying in first-call order never reads it, and it is a cold start's cost.
@@ -59,6 +59,11 @@ RERECORD: Final = "re-record with --dsh-record"
 """How a replay error says to re-record when it does not know the exact command."""
 
 
+def _every_bound(size: int) -> str:
+    """Why a session without a parent finds no script: every one of ``size`` is bound."""
+    return f"the scenario recorded {size} session(s) and every one is already bound"
+
+
 def _all_bound(files: list[str]) -> str:
     """``one recorded child, a, is already bound``; ``2 recorded children, a and b, ...``."""
     if len(files) == 1:
@@ -70,37 +75,38 @@ def _all_bound(files: list[str]) -> str:
 class Binder:
     """The bookkeeping and choice of bindings over one scenario's scripts.
 
+    What the choice reads of the scenario alone comes from its `ReplayPlan` (made once
+    per loaded scenario); which scripts this model bound, and what depends on its
+    redaction, is the binder's own.
     Not thread-safe by itself: the replay model calls it under its lock.
 
     Args:
-        scripts: The scenario's scripts, primary first.
+        plan: The scenario's replay plan (`plan_of`).
         redact: Applied to every live text before it is compared or quoted (the
             recording's redaction; ``None``: texts as they are).
     """
 
-    def __init__(
-        self, scripts: Sequence[SessionScript], redact: Callable[[str], str] | None = None
-    ):
-        self.scripts = tuple(scripts)
-        self.redact = redact
-        self.taken = [False] * len(self.scripts)
-        self._next = 0  # no script before this index is unbound
-        self._openers: list[FirstMessage | None] | None = None  # compiled on first use
-        self._calls: dict[int, list[tuple[ToolCallMark, ...]]] = {}  # script -> its calls'
-        self._links: dict[int, dict[int, tuple[int, int]]] = {}  # parent -> child -> call
-        # recorded parent id -> its children's scripts; made when a parent is first named
-        # (sessions that bind in first-call order never need it)
-        self._kids: dict[str, list[int]] | None = None
+    __slots__ = ("_links", "_next", "plan", "redact", "scripts", "taken")
 
-    def _children(self) -> dict[str, list[int]]:
-        """Recorded parent id -> the indexes of its children's scripts, in order."""
-        kids = self._kids
-        if kids is None:
-            kids = self._kids = {}
-            for i, script in enumerate(self.scripts):
-                if not script.primary and script.parent_session:
-                    kids.setdefault(script.parent_session, []).append(i)
-        return kids
+    def __init__(self, plan: ReplayPlan, redact: Callable[[str], str] | None = None):
+        self.plan = plan
+        self.scripts = plan.scripts
+        self.redact = redact
+        self.taken = [False] * plan.size
+        self._next = 0  # no script before this index is unbound
+        # parent script -> recorded child -> the call that announced it (made when asked:
+        # it reads the recorded tool calls through this model's redaction)
+        self._links: dict[int, dict[int, tuple[int, int]]] | None = None
+
+    def next_free(self) -> int | None:
+        """The next unbound script in replay order (first-call order); ``None``: none left."""
+        taken = self.taken
+        index = self._next
+        size = len(taken)
+        while index < size and taken[index]:
+            index += 1
+        self._next = index
+        return index if index < size else None
 
     def first_message(self, messages: object) -> str | None:
         """The live request's opening user text, as messages quote it (redacted).
@@ -149,22 +155,16 @@ class Binder:
             The choice (call `take` with its index), or the reason as a phrase.
         """
         if parent is None and not by_content:
-            while self._next < len(self.scripts) and self.taken[self._next]:
-                self._next += 1
-            if self._next >= len(self.scripts):
-                return (
-                    f"the scenario recorded {len(self.scripts)} session(s) and every one is "
-                    "already bound"
-                )
-            return Choice(self._next)
+            index = self.next_free()
+            return _every_bound(self.plan.size) if index is None else Choice(index)
         if parent_script is None and not self.taken[0]:
             return Choice(0)  # a new conversation: the primary first
         where = "in the scenario"
         owner = "the scenario's"
-        kids: list[int] | None = None
+        kids: Sequence[int] | None = None
         if parent_script is not None:
             recorded = parent_script.recorded_id
-            kids = self._children().get(recorded) if recorded else None
+            kids = self.plan.children.get(recorded) if recorded else None
             if kids:
                 where = (
                     f"under {parent_script.file} (recorded session {recorded!r}), which its "
@@ -175,7 +175,7 @@ class Binder:
                     f"(recorded session {recorded!r}), whose"
                 )
         if not kids:
-            kids = [i for i, script in enumerate(self.scripts) if not script.primary]
+            kids = self.plan.others
             if not kids:
                 return "the scenario recorded no child session, and its primary is bound"
         free = [i for i in kids if not self.taken[i]]
@@ -219,29 +219,23 @@ class Binder:
             f"unbound recorded child {where} (unbound: {listed})"
         )
 
-    def tool_calls(self, index: int) -> list[tuple[ToolCallMark, ...]]:
-        """The tool calls of each recorded call of script ``index`` (read once, then kept)."""
-        found = self._calls.get(index)
-        if found is None:
-            found = self._calls[index] = [
-                tool_call_marks(entry.chunks) for entry in self.scripts[index].entries
-            ]
-        return found
-
     def _announced(self, served: Served | None, openings: list[str]) -> Announcement | None:
         """The live parent's tool call that announces the live child, if any."""
         if served is None or not openings:
             return None
-        calls = self.tool_calls(served.index)[: served.cursor]
+        calls = self.plan.tool_calls(served.index)[: served.cursor]
         return announcing(calls, openings, served.claimed)
 
     def _linked(self, served: Served | None, child: int) -> tuple[int, int] | None:
         """The recorded parent's tool call that announced recorded child ``child``."""
         if served is None:
             return None
-        links = self._links.get(served.index)
+        known = self._links
+        if known is None:
+            known = self._links = {}
+        links = known.get(served.index)
         if links is None:
-            links = self._links[served.index] = self._recorded_links(served.index)
+            links = known[served.index] = self._recorded_links(served.index)
         return links.get(child)
 
     def _recorded_links(self, parent: int) -> dict[int, tuple[int, int]]:
@@ -252,10 +246,10 @@ class Binder:
         children are.
         """
         recorded = self.scripts[parent].recorded_id
-        calls = self.tool_calls(parent)
+        calls = self.plan.tool_calls(parent)
         links: dict[int, tuple[int, int]] = {}
         claimed: set[tuple[int, int]] = set()
-        for child in self._children().get(recorded, []) if recorded else []:
+        for child in self.plan.children.get(recorded, ()) if recorded else ():
             blocks = self.scripts[child].opening_blocks
             if blocks is None:
                 text = self.scripts[child].opening_text
@@ -271,16 +265,6 @@ class Binder:
         """Mark a script bound; return it."""
         self.taken[index] = True
         return self.scripts[index]
-
-    def _opener(self, index: int) -> FirstMessage | None:
-        if self._openers is None:
-            ids = [s.recorded_id for s in self.scripts if s.recorded_id]
-            paths = {s.header.cwd for s in self.scripts if s.header.cwd} | {"{{cwd}}"}
-            self._openers = [
-                None if s.opening_text is None else FirstMessage(s.opening_text, ids, paths)
-                for s in self.scripts
-            ]
-        return self._openers[index]
 
     def _nearest(self, free: list[int], live: str) -> int | None:
         """The unbound recorded child whose first message shares the longest start with ``live``."""
@@ -302,7 +286,7 @@ class Binder:
         """
         matching = []
         for i in free:
-            opener = self._opener(i)
+            opener = self.plan.opener(i)
             if opener is not None and opener.matches(openings):
                 matching.append(i)
         if matching:
@@ -395,30 +379,51 @@ class LiveSessions:
             or a callable giving it (called once): the errors of a run that made more
             calls or sessions than were recorded name it after the re-record command.
             ``None``: they do not.
+        plan: The scenario's replay plan (``None``: `plan_of` the scenario).
     """
+
+    __slots__ = (
+        "_append",
+        "_binder",
+        "_bound",
+        "_claimed",
+        "_first",
+        "_models",
+        "_paced",
+        "_rerecord",
+        "_scripts",
+        "_unrecorded",
+        "lock",
+        "redact",
+        "scenario",
+    )
 
     def __init__(
         self,
         scenario: Scenario,
-        *,
         paced: bool = False,
         redact: Callable[[str], str] | None = None,
         rerecord: str | Callable[[], str] | None = None,
         append: str | Callable[[], str] | None = None,
+        plan: ReplayPlan | None = None,
     ):
+        if plan is None:
+            plan = plan_of(scenario)
         self.scenario = scenario
         self._rerecord = rerecord
         self._append = append
         self.lock = threading.Lock()
         self._paced = paced
-        self._scripts = scenario.scripts
+        self._scripts = plan.scripts
         self._bound: dict[SessionKey, BoundSession] = {}
         self.redact = redact
         """The recording's redaction of a live text (``None``: none)."""
-        self._binder = Binder(self._scripts, redact)
-        self._unrecorded: dict[SessionKey, int] = {}
+        self._binder = Binder(plan, redact)
+        # live key -> how many calls of it were refused (made when one is)
+        self._unrecorded: dict[SessionKey, int] | None = None
         # live parent -> the (call, ordinal) of its tool calls that announced live children
-        self._claimed: dict[SessionKey, set[tuple[int, int]]] = {}
+        # (made when one is claimed)
+        self._claimed: dict[SessionKey, set[tuple[int, int]]] | None = None
         # live key -> its first request's messages (a shallow copy: the caller may add to
         # its list); the first message is read from them only for an error message.
         self._first: dict[SessionKey, object] = {}
@@ -540,7 +545,11 @@ class LiveSessions:
                 # payload that breaks a rule fails its own call
                 # (docs/format.md#raw-payloads), and that call can be made again.
                 entry = entries[index]
-                placeholders = entry_has_placeholders(entry)
+                placeholders = (
+                    entry.has_placeholders  # the common kind without a call
+                    if entry.__class__ is ChunksEntry
+                    else entry_has_placeholders(entry)
+                )
             bound.cursor = index + 1
         if index >= len(entries):
             return ReplayCall(error=self._exhausted(bound, index + 1))
@@ -626,12 +635,22 @@ class LiveSessions:
         """Bind ``key`` (the lock is held); return the binding or why there is none."""
         messages = request.get("messages")
         self._first[key] = list(messages) if messages.__class__ is list else messages
-        live_parent = None if parent is None else self._bound.get(parent)
+        binder = self._binder
+        if parent is None and not by_content:  # first-call order: the next free script
+            index = binder.next_free()
+            if index is None:
+                return _every_bound(binder.plan.size)
+            return self._take(key, index)
+        live_parent = self._bound.get(parent)
         served = None
         if live_parent is not None:
-            claimed = frozenset(self._claimed.get(parent, ()))
-            served = Served(live_parent.index, live_parent.cursor, claimed)
-        found = self._binder.choose(
+            claimed = self._claimed
+            served = Served(
+                live_parent.index,
+                live_parent.cursor,
+                frozenset(() if claimed is None else claimed.get(parent, ())),
+            )
+        found = binder.choose(
             request,
             parent=parent,
             parent_script=None if live_parent is None else live_parent.script,
@@ -642,19 +661,24 @@ class LiveSessions:
         if isinstance(found, str):
             return found
         if found.announced is not None:
-            self._claimed.setdefault(parent, set()).add(found.announced)
+            claimed = self._claimed
+            if claimed is None:
+                claimed = self._claimed = {}
+            claimed.setdefault(parent, set()).add(found.announced)
         return self._take(key, found.index)
 
     def _take(self, key: SessionKey, index: int) -> BoundSession:
-        script = self._binder.take(index)
-        bound = BoundSession(key, index, script, self.lock, self.redact)
+        bound = BoundSession(key, index, self._binder.take(index), self.lock, self.redact)
         self._bound[key] = bound
         return bound
 
     def _refused(self, key: SessionKey) -> int:
         """Count one more refused call of an unrecorded session; its number."""
-        number = self._unrecorded.get(key, 0) + 1
-        self._unrecorded[key] = number
+        refused = self._unrecorded
+        if refused is None:
+            refused = self._unrecorded = {}
+        number = refused.get(key, 0) + 1
+        refused[key] = number
         return number
 
     # --- messages -----------------------------------------------------------------------

@@ -346,7 +346,11 @@ class ReplayCall:
         """The call's replay for a sync caller (see the module docstring)."""
         if not pacing.paced and self.flag is None and self.entry.__class__ is not HangEntry:
             # No frame per chunk: a list iterator hands them out (see _read).
-            return ChunkStream.of(self)
+            source = self._read()  # ChunkStream.of(self), inline: made for every call
+            stream: ChunkStream = ChunkStream.from_iterable(source)  # type: ignore[assignment]
+            stream._source = source
+            stream._call = self
+            return stream
         if not self._pauses(pacing):
             return self._steps(pacing)  # type: ignore[return-value]
         return self._paced(pacing)
@@ -659,21 +663,13 @@ class ChunkStream(chain[StreamChunk]):
     """``chain.from_iterable`` over a call's reader that can be closed like a generator.
 
     The chunks still come from C (no Python frame per chunk); `close` closes the
-    underlying reader, which hands out nothing more afterwards.
+    underlying reader, which hands out nothing more afterwards. Made by
+    `ReplayCall.stream` (``from_iterable`` over the call's reader, then its two slots).
     """
 
     __slots__ = ("_call", "_source")
     _source: Generator[Iterator[StreamChunk], None, None]
     _call: ReplayCall
-
-    @classmethod
-    def of(cls, call: ReplayCall) -> ChunkStream:
-        """The stream of ``call``'s reader."""
-        source = call._read()
-        stream: ChunkStream = cls.from_iterable(source)  # type: ignore[assignment]
-        stream._source = source
-        stream._call = call
-        return stream
 
     def close(self) -> None:
         """End the stream, as ``generator.close()`` would."""

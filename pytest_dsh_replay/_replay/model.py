@@ -153,12 +153,13 @@ class ReplayModel(OptionsModel):
         self._scenario = scenario
         self._scripts = scenario.scripts
         self._pace_ms = pace_ms
+        # scenario, paced, redact, rerecord, append (positional: a model per test)
         self._sessions = LiveSessions(
             scenario,
-            paced=pace_ms > 0 or pace > 0,
-            redact=_text_redaction(redactor, redact_hook),
-            rerecord=rerecord,
-            append=append,
+            pace_ms > 0 or pace > 0,
+            _text_redaction(redactor, redact_hook),
+            rerecord,
+            append,
         )
         self._pacing = NO_PACING
         if pace_ms or pace or sleep is not time.sleep or asleep is not None or workdir is not None:
@@ -280,7 +281,9 @@ class ReplayModel(OptionsModel):
             TypeError: ``request`` is not a mapping, or ``cancel`` is not a
                 ``threading.Event``.
         """
-        replay = _replay_options(by_content, on_response_id, on_entry, cancel_waits_only)
+        replay = NO_REPLAY  # shared: nothing to build when no replay option is asked
+        if by_content or on_response_id is not None or on_entry is not None or cancel_waits_only:
+            replay = ReplayOptions(by_content, on_response_id, on_entry, cancel_waits_only)
         return self._stream(request, session_id, parent_session_id, cancel, seed_length, replay)
 
     def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
@@ -397,7 +400,9 @@ class ReplayModel(OptionsModel):
             TypeError: ``request`` is not a mapping, or ``cancel`` is not an
                 ``asyncio.Event``.
         """
-        replay = _replay_options(by_content, on_response_id, on_entry, cancel_waits_only)
+        replay = NO_REPLAY  # shared: nothing to build when no replay option is asked
+        if by_content or on_response_id is not None or on_entry is not None or cancel_waits_only:
+            replay = ReplayOptions(by_content, on_response_id, on_entry, cancel_waits_only)
         return self._astream(request, session_id, parent_session_id, cancel, seed_length, replay)
 
     def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
@@ -586,21 +591,6 @@ def _waits_only(call: ReplayCall, pacing: Pacing) -> None:
     """
     if not pacing.paced and call.entry.__class__ is not HangEntry:
         call.flag = None
-
-
-def _replay_options(
-    by_content: bool,
-    on_response_id: Callable[[str], object] | None,
-    on_entry: Callable[[ChunksEntry | ThrowEntry], object] | None,
-    cancel_waits_only: bool,
-) -> ReplayOptions:
-    """What only a replay reads of a call made through `ReplayModel.stream` or ``astream``.
-
-    `NO_REPLAY` (shared, nothing to build) when none of them is asked for.
-    """
-    if by_content or on_response_id is not None or on_entry is not None or cancel_waits_only:
-        return ReplayOptions(by_content, on_response_id, on_entry, cancel_waits_only)
-    return NO_REPLAY
 
 
 def _tell_callbacks(call: ReplayCall, replay: ReplayOptions) -> None:

@@ -157,6 +157,10 @@ class Scenario:
 
     path: Path
     scripts: tuple[SessionScript, ...]
+    # What the replay layer computes once per loaded scenario (its replay plan,
+    # docs/architecture.md): left empty here, filled by the first model over it; not
+    # part of the scenario's value (equality, hash, repr) nor of its constructor.
+    replay_plan: object = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def primary(self) -> SessionScript:
