@@ -346,7 +346,7 @@ class ReplayCall:
         """The call's replay for a sync caller (see the module docstring)."""
         if not pacing.paced and self.flag is None and self.entry.__class__ is not HangEntry:
             # No frame per chunk: a list iterator hands them out (see _read).
-            source = self._read()  # ChunkStream.of(self), inline: made for every call
+            source = self._read()  # the ChunkStream, made here: one per call
             stream: ChunkStream = ChunkStream.from_iterable(source)  # type: ignore[assignment]
             stream._source = source
             stream._call = self

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 from .._errors import PlaceholderError, ReplayConsumptionError
 from .._format.events import Event, StreamChunk
 from .._format.redact import Redactor, TextRedaction, builtin_redact
-from .._identity.options import NO_REPLAY, CallOptions, OptionsModel, ReplayOptions, Request
+from .._identity.options import CallOptions, OptionsModel, Request
 from .._scripts.builder import last_user_text
 from .._scripts.entries import HangEntry
 from .._scripts.loading import load_scenario
@@ -281,10 +281,23 @@ class ReplayModel(OptionsModel):
             TypeError: ``request`` is not a mapping, or ``cancel`` is not a
                 ``threading.Event``.
         """
-        replay = NO_REPLAY  # shared: nothing to build when no replay option is asked
-        if by_content or on_response_id is not None or on_entry is not None or cancel_waits_only:
-            replay = ReplayOptions(by_content, on_response_id, on_entry, cancel_waits_only)
-        return self._stream(request, session_id, parent_session_id, cancel, seed_length, replay)
+        if cancel is not None and not isinstance(cancel, threading.Event):
+            raise TypeError(
+                f"stream(cancel=...) takes a threading.Event, got {type(cancel).__name__}"
+            )
+        if request.__class__ is not dict and not isinstance(request, Mapping):
+            raise _not_a_request(request)
+        gate = self._gate
+        call = self._sessions.admit(
+            request, session_id, parent_session_id, cancel, seed_length, by_content, gate
+        )
+        if on_response_id is not None or on_entry is not None:
+            _tell_callbacks(call, on_response_id, on_entry)
+        if cancel_waits_only and call.flag is not None:
+            _waits_only(call, self._pacing)
+        if gate is None or call.order is None:
+            return call.stream(self._pacing)
+        return gate.ordered(call, call.stream(self._pacing))
 
     def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
         """[`stream`][pytest_dsh_replay.ReplayModel.stream] with the call's options as one value.
@@ -295,42 +308,18 @@ class ReplayModel(OptionsModel):
         Raises:
             TypeError: As [`stream`][pytest_dsh_replay.ReplayModel.stream].
         """
-        return self._stream(
+        replay = options.replay
+        return self.stream(
             request,
-            options.session_id,
-            options.parent_session_id,
-            options.cancel,
-            options.seed_length,
-            options.replay,
+            session_id=options.session_id,
+            parent_session_id=options.parent_session_id,
+            cancel=options.cancel,  # type: ignore[arg-type]  # stream() checks it
+            seed_length=options.seed_length,
+            by_content=replay.by_content,
+            on_response_id=replay.on_response_id,
+            on_entry=replay.on_entry,
+            cancel_waits_only=replay.cancel_waits_only,
         )
-
-    def _stream(
-        self,
-        request: Request,
-        session_id: str | None,
-        parent_session_id: str | None,
-        cancel: object,
-        seed_length: int | None,
-        replay: ReplayOptions,
-    ) -> Iterator[StreamChunk]:
-        """`stream_call` with the options a replay reads as arguments (no `CallOptions`)."""
-        if cancel is not None and not isinstance(cancel, threading.Event):
-            raise TypeError(
-                f"stream(cancel=...) takes a threading.Event, got {type(cancel).__name__}"
-            )
-        if request.__class__ is not dict and not isinstance(request, Mapping):
-            raise _not_a_request(request)
-        gate = self._gate
-        call = self._sessions.admit(
-            request, session_id, parent_session_id, cancel, seed_length, replay.by_content, gate
-        )
-        if replay is not NO_REPLAY:
-            _tell_callbacks(call, replay)
-            if replay.cancel_waits_only and call.flag is not None:
-                _waits_only(call, self._pacing)
-        if gate is None or call.order is None:
-            return call.stream(self._pacing)
-        return gate.ordered(call, call.stream(self._pacing))
 
     def upcoming(self, request: Request, options: CallOptions) -> list[StreamChunk]:
         """The chunks a call would get, without making it: the cursor does not move.
@@ -400,36 +389,6 @@ class ReplayModel(OptionsModel):
             TypeError: ``request`` is not a mapping, or ``cancel`` is not an
                 ``asyncio.Event``.
         """
-        replay = NO_REPLAY  # shared: nothing to build when no replay option is asked
-        if by_content or on_response_id is not None or on_entry is not None or cancel_waits_only:
-            replay = ReplayOptions(by_content, on_response_id, on_entry, cancel_waits_only)
-        return self._astream(request, session_id, parent_session_id, cancel, seed_length, replay)
-
-    def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
-        """[`astream`][pytest_dsh_replay.ReplayModel.astream] with the call's options as one value.
-
-        Raises:
-            TypeError: As [`astream`][pytest_dsh_replay.ReplayModel.astream].
-        """
-        return self._astream(
-            request,
-            options.session_id,
-            options.parent_session_id,
-            options.cancel,
-            options.seed_length,
-            options.replay,
-        )
-
-    def _astream(
-        self,
-        request: Request,
-        session_id: str | None,
-        parent_session_id: str | None,
-        cancel: object,
-        seed_length: int | None,
-        replay: ReplayOptions,
-    ) -> AsyncIterator[StreamChunk]:
-        """`astream_call` with the options a replay reads as arguments (no `CallOptions`)."""
         import asyncio
 
         if cancel is not None and not isinstance(cancel, asyncio.Event):
@@ -441,13 +400,31 @@ class ReplayModel(OptionsModel):
             raise _not_a_request(request)
         gate = self._gate
         call = self._sessions.admit(
-            request, session_id, parent_session_id, cancel, seed_length, replay.by_content, gate
+            request, session_id, parent_session_id, cancel, seed_length, by_content, gate
         )
-        if replay is not NO_REPLAY:
-            _tell_callbacks(call, replay)
+        if on_response_id is not None or on_entry is not None:
+            _tell_callbacks(call, on_response_id, on_entry)
         if gate is None or call.order is None:
             return call.astream(self._pacing)
         return gate.aordered(call, call.astream(self._pacing))
+
+    def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
+        """[`astream`][pytest_dsh_replay.ReplayModel.astream] with the call's options as one value.
+
+        Raises:
+            TypeError: As [`astream`][pytest_dsh_replay.ReplayModel.astream].
+        """
+        replay = options.replay
+        return self.astream(
+            request,
+            session_id=options.session_id,
+            parent_session_id=options.parent_session_id,
+            cancel=options.cancel,  # type: ignore[arg-type]  # astream() checks it
+            seed_length=options.seed_length,
+            by_content=replay.by_content,
+            on_response_id=replay.on_response_id,
+            on_entry=replay.on_entry,
+        )
 
     def bind_session(
         self,
@@ -593,8 +570,12 @@ def _waits_only(call: ReplayCall, pacing: Pacing) -> None:
         call.flag = None
 
 
-def _tell_callbacks(call: ReplayCall, replay: ReplayOptions) -> None:
-    """Tell the callbacks of ``replay`` about the call's entry (see `ReplayModel.stream`).
+def _tell_callbacks(
+    call: ReplayCall,
+    on_response_id: Callable[[str], object] | None,
+    on_entry: Callable[[ChunksEntry | ThrowEntry], object] | None,
+) -> None:
+    """Tell a call's callbacks about its entry (see `ReplayModel.stream`).
 
     ``on_response_id`` gets the recorded answer's provider id, if any; ``on_entry`` the
     entry, when the call replays it as recorded.
@@ -602,16 +583,14 @@ def _tell_callbacks(call: ReplayCall, replay: ReplayOptions) -> None:
     entry = call.entry
     if entry is None:
         return
-    tell = replay.on_response_id
-    if tell is not None:
+    if on_response_id is not None:
         found = entry.response_id
         if found is not None:
-            tell(found)
-    told = replay.on_entry
+            on_response_id(found)
     if (
-        told is not None
+        on_entry is not None
         and not call.placeholders
         and call.error is None
         and not isinstance(entry, HangEntry)
     ):
-        told(entry)
+        on_entry(entry)
