@@ -3,8 +3,8 @@
 `LiveSessions` is the replay model's bookkeeping of live sessions: their bindings,
 cursors and the calls they are admitted; it is also what the HTTP endpoint asks before a
 call (`LiveSessions.bind`, `live_parent`,
-`may_wait`). `Binder` chooses the script of a new live session
-at its first call; everything binds through it. The rules:
+`may_wait`). `Binder` (which `LiveSessions` is) chooses the script of a new live
+session at its first call; everything binds through it. The rules:
 
 - A call without ``parent_session_id`` (and without ``by_content``) takes the next
   unbound script in scenario order: first-call order, the primary first.
@@ -77,8 +77,8 @@ class Binder:
 
     What the choice reads of the scenario alone comes from its `ReplayPlan` (made once
     per loaded scenario); which scripts this model bound, and what depends on its
-    redaction, is the binder's own.
-    Not thread-safe by itself: the replay model calls it under its lock.
+    redaction, is the binder's own. `LiveSessions` is one (a model's one object of
+    bookkeeping); not thread-safe by itself: `LiveSessions` calls it under its lock.
 
     Args:
         plan: The scenario's replay plan (`plan_of`).
@@ -358,11 +358,12 @@ def _binding(bound: BoundSession) -> ReplayBinding:
     )
 
 
-class LiveSessions:
+class LiveSessions(Binder):
     """The live sessions of one replay: their bindings and cursors (thread-safe).
 
     Each live session (keyed by its ``session_id``; ``None`` is the anonymous session)
-    binds to one recorded script at its first call (`Binder`'s rules) and takes
+    binds to one recorded script at its first call (the rules of the `Binder` it is:
+    one object per model, not two) and takes
     that script's entries one per call. The replay model admits its calls here; the HTTP
     endpoint binds a new session here before its call, to learn its recorded parent.
 
@@ -379,22 +380,18 @@ class LiveSessions:
             or a callable giving it (called once): the errors of a run that made more
             calls or sessions than were recorded name it after the re-record command.
             ``None``: they do not.
-        plan: The scenario's replay plan (``None``: `plan_of` the scenario).
     """
 
     __slots__ = (
         "_append",
-        "_binder",
         "_bound",
         "_claimed",
         "_first",
         "_models",
         "_paced",
         "_rerecord",
-        "_scripts",
         "_unrecorded",
         "lock",
-        "redact",
         "scenario",
     )
 
@@ -405,20 +402,16 @@ class LiveSessions:
         redact: Callable[[str], str] | None = None,
         rerecord: str | Callable[[], str] | None = None,
         append: str | Callable[[], str] | None = None,
-        plan: ReplayPlan | None = None,
     ):
-        if plan is None:
-            plan = plan_of(scenario)
+        # plan, scripts, redact (the recording's redaction of a live text, None: none),
+        # which scripts are bound: the binder's
+        Binder.__init__(self, plan_of(scenario), redact)
         self.scenario = scenario
         self._rerecord = rerecord
         self._append = append
         self.lock = threading.Lock()
         self._paced = paced
-        self._scripts = plan.scripts
         self._bound: dict[SessionKey, BoundSession] = {}
-        self.redact = redact
-        """The recording's redaction of a live text (``None``: none)."""
-        self._binder = Binder(plan, redact)
         # live key -> how many calls of it were refused (made when one is)
         self._unrecorded: dict[SessionKey, int] | None = None
         # live parent -> the (call, ordinal) of its tool calls that announced live children
@@ -475,7 +468,7 @@ class LiveSessions:
         with self.lock:
             if self._models is None:
                 self._models = sorted(
-                    {name for script in self._scripts for name in _models_of(script)}
+                    {name for script in self.scripts for name in _models_of(script)}
                 )
             return list(self._models)
 
@@ -610,8 +603,8 @@ class LiveSessions:
                         f"{self._who(key)} made {b.cursor} of the {len(b.entries)} call(s) "
                         f"recorded in {b.script.file} (recorded session {b.script.recorded_id!r})"
                     )
-            for i, script in enumerate(self._scripts):
-                if not self._binder.taken[i] and script.entries:
+            for i, script in enumerate(self.scripts):
+                if not self.taken[i] and script.entries:
                     problems.append(
                         f"recorded session {script.recorded_id!r} ({script.file}, "
                         f"{len(script.entries)} call(s)) was never replayed: no session "
@@ -635,11 +628,10 @@ class LiveSessions:
         """Bind ``key`` (the lock is held); return the binding or why there is none."""
         messages = request.get("messages")
         self._first[key] = list(messages) if messages.__class__ is list else messages
-        binder = self._binder
         if parent is None and not by_content:  # first-call order: the next free script
-            index = binder.next_free()
+            index = self.next_free()
             if index is None:
-                return _every_bound(binder.plan.size)
+                return _every_bound(self.plan.size)
             return self._take(key, index)
         live_parent = self._bound.get(parent)
         served = None
@@ -650,7 +642,7 @@ class LiveSessions:
                 live_parent.cursor,
                 frozenset(() if claimed is None else claimed.get(parent, ())),
             )
-        found = binder.choose(
+        found = self.choose(
             request,
             parent=parent,
             parent_script=None if live_parent is None else live_parent.script,
@@ -668,7 +660,7 @@ class LiveSessions:
         return self._take(key, found.index)
 
     def _take(self, key: SessionKey, index: int) -> BoundSession:
-        bound = BoundSession(key, index, self._binder.take(index), self.lock, self.redact)
+        bound = BoundSession(key, index, self.take(index), self.lock, self.redact)
         self._bound[key] = bound
         return bound
 
@@ -705,7 +697,7 @@ class LiveSessions:
 
     def _who(self, key: SessionKey) -> str:
         who = describe_session(key)
-        first = self._binder.first_message(self._first.get(key))
+        first = self.first_message(self._first.get(key))
         return who if first is None else f"{who} (first user message {trim(first)})"
 
     def _binding_error(self, key: SessionKey, number: int, reason: str) -> ReplayBindingError:

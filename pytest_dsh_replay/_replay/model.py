@@ -389,9 +389,7 @@ class ReplayModel(OptionsModel):
             TypeError: ``request`` is not a mapping, or ``cancel`` is not an
                 ``asyncio.Event``.
         """
-        import asyncio
-
-        if cancel is not None and not isinstance(cancel, asyncio.Event):
+        if cancel is not None and not _is_async_event(cancel):
             raise TypeError(
                 "astream(cancel=...) takes an asyncio.Event (or cancel the task, or call "
                 f"model.cancel(session_id)), got {type(cancel).__name__}"
@@ -553,6 +551,13 @@ def _rerecord_if_intended(hint: str) -> str:
     A caller that knows the command (the pytest plugin) adds it once, itself.
     """
     return f"; {RERECORD} if that is intended" if hint == RERECORD else ""
+
+
+def _is_async_event(cancel: object) -> bool:
+    """Whether ``cancel`` is an `asyncio.Event` (asyncio imported only for a call given one)."""
+    import asyncio
+
+    return isinstance(cancel, asyncio.Event)
 
 
 def _not_a_request(request: object) -> TypeError:
