@@ -358,8 +358,10 @@ class ReplayCall:
     async def astream(self, pacing: Pacing) -> AsyncIterator[StreamChunk]:
         """The call's replay for an async caller: the same chunks, pauses and errors."""
         if not pacing.paced and self.flag is None and self.entry.__class__ is not HangEntry:
-            for item in chain.from_iterable(self._read()):
-                yield item
+            # chain.from_iterable(self._read()) unrolled: each chunk is one C call fewer
+            for chunks in self._read():
+                for item in chunks:
+                    yield item
             return
         if not self._pauses(pacing):
             for chunk in self._steps(pacing):
