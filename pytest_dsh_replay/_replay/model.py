@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._errors import PlaceholderError, ReplayConsumptionError
 from .._format.events import Event, StreamChunk
@@ -308,18 +308,7 @@ class ReplayModel(OptionsModel):
         Raises:
             TypeError: As [`stream`][pytest_dsh_replay.ReplayModel.stream].
         """
-        replay = options.replay
-        return self.stream(
-            request,
-            session_id=options.session_id,
-            parent_session_id=options.parent_session_id,
-            cancel=options.cancel,  # type: ignore[arg-type]  # stream() checks it
-            seed_length=options.seed_length,
-            by_content=replay.by_content,
-            on_response_id=replay.on_response_id,
-            on_entry=replay.on_entry,
-            cancel_waits_only=replay.cancel_waits_only,
-        )
+        return self.stream(request, **_keywords(options))
 
     def upcoming(self, request: Request, options: CallOptions) -> list[StreamChunk]:
         """The chunks a call would get, without making it: the cursor does not move.
@@ -412,17 +401,7 @@ class ReplayModel(OptionsModel):
         Raises:
             TypeError: As [`astream`][pytest_dsh_replay.ReplayModel.astream].
         """
-        replay = options.replay
-        return self.astream(
-            request,
-            session_id=options.session_id,
-            parent_session_id=options.parent_session_id,
-            cancel=options.cancel,  # type: ignore[arg-type]  # astream() checks it
-            seed_length=options.seed_length,
-            by_content=replay.by_content,
-            on_response_id=replay.on_response_id,
-            on_entry=replay.on_entry,
-        )
+        return self.astream(request, **_keywords(options))
 
     def bind_session(
         self,
@@ -551,6 +530,21 @@ def _rerecord_if_intended(hint: str) -> str:
     A caller that knows the command (the pytest plugin) adds it once, itself.
     """
     return f"; {RERECORD} if that is intended" if hint == RERECORD else ""
+
+
+def _keywords(options: CallOptions) -> dict[str, Any]:
+    """A call's options as `ReplayModel.stream`'s (and ``astream``'s) keyword arguments."""
+    replay = options.replay
+    return {
+        "session_id": options.session_id,
+        "parent_session_id": options.parent_session_id,
+        "cancel": options.cancel,  # checked by the call
+        "seed_length": options.seed_length,
+        "by_content": replay.by_content,
+        "on_response_id": replay.on_response_id,
+        "on_entry": replay.on_entry,
+        "cancel_waits_only": replay.cancel_waits_only,
+    }
 
 
 def _is_async_event(cancel: object) -> bool:
