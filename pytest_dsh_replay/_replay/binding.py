@@ -3,8 +3,8 @@
 `LiveSessions` is the replay model's bookkeeping of live sessions: their bindings,
 cursors and the calls they are admitted; it is also what the HTTP endpoint asks before a
 call (`LiveSessions.bind`, `live_parent`,
-`may_wait`). `Binder` chooses the script of a new live session
-at its first call; everything binds through it. The rules:
+`may_wait`). `Binder` (which `LiveSessions` is) chooses the script of a new live
+session at its first call; everything binds through it. The rules:
 
 - A call without ``parent_session_id`` (and without ``by_content``) takes the next
   unbound script in scenario order: first-call order, the primary first.
@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING, Final
 
 from .._errors import ReplayBindingError, ReplayExhaustedError
 from .._identity.announce import Announcement, announcing
-from .._identity.answers import ToolCallMark, tool_call_marks
-from .._scripts.entries import HangEntry
+from .._scripts.entries import ChunksEntry, HangEntry
 from .._scripts.scenario import Scenario, SessionScript
 from .call import (
     BoundSession,
@@ -44,7 +43,8 @@ from .call import (
     entry_has_placeholders,
     wake_all,
 )
-from .matching import FirstMessage, shared_start, trim
+from .matching import shared_start, trim
+from .plan import ReplayPlan, plan_of
 
 # The request view is imported where it is read (binding by content, error messages),
 # not here: replaying in first-call order never reads it, and it is a cold start's cost.
@@ -59,6 +59,11 @@ RERECORD: Final = "re-record with --dsh-record"
 """How a replay error says to re-record when it does not know the exact command."""
 
 
+def _every_bound(size: int) -> str:
+    """Why a session without a parent finds no script: every one of ``size`` is bound."""
+    return f"the scenario recorded {size} session(s) and every one is already bound"
+
+
 def _all_bound(files: list[str]) -> str:
     """``one recorded child, a, is already bound``; ``2 recorded children, a and b, ...``."""
     if len(files) == 1:
@@ -70,28 +75,38 @@ def _all_bound(files: list[str]) -> str:
 class Binder:
     """The bookkeeping and choice of bindings over one scenario's scripts.
 
-    Not thread-safe by itself: the replay model calls it under its lock.
+    What the choice reads of the scenario alone comes from its `ReplayPlan` (made once
+    per loaded scenario); which scripts this model bound, and what depends on its
+    redaction, is the binder's own. `LiveSessions` is one (a model's one object of
+    bookkeeping); not thread-safe by itself: `LiveSessions` calls it under its lock.
 
     Args:
-        scripts: The scenario's scripts, primary first.
+        plan: The scenario's replay plan (`plan_of`).
         redact: Applied to every live text before it is compared or quoted (the
             recording's redaction; ``None``: texts as they are).
     """
 
-    def __init__(
-        self, scripts: Sequence[SessionScript], redact: Callable[[str], str] | None = None
-    ):
-        self.scripts = tuple(scripts)
+    __slots__ = ("_links", "_next", "plan", "redact", "scripts", "taken")
+
+    def __init__(self, plan: ReplayPlan, redact: Callable[[str], str] | None = None):
+        self.plan = plan
+        self.scripts = plan.scripts
         self.redact = redact
-        self.taken = [False] * len(self.scripts)
+        self.taken = [False] * plan.size
         self._next = 0  # no script before this index is unbound
-        self._openers: list[FirstMessage | None] | None = None  # compiled on first use
-        self._calls: dict[int, list[tuple[ToolCallMark, ...]]] = {}  # script -> its calls'
-        self._links: dict[int, dict[int, tuple[int, int]]] = {}  # parent -> child -> call
-        self._children: dict[str, list[int]] = {}
-        for i, script in enumerate(self.scripts):
-            if not script.primary and script.parent_session:
-                self._children.setdefault(script.parent_session, []).append(i)
+        # parent script -> recorded child -> the call that announced it (made when asked:
+        # it reads the recorded tool calls through this model's redaction)
+        self._links: dict[int, dict[int, tuple[int, int]]] | None = None
+
+    def next_free(self) -> int | None:
+        """The next unbound script in replay order (first-call order); ``None``: none left."""
+        taken = self.taken
+        index = self._next
+        size = len(taken)
+        while index < size and taken[index]:
+            index += 1
+        self._next = index
+        return index if index < size else None
 
     def first_message(self, messages: object) -> str | None:
         """The live request's opening user text, as messages quote it (redacted).
@@ -140,22 +155,16 @@ class Binder:
             The choice (call `take` with its index), or the reason as a phrase.
         """
         if parent is None and not by_content:
-            while self._next < len(self.scripts) and self.taken[self._next]:
-                self._next += 1
-            if self._next >= len(self.scripts):
-                return (
-                    f"the scenario recorded {len(self.scripts)} session(s) and every one is "
-                    "already bound"
-                )
-            return Choice(self._next)
+            index = self.next_free()
+            return _every_bound(self.plan.size) if index is None else Choice(index)
         if parent_script is None and not self.taken[0]:
             return Choice(0)  # a new conversation: the primary first
         where = "in the scenario"
         owner = "the scenario's"
-        kids: list[int] | None = None
+        kids: Sequence[int] | None = None
         if parent_script is not None:
             recorded = parent_script.recorded_id
-            kids = self._children.get(recorded) if recorded else None
+            kids = self.plan.children.get(recorded) if recorded else None
             if kids:
                 where = (
                     f"under {parent_script.file} (recorded session {recorded!r}), which its "
@@ -166,7 +175,7 @@ class Binder:
                     f"(recorded session {recorded!r}), whose"
                 )
         if not kids:
-            kids = [i for i, script in enumerate(self.scripts) if not script.primary]
+            kids = self.plan.others
             if not kids:
                 return "the scenario recorded no child session, and its primary is bound"
         free = [i for i in kids if not self.taken[i]]
@@ -210,29 +219,23 @@ class Binder:
             f"unbound recorded child {where} (unbound: {listed})"
         )
 
-    def tool_calls(self, index: int) -> list[tuple[ToolCallMark, ...]]:
-        """The tool calls of each recorded call of script ``index`` (read once, then kept)."""
-        found = self._calls.get(index)
-        if found is None:
-            found = self._calls[index] = [
-                tool_call_marks(entry.chunks) for entry in self.scripts[index].entries
-            ]
-        return found
-
     def _announced(self, served: Served | None, openings: list[str]) -> Announcement | None:
         """The live parent's tool call that announces the live child, if any."""
         if served is None or not openings:
             return None
-        calls = self.tool_calls(served.index)[: served.cursor]
+        calls = self.plan.tool_calls(served.index)[: served.cursor]
         return announcing(calls, openings, served.claimed)
 
     def _linked(self, served: Served | None, child: int) -> tuple[int, int] | None:
         """The recorded parent's tool call that announced recorded child ``child``."""
         if served is None:
             return None
-        links = self._links.get(served.index)
+        known = self._links
+        if known is None:
+            known = self._links = {}
+        links = known.get(served.index)
         if links is None:
-            links = self._links[served.index] = self._recorded_links(served.index)
+            links = known[served.index] = self._recorded_links(served.index)
         return links.get(child)
 
     def _recorded_links(self, parent: int) -> dict[int, tuple[int, int]]:
@@ -243,10 +246,10 @@ class Binder:
         children are.
         """
         recorded = self.scripts[parent].recorded_id
-        calls = self.tool_calls(parent)
+        calls = self.plan.tool_calls(parent)
         links: dict[int, tuple[int, int]] = {}
         claimed: set[tuple[int, int]] = set()
-        for child in self._children.get(recorded, []) if recorded else []:
+        for child in self.plan.children.get(recorded, ()) if recorded else ():
             blocks = self.scripts[child].opening_blocks
             if blocks is None:
                 text = self.scripts[child].opening_text
@@ -262,16 +265,6 @@ class Binder:
         """Mark a script bound; return it."""
         self.taken[index] = True
         return self.scripts[index]
-
-    def _opener(self, index: int) -> FirstMessage | None:
-        if self._openers is None:
-            ids = [s.recorded_id for s in self.scripts if s.recorded_id]
-            paths = {s.header.cwd for s in self.scripts if s.header.cwd} | {"{{cwd}}"}
-            self._openers = [
-                None if s.opening_text is None else FirstMessage(s.opening_text, ids, paths)
-                for s in self.scripts
-            ]
-        return self._openers[index]
 
     def _nearest(self, free: list[int], live: str) -> int | None:
         """The unbound recorded child whose first message shares the longest start with ``live``."""
@@ -293,7 +286,7 @@ class Binder:
         """
         matching = []
         for i in free:
-            opener = self._opener(i)
+            opener = self.plan.opener(i)
             if opener is not None and opener.matches(openings):
                 matching.append(i)
         if matching:
@@ -307,7 +300,7 @@ class Binder:
         return next((i for i in free if self.scripts[i].opening_text is None), None)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen (read only, by convention): made at every binding
 class Choice:
     """The script a new live session binds to.
 
@@ -365,11 +358,12 @@ def _binding(bound: BoundSession) -> ReplayBinding:
     )
 
 
-class LiveSessions:
+class LiveSessions(Binder):
     """The live sessions of one replay: their bindings and cursors (thread-safe).
 
     Each live session (keyed by its ``session_id``; ``None`` is the anonymous session)
-    binds to one recorded script at its first call (`Binder`'s rules) and takes
+    binds to one recorded script at its first call (the rules of the `Binder` it is:
+    one object per model, not two) and takes
     that script's entries one per call. The replay model admits its calls here; the HTTP
     endpoint binds a new session here before its call, to learn its recorded parent.
 
@@ -388,28 +382,41 @@ class LiveSessions:
             ``None``: they do not.
     """
 
+    __slots__ = (
+        "_append",
+        "_bound",
+        "_claimed",
+        "_first",
+        "_models",
+        "_paced",
+        "_rerecord",
+        "_unrecorded",
+        "lock",
+        "scenario",
+    )
+
     def __init__(
         self,
         scenario: Scenario,
-        *,
         paced: bool = False,
         redact: Callable[[str], str] | None = None,
         rerecord: str | Callable[[], str] | None = None,
         append: str | Callable[[], str] | None = None,
     ):
+        # plan, scripts, redact (the recording's redaction of a live text, None: none),
+        # which scripts are bound: the binder's
+        Binder.__init__(self, plan_of(scenario), redact)
         self.scenario = scenario
         self._rerecord = rerecord
         self._append = append
         self.lock = threading.Lock()
         self._paced = paced
-        self._scripts = scenario.scripts
         self._bound: dict[SessionKey, BoundSession] = {}
-        self.redact = redact
-        """The recording's redaction of a live text (``None``: none)."""
-        self._binder = Binder(self._scripts, redact)
-        self._unrecorded: dict[SessionKey, int] = {}
+        # live key -> how many calls of it were refused (made when one is)
+        self._unrecorded: dict[SessionKey, int] | None = None
         # live parent -> the (call, ordinal) of its tool calls that announced live children
-        self._claimed: dict[SessionKey, set[tuple[int, int]]] = {}
+        # (made when one is claimed)
+        self._claimed: dict[SessionKey, set[tuple[int, int]]] | None = None
         # live key -> its first request's messages (a shallow copy: the caller may add to
         # its list); the first message is read from them only for an error message.
         self._first: dict[SessionKey, object] = {}
@@ -461,7 +468,7 @@ class LiveSessions:
         with self.lock:
             if self._models is None:
                 self._models = sorted(
-                    {name for script in self._scripts for name in _models_of(script)}
+                    {name for script in self.scripts for name in _models_of(script)}
                 )
             return list(self._models)
 
@@ -525,8 +532,18 @@ class LiveSessions:
                     return ReplayCall(error=error)
                 bound = found
             index = bound.cursor
+            entries = bound.entries
+            if index < len(entries):
+                # Asked when the call is made, the cursor not moved yet: a large log's
+                # payload that breaks a rule fails its own call
+                # (docs/format.md#raw-payloads), and that call can be made again.
+                entry = entries[index]
+                placeholders = (
+                    entry.has_placeholders  # the common kind without a call
+                    if entry.__class__ is ChunksEntry
+                    else entry_has_placeholders(entry)
+                )
             bound.cursor = index + 1
-        entries = bound.entries
         if index >= len(entries):
             return ReplayCall(error=self._exhausted(bound, index + 1))
         order = None
@@ -534,10 +551,7 @@ class LiveSessions:
             order = (bound.index, index)
             gate.arrived(*order)
         # bound, number, entry, placeholders, request, flag, error, order
-        entry = entries[index]
-        return ReplayCall(
-            bound, index + 1, entry, bound.placeholders[index], request, flag, None, order
-        )
+        return ReplayCall(bound, index + 1, entry, placeholders, request, flag, None, order)
 
     def upcoming(
         self,
@@ -563,7 +577,7 @@ class LiveSessions:
         if index >= len(bound.entries):
             return None
         entry = bound.entries[index]
-        return ReplayCall(bound, index + 1, entry, bound.placeholders[index], request)
+        return ReplayCall(bound, index + 1, entry, entry_has_placeholders(entry), request)
 
     def snapshot(self) -> dict[str | None, ReplayBinding]:
         """Live session id -> its `ReplayBinding`, in the order they bound."""
@@ -589,8 +603,8 @@ class LiveSessions:
                         f"{self._who(key)} made {b.cursor} of the {len(b.entries)} call(s) "
                         f"recorded in {b.script.file} (recorded session {b.script.recorded_id!r})"
                     )
-            for i, script in enumerate(self._scripts):
-                if not self._binder.taken[i] and script.entries:
+            for i, script in enumerate(self.scripts):
+                if not self.taken[i] and script.entries:
                     problems.append(
                         f"recorded session {script.recorded_id!r} ({script.file}, "
                         f"{len(script.entries)} call(s)) was never replayed: no session "
@@ -614,12 +628,21 @@ class LiveSessions:
         """Bind ``key`` (the lock is held); return the binding or why there is none."""
         messages = request.get("messages")
         self._first[key] = list(messages) if messages.__class__ is list else messages
-        live_parent = None if parent is None else self._bound.get(parent)
+        if parent is None and not by_content:  # first-call order: the next free script
+            index = self.next_free()
+            if index is None:
+                return _every_bound(self.plan.size)
+            return self._take(key, index)
+        live_parent = self._bound.get(parent)
         served = None
         if live_parent is not None:
-            claimed = frozenset(self._claimed.get(parent, ()))
-            served = Served(live_parent.index, live_parent.cursor, claimed)
-        found = self._binder.choose(
+            claimed = self._claimed
+            served = Served(
+                live_parent.index,
+                live_parent.cursor,
+                frozenset(() if claimed is None else claimed.get(parent, ())),
+            )
+        found = self.choose(
             request,
             parent=parent,
             parent_script=None if live_parent is None else live_parent.script,
@@ -630,20 +653,24 @@ class LiveSessions:
         if isinstance(found, str):
             return found
         if found.announced is not None:
-            self._claimed.setdefault(parent, set()).add(found.announced)
+            claimed = self._claimed
+            if claimed is None:
+                claimed = self._claimed = {}
+            claimed.setdefault(parent, set()).add(found.announced)
         return self._take(key, found.index)
 
     def _take(self, key: SessionKey, index: int) -> BoundSession:
-        script = self._binder.take(index)
-        flags = tuple(map(entry_has_placeholders, script.entries))
-        bound = BoundSession(key, index, script, flags, self.lock, self.redact)
+        bound = BoundSession(key, index, self.take(index), self.lock, self.redact)
         self._bound[key] = bound
         return bound
 
     def _refused(self, key: SessionKey) -> int:
         """Count one more refused call of an unrecorded session; its number."""
-        number = self._unrecorded.get(key, 0) + 1
-        self._unrecorded[key] = number
+        refused = self._unrecorded
+        if refused is None:
+            refused = self._unrecorded = {}
+        number = refused.get(key, 0) + 1
+        refused[key] = number
         return number
 
     # --- messages -----------------------------------------------------------------------
@@ -670,7 +697,7 @@ class LiveSessions:
 
     def _who(self, key: SessionKey) -> str:
         who = describe_session(key)
-        first = self._binder.first_message(self._first.get(key))
+        first = self.first_message(self._first.get(key))
         return who if first is None else f"{who} (first user message {trim(first)})"
 
     def _binding_error(self, key: SessionKey, number: int, reason: str) -> ReplayBindingError:

@@ -61,7 +61,7 @@ def entry_has_placeholders(entry: ReplayEntry) -> bool:
     """Whether an entry holds a ``{{fromRequest:...}}`` placeholder anywhere."""
     if entry.has_placeholders:
         return True
-    if not isinstance(entry, ThrowEntry):
+    if entry.__class__ is ChunksEntry or not isinstance(entry, ThrowEntry):
         return False
     from .placeholders import MARKER
 
@@ -92,7 +92,6 @@ class BoundSession:
         "index",
         "key",
         "lock",
-        "placeholders",
         "reading",
         "redact",
         "script",
@@ -104,7 +103,6 @@ class BoundSession:
         key: SessionKey,
         index: int,
         script: SessionScript,
-        flags: tuple[bool, ...],
         lock: threading.Lock,
         redact: Callable[[str], str] | None = None,
     ):
@@ -116,7 +114,6 @@ class BoundSession:
         self.index = index
         self.script = script
         self.entries = script.entries
-        self.placeholders = flags
         self.cursor = 0
         # cancel() increments the epoch: every call made before it is cancelled.
         self.epoch = 0
@@ -358,7 +355,11 @@ class ReplayCall:
         """The call's replay for a sync caller (see the module docstring)."""
         if not pacing.paced and self.flag is None and self.entry.__class__ is not HangEntry:
             # No frame per chunk: a list iterator hands them out (see _read).
-            return ChunkStream.of(self)
+            source = self._read()  # the ChunkStream, made here: one per call
+            stream: ChunkStream = ChunkStream.from_iterable(source)  # type: ignore[assignment]
+            stream._source = source
+            stream._call = self
+            return stream
         if not self._pauses(pacing):
             return self._steps(pacing)  # type: ignore[return-value]
         return self._paced(pacing)
@@ -366,8 +367,10 @@ class ReplayCall:
     async def astream(self, pacing: Pacing) -> AsyncIterator[StreamChunk]:
         """The call's replay for an async caller: the same chunks, pauses and errors."""
         if not pacing.paced and self.flag is None and self.entry.__class__ is not HangEntry:
-            for item in chain.from_iterable(self._read()):
-                yield item
+            # chain.from_iterable(self._read()) unrolled: each chunk is one C call fewer
+            for chunks in self._read():
+                for item in chunks:
+                    yield item
             return
         if not self._pauses(pacing):
             for chunk in self._steps(pacing):
@@ -558,13 +561,54 @@ class ReplayCall:
         return None
 
     def _read(self) -> Generator[Iterator[StreamChunk], None, None]:
-        """The replay for ``itertools.chain.from_iterable``, its end and error noted.
+        """The replay for ``itertools.chain.from_iterable``: one iterator over the chunks.
 
-        See `_list`; ``over`` and ``raised`` tell a follower of the read
-        (`ChunkStream`) that it ended and how.
+        For a call that neither paces, hangs nor watches a caller's event: the chunks are
+        handed out by a list iterator, and `BoundSession.cancel` empties the list,
+        so the next read raises the cancellation instead of a chunk. ``over`` and
+        ``raised`` tell a follower of the read (`ChunkStream`) that it ended and how.
+        One generator, no inner one: it is made for every call.
+
+        Raises:
+            Exception: ``error``; what `prepare` raises; the cancellation when the
+                call was cancelled before a chunk;
+                [`ReplayedModelError`][pytest_dsh_replay.ReplayedModelError] at the end of a
+                ``throw`` entry.
         """
         try:
-            yield from self._list()
+            if self.error is not None:
+                raise self.error
+            entry = self.entry
+            if entry.__class__ is ChunksEntry and not self.placeholders:
+                chunks, message, code = entry.chunks, None, None  # prepare(), without branches
+            else:
+                chunks, message, code, _ready = self.prepare()
+            if chunks:
+                bound = self.bound
+                assert bound is not None
+                self.rest = rest = iter(chunks)  # first: a follower reads chunks, then rest
+                self.chunks = chunks
+                self.cut = False
+                reading = bound.reading
+                reading.add(self)
+                try:
+                    # After registering: a cancel() that missed this call raised the epoch
+                    # first.
+                    if bound.epoch != self.epoch:
+                        raise self.cancelled_error()
+                    yield rest if self.diverted is None else map(self.diverted, rest)
+                    if self.tail is not None:  # diverted during the read (see divert)
+                        yield self.tail
+                except GeneratorExit:  # closed: the rest of the list is not handed out
+                    self._closed()
+                    raise
+                finally:
+                    reading.discard(self)
+                if self.cut:
+                    raise self.cancelled_error()
+            if message is not None:
+                assert code is not None
+                raise ReplayedModelError(message, code)
         except GeneratorExit:
             raise
         except BaseException as error:
@@ -573,54 +617,12 @@ class ReplayCall:
         finally:
             self.over = True
 
-    def _list(self) -> Generator[Iterator[StreamChunk], None, None]:
-        """The replay for ``itertools.chain.from_iterable``: one iterator over the chunks.
-
-        For a call that neither paces, hangs nor watches a caller's event: the chunks are
-        handed out by a list iterator, and `BoundSession.cancel` empties the list,
-        so the next read raises the cancellation instead of a chunk.
-
-        Raises:
-            Exception: ``error``; what `prepare` raises; the cancellation when the
-                call was cancelled before a chunk;
-                [`ReplayedModelError`][pytest_dsh_replay.ReplayedModelError] at the end of a
-                ``throw`` entry.
-        """
-        if self.error is not None:
-            raise self.error
-        entry = self.entry
-        if entry.__class__ is ChunksEntry and not self.placeholders:
-            chunks, message, code = entry.chunks, None, None  # prepare(), without its branches
-        else:
-            chunks, message, code, _ready = self.prepare()
-        if chunks:
-            bound = self.bound
-            assert bound is not None
-            self.rest = rest = iter(chunks)  # first: a follower reads chunks, then rest
-            self.chunks = chunks
-            self.cut = False
-            reading = bound.reading
-            reading.add(self)
-            try:
-                # After registering: a cancel() that missed this call raised the epoch first.
-                if bound.epoch != self.epoch:
-                    raise self.cancelled_error()
-                yield rest if self.diverted is None else map(self.diverted, rest)
-                if self.tail is not None:  # diverted during the read (see divert)
-                    yield self.tail
-            except GeneratorExit:  # closed: the rest of the list is not handed out
-                if self.kept is None:
-                    self.cut_list()
-                else:  # cut before (diverted): the rest is the list the tail reads
-                    del self.chunks[:]
-                raise
-            finally:
-                reading.discard(self)
-            if self.cut:
-                raise self.cancelled_error()
-        if message is not None:
-            assert code is not None
-            raise ReplayedModelError(message, code)
+    def _closed(self) -> None:
+        """The list read was closed: the rest of the list is not handed out."""
+        if self.kept is None:
+            self.cut_list()
+        else:  # cut before (diverted): the rest is the list the tail reads
+            del self.chunks[:]
 
     # --- waiting until cancelled --------------------------------------------------------
 
@@ -708,21 +710,13 @@ class ChunkStream(chain[StreamChunk]):
     """``chain.from_iterable`` over a call's reader that can be closed like a generator.
 
     The chunks still come from C (no Python frame per chunk); `close` closes the
-    underlying reader, which hands out nothing more afterwards.
+    underlying reader, which hands out nothing more afterwards. Made by
+    `ReplayCall.stream` (``from_iterable`` over the call's reader, then its two slots).
     """
 
     __slots__ = ("_call", "_source")
     _source: Generator[Iterator[StreamChunk], None, None]
     _call: ReplayCall
-
-    @classmethod
-    def of(cls, call: ReplayCall) -> ChunkStream:
-        """The stream of ``call``'s reader."""
-        source = call._read()
-        stream = cast(ChunkStream, cls.from_iterable(source))
-        stream._source = source
-        stream._call = call
-        return stream
 
     def close(self) -> None:
         """End the stream, as ``generator.close()`` would."""

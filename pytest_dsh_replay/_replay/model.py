@@ -44,12 +44,12 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._errors import PlaceholderError, ReplayConsumptionError
 from .._format.events import Event, StreamChunk
 from .._format.redact import Redactor, TextRedaction, builtin_redact
-from .._identity.options import NO_REPLAY, CallOptions, OptionsModel, ReplayOptions, Request
+from .._identity.options import CallOptions, OptionsModel, Request
 from .._scripts.builder import last_user_text
 from .._scripts.entries import HangEntry
 from .._scripts.loading import load_scenario
@@ -153,12 +153,13 @@ class ReplayModel(OptionsModel):
         self._scenario = scenario
         self._scripts = scenario.scripts
         self._pace_ms = pace_ms
+        # scenario, paced, redact, rerecord, append (positional: a model per test)
         self._sessions = LiveSessions(
             scenario,
-            paced=pace_ms > 0 or pace > 0,
-            redact=_text_redaction(redactor, redact_hook),
-            rerecord=rerecord,
-            append=append,
+            pace_ms > 0 or pace > 0,
+            _text_redaction(redactor, redact_hook),
+            rerecord,
+            append,
         )
         self._pacing = NO_PACING
         if pace_ms or pace or sleep is not time.sleep or asleep is not None or workdir is not None:
@@ -280,14 +281,23 @@ class ReplayModel(OptionsModel):
             TypeError: ``request`` is not a mapping, or ``cancel`` is not a
                 ``threading.Event``.
         """
-        options = _options(
-            session_id,
-            parent_session_id,
-            cancel,
-            seed_length,
-            (by_content, on_response_id, on_entry, cancel_waits_only),
+        if cancel is not None and not isinstance(cancel, threading.Event):
+            raise TypeError(
+                f"stream(cancel=...) takes a threading.Event, got {type(cancel).__name__}"
+            )
+        if request.__class__ is not dict and not isinstance(request, Mapping):
+            raise _not_a_request(request)
+        gate = self._gate
+        call = self._sessions.admit(
+            request, session_id, parent_session_id, cancel, seed_length, by_content, gate
         )
-        return self.stream_call(request, options)
+        if on_response_id is not None or on_entry is not None:
+            _tell_callbacks(call, on_response_id, on_entry)
+        if cancel_waits_only and call.flag is not None:
+            _waits_only(call, self._pacing)
+        if gate is None or call.order is None:
+            return call.stream(self._pacing)
+        return gate.ordered(call, call.stream(self._pacing))
 
     def stream_call(self, request: Request, options: CallOptions) -> Iterator[StreamChunk]:
         """[`stream`][pytest_dsh_replay.ReplayModel.stream] with the call's options as one value.
@@ -298,31 +308,7 @@ class ReplayModel(OptionsModel):
         Raises:
             TypeError: As [`stream`][pytest_dsh_replay.ReplayModel.stream].
         """
-        cancel = options.cancel
-        if cancel is not None and not isinstance(cancel, threading.Event):
-            raise TypeError(
-                f"stream(cancel=...) takes a threading.Event, got {type(cancel).__name__}"
-            )
-        if request.__class__ is not dict and not isinstance(request, Mapping):
-            raise _not_a_request(request)
-        gate = self._gate
-        replay = options.replay
-        call = self._sessions.admit(
-            request,
-            options.session_id,
-            options.parent_session_id,
-            cancel,
-            options.seed_length,
-            replay.by_content,
-            gate,
-        )
-        if replay is not NO_REPLAY:
-            _tell_callbacks(call, replay)
-            if replay.cancel_waits_only and call.flag is not None:
-                _waits_only(call, self._pacing)
-        if gate is None or call.order is None:
-            return call.stream(self._pacing)
-        return gate.ordered(call, call.stream(self._pacing))
+        return self.stream(request, **_keywords(options))
 
     def upcoming(self, request: Request, options: CallOptions) -> list[StreamChunk]:
         """The chunks a call would get, without making it: the cursor does not move.
@@ -392,25 +378,7 @@ class ReplayModel(OptionsModel):
             TypeError: ``request`` is not a mapping, or ``cancel`` is not an
                 ``asyncio.Event``.
         """
-        options = _options(
-            session_id,
-            parent_session_id,
-            cancel,
-            seed_length,
-            (by_content, on_response_id, on_entry, cancel_waits_only),
-        )
-        return self.astream_call(request, options)
-
-    def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
-        """[`astream`][pytest_dsh_replay.ReplayModel.astream] with the call's options as one value.
-
-        Raises:
-            TypeError: As [`astream`][pytest_dsh_replay.ReplayModel.astream].
-        """
-        import asyncio
-
-        cancel = options.cancel
-        if cancel is not None and not isinstance(cancel, asyncio.Event):
+        if cancel is not None and not _is_async_event(cancel):
             raise TypeError(
                 "astream(cancel=...) takes an asyncio.Event (or cancel the task, or call "
                 f"model.cancel(session_id)), got {type(cancel).__name__}"
@@ -418,21 +386,22 @@ class ReplayModel(OptionsModel):
         if request.__class__ is not dict and not isinstance(request, Mapping):
             raise _not_a_request(request)
         gate = self._gate
-        replay = options.replay
         call = self._sessions.admit(
-            request,
-            options.session_id,
-            options.parent_session_id,
-            cancel,
-            options.seed_length,
-            replay.by_content,
-            gate,
+            request, session_id, parent_session_id, cancel, seed_length, by_content, gate
         )
-        if replay is not NO_REPLAY:
-            _tell_callbacks(call, replay)
+        if on_response_id is not None or on_entry is not None:
+            _tell_callbacks(call, on_response_id, on_entry)
         if gate is None or call.order is None:
             return call.astream(self._pacing)
         return gate.aordered(call, call.astream(self._pacing))
+
+    def astream_call(self, request: Request, options: CallOptions) -> AsyncIterator[StreamChunk]:
+        """[`astream`][pytest_dsh_replay.ReplayModel.astream] with the call's options as one value.
+
+        Raises:
+            TypeError: As [`astream`][pytest_dsh_replay.ReplayModel.astream].
+        """
+        return self.astream(request, **_keywords(options))
 
     def bind_session(
         self,
@@ -563,6 +532,28 @@ def _rerecord_if_intended(hint: str) -> str:
     return f"; {RERECORD} if that is intended" if hint == RERECORD else ""
 
 
+def _keywords(options: CallOptions) -> dict[str, Any]:
+    """A call's options as `ReplayModel.stream`'s (and ``astream``'s) keyword arguments."""
+    replay = options.replay
+    return {
+        "session_id": options.session_id,
+        "parent_session_id": options.parent_session_id,
+        "cancel": options.cancel,  # checked by the call
+        "seed_length": options.seed_length,
+        "by_content": replay.by_content,
+        "on_response_id": replay.on_response_id,
+        "on_entry": replay.on_entry,
+        "cancel_waits_only": replay.cancel_waits_only,
+    }
+
+
+def _is_async_event(cancel: object) -> bool:
+    """Whether ``cancel`` is an `asyncio.Event` (asyncio imported only for a call given one)."""
+    import asyncio
+
+    return isinstance(cancel, asyncio.Event)
+
+
 def _not_a_request(request: object) -> TypeError:
     return TypeError(
         f"the model request must be a mapping with a 'messages' list, got {type(request).__name__}"
@@ -578,34 +569,12 @@ def _waits_only(call: ReplayCall, pacing: Pacing) -> None:
         call.flag = None
 
 
-def _options(
-    session_id: str | None,
-    parent_session_id: str | None,
-    cancel: threading.Event | asyncio.Event | None,
-    seed_length: int | None,
-    replay: tuple[
-        bool,
-        Callable[[str], object] | None,
-        Callable[[ChunksEntry | ThrowEntry], object] | None,
-        bool,
-    ],
-) -> CallOptions:
-    """The options of a call made through `ReplayModel.stream` or ``astream``.
-
-    ``replay`` holds `ReplayOptions`'s fields in order.
-    """
-    asked = replay[0] or replay[1] is not None or replay[2] is not None or replay[3]
-    return CallOptions(
-        session_id,
-        parent_session_id,
-        seed_length,
-        cancel=cancel,
-        replay=ReplayOptions(*replay) if asked else NO_REPLAY,
-    )
-
-
-def _tell_callbacks(call: ReplayCall, replay: ReplayOptions) -> None:
-    """Tell the callbacks of ``replay`` about the call's entry (see `ReplayModel.stream`).
+def _tell_callbacks(
+    call: ReplayCall,
+    on_response_id: Callable[[str], object] | None,
+    on_entry: Callable[[ChunksEntry | ThrowEntry], object] | None,
+) -> None:
+    """Tell a call's callbacks about its entry (see `ReplayModel.stream`).
 
     ``on_response_id`` gets the recorded answer's provider id, if any; ``on_entry`` the
     entry, when the call replays it as recorded.
@@ -613,16 +582,14 @@ def _tell_callbacks(call: ReplayCall, replay: ReplayOptions) -> None:
     entry = call.entry
     if entry is None:
         return
-    tell = replay.on_response_id
-    if tell is not None:
+    if on_response_id is not None:
         found = entry.response_id
         if found is not None:
-            tell(found)
-    told = replay.on_entry
+            on_response_id(found)
     if (
-        told is not None
+        on_entry is not None
         and not call.placeholders
         and call.error is None
         and not isinstance(entry, HangEntry)
     ):
-        told(entry)
+        on_entry(entry)

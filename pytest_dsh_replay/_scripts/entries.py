@@ -262,9 +262,9 @@ class _ChunkHolder:
         Raises:
             SessionLogError: As `chunks`, for a payload left raw.
         """
-        self.verify()
         marked = self._marked
-        if marked is None:
+        if marked is None:  # set only here, after the check: a marked entry is verified
+            self.verify()
             marked = self._marked = b"{{fromRequest:" in self._blob
         return marked
 

@@ -153,10 +153,16 @@ class Scenario:
     Attributes:
         path: The scenario directory, log file or SQLite store it was loaded from.
         scripts: The primary's script first, then the children by (``createdAt``, id).
+        replay_plan: What the replay computes once for every model over this scenario
+            ([docs/architecture.md#replay-plan](../architecture.md#replay-plan));
+            ``None`` until the first model; not part of the scenario's value.
     """
 
     path: Path
     scripts: tuple[SessionScript, ...]
+    # Left empty by the loader, filled by the replay layer (the layer above: typed object
+    # here); not part of the scenario's value (equality, repr) nor of its constructor.
+    replay_plan: object = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def primary(self) -> SessionScript:

@@ -295,3 +295,27 @@ def test_verify_checks_a_kept_stream_at_once(
         broken.verify()
     assert (info.value.path, info.value.line) == (str(bad), 2)
     assert info.value.reason.endswith("text-chunks texts must be a string array")
+
+
+def test_a_bad_payload_fails_its_own_call_not_the_session_s_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large log's payload is checked when its call is served: earlier calls replay."""
+    monkeypatch.setattr(jsonl, "TYPED_MIN_BYTES", 0)
+
+    def message(seq: int, record: dict[str, Any]) -> dict[str, Any]:
+        data = {"turn": seq + 1, "step": 1, "stream": [START, record, STOP]}
+        return {"type": "assistant/message", "seq": seq, "time": 0, "data": data}
+
+    bad = {**TEXT, "texts": ["a", 1, "c"]}
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(
+        b"".join(orjson.dumps(x) + b"\n" for x in (V4, message(0, TEXT), message(1, bad)))
+    )
+    model = ReplayModel(load_scenario(path))
+    request = {"messages": [{"role": "user", "content": "hi"}]}
+    assert [c["type"] for c in model.stream(request)][-1] == "finish"
+    for _ in range(2):  # the failed call can be made again: it fails the same way
+        with pytest.raises(SessionLogError, match="texts must be a string array") as err:
+            list(model.stream(request))
+        assert (err.value.path, err.value.line) == (str(path), 3)

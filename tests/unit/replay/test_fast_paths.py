@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from support.corpus_support import corpus_scenarios, require_corpus
 from support.scenarios import one_session
 
-from pytest_dsh_replay import DshReplayError
+from pytest_dsh_replay import DshReplayError, ReplayedModelError
 from pytest_dsh_replay._check.normalize import Normalizer, diff_logs
 from pytest_dsh_replay._format.chunk_rows import PACKED_TAGS, expand_packed_row, validate_packed_row
 from pytest_dsh_replay._format.events import SessionHeader
@@ -344,3 +344,89 @@ def test_kept_logs_of_every_kind_equal_the_logs_read_again(tmp_path: Path, kind:
             assert repr(kept[1]) == repr(again[1]), new.path  # key order too
             compared += 1
     assert compared >= 20
+
+
+# --- stream()/astream() without CallOptions give what stream_call()/astream_call() give -----
+
+
+def _entries() -> tuple[Any, ...]:
+    return (
+        ChunksEntry(_chunks(3)),
+        ThrowEntry(_chunks(2)[:2], "overloaded", "overloaded_error"),
+        ChunksEntry(_chunks(1)),
+    )
+
+
+def _outcome(read: Any) -> list[Any]:
+    """Each call's chunks and how it ended (the error's type and message), then one more."""
+    out: list[Any] = []
+    for _ in range(len(_entries()) + 1):  # the last call is past the recording
+        got: list[Any] = []
+        try:
+            got.extend(read())
+            out.append((got, None))
+        except Exception as err:
+            out.append((got, type(err).__name__, str(err)))
+    return out
+
+
+@pytest.mark.parametrize("session_id", [None, "s1"])
+def test_stream_without_call_options_equals_stream_call(session_id: str | None) -> None:
+    """`ReplayModel.stream` admits the call without a `CallOptions`: same chunks and errors."""
+    from pytest_dsh_replay._identity.options import CallOptions, ReplayOptions
+
+    fast, plain = _model(*_entries()), _model(*_entries())
+    told: list[Any] = []
+    assert _outcome(lambda: fast.stream(REQ, session_id=session_id)) == _outcome(
+        lambda: plain.stream_call(REQ, CallOptions(session_id))
+    )
+    assert fast.bindings.keys() == plain.bindings.keys() == {session_id}
+    # an option a replay reads still reaches it through stream()
+    model = _model(*_entries())
+    list(model.stream(REQ, on_entry=told.append))
+    other = _model(*_entries())
+    list(other.stream_call(REQ, CallOptions(replay=ReplayOptions(on_entry=told.append))))
+    assert len(told) == 2
+    assert told[0].chunks == told[1].chunks == _chunks(3)
+
+
+def test_astream_without_call_options_equals_astream_call() -> None:
+    """`ReplayModel.astream` admits the call without a `CallOptions`: same chunks and errors."""
+    import asyncio
+
+    from pytest_dsh_replay._identity.options import CallOptions
+
+    async def read(stream: Any) -> list[Any]:
+        return [chunk async for chunk in stream]
+
+    fast, plain = _model(*_entries()), _model(*_entries())
+    assert _outcome(lambda: asyncio.run(read(fast.astream(REQ, session_id="s")))) == _outcome(
+        lambda: asyncio.run(read(plain.astream_call(REQ, CallOptions("s"))))
+    )
+    with pytest.raises(TypeError, match="asyncio.Event"):
+        fast.astream(REQ, cancel=object())  # type: ignore[arg-type]
+
+
+def test_one_generator_read_tells_its_follower_as_before() -> None:
+    """The list read (one generator now) still notes its end and its error for a follower."""
+    model = _model(*_entries())
+    first: Any = model.stream(REQ)
+    followed = first.followed()
+    assert not followed.done()
+    assert followed.error() is None
+    assert list(first) == _chunks(3)
+    assert followed.done()
+    assert followed.error() is None
+    assert followed.handed_out(copies=True) == _chunks(3)
+    second: Any = model.stream(REQ)
+    read = second.followed()
+    with pytest.raises(ReplayedModelError):
+        list(second)
+    assert read.done()
+    assert isinstance(read.error(), ReplayedModelError)
+    assert read.handed_out() == _chunks(2)[:2]
+    third: Any = model.stream(REQ)
+    assert next(third) == _chunks(1)[0]
+    third.close()  # closed after one chunk: the follower sees the read ended there
+    assert third.followed().done()
+    assert third.followed().handed_out() == _chunks(1)[:1]
