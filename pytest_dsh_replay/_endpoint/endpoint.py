@@ -1133,6 +1133,10 @@ def _runs_encoding(call: _Call, chunks: Iterator[StreamChunk]) -> _Encoding | Fa
     n = entry.chunk_count - 1
 
     def build() -> _Encoding:
+        if list not in map(type, body):  # chunk objects only: the runs are the chunks
+            # (asked once here, not by each of feed_runs and runs_tool_call_marks)
+            out = [encoder.start(), encoder.feed_all(body)]
+            return _finished(encoder, out, n, finish, lambda: tool_call_marks(body))
         out = [encoder.start(), encoder.feed_runs(body)]
         return _finished(encoder, out, n, finish, lambda: runs_tool_call_marks(body))
 

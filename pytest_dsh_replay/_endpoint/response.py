@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 _STEP_S: Final = 0.05  # how often a waiting call looks at its client and deadline
+_MAKING: Final = threading.Lock()  # a CallCancel's condition is made once (CallCancel._cond)
 
 
 class EndpointResponse:
@@ -98,12 +99,28 @@ class CallCancel(threading.Event):
     """
 
     def __init__(self, probe: Callable[[], bool] | None, timeout: float | None):
-        super().__init__()
+        # threading.Event's state, its condition made on first use (`_cond`): most
+        # calls are never waited on nor set, and a condition costs more than the call's
+        # other objects together (threading.Condition probes its lock by three raised
+        # AttributeErrors)
+        self._flag = False
+        self._made: threading.Condition | None = None
         self._probe = probe
         self._timeout = timeout
         self._deadline = math.inf
         self.timed_out = False
         self.touch()
+
+    @property
+    def _cond(self) -> threading.Condition:
+        """``threading.Event``'s condition (all its methods use it), made on first use."""
+        made = self._made
+        if made is None:
+            with _MAKING:
+                made = self._made
+                if made is None:
+                    made = self._made = threading.Condition(threading.Lock())
+        return made
 
     def touch(self) -> None:
         """Restart the read deadline (a piece of the body went out)."""

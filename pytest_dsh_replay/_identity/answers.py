@@ -9,7 +9,6 @@ recognized by its tool calls' names and arguments too, not only by their ids.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -115,28 +114,22 @@ def runs_tool_call_marks(runs: Sequence[ChunkRun]) -> tuple[ToolCallMark, ...]:
     return tool_call_marks(materialize_runs(list(runs)))
 
 
-_KIND: Final = operator.methodcaller("get", "type")
-
-
 def _builds_tool_calls(chunks: list[StreamChunk]) -> bool:
     """Whether a chunk can add a ``tool-call`` block to what the assembler builds.
 
     The assembler's blocks of that type come from ``tool-call-delta`` chunks or from
-    ``block-end`` chunks ending one. The chunks' types are read in one pass without a
-    Python call per chunk, then only the ``block-end`` chunks are looked at.
+    ``block-end`` chunks ending one. One pass, each chunk's type read once (a loop of
+    ``dict.get`` costs less than a ``methodcaller`` per chunk and a search of their types).
     """
-    kinds = list(map(_KIND, chunks))
-    if "tool-call-delta" in kinds:
-        return True
-    at = -1
-    while True:
-        try:
-            at = kinds.index("block-end", at + 1)
-        except ValueError:
-            return False
-        block = chunks[at].get("block")
-        if isinstance(block, Mapping) and block.get("type") == "tool-call":
+    for chunk in chunks:
+        kind = chunk.get("type")
+        if kind == "tool-call-delta":
             return True
+        if kind == "block-end":
+            block = chunk.get("block")
+            if isinstance(block, Mapping) and block.get("type") == "tool-call":
+                return True
+    return False
 
 
 def served_answer(

@@ -214,6 +214,7 @@ class ReplayCall:
         "request",
         "rest",
         "runs",
+        "started",
         "tail",
         "unbuilt",
     )
@@ -239,7 +240,9 @@ class ReplayCall:
         self.flag = flag
         self.error = error
         # chunks, rest, cut: set by _read() before BoundSession.cancel() can see the call
-        # (its chunk list, the iterator over it, whether a cancel cut it).
+        # (its chunk list, the iterator over it, whether a cancel cut it); started says
+        # they are (a flag: asking an unset slot raises, which costs more).
+        self.started = False
         self.chunks: list[StreamChunk]
         self.rest: Iterator[StreamChunk]
         self.cut: bool
@@ -455,9 +458,7 @@ class ReplayCall:
         `ChunkStream.divert`).
         """
         self.diverted = log
-        try:
-            self.chunks  # noqa: B018 - whether the read started
-        except AttributeError:
+        if not self.started:
             return  # not started: the whole list goes through log
         rest = self.cut_list()
         self.chunks = rest
@@ -471,10 +472,9 @@ class ReplayCall:
             return len(kept)
         if self.unbuilt:
             return cast(ChunksEntry, self.entry).chunk_count
-        try:
-            chunks = self.chunks
-        except AttributeError:  # not read yet
+        if not self.started:  # not read yet
             return 0
+        chunks = self.chunks
         return len(chunks) - self.rest.__length_hint__()  # type: ignore[attr-defined, no-any-return]
 
     def handed_out(self) -> list[StreamChunk]:
@@ -487,11 +487,9 @@ class ReplayCall:
             entry = cast(ChunksEntry, self.entry)
             self.kept = kept = entry.chunks if runs is None else materialize_runs(runs)
             return kept
-        try:
-            chunks = self.chunks
-        except AttributeError:  # not read yet
+        if not self.started:  # not read yet
             return []
-        return chunks[: self.handed_count()]
+        return self.chunks[: self.handed_count()]
 
     def read_unbuilt(self) -> int | None:
         """Count the whole call as read without building its chunk objects.
@@ -551,14 +549,11 @@ class ReplayCall:
             or self.error is not None
             or self.diverted is not None
             or self.over
+            or self.started  # the read started
             or self.cancelled()
         ):
             return None
-        try:
-            self.chunks  # noqa: B018 - whether the read started
-        except AttributeError:
-            return entry
-        return None
+        return entry
 
     def _read(self) -> Generator[Iterator[StreamChunk], None, None]:
         """The replay for ``itertools.chain.from_iterable``: one iterator over the chunks.
@@ -589,6 +584,7 @@ class ReplayCall:
                 self.rest = rest = iter(chunks)  # first: a follower reads chunks, then rest
                 self.chunks = chunks
                 self.cut = False
+                self.started = True
                 reading = bound.reading
                 reading.add(self)
                 try:

@@ -45,6 +45,13 @@ _TOOL: list[Any] = [
         "block": {"type": "tool-call", "id": "call-1", "name": "search", "arguments": '{"q": "x"}'},
     },
 ]
+_TOOL_DELTA: Any = {
+    "type": "tool-call-delta",
+    "index": 1,
+    "id": "call-1",
+    "name": "search",
+    "argumentsDelta": '{"q": "x"}',
+}
 _USAGE: Any = {"type": "usage", "usage": {"inputTokens": 3, "outputTokens": 4}}
 
 
@@ -68,6 +75,20 @@ ENTRIES = {
             {"type": "text-delta", "index": 0, "text": "hi"},
             {"type": "block-end", "index": 0, "block": {"type": "text", "text": "hi"}},
             _finish("stop"),
+        ]
+    ),
+    # chunk objects only (as a scenario written one chunk event per chunk stores them):
+    # framed by feed_all, the tool calls read from the chunks as they are
+    "chunk objects, tool call": lambda: ChunksEntry(
+        [
+            {"type": "block-start", "index": 0, "blockType": "text"},
+            {"type": "text-delta", "index": 0, "text": "on it"},
+            {"type": "block-end", "index": 0, "block": {"type": "text", "text": "on it"}},
+            {"type": "block-start", "index": 1, "blockType": "tool-call"},
+            _TOOL_DELTA,
+            _TOOL[2],
+            _USAGE,
+            _finish("tool-calls"),
         ]
     ),
     "failed after content": lambda: _entry([*_TEXT, _finish("error", "RATE_LIMIT")], 7),
