@@ -46,14 +46,16 @@ def test_a_chunks_entry_reads_whole_without_its_chunks() -> None:
     assert stream.read_unbuilt() is None  # read already
 
 
-def test_a_started_read_is_left_to_the_reader() -> None:
+@pytest.mark.parametrize("read", ["read_unbuilt", "read_runs"])
+def test_a_started_read_is_left_to_the_reader(read: str) -> None:
     entry = text_entry("hello")
     _model, stream = _stream(entry)
     first = next(stream)
-    assert stream.read_unbuilt() is None
+    assert getattr(stream, read)() is None
     assert [first, *stream] == entry.chunks
 
 
+@pytest.mark.parametrize("read", ["read_unbuilt", "read_runs"])
 @pytest.mark.parametrize(
     "entry",
     [
@@ -62,9 +64,10 @@ def test_a_started_read_is_left_to_the_reader() -> None:
     ],
     ids=["placeholders", "throw"],
 )
-def test_an_entry_whose_read_is_not_the_recorded_list_reads_as_usual(entry: Any) -> None:
+def test_an_entry_whose_read_is_not_the_recorded_list_reads_as_usual(entry: Any, read: str) -> None:
+    # Neither counted as read unbuilt nor served from its runs.
     _model, stream = _stream(entry)
-    assert stream.read_unbuilt() is None
+    assert getattr(stream, read)() is None
     if isinstance(entry, ThrowEntry):
         with pytest.raises(ReplayedModelError):
             list(stream)
@@ -72,10 +75,11 @@ def test_an_entry_whose_read_is_not_the_recorded_list_reads_as_usual(entry: Any)
         assert list(stream)[1]["text"] == "on goal-42"
 
 
-def test_a_cancelled_call_raises_its_cancellation_as_usual() -> None:
+@pytest.mark.parametrize("read", ["read_unbuilt", "read_runs"])
+def test_a_cancelled_call_raises_its_cancellation_as_usual(read: str) -> None:
     model, stream = _stream(text_entry("hello"))
     model.cancel("s")
-    assert stream.read_unbuilt() is None
+    assert getattr(stream, read)() is None
     with pytest.raises(ReplayCancelledError):
         list(stream)
 
@@ -125,34 +129,3 @@ def test_an_entry_that_goes_on_after_its_finish_is_read_as_usual() -> None:
     _model, stream = _stream(entry)
     assert stream.read_runs() is None
     assert list(stream) == chunks
-
-
-@pytest.mark.parametrize(
-    "entry",
-    [
-        text_entry("on {{fromRequest:goal-[0-9]+}}"),
-        ThrowEntry(text_entry("partial").chunks[:2], "overloaded", "OVERLOADED"),
-    ],
-    ids=["placeholders", "throw"],
-)
-def test_no_runs_for_a_read_that_is_not_the_recorded_list(entry: Any) -> None:
-    _model, stream = _stream(entry)
-    assert stream.read_runs() is None
-    if isinstance(entry, ThrowEntry):
-        with pytest.raises(ReplayedModelError):
-            list(stream)
-    else:
-        assert list(stream)[1]["text"] == "on goal-42"
-
-
-def test_no_runs_for_a_started_or_cancelled_read() -> None:
-    entry = text_entry("hello")
-    _model, stream = _stream(entry)
-    first = next(stream)
-    assert stream.read_runs() is None
-    assert [first, *stream] == entry.chunks
-    model, stream = _stream(text_entry("hello"))
-    model.cancel("s")
-    assert stream.read_runs() is None
-    with pytest.raises(ReplayCancelledError):
-        list(stream)
