@@ -20,7 +20,7 @@ from typing import Any, Final
 import orjson
 
 from .._format.events import Event, JSONObject, SessionHeader
-from .._format.json_values import ABSENT, PLAIN_ONLY, is_lossless
+from .._format.json_values import ABSENT, PLAIN_ONLY, is_lossless, map_strings
 
 __all__ = [
     "LogDifference",
@@ -636,16 +636,7 @@ def tokenize_cwd(value: Any, cwd: str | None) -> Any:
         return value
     rx = re.compile(re.escape(cwd.rstrip("/")) + r"(?=$|[/\\\s\"'<>()\[\]{},;:!?=.])")
 
-    def walk(v: Any) -> Any:
-        if isinstance(v, str):
-            return rx.sub("{{cwd}}", v)
-        if isinstance(v, dict):
-            return {k: walk(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [walk(x) for x in v]
-        return v
-
-    return walk(value)
+    return map_strings(value, lambda text: rx.sub("{{cwd}}", text))
 
 
 def standalone_ids(ids: Iterable[str]) -> str | None:

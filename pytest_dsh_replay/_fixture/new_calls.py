@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final
 from .._check.normalize import standalone_ids
 from .._errors import ReplayBindingError
 from .._format.events import Event, SessionLike, SessionLog, StreamChunk
+from .._format.json_values import map_strings
 from .._identity.options import NO_REPLAY, CallOptions, OptionsModel, Request
 
 if TYPE_CHECKING:
@@ -223,16 +224,7 @@ def rename_ids(value: object, names: Mapping[str, str]) -> object:
             return found
         return pattern.sub(lambda m: names[m.group(0)], found)
 
-    def walk(item: object) -> object:
-        if isinstance(item, str):
-            return text(item)
-        if isinstance(item, dict):
-            return {k: walk(v) for k, v in item.items()}
-        if isinstance(item, list):
-            return [walk(v) for v in item]
-        return item
-
-    return walk(value)
+    return map_strings(value, text)
 
 
 def _finished_calls(events: Sequence[Event]) -> int:

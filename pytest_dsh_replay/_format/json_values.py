@@ -336,6 +336,21 @@ def _json_walk(value: object, where: str) -> Any:
     return first.out
 
 
+def map_strings(value: object, change: Callable[[str], object]) -> Any:
+    """A copy of the JSON value ``value`` with each string passed through ``change``.
+
+    Dicts and lists are copied (keys kept as they are), strings replaced by what
+    ``change`` returns, every other value kept. ``value`` is not modified.
+    """
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, dict):
+        return {k: map_strings(v, change) for k, v in value.items()}
+    if isinstance(value, list):
+        return [map_strings(v, change) for v in value]
+    return value
+
+
 def plain_json(value: object) -> Any:
     """``value`` as the nearest JSON value, for logging what a caller sent: never an error.
 

@@ -45,6 +45,7 @@ from typing import Any, Final
 import orjson
 
 from .._errors import PlaceholderError
+from .._format.json_values import map_strings
 from .._wire.request import RequestView, request_corpus
 from .jsregex import JsPatternError, translate_js_pattern
 
@@ -264,15 +265,9 @@ def resolve_placeholders(
 
     fallback = None if redact is None else redacted
 
-    def walk(item: Any) -> Any:
-        if isinstance(item, str):
-            if MARKER not in item:
-                return item
-            return resolve_text(item, corpus, timeout=timeout, redacted=fallback)
-        if isinstance(item, dict):
-            return {k: walk(v) for k, v in item.items()}
-        if isinstance(item, list):
-            return [walk(v) for v in item]
-        return item
+    def resolve(text: str) -> str:
+        if MARKER not in text:
+            return text
+        return resolve_text(text, corpus, timeout=timeout, redacted=fallback)
 
-    return walk(value)
+    return map_strings(value, resolve)
