@@ -124,11 +124,7 @@ def start(
         pace = replay_pace(test, state)  # docs/scenarios.md#pacing
     except PaceError as err:
         raise ScenarioUnavailable(str(err)) from None
-    _recover_interrupted_writes(state, path.parent)  # a recording killed mid-swap
-    key = str(path)
-    if key not in state.used:  # a scenario's first test this run
-        _recover_interrupted_writes(state, path, key)  # a dsh-replay fmt killed mid-write
-        state.used.add(key)  # resolved only if needed, once, at the end of the run
+    _first_use(state, path)
     state.roots.add(resolved_root(state, snapshot_root(test, state)))
     if state.workbase is None:
         state.workbase = workbase()
@@ -363,12 +359,26 @@ def _once(make: Callable[[], str]) -> Callable[[], str]:
     return once
 
 
-def _recover_interrupted_writes(state: SuiteState, directory: Path, key: str = "") -> None:
-    """Once per run and directory: put back or clean up what a killed writer left.
+def _first_use(state: SuiteState, path: Path) -> None:
+    """Note the scenario at ``path`` as used this run; on its first test, recover first.
 
-    ``key``: ``str(directory)`` when the caller knows it is the directory's first time
-    this run (a scenario not yet in ``state.used``): nothing is noted for it, as the
-    scenario's entry in ``state.used`` says it was done.
+    What a killed writer left is put back or cleaned up once per run and directory: the
+    scenario's parent (a recording killed mid-swap; ``state.recovered``) and the
+    scenario itself (a ``dsh-replay fmt`` killed mid-write; before it enters
+    ``state.used``, which the end of the run resolves only if needed).
+    """
+    parent = str(path.parent)
+    if parent not in state.recovered:
+        state.recovered.add(parent)
+        _recover_interrupted_writes(state, path.parent)
+    key = str(path)
+    if key not in state.used:
+        _recover_interrupted_writes(state, path)
+        state.used.add(key)
+
+
+def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:
+    """Put back or clean up what a killed writer left in ``directory`` (see `_first_use`).
 
     Only hidden entries named like the temporary files this package writes are touched
     (``.<name>.tmp-<12 hex>``, ``.<name>.old-<12 hex>``; see
@@ -376,11 +386,6 @@ def _recover_interrupted_writes(state: SuiteState, directory: Path, key: str = "
     that is a file, has none. What could not be put back or removed (a read-only file
     system) is noted for the summary, with the OS error.
     """
-    if not key:
-        key = str(directory)
-        if key in state.recovered:
-            return
-        state.recovered.add(key)
     from .._store.atomic import recover_directory
 
     recovery = recover_directory(directory)
