@@ -124,16 +124,18 @@ def last_user_text(messages: object) -> str | None:
     return None
 
 
-def _text_safe_entry(runs: list[ChunkRun]) -> ChunksEntry | None:
+def _text_safe_entry(runs: list[ChunkRun], times: RawTimes | None) -> ChunksEntry | None:
     """The call with surrogates repaired, or ``None`` when that is not what failed.
 
     A log written by JavaScript may split a surrogate pair across two deltas, or hold a
     lone one; its chunks are then joined into valid text as the recorder joins them live.
+    The join gives one chunk per chunk, in order, so the call keeps its recorded
+    ``times`` (docs/scenarios.md#pacing).
     """
     chunks = join_split_surrogates(materialize_runs(runs))
     try:
-        return ChunksEntry(chunks)
-    except ScriptError:
+        return ChunksEntry.from_runs(list(chunks), len(chunks), times)
+    except TypeError:
         return None
 
 
@@ -205,7 +207,7 @@ def _stream_check(
         try:
             return ChunksEntry.from_runs(runs, sum(map(_run_size, runs)), times), runs
         except TypeError as err:
-            safe = _text_safe_entry(runs)
+            safe = _text_safe_entry(runs, times)
             if safe is None:
                 raise _unstorable_call(key, err, source, line, index) from None
             return safe, None
@@ -433,7 +435,7 @@ class ScriptBuilder:
         try:
             entry = ChunksEntry.from_runs(items, self._n_chunks, raw_times(self._times))
         except TypeError:
-            safe = _text_safe_entry(items)
+            safe = _text_safe_entry(items, raw_times(self._times))
             if safe is None:
                 raise self._unstorable() from None
             entry = safe
@@ -619,7 +621,7 @@ class ScriptBuilder:
         try:
             entry = ChunksEntry.from_runs(runs, sum(map(_run_size, runs)), times)
         except TypeError as err:
-            safe = _text_safe_entry(runs)
+            safe = _text_safe_entry(runs, times)
             if safe is not None:
                 self._entries.append(safe)
                 return

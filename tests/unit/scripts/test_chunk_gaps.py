@@ -243,3 +243,59 @@ def test_a_format_4_call_after_another_without_a_start_has_a_first_gap_of_0(
     events = [_v4_events()[0], first, second]
     (script,) = load_scenario(_write(tmp_path / "session.v4.jsonl", V4, events)).scripts
     assert [e.gaps_ms for e in script.entries] == [V4_GAPS, [0, *V4_GAPS[1:]]]  # type: ignore[union-attr]
+
+
+HIGH, LOW = "\\ud83d", "\\ude00"  # U+1F600's pair, as JSON escapes
+SPLIT_GAPS = [50, 50, 40, 60, 30]  # step/start 1000; chunks 1050, 1100, 1140, 1200, 1230
+
+
+def _split_pair_log(kind: str) -> tuple[dict[str, Any], str]:
+    """A call whose text splits a surrogate pair across two deltas (as JavaScript may)."""
+    if kind.startswith("format 4"):
+        stream = (
+            f'[{{"type":"chunk","time":1050,"chunk":{orjson.dumps(BLOCK).decode()}}},'
+            f'{{"type":"text-chunks","time0":1100,"index":0,"dt":[40],'
+            f'"texts":["a{HIGH}","{LOW}b"]}},'
+            f'{{"type":"chunk","time":1200,"chunk":{orjson.dumps(END).decode()}}},'
+            f'{{"type":"chunk","time":1230,"chunk":{orjson.dumps(FINISH).decode()}}}]'
+        )
+        return V4, (
+            '{"type":"step/start","seq":0,"time":1000,"data":{"turn":1,"step":1}}\n'
+            '{"type":"assistant/message","seq":1,"time":1231,"data":{"turn":1,"step":1,'
+            f'"stream":{stream}}}}}'
+        )
+    if kind == "a packed row":
+        deltas = (
+            '{"type":"text-chunks","seq0":2,"time0":1100,"data":{"turn":1,"step":1,'
+            f'"index":0,"dt":[40],"texts":["a{HIGH}","{LOW}b"]}}}}'
+        )
+    else:
+        deltas = "\n".join(
+            f'{{"type":"assistant/chunk","seq":{seq},"time":{time},"data":{{"turn":1,'
+            f'"step":1,"chunk":{{"type":"text-delta","index":0,"text":"{text}"}}}}}}'
+            for seq, time, text in ((2, 1100, f"a{HIGH}"), (3, 1140, f"{LOW}b"))
+        )
+    lines = ['{"type":"step/start","seq":0,"time":1000,"data":{"turn":1,"step":1}}']
+    lines += [orjson.dumps(_chunk(1, 1050, BLOCK)).decode(), deltas]
+    lines += [orjson.dumps(_chunk(4, 1200, END)).decode()]
+    lines += [orjson.dumps(_chunk(5, 1230, FINISH)).decode()]
+    return V0, "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    "kind", ["chunk events", "a packed row", "format 4", "format 4, a large log"]
+)
+def test_a_call_whose_text_splits_a_surrogate_pair_keeps_its_gaps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # The entry joins the pair into the later delta, one chunk per chunk, and keeps the
+    # recorded gaps (they were all 0 before).
+    if kind.endswith("a large log"):
+        monkeypatch.setattr(jsonl, "TYPED_MIN_BYTES", 0)  # the large-log read
+    header, body = _split_pair_log(kind)
+    path = tmp_path / ("session.v4.jsonl" if header is V4 else "session.jsonl")
+    path.write_text(orjson.dumps(header).decode() + "\n" + body + "\n", encoding="utf-8")
+    entry = _entry(path)
+    texts = [c.get("text") for c in entry.chunks if c["type"] == "text-delta"]
+    assert texts == ["a", "\U0001f600b"]
+    assert entry.gaps_ms == SPLIT_GAPS
