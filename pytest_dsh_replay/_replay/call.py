@@ -15,7 +15,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Mapping
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
@@ -216,7 +216,6 @@ class ReplayCall:
         "runs",
         "started",
         "tail",
-        "throws",
         "unbuilt",
     )
 
@@ -240,16 +239,13 @@ class ReplayCall:
         self.request = request
         self.flag = flag
         self.error = error
-        # chunks, rest, cut, throws: set by the read's start (`__iter__`) before
-        # BoundSession.cancel() can see the call (its chunk list, the iterator over it,
-        # whether a cancel cut it, the recorded failure raised after the list); started
-        # says they are (a flag: asking an unset slot raises, which costs more). ``None``:
-        # closed before its start (nothing is handed out, the read never ends).
-        self.started: bool | None = False
+        # chunks, rest, cut: set by _read() before BoundSession.cancel() can see the call
+        # (its chunk list, the iterator over it, whether a cancel cut it); started says
+        # they are (a flag: asking an unset slot raises, which costs more).
+        self.started = False
         self.chunks: list[StreamChunk]
         self.rest: Iterator[StreamChunk]
         self.cut: bool
-        self.throws: tuple[str, str] | None
         # What a follower of the read sees (ChunkStream.handed_out, docs/recording.md#lazy):
         # the chunks handed out when the list was cut, the read's end and its error, and
         # the iterator the rest of a diverted list goes through.
@@ -361,10 +357,10 @@ class ReplayCall:
     def stream(self, pacing: Pacing) -> Iterator[StreamChunk]:
         """The call's replay for a sync caller (see the module docstring)."""
         if not pacing.paced and self.flag is None and self.entry.__class__ is not HangEntry:
-            # The call is its stream's state: a chain over the call twice, whose first
-            # iter() starts the read (the list's own iterator hands out the chunks, no
-            # frame per chunk) and whose second ends it (see __iter__).
-            stream: ChunkStream = ChunkStream.from_iterable((self, self))  # type: ignore[assignment]
+            # No frame per chunk: a list iterator hands them out (see _read).
+            source = self._read()  # the ChunkStream, made here: one per call
+            stream: ChunkStream = ChunkStream.from_iterable(source)  # type: ignore[assignment]
+            stream._source = source
             stream._call = self
             return stream
         if not self._pauses(pacing):
@@ -374,14 +370,10 @@ class ReplayCall:
     async def astream(self, pacing: Pacing) -> AsyncIterator[StreamChunk]:
         """The call's replay for an async caller: the same chunks, pauses and errors."""
         if not pacing.paced and self.flag is None and self.entry.__class__ is not HangEntry:
-            try:
-                for item in self:  # the read's start: the list (see __iter__)
+            # chain.from_iterable(self._read()) unrolled: each chunk is one C call fewer
+            for chunks in self._read():
+                for item in chunks:
                     yield item
-                for item in self:  # its end (or the rest of a diverted list)
-                    yield item
-            except BaseException:
-                self.close_read()  # stopped early: as a closed stream
-                raise
             return
         if not self._pauses(pacing):
             for chunk in self._steps(pacing):
@@ -563,32 +555,21 @@ class ReplayCall:
             return None
         return entry
 
-    def __iter__(self) -> Iterator[StreamChunk]:
-        """One step of the call's list read, for the `ChunkStream` chained over it twice.
+    def _read(self) -> Generator[Iterator[StreamChunk], None, None]:
+        """The replay for ``itertools.chain.from_iterable``: one iterator over the chunks.
 
-        For a call that neither paces, hangs nor watches a caller's event. The first
-        step starts the read and returns the list's own iterator: the chunks are handed
-        out from C, and `BoundSession.cancel` empties the list, so the read ends early;
-        the second step ends the read (or returns the rest of a diverted list first)
-        and raises the cancellation or the recorded failure. ``over`` and ``raised``
-        tell a follower of the read (`ChunkStream.followed`) that it ended and how. A
-        step after the end, or after `close_read`, returns an ended iterator.
+        For a call that neither paces, hangs nor watches a caller's event: the chunks are
+        handed out by a list iterator, and `BoundSession.cancel` empties the list,
+        so the next read raises the cancellation instead of a chunk. ``over`` and
+        ``raised`` tell a follower of the read (`ChunkStream`) that it ended and how.
+        One generator, no inner one: it is made for every call.
 
         Raises:
             Exception: ``error``; what `prepare` raises; the cancellation when the
-                call was cancelled before a chunk or while its list was read;
+                call was cancelled before a chunk;
                 [`ReplayedModelError`][pytest_dsh_replay.ReplayedModelError] at the end of a
                 ``throw`` entry.
         """
-        if self.started:  # the list ran out (or was cut, or closed): the read's end
-            if self.over:
-                return _ENDED
-            if self.tail is not None:  # diverted during the read (see divert)
-                return self._after(self.tail)
-            self._ended()
-            return _ENDED
-        if self.over or self.started is None:
-            return _ENDED
         try:
             if self.error is not None:
                 raise self.error
@@ -603,65 +584,34 @@ class ReplayCall:
                 self.rest = rest = iter(chunks)  # first: a follower reads chunks, then rest
                 self.chunks = chunks
                 self.cut = False
-                self.throws = None if message is None or code is None else (message, code)
                 self.started = True
                 reading = bound.reading
                 reading.add(self)
-                # After registering: a cancel() that missed this call raised the epoch first.
-                if bound.epoch != self.epoch:
+                try:
+                    # After registering: a cancel() that missed this call raised the epoch
+                    # first.
+                    if bound.epoch != self.epoch:
+                        raise self.cancelled_error()
+                    yield rest if self.diverted is None else map(self.diverted, rest)
+                    if self.tail is not None:  # diverted during the read (see divert)
+                        yield self.tail
+                except GeneratorExit:  # closed: the rest of the list is not handed out
+                    self._closed()
+                    raise
+                finally:
                     reading.discard(self)
+                if self.cut:
                     raise self.cancelled_error()
-                diverted = self.diverted
-                return rest if diverted is None else map(diverted, rest)
             if message is not None:
                 assert code is not None
                 raise ReplayedModelError(message, code)
+        except GeneratorExit:
+            raise
         except BaseException as error:
             self.raised = error
+            raise
+        finally:
             self.over = True
-            raise
-        self.over = True
-        return _ENDED
-
-    def _after(self, tail: Iterator[StreamChunk]) -> Iterator[StreamChunk]:
-        yield from tail
-        self._ended()
-
-    def _ended(self) -> None:
-        """The list read ran out: raise the cancellation or the recorded failure."""
-        if self.over:  # closed (close_read)
-            return
-        bound = self.bound
-        assert bound is not None
-        bound.reading.discard(self)
-        self.over = True
-        try:
-            if self.cut:
-                raise self.cancelled_error()
-            throws = self.throws
-            if throws is not None:
-                raise ReplayedModelError(*throws)
-        except BaseException as error:
-            self.raised = error
-            raise
-
-    def close_read(self) -> None:
-        """Stop the list read where it is, as ``generator.close()`` stops a generator.
-
-        Unstarted: nothing is ever handed out (and the read never ends, ``over`` stays
-        False); started: the rest of the list is not handed out and the read ends
-        without an error; ended: nothing changes.
-        """
-        if self.over:
-            return
-        if not self.started:
-            self.started = None
-            return
-        self._closed()
-        bound = self.bound
-        assert bound is not None
-        bound.reading.discard(self)
-        self.over = True
 
     def _closed(self) -> None:
         """The list read was closed: the rest of the list is not handed out."""
@@ -751,30 +701,22 @@ class _Pause:
 
 _HANG: Final = _Pause(0.0)  # wait until the call is cancelled
 
-_ENDED: Final[Iterator[Any]] = iter(())  # an ended iterator, shared: it stays ended
-
 
 class ChunkStream(chain[StreamChunk]):
-    """A call's chunks: ``chain`` over the call twice, closed like a generator.
+    """``chain.from_iterable`` over a call's reader that can be closed like a generator.
 
-    Made by `ReplayCall.stream` as ``ChunkStream(call, call)``: the call's first
-    ``iter()`` starts its read and hands out its chunk list's own iterator, so the
-    chunks come from C (no Python frame per chunk); its second ends the read
-    (`ReplayCall.__iter__`). `close`, or dropping the stream in the middle of its read,
-    stops the read where it is, as closing or dropping a generator would.
+    The chunks still come from C (no Python frame per chunk); `close` closes the
+    underlying reader, which hands out nothing more afterwards. Made by
+    `ReplayCall.stream` (``from_iterable`` over the call's reader, then its two slots).
     """
 
-    __slots__ = ("_call",)
+    __slots__ = ("_call", "_source")
+    _source: Generator[Iterator[StreamChunk], None, None]
     _call: ReplayCall
 
     def close(self) -> None:
-        """End the stream, as ``generator.close()`` would (see `ReplayCall.close_read`)."""
-        self._call.close_read()
-
-    def __del__(self) -> None:
-        call = self._call
-        if call.started and not call.over:  # dropped in the middle of its read
-            call.close_read()
+        """End the stream, as ``generator.close()`` would."""
+        self._source.close()
 
     def read_unbuilt(self) -> int | None:
         """Read the whole stream at once without building its chunks; nothing more comes.
@@ -785,7 +727,10 @@ class ChunkStream(chain[StreamChunk]):
             How many chunks the call counts as handed out, or ``None`` when it cannot
             be read so (the stream is unchanged: read it as usual).
         """
-        return self._call.read_unbuilt()  # over: the chain ends at its first read
+        count = self._call.read_unbuilt()
+        if count is not None:
+            self._source.close()  # not started: the chain ends at its first read
+        return count
 
     def read_runs(self) -> list[ChunkRun] | None:
         """Read the whole stream at once as its entry's chunk runs; nothing more comes.
@@ -796,7 +741,10 @@ class ChunkStream(chain[StreamChunk]):
             The runs, or ``None`` when the stream cannot be read so (it is unchanged:
             read it as usual).
         """
-        return self._call.read_runs()  # over: the chain ends at its first read
+        runs = self._call.read_runs()
+        if runs is not None:
+            self._source.close()
+        return runs
 
     # --- following the read (docs/recording.md#lazy) --------------------------------------
 
