@@ -1013,6 +1013,8 @@ class DshReplay:
         if self._runtime.source is not None:
             self._check_runtime_logs()
             return
+        if self._passes_by_reference():
+            return
         self._recorder.close_open_calls()
         live = self._in_recorded_order(self.sessions.sessions())
         if not live:
@@ -1020,25 +1022,7 @@ class DshReplay:
         recorded = [s for s in self.scenario.scripts if s.path is not None]
         if len(recorded) != len(self.scenario.scripts):
             return  # a SQLite scenario: no per-session file to compare with
-        by_file = {s.file: s for s in recorded}
-        bound = {key: by_file.get(b.file) for key, b in self._bindings().items() if key is not None}
-        pairs: list[tuple[SessionScript, SessionLike]] = []
-        # Top-level first, then creation order (ids are random and times can tie).
-        free_live = sorted(live, key=lambda s: s.header.parent_session is not None)
-        free_recorded = list(recorded)
-        for session in list(free_live):
-            script = bound.get(session.header.id)
-            if script is not None and script in free_recorded:
-                pairs.append((script, session))
-                free_live.remove(session)
-                free_recorded.remove(script)
-        if len(free_live) != len(free_recorded):
-            raise LogMismatchError(
-                f"this run wrote {len(live)} session log(s), the recording {self.path} has "
-                f"{len(recorded)}"
-            )
-        pairs.extend(zip(free_recorded, free_live, strict=True))
-        pairs.sort(key=lambda pair: recorded.index(pair[0]))
+        pairs = self._paired(live, recorded)
         logs = [(script.file, self._recorded_log(script), session) for script, session in pairs]
         headers = [s.header for s in recorded]
         live_headers = [s.header for s in live]
@@ -1058,19 +1042,94 @@ class DshReplay:
             ),
         )
 
+    def _passes_by_reference(self) -> bool:
+        """Whether the log check passes by reference, its sessions left unbuilt.
+
+        See [docs/checks.md#by-reference](../checks.md#by-reference): every session
+        holds only replayed calls that streamed their entries to the end, their logs are
+        worked out by the recorder without being built, and their normalized forms equal
+        the recording's (made from this first check on). ``False`` says nothing: the
+        full check runs, for its verdict and its message.
+        """
+        assert self.scenario is not None
+        recorded = [s for s in self.scenario.scripts if s.path is not None]
+        if len(recorded) != len(self.scenario.scripts):
+            return False
+        references = []
+        for session in self.sessions.sessions():
+            reference = self._recorder.by_reference(session)
+            if reference is None:
+                return False
+            references.append(reference)
+        live = self._in_recorded_order(references)
+        if not live or len(live) != len(recorded):
+            return False
+        pairs = self._paired(live, recorded)
+        logs = [(script.file, self._recorded_log(script), ref) for script, ref in pairs]
+        headers = [s.header for s in recorded]
+        forms = self._recorded_forms(logs, headers, at_once=True)
+        live_headers = [r.header for r in live]
+        if not forms_agree(forms, logs, live=live_headers, aliases=self.bound_ids()):
+            return False
+        if not all(self._recorder.adopt(reference) for reference in references):
+            return False  # never on the test's own thread: compare in full
+        self._recorder.forget_finished_calls()
+        return True
+
+    def _paired(
+        self, live: Sequence[_S], recorded: list[SessionScript]
+    ) -> list[tuple[SessionScript, _S]]:
+        """Each live session with the recorded session it is compared with, in file order.
+
+        Bound sessions with what they replay, the others by order (top-level first, then
+        creation order).
+
+        Raises:
+            LogMismatchError: Another number of sessions than the recording's.
+        """
+        by_file = {s.file: s for s in recorded}
+        bound = {key: by_file.get(b.file) for key, b in self._bindings().items() if key is not None}
+        pairs: list[tuple[SessionScript, _S]] = []
+        # Top-level first, then creation order (ids are random and times can tie).
+        free_live = sorted(live, key=lambda s: s.header.parent_session is not None)
+        free_recorded = list(recorded)
+        for session in list(free_live):
+            script = bound.get(session.header.id)
+            if script is not None and script in free_recorded:
+                pairs.append((script, session))
+                free_live.remove(session)
+                free_recorded.remove(script)
+        if len(free_live) != len(free_recorded):
+            raise LogMismatchError(
+                f"this run wrote {len(live)} session log(s), the recording {self.path} has "
+                f"{len(recorded)}"
+            )
+        pairs.extend(zip(free_recorded, free_live, strict=True))
+        pairs.sort(key=lambda pair: recorded.index(pair[0]))
+        return pairs
+
     def _recorded_forms(
-        self, logs: Sequence[tuple[str, SessionLog, SessionLike]], headers: list[SessionHeader]
+        self,
+        logs: Sequence[tuple[str, SessionLog, SessionLike]],
+        headers: list[SessionHeader],
+        *,
+        at_once: bool = False,
     ) -> tuple[tuple[bytes, ...], ...] | None:
         """The recorded side's normalized forms, kept with the run's cached recording.
 
-        Made once per recording per run, from its second check on (the first one is a
-        full comparison, so a recording one test replays costs nothing more); ``None``
-        without a cache, or on that first check.
+        Made once per recording per run: from its second check on (the first one is a
+        full comparison, so a recording one test replays costs nothing more), or with
+        ``at_once`` (the check by reference, whose live side costs little) from its first;
+        ``None`` without a cache and not ``at_once``, or on that first check.
         """
-        if self._cache is None:
-            return None
         recorded = tuple(log for _, log, _ in logs)
-        return self._cache.derived((*recorded, *headers), lambda: log_forms(recorded, headers))
+
+        def make() -> tuple[tuple[bytes, ...], ...] | None:
+            return log_forms(recorded, headers)
+
+        if self._cache is None:
+            return make() if at_once else None
+        return self._cache.derived((*recorded, *headers), make, at_once=at_once)
 
     def _recorded_log(self, script: SessionScript) -> SessionLog:
         """The recorded log of ``script``, through the run's cache when there is one.
