@@ -27,6 +27,7 @@ from .normalize import (
     Normalizer,
     canonical_log,
     normalized_form,
+    segments_form,
     tokenize_cwd,
 )
 
@@ -226,16 +227,20 @@ def drift_of(
 
 
 def log_forms(
-    logs: Sequence[tuple[SessionHeader, Sequence[Event]]],
+    logs: Sequence[tuple[SessionHeader, Sequence[Any]]],
     headers: Sequence[SessionHeader],
     aliases: Mapping[str, str] | None = None,
+    *,
+    segmented: bool = False,
 ) -> tuple[tuple[bytes, ...], ...] | None:
     """The normalized forms of one side's logs, in order: the log check's digest.
 
     One side of `first_difference` as `diff_logs` normalizes it: one
     normalizer over ``headers`` (the side's every session; ``aliases`` on the replayed
     side), fed each log's header and events in order
-    ([docs/checks.md#log-check](../checks.md#log-check)).
+    ([docs/checks.md#log-check](../checks.md#log-check)). With ``segmented``, each log is
+    given as its header and its segments (`segments_form`: the log check by reference's
+    worked-out logs, [docs/checks.md#by-reference](../checks.md#by-reference)).
 
     Returns:
         Each log's `normalized_form`, or
@@ -245,8 +250,9 @@ def log_forms(
         session_ids=[h.id for h in headers], cwds=[h.cwd for h in headers if h.cwd], aliases=aliases
     )
     forms = []
+    form_of = segments_form if segmented else normalized_form
     for header, events in logs:
-        form = normalized_form(header, events, normalizer)
+        form = form_of(header, events, normalizer)
         if form is None:
             return None
         forms.append(form)

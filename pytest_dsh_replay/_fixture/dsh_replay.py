@@ -1068,8 +1068,12 @@ class DshReplay:
         logs = [(script.file, self._recorded_log(script), ref) for script, ref in pairs]
         headers = [s.header for s in recorded]
         forms = self._recorded_forms(logs, headers, at_once=True)
+        if forms is None:
+            return False
         live_headers = [r.header for r in live]
-        if not forms_agree(forms, logs, live=live_headers, aliases=self.bound_ids()):
+        worked_out = [(ref.header, ref.segments) for _, ref in pairs]
+        mine = log_forms(worked_out, live_headers, self.bound_ids(), segmented=True)
+        if mine != forms:
             return False
         if not all(self._recorder.adopt(reference) for reference in references):
             return False  # never on the test's own thread: compare in full

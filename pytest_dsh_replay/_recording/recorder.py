@@ -454,24 +454,26 @@ class _ShadowSession:
     def held(self) -> contextlib.nullcontext[_ShadowSession]:
         return contextlib.nullcontext(self)
 
-    def log_events(self) -> list[Event]:
-        """The events the session would hold, a run's chunks as its events (times 0)."""
-        out: list[Event] = []
+    def segments(self) -> list[Event | list[JSONObject]] | None:
+        """The events the session would hold, as the log check segments a log.
+
+        Each run of chunks as the list of its events' ``data``, adjacent runs as one; each
+        other event as appended (see `segments_form` in the check). ``None`` when an
+        appended event is itself an ``assistant/chunk`` (it might join a run).
+        """
+        out: list[Event | list[JSONObject]] = []
         for op in self.ops:
-            if op.__class__ is _ShadowRun:
-                assert isinstance(op, _ShadowRun)
+            if isinstance(op, _ShadowRun):
                 turn, step = op.turn, op.step
-                out.extend(
-                    {
-                        "type": "assistant/chunk",
-                        "seq": 0,
-                        "time": 0,
-                        "data": {"turn": turn, "step": step, "chunk": chunk},
-                    }
-                    for chunk in op.chunks
-                )
+                datas = [{"turn": turn, "step": step, "chunk": chunk} for chunk in op.chunks]
+                last = out[-1] if out else None
+                if isinstance(last, list):
+                    last.extend(datas)
+                else:
+                    out.append(datas)
+            elif op[0]["type"] == "assistant/chunk":
+                return None
             else:
-                assert isinstance(op, tuple)
                 out.append(op[0])
         return out
 
@@ -506,11 +508,12 @@ class ByReference:
     Attributes:
         session: The session.
         header: Its header.
-        events: The events its deferred calls (and `close_open_calls`) would leave it
-            holding, ``seq`` and ``time`` aside: what the check compares.
+        segments: The events its deferred calls (and `close_open_calls`) would leave it
+            holding, as the check segments a log: each run of chunk events as the list of
+            their ``data``, each other event as it is (``seq`` and ``time`` aside).
     """
 
-    __slots__ = ("_log", "_shadow", "_writes", "events", "header", "session")
+    __slots__ = ("_log", "_shadow", "_writes", "header", "segments", "session")
 
     def __init__(
         self,
@@ -518,13 +521,28 @@ class ByReference:
         writes: tuple[Callable[[], None], ...],
         log: _SessionLog | None,
         shadow: _ShadowSession,
+        segments: list[Event | list[JSONObject]],
     ):
         self.session = session
         self.header = session.header
         self._writes = writes
         self._log = log
         self._shadow = shadow
-        self.events: list[Event] = shadow.log_events()
+        self.segments = segments
+
+    @property
+    def events(self) -> list[Event]:
+        """`segments` as events (``seq`` and ``time`` 0): what the session would hold."""
+        out: list[Event] = []
+        for segment in self.segments:
+            if isinstance(segment, list):
+                out.extend(
+                    {"type": "assistant/chunk", "seq": 0, "time": 0, "data": data}
+                    for data in segment
+                )
+            else:
+                out.append(segment)
+        return out
 
 
 class FollowedRead(Protocol):
@@ -1197,7 +1215,7 @@ class RecordingModel(OptionsModel):
                 return None
             log = self._logs.get(session.id)
             if not writes:
-                return ByReference(session, writes, None, _ShadowSession(session.id))
+                return ByReference(session, writes, None, _ShadowSession(session.id), [])
             if log is None or log.session is not session or not _fresh(log):
                 return None
             calls: list[tuple[_DeferredCall, list[StreamChunk]]] = []
@@ -1225,7 +1243,10 @@ class RecordingModel(OptionsModel):
             mirror.scan()
             if mirror.open_turn and mirror.own_turn:
                 self._close_turn(mirror)
-            return ByReference(session, writes, mirror, shadow)
+            segments = shadow.segments()
+            if segments is None:
+                return None
+            return ByReference(session, writes, mirror, shadow, segments)
 
     def adopt(self, reference: ByReference) -> bool:
         """Make the session hold what ``reference`` worked out, when it is next read.
