@@ -39,6 +39,7 @@ __all__ = [
     "first_difference",
     "forms_agree",
     "log_forms",
+    "logs_agree",
     "race_report",
     "recorded_pairing",
     "unchanged_recording",
@@ -126,18 +127,7 @@ def first_difference(
     Returns:
         ``(file, difference)`` for the first pair that differs, else ``None``.
     """
-    expected, actual = _normalizers(recorded, live, aliases)
-    if all(
-        compare(
-            file,
-            recorded_log,
-            (log.header, log.events),
-            expected_normalizer=expected,
-            actual_normalizer=actual,
-        )
-        is None
-        for file, recorded_log, log in pairs
-    ):
+    if logs_agree(pairs, recorded=recorded, live=live, compare=compare, aliases=aliases):
         return None
     # Logs that agree as they are agree redacted too; redaction, the costly part, is
     # needed only to tell a secret from its [REDACTED] and to report without one.
@@ -154,6 +144,34 @@ def first_difference(
         if diff is not None:
             return file, diff
     return None
+
+
+def logs_agree(
+    pairs: Sequence[tuple[str, SessionLog, SessionLike]],
+    *,
+    recorded: Sequence[SessionHeader],
+    live: Sequence[SessionHeader],
+    compare: Comparison,
+    aliases: Mapping[str, str] | None = None,
+) -> bool:
+    """Whether `first_difference` finds none: every pair compared as it is (no redaction).
+
+    The arguments are `first_difference`'s. Logs that agree as they are agree redacted
+    too, so ``True`` is `first_difference`'s ``None``; ``False`` is a difference, which
+    `first_difference` finds again on the redacted logs for its report.
+    """
+    expected, actual = _normalizers(recorded, live, aliases)
+    return all(
+        compare(
+            file,
+            recorded_log,
+            (log.header, log.events),
+            expected_normalizer=expected,
+            actual_normalizer=actual,
+        )
+        is None
+        for file, recorded_log, log in pairs
+    )
 
 
 @dataclass(frozen=True)

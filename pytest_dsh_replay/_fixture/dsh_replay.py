@@ -28,6 +28,7 @@ from .._check.log_check import (
     first_difference,
     forms_agree,
     log_forms,
+    logs_agree,
     recorded_pairing,
     unchanged_recording,
 )
@@ -1047,9 +1048,10 @@ class DshReplay:
 
         See [docs/checks.md#by-reference](../checks.md#by-reference): every session
         holds only replayed calls that streamed their entries to the end, their logs are
-        worked out by the recorder without being built, and their normalized forms equal
-        the recording's (made from this first check on). ``False`` says nothing: the
-        full check runs, for its verdict and its message.
+        worked out by the recorder without being built, and they agree with the
+        recording (event by event on the recording's first check in the run, by their
+        normalized forms on later ones). ``False`` says nothing: the full check runs,
+        for its verdict and its message.
         """
         assert self.scenario is not None
         recorded = [s for s in self.scenario.scripts if s.path is not None]
@@ -1067,13 +1069,19 @@ class DshReplay:
         pairs = self._paired(live, recorded)
         logs = [(script.file, self._recorded_log(script), ref) for script, ref in pairs]
         headers = [s.header for s in recorded]
-        forms = self._recorded_forms(logs, headers, at_once=True)
-        if forms is None:
-            return False
         live_headers = [r.header for r in live]
-        worked_out = [(ref.header, ref.segments) for _, ref in pairs]
-        mine = log_forms(worked_out, live_headers, self.bound_ids(), segmented=True)
-        if mine != forms:
+        aliases = self.bound_ids()
+        # A recording's first check in the run compares events (one pass over both
+        # sides), later ones the digests, the recording's kept with the run's scenarios.
+        forms = self._recorded_forms(logs, headers)
+        if forms is None:
+            if not logs_agree(
+                logs, recorded=headers, live=live_headers, compare=diff_logs, aliases=aliases
+            ):
+                return False
+        elif forms != log_forms(
+            [(ref.header, ref.segments) for _, ref in pairs], live_headers, aliases, segmented=True
+        ):
             return False
         if not all(self._recorder.adopt(reference) for reference in references):
             return False  # never on the test's own thread: compare in full
@@ -1113,27 +1121,18 @@ class DshReplay:
         return pairs
 
     def _recorded_forms(
-        self,
-        logs: Sequence[tuple[str, SessionLog, SessionLike]],
-        headers: list[SessionHeader],
-        *,
-        at_once: bool = False,
+        self, logs: Sequence[tuple[str, SessionLog, SessionLike]], headers: list[SessionHeader]
     ) -> tuple[tuple[bytes, ...], ...] | None:
         """The recorded side's normalized forms, kept with the run's cached recording.
 
-        Made once per recording per run: from its second check on (the first one is a
-        full comparison, so a recording one test replays costs nothing more), or with
-        ``at_once`` (the check by reference, whose live side costs little) from its first;
-        ``None`` without a cache and not ``at_once``, or on that first check.
+        Made once per recording per run, from its second check on (the first one is a
+        full comparison, so a recording one test replays costs nothing more); ``None``
+        without a cache, or on that first check.
         """
-        recorded = tuple(log for _, log, _ in logs)
-
-        def make() -> tuple[tuple[bytes, ...], ...] | None:
-            return log_forms(recorded, headers)
-
         if self._cache is None:
-            return make() if at_once else None
-        return self._cache.derived((*recorded, *headers), make, at_once=at_once)
+            return None
+        recorded = tuple(log for _, log, _ in logs)
+        return self._cache.derived((*recorded, *headers), lambda: log_forms(recorded, headers))
 
     def _recorded_log(self, script: SessionScript) -> SessionLog:
         """The recorded log of ``script``, through the run's cache when there is one.

@@ -1243,6 +1243,7 @@ class RecordingModel(OptionsModel):
             mirror.scan()
             if mirror.open_turn and mirror.own_turn:
                 self._close_turn(mirror)
+            mirror.pending = None  # finished (forget_finished_calls): no cycle with it
             segments = shadow.segments()
             if segments is None:
                 return None

@@ -760,9 +760,7 @@ class ScenarioCache:
             self._put(self._logs, key, stamp, log)
         return log
 
-    def derived(
-        self, sources: tuple[object, ...], make: Callable[[], _T], *, at_once: bool = False
-    ) -> _T | None:
+    def derived(self, sources: tuple[object, ...], make: Callable[[], _T]) -> _T | None:
         """``make()``, computed once for these very objects, from their second use on.
 
         What a run derives from cached values (the log check's normalized forms of the
@@ -776,12 +774,9 @@ class ScenarioCache:
         Args:
             sources: The objects the value is derived from (kept alive with it).
             make: Computes the value; it must depend on ``sources`` only.
-            at_once: Make the value on the first ask too (a caller for which it pays
-                at once: the log check by reference,
-                [docs/checks.md#by-reference](../checks.md#by-reference)).
 
         Returns:
-            The value, or ``None`` on the first ask (unless ``at_once``).
+            The value, or ``None`` on the first ask.
         """
         key = tuple(map(id, sources))
         with self._lock:
@@ -791,13 +786,11 @@ class ScenarioCache:
                 self._derived[key] = (sources, _UNMADE)
                 while len(self._derived) > self.max_entries:
                     self._derived.popitem(last=False)
-                if not at_once:
-                    return None
-            else:
-                assert found is not None
-                self._derived.move_to_end(key)
-                if found[1] is not _UNMADE:
-                    return cast("_T", found[1])
+                return None
+            assert found is not None
+            self._derived.move_to_end(key)
+            if found[1] is not _UNMADE:
+                return cast("_T", found[1])
         value = make()
         with self._lock:
             if key in self._derived:
