@@ -1059,7 +1059,7 @@ class DshReplay:
             return False
         references = []
         for session in self.sessions.sessions():
-            reference = self._recorder.by_reference(session)
+            reference = self._recorder._by_reference(session)
             if reference is None:
                 return False
             references.append(reference)
@@ -1083,7 +1083,7 @@ class DshReplay:
             [(ref.header, ref.segments) for _, ref in pairs], live_headers, aliases, segmented=True
         ):
             return False
-        if not all(self._recorder.adopt(reference) for reference in references):
+        if not all(self._recorder._adopt(reference) for reference in references):
             return False  # never on the test's own thread: compare in full
         self._recorder.forget_finished_calls()
         return True

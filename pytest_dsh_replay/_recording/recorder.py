@@ -258,7 +258,7 @@ _ADOPTED: Final = (
     "surface",
     "turn",
 )
-"""What the recorder knows of a session's log, taken from its mirror by `RecordingModel.adopt`."""
+"""What the recorder knows of a session's log, taken from its mirror by `RecordingModel._adopt`."""
 
 
 def _fresh(log: _SessionLog) -> bool:
@@ -484,7 +484,7 @@ def _write_ops(target: weakref.ref[Session], ops: list[_ShadowOp]) -> None:
     The deferred write that stands for a session's calls once the check by reference
     passed: it holds the session weakly and nothing of the recorder's, so the session,
     its store and the recorder form no reference cycle
-    ([docs/api/store.md#api-stores](../api/store.md#api-stores)).
+    ([docs/api/store.md#api-stores](store.md#api-stores)).
     """
     session = target()
     if session is None:
@@ -503,7 +503,7 @@ class ByReference:
     """A session's log as the check by reference works it out, not built.
 
     See [docs/checks.md#by-reference](../checks.md#by-reference). From
-    [`RecordingModel.by_reference`][pytest_dsh_replay.RecordingModel.by_reference].
+    `RecordingModel._by_reference`.
 
     Attributes:
         session: The session.
@@ -1195,7 +1195,7 @@ class RecordingModel(OptionsModel):
 
     # --- the log check by reference (docs/checks.md#by-reference) ------------------------
 
-    def by_reference(self, session: Session) -> ByReference | None:
+    def _by_reference(self, session: Session) -> ByReference | None:
         """The session's log worked out from its deferred calls, without building it.
 
         See [docs/checks.md#by-reference](../checks.md#by-reference). A session that holds
@@ -1249,7 +1249,7 @@ class RecordingModel(OptionsModel):
                 return None
             return ByReference(session, writes, mirror, shadow, segments)
 
-    def adopt(self, reference: ByReference) -> bool:
+    def _adopt(self, reference: ByReference) -> bool:
         """Make the session hold what ``reference`` worked out, when it is next read.
 
         After the check by reference passed: the session's deferred calls are replaced

@@ -150,7 +150,7 @@ def _run(
                 messages[-1]["content"][0]["text"] += " (edited)"
                 messages.append({"role": "assistant", "content": f"answer {call}"})
     held.clear()
-    worked = [model.by_reference(session) for session in store.sessions()] if lazy else []
+    worked = [model._by_reference(session) for session in store.sessions()] if lazy else []
     model.close_open_calls()
     logs = []
     for session in store.sessions():
