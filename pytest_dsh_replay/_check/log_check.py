@@ -27,6 +27,7 @@ from .normalize import (
     Normalizer,
     canonical_log,
     normalized_form,
+    segments_form,
     tokenize_cwd,
 )
 
@@ -38,6 +39,7 @@ __all__ = [
     "first_difference",
     "forms_agree",
     "log_forms",
+    "logs_agree",
     "race_report",
     "recorded_pairing",
     "unchanged_recording",
@@ -125,18 +127,7 @@ def first_difference(
     Returns:
         ``(file, difference)`` for the first pair that differs, else ``None``.
     """
-    expected, actual = _normalizers(recorded, live, aliases)
-    if all(
-        compare(
-            file,
-            recorded_log,
-            (log.header, log.events),
-            expected_normalizer=expected,
-            actual_normalizer=actual,
-        )
-        is None
-        for file, recorded_log, log in pairs
-    ):
+    if logs_agree(pairs, recorded=recorded, live=live, compare=compare, aliases=aliases):
         return None
     # Logs that agree as they are agree redacted too; redaction, the costly part, is
     # needed only to tell a secret from its [REDACTED] and to report without one.
@@ -153,6 +144,34 @@ def first_difference(
         if diff is not None:
             return file, diff
     return None
+
+
+def logs_agree(
+    pairs: Sequence[tuple[str, SessionLog, SessionLike]],
+    *,
+    recorded: Sequence[SessionHeader],
+    live: Sequence[SessionHeader],
+    compare: Comparison,
+    aliases: Mapping[str, str] | None = None,
+) -> bool:
+    """Whether `first_difference` finds none: every pair compared as it is (no redaction).
+
+    The arguments are `first_difference`'s. Logs that agree as they are agree redacted
+    too, so ``True`` is `first_difference`'s ``None``; ``False`` is a difference, which
+    `first_difference` finds again on the redacted logs for its report.
+    """
+    expected, actual = _normalizers(recorded, live, aliases)
+    return all(
+        compare(
+            file,
+            recorded_log,
+            (log.header, log.events),
+            expected_normalizer=expected,
+            actual_normalizer=actual,
+        )
+        is None
+        for file, recorded_log, log in pairs
+    )
 
 
 @dataclass(frozen=True)
@@ -226,16 +245,20 @@ def drift_of(
 
 
 def log_forms(
-    logs: Sequence[tuple[SessionHeader, Sequence[Event]]],
+    logs: Sequence[tuple[SessionHeader, Sequence[Any]]],
     headers: Sequence[SessionHeader],
     aliases: Mapping[str, str] | None = None,
+    *,
+    segmented: bool = False,
 ) -> tuple[tuple[bytes, ...], ...] | None:
     """The normalized forms of one side's logs, in order: the log check's digest.
 
     One side of `first_difference` as `diff_logs` normalizes it: one
     normalizer over ``headers`` (the side's every session; ``aliases`` on the replayed
     side), fed each log's header and events in order
-    ([docs/checks.md#log-check](../checks.md#log-check)).
+    ([docs/checks.md#log-check](../checks.md#log-check)). With ``segmented``, each log is
+    given as its header and its segments (`segments_form`: the log check by reference's
+    worked-out logs, [docs/checks.md#by-reference](../checks.md#by-reference)).
 
     Returns:
         Each log's `normalized_form`, or
@@ -245,8 +268,9 @@ def log_forms(
         session_ids=[h.id for h in headers], cwds=[h.cwd for h in headers if h.cwd], aliases=aliases
     )
     forms = []
+    form_of = segments_form if segmented else normalized_form
     for header, events in logs:
-        form = normalized_form(header, events, normalizer)
+        form = form_of(header, events, normalizer)
         if form is None:
             return None
         forms.append(form)

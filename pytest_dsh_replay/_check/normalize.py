@@ -29,6 +29,7 @@ __all__ = [
     "describe_difference",
     "diff_logs",
     "normalized_form",
+    "segments_form",
     "standalone_ids",
     "tokenize_cwd",
     "value_difference",
@@ -525,8 +526,40 @@ def normalized_form(
         as well). Then compare with `diff_logs`.
     """
     items = events if events.__class__ is list else list(events)
+    plain_chunk = [
+        e.__class__ is dict and e.get("type") == "assistant/chunk" and e.keys() == _CHUNK_EVENT_KEYS
+        for e in items
+    ]
+    segments: list[Any] = []
     n = len(items)
     i = 0
+    while i < n:
+        end = i
+        while end < n and plain_chunk[end]:
+            end += 1
+        if end > i:
+            segments.append([e["data"] for e in items[i:end]])
+            i = end
+        else:
+            segments.append(items[i])
+            i += 1
+    return segments_form(header, segments, normalizer)
+
+
+def segments_form(
+    header: SessionHeader, segments: Sequence[Any], normalizer: Normalizer
+) -> tuple[bytes, ...] | None:
+    """`normalized_form` of a log given as its segments, in log order.
+
+    A segment is a maximal run of plain ``assistant/chunk`` events (``type``, ``seq``,
+    ``time``, ``data`` only), given as the list of their ``data`` values, or one other
+    event (a dict). What `normalized_form` splits a log's events into; the log check by
+    reference ([docs/checks.md#by-reference](../checks.md#by-reference)) gives a worked-out
+    log so, without building its chunk events. Two runs are never adjacent.
+
+    Returns:
+        As `normalized_form`.
+    """
     out: list[bytes] = []
 
     def add(tag: bytes, text: bytes, value: Any) -> bool:
@@ -541,26 +574,18 @@ def normalized_form(
         if not add(b"H", orjson.dumps(head, option=_FORM_OPTIONS), head):
             return None
         chunk_type_kept = normalizer.untouched(_CHUNK_TYPE_TEXT)
-        plain_chunk = [
-            e.__class__ is dict
-            and e.get("type") == "assistant/chunk"
-            and e.keys() == _CHUNK_EVENT_KEYS
-            for e in items
-        ]
-        while i < n:
-            end = i
-            while end < n and plain_chunk[end]:
-                end += 1
-            if end > i and chunk_type_kept:  # a run of plain chunk events, judged at once
-                datas = [e["data"] for e in items[i:end]]
-                text = orjson.dumps(datas, option=_FORM_OPTIONS)
-                if normalizer.untouched(text):
-                    if not add(b"R", text, datas):
-                        return None
-                    i = end
-                    continue
-            end = max(end, i + 1)
-            for event in items[i:end]:
+        for segment in segments:
+            if segment.__class__ is list:
+                if chunk_type_kept:  # a run of plain chunk events, judged at once
+                    text = orjson.dumps(segment, option=_FORM_OPTIONS)
+                    if normalizer.untouched(text):
+                        if not add(b"R", text, segment):
+                            return None
+                        continue
+                run = [{"type": "assistant/chunk", "data": data} for data in segment]
+            else:
+                run = [segment]
+            for event in run:
                 value: Any = (
                     {k: v for k, v in event.items() if k not in _ENVELOPE}
                     if event.__class__ is dict
@@ -572,7 +597,6 @@ def normalized_form(
                     text = orjson.dumps(value, option=_FORM_OPTIONS)
                 if not add(b"E", text, value):
                     return None
-            i = end
     except TypeError:  # orjson.JSONEncodeError included: not plain JSON
         return None
     return tuple(out)

@@ -28,6 +28,7 @@ from .._check.log_check import (
     first_difference,
     forms_agree,
     log_forms,
+    logs_agree,
     recorded_pairing,
     unchanged_recording,
 )
@@ -1013,6 +1014,8 @@ class DshReplay:
         if self._runtime.source is not None:
             self._check_runtime_logs()
             return
+        if self._passes_by_reference():
+            return
         self._recorder.close_open_calls()
         live = self._in_recorded_order(self.sessions.sessions())
         if not live:
@@ -1020,25 +1023,7 @@ class DshReplay:
         recorded = [s for s in self.scenario.scripts if s.path is not None]
         if len(recorded) != len(self.scenario.scripts):
             return  # a SQLite scenario: no per-session file to compare with
-        by_file = {s.file: s for s in recorded}
-        bound = {key: by_file.get(b.file) for key, b in self._bindings().items() if key is not None}
-        pairs: list[tuple[SessionScript, SessionLike]] = []
-        # Top-level first, then creation order (ids are random and times can tie).
-        free_live = sorted(live, key=lambda s: s.header.parent_session is not None)
-        free_recorded = list(recorded)
-        for session in list(free_live):
-            script = bound.get(session.header.id)
-            if script is not None and script in free_recorded:
-                pairs.append((script, session))
-                free_live.remove(session)
-                free_recorded.remove(script)
-        if len(free_live) != len(free_recorded):
-            raise LogMismatchError(
-                f"this run wrote {len(live)} session log(s), the recording {self.path} has "
-                f"{len(recorded)}"
-            )
-        pairs.extend(zip(free_recorded, free_live, strict=True))
-        pairs.sort(key=lambda pair: recorded.index(pair[0]))
+        pairs = self._paired(live, recorded)
         logs = [(script.file, self._recorded_log(script), session) for script, session in pairs]
         headers = [s.header for s in recorded]
         live_headers = [s.header for s in live]
@@ -1057,6 +1042,83 @@ class DshReplay:
                 f"{self.path / file if self.path.is_dir() else self.path}:\n"
             ),
         )
+
+    def _passes_by_reference(self) -> bool:
+        """Whether the log check passes by reference, its sessions left unbuilt.
+
+        See [docs/checks.md#by-reference](../checks.md#by-reference): every session
+        holds only replayed calls that streamed their entries to the end, their logs are
+        worked out by the recorder without being built, and they agree with the
+        recording (event by event on the recording's first check in the run, by their
+        normalized forms on later ones). ``False`` says nothing: the full check runs,
+        for its verdict and its message.
+        """
+        assert self.scenario is not None
+        recorded = [s for s in self.scenario.scripts if s.path is not None]
+        if len(recorded) != len(self.scenario.scripts):
+            return False
+        references = []
+        for session in self.sessions.sessions():
+            reference = self._recorder._by_reference(session)
+            if reference is None:
+                return False
+            references.append(reference)
+        live = self._in_recorded_order(references)
+        if not live or len(live) != len(recorded):
+            return False
+        pairs = self._paired(live, recorded)
+        logs = [(script.file, self._recorded_log(script), ref) for script, ref in pairs]
+        headers = [s.header for s in recorded]
+        live_headers = [r.header for r in live]
+        aliases = self.bound_ids()
+        # A recording's first check in the run compares events (one pass over both
+        # sides), later ones the digests, the recording's kept with the run's scenarios.
+        forms = self._recorded_forms(logs, headers)
+        if forms is None:
+            if not logs_agree(
+                logs, recorded=headers, live=live_headers, compare=diff_logs, aliases=aliases
+            ):
+                return False
+        elif forms != log_forms(
+            [(ref.header, ref.segments) for _, ref in pairs], live_headers, aliases, segmented=True
+        ):
+            return False
+        if not all(self._recorder._adopt(reference) for reference in references):
+            return False  # never on the test's own thread: compare in full
+        self._recorder.forget_finished_calls()
+        return True
+
+    def _paired(
+        self, live: Sequence[_S], recorded: list[SessionScript]
+    ) -> list[tuple[SessionScript, _S]]:
+        """Each live session with the recorded session it is compared with, in file order.
+
+        Bound sessions with what they replay, the others by order (top-level first, then
+        creation order).
+
+        Raises:
+            LogMismatchError: Another number of sessions than the recording's.
+        """
+        by_file = {s.file: s for s in recorded}
+        bound = {key: by_file.get(b.file) for key, b in self._bindings().items() if key is not None}
+        pairs: list[tuple[SessionScript, _S]] = []
+        # Top-level first, then creation order (ids are random and times can tie).
+        free_live = sorted(live, key=lambda s: s.header.parent_session is not None)
+        free_recorded = list(recorded)
+        for session in list(free_live):
+            script = bound.get(session.header.id)
+            if script is not None and script in free_recorded:
+                pairs.append((script, session))
+                free_live.remove(session)
+                free_recorded.remove(script)
+        if len(free_live) != len(free_recorded):
+            raise LogMismatchError(
+                f"this run wrote {len(live)} session log(s), the recording {self.path} has "
+                f"{len(recorded)}"
+            )
+        pairs.extend(zip(free_recorded, free_live, strict=True))
+        pairs.sort(key=lambda pair: recorded.index(pair[0]))
+        return pairs
 
     def _recorded_forms(
         self, logs: Sequence[tuple[str, SessionLog, SessionLike]], headers: list[SessionHeader]

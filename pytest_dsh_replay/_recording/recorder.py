@@ -29,17 +29,20 @@ a cancelled stream, so the recording replays.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import threading
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
 
 from .._errors import RecordingError
-from .._format.events import JSONObject, StreamChunk
+from .._format.events import Event, JSONObject, StreamChunk
 from .._format.json_values import describe_json, plain_json
-from .._format.reply import assemble_reply
+from .._format.reply import Reply, assemble_reply
 from .._format.text import TextSafeModel
 from .._format.vocabulary import chunk_problem
 from .._identity.faults import FaultQueue, afault_stream, fault_stream
@@ -242,6 +245,27 @@ class _SessionLog:
         self.scanned += len(new)
 
 
+_ADOPTED: Final = (
+    "calls",
+    "failure",
+    "header",
+    "last",
+    "open_turn",
+    "own_starts",
+    "own_turn",
+    "step",
+    "step_open",
+    "surface",
+    "turn",
+)
+"""What the recorder knows of a session's log, taken from its mirror by `RecordingModel._adopt`."""
+
+
+def _fresh(log: _SessionLog) -> bool:
+    """Whether the recorder has logged nothing into the session yet (its calls deferred)."""
+    return log.scanned == 0 and log.pending is None and not log.own_starts and log.turn == 0
+
+
 class _Call:
     """One call's logging: where it goes, its chunks so far, and whether it is over."""
 
@@ -333,6 +357,192 @@ class _Follower:
             return chunk
 
         self.read.divert(log)
+
+
+class _DeferredCall:
+    """A followed call's deferred write: `RecordingModel._log_followed` with its arguments.
+
+    What the log check by reference reads
+    ([docs/checks.md#by-reference](../checks.md#by-reference)): the call's request view,
+    turn and step, and its read.
+    """
+
+    __slots__ = ("conversation", "copies", "log", "read", "recorder", "step", "turn")
+
+    def __init__(
+        self,
+        recorder: RecordingModel,
+        log: _SessionLog,
+        conversation: Conversation,
+        turn: int | None,
+        step: int | None,
+        read: FollowedRead,
+        copies: bool,
+    ):
+        self.recorder = recorder
+        self.log = log
+        self.conversation = conversation
+        self.turn = turn
+        self.step = step
+        self.read = read
+        self.copies = copies
+
+    def __call__(self) -> None:
+        self.recorder._log_followed(
+            self.log, self.conversation, self.turn, self.step, self.read, self.copies
+        )
+
+
+class _ShadowRun:
+    """A call's chunks in a `_ShadowSession`: the events ``{"turn", "step", "chunk"}``."""
+
+    __slots__ = ("chunks", "step", "turn")
+
+    def __init__(self, turn: object, step: object, chunks: list[StreamChunk]):
+        self.turn = turn
+        self.step = step
+        self.chunks = chunks
+
+
+_ShadowOp = tuple[Event, dict[str, object]] | _ShadowRun
+"""An event as appended (and its envelope arguments), or a call's chunks."""
+
+
+class _ShadowSession:
+    """What the recorder logs into when it works out a session's log without building it.
+
+    The log check by reference ([docs/checks.md#by-reference](../checks.md#by-reference)):
+    the recorder's own code logs the session's deferred calls here, as it would into the
+    session; each event is kept as appended (no copy, no check), a call's chunks as one
+    `_ShadowRun`, which `events` (what ``scan`` reads) shows as one ``assistant/chunk``
+    marker that counts for as many ``seq`` as it has chunks.
+    """
+
+    __slots__ = ("events", "id", "ops", "seq")
+
+    def __init__(self, session_id: str):
+        self.id = session_id
+        self.events: list[JSONObject] = []
+        self.ops: list[_ShadowOp] = []
+        self.seq = 0  # the next event's seq in the session
+
+    def append(self, type: str, data: JSONObject, **envelope: object) -> Event:
+        """`Session.append`'s event, as it is given (the recorder's own envelopes only)."""
+        fields = {k: v for k, v in envelope.items() if v is not None}
+        event: Event = {"type": type, "seq": self.seq, "time": 0, "data": data}
+        seqs = fields.get("sourceEventSeqs")
+        if isinstance(seqs, list | tuple):
+            event["sourceEventSeqs"] = list(seqs)
+        if "surfaceOp" in fields:
+            event["surfaceOp"] = fields["surfaceOp"]
+        self.events.append(event)
+        self.ops.append((event, fields))
+        self.seq += 1
+        return event
+
+    def add_run(self, turn: object, step: object, chunks: list[StreamChunk]) -> list[int]:
+        """Log a call's chunks; their seqs."""
+        first = self.seq
+        self.events.append({"type": "assistant/chunk", "seq": first, "data": None})
+        self.ops.append(_ShadowRun(turn, step, chunks))
+        self.seq += len(chunks)
+        return list(range(first, self.seq))
+
+    def batch(self) -> contextlib.nullcontext[_ShadowSession]:
+        return contextlib.nullcontext(self)
+
+    def held(self) -> contextlib.nullcontext[_ShadowSession]:
+        return contextlib.nullcontext(self)
+
+    def segments(self) -> list[Event | list[JSONObject]] | None:
+        """The events the session would hold, as the log check segments a log.
+
+        Each run of chunks as the list of its events' ``data``, adjacent runs as one; each
+        other event as appended (see `segments_form` in the check). ``None`` when an
+        appended event is itself an ``assistant/chunk`` (it might join a run).
+        """
+        out: list[Event | list[JSONObject]] = []
+        for op in self.ops:
+            if isinstance(op, _ShadowRun):
+                turn, step = op.turn, op.step
+                datas = [{"turn": turn, "step": step, "chunk": chunk} for chunk in op.chunks]
+                last = out[-1] if out else None
+                if isinstance(last, list):
+                    last.extend(datas)
+                else:
+                    out.append(datas)
+            elif op[0]["type"] == "assistant/chunk":
+                return None
+            else:
+                out.append(op[0])
+        return out
+
+
+def _write_ops(target: weakref.ref[Session], ops: list[_ShadowOp]) -> None:
+    """Write ``ops`` (a `_ShadowSession`'s) into the session, as the recorder would have.
+
+    The deferred write that stands for a session's calls once the check by reference
+    passed: it holds the session weakly and nothing of the recorder's, so the session,
+    its store and the recorder form no reference cycle
+    ([docs/api/store.md#api-stores](store.md#api-stores)).
+    """
+    session = target()
+    if session is None:
+        return
+    for op in ops:
+        if isinstance(op, _ShadowRun):
+            run = session.chunk_run(op.turn, op.step)
+            for chunk in op.chunks:
+                run.add(chunk)
+        else:
+            event, envelope = op
+            session.append(event["type"], event["data"], **envelope)
+
+
+class ByReference:
+    """A session's log as the check by reference works it out, not built.
+
+    See [docs/checks.md#by-reference](../checks.md#by-reference). From
+    `RecordingModel._by_reference`.
+
+    Attributes:
+        session: The session.
+        header: Its header.
+        segments: The events its deferred calls (and `close_open_calls`) would leave it
+            holding, as the check segments a log: each run of chunk events as the list of
+            their ``data``, each other event as it is (``seq`` and ``time`` aside).
+    """
+
+    __slots__ = ("_log", "_shadow", "_writes", "header", "segments", "session")
+
+    def __init__(
+        self,
+        session: Session,
+        writes: tuple[Callable[[], None], ...],
+        log: _SessionLog | None,
+        shadow: _ShadowSession,
+        segments: list[Event | list[JSONObject]],
+    ):
+        self.session = session
+        self.header = session.header
+        self._writes = writes
+        self._log = log
+        self._shadow = shadow
+        self.segments = segments
+
+    @property
+    def events(self) -> list[Event]:
+        """`segments` as events (``seq`` and ``time`` 0): what the session would hold."""
+        out: list[Event] = []
+        for segment in self.segments:
+            if isinstance(segment, list):
+                out.extend(
+                    {"type": "assistant/chunk", "seq": 0, "time": 0, "data": data}
+                    for data in segment
+                )
+            else:
+                out.append(segment)
+        return out
 
 
 class FollowedRead(Protocol):
@@ -853,6 +1063,12 @@ class RecordingModel(OptionsModel):
             first = call.seqs[0] if call.seqs else 0
             span = log.session.events[first : call.seqs[-1] + 1] if call.seqs else []
             reply = assemble_reply([span[seq - first]["data"]["chunk"] for seq in call.seqs])
+        self._log_reply(call, reply)
+
+    def _log_reply(self, call: _Call, reply: Reply) -> None:
+        """`_finish` once the call's chunk seqs and reply are known."""
+        log = call.log
+        assert log is not None
         kind = reply.finish_kind
         if log.pending is call:
             log.last = kind
@@ -977,6 +1193,92 @@ class RecordingModel(OptionsModel):
                     if pending is not None and pending.state != _OPEN and pending.follower is None:
                         log.pending = None
 
+    # --- the log check by reference (docs/checks.md#by-reference) ------------------------
+
+    def _by_reference(self, session: Session) -> ByReference | None:
+        """The session's log worked out from its deferred calls, without building it.
+
+        See [docs/checks.md#by-reference](../checks.md#by-reference). A session that holds
+        nothing but deferred calls of this recorder, each replayed to the end of its
+        entry (read without an error, its last chunk the entry's ``finish``), is logged by
+        the recorder's own code into a `_ShadowSession` (its opening, its chunks, what
+        follows them, then what
+        [`close_open_calls`][pytest_dsh_replay.RecordingModel.close_open_calls] would
+        add), leaving the session and this recorder as they are.
+
+        Returns:
+            The worked-out log, or ``None`` when the session does not qualify (build it).
+        """
+        with self._lock, session.held():
+            writes = session.only_deferred()
+            if writes is None:
+                return None
+            log = self._logs.get(session.id)
+            if not writes:
+                return ByReference(session, writes, None, _ShadowSession(session.id), [])
+            if log is None or log.session is not session or not _fresh(log):
+                return None
+            calls: list[tuple[_DeferredCall, list[StreamChunk]]] = []
+            for write in writes:
+                if write.__class__ is not _DeferredCall:
+                    return None
+                assert isinstance(write, _DeferredCall)
+                read = write.read
+                if write.recorder is not self or write.log is not log:
+                    return None
+                if not read.done() or read.error() is not None:
+                    return None
+                chunks = read.handed_out(copies=write.copies)
+                if not chunks or chunks[-1].get("type") != "finish":
+                    return None  # a partial read: its end is logged otherwise
+                calls.append((write, chunks))
+            shadow = _ShadowSession(session.id)
+            mirror = _SessionLog(shadow)  # type: ignore[arg-type]
+            for write, chunks in calls:
+                call = self._open_call(mirror, write.conversation, write.turn, write.step)
+                call.handed = True
+                call.seqs = shadow.add_run(call.turn, call.step, chunks)
+                call.state = _FINISHED
+                self._log_reply(call, assemble_reply(chunks))
+            mirror.scan()
+            if mirror.open_turn and mirror.own_turn:
+                self._close_turn(mirror)
+            mirror.pending = None  # finished (forget_finished_calls): no cycle with it
+            segments = shadow.segments()
+            if segments is None:
+                return None
+            return ByReference(session, writes, mirror, shadow, segments)
+
+    def _adopt(self, reference: ByReference) -> bool:
+        """Make the session hold what ``reference`` worked out, when it is next read.
+
+        After the check by reference passed: the session's deferred calls are replaced
+        by one deferred write of the worked-out events
+        ([docs/checks.md#by-reference](../checks.md#by-reference)), and this recorder's
+        view of the session is the one it would have after
+        [`close_open_calls`][pytest_dsh_replay.RecordingModel.close_open_calls].
+
+        Returns:
+            Whether the session was still as ``reference`` found it (else nothing changed).
+        """
+        session = reference.session
+        mirror = reference._log
+        with self._lock, session.held():
+            if mirror is None:
+                return session.only_deferred() == ()
+            log = self._logs.get(session.id)
+            if log is None or log.session is not session or not _fresh(log):
+                return False
+            shadow = reference._shadow
+            if not session.replace_deferred(
+                reference._writes, functools.partial(_write_ops, weakref.ref(session), shadow.ops)
+            ):
+                return False
+            for name in _ADOPTED:
+                setattr(log, name, getattr(mirror, name))
+            log.scanned = shadow.seq
+            return True
+
     # --- streaming ---------------------------------------------------------------------
 
     def stream(
@@ -1083,9 +1385,7 @@ class RecordingModel(OptionsModel):
         if read is not None:
             copies = not options.read_only_chunks
             log.followed = read
-            log.session.defer(
-                lambda: self._log_followed(log, conversation, turn, step, read, copies)
-            )
+            log.session.defer(_DeferredCall(self, log, conversation, turn, step, read, copies))
             return upstream
         call = self._begin_in(log, view, options)
         call.handed = options.read_only_chunks

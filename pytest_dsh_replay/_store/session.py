@@ -275,7 +275,9 @@ class Session(PlainJSONEvents):
             inherited from a fork parent.
     """
 
+    # __weakref__: a deferred write holds its session weakly (no reference cycle).
     __slots__ = (
+        "__weakref__",
         "_batch_depth",
         "_chunk_run",
         "_deferred",
@@ -465,6 +467,42 @@ class Session(PlainJSONEvents):
         with self._lock:
             self._check_live()
             self._deferred.append(write)
+
+    def only_deferred(self) -> tuple[Callable[[], None], ...] | None:
+        """The deferred writes, when they are all the session holds beyond its header.
+
+        See [docs/checks.md#by-reference](../checks.md#by-reference): no event built,
+        appended or pending (no seed either), only what [`defer`][pytest_dsh_replay.Session.defer]
+        queued, in order; ``None`` otherwise. Call it with the session held.
+        """
+        with self._lock:
+            if self._events or self._run or self._pending or self._chunk_run is not None:
+                return None
+            if self._deferring:
+                return None
+            return tuple(self._deferred)
+
+    def replace_deferred(
+        self, writes: tuple[Callable[[], None], ...], write: Callable[[], None]
+    ) -> bool:
+        """Put ``write`` in place of the deferred writes ``writes``, if they are still queued.
+
+        For a writer that has worked out what ``writes`` would write (the log check by
+        reference, [docs/checks.md#by-reference](../checks.md#by-reference)); ``write``
+        then runs when they would have run.
+
+        Returns:
+            Whether the queue held exactly ``writes`` (then it holds ``write`` alone).
+        """
+        with self._lock:
+            queued = self._deferred
+            if self._deferring or len(queued) != len(writes):
+                return False
+            if any(a is not b for a, b in zip(queued, writes, strict=True)):
+                return False
+            queued.clear()
+            queued.append(write)
+            return True
 
     @contextmanager
     def held(self) -> Iterator[Session]:

@@ -39,6 +39,7 @@ from pytest_dsh_replay import (
 from pytest_dsh_replay._check import log_check
 from pytest_dsh_replay._check.log_check import Redaction, first_difference, forms_agree, log_forms
 from pytest_dsh_replay._check.normalize import diff_logs
+from pytest_dsh_replay._fixture import dsh_replay as dsh_replay_module
 from pytest_dsh_replay._fixture.dsh_replay import DshReplay
 from pytest_dsh_replay._format.events import SessionHeader, SessionLog
 from pytest_dsh_replay._format.redact import Redactor
@@ -332,6 +333,7 @@ def test_a_check_by_digests_gives_the_full_diffs_verdict_and_message(
         replay = DshReplay.open(root / "s", workdir=root / "w", cache=cache)
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(log_check, "log_forms", spy)
+            patch.setattr(dsh_replay_module, "log_forms", spy)  # the check by reference's
             assert _outcome(replay, live) == "pass"
         assert made
         assert made[-1] is not None  # the live side's forms: the digests decided
