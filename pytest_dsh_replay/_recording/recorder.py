@@ -209,6 +209,8 @@ class _SessionLog:
         new = events[self.scanned :]
         for event in new:
             kind = event["type"]
+            if kind == "assistant/chunk":
+                continue  # the bulk of a log, and never a conversation item: asked first
             data = event.get("data")
             data = data if isinstance(data, dict) else {}
             if kind == "turn/start":
@@ -233,8 +235,6 @@ class _SessionLog:
                 self.header = data.get("header")
             elif kind == "tool/call" and isinstance(data.get("callId"), str):
                 self.calls[data["callId"]] = event["seq"]
-            elif kind == "assistant/chunk":
-                continue  # the bulk of a log, and never a conversation item
             else:
                 item = surface_item(event)
                 if item is not None:
