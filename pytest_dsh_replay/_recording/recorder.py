@@ -374,6 +374,10 @@ def _guesses(model: object) -> bool:
     return getattr(model, "guesses_parents", False) is True
 
 
+_TOP_LEVEL: Final = Lineage()
+"""A top-level session's lineage (one value: a ``Lineage`` is frozen)."""
+
+
 def _header_lineage(session: Session) -> Lineage:
     """A session's lineage as its header says it."""
     header = session.header
@@ -523,7 +527,9 @@ class RecordingModel(OptionsModel):
             declared: The ``seedLength`` its creator sent (the dsh runtime's), if any:
                 then it is a fork exactly when that is positive.
         """
-        parent_session = None if parent is None else self.store.get(parent)
+        if parent is None:
+            return _TOP_LEVEL
+        parent_session = self.store.get(parent)
         if parent_session is None:
             return Lineage(parent)
         events = parent_session.events
@@ -647,9 +653,9 @@ class RecordingModel(OptionsModel):
                 session = self._create(session_id, lineage, options.session_cwd)
             if session is None:
                 return None, options
-            lineage = _header_lineage(session)
-            if lineage.parent is not None:  # a child: what binds it is what was logged
-                options = options.with_lineage(lineage.parent, lineage.seed_length)
+            header = session.header  # its lineage (`_header_lineage`), without a Lineage
+            if header.parent_session is not None:  # a child: what binds it is what was logged
+                options = options.with_lineage(header.parent_session, header.seed_length or 0)
             return self._log_of(session), options
 
     # --- opening a call ------------------------------------------------------------------

@@ -298,14 +298,17 @@ class ReplayModel(OptionsModel):
         request: Request,
         session_id: str | None,
         parent_session_id: str | None,
-        cancel: threading.Event | None,
+        cancel: object,
         seed_length: int | None,
         by_content: bool,
         on_response_id: Callable[[str], object] | None,
         on_entry: Callable[[ChunksEntry | ThrowEntry], object] | None,
         cancel_waits_only: bool,
     ) -> Iterator[StreamChunk]:
-        """`stream`, its options positional (`stream_call` passes a call's without a dict)."""
+        """`stream`, its options positional (`stream_call` passes a call's without a dict).
+
+        ``cancel`` is checked here: a `CallOptions`' may be any waitable.
+        """
         if cancel is not None and not isinstance(cancel, threading.Event):
             raise TypeError(
                 f"stream(cancel=...) takes a threading.Event, got {type(cancel).__name__}"
