@@ -212,6 +212,8 @@ class _SessionLog:
         new = events[self.scanned :]
         for event in new:
             kind = event["type"]
+            if kind == "assistant/chunk":
+                continue  # the bulk of a log, and never a conversation item: asked first
             data = event.get("data")
             data = data if isinstance(data, dict) else {}
             if kind == "turn/start":
@@ -236,8 +238,6 @@ class _SessionLog:
                 self.header = data.get("header")
             elif kind == "tool/call" and isinstance(data.get("callId"), str):
                 self.calls[data["callId"]] = event["seq"]
-            elif kind == "assistant/chunk":
-                continue  # the bulk of a log, and never a conversation item
             else:
                 item = surface_item(event)
                 if item is not None:
@@ -584,6 +584,10 @@ def _guesses(model: object) -> bool:
     return getattr(model, "guesses_parents", False) is True
 
 
+_TOP_LEVEL: Final = Lineage()
+"""A top-level session's lineage (one value: a ``Lineage`` is frozen)."""
+
+
 def _header_lineage(session: Session) -> Lineage:
     """A session's lineage as its header says it."""
     header = session.header
@@ -733,7 +737,9 @@ class RecordingModel(OptionsModel):
             declared: The ``seedLength`` its creator sent (the dsh runtime's), if any:
                 then it is a fork exactly when that is positive.
         """
-        parent_session = None if parent is None else self.store.get(parent)
+        if parent is None:
+            return _TOP_LEVEL
+        parent_session = self.store.get(parent)
         if parent_session is None:
             return Lineage(parent)
         events = parent_session.events
@@ -857,9 +863,9 @@ class RecordingModel(OptionsModel):
                 session = self._create(session_id, lineage, options.session_cwd)
             if session is None:
                 return None, options
-            lineage = _header_lineage(session)
-            if lineage.parent is not None:  # a child: what binds it is what was logged
-                options = options.with_lineage(lineage.parent, lineage.seed_length)
+            header = session.header  # its lineage (`_header_lineage`), without a Lineage
+            if header.parent_session is not None:  # a child: what binds it is what was logged
+                options = options.with_lineage(header.parent_session, header.seed_length or 0)
             return self._log_of(session), options
 
     # --- opening a call ------------------------------------------------------------------

@@ -281,6 +281,34 @@ class ReplayModel(OptionsModel):
             TypeError: ``request`` is not a mapping, or ``cancel`` is not a
                 ``threading.Event``.
         """
+        return self._stream(
+            request,
+            session_id,
+            parent_session_id,
+            cancel,
+            seed_length,
+            by_content,
+            on_response_id,
+            on_entry,
+            cancel_waits_only,
+        )
+
+    def _stream(
+        self,
+        request: Request,
+        session_id: str | None,
+        parent_session_id: str | None,
+        cancel: object,
+        seed_length: int | None,
+        by_content: bool,
+        on_response_id: Callable[[str], object] | None,
+        on_entry: Callable[[ChunksEntry | ThrowEntry], object] | None,
+        cancel_waits_only: bool,
+    ) -> Iterator[StreamChunk]:
+        """`stream`, its options positional (`stream_call` passes a call's without a dict).
+
+        ``cancel`` is checked here: a `CallOptions`' may be any waitable.
+        """
         if cancel is not None and not isinstance(cancel, threading.Event):
             raise TypeError(
                 f"stream(cancel=...) takes a threading.Event, got {type(cancel).__name__}"
@@ -308,7 +336,18 @@ class ReplayModel(OptionsModel):
         Raises:
             TypeError: As [`stream`][pytest_dsh_replay.ReplayModel.stream].
         """
-        return self.stream(request, **_keywords(options))
+        replay = options.replay
+        return self._stream(
+            request,
+            options.session_id,
+            options.parent_session_id,
+            options.cancel,
+            options.seed_length,
+            replay.by_content,
+            replay.on_response_id,
+            replay.on_entry,
+            replay.cancel_waits_only,
+        )
 
     def upcoming(self, request: Request, options: CallOptions) -> list[StreamChunk]:
         """The chunks a call would get, without making it: the cursor does not move.

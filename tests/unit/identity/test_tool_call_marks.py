@@ -8,6 +8,7 @@ gives ``()`` at once; any other call is assembled as before, with the same marks
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -91,3 +92,19 @@ _CHUNK = st.one_of(
 @given(st.lists(_CHUNK, max_size=12))
 def test_the_marks_are_the_assembled_ones(chunks: list[dict[str, Any]]) -> None:
     assert tool_call_marks(chunks) == assembled_marks(chunks)
+
+
+@pytest.mark.parametrize("wrap", [dict, MappingProxyType], ids=["dict", "other-mapping"])
+def test_tool_calls_are_found_in_any_mapping(wrap: Any) -> None:
+    # The chunks' types are read with dict.get mapped over them; a chunk that is another
+    # mapping is read with its own get, with the same answer.
+    block = {"type": "tool-call", "id": "c", "name": "n", "arguments": "{}"}
+    text_end = {"type": "block-end", "index": 0, "block": {"type": "text", "text": "a"}}
+    tool_end = {"type": "block-end", "index": 1, "block": block}
+    for chunks, found in (
+        ([text_end, dict(STOP)], False),
+        ([text_end, tool_end, dict(STOP)], True),  # the second block-end is looked into
+        ([{"type": "tool-call-delta", "index": 0, "argumentsDelta": "{"}], True),
+        ([{"text": "no type"}, dict(STOP)], False),
+    ):
+        assert answers._builds_tool_calls([wrap(chunk) for chunk in chunks]) is found
