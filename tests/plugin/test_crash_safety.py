@@ -102,7 +102,7 @@ def test_a_scenario_nested_in_another_is_refused_before_any_live_call(
     assert not (root / "agents" / "session.jsonl").exists()
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+@pytest.mark.parametrize("workers", [[], ["-n", "1"]])  # one worker shows a worker's refusal
 def test_two_selected_scenarios_nested_in_each_other_are_refused(
     project: pytest.Pytester, workers: list[str]
 ) -> None:

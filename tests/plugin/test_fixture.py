@@ -116,7 +116,7 @@ def test_a_scenario_that_does_not_load_fails_with_the_core_message(
     result.stdout.fnmatch_lines(["*does not load*", "*session.jsonl:2: invalid JSON*"])
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize("workers", [[], ["-n", "1"]], ids=["serial", "xdist"])
 def test_the_summary_counts_a_scenario_that_does_not_load(
     project: pytest.Pytester, workers: list[str]
 ) -> None:

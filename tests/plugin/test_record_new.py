@@ -309,7 +309,7 @@ def test_xdist_workers_append(pytester: pytest.Pytester) -> None:
         n: (pytester.path / "recordings" / f"p{n}" / "session.jsonl").read_bytes() for n in range(4)
     }
     pytester.makepyfile(test_par=test.replace("CALLS", "2"))
-    result = pytester.runpytest("-n", "2", "--dsh-record=new")
+    result = pytester.runpytest("-n", "1", "--dsh-record=new")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*4 appended to (--dsh-record=new)*"])
     for n in range(4):

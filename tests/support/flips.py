@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -10,6 +11,24 @@ from typing import TypeVar
 from pytest_dsh_replay import DshReplayError
 
 T = TypeVar("T")
+
+
+def rewrite(path: Path, data: bytes | bytearray) -> None:
+    """Replace the bytes of the existing file ``path`` with ``data``, in place.
+
+    What ``path.write_bytes(data)`` leaves, for a loop that rewrites one file thousands of
+    times: opening with ``O_TRUNC`` frees all its blocks and the write allocates them
+    again (about 0.1-0.3 ms of kernel CPU each time on ext4); writing over the old bytes
+    and cutting what is left beyond ``data`` costs a tenth of that.
+    """
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
 
 
 def flipped_loads(
@@ -28,7 +47,7 @@ def flipped_loads(
             data = bytearray(original)
             at = rng.randrange(len(data))
             data[at] ^= rng.randrange(1, 256)
-            path.write_bytes(data)
+            rewrite(path, data)
             where = f"{path.name}: flip {n} at byte {at} ({original[at]:#04x} -> {data[at]:#04x})"
             outcome: T | DshReplayError
             try:
@@ -37,4 +56,4 @@ def flipped_loads(
                 outcome = err
             yield where, outcome
     finally:
-        path.write_bytes(original)
+        rewrite(path, original)

@@ -125,7 +125,12 @@ def pytest_dsh_replay_live_model(config, scenario_path):
 # them afresh as a new process would; what came from elsewhere (the frameworks) stays
 # imported, as it would stay in a user's long-lived process. After a run, the
 # directories named in its "keep" are copied as they are then (files' times too).
+# The cyclic collector runs less often (as in tests/conftest.py), and each run skips
+# pytest's five full collections at its end, as pytester's in-process runs do: with a
+# framework's thousands of pydantic models in the heap, they were a third of the child's
+# CPU (about 1.5 s of the 5.5 s of docs/guide/openai-responses.md's two runs).
 _CHILD = """
+import gc
 import json
 import os
 import shutil
@@ -133,14 +138,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from _pytest.unraisableexception import gc_collect_iterations_key
 
 RUNS = json.loads(sys.argv[1])
 HERE = os.path.realpath(os.getcwd()) + os.sep
+gc.set_threshold(20_000, 20, 20)
 
 
 class Outcomes:
     def __init__(self):
         self.counts = {}
+
+    def pytest_configure(self, config):
+        config.stash[gc_collect_iterations_key] = 0
 
     def pytest_terminal_summary(self, terminalreporter):
         for key, reports in terminalreporter.stats.items():

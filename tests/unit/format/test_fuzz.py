@@ -22,6 +22,7 @@ from pathlib import Path
 import orjson
 import pytest
 from support.corpus_support import corpus_scenarios, require_corpus
+from support.flips import rewrite
 from support.hang_guard import deadline
 from support.values import json_paths, replace_at
 
@@ -265,7 +266,7 @@ def run_case(case: Case, workdir: Path) -> str:
     """Run one case in ``workdir`` (a copy of the scenario); return its outcome name."""
     target = workdir / case.file
     original = target.read_bytes()
-    target.write_bytes(case.data)
+    rewrite(target, case.data)
     where = f"case {case.number} ({case.scenario.name}/{case.file}, {case.mutator})"
     files = {p.name: p.read_bytes() for p in workdir.iterdir()}
     try:
@@ -291,7 +292,7 @@ def run_case(case: Case, workdir: Path) -> str:
                     with contextlib.suppress(ScriptError, SessionLogError):
                         derive_replay_script(events, source=case.file)
     finally:
-        target.write_bytes(original)
+        rewrite(target, original)
     return outcome
 
 
