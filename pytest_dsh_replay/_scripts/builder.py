@@ -130,7 +130,7 @@ def _text_safe_entry(runs: list[ChunkRun], times: RawTimes | None) -> ChunksEntr
     A log written by JavaScript may split a surrogate pair across two deltas, or hold a
     lone one; its chunks are then joined into valid text as the recorder joins them live.
     The join gives one chunk per chunk, in order, so the call keeps its recorded
-    ``times`` (docs/scenarios.md#pacing).
+    ``times`` ([docs/scenarios.md#pacing](../scenarios.md#pacing)).
     """
     chunks = join_split_surrogates(materialize_runs(runs))
     try:
