@@ -1014,15 +1014,14 @@ class DshReplay:
         if self._runtime.source is not None:
             self._check_runtime_logs()
             return
-        if self._passes_by_reference():
+        recorded = [s for s in self.scenario.scripts if s.path is not None]
+        files = len(recorded) == len(self.scenario.scripts)  # not a SQLite scenario's
+        if files and self._passes_by_reference(recorded):
             return
         self._recorder.close_open_calls()
         live = self._in_recorded_order(self.sessions.sessions())
-        if not live:
-            return  # no model call and no session: nothing to compare
-        recorded = [s for s in self.scenario.scripts if s.path is not None]
-        if len(recorded) != len(self.scenario.scripts):
-            return  # a SQLite scenario: no per-session file to compare with
+        if not live or not files:
+            return  # no model call and no session, or no per-session file to compare with
         pairs = self._paired(live, recorded)
         logs = [(script.file, self._recorded_log(script), session) for script, session in pairs]
         headers = [s.header for s in recorded]
@@ -1043,7 +1042,7 @@ class DshReplay:
             ),
         )
 
-    def _passes_by_reference(self) -> bool:
+    def _passes_by_reference(self, recorded: list[SessionScript]) -> bool:
         """Whether the log check passes by reference, its sessions left unbuilt.
 
         See [docs/checks.md#by-reference](../checks.md#by-reference): every session
@@ -1051,12 +1050,9 @@ class DshReplay:
         worked out by the recorder without being built, and they agree with the
         recording (event by event on the recording's first check in the run, by their
         normalized forms on later ones). ``False`` says nothing: the full check runs,
-        for its verdict and its message.
+        for its verdict and its message. ``recorded``: the scenario's sessions, each
+        with its file.
         """
-        assert self.scenario is not None
-        recorded = [s for s in self.scenario.scripts if s.path is not None]
-        if len(recorded) != len(self.scenario.scripts):
-            return False
         references = []
         for session in self.sessions.sessions():
             reference = self._recorder._by_reference(session)
