@@ -16,6 +16,7 @@ Re-record them (a scripted server on 127.0.0.1 plays the model, see ``tests/conf
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,10 @@ def kinds(dsh_replay: Any) -> list[str]:
 @pytest.mark.parametrize("name", examples())
 def test_runtime_example(name: str, dsh_replay: Any, tmp_path: Path, dsh_transcript: Any) -> None:
     runtime = drive(dsh_replay, tmp_path, name)
+    # The runtime copied its native modules into the one directory of this worker
+    # (tests/e2e/conftest.py), not into the test's home (pytester's HOME): 81 MB a run.
+    assert not (Path(os.environ["HOME"]) / ".cache" / "pkg").exists()
+    assert (Path(os.environ["PKG_NATIVE_CACHE_PATH"]) / "pkg").is_dir()
     assert sorted(kinds(dsh_replay)) == sorted(CHILDREN[name])
     assert len(runtime.children) == len(CHILDREN[name])
     if dsh_replay.mode == "replay":
