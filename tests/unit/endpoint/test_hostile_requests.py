@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.paths import EXAMPLES
-from support.values import json_paths, replace_at
+from support.values import UTF8, json_paths, replace_at
 
 from pytest_dsh_replay import DshReplayError
 from pytest_dsh_replay._endpoint.transport import sync_transport
@@ -173,9 +173,9 @@ _JSON = st.recursive(
     | st.booleans()
     | st.integers(-(2**63), 2**64 - 1)
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=8),
+    | st.text(UTF8, max_size=8),
     lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(UTF8, max_size=6), inner, max_size=3)
     ),
     max_leaves=8,
 )

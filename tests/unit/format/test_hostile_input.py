@@ -27,6 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.hang_guard import deadline
 from support.scenarios import one_session
+from support.values import UTF8
 
 from pytest_dsh_replay import (
     DshReplayError,
@@ -650,7 +651,7 @@ def test_derived_scenario_names_stay_inside_the_snapshot_root(
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
-@given(st.text(min_size=0, max_size=300))
+@given(st.text(UTF8, min_size=0, max_size=300))
 def test_any_test_name_maps_to_a_single_safe_segment(test_name: str) -> None:
     assert_single_segment_inside(Path("/snapshots/root"), scenario_name(test_name))
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.values import UTF8
 
 from pytest_dsh_replay._errors import SessionStoreError
 from pytest_dsh_replay._format.json_values import (
@@ -40,7 +41,7 @@ _leaves = st.one_of(
     st.integers(-(2**64), 2**64),
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from([-0.0, MAX_SAFE_INTEGER, MAX_SAFE_INTEGER + 1, _Kind.A, _Level.ONE]),
-    st.text(max_size=4),
+    st.text(UTF8, max_size=4),
     st.sampled_from([b"bytes", (1, "x"), frozenset({1}), object]),
 )
 _values = st.recursive(
@@ -48,7 +49,7 @@ _values = st.recursive(
     lambda inner: st.one_of(
         st.lists(inner, max_size=3),
         st.tuples(inner, inner),
-        st.dictionaries(st.one_of(st.text(max_size=3), st.integers(0, 3)), inner, max_size=3),
+        st.dictionaries(st.one_of(st.text(UTF8, max_size=3), st.integers(0, 3)), inner, max_size=3),
     ),
     max_leaves=10,
 )

@@ -15,6 +15,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.values import UTF8
 
 from pytest_dsh_replay._errors import DshReplayError
 from pytest_dsh_replay._format import jsonl as _jsonl
@@ -26,7 +27,7 @@ _event = st.builds(
         {"type": "user/message", "seq": n, "time": 0, "data": {"content": text}}
     ),
     st.integers(0, 9),
-    st.text(max_size=5),
+    st.text(UTF8, max_size=5),
 )
 _odd = st.sampled_from(
     [b"", b"   ", b"\r", b"{", b"[1,2]", b"42", b'"\\ud83d"', b'{"a":"\\ud83d"}', b"\xff", b"{}"]

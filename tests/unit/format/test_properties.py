@@ -23,6 +23,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from support.values import UTF8
 
 from pytest_dsh_replay import (
     DshReplayError,
@@ -49,7 +50,7 @@ SETTINGS = settings(
 
 # --- strategies ---------------------------------------------------------------------------
 
-texts = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
+texts = st.text(UTF8, max_size=12)
 numbers = st.one_of(
     st.integers(-(2**63), 2**64 - 1),
     st.floats(allow_nan=False, allow_infinity=False),
@@ -143,10 +144,13 @@ def other_events() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+_deltas = deltas()  # built once: a strategy built inside a draw is built again every draw
+
+
 @st.composite
 def delta_runs(draw: st.DrawFn) -> list[dict[str, Any]]:
     """A run of deltas of one block under one (turn, step): what the encoder packs."""
-    first = draw(deltas())
+    first = draw(_deltas)
     turn, step = draw(keys), draw(keys)
     n = draw(st.integers(1, 6))
     run = []
@@ -173,15 +177,15 @@ def with_envelopes(events: list[dict[str, Any]], times: list[int]) -> list[dict[
     return out
 
 
+# Built once, not for every example: Hypothesis then reuses the list strategy of a length.
+_times = st.integers(-(2**40), 2**40) | st.sampled_from([0, 1, 27])
 event_lists = (
     st.lists(segments, max_size=12)
     .map(lambda segs: [e for seg in segs for e in seg])
     .flatmap(
-        lambda evs: st.lists(
-            st.integers(-(2**40), 2**40) | st.sampled_from([0, 1, 27]),
-            min_size=len(evs),
-            max_size=len(evs),
-        ).map(lambda times: with_envelopes(evs, times))
+        lambda evs: st.lists(_times, min_size=len(evs), max_size=len(evs)).map(
+            lambda times: with_envelopes(evs, times)
+        )
     )
 )
 
@@ -277,6 +281,13 @@ string_literals = st.one_of(
 
 good_strings = st.sampled_from([b'"a"', b'"\\u00e9"', b'""', b'"\\ud83d\\ude80"', b'" x"'])
 
+# The composite strategies below draw from strategies built once, here: one built inside
+# a draw (``st.sampled_from`` is not cached) is built again every draw, the same examples
+# at a higher cost.
+_tags = st.sampled_from(sorted(PACKED_TAGS))
+_line_ends = st.sampled_from([b"\n", b"\r\n", b"", b" \n"])
+_odd_names = string_literals | st.just(b"null")
+
 
 @st.composite
 def row_lines(draw: st.DrawFn) -> bytes:
@@ -284,7 +295,7 @@ def row_lines(draw: st.DrawFn) -> bytes:
     valid = draw(st.booleans())
     num = good_numbers if valid else number_literals
     text = good_strings if valid else string_literals
-    tag = draw(st.sampled_from(sorted(PACKED_TAGS)))
+    tag = draw(_tags)
     n = draw(st.integers(1, 5) if valid else st.integers(0, 5))
     data: list[bytes] = []
     for key in ("turn", "step", "index"):
@@ -297,7 +308,7 @@ def row_lines(draw: st.DrawFn) -> bytes:
     if tag == "tool-call-chunks":
         data.append(b'"id":' + draw(text))
         if draw(st.booleans()):
-            data.append(b'"name":' + draw(text if valid else text | st.just(b"null")))
+            data.append(b'"name":' + draw(text if valid else _odd_names))
         data.append(b'"args":[' + b",".join(members) + b"]")
     else:
         data.append(b'"texts":[' + b",".join(members) + b"]")
@@ -311,8 +322,8 @@ def row_lines(draw: st.DrawFn) -> bytes:
             parts.append(b'"%s":%s' % (key.encode(), draw(num)))
     parts.append(b'"data":{' + b",".join(data) + b"}")
     if not valid and not draw(st.integers(0, 9)):
-        parts.append(b'"type":"%s"' % draw(st.sampled_from(sorted(PACKED_TAGS))).encode())
-    return b"{" + b",".join(parts) + b"}" + draw(st.sampled_from([b"\n", b"\r\n", b"", b" \n"]))
+        parts.append(b'"type":"%s"' % draw(_tags).encode())
+    return b"{" + b",".join(parts) + b"}" + draw(_line_ends)
 
 
 # --- logs ------------------------------------------------------------------------------------
@@ -435,14 +446,14 @@ _odd_leaves = st.one_of(
     st.integers(-(2**64), 2**64),
     st.sampled_from([2**53 - 1, 2**53, -(2**53), 0.0, -0.0, 1.5, float("nan"), float("inf")]),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=6),  # lone surrogates included
+    st.text(UTF8, max_size=6),  # st.text()'s alphabet: no lone surrogates
     st.sampled_from([_Label("x"), _Kind.A, b"bytes", (1, 2), "-0.0 in text"]),
 )
 _odd_values = st.recursive(
     _odd_leaves,
     lambda inner: st.one_of(
         st.lists(inner, max_size=4),
-        st.dictionaries(st.text(max_size=4), inner, max_size=4),
+        st.dictionaries(st.text(UTF8, max_size=4), inner, max_size=4),
         st.dictionaries(st.sampled_from([1, _Label("k"), "k"]), inner, max_size=2),
     ),
     max_leaves=12,
@@ -463,7 +474,7 @@ def _same(a: Any, b: Any) -> bool:
 @given(
     st.one_of(
         st.lists(_odd_values, max_size=3),
-        st.dictionaries(st.text(max_size=3), _odd_values, max_size=3),
+        st.dictionaries(st.text(UTF8, max_size=3), _odd_values, max_size=3),
     )
 )
 def test_the_fast_lossless_copy_equals_the_walk(value: Any) -> None:
@@ -542,24 +553,31 @@ _chunk_log_events = st.lists(
 )
 
 
+# Built once: a strategy built inside a draw is built again every draw.
+_expected_logs = st.one_of(_log_events, _chunk_log_events)
+_some_log_events = _log_events.filter(bool)
+_changes = st.sampled_from([0, 1, 2, 3, 3, 3])
+_names = st.sampled_from(_IDS + _CWDS)
+
+
 @st.composite
 def _log_pairs(draw: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    expected = draw(st.one_of(_log_events, _chunk_log_events))
+    expected = draw(_expected_logs)
     actual = [dict(e) for e in expected]
     for _ in range(draw(st.integers(0, 3))):  # a few events changed, added or dropped
-        choice = draw(st.sampled_from([0, 1, 2, 3, 3, 3]))
+        choice = draw(_changes)
         if choice == 3 and actual:  # one id or path written as another in one event
             # The last event most often: an id first seen earlier matters there.
             k = draw(st.sampled_from([len(actual) - 1, draw(st.integers(0, len(actual) - 1))]))
             text = orjson.dumps(actual[k]).decode()
             present = [x for x in _IDS + _CWDS if x in text]
             if present:
-                old, new = draw(st.sampled_from(present)), draw(st.sampled_from(_IDS + _CWDS))
+                old, new = draw(st.sampled_from(present)), draw(_names)
                 actual[k] = orjson.loads(text.replace(old, new))
         elif choice == 0 and actual:
-            actual[draw(st.integers(0, len(actual) - 1))] = draw(_log_events.filter(bool))[0]
+            actual[draw(st.integers(0, len(actual) - 1))] = draw(_some_log_events)[0]
         elif choice == 1:
-            actual.append(draw(_log_events.filter(bool))[0])
+            actual.append(draw(_some_log_events)[0])
         elif actual:
             actual.pop()
     return expected, actual
@@ -618,15 +636,17 @@ unescaped_strings = st.sampled_from(
 )
 
 
+_record_kinds = st.sampled_from(["chunk", "text-chunks", "reasoning-chunks", "tool-call-chunks"])
+_plain_chunks = st.sampled_from([b'{"type":"finish","reason":{"kind":"stop"}}', b'{"a":[1,2.5]}'])
+
+
 @st.composite
 def _record_fields(draw: st.DrawFn, strings: Any = good_strings) -> list[tuple[bytes, bytes]]:
     """One valid stream record as (key, value) pairs."""
-    kind = draw(st.sampled_from(["chunk", "text-chunks", "reasoning-chunks", "tool-call-chunks"]))
+    kind = draw(_record_kinds)
     fields = [(b"type", b'"%s"' % kind.encode())]
     if kind == "chunk":
-        chunk = draw(
-            st.sampled_from([b'{"type":"finish","reason":{"kind":"stop"}}', b'{"a":[1,2.5]}'])
-        )
+        chunk = draw(_plain_chunks)
         return [*fields, (b"time", draw(good_numbers)), (b"chunk", chunk)]
     n = draw(st.integers(1, 4))
     gaps = draw(st.lists(_good_gaps, min_size=n - 1, max_size=n - 1))
@@ -656,21 +676,28 @@ _FAULTS: dict[bytes, list[bytes]] = {
     b"id": [b'""', b"1", b"null"],
     b"name": [b'""', b"1", b"null"],
 }
+_fault_values = {key: st.sampled_from(values) for key, values in _FAULTS.items()}
 _other_faults = st.one_of(odd_numbers, string_literals, st.sampled_from([b"[]", b"{}", b"null"]))
 
 
 def _faulty(draw: st.DrawFn, key: bytes) -> bytes:
     """A value that may break the rule for ``key``."""
     if key in _FAULTS and draw(st.integers(0, 5)):
-        return draw(st.sampled_from(_FAULTS[key]))
+        return draw(_fault_values[key])
     return draw(_other_faults)
+
+
+_string_kinds = st.sampled_from([good_strings, unescaped_strings])
+_records_of = {strings: _record_fields(strings) for strings in (good_strings, unescaped_strings)}
+_event_types = st.sampled_from([b"assistant/message", b"assistant/attempt"])
+_tails = st.sampled_from([b'"seq":3,"time":5,', b""])
 
 
 @st.composite
 def stream_lines(draw: st.DrawFn) -> bytes:
     """``assistant/message`` lines of valid records with at most one fault somewhere."""
-    strings = draw(st.sampled_from([good_strings, unescaped_strings]))
-    records = [draw(_record_fields(strings)) for _ in range(draw(st.integers(0, 3)))]
+    strings = draw(_string_kinds)
+    records = [draw(_records_of[strings]) for _ in range(draw(st.integers(0, 3)))]
     data: list[tuple[bytes, bytes]] = []
     for key in (b"turn", b"step"):
         if draw(st.integers(0, 4)):
@@ -701,18 +728,18 @@ def stream_lines(draw: st.DrawFn) -> bytes:
 
     stream = b"[" + b",".join(obj(r) for r in records) + b"]"
     body = obj([(b"stream", stream), *data])
-    event_type = draw(st.sampled_from([b"assistant/message", b"assistant/attempt"]))
-    tail = draw(st.sampled_from([b'"seq":3,"time":5,', b""]))
+    event_type = draw(_event_types)
+    tail = draw(_tails)
     return b'{"type":"' + event_type + b'",' + tail + b'"data":' + body + b"}\n"
 
 
 @st.composite
 def single_fault_rows(draw: st.DrawFn) -> bytes:
     """Packed row lines, valid but for at most one value, missing key or extra key."""
-    tag = draw(st.sampled_from(sorted(PACKED_TAGS)))
+    tag = draw(_tags)
     n = draw(st.integers(1, 4))
     gaps = draw(st.lists(_good_gaps, min_size=n - 1, max_size=n - 1))
-    strings = draw(st.sampled_from([good_strings, unescaped_strings]))
+    strings = draw(_string_kinds)
     members = b"[" + b",".join(draw(st.lists(strings, min_size=n, max_size=n))) + b"]"
     data = [(b"turn", draw(good_numbers)), (b"step", b"1"), (b"index", b"0")]
     data.append((b"dt", b"[" + b",".join(gaps) + b"]"))
@@ -939,14 +966,23 @@ class _Text(str):
     pass
 
 
+_run_kinds = st.sampled_from(["text-chunks", "reasoning-chunks", "tool-call-chunks"])
+_gaps = st.sampled_from([0, 1, 27])
+_odd_members = st.sampled_from([1, None, _Text("x"), b"x"])
+_odd_ints = st.sampled_from(
+    [-1, 1.0, 1.5, True, None, "1", 2**53, -(2**53), 2**53 - 1, 2**60, float("inf")]
+)
+_int_keys = st.sampled_from(["time0", "index"])
+
+
 @st.composite
 def stream_records(draw: st.DrawFn) -> dict[str, Any]:
     """Stream run records as parsed (or as code builds them), valid but for one fault."""
-    kind = draw(st.sampled_from(["text-chunks", "reasoning-chunks", "tool-call-chunks"]))
+    kind = draw(_run_kinds)
     n = draw(st.integers(1, 4))
     members: list[Any] = [f"m{i}" for i in range(n)]
     record: dict[str, Any] = {"type": kind, "time0": 1_780_000_000_000, "index": 1}
-    record["dt"] = [draw(st.sampled_from([0, 1, 27])) for _ in range(n - 1)]
+    record["dt"] = [draw(_gaps) for _ in range(n - 1)]
     if kind == "tool-call-chunks":
         record["id"] = "call-1"
         if draw(st.booleans()):
@@ -954,14 +990,13 @@ def stream_records(draw: st.DrawFn) -> dict[str, Any]:
         record["args"] = members
     else:
         record["texts"] = members
-    odd = [-1, 1.0, 1.5, True, None, "1", 2**53, -(2**53), 2**53 - 1, 2**60, float("inf")]
     fault = draw(st.integers(0, 7))
     if fault == 1:
-        members[draw(st.integers(0, n - 1))] = draw(st.sampled_from([1, None, _Text("x"), b"x"]))
+        members[draw(st.integers(0, n - 1))] = draw(_odd_members)
     elif fault == 2 and n > 1:
-        record["dt"][draw(st.integers(0, n - 2))] = draw(st.sampled_from(odd))
+        record["dt"][draw(st.integers(0, n - 2))] = draw(_odd_ints)
     elif fault == 3:
-        record[draw(st.sampled_from(["time0", "index"]))] = draw(st.sampled_from(odd))
+        record[draw(_int_keys)] = draw(_odd_ints)
     elif fault == 4:
         record["time0"] = 2**53 - 2  # member times leave the safe range
         record["dt"] = [5] * (n - 1)

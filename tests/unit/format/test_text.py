@@ -10,6 +10,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.values import UTF8
 
 from pytest_dsh_replay._format.text import TextSafeModel, repair_surrogates, text_safe, visible
 from pytest_dsh_replay._identity.options import NO_OPTIONS, CallOptions, LiveModelAdapter
@@ -114,7 +115,7 @@ def test_closing_the_stream_early_closes_the_wrapped_stream() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(max_size=20), st.lists(st.integers(0, 40), max_size=5))
+@given(st.text(UTF8, max_size=20), st.lists(st.integers(0, 40), max_size=5))
 def test_any_utf16_split_reassembles_the_text(text: str, cuts: list[int]) -> None:
     units = text.encode("utf-16-le")
     points = sorted({2 * min(c, len(units) // 2) for c in cuts})

@@ -10,6 +10,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.values import UTF8
 
 from pytest_dsh_replay import SessionLogError, load_scenario
 from pytest_dsh_replay._format.events import SessionHeader
@@ -126,12 +127,12 @@ _VALUES: st.SearchStrategy[Any] = st.one_of(
          {"inputTokens": 1, "outputTokens": 2, "totalTokens": 2**53}, "plugin:x",
          "tool-call", "reasoning"]
     ),
-    st.text(max_size=3),
+    st.text(UTF8, max_size=3),
     st.integers(),
 )  # fmt: skip
 
 
-_STRINGS = st.one_of(st.text(max_size=3), st.sampled_from([None, 1]))
+_STRINGS = st.one_of(st.text(UTF8, max_size=3), st.sampled_from([None, 1]))
 _FIELD_VALUES = {
     "index": st.sampled_from([0, 3, -1, 2**53 - 1, 2**53, 2**60, 1.0, -0.0, True, "0"]),
     "text": _STRINGS,

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.scenarios import make_scenario
+from support.values import UTF8
 
 from pytest_dsh_replay import DshReplayError, RecordingError, load_scenario
 from pytest_dsh_replay._fixture.dsh_replay import DshReplay
@@ -198,7 +199,7 @@ def test_a_chunk_deeper_than_a_log_stores_fails_the_recording(tmp_path: Path, de
 
 # --- whatever the recorder accepts loads --------------------------------------------------
 
-_texts = st.text(max_size=8)
+_texts = st.text(UTF8, max_size=8)
 _chunk = st.one_of(
     st.sampled_from(sorted(VALID)).map(lambda kind: VALID[kind]),
     _texts.map(lambda text: {"type": "text-delta", "index": 0, "text": text}),

@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.corpus_support import corpus_scenarios, require_corpus
 from support.scenarios import one_session
+from support.values import UTF8
 
 from pytest_dsh_replay import DshReplayError, ReplayedModelError
 from pytest_dsh_replay._check.normalize import Normalizer, diff_logs
@@ -168,7 +169,7 @@ _num = st.one_of(st.integers(-5, 5), st.floats(allow_nan=False, allow_infinity=F
 def _rows(draw: Any) -> dict[str, Any]:
     tag = draw(st.sampled_from(sorted(PACKED_TAGS)))
     n = draw(st.integers(1, 5))
-    payload = draw(st.lists(st.text(max_size=3), min_size=n, max_size=n))
+    payload = draw(st.lists(st.text(UTF8, max_size=3), min_size=n, max_size=n))
     dt = draw(
         st.lists(
             st.one_of(st.integers(-(10**6), 10**6), st.integers(0, 9).map(float)),
@@ -178,9 +179,9 @@ def _rows(draw: Any) -> dict[str, Any]:
     )
     data: dict[str, Any] = {"turn": draw(_num), "step": draw(_num), "index": draw(_num)}
     if tag == "tool-call-chunks":
-        data["id"] = draw(st.text(max_size=3))
+        data["id"] = draw(st.text(UTF8, max_size=3))
         if draw(st.booleans()):
-            data["name"] = draw(st.text(max_size=3))
+            data["name"] = draw(st.text(UTF8, max_size=3))
         data["dt"], data["args"] = dt, payload
     else:
         data["dt"], data["texts"] = dt, payload
@@ -222,17 +223,22 @@ def _old_materialize_runs(items: list[Any]) -> list[Any]:
 _run_item = st.one_of(
     st.dictionaries(st.sampled_from(["type", "index", "text"]), st.integers(0, 3), max_size=3),
     st.tuples(
-        st.sampled_from(["text-delta", "reasoning-delta"]), _num, st.lists(st.text(max_size=2))
-    ).map(list),
-    st.tuples(
-        st.just("tool-call-delta"), _num, st.lists(st.text(max_size=2)), st.text(max_size=2)
+        st.sampled_from(["text-delta", "reasoning-delta"]),
+        _num,
+        st.lists(st.text(UTF8, max_size=2)),
     ).map(list),
     st.tuples(
         st.just("tool-call-delta"),
         _num,
-        st.lists(st.text(max_size=2)),
-        st.text(max_size=2),
-        st.text(max_size=2),
+        st.lists(st.text(UTF8, max_size=2)),
+        st.text(UTF8, max_size=2),
+    ).map(list),
+    st.tuples(
+        st.just("tool-call-delta"),
+        _num,
+        st.lists(st.text(UTF8, max_size=2)),
+        st.text(UTF8, max_size=2),
+        st.text(UTF8, max_size=2),
     ).map(list),
 )
 

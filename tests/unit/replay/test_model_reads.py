@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.chunks import text_call
 from support.scenarios import one_session
+from support.values import UTF8
 
 from pytest_dsh_replay._errors import ReplayCancelledError, ReplayedModelError
 from pytest_dsh_replay._replay.model import ReplayModel
@@ -98,7 +99,7 @@ def test_every_read_hands_out_new_objects() -> None:
     assert list(ReplayModel(scenario).stream(REQUEST)) == chunks
 
 
-_text = st.text(max_size=4)
+_text = st.text(UTF8, max_size=4)
 _index = st.integers(min_value=0, max_value=3)
 _run = st.one_of(
     st.tuples(st.sampled_from(["text-delta", "reasoning-delta"]), _index, st.lists(_text)),

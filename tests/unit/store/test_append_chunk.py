@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.values import UTF8
 
 from pytest_dsh_replay import MemoryBackend, SessionStoreError
 from pytest_dsh_replay._format.jsonl import parse_session_log
@@ -158,7 +159,7 @@ _chunk = st.one_of(
         lambda kind, index, text: {"type": kind, "index": index, "text": text},
         st.sampled_from(["text-delta", "reasoning-delta"]),
         st.integers(0, 2),
-        st.text(max_size=3),
+        st.text(UTF8, max_size=3),
     ),
     st.builds(
         lambda index, i, n, a: {
@@ -171,7 +172,7 @@ _chunk = st.one_of(
         st.integers(0, 2),
         st.sampled_from(["", "c1"]),
         st.sampled_from(["", "f"]),
-        st.text(max_size=3),
+        st.text(UTF8, max_size=3),
     ),
     st.builds(
         lambda index: {"type": "block-end", "index": index, "block": {"type": "text", "text": "E"}},

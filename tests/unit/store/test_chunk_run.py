@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.values import UTF8
 
 from pytest_dsh_replay import MemoryBackend, SessionStoreError
 from pytest_dsh_replay._store.store import SessionStore
@@ -57,7 +58,7 @@ def write(steps: list[Step], *, runs: bool) -> list[Any]:
 
 
 chunk = st.fixed_dictionaries(
-    {"type": st.just("text-delta"), "index": st.integers(0, 3), "text": st.text(max_size=5)}
+    {"type": st.just("text-delta"), "index": st.integers(0, 3), "text": st.text(UTF8, max_size=5)}
 )
 steps = st.lists(
     st.one_of(

@@ -17,7 +17,7 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support.values import same_values
+from support.values import UTF8, same_values
 
 from pytest_dsh_replay import SessionForkError, SessionLogError, SessionStoreError
 from pytest_dsh_replay._format.events import SessionLog
@@ -517,12 +517,12 @@ _DATA = st.recursive(
     | st.booleans()
     | st.integers(min_value=-(2**70), max_value=2**70)
     | st.sampled_from([0.5, -0.0, float("nan"), float("inf")])
-    | st.text(max_size=3)
-    | st.text(max_size=3).map(_Text),
+    | st.text(UTF8, max_size=3)
+    | st.text(UTF8, max_size=3).map(_Text),
     lambda inner: (
         st.lists(inner, max_size=3)
         | st.lists(inner, max_size=2).map(tuple)
-        | st.dictionaries(st.text(max_size=2), inner, max_size=3)
+        | st.dictionaries(st.text(UTF8, max_size=2), inner, max_size=3)
     ),
     max_leaves=8,
 )
@@ -649,7 +649,7 @@ def test_encode_segment(sid: str, segment: str) -> None:
     assert decode_segment(segment) == sid
 
 
-@given(st.text(min_size=1))
+@given(st.text(UTF8, min_size=1))
 def test_encode_segment_is_injective(sid: str) -> None:
     encoded = encode_segment(sid)
     assert all(c.isascii() and c not in "/\\:" for c in encoded)

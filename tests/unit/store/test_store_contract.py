@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.values import UTF8
 
 from pytest_dsh_replay import SessionForkError, load_scenario
 from pytest_dsh_replay._format.chunk_rows import SQLITE_MAX_MEMBERS
@@ -411,9 +412,9 @@ _json = st.recursive(
     | st.booleans()
     | st.integers(-(2**53) + 1, 2**53 - 1)
     | st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: f != 0 or str(f)[0] != "-")
-    | st.text(),
+    | st.text(UTF8),
     lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(UTF8, max_size=8), inner, max_size=4)
     ),
     max_leaves=12,
 )
@@ -424,7 +425,7 @@ _delta = st.builds(
     ),
     st.sampled_from(["text-delta", "reasoning-delta"]),
     st.integers(0, 1),
-    st.text(max_size=6),
+    st.text(UTF8, max_size=6),
 )
 _other = st.builds(
     lambda t, d: (t, d), st.sampled_from(["log/note", "request/context", "x/y"]), _json

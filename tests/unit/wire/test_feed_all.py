@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.corpus_support import corpus_scenarios, require_corpus
+from support.values import UTF8
 
 from pytest_dsh_replay._format.events import StreamChunk
 from pytest_dsh_replay._scripts.entries import ChunksEntry
@@ -64,7 +65,7 @@ def _both(make: Callable[[], Encoder], chunks: Sequence[StreamChunk]) -> None:
 
 
 INDICES = st.sampled_from([0, 1, 0.0, True, "a"])
-TEXTS = st.one_of(st.text(max_size=4), st.sampled_from([None, 3, "", "é\n\"'"]))
+TEXTS = st.one_of(st.text(UTF8, max_size=4), st.sampled_from([None, 3, "", "é\n\"'"]))
 
 
 @st.composite
