@@ -87,6 +87,27 @@ def materialize_runs(items: list[ChunkRun]) -> list[StreamChunk]:
     return out
 
 
+def _reply_of_runs(runs: list[ChunkRun]) -> Reply:
+    """`assemble_reply` of the chunks ``runs`` stand for, the deltas' chunks not built.
+
+    The reply joins a block's delta texts: a run of text or reasoning deltas counts as
+    one delta of their joined text.
+    """
+    compact: list[StreamChunk] = []
+    for item in runs:
+        if item.__class__ is not list:
+            compact.append(item)
+            continue
+        if item[0] != "tool-call-delta":
+            try:
+                compact.append({"type": item[0], "index": item[1], "text": "".join(item[2])})
+                continue
+            except TypeError:  # a member that is no string: as its chunks
+                pass
+        compact.extend(materialize_runs([item]))
+    return assemble_reply(compact)
+
+
 def _is_finish(chunk: object) -> bool:
     """Whether a chunk (or a chunk run, which never is one) is a ``finish`` chunk."""
     if type(chunk) is dict:  # the common cases before the costlier test below
@@ -381,7 +402,7 @@ class ChunksEntry(_ChunkHolder):
         """
         reply = self._reply
         if reply is None:
-            reply = self._reply = assemble_reply(self.chunks)
+            reply = self._reply = _reply_of_runs(self.runs())
         return reply
 
     def to_json(self) -> JSONObject:
