@@ -674,8 +674,8 @@ class ScenarioCache:
         the next `load` of ``path``, which uses it instead of listing the directory again
         while one ``stat`` finds the directory unchanged: the pytest plugin looks for a
         killed writer's leftovers in it before a test's first load
-        ([docs/recording.md#writing](../recording.md#writing)). ``None`` when ``path`` is no directory
-        or cannot be listed.
+        ([docs/recording.md#writing](../recording.md#writing)). ``None`` when ``path`` is
+        no directory or cannot be listed.
         """
         key = os.fspath(path)
         stamp = _stamp(Path(key))
