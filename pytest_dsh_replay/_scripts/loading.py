@@ -583,7 +583,7 @@ class KeptLines:
         self._log: SessionLog | None = None
 
     def log(self) -> SessionLog:
-        """The log's events (built once, then shared).
+        """The log's events (built once, then shared; the lines are let go then).
 
         Raises:
             SessionLogError: As `session_log_from_body`.
@@ -591,7 +591,13 @@ class KeptLines:
         log = self._log
         if log is None:
             log = self._log = session_log_from_body(self.header, self.lines, source=self.source)
+            self.lines = []  # the events hold what they need: one copy kept, not two
         return log
+
+    @property
+    def built(self) -> bool:
+        """Whether `log` was asked for (the lines are gone then)."""
+        return self._log is not None
 
 
 class ScenarioCache:
@@ -805,7 +811,8 @@ class ScenarioCache:
         """The body lines of the log at ``path`` as its scenario's load kept them.
 
         ``None`` unless that load kept them (`load` with ``keep_logs``, a log under
-        `TYPED_MIN_BYTES`) and, when files are rechecked, the file is unchanged.
+        `TYPED_MIN_BYTES`), no one asked for the log since (`recorded_log`) and, when
+        files are rechecked, the file is unchanged.
         """
         key = os.fspath(path)
         if not self.recheck:
@@ -814,7 +821,7 @@ class ScenarioCache:
         else:
             stamp = _stamp(Path(key))
             found = None if stamp is None else self._get(self._logs, key, stamp[1])
-        return found if isinstance(found, KeptLines) else None
+        return found if isinstance(found, KeptLines) and not found.built else None
 
     def derived(
         self, sources: tuple[object, ...], make: Callable[[], _T], *, now: bool = False
