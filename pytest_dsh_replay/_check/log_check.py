@@ -19,14 +19,17 @@ from typing import Any, Protocol
 
 from .._errors import DshReplayError
 from .._format.events import Event, JSONObject, SessionHeader, SessionLike, SessionLog
-from .._format.jsonl import read_session_log
+from .._format.jsonl import iter_records, read_session_log
 from .._format.redact import Redactor
+from .._scripts.entries import ChunksEntry
 from .._scripts.scenario import PRIMARY_LOG
 from .normalize import (
     LogDifference,
     Normalizer,
+    RunTexts,
     canonical_log,
     normalized_form,
+    records_form,
     segments_form,
     tokenize_cwd,
 )
@@ -38,6 +41,7 @@ __all__ = [
     "drift_of",
     "first_difference",
     "forms_agree",
+    "lines_forms",
     "log_forms",
     "logs_agree",
     "race_report",
@@ -250,6 +254,7 @@ def log_forms(
     aliases: Mapping[str, str] | None = None,
     *,
     segmented: bool = False,
+    runs: RunTexts | None = None,
 ) -> tuple[tuple[bytes, ...], ...] | None:
     """The normalized forms of one side's logs, in order: the log check's digest.
 
@@ -258,7 +263,9 @@ def log_forms(
     side), fed each log's header and events in order
     ([docs/checks.md#log-check](../checks.md#log-check)). With ``segmented``, each log is
     given as its header and its segments (`segments_form`: the log check by reference's
-    worked-out logs, [docs/checks.md#by-reference](../checks.md#by-reference)).
+    worked-out logs, [docs/checks.md#by-reference](../checks.md#by-reference)); ``runs``:
+    the recorded runs entries were derived from (`lines_forms`), a whole entry's run
+    (`EntryRun`) then taken as that run by identity.
 
     Returns:
         Each log's `normalized_form`, or
@@ -268,13 +275,57 @@ def log_forms(
         session_ids=[h.id for h in headers], cwds=[h.cwd for h in headers if h.cwd], aliases=aliases
     )
     forms = []
-    form_of = segments_form if segmented else normalized_form
     for header, events in logs:
-        form = form_of(header, events, normalizer)
+        form = (
+            segments_form(header, events, normalizer, runs=runs)
+            if segmented
+            else normalized_form(header, events, normalizer)
+        )
         if form is None:
             return None
         forms.append(form)
     return tuple(forms)
+
+
+def lines_forms(
+    logs: Sequence[tuple[SessionHeader, Sequence[tuple[int, Any]], str, Sequence[object]]],
+    headers: Sequence[SessionHeader],
+) -> tuple[tuple[tuple[bytes, ...], ...], RunTexts] | None:
+    """`log_forms` of the recorded logs, made from the lines their load parsed.
+
+    The recording's side of the log check by reference
+    ([docs/checks.md#by-reference](../checks.md#by-reference)), made once per loaded
+    scenario: no event is built (`records_form`), and the runs each entry was derived
+    from are noted for the replayed side to take by identity.
+
+    Args:
+        logs: Per recorded log in order: its header, its body lines as parsed
+            (``(line, value)``), its name for messages, and the entries derived from it.
+        headers: Every recorded session's header.
+
+    Returns:
+        ``(forms, runs)``, or ``None`` when a form cannot vouch for its values or a
+        line does not read (compare in full then).
+    """
+    normalizer = Normalizer(
+        session_ids=[h.id for h in headers], cwds=[h.cwd for h in headers if h.cwd]
+    )
+    runs: RunTexts = {}
+    forms = []
+    for header, lines, source, entries in logs:
+        origins: dict[tuple[int, int], ChunksEntry] = {}
+        for entry in entries:
+            if isinstance(entry, ChunksEntry) and entry.origin is not None:
+                origins[entry.origin] = entry
+        try:
+            records = list(iter_records(iter(lines), source=source))
+        except DshReplayError:
+            return None
+        form = records_form(header, records, normalizer, origins, runs)
+        if form is None:
+            return None
+        forms.append(form)
+    return tuple(forms), runs
 
 
 def forms_agree(

@@ -13,14 +13,16 @@ from __future__ import annotations
 import copy
 import difflib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
 
+from .._format.chunk_rows import PackedRow
 from .._format.events import Event, JSONObject, SessionHeader
 from .._format.json_values import ABSENT, PLAIN_ONLY, is_lossless, map_strings
+from .._scripts.entries import ChunksEntry, EntryRun
 
 __all__ = [
     "LogDifference",
@@ -29,6 +31,7 @@ __all__ = [
     "describe_difference",
     "diff_logs",
     "normalized_form",
+    "records_form",
     "segments_form",
     "standalone_ids",
     "tokenize_cwd",
@@ -546,16 +549,60 @@ def normalized_form(
     return segments_form(header, segments, normalizer)
 
 
+RunTexts = dict[int, tuple[ChunksEntry, int, int, bytes]]
+"""The recorded runs an entry was derived from: ``id(entry) -> (entry, turn, step, R item)``.
+
+The ``R`` item is the very bytes object of the recorded form (`records_form`) that
+stands for the run's events ``{"turn": turn, "step": step, "chunk": c}``, one per chunk
+``c`` of the entry (ints ``turn`` and ``step``).
+"""
+
+
+def _entry_run_text(
+    segment: EntryRun, runs: RunTexts | None, normalizer: Normalizer
+) -> bytes | None:
+    """The recorded ``R`` item of the run ``segment`` stands for, when it is the same run."""
+    known = None if runs is None else runs.get(id(segment.entry))
+    if (
+        known is None
+        or known[0] is not segment.entry
+        or segment.turn.__class__ is not int
+        or segment.step.__class__ is not int
+        or segment.turn != known[1]
+        or segment.step != known[2]
+    ):
+        return None
+    text = known[3]
+    return text if normalizer.untouched(text) else None
+
+
 def segments_form(
-    header: SessionHeader, segments: Sequence[Any], normalizer: Normalizer
+    header: SessionHeader,
+    segments: Sequence[Any],
+    normalizer: Normalizer,
+    *,
+    runs: RunTexts | None = None,
+    texts: list[bytes | None] | None = None,
 ) -> tuple[bytes, ...] | None:
     """`normalized_form` of a log given as its segments, in log order.
 
     A segment is a maximal run of plain ``assistant/chunk`` events (``type``, ``seq``,
-    ``time``, ``data`` only), given as the list of their ``data`` values, or one other
-    event (a dict). What `normalized_form` splits a log's events into; the log check by
-    reference ([docs/checks.md#by-reference](../checks.md#by-reference)) gives a worked-out
-    log so, without building its chunk events. Two runs are never adjacent.
+    ``time``, ``data`` only), given as the list of their ``data`` values or as an
+    `EntryRun` (a whole entry's chunks, not built), or one other event (a dict). What
+    `normalized_form` splits a log's events into; the log check by reference
+    ([docs/checks.md#by-reference](../checks.md#by-reference)) gives a worked-out log so,
+    without building its chunk events. Two runs are never adjacent.
+
+    Args:
+        header: The log's header.
+        segments: The segments in log order.
+        normalizer: The side's normalizer (fed as `diff_logs` feeds it).
+        runs: The recorded runs entries were derived from (`records_form`): an
+            `EntryRun` of such an entry, with the recorded turn and step, is that run's
+            ``R`` item itself, by identity, when this normalizer leaves it as it is;
+            any other `EntryRun` is built and judged by its values.
+        texts: Receives, per run segment in order, its ``R`` item or ``None`` (the
+            run's events were normalized one by one).
 
     Returns:
         As `normalized_form`.
@@ -574,32 +621,151 @@ def segments_form(
         if not add(b"H", orjson.dumps(head, option=_FORM_OPTIONS), head):
             return None
         chunk_type_kept = normalizer.untouched(_CHUNK_TYPE_TEXT)
+        noted: list[bytes | None] = [] if texts is None else texts
         for segment in segments:
+            if segment.__class__ is EntryRun:
+                same = _entry_run_text(segment, runs, normalizer) if chunk_type_kept else None
+                if same is not None:  # the recorded run itself (docs/checks.md#by-reference)
+                    out.append(same)
+                    noted.append(same)
+                    continue
+                segment = segment.datas()
             if segment.__class__ is list:
                 if chunk_type_kept:  # a run of plain chunk events, judged at once
                     text = orjson.dumps(segment, option=_FORM_OPTIONS)
                     if normalizer.untouched(text):
                         if not add(b"R", text, segment):
                             return None
+                        noted.append(out[-1])
                         continue
+                noted.append(None)
                 run = [{"type": "assistant/chunk", "data": data} for data in segment]
             else:
                 run = [segment]
-            for event in run:
-                value: Any = (
-                    {k: v for k, v in event.items() if k not in _ENVELOPE}
-                    if event.__class__ is dict
-                    else None
-                )
-                text = b"" if value is None else orjson.dumps(value, option=_FORM_OPTIONS)
-                if value is None or not normalizer.untouched(text):
-                    value = normalizer.event(event)
-                    text = orjson.dumps(value, option=_FORM_OPTIONS)
-                if not add(b"E", text, value):
-                    return None
+            if not _add_events(run, normalizer, add):
+                return None
     except TypeError:  # orjson.JSONEncodeError included: not plain JSON
         return None
     return tuple(out)
+
+
+def _add_events(
+    run: list[Any], normalizer: Normalizer, add: Callable[[bytes, bytes, Any], bool]
+) -> bool:
+    """`segments_form`'s ``E`` items of ``run``'s events, each normalized; ``False``: refused.
+
+    Raises:
+        TypeError: An event is not plain JSON.
+    """
+    for event in run:
+        value: Any = (
+            {k: v for k, v in event.items() if k not in _ENVELOPE}
+            if event.__class__ is dict
+            else None
+        )
+        text = b"" if value is None else orjson.dumps(value, option=_FORM_OPTIONS)
+        if value is None or not normalizer.untouched(text):
+            value = normalizer.event(event)
+            text = orjson.dumps(value, option=_FORM_OPTIONS)
+        if not add(b"E", text, value):
+            return False
+    return True
+
+
+def _row_datas(row: PackedRow) -> list[JSONObject]:
+    """The ``data`` of a packed row's member events, without the events."""
+    turn, step = row.turn, row.step
+    if row.chunk_type == "tool-call-delta":
+        return [
+            {"turn": turn, "step": step, "chunk": row.chunk(k)} for k in range(len(row.payload))
+        ]
+    kind, index = row.chunk_type, row.index
+    return [
+        {"turn": turn, "step": step, "chunk": {"type": kind, "index": index, "text": text}}
+        for text in row.payload
+    ]
+
+
+_RUN_DATA_KEYS: Final = frozenset({"turn", "step", "chunk"})
+
+
+def records_form(
+    header: SessionHeader,
+    records: Iterable[tuple[int, Event | PackedRow]],
+    normalizer: Normalizer,
+    origins: Mapping[tuple[int, int], ChunksEntry] | None = None,
+    runs: RunTexts | None = None,
+) -> tuple[bytes, ...] | None:
+    """`normalized_form` of a log given as the records its lines hold, no event built.
+
+    The recorded side of the log check made from what a load parsed
+    ([docs/checks.md#by-reference](../checks.md#by-reference)): ``records`` are
+    ``(line, record)`` as ``iter_records`` gives them, a packed row's members going
+    straight into their run's ``data`` list. The form equals `normalized_form` of the
+    log's events.
+
+    Args:
+        header: The log's header.
+        records: The log's records in order.
+        normalizer: The recorded side's normalizer.
+        origins: The entries derived from this log whose chunks are its own values, by
+            the lines they came from (``ChunksEntry.origin``).
+        runs: Receives, for each such entry whose lines are exactly one run of the form
+            with one int turn and step and nothing else in its events' ``data``, the
+            run's ``R`` item (see `RunTexts`).
+
+    Returns:
+        As `normalized_form`.
+    """
+    segments: list[Any] = []
+    spans: list[tuple[int, int, object, object] | None] = []  # per run: lines, turn, step
+    run: list[JSONObject] | None = None
+    for line, record in records:
+        if record.__class__ is PackedRow:
+            assert isinstance(record, PackedRow)
+            datas = _row_datas(record)
+            turn: object = record.turn
+            step: object = record.step
+        elif (
+            record.__class__ is dict
+            and record.get("type") == "assistant/chunk"
+            and record.keys() == _CHUNK_EVENT_KEYS
+        ):
+            data = record["data"]
+            datas = [data]
+            if data.__class__ is dict and data.keys() == _RUN_DATA_KEYS:
+                turn, step = data["turn"], data["step"]
+            else:
+                turn = step = ABSENT
+        else:
+            run = None
+            segments.append(record)
+            continue
+        ints = turn.__class__ is int and step.__class__ is int
+        if run is None:
+            run = datas
+            segments.append(run)
+            spans.append((line, line, turn, step) if ints else None)
+            continue
+        run.extend(datas)
+        span = spans[-1]
+        if span is not None:
+            same = ints and span[2] == turn and span[3] == step
+            spans[-1] = (span[0], line, turn, step) if same else None
+    texts: list[bytes | None] = []
+    form = segments_form(header, segments, normalizer, texts=texts)
+    if form is None or not origins or runs is None:
+        return form
+    for span, text in zip(spans, texts, strict=True):
+        if span is None or text is None:
+            continue
+        first, last, turn, step = span
+        entry = origins.get((first, last))
+        if entry is not None:
+            assert isinstance(turn, int)
+            assert isinstance(step, int)
+            runs[id(entry)] = (entry, turn, step, text)
+    return form
 
 
 def _show(value: Any) -> str:

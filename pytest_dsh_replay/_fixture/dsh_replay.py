@@ -27,6 +27,7 @@ from .._check.log_check import (
     drift_of,
     first_difference,
     forms_agree,
+    lines_forms,
     log_forms,
     logs_agree,
     recorded_pairing,
@@ -35,6 +36,7 @@ from .._check.log_check import (
 from .._check.normalize import (
     LogDifference,
     Normalizer,
+    RunTexts,
     canonical_log,
     describe_difference,
     diff_logs,
@@ -1063,22 +1065,28 @@ class DshReplay:
         if not live or len(live) != len(recorded):
             return False
         pairs = self._paired(live, recorded)
-        logs = [(script.file, self._recorded_log(script), ref) for script, ref in pairs]
         headers = [s.header for s in recorded]
         live_headers = [r.header for r in live]
         aliases = self.bound_ids()
-        # A recording's first check in the run compares events (one pass over both
-        # sides), later ones the digests, the recording's kept with the run's scenarios.
-        forms = self._recorded_forms(logs, headers)
-        if forms is None:
-            if not logs_agree(
-                logs, recorded=headers, live=live_headers, compare=diff_logs, aliases=aliases
-            ):
+        segments = [(ref.header, ref.segments) for _, ref in pairs]
+        # The recording's form made once from the lines its load parsed, compared from
+        # its first check, its runs taken by identity; a difference runs the full check.
+        made = self._kept_forms(recorded)
+        if made is not None:
+            if made[0] != log_forms(segments, live_headers, aliases, segmented=True, runs=made[1]):
                 return False
-        elif forms != log_forms(
-            [(ref.header, ref.segments) for _, ref in pairs], live_headers, aliases, segmented=True
-        ):
-            return False
+        else:
+            # Without kept lines: a recording's first check compares events (one pass
+            # over both sides), later ones the digests, kept with the run's scenarios.
+            logs = [(script.file, self._recorded_log(script), ref) for script, ref in pairs]
+            forms = self._recorded_forms(logs, headers)
+            if forms is None:
+                if not logs_agree(
+                    logs, recorded=headers, live=live_headers, compare=diff_logs, aliases=aliases
+                ):
+                    return False
+            elif forms != log_forms(segments, live_headers, aliases, segmented=True):
+                return False
         if not all(self._recorder._adopt(reference) for reference in references):
             return False  # never on the test's own thread: compare in full
         self._recorder.forget_finished_calls()
@@ -1129,6 +1137,35 @@ class DshReplay:
             return None
         recorded = tuple(log for _, log, _ in logs)
         return self._cache.derived((*recorded, *headers), lambda: log_forms(recorded, headers))
+
+    def _kept_forms(
+        self, recorded: list[SessionScript]
+    ) -> tuple[tuple[tuple[bytes, ...], ...], RunTexts] | None:
+        """The recording's forms and runs (`lines_forms`), made once per loaded scenario.
+
+        From the log lines the run's cache kept when it loaded the scenario
+        ([docs/checks.md#by-reference](../checks.md#by-reference)); ``None`` without a
+        cache, for a log whose lines were not kept, or when a form cannot vouch for its
+        values.
+        """
+        cache = self._cache
+        if cache is None:
+            return None
+        kept = []
+        for script in recorded:
+            lines = cache.kept_lines(_log_path(script))
+            if lines is None:
+                return None
+            kept.append(lines)
+        entries = [script.entries for script in recorded]
+        return cache.derived(
+            (*kept, *recorded),
+            lambda: lines_forms(
+                [(k.header, k.lines, k.source, e) for k, e in zip(kept, entries, strict=True)],
+                [k.header for k in kept],
+            ),
+            now=True,
+        )
 
     def _recorded_log(self, script: SessionScript) -> SessionLog:
         """The recorded log of ``script``, through the run's cache when there is one.

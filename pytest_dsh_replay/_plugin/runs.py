@@ -365,7 +365,9 @@ def _first_use(state: SuiteState, path: Path) -> None:
     What a killed writer left is put back or cleaned up once per run and directory: the
     scenario's parent (a recording killed mid-swap; ``state.recovered``) and the
     scenario itself (a ``dsh-replay fmt`` killed mid-write; before it enters
-    ``state.used``, which the end of the run resolves only if needed).
+    ``state.used``, which the end of the run resolves only if needed). The scenario is
+    looked at through the run's cache's listing (`ScenarioCache.listing`), which the
+    test's load then reuses: only a leftover in it (or no directory) runs the recovery.
     """
     parent = str(path.parent)
     if parent not in state.recovered:
@@ -373,7 +375,15 @@ def _first_use(state: SuiteState, path: Path) -> None:
         _recover_interrupted_writes(state, path.parent)
     key = str(path)
     if key not in state.used:
-        _recover_interrupted_writes(state, path)
+        from .._store.atomic import LEFTOVER
+
+        # The cache's own listing, kept for the load that follows: a leftover in it
+        # sends the scenario to recovery, and the load lists it again.
+        cache = _cache(state)
+        names = cache.listing(path)
+        if names is None or any(LEFTOVER.fullmatch(name) for name in names if name[0] == "."):
+            _recover_interrupted_writes(state, path)
+            cache.forget(path)
         state.used.add(key)
 
 

@@ -49,7 +49,7 @@ from .._identity.faults import FaultQueue, afault_stream, fault_stream
 from .._identity.lineage import Lineage, completed_turns_end, fork_seed_length
 from .._identity.options import CallOptions, OptionsModel, Request, Waitable, options_model
 from .._identity.surface import apply_surface, surface_item
-from .._scripts.entries import MAX_CHUNK_NESTING
+from .._scripts.entries import MAX_CHUNK_NESTING, ChunksEntry, EntryRun
 from .._store.log_rules import completed_turn_prefix
 from .._wire.request import ASSISTANT, TOOL_RESULT, USER, Conversation, Item, RequestView
 
@@ -394,14 +394,37 @@ class _DeferredCall:
 
 
 class _ShadowRun:
-    """A call's chunks in a `_ShadowSession`: the events ``{"turn", "step", "chunk"}``."""
+    """A call's chunks in a `_ShadowSession`: the events ``{"turn", "step", "chunk"}``.
 
-    __slots__ = ("chunks", "step", "turn")
+    The chunks given, or (``chunks`` ``None``) the whole of ``entry``'s, by reference.
+    """
 
-    def __init__(self, turn: object, step: object, chunks: list[StreamChunk]):
+    __slots__ = ("chunks", "entry", "step", "turn")
+
+    def __init__(
+        self,
+        turn: object,
+        step: object,
+        chunks: list[StreamChunk] | None,
+        entry: ChunksEntry | None = None,
+    ):
         self.turn = turn
         self.step = step
         self.chunks = chunks
+        self.entry = entry
+
+    def built(self) -> list[StreamChunk]:
+        """The run's chunks (an entry's built now)."""
+        chunks = self.chunks
+        if chunks is None:
+            assert self.entry is not None
+            chunks = self.entry.chunks
+        return chunks
+
+    def datas(self) -> list[JSONObject]:
+        """The run's events' ``data`` values."""
+        turn, step = self.turn, self.step
+        return [{"turn": turn, "step": step, "chunk": chunk} for chunk in self.built()]
 
 
 _ShadowOp = tuple[Event, dict[str, object]] | _ShadowRun
@@ -440,12 +463,12 @@ class _ShadowSession:
         self.seq += 1
         return event
 
-    def add_run(self, turn: object, step: object, chunks: list[StreamChunk]) -> list[int]:
-        """Log a call's chunks; their seqs."""
+    def add_run(self, run: _ShadowRun, count: int) -> list[int]:
+        """Log a call's chunks (``count`` of them); their seqs."""
         first = self.seq
         self.events.append({"type": "assistant/chunk", "seq": first, "data": None})
-        self.ops.append(_ShadowRun(turn, step, chunks))
-        self.seq += len(chunks)
+        self.ops.append(run)
+        self.seq += count
         return list(range(first, self.seq))
 
     def batch(self) -> contextlib.nullcontext[_ShadowSession]:
@@ -454,23 +477,27 @@ class _ShadowSession:
     def held(self) -> contextlib.nullcontext[_ShadowSession]:
         return contextlib.nullcontext(self)
 
-    def segments(self) -> list[Event | list[JSONObject]] | None:
+    def segments(self) -> list[Event | list[JSONObject] | EntryRun] | None:
         """The events the session would hold, as the log check segments a log.
 
-        Each run of chunks as the list of its events' ``data``, adjacent runs as one; each
-        other event as appended (see `segments_form` in the check). ``None`` when an
-        appended event is itself an ``assistant/chunk`` (it might join a run).
+        Each run of chunks as the list of its events' ``data``, adjacent runs as one, or,
+        for a run that is a whole entry's with no run beside it, an `EntryRun` (its
+        events not built); each other event as appended (see `segments_form` in the
+        check). ``None`` when an appended event is itself an ``assistant/chunk`` (it
+        might join a run).
         """
-        out: list[Event | list[JSONObject]] = []
-        for op in self.ops:
+        out: list[Event | list[JSONObject] | EntryRun] = []
+        ops = self.ops
+        last = len(ops) - 1
+        for n, op in enumerate(ops):
             if isinstance(op, _ShadowRun):
-                turn, step = op.turn, op.step
-                datas = [{"turn": turn, "step": step, "chunk": chunk} for chunk in op.chunks]
-                last = out[-1] if out else None
-                if isinstance(last, list):
-                    last.extend(datas)
+                before = out[-1] if out else None  # never an EntryRun: none is beside a run
+                if isinstance(before, list):
+                    before.extend(op.datas())
+                elif op.entry is not None and (n == last or not isinstance(ops[n + 1], _ShadowRun)):
+                    out.append(EntryRun(op.entry, op.turn, op.step))
                 else:
-                    out.append(datas)
+                    out.append(op.datas())
             elif op[0]["type"] == "assistant/chunk":
                 return None
             else:
@@ -492,7 +519,7 @@ def _write_ops(target: weakref.ref[Session], ops: list[_ShadowOp]) -> None:
     for op in ops:
         if isinstance(op, _ShadowRun):
             run = session.chunk_run(op.turn, op.step)
-            for chunk in op.chunks:
+            for chunk in op.built():
                 run.add(chunk)
         else:
             event, envelope = op
@@ -510,7 +537,8 @@ class ByReference:
         header: Its header.
         segments: The events its deferred calls (and `close_open_calls`) would leave it
             holding, as the check segments a log: each run of chunk events as the list of
-            their ``data``, each other event as it is (``seq`` and ``time`` aside).
+            their ``data`` (or a whole entry's run as an `EntryRun`), each other event as
+            it is (``seq`` and ``time`` aside).
     """
 
     __slots__ = ("_log", "_shadow", "_writes", "header", "segments", "session")
@@ -521,7 +549,7 @@ class ByReference:
         writes: tuple[Callable[[], None], ...],
         log: _SessionLog | None,
         shadow: _ShadowSession,
-        segments: list[Event | list[JSONObject]],
+        segments: list[Event | list[JSONObject] | EntryRun],
     ):
         self.session = session
         self.header = session.header
@@ -535,6 +563,8 @@ class ByReference:
         """`segments` as events (``seq`` and ``time`` 0): what the session would hold."""
         out: list[Event] = []
         for segment in self.segments:
+            if isinstance(segment, EntryRun):
+                segment = segment.datas()
             if isinstance(segment, list):
                 out.extend(
                     {"type": "assistant/chunk", "seq": 0, "time": 0, "data": data}
@@ -559,6 +589,10 @@ class FollowedRead(Protocol):
 
     def done(self) -> bool:
         """Whether nothing more will be handed out."""
+        ...
+
+    def whole_entry(self, copies: bool) -> ChunksEntry | None:
+        """The entry the read handed out whole and unchanged (what is logged), else ``None``."""
         ...
 
     def error(self) -> BaseException | None:
@@ -1224,7 +1258,7 @@ class RecordingModel(OptionsModel):
                 return ByReference(session, writes, None, _ShadowSession(session.id), [])
             if log is None or log.session is not session or not _fresh(log):
                 return None
-            calls: list[tuple[_DeferredCall, list[StreamChunk]]] = []
+            calls: list[tuple[_DeferredCall, list[StreamChunk] | ChunksEntry]] = []
             for write in writes:
                 if write.__class__ is not _DeferredCall:
                     return None
@@ -1234,18 +1268,29 @@ class RecordingModel(OptionsModel):
                     return None
                 if not read.done() or read.error() is not None:
                     return None
+                # The whole entry replayed (its last chunk its one finish): by reference.
+                entry = read.whole_entry(write.copies)
+                if entry is not None and entry.ends_with_finish:
+                    calls.append((write, entry))
+                    continue
                 chunks = read.handed_out(copies=write.copies)
                 if not chunks or chunks[-1].get("type") != "finish":
                     return None  # a partial read: its end is logged otherwise
                 calls.append((write, chunks))
             shadow = _ShadowSession(session.id)
             mirror = _SessionLog(shadow)  # type: ignore[arg-type]
-            for write, chunks in calls:
+            for write, replayed in calls:
                 call = self._open_call(mirror, write.conversation, write.turn, write.step)
                 call.handed = True
-                call.seqs = shadow.add_run(call.turn, call.step, chunks)
                 call.state = _FINISHED
-                self._log_reply(call, assemble_reply(chunks))
+                if isinstance(replayed, ChunksEntry):  # its reply made once, kept with it
+                    run = _ShadowRun(call.turn, call.step, None, replayed)
+                    call.seqs = shadow.add_run(run, replayed.chunk_count)
+                    self._log_reply(call, replayed.reply())
+                else:
+                    run = _ShadowRun(call.turn, call.step, replayed)
+                    call.seqs = shadow.add_run(run, len(replayed))
+                    self._log_reply(call, assemble_reply(replayed))
             mirror.scan()
             if mirror.open_turn and mirror.own_turn:
                 self._close_turn(mirror)

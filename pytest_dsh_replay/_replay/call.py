@@ -806,6 +806,31 @@ class FollowedRead:
             recorded = self._recorded = entry.chunks
         return recorded[:count]
 
+    def whole_entry(self, copies: bool) -> ChunksEntry | None:
+        """The entry this read replayed whole and unchanged, else ``None``.
+
+        A chunks entry without placeholders whose every chunk was handed out, the read
+        neither raising nor diverted; with ``copies`` ``False`` (the caller's own chunk
+        objects are what is logged) only a read that built no chunk for the caller
+        (`ReplayCall.read_unbuilt`, `ReplayCall.read_runs`). Then what the read logs is
+        the entry's chunks as recorded: the log check by reference takes the entry for
+        them ([docs/checks.md#by-reference](../checks.md#by-reference)).
+        """
+        call = self._call
+        entry = call.entry
+        if (
+            entry.__class__ is not ChunksEntry
+            or call.placeholders
+            or call.raised is not None
+            or call.diverted is not None
+            or not (copies or call.unbuilt)
+        ):
+            return None
+        assert isinstance(entry, ChunksEntry)
+        if call.handed_count() != entry.chunk_count:
+            return None
+        return entry
+
     def done(self) -> bool:
         """Whether nothing more will be handed out: the read ended, or its last chunk went."""
         call = self._call

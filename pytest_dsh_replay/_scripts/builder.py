@@ -257,6 +257,7 @@ class ScriptBuilder:
         "_known",
         "_lines",
         "_n_chunks",
+        "_partial",
         "_pending",
         "_readers",
         "_start",
@@ -337,6 +338,7 @@ class ScriptBuilder:
         self._start: object = None
         self._lines: list[int | None] = []
         self._n_chunks = 0
+        self._partial = False  # the open call took part of a packed row only (a seed's end)
         self._turn: object = ABSENT
         self._step: object = ABSENT
         self._start_index = 0
@@ -432,6 +434,7 @@ class ScriptBuilder:
 
     def _close(self) -> None:
         items = self._items
+        lines = self._lines
         try:
             entry = ChunksEntry.from_runs(items, self._n_chunks, raw_times(self._times))
         except TypeError:
@@ -439,11 +442,18 @@ class ScriptBuilder:
             if safe is None:
                 raise self._unstorable() from None
             entry = safe
+        else:
+            # Its chunks are the log's own values, each line whole: where they came from
+            # (the log check by reference, docs/checks.md#by-reference).
+            first, last = lines[0], lines[-1]
+            if first is not None and last is not None and not self._partial:
+                entry.origin = (first, last)
         self._entries.append(entry)
         items.clear()  # in place: feed() holds these lists
         self._times.clear()
-        self._lines.clear()
+        lines.clear()
         self._n_chunks = 0
+        self._partial = False
 
     def _unstorable(self) -> ScriptError:
         """The error for an open call whose chunks cannot be serialized (too deep)."""
@@ -470,6 +480,7 @@ class ScriptBuilder:
         self._start = None
         self._lines.clear()
         self._n_chunks = 0
+        self._partial = False
         self._pending = None
         self.first_user_text = None
         self.first_user_blocks = None
@@ -704,6 +715,7 @@ class ScriptBuilder:
             self._open(row.turn, row.step, first + start, line)
         time0, dt = row.time0, row.dt
         if start:
+            self._partial = True
             payload = payload[start:]
             time0, dt = time0 + sum(dt[:start]), dt[start:]
         cid = row.id

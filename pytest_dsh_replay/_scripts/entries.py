@@ -18,11 +18,13 @@ import orjson
 
 from .._errors import OverrideError, ScriptError
 from .._format.events import CHUNK_TYPES, ChunkRun, JSONObject, StreamChunk
+from .._format.reply import Reply, assemble_reply
 from .timing import Gaps, RawTimes, gaps_of
 
 __all__ = [
     "MAX_CHUNK_NESTING",
     "ChunksEntry",
+    "EntryRun",
     "HangEntry",
     "ReplayEntry",
     "ThrowEntry",
@@ -83,6 +85,27 @@ def materialize_runs(items: list[ChunkRun]) -> list[StreamChunk]:
             chunk[key] = member
             append(chunk)
     return out
+
+
+def _reply_of_runs(runs: list[ChunkRun]) -> Reply:
+    """`assemble_reply` of the chunks ``runs`` stand for, the deltas' chunks not built.
+
+    The reply joins a block's delta texts: a run of text or reasoning deltas counts as
+    one delta of their joined text.
+    """
+    compact: list[StreamChunk] = []
+    for item in runs:
+        if item.__class__ is not list:
+            compact.append(item)
+            continue
+        if item[0] != "tool-call-delta":
+            try:
+                compact.append({"type": item[0], "index": item[1], "text": "".join(item[2])})
+                continue
+            except TypeError:  # a member that is no string: as its chunks
+                pass
+        compact.extend(materialize_runs([item]))
+    return assemble_reply(compact)
 
 
 def _is_finish(chunk: object) -> bool:
@@ -281,9 +304,16 @@ class ChunksEntry(_ChunkHolder):
         ScriptError: A chunk is not a JSON value.
     """
 
-    __slots__ = ("_finished",)
+    __slots__ = ("_finished", "_reply", "origin")
     kind: Final = "chunks"
     _finished: bool
+    _reply: Reply | None
+    #: The lines of the log this entry was derived from, ``(first, last)``, when its
+    #: chunks are that log's own parsed values, in order and unchanged (no placeholder
+    #: rewrite, no surrogate join, nothing left out): what the log check by reference
+    #: compares a replayed run with ([docs/checks.md#by-reference](../checks.md#by-reference)).
+    #: ``None`` for any other entry.
+    origin: tuple[int, int] | None
 
     def __init__(self, chunks: Iterable[StreamChunk]):
         items = list(chunks)
@@ -292,6 +322,8 @@ class ChunksEntry(_ChunkHolder):
         self._marked = None
         self._verify = None
         self._finished = _finishes_at_end(items, self._blob)
+        self._reply = None
+        self.origin = None
 
     @classmethod
     def from_runs(
@@ -316,6 +348,8 @@ class ChunksEntry(_ChunkHolder):
         entry._marked = None
         entry._verify = None
         entry._finished = _finishes_at_end(runs, blob)
+        entry._reply = None
+        entry.origin = None
         return entry
 
     @classmethod
@@ -340,6 +374,8 @@ class ChunksEntry(_ChunkHolder):
         entry._marked = None
         entry._verify = verify
         entry._finished = True
+        entry._reply = None
+        entry.origin = None
         return entry
 
     @property
@@ -353,6 +389,21 @@ class ChunksEntry(_ChunkHolder):
         """
         self.verify()
         return self._finished
+
+    def reply(self) -> Reply:
+        """`assemble_reply` of the entry's chunks, made once and shared: treat it as read-only.
+
+        What the recorder logs after a call that replayed the whole entry (the
+        assistant message); the log check by reference reads it for every test that
+        replays the entry ([docs/checks.md#by-reference](../checks.md#by-reference)).
+
+        Raises:
+            SessionLogError: As `chunks`, for a payload left raw.
+        """
+        reply = self._reply
+        if reply is None:
+            reply = self._reply = _reply_of_runs(self.runs())
+        return reply
 
     def to_json(self) -> JSONObject:
         """The wire form: ``{"kind": "chunks", "chunks": [...]}``."""
@@ -371,6 +422,33 @@ class ChunksEntry(_ChunkHolder):
         if self._verify is not None:
             return "ChunksEntry(<chunks not read yet>)"
         return f"ChunksEntry(<{self._count} chunks>)"
+
+
+class EntryRun:
+    """A run of ``assistant/chunk`` events that is a whole entry's chunks, by reference.
+
+    What the log check by reference gives for a replayed call that streamed its
+    entry whole and unchanged ([docs/checks.md#by-reference](../checks.md#by-reference)):
+    the events ``{"turn": turn, "step": step, "chunk": c}`` for each chunk ``c`` of
+    ``entry``, none of them built.
+
+    Attributes:
+        entry: The entry.
+        turn: The events' ``data.turn``.
+        step: The events' ``data.step``.
+    """
+
+    __slots__ = ("entry", "step", "turn")
+
+    def __init__(self, entry: ChunksEntry, turn: object, step: object):
+        self.entry = entry
+        self.turn = turn
+        self.step = step
+
+    def datas(self) -> list[JSONObject]:
+        """The events' ``data`` values, built (new objects)."""
+        turn, step = self.turn, self.step
+        return [{"turn": turn, "step": step, "chunk": chunk} for chunk in self.entry.chunks]
 
 
 class ThrowEntry(_ChunkHolder):

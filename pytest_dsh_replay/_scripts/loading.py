@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from .override import Override
 
 __all__ = [
+    "KeptLines",
     "ScenarioCache",
     "is_sqlite_store",
     "iter_scenario_dirs",
@@ -559,23 +560,44 @@ class _Lru:
         self.total = 0  # the bytes of every entry
 
 
-class _Body:
+class KeptLines:
     """A recorded log's body lines kept from a load, turned into its events when asked.
 
     Not a log: the lines are the load's parsed values, expanded into events
-    (`session_log_from_body`) only when the log is
-    asked for, which most loads never do.
+    (`session_log_from_body`) only when the log is asked for, which most loads never
+    do; the log check by reference reads its recorded side from the lines themselves
+    ([docs/checks.md#by-reference](../checks.md#by-reference)). Read-only.
+
+    Attributes:
+        header: The log's header.
+        lines: The body lines as parsed, ``(line number, value)``.
+        source: The log's path, for messages.
     """
 
-    __slots__ = ("header", "lines", "source")
+    __slots__ = ("_log", "header", "lines", "source")
 
     def __init__(self, header: SessionHeader, lines: list[tuple[int, Any]], source: str):
         self.header = header
         self.lines = lines
         self.source = source
+        self._log: SessionLog | None = None
 
     def log(self) -> SessionLog:
-        return session_log_from_body(self.header, self.lines, source=self.source)
+        """The log's events (built once, then shared; the lines are let go then).
+
+        Raises:
+            SessionLogError: As `session_log_from_body`.
+        """
+        log = self._log
+        if log is None:
+            log = self._log = session_log_from_body(self.header, self.lines, source=self.source)
+            self.lines = []  # the events hold what they need: one copy kept, not two
+        return log
+
+    @property
+    def built(self) -> bool:
+        """Whether `log` was asked for (the lines are gone then)."""
+        return self._log is not None
 
 
 class ScenarioCache:
@@ -619,6 +641,7 @@ class ScenarioCache:
         self._derived: OrderedDict[tuple[int, ...], tuple[tuple[object, ...], object]] = (
             OrderedDict()
         )
+        self._listed: dict[str, _Stamp] = {}  # `listing`'s stamps, for the next `load`
 
     def _get(self, table: _Lru, key: str, signature: _Signature) -> object:
         with self._lock:
@@ -650,6 +673,25 @@ class ScenarioCache:
             while len(entries) > self.max_entries or table.total > self.max_bytes:
                 table.total -= entries.popitem(last=False)[1][1]
 
+    def listing(self, path: str | os.PathLike[str]) -> list[str] | None:
+        """The names in the scenario directory at ``path``, listed as `load` lists it.
+
+        The listing (with each entry's inode, size and modification time) is kept for
+        the next `load` of ``path``, which uses it instead of listing the directory again
+        while one ``stat`` finds the directory unchanged: the pytest plugin looks for a
+        killed writer's leftovers in it before a test's first load
+        ([docs/recording.md#writing](../recording.md#writing)). ``None`` when ``path`` is
+        no directory or cannot be listed.
+        """
+        key = os.fspath(path)
+        stamp = _stamp(Path(key))
+        entries = None if stamp is None else stamp[1][2]
+        if not isinstance(entries, tuple):
+            return None
+        with self._lock:
+            self._listed[key] = stamp  # type: ignore[assignment]
+        return [entry[0] for entry in entries]
+
     def forget(self, path: str | os.PathLike[str]) -> None:
         """Drop what is kept for the files at ``path``: the next use reads them again.
 
@@ -664,6 +706,7 @@ class ScenarioCache:
         target = os.path.realpath(path)
         inside = os.path.join(target, "")
         with self._lock:
+            self._listed.clear()
             for table in (self._scenarios, self._logs):
                 for key in list(table.entries):
                     real = os.path.realpath(key)
@@ -686,12 +729,16 @@ class ScenarioCache:
                 are not cached).
         """
         key = os.fspath(path)
+        with self._lock:
+            listed = self._listed.pop(key, None)
         if not self.recheck:
             kept = self._kept(self._scenarios, key)
             if kept is not None and _outline(key) == _outline_of(kept[0]):
                 return cast("Scenario", kept[2])
         p = Path(key)
-        stamp = _stamp(p)
+        # The directory as `listing` saw it, while one stat says it is unchanged.
+        fresh = listed is not None and _outline(key) == _outline_of(listed[1])
+        stamp = listed if fresh else _stamp(p)
         if stamp is None:
             return load_scenario(key)
         if self.recheck:
@@ -735,7 +782,7 @@ class ScenarioCache:
             lines = bodies.get(name)
             if lines and name in files:
                 key = os.fspath(script.path)  # as the log check asks for it
-                self._put(self._logs, key, files[name], _Body(script.header, lines, key))
+                self._put(self._logs, key, files[name], KeptLines(script.header, lines, key))
 
     def recorded_log(self, path: str | os.PathLike[str]) -> SessionLog:
         """[`read_session_log`][pytest_dsh_replay.read_session_log] ``(path)``, shared.
@@ -760,7 +807,25 @@ class ScenarioCache:
             self._put(self._logs, key, stamp, log)
         return log
 
-    def derived(self, sources: tuple[object, ...], make: Callable[[], _T]) -> _T | None:
+    def kept_lines(self, path: str | os.PathLike[str]) -> KeptLines | None:
+        """The body lines of the log at ``path`` as its scenario's load kept them.
+
+        ``None`` unless that load kept them (`load` with ``keep_logs``, a log under
+        `TYPED_MIN_BYTES`), no one asked for the log since (`recorded_log`) and, when
+        files are rechecked, the file is unchanged.
+        """
+        key = os.fspath(path)
+        if not self.recheck:
+            kept = self._kept(self._logs, key)
+            found = None if kept is None else kept[2]
+        else:
+            stamp = _stamp(Path(key))
+            found = None if stamp is None else self._get(self._logs, key, stamp[1])
+        return found if isinstance(found, KeptLines) and not found.built else None
+
+    def derived(
+        self, sources: tuple[object, ...], make: Callable[[], _T], *, now: bool = False
+    ) -> _T | None:
         """``make()``, computed once for these very objects, from their second use on.
 
         What a run derives from cached values (the log check's normalized forms of the
@@ -774,15 +839,20 @@ class ScenarioCache:
         Args:
             sources: The objects the value is derived from (kept alive with it).
             make: Computes the value; it must depend on ``sources`` only.
+            now: Make it on the first ask too (a value that pays from its first use).
 
         Returns:
-            The value, or ``None`` on the first ask.
+            The value, or ``None`` on the first ask (unless ``now``).
         """
         key = tuple(map(id, sources))
         with self._lock:
             found = self._derived.get(key)
             fresh = found is None or not all(a is b for a, b in zip(found[0], sources, strict=True))
-            if fresh:
+            if fresh and now:
+                self._derived[key] = found = (sources, _UNMADE)
+                while len(self._derived) > self.max_entries:
+                    self._derived.popitem(last=False)
+            elif fresh:
                 self._derived[key] = (sources, _UNMADE)
                 while len(self._derived) > self.max_entries:
                     self._derived.popitem(last=False)
@@ -798,8 +868,7 @@ class ScenarioCache:
         return value
 
     def _log_of(self, key: str, found: object, stamp: _Stamp) -> SessionLog:
-        """A kept log; kept lines become the log, kept under the same stamp."""
-        if isinstance(found, _Body):
-            found = found.log()
-            self._put(self._logs, key, stamp, found)
+        """A kept log; kept lines give the log (built once, kept with the lines)."""
+        if isinstance(found, KeptLines):
+            return found.log()
         return cast(SessionLog, found)

@@ -20,7 +20,9 @@ builds it in order.
 The fixture's replays are logged lazily, so the log check's tests (tests/unit/check)
 run on lazily built events. Where a session qualifies for the log check by reference
 (docs/checks.md#by-reference), the events the recorder works out without building them
-are the events it then builds (ids and times aside).
+are the events it then builds (ids and times aside), and their normalized form, a run
+that replayed its entry whole taken as the recorded run it came from by identity, is the
+form of the built events.
 """
 
 from __future__ import annotations
@@ -50,8 +52,10 @@ from pytest_dsh_replay import (
     SessionStore,
     SessionStoreError,
     ThrowEntry,
-    load_scenario,
 )
+from pytest_dsh_replay._check.log_check import lines_forms
+from pytest_dsh_replay._check.normalize import Normalizer, RunTexts, normalized_form, segments_form
+from pytest_dsh_replay._scripts.loading import ScenarioCache
 from pytest_dsh_replay._scripts.scenario import Scenario
 
 _UUID = re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -114,12 +118,19 @@ def _read(stream: Iterator[Any], how: tuple[str, int], session: Any, held: list[
 
 
 def _run(
-    scenario: Scenario, reads: list[tuple[str, int]], lazy: bool, grow: bool = False
+    scenario: Scenario,
+    reads: list[tuple[str, int]],
+    lazy: bool,
+    grow: bool = False,
+    runs: RunTexts | None = None,
 ) -> list[Any]:
     """Replay every session of ``scenario`` call by call; the store's logs, as JSON.
 
     With ``grow``, each session's requests are one message list the caller extends in
     place after each call (its question, then an answer and a tool result of its own).
+    ``runs``: the recorded runs the scenario's entries were derived from (`_loaded`): a
+    session worked out by reference has the normalized form of the events then built,
+    its whole-entry runs taken as those runs by identity.
     """
     store = SessionStore(MemoryBackend())
     replay = ReplayModel(scenario)
@@ -159,7 +170,27 @@ def _run(
     for reference, session in zip(worked, store.sessions(), strict=False):
         if reference is not None:  # the check by reference's events are the built ones
             assert _payloads(reference.events) == _payloads(session.events)
+            by_reference = segments_form(
+                reference.header, reference.segments, Normalizer(), runs=runs
+            )
+            assert by_reference == normalized_form(session.header, session.events, Normalizer())
     return _ids_in_order(logs)
+
+
+def _loaded(path: Path) -> tuple[Scenario, RunTexts | None]:
+    """The scenario as a run's cache loads it, and the recorded runs its entries came from.
+
+    ``None`` for the runs when a log's lines were not kept (a log without events).
+    """
+    cache = ScenarioCache()
+    scenario = cache.load(path, keep_logs=True)
+    scripts = [s for s in scenario.scripts if s.path is not None]
+    kept = [cache.kept_lines(s.path) for s in scripts if s.path is not None]
+    logs = [
+        (k.header, k.lines, k.source, s.entries) for k, s in zip(kept, scripts, strict=True) if k
+    ]
+    made = lines_forms(logs, [s.header for s in scripts]) if len(logs) == len(scripts) else None
+    return scenario, None if made is None else made[1]
 
 
 def _payloads(events: Any) -> list[Any]:
@@ -176,20 +207,21 @@ def _ids_in_order(logs: list[Any]) -> list[Any]:
     return result
 
 
-def _scenario(path: Path | None) -> Scenario:
+def _scenario(path: Path | None) -> tuple[Scenario, RunTexts | None]:
     if path is None:
         require_corpus()
     assert path is not None
     try:
-        return load_scenario(path)
+        return _loaded(path)
     except DshReplayError as error:
         pytest.skip(f"the scenario does not load: {error}")
 
 
 @pytest.mark.parametrize("path", corpus_params(corpus_scenarios()))
 def test_lazy_logging_of_each_corpus_scenario_read_to_the_end(path: Path | None) -> None:
-    scenario = _scenario(path)
-    assert _run(scenario, [("all", 0)], lazy=True) == _run(scenario, [("all", 0)], lazy=False)
+    scenario, runs = _scenario(path)
+    lazy = _run(scenario, [("all", 0)], lazy=True, runs=runs)
+    assert lazy == _run(scenario, [("all", 0)], lazy=False)
 
 
 @settings(
@@ -210,10 +242,10 @@ def test_lazy_logging_with_generated_reads(
         require_corpus()
         return
     try:
-        scenario = load_scenario(paths[pick % len(paths)])
+        scenario, runs = _loaded(paths[pick % len(paths)])
     except DshReplayError:
         return
-    assert _run(scenario, reads, lazy=True, grow=grow) == _run(
+    assert _run(scenario, reads, lazy=True, grow=grow, runs=runs) == _run(
         scenario, reads, lazy=False, grow=grow
     )
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.corpus_support import HARNESS, corpus_scenarios, require_corpus
@@ -63,3 +65,44 @@ def test_a_log_changed_after_the_load_is_read_again(tmp_path: Path) -> None:
     log.write_bytes(header_line + rest[0])  # a shorter log: another size
     assert cache.recorded_log(log) == read_session_log(log)
     assert len(cache.recorded_log(log)[1]) <= 1 + len(rest[0].splitlines())
+
+
+def _scenario_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "s"
+    shutil.copytree(corpus_scenarios()[0], d)
+    return d
+
+
+def test_a_load_after_the_listing_lists_the_directory_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin's leftovers scan is the cache's own listing (docs/recording.md)."""
+    require_corpus()
+    d = _scenario_dir(tmp_path)
+    listed: list[str] = []
+    scandir = os.scandir
+
+    def counted(path: Any) -> Any:
+        listed.append(str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", counted)
+    cache = ScenarioCache(recheck=False)
+    names = cache.listing(d)
+    assert names is not None
+    assert sorted(names) == sorted(p.name for p in d.iterdir())
+    cache.load(d, keep_logs=True)
+    assert listed.count(str(d)) == 1
+
+
+def test_a_directory_changed_after_the_listing_is_listed_again_by_the_load(
+    tmp_path: Path,
+) -> None:
+    require_corpus()
+    d = _scenario_dir(tmp_path)
+    cache = ScenarioCache(recheck=False)
+    assert cache.listing(d) is not None
+    (d / "replay.override.json").write_text('{"patches": []}')  # a new entry
+    first = cache.load(d)
+    assert cache.load(d) is first  # its stamp is the directory as it is now: kept
+    assert cache.listing(tmp_path / "missing") is None
