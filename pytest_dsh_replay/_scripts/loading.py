@@ -796,12 +796,12 @@ class ScenarioCache:
         if not self.recheck:
             kept = self._kept(self._logs, key)
             if kept is not None:
-                return self._log_of(key, kept[2], (kept[1], kept[0]))
+                return self._log_of(kept[2])
         stamp = _stamp(Path(key))
         if stamp is not None:
             found = self._get(self._logs, key, stamp[1])
             if found is not None:
-                return self._log_of(key, found, stamp)
+                return self._log_of(found)
         log = read_session_log(key)
         if stamp is not None:
             self._put(self._logs, key, stamp, log)
@@ -867,7 +867,8 @@ class ScenarioCache:
                 self._derived[key] = (sources, value)
         return value
 
-    def _log_of(self, key: str, found: object, stamp: _Stamp) -> SessionLog:
+    @staticmethod
+    def _log_of(found: object) -> SessionLog:
         """A kept log; kept lines give the log (built once, kept with the lines)."""
         if isinstance(found, KeptLines):
             return found.log()
