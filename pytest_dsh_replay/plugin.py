@@ -358,7 +358,7 @@ def _workbase(request: pytest.FixtureRequest) -> Path:
     keeps a finalizer of every function-scoped fixture that requests a session-scoped
     one on the session-scoped fixture, with the test's fixture request, until the
     session ends, which is memory kept for each finished test
-    ([docs/limits.md#memory](../limits.md#memory)).
+    ([docs/scenarios.md#memory-per-test](../scenarios.md#memory-per-test)).
     """
     factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
     return factory.mktemp("dsh-replay")
