@@ -7,6 +7,7 @@ Usage::
     python3 benchmarks/bench_suite.py --no-vcr                 # without the vcrpy suite
     python3 benchmarks/bench_suite.py --no-sdk                 # without the SDK suite (older code)
     python3 benchmarks/bench_suite.py --no-log-check           # dsh_compare_logs = false
+    python3 benchmarks/bench_suite.py --no-vcr --no-sdk --named  # and without a marker per test
     python3 benchmarks/bench_suite.py --own CHECKOUT --busy 2  # a checkout's own suite
     python3 benchmarks/bench_suite.py --sizes 100,1000 --no-vcr --cassetter-python VENV/bin/python
 
@@ -19,6 +20,10 @@ the block end, usage, the finish):
   through ``dsh_replay.model.stream``, each test its own scenario directory (so nothing is
   shared between tests), with the end-of-test checks (every call used, the replayed
   session log compared with the recording);
+- ``named`` (with ``--named``): ``replay`` without the ``dsh_scenario`` marker of each
+  test: each test replays the scenario its name gives (``test_named.test_named[n]``), so
+  what pytest keeps of a marker per test (its ``Mark`` objects, for the whole run) is
+  not in the figure;
 - ``unchecked``: ``replay`` with the replayed-log check off for each test (its marker's
   ``compare_logs=False``): what the rest of the plugin's work costs, the least any form
   of the check can leave;
@@ -192,6 +197,17 @@ def test_vcr(n):
 }
 
 
+# ``replay`` without a marker per test: each test's scenario is the one its name gives
+# (``test_named.test_named[n]``), so pytest keeps no Mark object per test either.
+MODULES["named"] = (
+    MODULES["replay"]
+    .replace(
+        '"n", [pytest.param(n, marks=pytest.mark.dsh_scenario(f"s{n:05d}")) for n in range(N)]',
+        '"n", range(N)',
+    )
+    .replace("def test_replay(", "def test_named(")
+)
+
 # The same tests with the replayed-log check off (their marker's compare_logs=False).
 MODULES["unchecked"] = (
     MODULES["replay"]
@@ -228,8 +244,11 @@ class _Scripted:
         yield from chunks(self.count)
 
 
-def write_scenarios(root: Path, tests: int, count: int) -> None:
-    """``tests`` scenario directories, each the recording ``--dsh-record`` would make."""
+def write_scenarios(root: Path, tests: int, count: int, named: bool = False) -> None:
+    """``tests`` scenario directories, each the recording ``--dsh-record`` would make.
+
+    With ``named``, as many again under the names ``test_named`` 's tests give.
+    """
     store = SessionStore(MemoryBackend())
     model = RecordingModel(_Scripted(count), store)
     for _chunk in model.stream(REQUEST):
@@ -242,6 +261,10 @@ def write_scenarios(root: Path, tests: int, count: int) -> None:
     log = (first / "session.jsonl").read_bytes()
     for n in range(1, tests):
         d = root / f"s{n:05d}"
+        d.mkdir()
+        (d / "session.jsonl").write_bytes(log)
+    for n in range(tests if named else 0):
+        d = root / f"test_named.test_named[{n}]"
         d.mkdir()
         (d / "session.jsonl").write_bytes(log)
 
@@ -511,7 +534,8 @@ def _added_ratio(
 
 def _modules(args: argparse.Namespace) -> list[str]:
     """The suites the options ask for, ``bare`` first."""
-    modules = ["bare", "replay", "unchecked"] + ([] if args.no_sdk else ["sdk"])
+    modules = ["bare", "replay"] + (["named"] if args.named else []) + ["unchecked"]
+    modules += [] if args.no_sdk else ["sdk"]
     modules += [] if args.no_vcr else ["vcr"]
     modules += [] if args.no_sdk or args.no_vcr else ["sdk_unchecked", "sdk_floor"]
     if args.cassetter_python:
@@ -527,7 +551,7 @@ def write_project(
     (root / "pytest.ini").write_text(ini)
     for name in modules:
         (root / f"test_{name}.py").write_text(HEADER + MODULES[name])
-    write_scenarios(root / "dsh_snapshots", tests, args.chunks)
+    write_scenarios(root / "dsh_snapshots", tests, args.chunks, named="named" in modules)
     if "sdk" in modules:
         write_sdk_scenarios(root, scratch, tests, args.chunks)
     if "vcr" in modules:
@@ -545,6 +569,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunks", type=int, default=50, help="chunks of the call (50)")
     parser.add_argument("--no-vcr", action="store_true", help="leave out the vcrpy suite")
     parser.add_argument("--no-sdk", action="store_true", help="leave out the SDK suite")
+    parser.add_argument(
+        "--named",
+        action="store_true",
+        help="add the replay suite without a marker per test (scenarios named by the tests)",
+    )
     parser.add_argument(
         "--no-log-check",
         action="store_true",
@@ -569,6 +598,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = {
         "bare": [],
         "replay": [],
+        "named": [],
         "unchecked": [],
         "sdk": [],
         "sdk_unchecked": [],

@@ -351,10 +351,21 @@ def _hook_redaction(config: pytest.Config) -> Redaction:
     return recording_redactor(), redact_event, redact_header
 
 
+def _workbase(request: pytest.FixtureRequest) -> Path:
+    """The run's temporary base directory (asked for once per run, by the first test).
+
+    ``tmp_path_factory`` is looked up here rather than requested as an argument: pytest
+    keeps a finalizer of every function-scoped fixture that requests a session-scoped
+    one on the session-scoped fixture, with the test's fixture request, until the
+    session ends, which is memory kept for each finished test
+    ([docs/scenarios.md#memory-per-test](../scenarios.md#memory-per-test)).
+    """
+    factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
+    return factory.mktemp("dsh-replay")
+
+
 @pytest.fixture
-def dsh_replay(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Generator[DshReplay, None, None]:
+def dsh_replay(request: pytest.FixtureRequest) -> Generator[DshReplay, None, None]:
     """Replay this test's recorded dsh scenario: stream from .model, persist to .sessions.
 
     A missing or broken recording fails the test here, at set-up, with the real message
@@ -376,7 +387,7 @@ def dsh_replay(
             test,
             state,
             layout_problem=item.stash.get(_LAYOUT_PROBLEM, None),
-            workbase=lambda: tmp_path_factory.mktemp("dsh-replay"),
+            workbase=lambda: _workbase(request),
             redaction=lambda: _hook_redaction(config),
             live=lambda path: _live_model(config, path),
             recorders=_recorders(config),

@@ -41,6 +41,44 @@ def test_a_finished_test_keeps_no_replay_alive(pytester: pytest.Pytester) -> Non
     result.assert_outcomes(passed=3)
 
 
+def test_a_finished_test_keeps_no_fixture_request_alive(pytester: pytest.Pytester) -> None:
+    # pytest keeps, until the session ends, a finalizer of each function-scoped fixture
+    # on every session-scoped fixture it requests, holding that test's fixture request:
+    # dsh_replay requests none (docs/scenarios.md#memory-per-test).
+    make_scenario(pytester.path / "dsh_snapshots" / "shared", primary=["hi"])
+    pytester.makeconftest(
+        """
+        import weakref
+
+        REQUESTS = []
+
+        def pytest_fixture_post_finalizer(fixturedef, request):
+            if fixturedef.argname == "dsh_replay" and fixturedef.cached_result is not None:
+                REQUESTS.append(weakref.ref(request))
+        """
+    )
+    pytester.makepyfile(
+        """
+        import gc
+        import pytest
+        from conftest import REQUESTS
+
+        @pytest.mark.dsh_scenario("shared")
+        @pytest.mark.parametrize("n", [1, 2, 3])
+        def test_replay(n, dsh_replay):
+            list(dsh_replay.model.stream({"messages": []}))
+
+        def test_earlier_requests_are_gone():
+            gc.collect()
+            assert len(REQUESTS) == 3
+            # The first made the run's temporary base: the session keeps that one.
+            assert [ref() for ref in REQUESTS[1:]] == [None, None]
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(passed=4)
+
+
 def test_tests_replaying_one_scenario_share_it_and_see_a_rewrite(
     pytester: pytest.Pytester,
 ) -> None:
