@@ -675,15 +675,7 @@ def _add_events(
 def _row_datas(row: PackedRow) -> list[JSONObject]:
     """The ``data`` of a packed row's member events, without the events."""
     turn, step = row.turn, row.step
-    if row.chunk_type == "tool-call-delta":
-        return [
-            {"turn": turn, "step": step, "chunk": row.chunk(k)} for k in range(len(row.payload))
-        ]
-    kind, index = row.chunk_type, row.index
-    return [
-        {"turn": turn, "step": step, "chunk": {"type": kind, "index": index, "text": text}}
-        for text in row.payload
-    ]
+    return [{"turn": turn, "step": step, "chunk": chunk} for chunk in row.chunks()]
 
 
 _RUN_DATA_KEYS: Final = frozenset({"turn", "step", "chunk"})

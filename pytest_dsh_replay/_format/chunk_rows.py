@@ -137,6 +137,14 @@ class PackedRow:
             return c
         return {"type": self.chunk_type, "index": self.index, "text": self.payload[k]}
 
+    def chunks(self) -> list[StreamChunk]:
+        """Every member's stream chunk, in order, as new objects."""
+        if self.chunk_type == "tool-call-delta":
+            return [self.chunk(k) for k in range(len(self.payload))]
+        # the common rows: one literal per member is much cheaper than a method call
+        chunk_type, index = self.chunk_type, self.index
+        return [{"type": chunk_type, "index": index, "text": text} for text in self.payload]
+
     def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, key) for key in self.__slots__)
 
@@ -362,12 +370,7 @@ def expand_packed_row(row: PackedRow) -> list[Event]:
     turn, step, seq0 = row.turn, row.step, row.seq0
     assert seq0 is not None, "a row the readers numbered (validate_packed_row)"
     times = accumulate(row.dt[: len(row.payload) - 1], initial=row.time0)
-    chunk_type = row.chunk_type
-    if chunk_type == "tool-call-delta":
-        chunks = [row.chunk(k) for k in range(len(row.payload))]
-    else:  # the common rows: one literal per member is much cheaper than a method call
-        index = row.index
-        chunks = [{"type": chunk_type, "index": index, "text": text} for text in row.payload]
+    chunks = row.chunks()
     return [
         {
             "type": "assistant/chunk",

@@ -540,14 +540,24 @@ class ReplayCall:
         self.over = True
         return runs
 
+    def as_recorded(self) -> ChunksEntry | None:
+        """The call's entry when its chunks go out as recorded, else ``None``.
+
+        A chunks entry without placeholders, on a call not diverted: what a whole read
+        (`read_unbuilt`) and the log check by reference (`FollowedRead.whole_entry`) start from.
+        """
+        entry = self.entry
+        if entry.__class__ is not ChunksEntry or self.placeholders or self.diverted is not None:
+            return None
+        assert isinstance(entry, ChunksEntry)
+        return entry
+
     def _unread_entry(self) -> ChunksEntry | None:
         """The call's entry when it can be read whole at once (see `read_unbuilt`)."""
-        entry = self.entry
+        entry = self.as_recorded()
         if (
-            entry.__class__ is not ChunksEntry
-            or self.placeholders
+            entry is None
             or self.error is not None
-            or self.diverted is not None
             or self.over
             or self.started  # the read started
             or self.cancelled()
@@ -817,17 +827,13 @@ class FollowedRead:
         them ([docs/checks.md#by-reference](../checks.md#by-reference)).
         """
         call = self._call
-        entry = call.entry
+        entry = call.as_recorded()
         if (
-            entry.__class__ is not ChunksEntry
-            or call.placeholders
+            entry is None
             or call.raised is not None
-            or call.diverted is not None
             or not (copies or call.unbuilt)
+            or call.handed_count() != entry.chunk_count
         ):
-            return None
-        assert isinstance(entry, ChunksEntry)
-        if call.handed_count() != entry.chunk_count:
             return None
         return entry
 

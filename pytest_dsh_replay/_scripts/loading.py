@@ -848,15 +848,12 @@ class ScenarioCache:
         with self._lock:
             found = self._derived.get(key)
             fresh = found is None or not all(a is b for a, b in zip(found[0], sources, strict=True))
-            if fresh and now:
+            if fresh:
                 self._derived[key] = found = (sources, _UNMADE)
                 while len(self._derived) > self.max_entries:
                     self._derived.popitem(last=False)
-            elif fresh:
-                self._derived[key] = (sources, _UNMADE)
-                while len(self._derived) > self.max_entries:
-                    self._derived.popitem(last=False)
-                return None
+                if not now:
+                    return None
             assert found is not None
             self._derived.move_to_end(key)
             if found[1] is not _UNMADE:
