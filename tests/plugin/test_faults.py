@@ -25,6 +25,16 @@ def retries(caplog, logger):
     return sum("Retrying" in r.getMessage() for r in caplog.records if r.name.startswith(logger))
 
 
+@pytest.fixture(autouse=True)
+def short_backoff(monkeypatch):
+    # Without a Retry-After (a dropped connection, a timeout) the SDKs back off 0.5 s and
+    # more: what is tested is that they retry, not how long they wait first.
+    import anthropic._base_client
+
+    for client in (openai._base_client, anthropic._base_client):
+        monkeypatch.setattr(client, "INITIAL_RETRY_DELAY", 0.001)
+
+
 @pytest.mark.dsh_scenario("openai")
 def test_openai_retries_a_rate_limit_and_a_server_error(dsh_replay, caplog):
     caplog.set_level(logging.INFO)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -502,11 +501,12 @@ def test_a_dropped_stream_is_closed_for_what_reads_the_session_next() -> None:
 
 
 def test_a_read_waits_for_a_deferred_write_another_thread_runs() -> None:
-    slow = threading.Event()
+    inside, release = threading.Event(), threading.Event()
 
-    def clock() -> int:  # slow in the reader thread only, to hold the write open
-        if slow.is_set() and threading.current_thread().name == "reader":
-            time.sleep(0.2)
+    def clock() -> int:  # holds the reader's deferred write open until released
+        if threading.current_thread().name == "reader" and not inside.is_set():
+            inside.set()
+            assert release.wait(10)
         return 1_700_000_000_000
 
     store = SessionStore(MemoryBackend(), clock=clock)
@@ -516,13 +516,14 @@ def test_a_read_waits_for_a_deferred_write_another_thread_runs() -> None:
     list(model.stream({"messages": [{"role": "user", "content": "q"}]}, session_id="s"))
     session = store.get("s")
     assert session is not None
-    slow.set()
     reader = threading.Thread(target=lambda: len(session.events), name="reader")
     reader.start()
-    time.sleep(0.05)  # the reader is inside the deferred write now
+    assert inside.wait(10)  # the reader is inside the deferred write now
+    # The write is released a moment after the caller's own read has started.
+    threading.Timer(0.05, release.set).start()
     kinds = [e["type"] for e in session.events]  # the caller's own read, after its call
-    slow.clear()
     reader.join(10)
+    assert not reader.is_alive()
     assert kinds[0] == "turn/start"
     assert kinds[-1] == "turn/end"
 
