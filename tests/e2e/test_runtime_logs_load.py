@@ -78,10 +78,11 @@ def loaded(entry: Any) -> dict[str, Any]:
 
 def test_zstd_logs_load_as_the_server_sent_them(tmp_path: Path) -> None:
     # One run: a 429 on the warm-up, a spawn and a fork child at once, a child whose
-    # first call fails with a 500.
+    # first call fails with a 500. Each failure asks for a 50 ms wait (Retry-After),
+    # which the runtime keeps instead of 1 s (the 429's default here) or its own backoff.
     prompts = [*SCENARIOS["runtime-retry"][:1], *SCENARIOS["runtime-mixed"][1:]]
     prompts += SCENARIOS["runtime-retry"][1:]
-    with runtime_model().serve() as server:
+    with runtime_model(retry_after={429: 0.05, 500: 0.05}).serve() as server:
         with RuntimeDriver(server.base_url, tmp_path, compression="zstd") as runtime:
             runtime.run(prompts)
         requests = list(server.requests)

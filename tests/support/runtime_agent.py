@@ -22,7 +22,7 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from pytest_dsh_replay import Answer, Rule, ScriptedModel, ScriptedRequest, ToolCall
-from support.scripted import fail_once
+from support.scripted import RETRY_AFTER, fail_once
 
 PRIMARY_ID = "sess-main"
 PROVIDER = "deepseek-official"
@@ -176,7 +176,7 @@ def _delegate(request: ScriptedRequest) -> Answer:
     return Answer(tool_calls=calls)
 
 
-def runtime_model() -> ScriptedModel:
+def runtime_model(retry_after: Mapping[int, float] = RETRY_AFTER) -> ScriptedModel:
     """The scripted model's answers to the runtime (Anthropic Messages requests).
 
     Read from the request alone: tool results get ``DELEGATED``; ``[[fail NNN]]`` in the
@@ -190,13 +190,14 @@ def runtime_model() -> ScriptedModel:
     ``_DELEGATIONS``) makes tool calls, a spawn child says ``SPAWN_OK`` (the slow one
     late, so its notice comes last) and a fork child answers with the codeword it finds
     in its inherited conversation. A fresh model per scenario: its ``[[fail]]`` memory
-    is its own.
+    is its own. ``retry_after``: per status, the seconds a ``[[fail]]`` asks the runtime
+    to wait before its retry (the runtime keeps that delay instead of its own backoff).
     """
     return ScriptedModel(
         [
             Rule(_worker_answer, when=lambda r: _said(r).startswith("TOOL_TASK")),
             Rule(Answer(text="DELEGATED"), when=lambda r: bool(r.tool_results)),
-            fail_once(lambda status: f"scripted failure {status}"),
+            fail_once(lambda status: f"scripted failure {status}", retry_after),
             Rule(_notice_answer, when=lambda r: _said(r).startswith("Background subagent")),
             Rule(Answer(text="REVIEW_OK"), when=lambda r: _said(r).startswith("REVIEW_TASK")),
             Rule(

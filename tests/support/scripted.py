@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pytest_dsh_replay import (
     Answer,
@@ -35,13 +35,18 @@ from pytest_dsh_replay import (
 
 _DIRECTIVE = re.compile(r"\[\[(tool|fail|think)\b\s*(.*?)\]\]", re.DOTALL)
 _FAIL = re.compile(r"\[\[fail (\d{3})\]\]")
-_RETRY_AFTER = {429: 1.0}
+RETRY_AFTER = {429: 1.0}  # seconds a failure of this status asks the client to wait
 
 
 def fail_once(
     message: Callable[[int], str] = lambda status: "",
+    retry_after: Mapping[int, float] = RETRY_AFTER,
 ) -> Rule:
-    """A rule: the first request whose prompt holds ``[[fail STATUS]]`` fails with it."""
+    """A rule: the first request whose prompt holds ``[[fail STATUS]]`` fails with it.
+
+    ``retry_after``: per status, the seconds its failure asks the client to wait
+    (``Retry-After``); a status not in it asks nothing (the client's own backoff).
+    """
     failed: set[str] = set()
     lock = threading.Lock()
 
@@ -56,7 +61,7 @@ def fail_once(
     def failure(request: ScriptedRequest) -> ProviderFailure:
         found = _FAIL.search(request.prompt)
         status = int(found.group(1)) if found else 500
-        return ProviderFailure(status, message(status), retry_after=_RETRY_AFTER.get(status))
+        return ProviderFailure(status, message(status), retry_after=retry_after.get(status))
 
     return Rule(failure, when=first_time)
 

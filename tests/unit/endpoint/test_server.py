@@ -223,6 +223,16 @@ def _slow_clients(server: EndpointServer, count: int) -> list[socket.socket]:
     return opened
 
 
+def _taken_up(server: EndpointServer, count: int) -> None:
+    """Return once the server has accepted ``count`` connections (each has its thread)."""
+    state = server._server
+    while True:
+        with state.changed:
+            if len(state.connections) >= count:
+                return
+        time.sleep(0.005)  # accepting adds no notice; the test's deadline bounds the loop
+
+
 def _closed_by_server(sock: socket.socket) -> bool:
     """Whether the server has closed ``sock`` (an answer, if any, read first)."""
     sock.settimeout(5)
@@ -242,7 +252,7 @@ def test_100_slow_clients_delay_no_request_and_stop_closes_them_at_once() -> Non
     try:
         with deadline(60):
             slow = _slow_clients(server, 100)
-            time.sleep(0.2)  # let the server take them all up
+            _taken_up(server, 100)
             started = time.monotonic()
             connection = _http(server, timeout=5)
             connection.request("POST", CHAT, body=_ask("hi"))
@@ -270,13 +280,13 @@ def test_100_slow_clients_delay_no_request_and_stop_closes_them_at_once() -> Non
 def test_a_request_that_trickles_in_is_cut_at_its_deadline(
     served: EndpointServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(server_module, "REQUEST_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(server_module, "REQUEST_TIMEOUT_S", 0.2)
     with deadline(30), _connect(served) as sock:
         head = _post_head(CHAT, "2000")
         started = time.monotonic()
         answer = b""
-        sock.settimeout(0.1)
-        for byte in range(len(head) + 200):  # a byte every 20 ms: about 10 s in all
+        sock.settimeout(0.02)  # each read waits this long: a byte every 20 ms, ~6 s in all
+        for byte in range(len(head) + 200):
             data = head[byte : byte + 1] or b" "
             try:
                 sock.sendall(data)
@@ -287,7 +297,6 @@ def test_a_request_that_trickles_in_is_cut_at_its_deadline(
                 break
             if answer:
                 break
-            time.sleep(0.02)
         assert answer.startswith(b"HTTP/1.1 408 "), answer[:100]
         assert time.monotonic() - started < 5
         assert _closed_by_server(sock)
@@ -296,7 +305,7 @@ def test_a_request_that_trickles_in_is_cut_at_its_deadline(
 def test_an_idle_keep_alive_connection_is_closed(
     served: EndpointServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(server_module, "IDLE_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(server_module, "IDLE_TIMEOUT_S", 0.05)
     with deadline(30):
         connection = _http(served)
         connection.request("GET", "/v1/models")
@@ -312,12 +321,20 @@ def test_at_the_connection_cap_the_longest_idle_connection_makes_room(
     served: EndpointServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(server_module, "MAX_CONNECTIONS", 4)
+    reading = threading.Semaphore(0)
+    readinto = server_module._Deadline.readinto
+
+    def signalled(self: server_module._Deadline, buffer: Any) -> int:
+        reading.release()  # the connection's thread waits for its request from now on
+        return readinto(self, buffer)
+
+    monkeypatch.setattr(server_module._Deadline, "readinto", signalled)
     idle: list[socket.socket] = []
     try:
         with deadline(30):
-            for _ in range(4):
-                idle.append(_connect(served))
-                time.sleep(0.05)  # the first is the longest idle
+            for _ in range(4):  # each waits for a request before the next opens: the first
+                idle.append(_connect(served))  # is the longest idle
+                assert reading.acquire(timeout=20)
             connection = _http(served, timeout=5)
             connection.request("GET", "/v1/models")
             assert connection.getresponse().status == 200

@@ -644,7 +644,7 @@ def test_timeout_is_a_network_error(server: ScriptedServer, mode: str) -> None:
     # timeout (a client that never times out gets the hang's end after 10 s and fails).
     answers(Hang(seconds=10))
     slow = OpenAICompatibleModel(
-        base_url=server.base_url + "/v1", api_key=KEY, model="m", timeout=0.15
+        base_url=server.base_url + "/v1", api_key=KEY, model="m", timeout=0.05
     )
     try:
         chunks = run(slow, USER, mode)

@@ -32,7 +32,7 @@ from pytest_dsh_replay._scripts.loading import load_scenario
 
 KEY = "sk-test-proxy-outcome-0000000000"
 IDLE_S = 0.2  # the idle timeout of the recordings here
-TRICKLE_IDLE_S = 0.3  # ... of the trickling one, which takes longer than this in all
+TRICKLE_IDLE_S = 0.2  # ... of the trickling one, which takes longer than this in all
 OVERLOADED = "the model is overloaded, try later"
 PROMPT = [{"role": "user", "content": "hi"}]
 

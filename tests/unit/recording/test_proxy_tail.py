@@ -69,7 +69,8 @@ class _OneWrite(BaseHTTPRequestHandler):
 @pytest.fixture
 def provider() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _OneWrite)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() returns once the serving loop looks again: every 10 ms, not the default 0.5 s
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1"

@@ -58,8 +58,35 @@ class Run:
         )
         self.done[kind] = time.monotonic()
 
-    def later(self, kind: str, delay: float) -> threading.Thread:
+    def later(self, kind: str, delay: float = 0.0) -> threading.Thread:
         thread = threading.Thread(target=self.child, args=(kind, delay))
+        thread.start()
+        return thread
+
+    def held(self, script: int, call: int) -> threading.Event:
+        """Set once the gate holds call ``call`` of session ``script`` (it decided to wait).
+
+        The signal a test waits on before it makes the call the held one awaits, so
+        that call provably comes second, whatever the scheduling.
+        """
+        gate = self.model._gate
+        assert gate is not None
+        event = threading.Event()
+        step = gate._step
+
+        def watched(at: int, k: int, until: float) -> float | None:
+            found = step(at, k, until)
+            if (at, k) == (script, call) and found is not None:
+                event.set()
+            return found
+
+        gate._step = watched  # type: ignore[method-assign,assignment]
+        return event
+
+    def primary_later(self) -> threading.Thread:
+        """One primary call in a thread; ``done["main"]`` is unset until it ends."""
+        self.done.pop("main", None)
+        thread = threading.Thread(target=self.primary)
         thread.start()
         return thread
 
@@ -87,15 +114,18 @@ def test_a_parent_call_waits_for_the_child_the_recording_shows_before_it() -> No
     assert run.keeps
     with deadline(30):
         run.primary(3)
-        start = time.monotonic()
-        fork = run.later("fork", 0.3)
-        run.primary()  # call #4 comes early: it waits for the fork child's call
-        fork.join()
+        held = run.held(0, 3)
+        main = run.primary_later()  # call #4 comes early: it waits for the fork child's call
+        assert held.wait(20)
+        assert "main" not in run.done
+        run.child("fork")
+        main.join()
         assert run.done["fork"] <= run.done["main"]
-        assert run.done["main"] - start >= 0.3
-        spawn = run.later("spawn", 0.3)
-        run.primary()  # call #5 waits for the spawn child's call
-        spawn.join()
+        held = run.held(0, 4)
+        main = run.primary_later()  # call #5 waits for the spawn child's call
+        assert held.wait(20)
+        run.child("spawn")
+        main.join()
         assert run.done["spawn"] <= run.done["main"]
     run.model.assert_consumed()
 
@@ -107,8 +137,9 @@ def test_a_child_call_waits_until_the_parent_call_before_it_started() -> None:
     with deadline(30):
         run.primary(3)
         run.child("fork")
-        spawn = run.later("spawn", 0.0)
-        time.sleep(0.3)
+        held = run.held(1, 0)
+        spawn = run.later("spawn")
+        assert held.wait(20)
         assert "spawn" not in run.done
         run.primary()
         spawn.join()
@@ -116,7 +147,7 @@ def test_a_child_call_waits_until_the_parent_call_before_it_started() -> None:
 
 
 def test_the_recorded_pause_before_a_call_is_kept_up_to_max_gap() -> None:
-    run = Run(timeout=10, max_gap=0.2)
+    run = Run(timeout=10, max_gap=0.1)
     with deadline(30):
         run.primary(3)
         run.child("fork")
@@ -127,17 +158,17 @@ def test_the_recorded_pause_before_a_call_is_kept_up_to_max_gap() -> None:
     fork_times = call_times(run.scenario.scripts[2])
     assert times is not None
     assert fork_times is not None
-    pause = min((times[3].end - fork_times[0].end) / 1000, 0.2)
+    pause = min((times[3].end - fork_times[0].end) / 1000, 0.1)
     assert waited >= pause * 0.9
 
 
 def test_an_agent_that_never_makes_the_recorded_call_fails_with_a_typed_error() -> None:
-    run = Run(timeout=0.3, max_gap=0)
+    run = Run(timeout=0.05, max_gap=0)
     run.primary(3)
     started = time.monotonic()
     with deadline(30), pytest.raises(ReplayOrderError) as caught:
         run.primary()  # the fork child never calls
-    assert 0.3 <= time.monotonic() - started < 5
+    assert 0.05 <= time.monotonic() - started < 5
     message = str(caught.value)
     assert "session 'main', call #4" in message
     assert "call #1 of session.2.jsonl" in message
@@ -156,6 +187,7 @@ def test_async_callers_wait_without_blocking_their_loop() -> None:
     run.primary(3)
     assert run.texts["fork"] is not None
     order: list[str] = []
+    held = run.held(0, 3)
 
     async def primary() -> None:
         async for _ in run.model.astream(ask("x"), session_id="main"):
@@ -163,7 +195,8 @@ def test_async_callers_wait_without_blocking_their_loop() -> None:
         order.append("main")
 
     async def fork() -> None:
-        await asyncio.sleep(0.2)
+        while not held.is_set():  # the primary's call is held first, on this same loop
+            await asyncio.sleep(0)
         request = ask(str(run.texts["fork"]))
         stream = run.model.astream(
             request, session_id="fork", parent_session_id="main", seed_length=17
@@ -234,21 +267,23 @@ def test_children_finishing_close_together_settle_in_the_order_they_were_noticed
     # Both children's last calls are in flight at once; served in the recorded order of
     # their ends (spawn, then fork 1 ms later) the runtime notices either first. The
     # recording's notice order is kept instead, with max_gap between the two calls.
-    run = Run(close_finish, timeout=10, max_gap=0.3)
+    run = Run(close_finish, timeout=10, max_gap=0.1)
     with deadline(30):
         run.primary(3)
-        spawn = run.later("spawn", 0.0)
-        fork = run.later("fork", 0.1)
+        held = run.held(1, 0)
+        spawn = run.later("spawn")
+        assert held.wait(20)  # the spawn child's call comes first and is held
+        fork = run.later("fork")
         spawn.join()
         fork.join()
     assert run.done["fork"] < run.done["spawn"]
-    assert run.done["spawn"] - run.done["fork"] >= 0.3 * 0.9
+    assert run.done["spawn"] - run.done["fork"] >= 0.1 * 0.9
 
 
 def test_a_child_noticed_first_that_never_settles_fails_with_a_typed_error(
     close_finish: Path,
 ) -> None:
-    run = Run(close_finish, timeout=0.3, max_gap=0)
+    run = Run(close_finish, timeout=0.05, max_gap=0)
     run.primary(3)
     with deadline(30), pytest.raises(ReplayOrderError) as caught:
         run.child("spawn")  # the fork child never calls

@@ -308,11 +308,11 @@ def test_a_callable_answer_that_returns_no_answer_is_refused() -> None:
 
 
 def test_a_hang_ends_by_its_time_by_the_callers_cancel_or_by_close() -> None:
-    model = ScriptedModel([Rule(Hang(seconds=0.3))])
+    model = ScriptedModel([Rule(Hang(seconds=0.05))])
     with deadline(20):
         started = time.monotonic()
         (timed_out,) = list(model.stream(ask("x")))
-        assert time.monotonic() - started >= 0.3
+        assert time.monotonic() - started >= 0.05
         assert timed_out["reason"]["failure"]["code"] == "TIMEOUT"
 
         cancel = threading.Event()
@@ -330,10 +330,10 @@ def test_a_hang_ends_by_its_time_by_the_callers_cancel_or_by_close() -> None:
 
 def test_astream_yields_the_same_chunks_and_hangs_without_blocking_the_loop() -> None:
     model = ScriptedModel(
-        [Rule(Hang(seconds=0.2), prompt="hang"), Rule(Answer(text="hi", delay=0.05))]
+        [Rule(Hang(seconds=0.1), prompt="hang"), Rule(Answer(text="hi", delay=0.05))]
     )
 
-    async def main() -> tuple[list[Any], list[Any], int]:
+    async def main() -> tuple[list[Any], list[Any], int, int]:
         ticks = 0
 
         async def tick() -> None:
@@ -344,12 +344,14 @@ def test_astream_yields_the_same_chunks_and_hangs_without_blocking_the_loop() ->
 
         ticker = asyncio.create_task(tick())
         hung = [c async for c in model.astream(ask("hang"))]
+        during = ticks  # the ticker's first 20 ms ended before the 100 ms hang did
         answered = [c async for c in model.astream(ask("hello"))]
         await ticker
-        return hung, answered, ticks
+        return hung, answered, ticks, during
 
     with deadline(20):
-        hung, answered, ticks = asyncio.run(main())
+        hung, answered, ticks, during = asyncio.run(main())
+    assert during >= 1, "the hang blocked the event loop"
     assert hung[-1]["reason"]["failure"]["code"] == "TIMEOUT"
     assert answered == list(ScriptedModel([Rule(Answer(text="hi"))]).stream(ask("hello")))
     assert ticks == 3

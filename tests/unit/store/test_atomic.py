@@ -138,9 +138,21 @@ def test_a_first_write_interrupted_leaves_no_recording(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_recovery_waits_for_a_live_writer(tmp_path: Path) -> None:
+def test_recovery_waits_for_a_live_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fcntl = pytest.importorskip("fcntl")
     target = tmp_path / "scenario"
-    writing, release = threading.Event(), threading.Event()
+    writing, release, blocked = threading.Event(), threading.Event(), threading.Event()
+    flock = fcntl.flock
+
+    def signalled(fd: int, operation: int) -> None:
+        """``flock``, which says when a lock it asks for is held by another."""
+        try:
+            flock(fd, operation | fcntl.LOCK_NB)
+        except BlockingIOError:
+            blocked.set()
+            flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", signalled)
 
     def fill(staging: Path) -> None:
         (staging / "session.jsonl").write_bytes(b"x")
@@ -152,7 +164,7 @@ def test_recovery_waits_for_a_live_writer(tmp_path: Path) -> None:
     assert writing.wait(10)
     recovery = threading.Thread(target=_atomic.recover, args=(target,))
     recovery.start()
-    recovery.join(0.2)
+    assert blocked.wait(10), "recovery must wait for the writer's lock"
     assert recovery.is_alive(), "recovery must not touch a writer's files"
     release.set()
     writer.join(10)
