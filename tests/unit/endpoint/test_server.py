@@ -246,6 +246,23 @@ def _closed_by_server(sock: socket.socket) -> bool:
     return True
 
 
+def test_stop_wakes_the_serving_loop_instead_of_waiting_for_its_next_look(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The serving loop looks for a stop between waits for a connection; with a minute
+    # between looks, only a stop that wakes it returns before the deadline.
+    monkeypatch.setattr(server_module, "_POLL_S", 60.0)
+    server = EndpointServer(_replying("Hello"))
+    good = _ask("hi")  # it serves before the stop
+    status, _, answer = _raw(server, _post_head(CHAT, str(len(good))) + good)
+    assert (status, answer["choices"][0]["message"]["content"]) == (200, "Hello")
+    with deadline(20):
+        server.stop()
+    assert not server._thread.is_alive()
+    with pytest.raises(ConnectionRefusedError):
+        _connect(server, timeout=1.0).close()
+
+
 def test_100_slow_clients_delay_no_request_and_stop_closes_them_at_once() -> None:
     server = EndpointServer(_replying("Hello"))
     slow: list[socket.socket] = []
