@@ -9,7 +9,7 @@ need them, so loading the plugin costs next to nothing.
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -287,14 +287,32 @@ def _check_live_model_available(config: pytest.Config) -> None:
 
 
 def _live_model(config: pytest.Config, path: Path) -> object:
-    live = config.hook.pytest_dsh_replay_live_model(config=config, scenario_path=path)
+    """The live model that records ``path``: the hook's, else the ``DSH_RECORD_*`` one.
+
+    Fails the test when there is none, naming each hook implementation that answered
+    ``None`` (a forgotten ``return``), or when a hook returned something without a
+    ``stream`` method.
+    """
+    from ._plugin.messages import no_live_model, not_a_live_model
+
+    hook = config.hook.pytest_dsh_replay_live_model
+    live = hook(config=config, scenario_path=path)
+    if live is not None and not callable(getattr(live, "stream", None)):
+        pytest.fail(not_a_live_model(live, path), pytrace=False)
     if live is None:
         live = _env_live_model(config)
     if live is None:
-        from ._plugin.messages import no_live_model
-
-        pytest.fail(no_live_model(path), pytrace=False)
+        hooks = [_where(impl.function) for impl in hook.get_hookimpls()]
+        pytest.fail(no_live_model(path, hooks), pytrace=False)
     return live
+
+
+def _where(function: Callable[..., object]) -> str:
+    """``file:line`` of ``function``'s definition (its name when that is unknown)."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return getattr(function, "__qualname__", repr(function))
+    return f"{code.co_filename}:{code.co_firstlineno}"
 
 
 def _collected(item: pytest.Item) -> CollectedTest:

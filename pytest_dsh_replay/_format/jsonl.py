@@ -187,6 +187,11 @@ def bad_line(
             path=source,
             line=lineno,
         )
+    if err.lineno > 1:  # at the line's own newline: the column of its end, not line 2's
+        try:
+            orjson.loads(raw.rstrip(b"\r\n"))
+        except orjson.JSONDecodeError as at_end:
+            err = at_end
     return SessionLogError(
         f"invalid JSON ({_json_problem(err)}); expected one JSON object per line",
         path=source,

@@ -7,7 +7,7 @@ failure without a traceback); the wording is part of the plugin's interface.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -30,6 +30,7 @@ __all__ = [
     "met_over_http",
     "missing_recording",
     "no_live_model",
+    "not_a_live_model",
     "not_written",
     "record_command",
     "rerecord",
@@ -56,9 +57,35 @@ RECORDED_ELSEWHERE: Final = (
 """Appended to a log mismatch when another program wrote the recording."""
 
 
-def no_live_model(path: Path) -> str:
-    """No hook and no ``DSH_RECORD_*`` variables give a live model to record ``path``."""
+def no_live_model(path: Path, hooks: Sequence[str] = ()) -> str:
+    """No hook and no ``DSH_RECORD_*`` variables give a live model to record ``path``.
+
+    ``hooks``: where each ``pytest_dsh_replay_live_model`` implementation is defined
+    (``file:line``); they all returned ``None``, which the message says first.
+    """
+    if hooks:
+        return (
+            f"no live model to record {path}: pytest_dsh_replay_live_model "
+            f"({', '.join(hooks)}) returned None; return the live model (an object with "
+            "stream(request, **options)), or None only to let the DSH_RECORD_* variables "
+            "answer (none are set)"
+        )
     return f"no live model to record {path}: {HOW_TO_RECORD}"
+
+
+def not_a_live_model(live: object, path: Path) -> str:
+    """A ``pytest_dsh_replay_live_model`` hook returned something that cannot stream."""
+    return (
+        f"pytest_dsh_replay_live_model returned {type(live).__qualname__} "
+        f"({_short(live)}) to record {path}; expected a live model: an object with "
+        "stream(request, **options) yielding dsh stream chunks, such as a ScriptedModel "
+        "(ScriptedModel([Rule(Answer(...))]), not the Answer itself), or None"
+    )
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def record_command(
@@ -147,9 +174,18 @@ def cannot_record(nodeid: str, err: Exception) -> str:
     return f"cannot record the dsh scenario for {nodeid}:\n  {err}"
 
 
-def does_not_load(nodeid: str, err: Exception) -> str:
-    """A test's recording exists but does not load (``err`` names the file and line)."""
-    return f"the dsh scenario for {nodeid} does not load:\n  {err}"
+def does_not_load(nodeid: str, err: Exception, command: str) -> str:
+    """A test's recording exists but does not load (``err`` names the file and line).
+
+    ``command`` re-records it (`record_command`): a damaged recording is replaced whole,
+    which ``--dsh-record=missing`` does not do. A log written by hand is fixed instead.
+    """
+    return (
+        f"the dsh scenario for {nodeid} does not load:\n  {err}\n"
+        f"  re-record it: {command}\n"
+        "  (or, for a log written by hand, fix that line: the formats are in the docs' "
+        "Session logs page)"
+    )
 
 
 def rerecord(problem: str, command: str) -> str:

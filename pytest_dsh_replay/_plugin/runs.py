@@ -199,7 +199,8 @@ def start(
         )
     except DshReplayError as err:
         state.broken += 1
-        raise ScenarioUnavailable(does_not_load(test.nodeid, err)) from None
+        command = record_command(test, path, state.modes.to_record(exists=True), state, recorders)
+        raise ScenarioUnavailable(does_not_load(test.nodeid, err, command)) from None
     state.replayed += 1
     return replay
 

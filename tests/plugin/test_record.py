@@ -417,6 +417,40 @@ def test_record_without_a_live_model_stops_at_start_up(pytester: pytest.Pytester
     )
 
 
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            "    ScriptedModel([Rule(Answer(text='hi'))])  # the return forgotten",
+            "*pytest_dsh_replay_live_model (*conftest.py:3) returned None; return the live "
+            "model (an object with stream(request, **options))*",
+        ),
+        (
+            "    return Answer(text='hi')  # the answer, not a model",
+            "*pytest_dsh_replay_live_model returned Answer (Answer(text='hi'*) to record "
+            "*; expected a live model: an object with stream(request, **options)*",
+        ),
+    ],
+    ids=["returns-none", "returns-an-answer"],
+)
+def test_a_live_model_hook_that_gives_no_model_is_named(
+    pytester: pytest.Pytester, body: str, expected: str
+) -> None:
+    for name in ("DSH_RECORD_BASE_URL", "DSH_RECORD_API_KEY", "DSH_RECORD_MODEL"):
+        pytester._monkeypatch.delenv(name, raising=False)
+    pytester.makeconftest(
+        "from pytest_dsh_replay import Answer, Rule, ScriptedModel\n\n"
+        "def pytest_dsh_replay_live_model(config, scenario_path):\n" + body + "\n"
+    )
+    pytester.makepyfile(
+        "def test_x(dsh_replay):\n"
+        "    list(dsh_replay.model.stream({'messages': [{'role': 'user', 'content': 'q'}]}))\n"
+    )
+    result = pytester.runpytest("--dsh-record=missing")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([expected])
+
+
 def test_first_live_model_hook_answer_wins(project: pytest.Pytester) -> None:
     project.makeconftest(
         CONFTEST

@@ -150,6 +150,17 @@ def test_invalid_json_in_the_middle_names_the_line() -> None:
     assert "column" in str(err)
 
 
+def test_a_line_cut_short_in_the_middle_names_the_column_where_it_ends() -> None:
+    # orjson reads the line with its newline and reports the end as column 1 of a line 2
+    cut = b'{"type":"turn/start","data":{"turn":1}'
+    raw = HEADER + cut + b"\n" + line({"type": "x"})
+    err = errors_of(raw)
+    assert err.line == 2
+    assert f"(unexpected end of data at column {len(cut) + 1})" in str(err)
+    crlf = errors_of(HEADER + cut + b"\r\n" + line({"type": "x"}))
+    assert f"at column {len(cut) + 1})" in str(crlf)
+
+
 @pytest.mark.parametrize(
     ("raw_line", "got"),
     [(b"null", "null"), (b"[1]", "an array"), (b"42", "a number"), (b'"s"', "a string")],
