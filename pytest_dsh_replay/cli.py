@@ -25,6 +25,7 @@ import orjson
 from ._check.normalize import canonical_log
 from ._errors import DshReplayError, SessionLogError
 from ._format.events import Event
+from ._format.json_values import describe_json
 from ._format.jsonl import iter_log_lines, parse_session_log, plain_reads, read_log_bytes
 from ._format.redact import Redactor, delta_runs, stream_runs_of
 from ._format.text import join_blocks, visible
@@ -232,7 +233,9 @@ def _log_problems(path: Path, redactor: Redactor, *, strict_form: bool) -> list[
             f"{path}: not in the committed form (projected envelopes, packed chunk rows); "
             f"canonicalize it with: dsh-replay fmt {path}"
         )
-    for lineno, value in iter_log_lines(data, source=str(path)):
+    for index, (lineno, value) in enumerate(iter_log_lines(data, source=str(path))):
+        if strict_form and index == 0:  # the header
+            problems.extend(_header_id_problems(path, lineno, value))
         for json_path, rule in redactor.find(value):
             problems.append(
                 f"{path}:{lineno}: {json_path} looks like a secret ({rule}); remove it and "
@@ -240,6 +243,35 @@ def _log_problems(path: Path, redactor: Redactor, *, strict_form: bool) -> list[
             )
     problems.extend(_split_secrets(str(path), parse_session_log(data, source=str(path)), redactor))
     return problems
+
+
+def _header_id_problems(path: Path, lineno: int, header: object) -> list[str]:
+    """``--strict-form``: the header names its session, as every recording this plugin writes.
+
+    Reading accepts a header without a (non-empty string) ``id``, as the dsh harness's
+    reader does ([docs/format.md#lenient-reading](../format.md#lenient-reading)); the
+    committed form does not (see [docs/cli.md#check-command](../cli.md#check-command)).
+
+    Returns:
+        No line, or one (``<path>:<line>: the header has no session id: ...``): the id
+        is missing, empty or not a string.
+    """
+    if not isinstance(header, dict) or "id" not in header:
+        found = "none"
+    elif header["id"] == "":
+        found = "an empty string"
+    elif not isinstance(header["id"], str):
+        found = describe_json(header["id"])
+    else:
+        return []
+    problem = SessionLogError(
+        "the header has no session id: expected a non-empty string for its id, found "
+        f"{found}; every recording this plugin writes has one, so this log was damaged or "
+        "edited by hand: restore it, or re-record its scenario",
+        path=str(path),
+        line=lineno,
+    )
+    return [str(problem)]
 
 
 def _leftovers(paths: Sequence[Path]) -> list[Leftover]:

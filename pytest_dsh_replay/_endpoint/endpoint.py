@@ -739,6 +739,8 @@ class Endpoint:
             return _failure_response(call.wire, _raised(error)), []  # an injected fault
         except Exception as error:
             if not relay.started:
+                if isinstance(error, DshReplayError):  # a ScriptedModelError, ...: the test
+                    self._keep(error)  # fails with it first (docs/recording.md#live-model-failures)
                 message = self._redact(f"the live model failed: {type(error).__name__}: {error}")
                 return _not_retried(call.wire, message), []
             raise

@@ -34,6 +34,7 @@ __all__ = [
     "not_written",
     "record_command",
     "rerecord",
+    "rerecord_unnamed",
     "snapshot_differs_while_recording",
     "snapshot_drift",
     "snapshot_out_of_date",
@@ -191,6 +192,19 @@ def does_not_load(nodeid: str, err: Exception, command: str) -> str:
 def rerecord(problem: str, command: str) -> str:
     """An end-of-test check failed: the problem, then the command that re-records."""
     return f"{problem}\n(if the new behaviour is right, re-record: {command})"
+
+
+def rerecord_unnamed(problem: str, files: Sequence[str], command: str) -> str:
+    """A log mismatch of a recording whose header names no session (an empty ``id``).
+
+    Every recording this plugin writes names its sessions: ``files`` were damaged or
+    edited by hand, so the hint is to re-record, not that the behaviour changed.
+    """
+    return (
+        f"{problem}\n(the recording's header has no session id ({', '.join(files)}): "
+        "the log was damaged or edited by hand, not changed by the code under test; "
+        f"re-record it: {command})"
+    )
 
 
 def snapshot_drift(problem: str) -> str:

@@ -423,12 +423,21 @@ def check_replayed(
         error an HTTP call met first, typed, see `met_over_http`), a note
         when another program wrote the recording and the logs differ, and the command
         that re-records the scenario (not after a bug of the endpoint, nor when the run
-        met a race inside the dsh runtime, which re-recording cannot fix: then the races).
+        met a race inside the dsh runtime, which re-recording cannot fix: then the races);
+        a recorded log whose header has no session id is named as damaged, not as a
+        change of behaviour.
     """
     from .._check.log_check import race_report
     from .._errors import EndpointError, FaultError, LogMismatchError, UnservedRouteError
-    from .messages import RECORDED_ELSEWHERE, met_over_http, record_command, rerecord
+    from .messages import (
+        RECORDED_ELSEWHERE,
+        met_over_http,
+        record_command,
+        rerecord,
+        rerecord_unnamed,
+    )
 
+    unnamed: list[str] = []  # recorded logs whose header has no id: damaged, not a drift
     met = replay._take_problem()  # the root cause: unused calls would only be its echo
     if met is not None:
         if isinstance(met, EndpointError | UnservedRouteError):
@@ -441,6 +450,8 @@ def check_replayed(
             problem = str(err)
             if replay.recorded_elsewhere():
                 problem += RECORDED_ELSEWHERE
+            else:  # this plugin's recording always names its sessions
+                unnamed = _unnamed_logs(replay)
         except FaultError as err:  # the test's injections, not the recording: no re-record
             return f"FaultError: {err}"
         except DshReplayError as err:
@@ -450,10 +461,24 @@ def check_replayed(
     races = replay._runtime_races()
     if races:  # re-recording cannot fix a race (docs/limits.md#runtime-races)
         return race_report(problem, races)
-    return rerecord(
-        problem,
-        record_command(test, replay.path, state.modes.to_record(exists=True), state, recorders),
+    command = record_command(
+        test, replay.path, state.modes.to_record(exists=True), state, recorders
     )
+    return rerecord_unnamed(problem, unnamed, command) if unnamed else rerecord(problem, command)
+
+
+def _unnamed_logs(replay: DshReplay) -> list[str]:
+    """The recorded logs (their names in the scenario) whose header has no session id.
+
+    Reading takes a missing (or not a string, or empty) ``id`` for ``""``
+    ([docs/format.md#lenient-reading](../format.md#lenient-reading)); every recording
+    this plugin writes names its sessions, so the replayed-log check's difference is
+    the log's damage, not a change of the code under test.
+    """
+    scenario = replay.scenario
+    if scenario is None:
+        return []
+    return [script.file for script in scenario.scripts if not script.recorded_id]
 
 
 def check_appended(

@@ -130,3 +130,29 @@ def test_prompt_system_and_tool_result_drift_fail_the_replay(
     result = pytester.runpytest("-p", "no:randomly", "-k", "openai")
     result.assert_outcomes(failed=1, deselected=1)
     result.stdout.fnmatch_lines(["*not written by pytest-dsh-replay*compare_logs=False*"])
+
+
+def test_a_recorded_header_without_an_id_is_named_not_taken_for_a_behaviour_change(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(drift_agents=AGENTS, test_agents=TESTS)
+    pytester.runpytest("--dsh-record", "-k", "openai").assert_outcomes(passed=1, deselected=1)
+    primary = pytester.path / "recordings" / "test_agents.test_openai" / "session.jsonl"
+    header, rest = primary.read_bytes().split(b"\n", 1)
+    primary.write_bytes(header.replace(b'"id"', b'"idd"', 1) + b"\n" + rest)  # hand-edited
+    result = pytester.runpytest("-p", "no:randomly", "-k", "openai")
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*the replayed session log differs from the recording*session.jsonl:",
+            "session.jsonl: header: header differs",
+            "*at $.id",
+            '*recorded: ""',
+            "(the recording's header has no session id (session.jsonl): the log was "
+            "damaged or edited by hand, not changed by the code under test; re-record it: "
+            "pytest --dsh-record=all test_agents.py::test_openai)",
+        ]
+    )
+    assert "if the new behaviour is right" not in result.stdout.str()

@@ -254,6 +254,78 @@ def test_an_unreachable_live_model_fails_first_with_its_redacted_url(
     assert not (pytester.path / "snaps").exists()
 
 
+# Live models that fail a call: a scripted one with no rule for the test's prompt and no
+# default answer, and one of the user's own that raises.
+FAILING_LIVE = {
+    "scripted": """
+from pytest_dsh_replay import Answer, Rule, ScriptedModel
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return ScriptedModel([Rule(Answer(text="Paris"), prompt="nomatch")])
+""",
+    "raising": """
+class Raising:
+    def stream(self, request, **kwargs):
+        raise ValueError("the live model's own error")
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return Raising()
+""",
+}
+
+FAILING_LIVE_TESTS = """
+import openai
+
+MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
+
+def test_raised(dsh_replay):
+    dsh_replay.openai_client().chat.completions.create(model="m", messages=MESSAGES)
+
+def test_swallowed(dsh_replay):
+    try:
+        dsh_replay.openai_client().chat.completions.create(model="m", messages=MESSAGES)
+    except openai.BadRequestError:
+        pass  # an agent that swallows errors still fails the recording
+"""
+
+
+@pytest.mark.parametrize(
+    ("live", "typed"),
+    [
+        pytest.param(
+            "scripted",
+            "ScriptedModelError: call #1: no rule of the scripted model matches the request "
+            "(prompt 'What is the capital of France?'*add a rule or a default answer",
+            id="scripted",
+        ),
+        pytest.param(
+            "raising",
+            "RecordingError: recording * failed: the live model Raising failed: "
+            "ValueError: the live model's own error; nothing was written.",
+            id="raising",
+        ),
+    ],
+)
+def test_a_live_model_failing_a_call_over_http_fails_the_recording_with_its_error_first(
+    pytester: pytest.Pytester, live: str, typed: str
+) -> None:
+    pytest.importorskip("openai")
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = snaps\n")
+    pytester.makeconftest(FAILING_LIVE[live])
+    pytester.makepyfile(FAILING_LIVE_TESTS)
+    result = pytester.runpytest("--dsh-record=missing", "-p", "no:randomly")
+    result.assert_outcomes(failed=2)  # once each, not again at teardown
+    for test in ("test_raised", "test_swallowed"):  # the typed error first
+        result.stdout.fnmatch_lines([f"*_ {test} _*", typed], consecutive=True)
+    result.stdout.fnmatch_lines(
+        [
+            "the code under test then raised (caused by the error above):",
+            "*BadRequestError: Error code: 400 - the live model failed: *",
+        ]
+    )
+    assert not (pytester.path / "snaps").exists()
+
+
 HOSTILE = """
 import http.client
 import json

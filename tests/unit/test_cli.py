@@ -123,6 +123,36 @@ def test_check_accepts_the_harness_s_full_form_unless_asked_for_the_strict_form(
     assert lines[-1] == "105 problem(s) in 121 scenario(s)"
 
 
+@pytest.mark.parametrize(
+    ("edit", "found"),
+    [
+        (lambda header: header.replace('"id"', '"idd"', 1), "none"),
+        (lambda header: header.replace('"id":"', '"id":"","was":"', 1), "an empty string"),
+        (lambda header: header.replace('"id":"', '"id":5,"was":"', 1), "a number"),
+    ],
+    ids=["missing", "empty", "a-number"],
+)
+def test_check_strict_form_refuses_a_header_without_an_id(
+    tmp_path: Path, edit: Any, found: str
+) -> None:
+    copy = tmp_path / "retry"
+    shutil.copytree(EXAMPLES / "retry", copy)
+    log = copy / "session.jsonl"
+    header, rest = log.read_text(encoding="utf-8").split("\n", 1)
+    log.write_text(edit(header) + "\n" + rest, encoding="utf-8")
+    # Loading accepts it (the harness's reader defaults a missing id to "":
+    # docs/format.md#lenient-reading), so the plain check passes...
+    assert run("check", str(copy)) == (0, "ok: 1 scenario(s)\n", "")
+    # ... but every recording this plugin writes names its session.
+    code, out, err = run("check", "--strict-form", str(copy))
+    assert (code, out) == (1, "")
+    (line, total) = err.splitlines()
+    assert line.startswith(f"{log}:1: the header has no session id: ")
+    assert f"expected a non-empty string for its id, found {found};" in line
+    assert "re-record" in line
+    assert total == "1 problem(s) in 1 scenario(s)"
+
+
 def test_fmt_canonicalizes_without_changing_what_replays(tmp_path: Path) -> None:
     require_corpus()
     source = scenario("subagent-mixed")
