@@ -135,12 +135,14 @@ def start(
     redactor, redact_hook, redact_header_hook = state.redaction
     if layout_problem is not None:
         raise ScenarioUnavailable(layout_problem)
+    # The command that re-records the scenario: quoted by appending, by the replay's
+    # errors, and by a recording that does not load (made once: `recorders` is read once).
+    rerecord = _once(
+        lambda: record_command(test, path, state.modes.to_record(exists=True), state, recorders)
+    )
     if recording or appending:
         if appending and expired is not None:
             _replaying_expired(test, state, path, expired, recorders)
-        rerecord = _once(
-            lambda: record_command(test, path, state.modes.to_record(exists=True), state, recorders)
-        )
         lock, unlocked = _hold(test, path)  # before the live model is asked for
         try:
             opened = (
@@ -190,17 +192,12 @@ def start(
             redact_hook=redact_hook,
             redact_header_hook=redact_header_hook,
             max_body_bytes=state.max_body_bytes,
-            rerecord=_once(
-                lambda: record_command(
-                    test, path, state.modes.to_record(exists=True), state, recorders
-                )
-            ),
+            rerecord=rerecord,
             append=_appending_command(test, path, state, recorders),
         )
     except DshReplayError as err:
         state.broken += 1
-        command = record_command(test, path, state.modes.to_record(exists=True), state, recorders)
-        raise ScenarioUnavailable(does_not_load(test.nodeid, err, command)) from None
+        raise ScenarioUnavailable(does_not_load(test.nodeid, err, rerecord())) from None
     state.replayed += 1
     return replay
 
