@@ -54,7 +54,9 @@ the block end, usage, the finish):
   runs even with ``--no-vcr`` (its body is the same SSE bytes).
 
 Each (module, size) runs in a fresh ``pytest`` subprocess (``-p no:xdist -p no:randomly
--p no:cacheprovider``, its own ``--basetemp``), ``--runs`` times, the runs of all
+-p no:cacheprovider``, its own ``--basetemp``; every suite but ``vcr`` also with ``-p
+no:recording``, so pytest-recording's autouse fixtures, installed for ``vcr`` alone, are
+in no other suite's figures), ``--runs`` times, the runs of all
 combinations interleaved in alternating order. Per run the operating system's accounting
 of the finished child is read (``os.wait4``): CPU time (user + system) and peak RSS.
 Figures are medians. For each size: tests per second (N / CPU seconds, and N / wall
@@ -595,16 +597,20 @@ def main(argv: list[str] | None = None) -> int:
     modules = _modules(args)
     python = dict.fromkeys(modules, sys.executable)
     python["cassetter"] = args.cassetter_python or sys.executable
+    # pytest-recording is installed for the vcr suite alone; its autouse fixtures keep
+    # every test's request alive (memory and time per test, bare tests included), so
+    # every other suite runs without it, as the issue asks ("separate venvs or -p no:").
+    alone = ["-p", "no:recording"]
     extra = {
-        "bare": [],
-        "replay": [],
-        "named": [],
-        "unchecked": [],
-        "sdk": [],
-        "sdk_unchecked": [],
-        "sdk_floor": ["-p", "no:dsh_replay"],
+        "bare": alone,
+        "replay": alone,
+        "named": alone,
+        "unchecked": alone,
+        "sdk": alone,
+        "sdk_unchecked": alone,
+        "sdk_floor": [*alone, "-p", "no:dsh_replay"],
         "vcr": ["-p", "no:dsh_replay", "--record-mode=none"],
-        "cassetter": ["-p", "no:recording", "-p", "no:dsh_replay", "--record-mode=none"],
+        "cassetter": [*alone, "-p", "no:dsh_replay", "--record-mode=none"],
     }
     plans = [(m, n) for n in sizes for m in modules]
     runs: dict[tuple[str, int], list[dict[str, float]]] = {p: [] for p in plans}
