@@ -275,7 +275,7 @@ def http_call_failed(err: Exception) -> str:
 
     status = 404 if isinstance(err, UnservedRouteError) else REPLAY_ERROR_STATUS
     return (
-        f"{type(err).__name__}: {err}\n(a model call over HTTP met this error: its client "
+        f"{type(err).__name__}: {err}\n(a model call to the model endpoint met this error: its client "
         f"got a {status} with this message)"
     )
 
