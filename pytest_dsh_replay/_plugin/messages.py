@@ -275,8 +275,8 @@ def http_call_failed(err: Exception) -> str:
 
     status = 404 if isinstance(err, UnservedRouteError) else REPLAY_ERROR_STATUS
     return (
-        f"{type(err).__name__}: {err}\n(a model call to the model endpoint met this error: its client "
-        f"got a {status} with this message)"
+        f"{type(err).__name__}: {err}\n(a model call to the model endpoint met this error: "
+        f"its client got a {status} with this message)"
     )
 
 
@@ -301,9 +301,25 @@ def call_failed_after(err: Exception, raised: str) -> str:
     """A test whose code raised (``raised``, as shown) after an HTTP call failed (``err``).
 
     `met_over_http` leads: the code's exception (an SDK's, usually) is only its
-    echo, shown under it.
+    echo, shown under it, with the error's text (which the SDK's message repeats from
+    the response body) shown once: there it reads ``(the error above)``. Only the
+    text's first line is looked for when the SDK's rendering split the rest.
     """
     return (
         f"{met_over_http(err)}\n\nthe code under test then raised (caused by the error "
-        f"above):\n{raised}"
+        f"above):\n{_without_echo(raised, str(err))}"
     )
+
+
+_ECHO_MIN = 40  # a shorter first line could be any text of the exception's
+_SEE_ABOVE = "(the error above)"
+
+
+def _without_echo(raised: str, text: str) -> str:
+    """``raised`` with ``text`` (or its first line, if long enough) as ``(the error above)``."""
+    if text and text in raised:
+        return raised.replace(text, _SEE_ABOVE)
+    first = text.split("\n", 1)[0]
+    if len(first) >= _ECHO_MIN and first in raised:
+        return raised.replace(first, _SEE_ABOVE)
+    return raised

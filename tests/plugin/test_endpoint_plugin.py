@@ -41,7 +41,8 @@ def test_an_unserved_route_fails_the_test_with_its_404_and_no_rerecord_hint(
     result.stdout.fnmatch_lines(
         [
             "UnservedRouteError: POST /v1/embeddings is not served*",
-            "(a model call to the model endpoint met this error: its client got a 404 with this message)",
+            "(a model call to the model endpoint met this error: "
+            "its client got a 404 with this message)",
         ]
     )
     assert "re-record" not in out  # a recording cannot add a route
@@ -88,17 +89,20 @@ def test_a_replay_error_over_http_fails_the_test_with_the_typed_error(
         [
             "*_ test_swallowed _*",
             "ReplayExhaustedError: session '*' (first user message 'hi') asked for call #2*",
-            "(a model call to the model endpoint met this error: its client got a 400 with this message)",
+            "(a model call to the model endpoint met this error: "
+            "its client got a 400 with this message)",
             "(if the new behaviour is right, re-record: *::test_swallowed)",
             "*_ test_raised _*",
             # the typed error leads, the SDK's exception (its echo) comes under it
             "ReplayExhaustedError: session '*' (first user message 'hi') asked for call #2*",
-            "(a model call to the model endpoint met this error: its client got a 400 with this message)",
+            "(a model call to the model endpoint met this error: "
+            "its client got a 400 with this message)",
             "",
             "the code under test then raised (caused by the error above):",
             "test_*.py:26: in test_raised",
             '*ask(client, "hi", "hi again")',
-            "E   openai.BadRequestError: Error code: 400 - ReplayExhaustedError: *",
+            # the SDK repeats the response's text: shown once, above
+            "E   openai.BadRequestError: Error code: 400 - ReplayExhaustedError: (the error above)",
         ]
     )
     # (up to the short summary: newer pytest repeats whole messages there)
@@ -412,7 +416,8 @@ def test_broken(dsh_replay, monkeypatch):
             "*_ test_broken _*",
             "EndpointError: the model endpoint failed answering POST /v1/chat/completions: "
             "ZeroDivisionError: the router broke",
-            "(a model call to the model endpoint met this error: its client got a 400 with this message)",
+            "(a model call to the model endpoint met this error: "
+            "its client got a 400 with this message)",
             "(this is a bug of the endpoint, not of the recording*",
         ]
     )

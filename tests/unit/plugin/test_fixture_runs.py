@@ -233,7 +233,8 @@ def test_closing_reports_what_an_http_call_met() -> None:
     failed = runs.close(Closing(runs.ScenarioUnavailable("boom")))  # type: ignore[arg-type]
     assert failed == (
         "ScenarioUnavailable: boom\n"
-        "(a model call to the model endpoint met this error: its client got a 400 with this message)"
+        "(a model call to the model endpoint met this error: "
+        "its client got a 400 with this message)"
     )
     unreachable = runs.close(Closing(RecordingError("no server")))  # type: ignore[arg-type]
     assert unreachable == "RecordingError: no server"

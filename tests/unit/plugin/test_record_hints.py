@@ -12,6 +12,7 @@ from pytest_dsh_replay._plugin.collected import CollectedTest
 from pytest_dsh_replay._plugin.messages import (
     HOW_TO_RECORD,
     bad_record_mode,
+    call_failed_after,
     missing_recording,
     no_live_model,
     record_command,
@@ -120,3 +121,37 @@ def test_without_a_live_model_the_message_says_how_to_get_one(tmp_path: Path) ->
 def test_the_missing_recording_message_asks_about_a_close_name(tmp_path: Path) -> None:
     message = missing_recording("t.py::test_x", tmp_path / "captial", "cmd", tmp_path / "capital")
     assert f"  did you mean: {tmp_path / 'capital'}?" in message.splitlines()
+
+
+def test_the_sdk_echo_of_a_failed_call_does_not_repeat_the_error() -> None:
+    from pytest_dsh_replay import ReplayBindingError
+
+    err = ReplayBindingError("session 's' made call #1, but no recorded session is left for it")
+    raised = (
+        "test_a.py:3: in test_a\n    ask()\n"
+        f"E   openai.BadRequestError: Error code: 400 - ReplayBindingError: {err}"
+    )
+    text = call_failed_after(err, raised)
+    assert text.count(str(err)) == 1  # the typed error, first
+    assert text.endswith("Error code: 400 - ReplayBindingError: (the error above)")
+    assert "test_a.py:3: in test_a\n    ask()" in text  # where the body raised stays
+
+
+def test_a_multi_line_error_echoed_line_by_line_is_replaced_by_its_first_line() -> None:
+    from pytest_dsh_replay import ReplayBindingError
+
+    err = ReplayBindingError("no recorded session is left for call #1 of 'x'\nbound: a, b")
+    raised = (
+        "E   openai.BadRequestError: Error code: 400 - "
+        "no recorded session is left for call #1 of 'x'\nE   bound: a, b"
+    )
+    text = call_failed_after(err, raised)
+    assert "400 - (the error above)\nE   bound: a, b" in text
+
+
+def test_a_short_error_text_is_left_in_the_echo() -> None:
+    from pytest_dsh_replay import ReplayBindingError
+
+    err = ReplayBindingError("no session\nmore")  # a first line this short could be anything
+    raised = "E   SomeError: no session here"
+    assert call_failed_after(err, raised).endswith("E   SomeError: no session here")
