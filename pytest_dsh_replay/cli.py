@@ -61,7 +61,7 @@ def _single_file_json(script: SessionScript) -> dict[str, object]:
         "header": {
             "id": script.recorded_id,
             "createdAt": script.created_at,
-            "seedLength": script.header.seed_length,
+            "seedLength": script.seed_length,  # a v3+ log counts it at its marker
         },
         "eventCount": script.event_count,
         "entries": [e.to_json() for e in script.entries],

@@ -46,6 +46,14 @@ def test_scripts_json_for_a_single_log_is_unsliced() -> None:
     }
 
 
+@pytest.mark.parametrize(("name", "seed"), [("fork", 14), ("runtime-fork", 17)])
+def test_scripts_json_of_a_single_fork_log_gives_its_seed_length(name: str, seed: int) -> None:
+    # format 0 counts the seed in the header, format 4 at its session/end-seed marker
+    code, out, _ = run("scripts", str(EXAMPLES / name / "session.1.jsonl"), "--json")
+    assert code == 0
+    assert json.loads(out)["header"]["seedLength"] == seed
+
+
 def test_console_script_prints_the_same_json() -> None:
     require_corpus()
     d = scenario("subagent-mixed")
