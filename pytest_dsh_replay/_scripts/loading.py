@@ -88,8 +88,9 @@ def scenario_files(directory: str | os.PathLike[str]) -> tuple[str, list[str], d
     Raises:
         ScenarioError: The directory cannot be listed; there is no primary log; a
             ``session.*.jsonl`` or ``replay.*.override.json`` name breaks the rules;
-            child numbers have a gap; one session has two logs; an override names a
-            missing child.
+            child numbers have a gap; one session has two logs of its newest format
+            generation (older generations are ignored); an override names a missing
+            child.
     """
     d = Path(directory)
     inv = _inventory(d, _names(d))
@@ -110,15 +111,23 @@ def _is_log_name(name: str) -> bool:
 
 
 def _inventory(d: Path, names: list[str]) -> _Inventory:
-    primaries: list[str] = []
-    children: dict[int, str] = {}
+    logs: dict[int, dict[int, list[str]]] = {}  # session number -> generation -> names
     overrides: dict[int, str] = {}
     for name in names:
         if _is_log_name(name):
-            _add_log(d, name, primaries, children)
+            _add_log(d, name, logs)
         elif name.startswith("replay.") and name.endswith(".override.json"):
             overrides[_override_number(d, name)] = name
-    primary = _the_primary(d, names, primaries)
+    primary = _the_primary(d, names, _newest(logs.pop(0, {})))
+    children: dict[int, str] = {}
+    for n, generations in logs.items():
+        newest = _newest(generations)
+        if len(newest) > 1:
+            raise ScenarioError(
+                f"child session {n} has two logs, {newest[0]!r} and {newest[1]!r}; keep one",
+                path=str(d),
+            )
+        children[n] = newest[0]
     ordered = _contiguous_children(d, children)
     for n, name in overrides.items():
         if n > len(ordered):
@@ -129,8 +138,8 @@ def _inventory(d: Path, names: list[str]) -> _Inventory:
     return _Inventory(primary, tuple(ordered), overrides)
 
 
-def _add_log(d: Path, name: str, primaries: list[str], children: dict[int, str]) -> None:
-    """File a log name as the primary's or as child ``n``'s."""
+def _add_log(d: Path, name: str, logs: dict[int, dict[int, list[str]]]) -> None:
+    """File a log name under its session (0: the primary) and its format generation."""
     parsed: LogName | None = parse_log_name(name)
     if parsed is None:
         raise ScenarioError(
@@ -140,16 +149,18 @@ def _add_log(d: Path, name: str, primaries: list[str], children: dict[int, str])
             "and .zst or .zstd",
             path=str(d / name),
         )
-    n = parsed.child
-    if n is None:
-        primaries.append(name)
-        return
-    if n in children:
-        raise ScenarioError(
-            f"child session {n} has two logs, {children[n]!r} and {name!r}; keep one",
-            path=str(d),
-        )
-    children[n] = name
+    generations = logs.setdefault(parsed.child or 0, {})
+    generations.setdefault(parsed.version or 0, []).append(name)
+
+
+def _newest(generations: dict[int, list[str]]) -> list[str]:
+    """The names of a session's highest format generation: the log that is read.
+
+    A directory may keep an older generation beside a newer one; only the newest is read
+    ([docs/format.md#v4-files](../format.md#v4-files)). Two names at that generation (one
+    compressed) are the caller's error to report.
+    """
+    return generations[max(generations)] if generations else []
 
 
 def _override_number(d: Path, name: str) -> int:

@@ -240,3 +240,17 @@ def test_show_html_of_a_single_log_and_into_a_directory(tmp_path: Path) -> None:
     code, stdout, err = run("show", "--html", str(tmp_path), str(EXAMPLES / "mixed"))
     assert (code, stdout) == (1, "")
     assert err == f"dsh-replay: {tmp_path}: is a directory; name the page's file (OUT.html)\n"
+
+
+def test_check_reads_a_runtime_session_directory_from_its_newest_generation(
+    tmp_path: Path,
+) -> None:
+    # the runtime reads the highest generation, and so do show and load_scenario
+    session = tmp_path / "root" / "--x--" / "sess-main"
+    session.mkdir(parents=True)
+    log = (EXAMPLES / "runtime-spawn" / "session.jsonl").read_text()
+    (session / "session.v4.jsonl").write_text(log)
+    (session / "session.v5.jsonl").write_text(log.replace('"version":4', '"version":5', 1))
+    code, out, err = run("check", str(tmp_path / "root"))
+    assert (code, err) == (0, "")
+    assert out == "ok: 1 scenario(s)\n"

@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from pytest_dsh_replay import (
+    DshReplayError,
     OverrideError,
     ScenarioError,
     ScriptError,
@@ -358,3 +359,38 @@ def test_scenario_cache_counts_the_bytes_it_keeps_once_per_scenario(tmp_path: Pa
     cache.load(dirs[2])  # the third: the least recently used (s0) goes
     assert cache.load(dirs[1]) is second
     assert cache.load(dirs[0]) is not first
+
+
+def _generations(d: Path, versions: dict[str, int]) -> None:
+    """``d`` holding the runtime-spawn example's primary log under each name and version."""
+    from support.paths import EXAMPLES
+
+    header, rest = (EXAMPLES / "runtime-spawn" / "session.jsonl").read_text().split("\n", 1)
+    d.mkdir(parents=True)
+    for name, version in versions.items():
+        patched = json.dumps({**json.loads(header), "version": version}, separators=(",", ":"))
+        (d / name).write_text(patched + "\n" + rest)
+
+
+def test_a_directory_with_two_generations_of_a_log_reads_the_newest(tmp_path: Path) -> None:
+    d = tmp_path / "sess-main"
+    _generations(d, {"session.v4.jsonl": 4, "session.v5.jsonl": 5})
+    scenario = load_scenario(d)
+    assert [s.path.name for s in scenario.scripts if s.path] == ["session.v5.jsonl"]
+    assert len(scenario.primary.entries) == len(
+        load_scenario(d / "session.v4.jsonl").primary.entries
+    )
+
+
+def test_the_newest_generation_is_read_even_when_it_is_refused(tmp_path: Path) -> None:
+    d = tmp_path / "sess-main"
+    _generations(d, {"session.v4.jsonl": 4, "session.v6.jsonl": 6})
+    with pytest.raises(DshReplayError, match="upgrade"):  # never a fall-back to v4
+        load_scenario(d)
+
+
+def test_one_generation_twice_is_still_refused(tmp_path: Path) -> None:
+    d = tmp_path / "sess-main"
+    _generations(d, {"session.v5.jsonl": 5, "session.v5.jsonl.zst": 5})
+    with pytest.raises(ScenarioError, match="the primary session has several logs"):
+        load_scenario(d)
