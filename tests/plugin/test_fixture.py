@@ -481,3 +481,46 @@ def test_a_test_looks_its_marker_up_once_from_set_up_to_its_check(
     result.stdout.fnmatch_lines(["*--dsh-record=all*test_leaves_a_call*"])
     lookups = json.loads((project.path / "lookups.json").read_text())
     assert lookups == {"test_passes": 1, "test_leaves_a_call": 1}
+
+
+def test_a_hang_entrys_ready_file_appears_in_the_fixtures_workdir(
+    project: pytest.Pytester,
+) -> None:
+    # docs/scenarios.md#entry-replay: wait for dsh_replay.workdir / readyFile, then cancel
+    scenario = project.path / "recordings" / "hang"
+    make_scenario(scenario, primary=["hi"])
+    (scenario / "replay.override.json").write_text(
+        '[{"kind": "hang", "readyFile": ".stream-ready"}]'
+    )
+    project.makepyfile(
+        """
+        import threading
+        import time
+
+        import pytest
+        from pytest_dsh_replay import ReplayCancelledError
+
+        @pytest.mark.dsh_scenario("hang", compare_logs=False)
+        def test_ready(dsh_replay, tmp_path):
+            stream = dsh_replay.model.stream({"messages": []}, session_id="main")
+            outcome = []
+
+            def read():
+                try:
+                    list(stream)
+                except ReplayCancelledError as error:
+                    outcome.append(error)
+
+            reader = threading.Thread(target=read)
+            reader.start()
+            ready = dsh_replay.workdir / ".stream-ready"
+            deadline = time.monotonic() + 30
+            while not ready.exists() and time.monotonic() < deadline:
+                reader.join(0.01)  # the reader blocks in the hang once the file is there
+            assert ready.exists()
+            dsh_replay.model.cancel("main")
+            reader.join(30)
+            assert outcome and not reader.is_alive()
+        """
+    )
+    project.runpytest("-p", "no:randomly").assert_outcomes(passed=1)
