@@ -148,10 +148,20 @@ def newest_format() -> int:
 
 
 def unknown_format(version: int) -> str:
-    """The message for a log of a format version the table does not hold."""
+    """The message for a log of a format version the table does not hold.
+
+    Only a version above the newest is a newer harness's (the upgrade hint); one below
+    the oldest no harness writes: the header is damaged.
+    """
+    known = f"v{min(FORMATS)} to v{newest_format()}"
+    if version < min(FORMATS):
+        return (
+            f"session log format v{version} is no format version ({known}): "
+            "the header is damaged"
+        )
     return (
-        f"session log format v{version} is not one this build reads (v{min(FORMATS)} to "
-        f"v{newest_format()}); a newer harness wrote it: upgrade pytest-dsh-replay"
+        f"session log format v{version} is not one this build reads ({known}); "
+        "a newer harness wrote it: upgrade pytest-dsh-replay"
     )
 
 

@@ -83,6 +83,14 @@ def test_an_unregistered_version_is_refused_with_the_table_s_range(tmp_path: Pat
         format_spec(8)
 
 
+def test_a_negative_version_is_named_damage_not_a_newer_harness(tmp_path: Path) -> None:
+    with pytest.raises(SessionLogError, match=r"format v-1 is no format version \(v0 to v5\)"):
+        load_scenario(_streamed_log(tmp_path, -1))
+    with pytest.raises(SessionLogError) as raised:
+        format_spec(-3)
+    assert "upgrade" not in str(raised.value)
+
+
 def test_a_registered_version_like_format_5_reads_as_its_spec_says(
     tmp_path: Path, wider_table: dict[int, FormatSpec]
 ) -> None:
