@@ -445,13 +445,16 @@ def parse_session_log(text: str | bytes, *, source: str | None = None) -> list[E
         events are not validated (nor does the dsh harness).
 
     Raises:
-        SessionLogError: The log is empty, a line is not valid JSON, a body line is not
-            a JSON object, or a packed row is malformed; the error names ``source`` and
-            the physical line.
+        SessionLogError: The log is empty, a line is not valid JSON, a line (the header
+            included) is not a JSON object, or a packed row is malformed; the error names
+            ``source`` and the physical line.
     """
     lines = iter_log_lines(_as_bytes(text), source=source)
-    if next(lines, None) is None:
+    first = next(lines, None)
+    if first is None:
         raise _empty(source)
+    lineno, header = first
+    read_header(header, lineno, source, mode="lenient")  # only its being an object
     return expand_records(r for _, r in iter_records(lines, source=source))
 
 

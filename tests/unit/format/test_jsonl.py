@@ -31,6 +31,13 @@ def chunk_event(seq: int, chunk: dict[str, object], turn: int = 1, step: int = 1
     )
 
 
+@pytest.mark.parametrize("header", ["[]", "1", '"session"', "null"])
+def test_parse_session_log_refuses_a_header_that_is_not_an_object(header: str) -> None:
+    text = f"\n{header}\n" + '{"type":"turn/start","data":{"turn":1}}\n'
+    with pytest.raises(SessionLogError, match=r"^x\.jsonl:2: the first line must be"):
+        parse_session_log(text, source="x.jsonl")
+
+
 def test_header_fields_and_defaults() -> None:
     header = parse_session_header(
         b'{"type":"session","id":"c","createdAt":7,"seedLength":3,"parentSession":"p",'
