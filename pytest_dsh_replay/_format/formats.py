@@ -156,8 +156,7 @@ def unknown_format(version: int) -> str:
     known = f"v{min(FORMATS)} to v{newest_format()}"
     if version < min(FORMATS):
         return (
-            f"session log format v{version} is no format version ({known}): "
-            "the header is damaged"
+            f"session log format v{version} is no format version ({known}): the header is damaged"
         )
     return (
         f"session log format v{version} is not one this build reads ({known}); "
