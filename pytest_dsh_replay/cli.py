@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -195,12 +195,27 @@ def _check_targets(paths: Sequence[Path]) -> list[Path]:
         if path.is_dir() and not any(
             (path / name).exists() for name in (PRIMARY_LOG, PRIMARY_LOG + ".zst")
         ):
-            found = list(iter_scenario_dirs(path))
+            found = sorted([*iter_scenario_dirs(path), *_stores_below(path)])
             if found or not find_leftovers(path):
                 targets.extend(found if found else [path])
         else:
             targets.append(path)
     return targets
+
+
+def _stores_below(root: Path) -> Iterator[Path]:
+    """The SQLite session stores under ``root``, outside scenario directories.
+
+    A store is found by its file's first bytes, whatever its name; hidden directories are
+    skipped, as for scenario directories.
+    """
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(n for n in dirnames if not n.startswith("."))
+        if any(n.startswith("session.") and ".jsonl" in n for n in filenames):
+            continue  # a scenario directory: its files are its logs and sidecars
+        for name in sorted(filenames):
+            if not name.startswith(".") and is_sqlite_store(Path(dirpath) / name):
+                yield Path(dirpath) / name
 
 
 def _log_files(target: Path) -> list[Path]:

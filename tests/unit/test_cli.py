@@ -254,3 +254,20 @@ def test_check_reads_a_runtime_session_directory_from_its_newest_generation(
     code, out, err = run("check", str(tmp_path / "root"))
     assert (code, err) == (0, "")
     assert out == "ok: 1 scenario(s)\n"
+
+
+def test_check_finds_the_sqlite_stores_under_a_directory(tmp_path: Path) -> None:
+    from pytest_dsh_replay import SessionStore, SqliteBackend
+
+    (tmp_path / "stores").mkdir()
+    with SessionStore(SqliteBackend(tmp_path / "stores" / "one.sqlite")) as store:
+        main = store.create("main", meta={"cwd": "/w"})
+        main.append("turn/start", {"turn": 1})
+        main.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    (tmp_path / "stores" / "notes.txt").write_text("not a store\n")
+    assert run("check", str(tmp_path)) == (0, "ok: 1 scenario(s)\n", "")
+    (tmp_path / "stores" / "damaged.db").write_bytes(b"SQLite format 3\x00" + bytes(100))
+    code, _, err = run("check", str(tmp_path))
+    assert code == 1
+    assert err.startswith(f"{tmp_path / 'stores' / 'damaged.db'}: ")
+    assert err.endswith("1 problem(s) in 2 scenario(s)\n")
