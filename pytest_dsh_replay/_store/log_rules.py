@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import orjson
 
-from .._errors import SessionLogError
+from .._errors import SessionLogError, SessionStoreError
 from .._format.chunk_rows import PACKED_TAGS, decode_storage_record
 from .._format.events import Event, SessionHeader, SessionLike, SessionLog, header_problem
 from .._format.json_values import PLAIN_ONLY, is_safe_integer
@@ -32,6 +32,7 @@ __all__ = [
     "SURFACE_TYPES",
     "CommittedLog",
     "Surface",
+    "check_session_id",
     "completed_turn_prefix",
     "envelope_problem",
     "interrupted_turn_closers",
@@ -55,6 +56,23 @@ _ENVELOPE_KEYS: Final = frozenset(
 def quote(text: str) -> str:
     """Quote a value for a message as the dsh harness does (JSON string form)."""
     return orjson.dumps(text).decode("utf-8")
+
+
+def check_session_id(value: object) -> str:
+    """Check a session id given to the store or a backend: a non-empty string.
+
+    The one check every backend shares; a backend may refuse more (the JSONL store, an
+    id too long for a directory name: [docs/format.md#jsonl-store](../format.md#jsonl-store)).
+
+    Returns:
+        ``value``, typed as the id.
+
+    Raises:
+        SessionStoreError: ``value`` is not a string, or empty.
+    """
+    if not isinstance(value, str) or not value:
+        raise SessionStoreError(f"a session id must be a non-empty string, got {value!r}")
+    return value
 
 
 def envelope_problem(event: object, index: int) -> str | None:
@@ -534,24 +552,24 @@ def scan_committed(data: bytes, source: str) -> CommittedLog:
     header = store_header(head, source)
     events: list[Event] = []
     committed = pos = len(first)
-    body_line = 0
+    line = 1  # the physical line, the header counted (docs/format.md#crash-repair)
     problem: SessionLogError | None = None
     for raw in lines:
         if not raw.endswith(b"\n"):
             if len(raw) > MAX_LINE_BYTES:
-                raise too_long(source, body_line + 2)
+                raise too_long(source, line + 1)
             break  # bytes after the last newline: a torn tail
-        body_line += 1
+        line += 1
         pos += len(raw)
         try:
             decoded = decode_storage_record(orjson.loads(raw))
         except (orjson.JSONDecodeError, SessionLogError):
             if problem is None:
                 problem = SessionLogError(
-                    f"corrupt session log: unparsable committed event at line {body_line} "
-                    "(a later turn/end shows the damage is inside committed data)",
+                    "corrupt session log: unparsable committed event (a later turn/end "
+                    "shows the damage is inside committed data)",
                     path=source,
-                    line=body_line + 1,
+                    line=line,
                 )
             continue
         if problem is not None:
@@ -562,10 +580,10 @@ def scan_committed(data: bytes, source: str) -> CommittedLog:
             seq = e.get("seq") if isinstance(e, dict) else None
             if not (is_safe_integer(seq) and seq == len(events) + i):
                 problem = SessionLogError(
-                    f"corrupt session log: seq gap in committed region at line {body_line} "
+                    "corrupt session log: seq gap in committed region "
                     f"(expected {len(events) + i}, got {seq!r})",
                     path=source,
-                    line=body_line + 1,
+                    line=line,
                 )
                 break
         if problem is None:

@@ -722,6 +722,20 @@ class Session(PlainJSONEvents):
                 self._surface.apply(i, self._surface.plan(event, self._events))
             raise
 
+    def _persist_header(self) -> None:
+        """Write the header now if nothing of the session is stored yet (an unseeded session).
+
+        `SessionStore.fork` calls it on the source, so a child's ``parentSession`` always
+        names a stored session ([docs/scenarios.md#store-fork](../scenarios.md#store-fork)).
+        Events appended inside an open `batch` stay pending.
+
+        Raises:
+            SessionStoreError: The write failed.
+        """
+        with self._lock:
+            if not self._persisted:
+                self._write([])
+
     def _write(self, events: list[Event]) -> None:
         backend = self._store.backend
         try:

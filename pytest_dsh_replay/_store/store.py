@@ -40,7 +40,7 @@ from .._format.events import (
 )
 from .._format.json_values import as_safe_integer, is_safe_integer, json_copy
 from .backends.base import SessionBackend
-from .log_rules import quote, validate_log
+from .log_rules import check_session_id, quote, validate_log
 from .session import Session
 
 __all__ = [
@@ -141,8 +141,9 @@ class SessionStore:
             clock. Inject a fake one for deterministic logs.
 
     Every method is thread-safe. A session created without a seed reaches the backend
-    with its first append (the dsh harness writes nothing before); a seeded session is
-    written at once, seed and ``session/end-seed`` together.
+    with its first append (the dsh harness writes nothing before), or its header alone
+    when it is forked first; a seeded session is written at once, seed and
+    ``session/end-seed`` together.
     """
 
     def __init__(self, backend: SessionBackend, *, clock: Callable[[], int] | None = None):
@@ -219,7 +220,8 @@ class SessionStore:
                 (deep-copied). A seed, even an empty one, is followed by
                 ``session/end-seed`` (``data: {}``, seq ``len(seed)``) unless its last
                 event already is one; the seed and marker are persisted at once. No seed
-                means no marker, and nothing is written before the first append.
+                means no marker, and nothing is written before the first append (or a
+                `fork` of the session, which writes its header).
             meta: Header fields: ``cwd`` (absolute), ``parentSession``, ``seedLength``
                 (at most ``len(seed)``), ``origin`` (``"subagent"``),
                 ``delegationDepth``, ``agentPreset``, ``owner``. ``createdAt`` comes from
@@ -229,8 +231,10 @@ class SessionStore:
             The new live session.
 
         Raises:
-            SessionStoreError: The id is taken (live or stored) or empty, a meta field
-                or seed event is invalid, or the seed cannot be written.
+            SessionStoreError: The id is taken (live or stored), not a non-empty string,
+                or one the backend cannot hold (a JSONL store's directory name is at most
+                255 bytes: [docs/format.md#jsonl-store](../format.md#jsonl-store)); a meta
+                field or seed event is invalid; or the seed cannot be written.
         """
         fields = _meta_fields(meta)
         events = self._copy_seed(seed) if seed is not None else None
@@ -245,12 +249,8 @@ class SessionStore:
                 raise SessionStoreError("this session store is closed")
             if session_id is None:
                 sid = self._new_id()
-            elif not isinstance(session_id, str) or not session_id:
-                raise SessionStoreError(
-                    f"a session id must be a non-empty string, got {session_id!r}"
-                )
             else:
-                sid = session_id
+                sid = check_session_id(session_id)
                 if sid in self._live or self._backend.exists(sid):
                     raise SessionStoreError(f"session {quote(sid)} already exists")
             header = _make_header(sid, self.now(), fields)
@@ -279,17 +279,26 @@ class SessionStore:
         the last ``turn/start``/``turn/end`` at or before it must not be a ``turn/start``
         (``OPEN_TURN``). It need not be a ``turn/end`` itself.
 
+        Before these checks, a ``child_session_id`` that `create` would refuse as no
+        session id (not a non-empty string, too long for the backend) is refused alike.
+
         The child is ``create(child_session_id, seed=<events 0..boundary, deep-copied>,
         meta={cwd (when the source has one), parentSession: source id, seedLength})``:
         its log is the seed, then ``session/end-seed`` at seq ``seedLength``. ``origin``
-        and ``delegationDepth`` are not stamped.
+        and ``delegationDepth`` are not stamped. A source that was never written gets
+        its header written first, so the child's ``parentSession`` names a stored
+        session ([docs/scenarios.md#store-fork](../scenarios.md#store-fork)).
 
         Returns:
             The child session.
 
         Raises:
             SessionForkError: With ``.code`` as above and the dsh harness's message.
+            SessionStoreError: ``child_session_id`` is no session id the backend can
+                hold, or the source's header or the child cannot be written.
         """
+        if child_session_id is not None:
+            check_session_id(child_session_id)
         with self._lock:
             if child_session_id is not None and (
                 child_session_id in self._live or self._backend.exists(child_session_id)
@@ -357,6 +366,7 @@ class SessionStore:
             meta: dict[str, object] = {"parentSession": sid, "seedLength": len(seed)}
             if live.header.cwd is not None:
                 meta["cwd"] = live.header.cwd
+            live._persist_header()  # the child's parentSession names a stored session
             return self.create(child_session_id, seed=seed, meta=meta)
 
     def get(self, session_id: str) -> Session | None:

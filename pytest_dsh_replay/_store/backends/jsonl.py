@@ -7,6 +7,7 @@ the directories the way the harness (and the dsh runtime) does.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -22,10 +23,10 @@ from ..._format.events import Event, JSONObject, SessionHeader
 from ..._format.jsonl import fsync_dir
 from ..._format.zstd import compress_frame
 from ..atomic import hidden_sibling
-from ..log_rules import quote, scan_committed, scan_zstd
+from ..log_rules import check_session_id, quote, scan_committed, scan_zstd
 from .base import StoredLog
 
-__all__ = ["JsonlBackend", "decode_segment", "encode_segment", "project_key"]
+__all__ = ["JsonlBackend", "decode_segment", "encode_segment", "project_key", "session_dir_name"]
 
 
 def _zstd_module() -> ModuleType:
@@ -43,6 +44,8 @@ _SAFE: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 _SEPARATORS: Final = frozenset("/\\:")
 _NO_CWD: Final = "_no-cwd"
 _LOG_NAMES: Final[dict[str, str]] = {"none": "session.jsonl", "zstd": "session.jsonl.zstd"}
+_NAME_MAX: Final = 255
+"""The longest file name, in bytes, of the usual file systems (ext4, APFS, NTFS ...)."""
 
 
 def _code_units(text: str) -> Iterator[str]:
@@ -98,13 +101,34 @@ def encode_segment(session_id: str) -> str:
     ``..`` become ``~002E`` and ``~002E~002E``.
 
     Raises:
-        SessionStoreError: The id is empty.
+        SessionStoreError: The id is not a string, or empty.
     """
-    if not session_id:
-        raise SessionStoreError("a session id must be a non-empty string")
+    check_session_id(session_id)
     if session_id in (".", ".."):
         return "~002E" * len(session_id)
     return "".join(_escape(u) for u in _code_units(session_id))
+
+
+def session_dir_name(session_id: str) -> str:
+    """The session directory name of an id a JSONL store can hold (`encode_segment`).
+
+    See [docs/format.md#jsonl-store](../format.md#jsonl-store): the name must fit the file
+    system's limit of 255 bytes, checked here rather than met as an ``OSError`` later.
+
+    Raises:
+        SessionStoreError: The id is not a non-empty string, or its directory name is
+            longer than 255 bytes (the message names the id and the limit).
+    """
+    name = encode_segment(session_id)
+    size = len(name.encode("utf-8"))
+    if size > _NAME_MAX:
+        raise SessionStoreError(
+            f"session id {quote(session_id)} is too long for a JSONL store: its directory "
+            f"name would be {size} bytes, and a file system allows at most {_NAME_MAX} "
+            "(each character outside [A-Za-z0-9._-] takes 5 bytes, 10 beyond U+FFFF); "
+            "use a shorter id"
+        )
+    return name
 
 
 def decode_segment(name: str) -> str | None:
@@ -137,7 +161,8 @@ class JsonlBackend:
     """Sessions as JSONL files in the dsh harness's layout.
 
     Each session lives at ``<root>/<project_key(cwd)>/<encode_segment(id)>/session.jsonl``
-    (or ``session.jsonl.zstd``). Nothing exists on disk before a session's first write;
+    (or ``session.jsonl.zstd``); a session's directory name is at most 255 bytes
+    (`session_dir_name`). Nothing exists on disk before a session's first write;
     that write (header plus first batch) goes to a temporary file that is then published
     with a hard link, which never overwrites. Later batches are appended and fsynced,
     delta runs of each batch packed into chunk rows. In zstd mode the header is one
@@ -186,8 +211,12 @@ class JsonlBackend:
         return _LOG_NAMES[self.compression]
 
     def path_for(self, header: SessionHeader) -> Path:
-        """Where a session with this header is stored."""
-        return self.root / project_key(header.cwd) / encode_segment(header.id) / self.log_name
+        """Where a session with this header is stored.
+
+        Raises:
+            SessionStoreError: The id is too long for a directory name (`session_dir_name`).
+        """
+        return self.root / project_key(header.cwd) / session_dir_name(header.id) / self.log_name
 
     def _project_dirs(self) -> list[Path]:
         try:
@@ -226,19 +255,27 @@ class JsonlBackend:
         """The log file of a stored session, or ``None``.
 
         Raises:
-            SessionStoreError: The id appears in several project directories, or its
-                log uses the other compression.
+            SessionStoreError: The id is not one a JSONL store can hold
+                (`session_dir_name`), appears in several project directories, or its log
+                uses the other compression; or the file system refused a look-up.
         """
+        check_session_id(session_id)  # before the cache: an id may be unhashable
         with self._lock:
             cached = self._paths.get(session_id)
         if cached is not None and cached.exists():
             return cached
-        segment = encode_segment(session_id)
-        found = [
-            log
-            for project in self._project_dirs()
-            if (project / segment).is_dir() and (log := self._log_in(project / segment))
-        ]
+        segment = session_dir_name(session_id)
+        found: list[Path] = []
+        for project in self._project_dirs():
+            session_dir = project / segment
+            try:
+                log = self._log_in(session_dir) if session_dir.is_dir() else None
+            except OSError as err:
+                raise SessionStoreError(
+                    f"cannot look up session {quote(session_id)} in {session_dir}: {err}"
+                ) from None
+            if log is not None:
+                found.append(log)
         if len(found) > 1:
             raise SessionStoreError(
                 f"duplicate JSONL session id {quote(session_id)} appears in multiple project "
@@ -257,7 +294,12 @@ class JsonlBackend:
         return f"JSONL store at {self.root}"
 
     def exists(self, session_id: str) -> bool:
-        """Whether ``session_id`` has a log under the root."""
+        """Whether ``session_id`` has a log under the root.
+
+        Raises:
+            SessionStoreError: As `locate`: an id too long for a directory name is
+                refused here, before anything is written.
+        """
         return self.locate(session_id) is not None
 
     def session_ids(self) -> list[str]:
@@ -344,7 +386,8 @@ class JsonlBackend:
         except OSError as err:
             raise SessionStoreError(f"cannot write session log {final}: {err}") from None
         finally:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # never there when its directory is not
+                tmp.unlink(missing_ok=True)
         with self._lock:
             self._paths[header.id] = final
 
@@ -358,6 +401,7 @@ class JsonlBackend:
         Raises:
             SessionLogError: The header is missing, invalid, foreign, or names another
                 session or project; or committed data is damaged (file and line named).
+            SessionStoreError: As `locate`, or the torn tail cannot be cut off.
         """
         path = self.locate(session_id)
         if path is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import sys
 import uuid
 from collections.abc import Callable
@@ -689,6 +690,60 @@ def test_files_on_disk(tmp_path: Path) -> None:
     assert parse_session_log(data) == list(s.events)
 
 
+@pytest.mark.parametrize(
+    ("sid", "size"),
+    [("a" * 256, 256), ("a" * 300, 300), ("\u65e5" * 60, 300), ("\U0001f600" * 26, 260)],
+    ids=["ascii-256", "ascii-300", "cjk-60", "astral-26"],
+)
+@pytest.mark.parametrize("project_exists", [True, False], ids=["project", "no-project"])
+def test_an_id_too_long_for_a_directory_name_is_refused_at_create(
+    tmp_path: Path, sid: str, size: int, project_exists: bool
+) -> None:
+    # docs/format.md#jsonl-store: the encoded id must fit the 255-byte name limit; it is
+    # refused with the store's error, before the session is live, whether or not its
+    # project directory exists yet (then the first append was what failed).
+    root = tmp_path / "root"
+    store = SessionStore(JsonlBackend(root), clock=fake_clock())
+    if project_exists:
+        turn(store.create("p", meta={"cwd": "/w"}), 1)
+    message = f"session id {orjson.dumps(sid).decode()} is too long for a JSONL store: its "
+    message += f"directory name would be {size} bytes, and a file system allows at most 255"
+    with pytest.raises(SessionStoreError, match=re.escape(message)):
+        store.create(sid, meta={"cwd": "/w"})
+    assert store.get(sid) is None
+    assert sorted(p.name for p in root.glob("*/*")) == (["p"] if project_exists else [])
+
+
+def test_an_id_too_long_for_a_directory_name_is_refused_at_fork(tmp_path: Path) -> None:
+    store = SessionStore(JsonlBackend(tmp_path), clock=fake_clock())
+    src = store.create("src", meta={"cwd": "/w"})
+    turn(src, 1)
+    with pytest.raises(SessionStoreError, match="is too long for a JSONL store") as info:
+        store.fork(src, 3, "z" * 400)
+    assert "would be 400 bytes" in str(info.value)
+    assert [s.id for s in store.sessions()] == ["src"]
+    assert JsonlBackend(tmp_path).session_ids() == ["src"]
+
+
+def test_the_longest_id_a_directory_name_holds_is_stored(tmp_path: Path) -> None:
+    store = SessionStore(JsonlBackend(tmp_path), clock=fake_clock())
+    longest = "a" * 250 + "\u65e5"  # 250 + 5 bytes
+    turn(store.create(longest, meta={"cwd": "/w"}), 1)
+    child = store.fork(longest, 3, "b" * 255)
+    store.close()
+    assert JsonlBackend(tmp_path).session_ids() == [longest, child.id]
+    assert len(SessionStore(JsonlBackend(tmp_path)).load(child.id).events) == 5
+
+
+def test_a_file_system_error_is_the_store_s_error_naming_the_path(tmp_path: Path) -> None:
+    (tmp_path / "--w--").write_bytes(b"")  # a file where the project directory goes
+    s = SessionStore(JsonlBackend(tmp_path)).create("x", meta={"cwd": "/w"})
+    with pytest.raises(SessionStoreError, match="cannot write session log") as info:
+        s.append("turn/start", {"turn": 1})
+    assert str(tmp_path / "--w--" / "x" / "session.jsonl") in str(info.value)
+    assert s.events == []  # nothing was appended
+
+
 def test_first_write_never_overwrites(tmp_path: Path) -> None:
     a = SessionStore(JsonlBackend(tmp_path))
     b = SessionStore(JsonlBackend(tmp_path))
@@ -787,14 +842,43 @@ def test_torn_tail_is_truncated_on_disk(tmp_path: Path) -> None:
 
 def test_damage_before_a_turn_end_is_fatal(tmp_path: Path) -> None:
     _write_log(tmp_path, "s", _ev(0) + b"{bad json}\n" + _ev(2, "turn/end", turn=1))
-    with pytest.raises(SessionLogError, match="unparsable committed event at line 2") as info:
+    with pytest.raises(SessionLogError, match="unparsable committed event") as info:
         JsonlBackend(tmp_path).read("s")
     assert info.value.line == 3
     _write_log(tmp_path, "g", _ev(0) + _ev(5) + _ev(6, "turn/end"))
     with pytest.raises(
-        SessionLogError, match=r"seq gap in committed region at line 2 \(expected 1, got 5\)"
-    ):
+        SessionLogError, match=r"seq gap in committed region \(expected 1, got 5\)"
+    ) as info:
         JsonlBackend(tmp_path).read("g")
+    assert info.value.line == 3
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "reason"),
+    [
+        (b"{not json\n", "unparsable committed event (a later turn/end shows the damage"),
+        (_ev(7, "turn/start", turn=1), "seq gap in committed region (expected 0, got 7)"),
+    ],
+    ids=["unparsable", "seq-gap"],
+)
+def test_a_damaged_line_is_named_once_by_its_physical_line(
+    tmp_path: Path, corrupt: bytes, reason: str
+) -> None:
+    # The header is line 1 (docs/format.md#crash-repair): the first event's line is 2,
+    # and the message names no other line.
+    store = SessionStore(JsonlBackend(tmp_path), clock=fake_clock())
+    s = store.create("s", meta={"cwd": "/w"})
+    s.append("turn/start", {"turn": 1})
+    s.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    store.close()
+    path = tmp_path / "--w--" / "s" / "session.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(lines[0] + corrupt + lines[2])
+    with pytest.raises(SessionLogError) as info:
+        SessionStore(JsonlBackend(tmp_path)).load("s")
+    assert info.value.line == 2
+    assert str(info.value).startswith(f"{path}:2: corrupt session log: {reason}")
+    assert "line" not in info.value.reason
 
 
 @pytest.mark.parametrize(

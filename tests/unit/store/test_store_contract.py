@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.values import UTF8
 
-from pytest_dsh_replay import SessionForkError, load_scenario
+from pytest_dsh_replay import SessionForkError, SessionStoreError, load_scenario
 from pytest_dsh_replay._format.chunk_rows import SQLITE_MAX_MEMBERS
 from pytest_dsh_replay._scripts.scenario import write_scenario
 from pytest_dsh_replay._store.backends.base import SessionBackend
@@ -254,6 +254,59 @@ def test_fork_in_store_and_after_reload(kind: Kind, tmp_path: Path) -> None:
     third = reopen(kind, tmp_path)
     assert third.load("c").seed_length == boundary + 1
     third.close()
+
+
+@pytest.mark.parametrize("bad_id", [5, b"kid", ["kid"], ""], ids=["int", "bytes", "list", "empty"])
+def test_an_id_that_is_no_string_is_refused_alike(kind: Kind, tmp_path: Path, bad_id: Any) -> None:
+    # One check for every backend (docs/scenarios.md#store-fork): the store's error,
+    # never a TypeError from inside a backend, and nothing written.
+    store = SessionStore(kind.make(tmp_path), clock=fake_clock())
+    parent = store.create("p", meta={"cwd": "/w"})
+    full_turn(parent, 1, ["x"])
+    message = f"a session id must be a non-empty string, got {bad_id!r}"
+    calls: list[Callable[[], object]] = [
+        lambda: store.create(bad_id, meta={"cwd": "/w"}),
+        lambda: store.fork(parent, child_session_id=bad_id),
+        lambda: store.fork("missing", child_session_id=bad_id),
+    ]
+    for call in calls:
+        with pytest.raises(SessionStoreError) as info:
+            call()
+        assert str(info.value) == message
+        assert not isinstance(info.value, SessionForkError)
+    assert [s.id for s in store.sessions()] == ["p"]
+    assert store.stored_ids() == ["p"]
+    store.close()
+
+
+def test_fork_of_a_source_never_written_stores_the_source_first(kind: Kind, tmp_path: Path) -> None:
+    # docs/scenarios.md#store-fork: a child's parentSession names a stored session, so
+    # a store written only through the API loads as a scenario.
+    store = SessionStore(kind.make(tmp_path), clock=fake_clock())
+    main = store.create("main", meta={"cwd": "/w"})
+    full_turn(main, 1, ["x"])
+    helper = store.create("helper", meta={"cwd": "/w", "parentSession": "main"})
+    assert not kind.make(tmp_path).exists("helper")
+    kid = store.fork(helper, child_session_id="kid")  # an empty source
+    assert [(e["type"], e["seq"]) for e in kid.events] == [("session/end-seed", 0)]
+    assert kind.make(tmp_path).exists("helper")
+    helper.append("turn/start", {"turn": 1})  # later writes continue the stored header
+    helper.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    store.close()
+    again = reopen(kind, tmp_path)
+    assert sorted(again.stored_ids()) == ["helper", "kid", "main"]
+    loaded = again.load("helper")
+    assert loaded.header.parent_session == "main"
+    assert [e["type"] for e in loaded.events] == ["turn/start", "turn/end"]
+    assert again.load("kid").header.parent_session == "helper"
+    again.close()
+    if kind.name == "sqlite":
+        scenario = load_scenario(tmp_path / "store.sqlite")
+    elif kind.name == "jsonl":
+        scenario = load_scenario(tmp_path, session_id="main")
+    else:
+        return
+    assert [s.recorded_id for s in scenario.scripts] == ["main", "helper", "kid"]
 
 
 def test_torn_tail_is_cut_and_the_open_turn_closed(kind: Kind, tmp_path: Path) -> None:
