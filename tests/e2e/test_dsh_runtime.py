@@ -17,6 +17,7 @@ Re-record them (a scripted server on 127.0.0.1 plays the model, see ``tests/conf
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,13 @@ def kinds(dsh_replay: Any) -> list[str]:
 
 @pytest.mark.parametrize("name", examples())
 def test_runtime_example(name: str, dsh_replay: Any, tmp_path: Path, dsh_transcript: Any) -> None:
+    machine_tmp = set(Path(tempfile.gettempdir()).iterdir())
     runtime = drive(dsh_replay, tmp_path, name)
+    # Its temporary files (a spill directory, a native loader's copy) went to the test's
+    # directory (RuntimeDriver's TMPDIR), not to the machine's /tmp.
+    new = {p.name for p in set(Path(tempfile.gettempdir()).iterdir()) - machine_tmp}
+    assert not {n for n in new if n.startswith(("dsh-", "node-addon-"))}
+    assert any((tmp_path / "tmp").iterdir())
     # The runtime copied its native modules into the one directory of this worker
     # (tests/e2e/conftest.py), not into the test's home (pytester's HOME): 81 MB a run.
     assert not (Path(os.environ["HOME"]) / ".cache" / "pkg").exists()

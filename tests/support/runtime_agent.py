@@ -233,8 +233,8 @@ class RuntimeDriver:
     Args:
         base_url: Where the runtime's model calls go (``POST {base_url}/v1/messages``).
         workdir: A directory of the test's own: ``home/`` (``DSH_HOME``), ``work/`` (the
-            session's working directory), ``sessions/`` (the sessions root) and the
-            persistence patch are created in it.
+            session's working directory), ``sessions/`` (the sessions root), ``tmp/``
+            (the runtime's ``TMPDIR``) and the persistence patch are created in it.
         api_key: The key the runtime sends (a dummy: the endpoint ignores it).
         timeout: The longest wait of each step, in seconds.
         compression: How the runtime writes its logs: ``"none"`` (plain JSONL, what the
@@ -273,8 +273,8 @@ class RuntimeDriver:
     def __enter__(self) -> RuntimeDriver:
         from deepseek_harness import DeepSeekHarness
 
-        home, cwd = self.workdir / "home", self.workdir / "work"
-        for directory in (home, cwd, self.root):
+        home, cwd, tmp = self.workdir / "home", self.workdir / "work", self.workdir / "tmp"
+        for directory in (home, cwd, self.root, tmp):
             directory.mkdir(parents=True, exist_ok=True)
         patch = self.workdir / "persistence.yml"
         patch.write_text(
@@ -287,6 +287,9 @@ class RuntimeDriver:
         patches, provider, model = [str(patch)], PROVIDER, MODEL
         env = {
             "DSH_TELEMETRY_DISABLED": "1",
+            # its temporary files (a spill directory it leaves behind, a native-module
+            # loader's copy) stay in the test's directory, not the machine's /tmp
+            "TMPDIR": str(tmp),
             "NO_PROXY": "127.0.0.1,localhost",
             "no_proxy": "127.0.0.1,localhost",
         }
