@@ -218,10 +218,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.option.collectonly:
         # Nothing is asserted in a collect-only run, so no snapshot can be "unused";
         # syrupy (a dependency of this plugin) would fail `pytest --co` saying so.
-        if hasattr(config.option, "disable_unused_snapshots"):
-            config.option.disable_unused_snapshots = True
-        elif hasattr(config.option, "warn_unused_snapshots"):  # an older syrupy
-            config.option.warn_unused_snapshots = True
+        _no_unused_snapshots(config)
     if state.record is not None and not hasattr(config, "workerinput"):
         _check_live_model_available(config)
     if config.pluginmanager.hasplugin("xdist"):
@@ -252,6 +249,19 @@ class _XdistController:
         report = getattr(node, "workeroutput", {}).get("dsh_replay")
         if report is not None:
             _state(node.config).merge(report)
+
+
+def _no_unused_snapshots(config: pytest.Config) -> None:
+    """Tell syrupy that no snapshot of this run is unused: it deletes none, fails on none.
+
+    For a run that asserts nothing: a collect-only run, and one this plugin stops with a
+    usage error after collection, where syrupy would otherwise take every snapshot for
+    unused and, under ``--snapshot-update``, delete them all.
+    """
+    if hasattr(config.option, "disable_unused_snapshots"):
+        config.option.disable_unused_snapshots = True
+    elif hasattr(config.option, "warn_unused_snapshots"):  # an older syrupy
+        config.option.warn_unused_snapshots = True
 
 
 def _state(config: pytest.Config) -> SuiteState:
@@ -685,16 +695,20 @@ def pytest_collection_modifyitems(
         for k in pair:
             items[k].stash[_LAYOUT_PROBLEM] = message
     yield
+    if session.testsfailed and not config.option.continue_on_collection_errors:
+        _no_unused_snapshots(config)  # pytest stops before any test: none is unused
     if state.record is None:
         return
     try:
         problem = recording_layout_problem([_collected(item) for item in items], state)
     except ScenarioMarkerError as err:
+        _no_unused_snapshots(config)  # the run stops: nothing of syrupy's is unused
         raise pytest.UsageError(str(err)) from None
     if problem is None:
         return
     message, involved = problem
     if not hasattr(config, "workerinput"):
+        _no_unused_snapshots(config)
         raise pytest.UsageError(message)
     for k in involved:
         items[k].stash[_LAYOUT_PROBLEM] = message

@@ -379,6 +379,51 @@ def test_two_tests_recording_one_scenario_is_an_error(project: pytest.Pytester) 
     result.stderr.fnmatch_lines(["*test_dup.py::test_a and test_dup.py::test_b would both record*"])
 
 
+def test_a_usage_error_after_collection_deletes_no_snapshot(project: pytest.Pytester) -> None:
+    # syrupy takes every snapshot of a run stopped after collection for unused, and
+    # --snapshot-update (in every re-record command with transcripts) deletes them
+    snapshots = project.path / "__snapshots__" / "test_kept"
+    snapshots.mkdir(parents=True)
+    (snapshots / "test_kept.ambr").write_text("# serializer version: 1\n")
+    project.makepyfile(
+        test_kept="""
+        def test_kept(snapshot):
+            assert snapshot == "kept"
+        """,
+        test_dup="""
+        import pytest
+
+        @pytest.mark.dsh_scenario("same")
+        def test_a(dsh_replay):
+            pass
+
+        @pytest.mark.dsh_scenario("same")
+        def test_b(dsh_replay):
+            pass
+        """,
+    )
+    result = project.runpytest("--dsh-record=all", "--snapshot-update")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*would both record*"])
+    assert (snapshots / "test_kept.ambr").read_text() == "# serializer version: 1\n"
+
+
+def test_a_collection_error_deletes_no_snapshot(project: pytest.Pytester) -> None:
+    snapshots = project.path / "__snapshots__" / "test_kept"
+    snapshots.mkdir(parents=True)
+    (snapshots / "test_kept.ambr").write_text("# serializer version: 1\n")
+    project.makepyfile(
+        test_kept="""
+        def test_kept(snapshot):
+            assert snapshot == "kept"
+        """,
+        test_broken="def test_broken(:\n",
+    )
+    result = project.runpytest("--dsh-record=all", "--snapshot-update")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert (snapshots / "test_kept.ambr").read_text() == "# serializer version: 1\n"
+
+
 def test_xdist_workers_record_in_parallel(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     project.makepyfile(
