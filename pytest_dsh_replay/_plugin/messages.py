@@ -180,7 +180,17 @@ def does_not_load(nodeid: str, err: Exception, command: str) -> str:
 
     ``command`` re-records it (`record_command`): a damaged recording is replaced whole,
     which ``--dsh-record=missing`` does not do. A log written by hand is fixed instead.
+    An override sidecar (an `OverrideError`) is always written by hand, and a re-record
+    would delete it with the rest of the directory: that one is fixed, never re-recorded.
     """
+    from .._errors import OverrideError
+
+    if isinstance(err, OverrideError):
+        return (
+            f"the dsh scenario for {nodeid} does not load:\n  {err}\n"
+            "  fix the sidecar (the docs' Override sidecars section of the Scenarios "
+            "page); re-recording would delete it with the old recording"
+        )
     return (
         f"the dsh scenario for {nodeid} does not load:\n  {err}\n"
         f"  re-record it: {command}\n"

@@ -123,6 +123,35 @@ def test_a_scenario_that_does_not_load_fails_with_the_core_message(
     )
 
 
+def test_a_broken_override_sidecar_is_to_be_fixed_not_re_recorded(
+    project: pytest.Pytester,
+) -> None:
+    # a re-record replaces the whole directory: the hand-written sidecar would be gone
+    scenario = project.path / "recordings" / "ovr"
+    make_scenario(scenario, primary=["hi"])
+    (scenario / "replay.override.json").write_text('{"calls": {}, "bogus": 1}')
+    project.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.dsh_scenario("ovr")
+        def test_ovr(dsh_replay):
+            pass
+        """
+    )
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*does not load*",
+            "*replay.override.json: invalid override*",
+            "*fix the sidecar (the docs' Override sidecars section of the Scenarios page); "
+            "re-recording would delete it with the old recording",
+        ]
+    )
+    assert "--dsh-record" not in result.stdout.str()
+
+
 @pytest.mark.parametrize("workers", [[], ["-n", "1"]], ids=["serial", "xdist"])
 def test_the_summary_counts_a_scenario_that_does_not_load(
     project: pytest.Pytester, workers: list[str]
