@@ -398,7 +398,7 @@ class UnknownSessionError(DshReplayError, LookupError):
 class EndpointError(DshReplayError, RuntimeError):
     """The model endpoint failed answering a request with an unexpected exception.
 
-    The endpoint answers the call 500 with this message
+    The endpoint answers the call 400, as a replay error, with this message
     ([docs/wires.md#refused](../wires.md#refused)) instead of printing a traceback, and the
     test fails with this error at teardown. The message names the request (method and path)
     and the exception (its class and text); the exception is the ``__cause__``.

@@ -501,7 +501,7 @@ class Endpoint:
         return _error_response(error)
 
     def internal_error(self, method: str, path: str, error: BaseException) -> EndpointResponse:
-        """Keep an unexpected exception met answering a request, and the 500 that answers it.
+        """Keep an unexpected exception met answering a request, and answer it as a replay error.
 
         Args:
             method: The request's method.
