@@ -424,6 +424,43 @@ def test_a_collection_error_deletes_no_snapshot(project: pytest.Pytester) -> Non
     assert (snapshots / "test_kept.ambr").read_text() == "# serializer version: 1\n"
 
 
+def test_a_scripted_model_counts_calls_over_its_life_and_the_hook_makes_one_per_test(
+    pytester: pytest.Pytester,
+) -> None:
+    # docs/recording.md#scripted-model: call=1 is the model's first call, not the test's
+    pytester.makepyfile(
+        test_calls="""
+        import pytest
+
+        def ask(dsh_replay):
+            return "".join(
+                c["text"]
+                for c in dsh_replay.model.stream({"messages": [{"role": "user", "content": "hi"}]})
+                if c["type"] == "text-delta"
+            )
+
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_first(dsh_replay, n):
+            assert ask(dsh_replay) == "first"
+        """
+    )
+    model = (
+        "from pytest_dsh_replay import Answer, Rule, ScriptedModel\n\n"
+        "def model():\n"
+        '    return ScriptedModel([Rule(Answer(text="first"), call=1)], '
+        'default=Answer(text="later"))\n\n'
+    )
+    pytester.makeconftest(
+        model + "MODEL = model()\n\ndef pytest_dsh_replay_live_model(config, scenario_path):\n"
+        "    return MODEL\n"
+    )
+    pytester.runpytest("--dsh-record=all", "-p", "no:randomly").assert_outcomes(passed=1, failed=1)
+    pytester.makeconftest(
+        model + "def pytest_dsh_replay_live_model(config, scenario_path):\n    return model()\n"
+    )
+    pytester.runpytest("--dsh-record=all", "-p", "no:randomly").assert_outcomes(passed=2)
+
+
 def test_xdist_workers_record_in_parallel(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     project.makepyfile(
