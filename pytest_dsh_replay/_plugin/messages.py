@@ -106,26 +106,28 @@ def record_command(
         recorders: The collected tests that record (read only for a replay-only test).
 
     Returns:
-        ``pytest --dsh-record=<mode> <node id>``, with ``--snapshot-update`` when the test
-        requests a syrupy snapshot (its transcript is recorded with it). A replay-only
-        test (``record=False``) would only replay again under ``--dsh-record``: the
-        command names the test that records the scenario instead, or, when none was
-        collected, the text says to run that test.
+        ``pytest --dsh-record=<mode> <node id>``, with ``--snapshot-update`` when the
+        recording test or ``test`` requests a syrupy snapshot (a transcript is recorded
+        with its scenario).
+        A replay-only test (``record=False``) would only replay again under
+        ``--dsh-record``: the command names the test that records the scenario instead
+        (with that test's flags), or, when none was collected, the text says to run
+        that test.
     """
-    flags = f"--dsh-record={mode.value}"
-    if test.uses_snapshots:
-        flags += " --snapshot-update"
-    if not test.replay_only:
-        return f"pytest {flags} {shlex.quote(test.nodeid)}"
-    from .scenarios import recording_test
+    recorder: CollectedTest | None = test
+    if test.replay_only:
+        from .scenarios import recording_test
 
-    recorder = recording_test(path, recorders, state)
-    if recorder is not None:
-        return f"pytest {flags} {shlex.quote(recorder)}"
-    return (
-        f"{test.nodeid} only replays {path} (dsh_scenario(..., record=False)): run the "
-        f"test that records this scenario with --dsh-record={mode.value}"
-    )
+        recorder = recording_test(path, recorders, state)
+    if recorder is None:
+        return (
+            f"{test.nodeid} only replays {path} (dsh_scenario(..., record=False)): run "
+            f"the test that records this scenario with --dsh-record={mode.value}"
+        )
+    flags = f"--dsh-record={mode.value}"
+    if recorder.uses_snapshots or test.uses_snapshots:
+        flags += " --snapshot-update"
+    return f"pytest {flags} {shlex.quote(recorder.nodeid)}"
 
 
 def missing_recording(

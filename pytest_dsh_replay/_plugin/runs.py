@@ -15,7 +15,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -136,7 +136,9 @@ def start(
     if layout_problem is not None:
         raise ScenarioUnavailable(layout_problem)
     # The command that re-records the scenario: quoted by appending, by the replay's
-    # errors, and by a recording that does not load (made once: `recorders` is read once).
+    # errors, and by a recording that does not load (made once), and the one that appends
+    # (`_appending_command`): both may read `recorders`.
+    recorders = _ReadOnce(recorders)
     rerecord = _once(
         lambda: record_command(test, path, state.modes.to_record(exists=True), state, recorders)
     )
@@ -341,6 +343,26 @@ def _unlockable(path: Path, err: OSError) -> DshReplayError:
         f"be created: {err.strerror or err}; nothing was recorded (the live model was not "
         "called) and the previous recording, if any, is kept"
     )
+
+
+class _ReadOnce:
+    """``source`` read at most once, on the first iteration; every iteration reads that.
+
+    The test's commands (re-record, append) each look for the test that records its
+    scenario; ``source`` is an iterator over the collected tests, made per test and read
+    only on those paths.
+    """
+
+    def __init__(self, source: Iterable[CollectedTest]) -> None:
+        self._source = source
+        self._read: list[CollectedTest] | None = None
+        self._lock = threading.Lock()
+
+    def __iter__(self) -> Iterator[CollectedTest]:
+        with self._lock:
+            if self._read is None:
+                self._read = list(self._source)
+            return iter(self._read)
 
 
 def _once(make: Callable[[], str]) -> Callable[[], str]:

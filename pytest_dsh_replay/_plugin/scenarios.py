@@ -211,13 +211,15 @@ def writes(test: CollectedTest, state: SuiteState, path: Path) -> bool:
     return records(test, state, path) or appends(test, state, path)
 
 
-def recording_test(path: Path, recorders: Iterable[CollectedTest], state: SuiteState) -> str | None:
-    """The node id of the first of ``recorders`` that records ``path``, or ``None``."""
+def recording_test(
+    path: Path, recorders: Iterable[CollectedTest], state: SuiteState
+) -> CollectedTest | None:
+    """The first of ``recorders`` that records ``path``, or ``None``."""
     target = path.resolve()
     for other in recorders:
         try:
             if scenario_path(other, state).resolve() == target:
-                return other.nodeid
+                return other
         except ScenarioMarkerError:
             continue  # a broken marker fails that test on its own
     return None

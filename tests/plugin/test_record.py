@@ -780,3 +780,51 @@ def test_two_processes_recording_one_scenario_one_records_the_other_is_refused(
     scenario = project.path / "recordings" / "shared"
     assert f"recorded by {first.pid}".encode() in (scenario / "session.jsonl").read_bytes()
     assert sorted(p.name for p in scenario.parent.iterdir()) == ["shared"]  # no lock left
+
+
+def test_a_replay_only_tests_hints_name_the_recording_test_with_its_flags(
+    pytester: pytest.Pytester,
+) -> None:
+    # the recording test has a transcript: both of the hints record it with
+    # --snapshot-update, and both name it (the collected tests were read by one of them)
+    pytester.makeconftest(
+        """
+        from pytest_dsh_replay import Answer, ScriptedModel
+
+        def pytest_dsh_replay_live_model(config, scenario_path):
+            return ScriptedModel([], default=Answer(text="ok"))
+        """
+    )
+    pytester.makepyfile(
+        test_rec="""
+        import pytest
+
+        REQUEST = {"messages": [{"role": "user", "content": "hi"}]}
+
+        @pytest.mark.dsh_scenario("multi")
+        def test_multi(dsh_replay, dsh_transcript):
+            list(dsh_replay.model.stream(REQUEST))
+            assert dsh_replay.transcript() == dsh_transcript
+        """,
+        test_only="""
+        import pytest
+        from test_rec import REQUEST
+
+        @pytest.mark.dsh_scenario("multi", record=False)
+        def test_more(dsh_replay):
+            for _ in range(2):
+                list(dsh_replay.model.stream(REQUEST))
+        """,
+    )
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    recorded = pytester.runpytest("--dsh-record=all", "--snapshot-update", "test_rec.py")
+    recorded.assert_outcomes(passed=1)
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ReplayExhaustedError:*re-record: pytest --dsh-record=all --snapshot-update "
+            "test_rec.py::test_multi, or keep the recorded calls and append the new ones: "
+            "pytest --dsh-record=new --snapshot-update test_rec.py::test_multi*"
+        ]
+    )

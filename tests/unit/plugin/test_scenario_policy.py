@@ -137,7 +137,9 @@ def test_the_recording_test_of_a_scenario_is_found_past_broken_markers(tmp_path:
         collected(tmp_path, "tests/test_a.py::test_records", "shared"),
     ]
     shared = tmp_path / "snaps/shared"
-    assert recording_test(shared, recorders, state) == "tests/test_a.py::test_records"
+    found = recording_test(shared, recorders, state)
+    assert found is not None
+    assert found.nodeid == "tests/test_a.py::test_records"
     assert recording_test(tmp_path / "snaps/none", recorders, state) is None
 
 
