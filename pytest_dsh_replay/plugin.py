@@ -211,6 +211,8 @@ def pytest_configure(config: pytest.Config) -> None:
         from ._errors import PictureError
         from ._report.pages import prepare_directory
 
+        if not str(pages).strip():  # an unset variable (--dsh-html=$DIR): not the cwd
+            raise pytest.UsageError("--dsh-html takes a directory, got an empty value")
         try:
             config.stash[_PAGES] = prepare_directory(config.invocation_params.dir / pages)
         except PictureError as err:

@@ -48,7 +48,8 @@ def parse_max_age(value: object, where: str) -> timedelta | None:
         The duration (positive), or ``None`` for no limit.
 
     Raises:
-        MaxAgeError: Anything else, or a duration of zero.
+        MaxAgeError: Anything else, a duration of zero, or one longer than
+            `datetime.timedelta` holds (999,999,999 days).
     """
     if value is None:
         return None
@@ -60,7 +61,14 @@ def parse_max_age(value: object, where: str) -> timedelta | None:
             return None
         if _WHOLE.fullmatch(text) is None:
             raise MaxAgeError(f"{where}: max age {value!r} is not {_FORM}")
-        age = timedelta(seconds=sum(int(n) * _UNITS[u] for n, u in _PART.findall(text)))
+        seconds = sum(int(n) * _UNITS[u] for n, u in _PART.findall(text))
+        try:
+            age = timedelta(seconds=seconds)
+        except OverflowError:  # past timedelta's 999,999,999 days
+            raise MaxAgeError(
+                f"{where}: max age {value!r} is longer than a duration can be "
+                f"({timedelta.max.days:,} days at most)"
+            ) from None
     else:
         raise MaxAgeError(f"{where}: max age takes {_FORM} or a timedelta, got {value!r}")
     if age <= timedelta(0):

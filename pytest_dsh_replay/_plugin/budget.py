@@ -50,7 +50,7 @@ def _limit(nodeid: str, key: str, value: object) -> float | int | None:
     if value is None:
         return None
     whole = key != "max_cost_usd"
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         raise BudgetMarkerError(
             f"{nodeid}: @pytest.mark.dsh_budget({key}=...) takes a number of "
             f"{'calls or tokens' if whole else 'US dollars'}, 0 or more, got {value!r}"

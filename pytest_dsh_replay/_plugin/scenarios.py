@@ -43,6 +43,7 @@ DEFAULT_SNAPSHOT_DIR: Final = "dsh_snapshots"
 """The snapshot root beside each test module when ``dsh_snapshot_dir`` is not set."""
 
 MARKER_KEYWORDS: Final = frozenset({"compare_logs", "max_age", "pace", "record"})
+_SWITCHES: Final = ("record", "compare_logs")  # the keywords that take True or False
 """The keyword arguments ``@pytest.mark.dsh_scenario`` accepts."""
 
 _DEFAULT_ROOT_PART: Final = f"{os.sep}{DEFAULT_SNAPSHOT_DIR}{os.sep}"
@@ -99,13 +100,21 @@ def scenario_path(test: CollectedTest, state: SuiteState) -> Path:
 
     Raises:
         ScenarioMarkerError: The marker has other than one ``str``/``PathLike``
-            argument or an unknown keyword.
+            argument, an unknown keyword, or a ``record`` or ``compare_logs`` that is not
+            a ``bool``.
         ScenarioNameError: Its relative name does not resolve to a directory strictly
             inside the snapshot root (``.``, ``./``, ``a/..``, ``../x``, a symbolic link
             leaving the root, an empty name).
     """
     from .naming import resolve_scenario, scenario_name
 
+    for key in _SWITCHES:
+        value = test.scenario_kwargs.get(key, True)
+        if not isinstance(value, bool):  # "false" and 0 would read as the opposite
+            raise ScenarioMarkerError(
+                f"{test.nodeid}: @pytest.mark.dsh_scenario({key}=...) takes True or False, "
+                f"got {value!r}"
+            )
     root = snapshot_root(test, state)
     if not test.names_scenario:
         rel = Path(test.path.name)

@@ -134,6 +134,17 @@ def test_a_pages_directory_that_cannot_be_made_is_a_usage_error(
     result.stderr.fnmatch_lines(["*--dsh-html=*taken: not a directory*"])
 
 
+def test_an_empty_pages_directory_is_a_usage_error_not_the_current_one(
+    pytester: pytest.Pytester,
+) -> None:
+    _recorded(pytester)
+    before = sorted(p.name for p in pytester.path.iterdir())
+    result = pytester.runpytest("--dsh-html=")  # an unset variable: --dsh-html=$PAGES
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--dsh-html takes a directory, got an empty value*"])
+    assert sorted(p.name for p in pytester.path.iterdir()) == before
+
+
 MIXED_TEST = """
 import pytest
 from support.example_agent import ExampleAgent

@@ -50,6 +50,12 @@ def test_a_zero_or_negative_duration_is_refused(value: object) -> None:
         parse_max_age(value, "here")
 
 
+@pytest.mark.parametrize("value", ["1000000000d", "99999999999999999w"])
+def test_a_duration_too_long_to_hold_is_refused_not_an_overflow(value: str) -> None:
+    with pytest.raises(MaxAgeError, match=r"^here: max age .* is longer than a duration can be"):
+        parse_max_age(value, "here")
+
+
 def test_the_age_is_the_header_time_s() -> None:
     month = timedelta(days=30)
     assert expiry(NOW - 41 * DAY_MS, month, NOW) == Expiry(timedelta(days=41), month)

@@ -36,6 +36,8 @@ def test_a_marker_s_limits() -> None:
         ((), {"max_calls": 2.5}, "max_calls=...) takes a whole number, got 2.5"),
         ((), {"max_cost_usd": "1"}, "max_cost_usd=...) takes a number of US dollars"),
         ((), {"max_output_tokens": True}, "max_output_tokens=...) takes a number"),
+        # a NaN compares false with everything: it would never be exceeded
+        ((), {"max_cost_usd": float("nan")}, "max_cost_usd=...) takes a number of US dollars"),
     ],
 )
 def test_a_broken_marker_says_what_it_takes(

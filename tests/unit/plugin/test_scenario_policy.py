@@ -81,6 +81,17 @@ def test_a_marker_name_is_relative_to_the_root_and_an_absolute_path_stays(
             f"{NODE}: @pytest.mark.dsh_scenario accepts the keywords compare_logs, max_age, "
             "pace, record, got apply, colour",
         ),
+        # a string or a number would read as the opposite of what it says
+        (
+            ("a",),
+            {"record": "false"},
+            f"{NODE}: @pytest.mark.dsh_scenario(record=...) takes True or False, got 'false'",
+        ),
+        (
+            ("a",),
+            {"compare_logs": 0},
+            f"{NODE}: @pytest.mark.dsh_scenario(compare_logs=...) takes True or False, got 0",
+        ),
     ],
 )
 def test_a_broken_marker_says_what_it_takes(
