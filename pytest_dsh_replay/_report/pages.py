@@ -166,9 +166,23 @@ def show_html(scenario: Scenario, out: Path) -> Picture:
     """Write the picture of ``scenario`` to ``out`` (``dsh-replay show --html OUT``).
 
     Raises:
-        PictureError: ``out`` cannot be written.
+        PictureError: ``out`` cannot be written, or is the scenario itself, one of its
+            files or a path inside it (the page would replace what it draws).
         SessionLogError: A log no longer reads.
     """
+    _outside(scenario, out)
     picture = scenario_picture(scenario)
     write_page(out, render_page(picture))
     return picture
+
+
+def _outside(scenario: Scenario, out: Path) -> None:
+    """Refuse an ``out`` that is ``scenario``'s path, one of its logs, or inside it."""
+    target = out.resolve()
+    places = [scenario.path, *(s.path for s in scenario.scripts if s.path is not None)]
+    for place in (Path(p).resolve() for p in places):
+        if target == place or target.is_relative_to(place):
+            raise PictureError(
+                f"{out}: is inside the scenario it draws ({place}); a page there would "
+                "replace or mix with its files: write it elsewhere"
+            )

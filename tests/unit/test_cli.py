@@ -242,6 +242,21 @@ def test_show_html_of_a_single_log_and_into_a_directory(tmp_path: Path) -> None:
     assert err == f"dsh-replay: {tmp_path}: is a directory; name the page's file (OUT.html)\n"
 
 
+@pytest.mark.parametrize("out", ["session.1.jsonl", "session.jsonl", "page.html", "."])
+def test_show_html_never_writes_into_the_scenario_it_draws(tmp_path: Path, out: str) -> None:
+    scenario = tmp_path / "spawn"
+    shutil.copytree(EXAMPLES / "spawn", scenario)
+    before = {p.name: p.read_bytes() for p in scenario.iterdir()}
+    code, stdout, err = run("show", "--html", str(scenario / out), str(scenario))
+    assert (code, stdout) == (1, "")
+    assert "is inside the scenario it draws" in err
+    assert {p.name: p.read_bytes() for p in scenario.iterdir()} == before
+    # a single log drawn on its own: the page may not replace it either
+    log = scenario / "session.1.jsonl"
+    assert run("show", "--html", str(log), str(log))[0] == 1
+    assert log.read_bytes() == before["session.1.jsonl"]
+
+
 def test_check_reads_a_runtime_session_directory_from_its_newest_generation(
     tmp_path: Path,
 ) -> None:
