@@ -512,12 +512,35 @@ def pytest_runtest_makereport(
         failed = call.excinfo if report.failed else None
         if failed is not None and not _typed_error_first(item, report, failed, run.replay):
             _explain_snapshot_drift(item, report, failed, run)
+    if report.skipped and report.when == "setup" and run is None:
+        _skipped_keeps_its_scenario(item)
     if report.failed and "dsh_replay" in getattr(item, "fixturenames", ()):
         item.stash[_FAILED] = True
         _withhold_snapshot_writes(item)
     if report.when == "teardown" and item.stash.get(_FAILED, False):
         _keep_snapshots(item)
     return report
+
+
+def _skipped_keeps_its_scenario(item: pytest.Item) -> None:
+    """A test skipped before its ``dsh_replay`` was set up still uses its scenario.
+
+    A ``skip``/``skipif`` marker (a platform's test, say) keeps the recording in use, as
+    syrupy keeps a skipped test's snapshots: the unused report and ``--dsh-fail-unused``
+    leave it out ([docs/guide/writing-tests.md](../guide/writing-tests.md)). A marker too
+    broken to name a scenario names none.
+    """
+    if "dsh_replay" not in getattr(item, "fixturenames", ()):
+        return
+    import contextlib
+
+    from ._errors import DshReplayError
+    from ._plugin.scenarios import scenario_path
+
+    state = _state(item.config)
+    # a broken marker would have failed the test at set-up; it was skipped instead
+    with contextlib.suppress(DshReplayError):
+        state.used.add(str(scenario_path(_collected(item), state)))
 
 
 def _typed_error_first(
@@ -760,6 +783,11 @@ def _run_scope(session: pytest.Session) -> RunScope:
         rootpath=config.rootpath,
         testpaths=tuple(config.getini("testpaths")),
         invocation_dir=config.invocation_params.dir,
+        narrowed=bool(
+            config.getoption("lf", False)
+            or config.getoption("ignore", None)
+            or config.getoption("ignore_glob", None)
+        ),
     )
 
 

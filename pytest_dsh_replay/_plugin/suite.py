@@ -260,6 +260,8 @@ class RunScope:
         rootpath: The rootdir.
         testpaths: The ``testpaths`` ini value, relative to the rootdir.
         invocation_dir: The directory pytest was started in.
+        narrowed: Collection itself left tests out, without deselecting them: ``--lf``
+            (the files and tests that passed last time), ``--ignore``, ``--ignore-glob``.
     """
 
     collect_only: bool
@@ -270,18 +272,20 @@ class RunScope:
     rootpath: Path
     testpaths: tuple[str, ...]
     invocation_dir: Path
+    narrowed: bool = False
 
 
 def is_complete_run(scope: RunScope, state: SuiteState) -> bool:
     """Whether the run selected every test, so a scenario no test used is unused.
 
     A run is a subset when it only collected, stopped early or at ``--maxfail``, was
-    narrowed (``-k``, ``-m``, any deselection), or named paths on the command line other
-    than the rootdir or its ``testpaths`` (a node id, ``path::test``, always narrows).
+    narrowed (``-k``, ``-m``, any deselection, ``--lf``, ``--ignore``), or named paths on
+    the command line other than the rootdir or its ``testpaths`` (a node id,
+    ``path::test``, always narrows).
     """
     if scope.collect_only:  # nothing ran: no scenario can have been used
         return False
-    if state.subset or scope.stopped:
+    if state.subset or scope.stopped or scope.narrowed:
         return False
     if scope.failed and scope.maxfail and scope.failed >= scope.maxfail:
         return False

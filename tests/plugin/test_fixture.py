@@ -273,6 +273,52 @@ def test_unused_scenarios_are_counted_only_on_a_complete_run(project: pytest.Pyt
     assert "FAIL:" not in full.stdout.str()
 
 
+def test_a_skipped_tests_scenario_is_in_use_and_lf_or_ignore_runs_are_not_complete(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("used", "elsewhere", "other"):
+        make_scenario(project.path / "recordings" / name, primary=["u"])
+    project.makepyfile(
+        test_a="""
+        import os
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("used")
+        def test_used(dsh_replay):
+            run(dsh_replay.model)
+            assert not os.environ.get("BREAK")
+
+        @pytest.mark.skipif(True, reason="runs on another platform")
+        @pytest.mark.dsh_scenario("elsewhere")
+        def test_elsewhere(dsh_replay):
+            run(dsh_replay.model)
+        """,
+        test_b="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("other")
+        def test_other(dsh_replay):
+            run(dsh_replay.model)
+        """,
+    )
+    # a platform's skipped test still uses its recording (as syrupy keeps its snapshots)
+    whole = project.runpytest("--dsh-fail-unused", "-p", "no:randomly")
+    whole.assert_outcomes(passed=2, skipped=1)
+    assert whole.ret == pytest.ExitCode.OK
+    whole.stdout.fnmatch_lines(["scenarios: 2 replayed, 0 recorded, 0 missing, 0 unused"])
+    monkeypatch.setenv("BREAK", "1")
+    project.runpytest("-p", "no:randomly").assert_outcomes(passed=1, failed=1, skipped=1)
+    monkeypatch.delenv("BREAK")
+    # --lf collects only the failed test's module; --ignore leaves a module out: neither
+    # run is complete, so no recording is called unused
+    for narrowed in (["--lf"], ["--ignore=test_b.py"]):
+        result = project.runpytest("--dsh-fail-unused", "-p", "no:randomly", *narrowed)
+        assert result.ret == pytest.ExitCode.OK, narrowed
+        assert not re.search(r"\d+ unused", result.stdout.str()), narrowed
+
+
 def test_xdist_workers_report_to_the_controller(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     for n in range(4):
