@@ -106,6 +106,9 @@ def _finish_kind(entry: ReplayEntry) -> str:
     return "?"
 
 
+_PREVIEW_REDACTOR = Redactor()
+
+
 def _preview(entry: ReplayEntry, width: int = 60) -> str:
     if isinstance(entry, HangEntry):
         return "(hangs until cancelled)"
@@ -121,8 +124,9 @@ def _preview(entry: ReplayEntry, width: int = 60) -> str:
                 tools.append(str(block.get("name")))
             elif isinstance(block, dict) and block.get("type") == "text":
                 blocks.setdefault(chunk.get("index"), [str(block.get("text", ""))])
-    # Text blocks visibly apart (docs/limits.md#block-separator); no ESC reaches the terminal.
-    text = join_blocks("".join(deltas) for deltas in blocks.values())
+    # Text blocks visibly apart (docs/limits.md#block-separator); no ESC reaches the terminal;
+    # nothing that looks like a secret is shown (docs/checks.md#redaction), as on the page.
+    text = _PREVIEW_REDACTOR.redact_text(join_blocks("".join(d) for d in blocks.values()))
     joined = visible(" ".join(text.split()))
     if len(joined) > width:
         joined = joined[: width - 1] + "…"

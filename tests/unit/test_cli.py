@@ -286,3 +286,16 @@ def test_check_finds_the_sqlite_stores_under_a_directory(tmp_path: Path) -> None
     assert code == 1
     assert err.startswith(f"{tmp_path / 'stores' / 'damaged.db'}: ")
     assert err.endswith("1 problem(s) in 2 scenario(s)\n")
+
+
+def test_show_and_scripts_previews_show_no_secret(tmp_path: Path) -> None:
+    scenario = tmp_path / "spawn"
+    shutil.copytree(EXAMPLES / "spawn", scenario)
+    log = scenario / "session.1.jsonl"
+    key = "AKIAIOSFODNN7EXAMPLE"  # an AWS access key id's shape
+    log.write_text(log.read_text().replace('"echo: Name ', f'"{key} echo: Name '))
+    for command in ("show", "scripts"):
+        code, out, _ = run(command, str(scenario))
+        assert code == 0
+        assert key not in out
+        assert "[REDACTED] echo: Name" in out
