@@ -304,6 +304,9 @@ class ReplayCall:
 
         Raises:
             PlaceholderError: A placeholder does not resolve against the call's request.
+            ScriptError: A ``throw`` entry's ``message`` or ``code`` resolves to an empty
+                string (a literal one is refused when the sidecar loads:
+                [docs/scenarios.md#override-entries](../scenarios.md#override-entries)).
         """
         entry = self.entry
         assert entry is not None
@@ -315,6 +318,13 @@ class ReplayCall:
         if isinstance(entry, ThrowEntry):
             if self.placeholders:
                 wire = self._resolve(entry.to_json())
+                for field in ("message", "code"):
+                    if not wire[field]:
+                        raise ScriptError(
+                            f"{self.describe()}: the throw entry's {field} "
+                            f"{getattr(entry, field)!r} resolves to an empty string; a "
+                            "throw needs a non-empty message and code"
+                        )
                 return wire["chunks"], wire["message"], wire["code"], None
             return entry.chunks, entry.message, entry.code, None
         chunks = entry.chunks

@@ -874,6 +874,18 @@ def test_placeholders_resolve_in_chunks_throw_fields_and_ready_file(tmp_path: Pa
     )
 
 
+@pytest.mark.parametrize("field", ["message", "code"])
+def test_a_throw_field_that_resolves_to_nothing_is_a_script_error(field: str) -> None:
+    # a literal empty message or code is refused when the sidecar loads; a resolved one
+    # would throw an error with nothing to say
+    fields = {"message": "failed", "code": "E_AUTH", field: "{{fromRequest:x=([a-z]*)}}"}
+    model = ReplayModel(
+        scenario(script("session.jsonl", [ThrowEntry([], fields["message"], fields["code"])]))
+    )
+    with pytest.raises(ScriptError, match=f"the throw entry's {field} .* resolves to an empty"):
+        list(model.stream({"messages": [{"role": "user", "content": "x="}]}))
+
+
 def test_placeholder_errors_surface_through_astream_too() -> None:
     model = ReplayModel(placeholder_scenario())
     with pytest.raises(PlaceholderError, match="call #1 .*matched nothing"):
