@@ -463,7 +463,12 @@ def load_scenario(path: str | os.PathLike[str], session_id: str | None = None) -
         ScriptError: A call cannot be derived (file, line and call key named).
         OverrideError: A sidecar is invalid.
         SchemaVersionError: A SQLite store has a foreign schema.
+        TypeError: ``path`` is not a ``str`` or ``os.PathLike`` (named in the message).
     """
+    if isinstance(path, str) and not path.strip():  # Path("") would be the current dir
+        raise ScenarioError("an empty path names no scenario", path=repr(path))
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"load_scenario takes a path (str or os.PathLike), got {path!r}")
     p = path if isinstance(path, Path) else Path(path)  # Path(Path) parses it again
     if session_id is not None:
         if not p.is_dir():

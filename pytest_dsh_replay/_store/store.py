@@ -140,6 +140,10 @@ class SessionStore:
             ``createdAt``, event ``time`` and ``session/end-seed``. Default: the wall
             clock. Inject a fake one for deterministic logs.
 
+    Raises:
+        SessionStoreError: ``backend`` has not the methods of a `SessionBackend` (a path
+            given where ``JsonlBackend(path)`` was meant).
+
     Every method is thread-safe. A session created without a seed reaches the backend
     with its first append (the dsh harness writes nothing before), or its header alone
     when it is forked first; a seeded session is written at once, seed and
@@ -147,6 +151,11 @@ class SessionStore:
     """
 
     def __init__(self, backend: SessionBackend, *, clock: Callable[[], int] | None = None):
+        if not isinstance(backend, SessionBackend):  # a path given for a backend, say
+            raise SessionStoreError(
+                "SessionStore takes a backend (JsonlBackend(root), SqliteBackend(path) or "
+                f"a SessionBackend), got {backend!r}"
+            )
         self._owner = _Owner(backend, clock or _now_ms)
         self._backend = backend
         self._lock = threading.RLock()

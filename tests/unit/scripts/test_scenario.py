@@ -394,3 +394,10 @@ def test_one_generation_twice_is_still_refused(tmp_path: Path) -> None:
     _generations(d, {"session.v5.jsonl": 5, "session.v5.jsonl.zst": 5})
     with pytest.raises(ScenarioError, match="the primary session has several logs"):
         load_scenario(d)
+
+
+def test_load_scenario_refuses_an_empty_path_and_a_value_that_is_no_path() -> None:
+    with pytest.raises(ScenarioError, match="an empty path names no scenario"):
+        load_scenario("")  # Path("") is the current directory: never meant
+    with pytest.raises(TypeError, match="load_scenario takes a path .*, got None"):
+        load_scenario(None)  # type: ignore[arg-type]

@@ -960,3 +960,10 @@ def test_the_memory_backend_keeps_sessions_for_the_store_s_life() -> None:
     assert list(reopened.events) == list(parent.events)
     with pytest.raises(SessionStoreError, match="already exists"):
         store.create("p")
+
+
+def test_a_store_given_a_path_for_its_backend_says_what_it_takes(tmp_path: Path) -> None:
+    from pytest_dsh_replay import SessionStore, SessionStoreError
+
+    with pytest.raises(SessionStoreError, match=r"takes a backend \(JsonlBackend\(root\)"):
+        SessionStore(str(tmp_path))  # type: ignore[arg-type]
