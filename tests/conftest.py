@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,14 +87,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 _COLLECTOR_PAUSED = pytest.StashKey[bool]()
 
 
+# What this suite needs from README's first command: two plugins registered (the
+# package's own, whose hook this conftest implements, and pytest-asyncio, whose ini
+# option pyproject.toml sets: missing, each is an INTERNALERROR) and the packages the
+# test modules import (missing, a collection error per module).
+_NEEDED_PLUGINS = {"dsh_replay": "pytest-dsh-replay itself", "asyncio": "pytest-asyncio"}
+_NEEDED_MODULES = {"syrupy": "syrupy", "hypothesis": "hypothesis", "zstandard": "zstandard"}
+_INSTALL = "python3 -m pip install -e '.[test]'"
+
+
+def _refuse_an_environment_without_the_test_extras(config: pytest.Config) -> None:
+    """Stop at once, saying what to install, in an interpreter without the test extras."""
+    from importlib.util import find_spec
+
+    missing = [
+        what for name, what in _NEEDED_PLUGINS.items() if not config.pluginmanager.hasplugin(name)
+    ]
+    missing += [what for name, what in _NEEDED_MODULES.items() if find_spec(name) is None]
+    if missing:
+        raise pytest.UsageError(
+            f"this test suite needs the project and its test extras installed in the "
+            f"interpreter that runs it ({sys.executable}); missing: {', '.join(missing)}. "
+            f"Install them from the repository's root (README's quick start): {_INSTALL}"
+        )
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Pause the cyclic garbage collector while the tests are collected.
+    """Check the environment, then pause the cyclic garbage collector during collection.
 
     Collection imports the SDKs and the test modules: objects that live as long as the
     process, which the collector's full passes kept walking again as the heap grew (a
     quarter of each worker's collection CPU). Resumed when collection ends, or at the
     latest when the run ends. Not in an xdist controller, which collects nothing.
     """
+    _refuse_an_environment_without_the_test_extras(config)
     if getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput"):
         return
     config.stash[_COLLECTOR_PAUSED] = gc.isenabled()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
+import sys
 
 import pytest
 from support.paths import PYPROJECT, README, REPO, SUPPORT, TESTS
@@ -84,3 +87,25 @@ def test_ci_runs_the_quick_start_commands_of_the_readme() -> None:
     for number, command in enumerate(commands, start=1):
         comment = next(n for n, line in enumerate(ci) if f"Quick start, command {number} " in line)
         assert ci[comment + 1] == command
+
+
+@pytest.mark.parametrize(
+    ("off", "named"), [("dsh_replay", "pytest-dsh-replay itself"), ("asyncio", "pytest-asyncio")]
+)
+def test_an_environment_without_the_test_extras_is_told_what_to_install(
+    off: str, named: str
+) -> None:
+    # without the package's plugin pytest met an unknown hook, without pytest-asyncio an
+    # unknown ini option: both INTERNALERRORs at collection, before any test
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--co", "-q", "-p", f"no:{off}", "tests/unit/test_cli.py"],
+        cwd=REPO,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},  # a user's
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+    assert "INTERNALERROR" not in done.stdout + done.stderr
+    assert f"missing: {named}. Install them" in done.stderr
+    assert done.stderr.rstrip().endswith("python3 -m pip install -e '.[test]'")
