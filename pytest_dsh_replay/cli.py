@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -185,7 +185,8 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 def _check_targets(paths: Sequence[Path]) -> list[Path]:
     """The scenarios to check or format; what only interrupted writes left is no scenario.
 
-    A directory without a primary log is searched for scenario directories; one that
+    A directory without a primary log is searched for scenario directories and SQLite
+    session stores (in one walk); one that
     holds none but the hidden leftovers of an interrupted write (a snapshot root after a
     crash mid-swap) gives no target, as does a missing path whose previous recording was
     moved aside, or a leftover itself: `_leftovers` reports those.
@@ -199,27 +200,12 @@ def _check_targets(paths: Sequence[Path]) -> list[Path]:
         if path.is_dir() and not any(
             (path / name).exists() for name in (PRIMARY_LOG, PRIMARY_LOG + ".zst")
         ):
-            found = sorted([*iter_scenario_dirs(path), *_stores_below(path)])
+            found = sorted(iter_scenario_dirs(path, files=is_sqlite_store))
             if found or not find_leftovers(path):
                 targets.extend(found if found else [path])
         else:
             targets.append(path)
     return targets
-
-
-def _stores_below(root: Path) -> Iterator[Path]:
-    """The SQLite session stores under ``root``, outside scenario directories.
-
-    A store is found by its file's first bytes, whatever its name; hidden directories are
-    skipped, as for scenario directories.
-    """
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(n for n in dirnames if not n.startswith("."))
-        if any(n.startswith("session.") and ".jsonl" in n for n in filenames):
-            continue  # a scenario directory: its files are its logs and sidecars
-        for name in sorted(filenames):
-            if not name.startswith(".") and is_sqlite_store(Path(dirpath) / name):
-                yield Path(dirpath) / name
 
 
 def _log_files(target: Path) -> list[Path]:

@@ -135,9 +135,9 @@ def start(
     redactor, redact_hook, redact_header_hook = state.redaction
     if layout_problem is not None:
         raise ScenarioUnavailable(layout_problem)
-    # The command that re-records the scenario: quoted by appending, by the replay's
-    # errors, and by a recording that does not load (made once), and the one that appends
-    # (`_appending_command`): both may read `recorders`.
+    # The command that re-records the scenario (quoted by appending, by the replay's
+    # errors and by a recording that does not load) and the one that appends are made at
+    # most once each; both may look for the recording test in `recorders`.
     recorders = _ReadOnce(recorders)
     rerecord = _once(
         lambda: record_command(test, path, state.modes.to_record(exists=True), state, recorders)
@@ -366,7 +366,7 @@ class _ReadOnce:
 
 
 def _once(make: Callable[[], str]) -> Callable[[], str]:
-    """``make``, called at most once whatever thread asks (``recorders`` is read once)."""
+    """``make``, called at most once whatever thread asks."""
     lock = threading.Lock()
     made: list[str] = []
 

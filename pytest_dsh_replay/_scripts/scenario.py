@@ -13,7 +13,7 @@ directory.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -531,15 +531,24 @@ def _is_primary_log(name: str) -> bool:
     return parsed is not None and parsed.child is None
 
 
-def iter_scenario_dirs(root: str | os.PathLike[str]) -> Iterator[Path]:
+def iter_scenario_dirs(
+    root: str | os.PathLike[str], *, files: Callable[[Path], bool] | None = None
+) -> Iterator[Path]:
     """Yield every directory under ``root`` (itself included) that holds a primary log.
 
-    Directories are yielded in sorted path order; hidden directories are skipped.
+    Directories are yielded in sorted path order; hidden directories are skipped. With
+    ``files``, the same walk also yields each file outside those directories (not
+    hidden) that ``files`` accepts: `dsh-replay check` passes ``is_sqlite_store``.
     """
     for dirpath, dirnames, filenames in os.walk(Path(root)):
         dirnames[:] = sorted(n for n in dirnames if not n.startswith("."))
+        here = Path(dirpath)
         if any(_is_primary_log(name) for name in filenames):
-            yield Path(dirpath)
+            yield here
+        elif files is not None:
+            yield from (
+                here / n for n in sorted(filenames) if not n.startswith(".") and files(here / n)
+            )
 
 
 def nested_scenario(path: str | os.PathLike[str]) -> Path | None:
