@@ -379,7 +379,30 @@ def test_two_tests_recording_one_scenario_is_an_error(project: pytest.Pytester) 
     result.stderr.fnmatch_lines(["*test_dup.py::test_a and test_dup.py::test_b would both record*"])
 
 
-def test_a_usage_error_after_collection_deletes_no_snapshot(project: pytest.Pytester) -> None:
+_TWO_RECORDERS = """
+import pytest
+
+@pytest.mark.dsh_scenario("same")
+def test_a(dsh_replay):
+    pass
+
+@pytest.mark.dsh_scenario("same")
+def test_b(dsh_replay):
+    pass
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "exit_code"),
+    [
+        (_TWO_RECORDERS, pytest.ExitCode.USAGE_ERROR),  # the plugin stops the run
+        ("def test_broken(:\n", pytest.ExitCode.INTERRUPTED),  # a collection error
+    ],
+    ids=["usage-error", "collection-error"],
+)
+def test_a_run_stopped_after_collection_deletes_no_snapshot(
+    project: pytest.Pytester, module: str, exit_code: pytest.ExitCode
+) -> None:
     # syrupy takes every snapshot of a run stopped after collection for unused, and
     # --snapshot-update (in every re-record command with transcripts) deletes them
     snapshots = project.path / "__snapshots__" / "test_kept"
@@ -390,75 +413,13 @@ def test_a_usage_error_after_collection_deletes_no_snapshot(project: pytest.Pyte
         def test_kept(snapshot):
             assert snapshot == "kept"
         """,
-        test_dup="""
-        import pytest
-
-        @pytest.mark.dsh_scenario("same")
-        def test_a(dsh_replay):
-            pass
-
-        @pytest.mark.dsh_scenario("same")
-        def test_b(dsh_replay):
-            pass
-        """,
+        test_stops=module,
     )
     result = project.runpytest("--dsh-record=all", "--snapshot-update")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*would both record*"])
+    assert result.ret == exit_code
+    if exit_code == pytest.ExitCode.USAGE_ERROR:
+        result.stderr.fnmatch_lines(["*would both record*"])
     assert (snapshots / "test_kept.ambr").read_text() == "# serializer version: 1\n"
-
-
-def test_a_collection_error_deletes_no_snapshot(project: pytest.Pytester) -> None:
-    snapshots = project.path / "__snapshots__" / "test_kept"
-    snapshots.mkdir(parents=True)
-    (snapshots / "test_kept.ambr").write_text("# serializer version: 1\n")
-    project.makepyfile(
-        test_kept="""
-        def test_kept(snapshot):
-            assert snapshot == "kept"
-        """,
-        test_broken="def test_broken(:\n",
-    )
-    result = project.runpytest("--dsh-record=all", "--snapshot-update")
-    assert result.ret == pytest.ExitCode.INTERRUPTED
-    assert (snapshots / "test_kept.ambr").read_text() == "# serializer version: 1\n"
-
-
-def test_a_scripted_model_counts_calls_over_its_life_and_the_hook_makes_one_per_test(
-    pytester: pytest.Pytester,
-) -> None:
-    # docs/recording.md#scripted-model: call=1 is the model's first call, not the test's
-    pytester.makepyfile(
-        test_calls="""
-        import pytest
-
-        def ask(dsh_replay):
-            return "".join(
-                c["text"]
-                for c in dsh_replay.model.stream({"messages": [{"role": "user", "content": "hi"}]})
-                if c["type"] == "text-delta"
-            )
-
-        @pytest.mark.parametrize("n", [1, 2])
-        def test_first(dsh_replay, n):
-            assert ask(dsh_replay) == "first"
-        """
-    )
-    model = (
-        "from pytest_dsh_replay import Answer, Rule, ScriptedModel\n\n"
-        "def model():\n"
-        '    return ScriptedModel([Rule(Answer(text="first"), call=1)], '
-        'default=Answer(text="later"))\n\n'
-    )
-    pytester.makeconftest(
-        model + "MODEL = model()\n\ndef pytest_dsh_replay_live_model(config, scenario_path):\n"
-        "    return MODEL\n"
-    )
-    pytester.runpytest("--dsh-record=all", "-p", "no:randomly").assert_outcomes(passed=1, failed=1)
-    pytester.makeconftest(
-        model + "def pytest_dsh_replay_live_model(config, scenario_path):\n    return model()\n"
-    )
-    pytester.runpytest("--dsh-record=all", "-p", "no:randomly").assert_outcomes(passed=2)
 
 
 def test_xdist_workers_record_in_parallel(project: pytest.Pytester) -> None:
