@@ -43,8 +43,8 @@ DEFAULT_SNAPSHOT_DIR: Final = "dsh_snapshots"
 """The snapshot root beside each test module when ``dsh_snapshot_dir`` is not set."""
 
 MARKER_KEYWORDS: Final = frozenset({"compare_logs", "max_age", "pace", "record"})
-_SWITCHES: Final = ("record", "compare_logs")  # the keywords that take True or False
 """The keyword arguments ``@pytest.mark.dsh_scenario`` accepts."""
+_SWITCHES: Final = ("record", "compare_logs")  # the keywords that take True or False
 
 _DEFAULT_ROOT_PART: Final = f"{os.sep}{DEFAULT_SNAPSHOT_DIR}{os.sep}"
 

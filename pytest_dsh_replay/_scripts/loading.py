@@ -329,27 +329,24 @@ def _load_store(p: Path) -> Scenario:
 
 def _session_log(session_dir: Path) -> Path | None:
     """The log the runtime reads in a session directory: the highest generation."""
-    found: dict[int, list[Path]] = {}
+    found: dict[int, list[str]] = {}
     try:
-        entries = list(session_dir.iterdir())
+        names = os.listdir(session_dir)
     except OSError:
         return None
-    for entry in entries:
-        parsed = parse_log_name(entry.name)
-        if parsed is None or parsed.child is not None or entry.name.endswith(".zst"):
+    for name in names:
+        parsed = parse_log_name(name)
+        if parsed is None or parsed.child is not None or name.endswith(".zst"):
             continue
-        found.setdefault(parsed.version or 0, []).append(entry)
-    if not found:
-        return None
-    newest = found[max(found)]
+        found.setdefault(parsed.version or 0, []).append(name)
+    newest = _newest(found)
     if len(newest) > 1:
-        names = ", ".join(sorted(p.name for p in newest))
         raise ScenarioError(
-            f"session directory holds one generation twice ({names}), compressed and "
-            "plain; keep one",
+            f"session directory holds one generation twice ({', '.join(sorted(newest))}), "
+            "compressed and plain; keep one",
             path=str(session_dir),
         )
-    return newest[0]
+    return session_dir / newest[0] if newest else None
 
 
 def _runtime_sessions(root: Path) -> dict[str, tuple[Path, SessionHeader]]:
