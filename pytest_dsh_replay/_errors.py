@@ -424,8 +424,8 @@ class ScriptedModelError(DshReplayError, ValueError):
     ``ProviderFailure`` or ``Hang`` is built from values it cannot use (the message names
     the rule by its position and the field, what was expected and what was given), and
     when a call matches no rule and the model has no default answer (the message names
-    the call's number and its prompt; over HTTP the call is answered 500 and the server
-    raises the error when its ``with`` block ends). See
+    the call's number and its prompt; over HTTP the call is answered 400, which no SDK
+    retries, and the server raises the error when its ``with`` block ends). See
     [docs/recording.md#scripted-model](../recording.md#scripted-model).
     """
 

@@ -26,7 +26,14 @@ from ._check.normalize import canonical_log
 from ._errors import DshReplayError, SessionLogError
 from ._format.events import Event
 from ._format.json_values import describe_json
-from ._format.jsonl import iter_log_lines, parse_session_log, plain_reads, read_log_bytes
+from ._format.jsonl import (
+    iter_log_lines,
+    parse_session_header,
+    parse_session_log,
+    plain_reads,
+    read_log_bytes,
+)
+from ._format.log_names import parse_log_name
 from ._format.redact import Redactor, delta_runs, stream_runs_of
 from ._format.text import join_blocks, visible
 from ._format.zstd import ZSTD_SUFFIXES
@@ -209,11 +216,40 @@ def _check_targets(paths: Sequence[Path]) -> list[Path]:
 
 
 def _log_files(target: Path) -> list[Path]:
+    """The session logs of a target: the file itself, or a directory's logs.
+
+    A directory's are picked by the loader's naming rules
+    ([docs/scenarios.md#naming](../scenarios.md#naming)): a
+    backup beside them (``session.jsonl.bak``) is no log, and ``fmt`` never rewrites it.
+    """
     if target.is_file():
         return [target] if ".jsonl" in target.name else []
     return sorted(
-        p for p in target.iterdir() if p.name.startswith("session.") and ".jsonl" in p.name
+        p
+        for p in target.iterdir()
+        if p.name.startswith("session.") and parse_log_name(p.name) is not None
     )
+
+
+def _header_ids(target: Path) -> tuple[str, str | None]:
+    """``(id, parentSession)`` of a target that does not load, from its primary's header.
+
+    ``("", None)`` when that line cannot be read either; so a broken log still counts
+    with its scenario (`_scenario_count`).
+    """
+    if target.is_file():
+        newest = target
+    else:
+        named = ((parse_log_name(p.name), p) for p in _log_files(target))
+        primaries = [(n.version or 0, p) for n, p in named if n is not None and n.child is None]
+        if not primaries:
+            return "", None
+        _, newest = max(primaries)
+    try:
+        header = parse_session_header(read_log_bytes(newest).split(b"\n", 1)[0])
+    except (DshReplayError, OSError):
+        return "", None
+    return header.id, header.parent_session
 
 
 def _canonical(path: Path, data: bytes) -> bytes:
@@ -353,7 +389,7 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 loaded = load_scenario(target)
         except DshReplayError as error:
             problems.append(str(error))
-            primaries.append(("", None))
+            primaries.append(_header_ids(target))
             continue
         first = loaded.scripts[0]
         primaries.append((first.recorded_id, first.parent_session))

@@ -225,6 +225,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _check_live_model_available(config)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistController(), "dsh_replay_xdist")
+    config.pluginmanager.register(_InterruptedRun(), "dsh_replay_interrupted")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -253,12 +254,30 @@ class _XdistController:
             _state(node.config).merge(report)
 
 
+class _InterruptedRun:
+    """An interrupted run (Ctrl-C) keeps every snapshot.
+
+    See [docs/checks.md#transcripts](../checks.md#transcripts).
+
+    It asserted only part of what it selected, so syrupy is told that nothing is unused
+    before any ``pytest_sessionfinish`` (syrupy's deletes there under ``--snapshot-update``)
+    runs: a wrapper, outside every plain implementation.
+    """
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
+        if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            _no_unused_snapshots(session.config)
+        return (yield)
+
+
 def _no_unused_snapshots(config: pytest.Config) -> None:
     """Tell syrupy that no snapshot of this run is unused: it deletes none, fails on none.
 
-    For a run that asserts nothing: a collect-only run, and one this plugin stops with a
-    usage error after collection, where syrupy would otherwise take every snapshot for
-    unused and, under ``--snapshot-update``, delete them all.
+    For a run that asserts nothing or only part of what it selected: a collect-only run,
+    one this plugin stops with a usage error after collection, and an interrupted one,
+    where syrupy would otherwise take every snapshot not asserted for unused and, under
+    ``--snapshot-update``, delete them.
     """
     if hasattr(config.option, "disable_unused_snapshots"):
         config.option.disable_unused_snapshots = True
@@ -681,7 +700,11 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
     except BaseException:
         end_recording(item.nodeid, _state(item.config), run.replay, passed=False)
         raise
-    problem = end_recording(item.nodeid, _state(item.config), run.replay, passed=run.passed)
+    try:
+        problem = end_recording(item.nodeid, _state(item.config), run.replay, passed=run.passed)
+    except BaseException:  # Ctrl-C while the recording is written: whichever stays, the
+        _withhold_snapshot_writes(item)  # transcripts stay with the recording they had
+        raise
     if problem is not None:
         pytest.fail(problem, pytrace=False)
     return result
@@ -776,7 +799,11 @@ def _run_scope(session: pytest.Session) -> RunScope:
     from_args = config.args_source == pytest.Config.ArgsSource.ARGS
     return RunScope(
         collect_only=bool(config.option.collectonly),
-        stopped=bool(session.shouldstop or session.shouldfail),
+        stopped=bool(
+            session.shouldstop
+            or session.shouldfail
+            or session.exitstatus == pytest.ExitCode.INTERRUPTED
+        ),
         failed=session.testsfailed,
         maxfail=config.getoption("maxfail") or 0,
         args=tuple(config.args) if from_args else None,

@@ -267,16 +267,14 @@ def _unserved_answer(method: str, path: str) -> tuple[UnservedRouteError, Endpoi
     return UnservedRouteError(message), json_response(404, body, [("x-should-retry", "false")])
 
 
-def _parse(body: bytes) -> JSONObject | EndpointResponse:
-    """The request body, or the HTTP error for a body that is not a JSON object."""
+def _parse(body: bytes, wire: Wire) -> JSONObject | EndpointResponse:
+    """The request body, or the wire's 400 for a body that is not a JSON object."""
     try:
         request = orjson.loads(body or b"null")
     except orjson.JSONDecodeError as err:
-        message = f"the body is not JSON: {err}"
-        return json_response(400, {"error": {"message": message, "type": "invalid_request_error"}})
+        return _error_response(wire.refusal(400, f"the body is not JSON: {err}"))
     if not isinstance(request, dict):
-        message = "the body must be a JSON object"
-        return json_response(400, {"error": {"message": message, "type": "invalid_request_error"}})
+        return _error_response(wire.refusal(400, "the body must be a JSON object"))
     return request
 
 
@@ -536,9 +534,8 @@ class Endpoint:
     ) -> EndpointResponse:
         wire = wire_for(path)
         if wire is not None and method.upper() != "POST":
-            return json_response(
-                405, {"error": {"message": f"{path} takes POST", "type": "invalid_request"}}
-            )
+            where = path.split("?", 1)[0]
+            return _error_response(wire.refusal(405, f"{where} takes POST, not {method.upper()}"))
         if wire is None:
             return (
                 self._get(path, headers)
@@ -546,8 +543,8 @@ class Endpoint:
                 else self._unserved(method, path)
             )
         if self._closed:
-            return ended_response()
-        body_json = _parse(body)
+            return ended_response(path)
+        body_json = _parse(body, wire)
         if isinstance(body_json, EndpointResponse):
             return body_json
         reading = _Reading(self)
@@ -1299,6 +1296,17 @@ def _early_failure(collected: list[StreamChunk]) -> Failure | None:
     return None
 
 
-def ended_response() -> EndpointResponse:
-    """The answer to a request after the endpoint closed: 503, the test has ended."""
-    return json_response(503, {"error": {"message": "the test has ended", "type": "unavailable"}})
+ENDED: Final = (
+    "the test has ended: this client (or base URL) is an earlier test's dsh_replay's; make "
+    "the client in each test (docs/wires.md#routes)"
+)
+"""What a request after its test ended is told (with a 503)."""
+
+
+def ended_response(path: str | None = None) -> EndpointResponse:
+    """The answer to a request after the endpoint closed: 503, the test has ended.
+
+    In the error shape of the wire ``path`` is a route of, else the OpenAI shape.
+    """
+    wire = None if path is None else wire_for(path)
+    return _error_response((openai_refusal if wire is None else wire.refusal)(503, ENDED))

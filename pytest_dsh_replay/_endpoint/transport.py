@@ -152,7 +152,7 @@ def _sync_classes(httpx: Any) -> tuple[type, type]:
 def _answer(endpoint: Endpoint | None, request: Any, body: bytes) -> EndpointResponse:
     """The endpoint's answer to an httpx request whose body was read (``None``: cut)."""
     if endpoint is None:
-        return ended_response()
+        return ended_response(_path(request))
     return endpoint.handle(
         request.method, _path(request), _headers(request), body, timeout=_read_timeout(request)
     )
@@ -358,7 +358,7 @@ class _InProcess:
         """One request to the endpoint (`InProcess.send`)."""
         endpoint = _linked(self._endpoint).endpoint
         if endpoint is None:
-            response = ended_response()
+            response = ended_response(path)
         else:
             response = endpoint.handle(method, path, dict(headers), body, timeout=timeout)
         if response.drop and response.timed_out:

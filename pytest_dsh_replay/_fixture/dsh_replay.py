@@ -47,7 +47,7 @@ from .._format.events import Event, JSONObject, SessionHeader, SessionLike, Sess
 from .._format.jsonl import event_line, read_session_log
 from .._format.redact import Redactor, TextRedaction
 from .._identity.faults import Fault, FaultQueue
-from .._recording.recorder import RecordingModel
+from .._recording.recorder import RecordingModel, child_meta
 from .._recording.watched import LiveFailure, WatchedLive
 from .._replay.model import ReplayBinding, ReplayModel
 from .._scripts.loading import ScenarioCache, load_scenario
@@ -55,6 +55,7 @@ from .._scripts.scenario import (
     Scenario,
     SessionScript,
     order_sessions,
+    refuse_foreign,
     refuse_nested,
     write_scenario,
 )
@@ -104,8 +105,9 @@ def _check_place(p: Path) -> None:
     """Refuse to record into ``p`` when the write would fail, before the live model is called.
 
     Raises:
-        RecordingError: ``p`` is a file, holds or lies inside another scenario, or cannot
-            be written or replaced (tried: [docs/recording.md#writing](../recording.md#writing)).
+        RecordingError: ``p`` is a file, holds or lies inside another scenario, holds
+            entries no scenario holds (`refuse_foreign`), or cannot be written or
+            replaced (tried: [docs/recording.md#writing](../recording.md#writing)).
     """
     if p.exists() and not p.is_dir():
         raise RecordingError(
@@ -114,6 +116,7 @@ def _check_place(p: Path) -> None:
             "marker at a directory, or record with record=False on this test"
         )
     refuse_nested(p)
+    refuse_foreign(p)
     try:
         check_writable(p)
     except OSError as err:
@@ -563,14 +566,28 @@ class DshReplay:
     def env(self) -> dict[str, str]:
         """Environment variables that point an agent process at `base_url`.
 
-        ``OPENAI_BASE_URL`` (with ``/v1``), ``ANTHROPIC_BASE_URL``,
-        ``DEEPSEEK_BASE_URL``, ``GOOGLE_GEMINI_BASE_URL`` and ``AZURE_OPENAI_ENDPOINT``
-        (the root), their ``*_API_KEY`` (and ``GOOGLE_API_KEY``) with a dummy key,
-        ``OPENAI_API_VERSION`` for ``AzureOpenAI``, ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``
-        and ``ANTHROPIC_BEDROCK_BASE_URL`` (the root) with dummy AWS keys and a region
-        for boto3 and ``AnthropicBedrock``, and ``NO_PROXY`` for the loopback address.
-        Merge them into the process's environment:
-        ``subprocess.run(cmd, env={**os.environ, **dsh_replay.env})``.
+        Every wire's (each wire's section of
+        [docs/wires.md](../wires.md) says how its SDK reads them):
+
+        - OpenAI: ``OPENAI_BASE_URL`` and ``OPENAI_API_BASE`` (with ``/v1``),
+          ``OPENAI_API_KEY``;
+        - Anthropic and the dsh runtime's DeepSeek route: ``ANTHROPIC_BASE_URL``,
+          ``DEEPSEEK_BASE_URL`` (the root), ``ANTHROPIC_API_KEY``, ``DEEPSEEK_API_KEY``;
+        - Gemini: ``GOOGLE_GEMINI_BASE_URL``, ``GEMINI_API_KEY``, ``GOOGLE_API_KEY``;
+        - Vertex AI: ``GOOGLE_VERTEX_BASE_URL``, ``GOOGLE_CLOUD_PROJECT``,
+          ``GOOGLE_CLOUD_LOCATION``, and for ``AnthropicVertex``
+          ``ANTHROPIC_VERTEX_BASE_URL``, ``ANTHROPIC_VERTEX_PROJECT_ID``,
+          ``CLOUD_ML_REGION``;
+        - Azure OpenAI: ``AZURE_OPENAI_ENDPOINT``, ``AZURE_OPENAI_API_KEY``,
+          ``OPENAI_API_VERSION``;
+        - Bedrock: ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``, ``ANTHROPIC_BEDROCK_BASE_URL``,
+          dummy ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` and a region
+          (``AWS_REGION``, ``AWS_DEFAULT_REGION``);
+        - Ollama: ``OLLAMA_HOST``;
+        - ``NO_PROXY`` and ``no_proxy`` for the loopback address.
+
+        Keys are dummies: the endpoint ignores them. Merge them into the process's
+        environment: ``subprocess.run(cmd, env={**os.environ, **dsh_replay.env})``.
         """
         return self._http.env
 
@@ -644,8 +661,11 @@ class DshReplay:
                 ``"bedrock"``, ``"anthropic-bedrock"``, ``"vertex"``,
                 ``"anthropic-vertex"`` or ``"ollama"`` (each wire of
                 [docs/wires.md#clients](../wires.md#clients)).
-            async_: The SDK's async client (``openai.AsyncOpenAI``,
-                ``anthropic.AsyncAnthropic``, a ``google.genai.Client``'s ``.aio``).
+            async_: The SDK's async client (``openai.AsyncOpenAI`` and
+                ``AsyncAzureOpenAI``, ``anthropic.AsyncAnthropic``,
+                ``AsyncAnthropicBedrock`` and ``AsyncAnthropicVertex``, a
+                ``google.genai.Client``'s ``.aio``, ``ollama.AsyncClient``); boto3 has
+                none (``client("bedrock", async_=True)`` is a `DshReplayError`).
             **options: Passed to the client's constructor (``max_retries``,
                 ``timeout``, ...; ``api_key`` defaults to a dummy key; for Gemini,
                 ``http_options`` keeps its other settings).
@@ -783,7 +803,7 @@ class DshReplay:
         ones the model created for calls from sessions it did not know (each with its
         turns: the messages, the model's answers, tool calls and results). Compare it
         with a snapshot:
-        ``assert dsh_replay.transcript() == dsh_snapshot``.
+        ``assert dsh_replay.transcript() == dsh_transcript``.
         """
         from .._check.transcript import render_transcript
 
@@ -892,7 +912,7 @@ class DshReplay:
         if self._runtime.source is not None:
             live: Sequence[SessionLike] = self._runtime.logs()
         else:
-            live = self.sessions.sessions()
+            live = self._with_late_parents(self.sessions.sessions())
         return [self._redacted(s.header, s.events) for s in self._in_recorded_order(live)]
 
     def _recorded_view(self) -> list[SessionLog]:
@@ -972,6 +992,36 @@ class DshReplay:
         """The replay's bindings (live id -> binding); ``{}`` when recording."""
         return {} if self._replayer is None else self._replayer.bindings
 
+    def _with_late_parents(self, sessions: Sequence[_S]) -> list[_S | SessionLog]:
+        """``sessions``, each one that got its parent after it started with that parent.
+
+        A conversation that called before the session replaying its recorded parent
+        existed (two conversations started at once, told apart by content) was created
+        without a parent; the recording it binds to names one, and by the time its log
+        is checked the live session replaying that parent is known
+        ([docs/scenarios.md#binding](../scenarios.md#binding)). Such a session is given
+        as a `SessionLog` with that parent in its header; the others as they are.
+        """
+        bindings = self._bindings()
+        if not bindings or self.scenario is None:
+            return list(sessions)
+        parents = {s.recorded_id: s.parent_session for s in self.scenario.scripts}
+        live_of = self.bound_ids()
+        out: list[_S | SessionLog] = []
+        for session in sessions:
+            header = session.header
+            binding = bindings.get(header.id)
+            recorded_parent = parents.get(binding.recorded_id) if binding is not None else None
+            parent = live_of.get(recorded_parent) if recorded_parent else None
+            if header.parent_session is None and parent is not None and parent != header.id:
+                of_parent = self.sessions.get(parent)
+                meta = child_meta(parent, None if of_parent is None else of_parent.header)
+                header = SessionHeader.from_json({**header.to_json(), **meta})
+                out.append(SessionLog(header, list(session.events)))
+            else:
+                out.append(session)
+        return out
+
     def bound_ids(self) -> dict[str, str]:
         """``{recorded id: live id}`` of the sessions this replay bound (empty when recording).
 
@@ -1021,7 +1071,7 @@ class DshReplay:
         if files and self._passes_by_reference(recorded):
             return
         self._recorder.close_open_calls()
-        live = self._in_recorded_order(self.sessions.sessions())
+        live = self._in_recorded_order(self._with_late_parents(self.sessions.sessions()))
         if not live or not files:
             return  # no model call and no session, or no per-session file to compare with
         pairs = self._paired(live, recorded)
@@ -1056,7 +1106,10 @@ class DshReplay:
         with its file.
         """
         references = []
-        for session in self.sessions.sessions():
+        sessions = self.sessions.sessions()
+        if any(isinstance(s, SessionLog) for s in self._with_late_parents(sessions)):
+            return False  # a header told late: the full check compares it as it ends up
+        for session in sessions:
             reference = self._recorder._by_reference(session)
             if reference is None:
                 return False

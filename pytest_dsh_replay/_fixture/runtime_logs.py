@@ -213,6 +213,13 @@ def model_view(
     return view
 
 
+def _compared_header(normalizer: Normalizer, header: SessionHeader) -> JSONObject:
+    """A header as the runtime log check compares it: normalized, without ``version``."""
+    compared = normalizer.header(header)
+    compared.pop("version", None)
+    return compared
+
+
 def compare_model_views(
     file: str,
     expected: tuple[SessionHeader, Sequence[Event]],
@@ -225,7 +232,9 @@ def compare_model_views(
 ) -> LogDifference | None:
     """Find the first difference between two runs of one session, as the model saw them.
 
-    The headers are compared without ``createdAt``, then the `model_view` items
+    The headers are compared without ``createdAt`` and ``version`` (a format 5
+    recording replays against a runtime that writes format 4: the events are alike),
+    then the `model_view` items
     one by one, each side normalized by its own normalizer (share one per side across
     the sessions of a scenario, primary first, so ids map alike).
 
@@ -244,7 +253,8 @@ def compare_model_views(
         ended first).
     """
     found = value_difference(
-        expected_normalizer.header(expected[0]), actual_normalizer.header(actual[0])
+        _compared_header(expected_normalizer, expected[0]),
+        _compared_header(actual_normalizer, actual[0]),
     )
     if found is not None:
         return LogDifference(file, None, "session", *found, "header differs")
@@ -447,6 +457,15 @@ class LiveRuntimeLogs:
         if tail is not None:
             return str(tail.path)
         if script in self._ids:
+            name = encode_segment(self._ids[script])
+            compressed = next(self._root.glob(f"*/{name}/{_LOG_NAME}.zst*"), None)
+            if compressed is not None:
+                return (
+                    f"the live session {self._ids[script]!r} writes its log compressed "
+                    f"({compressed}), and only a plain JSONL log can be read while it is "
+                    "written: give the runtime's session-persistence patch compression: none "
+                    "(docs/recording.md#runtime-recording); re-recording does not help"
+                )
             return (
                 f"no plain JSONL log {_LOG_NAME} of live session {self._ids[script]!r} "
                 f"under {self._root} yet"

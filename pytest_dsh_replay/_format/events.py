@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple, Protocol, TypeAlias
 
 from .formats import FORMATS, FormatSpec, known_spec, lenient_spec, newest_format, unknown_format
-from .json_values import as_safe_integer, describe_json, is_count, is_safe_integer
+from .json_values import as_safe_integer, describe_json, is_count, is_safe_integer, js_json
 
 __all__ = [
     "CHUNK_TYPES",
@@ -160,6 +160,12 @@ def header_problem(value: object, mode: HeaderMode) -> str | None:
         return None
     version = header_version(value)
     if mode == "replay":
+        if "version" in value and not is_safe_integer(value["version"]):
+            return (
+                "header version must be an integer, the log format "
+                f"(v{min(FORMATS)} to v{newest_format()}), got {js_json(value['version'])}: "
+                "the header is damaged"
+            )
         spec = known_spec(version)
         if spec is None:
             return unknown_format(version)

@@ -36,6 +36,7 @@ __all__ = [
     "Absent",
     "as_safe_integer",
     "describe_json",
+    "holds_non_finite",
     "is_count",
     "is_json_number",
     "is_lossless",
@@ -164,6 +165,26 @@ def is_lossless(value: Any) -> bool:
         ):
             return False
     return True
+
+
+def holds_non_finite(value: object) -> bool:
+    """Tell whether a float in ``value``, at any depth, is NaN or infinite.
+
+    JSON has no form for those, and ``orjson`` writes them as ``null``; so a value whose
+    serialized text holds no ``null`` holds none (callers check the text first, and walk
+    only when it does). Mappings are walked by value, lists and tuples by item.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
 
 
 def surely_lossless(value: object) -> bool:

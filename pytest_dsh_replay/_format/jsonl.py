@@ -50,7 +50,7 @@ from .events import (
     header_version,
 )
 from .formats import lenient_spec
-from .json_values import ABSENT, MAX_NESTING, describe_json
+from .json_values import ABSENT, MAX_NESTING, describe_json, holds_non_finite
 from .log_names import check_log_name
 from .typed import ROW_LINE_PREFIXES, STREAM_LINE_PREFIXES, decode_call_line
 from .zstd import (
@@ -379,9 +379,15 @@ def parse_session_header(text: str | bytes, *, source: str | None = None) -> Ses
 
     Raises:
         SessionLogError: The log is empty, or its first line is not a JSON object.
+        TypeError: ``text`` is neither ``str`` nor bytes.
     """
+    if not isinstance(text, str | bytes | bytearray | memoryview):
+        raise TypeError(f"parse_session_header takes the log as str or bytes, got {text!r:.80}")
+    data = _as_bytes(text)
+    if not data.endswith(b"\n"):  # a first line alone needs no newline: never "truncated"
+        data += b"\n"
     # Only the header line is read and parsed, however long the log.
-    for lineno, value in iter_log_lines(_as_bytes(text), source=source):
+    for lineno, value in iter_log_lines(data, source=source):
         return read_header(value, lineno, source, mode="lenient")
     raise _empty(source)
 
@@ -737,7 +743,7 @@ def _zstd_head(data: bytes, source: str, need: int) -> tuple[bytes, bytes]:
 
 
 def read_session_log(path: str | os.PathLike[str]) -> SessionLog:
-    """Read a log file: its header and its events (plain or zstd, any format 0 to 4).
+    """Read a log file: its header and its events (plain or zstd, any format 0 to 5).
 
     Args:
         path: A log file (``.jsonl``, ``.jsonl.zst``, ``.jsonl.zstd``).
@@ -811,10 +817,16 @@ def dump_session_log(
         non-ASCII kept raw), every line ending in ``\\n``.
 
     Raises:
-        SessionLogError: The header or an event is not serializable JSON (a value that
-            is not a JSON type, an integer beyond 64 bits, a string with a lone
-            surrogate, or nesting deeper than 254 levels).
+        SessionLogError: The header is neither a `SessionHeader` nor a JSON object, or
+            the header or an event is not serializable JSON (a value that
+            is not a JSON type, a NaN or infinite float, an integer beyond 64 bits, a
+            string with a lone surrogate, or nesting deeper than 254 levels).
     """
+    if not isinstance(header, SessionHeader | dict):
+        raise SessionLogError(
+            "cannot write session log: the header must be a SessionHeader or a JSON object, "
+            f"got {header!r:.80}"
+        )
     head = header.to_json() if isinstance(header, SessionHeader) else header
     if lenient_spec(header_version(head)).whole_events:
         # Formats 2 to 5 have no packed rows and no committed form without seq/time.
@@ -823,11 +835,11 @@ def dump_session_log(
     dumps = orjson.dumps
     parts: list[bytes] = []
     try:
-        parts.append(dumps(head))
+        parts.append(_dumped(dumps, head))
         for record in records:
             if not envelope and isinstance(record, dict):
                 record = project_record(record)
-            parts.append(dumps(record))
+            parts.append(_dumped(dumps, record))
     except orjson.JSONEncodeError as err:
         what = f"record {len(parts)}" if parts else "the header"
         raise SessionLogError(
@@ -836,6 +848,18 @@ def dump_session_log(
         ) from None
     parts.append(b"")
     return b"\n".join(parts)
+
+
+def _dumped(dumps: Any, record: object) -> bytes:
+    """``dumps(record)``, refusing a NaN or infinite float (``orjson`` writes ``null``).
+
+    Raises:
+        orjson.JSONEncodeError: ``record`` is not serializable, or holds such a float.
+    """
+    line: bytes = dumps(record)
+    if b"null" in line and holds_non_finite(record):
+        raise orjson.JSONEncodeError("a float is NaN or infinite, which JSON cannot hold")
+    return line
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:

@@ -81,7 +81,8 @@ def resolve_scenario(
         The scenario path: ``root / name`` for a relative name.
 
     Raises:
-        ScenarioError: A relative name is empty, holds a NUL byte, or does not resolve
+        ScenarioError: A part of the name or path is longer than a directory name can be
+            (255 bytes); a relative name is empty, holds a NUL byte, or does not resolve
             (``..``, symbolic links followed) to a directory strictly inside ``root``:
             ``"."``, ``"./"`` and ``"a/.."`` name the root itself, ``"../x"`` leaves it.
             The message quotes the name and `SCENARIO_RULE`.
@@ -89,6 +90,8 @@ def resolve_scenario(
     text = os.fspath(name_or_path)
     if "\x00" in text:
         raise ScenarioError(f"a scenario name cannot contain a NUL byte: {text!r}", path=str(root))
+    if len(text) > _MAX_PART_BYTES // 4:  # shorter, no part can exceed the bytes
+        _refuse_long_parts(root, text)
     candidate = Path(text)
     if candidate.is_absolute():
         return candidate
@@ -117,6 +120,26 @@ def resolve_scenario(
             path=str(root),
         )
     return root / candidate
+
+
+_MAX_PART_BYTES: Final = 255
+"""The longest file or directory name most file systems take, in bytes (UTF-8)."""
+
+
+def _refuse_long_parts(root: Path, text: str) -> None:
+    """Refuse a scenario name or path with a part longer than a directory name can be.
+
+    Raises:
+        ScenarioError: Quoting the start of the part, its length and the limit.
+    """
+    for part in Path(text).parts:
+        size = len(part.encode("utf-8", "surrogatepass"))
+        if size > _MAX_PART_BYTES:
+            raise ScenarioError(
+                f"scenario name {part[:40]!r}... is {size} bytes long, and a directory name "
+                f"holds at most {_MAX_PART_BYTES} bytes: use a shorter name",
+                path=str(root),
+            )
 
 
 def inside_root(root: Path, path: Path, *, resolved_root: str | None = None) -> bool:

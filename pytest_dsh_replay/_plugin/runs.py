@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .._fixture.dsh_replay import DshReplay
     from .._format.events import Event
     from .._scripts.loading import ScenarioCache
+    from .._store.atomic import Recovery
     from .._store.lock import RecordingLock
     from .age import Expiry
     from .collected import CollectedTest
@@ -382,17 +383,27 @@ def _once(make: Callable[[], str]) -> Callable[[], str]:
 def _first_use(state: SuiteState, path: Path) -> None:
     """Note the scenario at ``path`` as used this run; on its first test, recover first.
 
-    What a killed writer left is put back or cleaned up once per run and directory: the
-    scenario's parent (a recording killed mid-swap; ``state.recovered``) and the
-    scenario itself (a ``dsh-replay fmt`` killed mid-write; before it enters
-    ``state.used``, which the end of the run resolves only if needed). The scenario is
-    looked at through the run's cache's listing (`ScenarioCache.listing`), which the
-    test's load then reuses: only a leftover in it (or no directory) runs the recovery.
+    What a killed writer left is put back or cleaned up once per run and scenario:
+    beside it, its own leftovers only (a recording of it killed mid-swap; the parent is
+    listed once per run, ``state.recovered``: another entry's leftovers there are never
+    touched, [docs/recording.md#writing](../recording.md#writing)), and inside it (a ``dsh-replay fmt`` killed
+    mid-write; before it enters ``state.used``, which the end of the run resolves only if
+    needed). The scenario is looked at through the run's cache's listing
+    (`ScenarioCache.listing`), which the test's load then reuses: only a leftover in it
+    (or no directory) runs the recovery.
     """
     parent = str(path.parent)
-    if parent not in state.recovered:
-        state.recovered.add(parent)
-        _recover_interrupted_writes(state, path.parent)
+    pending = state.recovered.get(parent)
+    if pending is None:
+        from .._store.atomic import find_leftovers
+
+        found = find_leftovers(path.parent)
+        pending = state.recovered[parent] = {leftover.target.name for leftover in found}
+    if path.name in pending:
+        from .._store.atomic import recover
+
+        pending.discard(path.name)
+        _count_recovery(state, recover(path))
     key = str(path)
     if key not in state.used:
         from .._store.atomic import LEFTOVER
@@ -418,7 +429,11 @@ def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:
     """
     from .._store.atomic import recover_directory
 
-    recovery = recover_directory(directory)
+    _count_recovery(state, recover_directory(directory))
+
+
+def _count_recovery(state: SuiteState, recovery: Recovery) -> None:
+    """Note what a recovery put back or removed, and what stays, for the summary."""
     state.cleaned += recovery.done
     state.stuck.extend(stuck.describe() for stuck in recovery.stuck)
 
@@ -483,7 +498,10 @@ def check_replayed(
     command = record_command(
         test, replay.path, state.modes.to_record(exists=True), state, recorders
     )
-    return rerecord_unnamed(problem, unnamed, command) if unnamed else rerecord(problem, command)
+    if unnamed:
+        return rerecord_unnamed(problem, unnamed, command)
+    # A replay error the code under test swallowed already ends with the command.
+    return problem if f"re-record: {command}" in problem else rerecord(problem, command)
 
 
 def _unnamed_logs(replay: DshReplay) -> list[str]:
@@ -603,25 +621,40 @@ def _end_recording(
         return None
     from .messages import not_written
 
+    sidecars = _sidecars(replay.path)
     try:
         files = replay.finish()
-    except DshReplayError as err:
+    except BaseException as err:
         _forget(state, replay.path)  # a failed write may have moved files
         kept = _has_recording(replay.path)  # a failed write leaves what was there
         if kept:
             state.unwritten += 1
         else:
             state.unwritten_new += 1
+        if not isinstance(err, DshReplayError):
+            raise  # Ctrl-C mid-write: counted as not written, the run stops
         return not_written(nodeid, str(err), kept=kept)
     _forget(state, replay.path)
     if replay.mode == "new":
         state.appended.append((str(replay.path), replay.appended_calls, len(files)))
         return None
     guessed = replay.guessed_parents()
+    removed = "" if replay.unchanged else ", ".join(sidecars)
+    calls = recorded_calls(replay.sessions)
     state.recordings.append(
-        (str(replay.path), len(files), recorded_calls(replay.sessions), replay.unchanged, guessed)
+        (str(replay.path), len(files), calls, replay.unchanged, guessed, removed)
     )
     return None
+
+
+def _sidecars(path: Path) -> list[str]:
+    """The override sidecars in a scenario directory (a new recording replaces them)."""
+    from .._scripts.scenario import looks_like_sidecar
+
+    try:
+        return sorted(name for name in os.listdir(path) if looks_like_sidecar(name))
+    except OSError:
+        return []
 
 
 def _forget(state: SuiteState, path: Path) -> None:

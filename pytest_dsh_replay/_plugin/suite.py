@@ -85,7 +85,8 @@ class SuiteState:
     max_body_bytes: int | None = None  # the endpoint's body cap (dsh_replay_max_body_bytes)
     # What gives --dsh-record its live model, named for messages (None: nothing yet).
     live_source: Callable[[], str | None] = lambda: None
-    recordings: list[tuple[str, int, int, bool, int]] = field(default_factory=list)
+    # (path, logs, calls, unchanged, guessed parents, the override sidecars it removed)
+    recordings: list[tuple[str, int, int, bool, int, str]] = field(default_factory=list)
     kept: int = 0  # recordings not made (the test failed); an old one exists and stays
     not_recorded: int = 0  # recordings not made (the test failed); there was none
     unused: list[Path] | None = None
@@ -93,7 +94,8 @@ class SuiteState:
     workbase: Path | None = None
     runs: int = 0
     redaction: Redaction | None = None
-    recovered: set[str] = field(default_factory=set)
+    # directory -> the names in it with leftovers of interrupted writes, not yet recovered
+    recovered: dict[str, set[str]] = field(default_factory=dict)
     cleaned: int = 0  # leftovers of interrupted writes put back or removed
     stuck: list[str] = field(default_factory=list)  # leftovers that stay: what failed
     unwritten: int = 0  # recordings that could not be saved; an old one stays
@@ -188,10 +190,10 @@ class SuiteState:
         )
 
 
-def _recording(row: list[str | int | bool]) -> tuple[str, int, int, bool, int]:
+def _recording(row: list[str | int | bool]) -> tuple[str, int, int, bool, int, str]:
     """A recording's summary row, as a worker's report carries it (a list), typed again."""
-    path, files, calls, unchanged, guessed = row
-    return str(path), int(files), int(calls), bool(unchanged), int(guessed)
+    path, files, calls, unchanged, guessed, removed = row
+    return str(path), int(files), int(calls), bool(unchanged), int(guessed), str(removed)
 
 
 def _usage_row(row: list[str | int | float | None]) -> UsageRow:
@@ -252,7 +254,7 @@ class RunScope:
     Attributes:
         collect_only: ``--collect-only``: nothing ran.
         stopped: The session stopped early (``-x``, ``--sw``, a plugin's ``shouldstop``
-            or ``shouldfail``).
+            or ``shouldfail``, an interrupt such as Ctrl-C).
         failed: The number of failed tests.
         maxfail: ``--maxfail`` (``0`` when unset).
         args: The paths given on the command line, as typed, or ``None`` when pytest
@@ -400,11 +402,17 @@ def summary_lines(state: SuiteState) -> list[str]:
         )
     lines = ["scenarios: " + ", ".join(parts)]
     lines.extend(f"  {line}" for line in stuck)
-    for path, logs, calls, unchanged, guessed in sorted(state.recordings):
+    for path, logs, calls, unchanged, guessed, removed in sorted(state.recordings):
         kept = ", unchanged (files kept as they were)" if unchanged else ""
         lines.append(
             f"recorded {path}: {plural(logs, 'session')}, {plural(calls, 'model call')}{kept}"
         )
+        if removed:
+            lines.append(
+                f"  the new recording replaced the directory and its override sidecars "
+                f"({removed}): add them back from version control if they still apply "
+                "(docs/recording.md#writing)"
+            )
         if guessed:
             lines.append(
                 f"  content alone could not tell which session started "

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import orjson
 
 from .._errors import RecordingError
-from .._format.events import Event, JSONObject, StreamChunk
+from .._format.events import Event, JSONObject, SessionHeader, StreamChunk
 from .._format.json_values import describe_json, plain_json
 from .._format.reply import Reply, assemble_reply
 from .._format.text import TextSafeModel
@@ -63,6 +63,7 @@ __all__ = [
     "RECORDED_CHUNK_NESTING",
     "LiveModel",
     "RecordingModel",
+    "child_meta",
     "failure_finish",
     "live_chunk_problem",
 ]
@@ -526,6 +527,17 @@ def _write_ops(target: weakref.ref[Session], ops: list[_ShadowOp]) -> None:
             session.append(event["type"], event["data"], **envelope)
 
 
+def child_meta(parent: str, parent_header: SessionHeader | None) -> dict[str, object]:
+    """The header fields a child session takes from its parent.
+
+    ``parentSession``, ``origin: "subagent"`` and the parent's ``delegationDepth`` + 1
+    (0 + 1 when the parent is not known): what a recording writes for every child it
+    creates ([docs/scenarios.md#fork-or-spawn](../scenarios.md#fork-or-spawn)).
+    """
+    depth = 0 if parent_header is None else parent_header.delegation_depth or 0
+    return {"parentSession": parent, "origin": "subagent", "delegationDepth": depth + 1}
+
+
 class ByReference:
     """A session's log as the check by reference works it out, not built.
 
@@ -794,13 +806,8 @@ class RecordingModel(OptionsModel):
         parent = lineage.parent
         if parent is not None:
             parent_session = self.store.get(parent)
-            depth = 0 if parent_session is None else parent_session.header.delegation_depth or 0
-            meta = {
-                **(meta or {}),
-                "parentSession": parent,
-                "origin": "subagent",
-                "delegationDepth": depth + 1,
-            }
+            parent_header = None if parent_session is None else parent_session.header
+            meta = {**(meta or {}), **child_meta(parent, parent_header)}
             if lineage.fork and parent_session is not None:
                 seed = completed_turn_prefix(parent_session)
                 if seed is not None:

@@ -10,13 +10,14 @@ session at its first call; everything binds through it. The rules:
   unbound script in scenario order: first-call order, the primary first.
 - A call with ``parent_session_id``, or any new conversation found by the endpoint's
   content routing (``by_content``), takes the primary when it is unbound and the parent
-  is not a bound live session; otherwise the unbound recorded child whose first own user
-  message the request opens with (see `pytest_dsh_replay._replay.matching`), among the
-  recorded children of the session the live parent replays (all children when that is
-  unknown). Several matches: the one of the same kind (fork or not) first, then arrival
-  order. No match: the reason names the live message and every candidate's; a child
-  recorded without any user message, or a request without one, takes the first free
-  candidate (there is nothing to compare).
+  is not a bound live session (unless the request opens otherwise than the primary and
+  as an unbound recorded child does: that child); otherwise the unbound recorded child
+  whose first own user message the request opens with (see
+  `pytest_dsh_replay._replay.matching`), among the recorded children of the session the
+  live parent replays (all children when that is unknown). Several matches: the one of
+  the same kind (fork or not) first, then arrival order. No match: the reason names the
+  live message and every candidate's; a child recorded without any user message, or a
+  request without one, takes the first free candidate (there is nothing to compare).
 
 Recordings hold redacted text (a secret became ``[REDACTED]``), so with a redactor the
 live first messages are compared, and quoted in errors, through the same redaction
@@ -158,7 +159,11 @@ class Binder:
             index = self.next_free()
             return _every_bound(self.plan.size) if index is None else Choice(index)
         if parent_script is None and not self.taken[0]:
-            return Choice(0)  # a new conversation: the primary first
+            # A new conversation: the primary first, unless it opens otherwise and an
+            # unbound recorded session opens as it does (two conversations started at
+            # once: whichever calls first, each replays its own recording).
+            other = self._not_the_primary(request, seed_length)
+            return Choice(0 if other is None else other)
         where = "in the scenario"
         owner = "the scenario's"
         kids: Sequence[int] | None = None
@@ -218,6 +223,30 @@ class Binder:
             f"its first user message {trim(shown, near=near)} matches no "
             f"unbound recorded child {where} (unbound: {listed})"
         )
+
+    def _not_the_primary(
+        self, request: Mapping[str, object], seed_length: int | None
+    ) -> int | None:
+        """The unbound non-primary script a new conversation opens as; ``None``: the primary.
+
+        Only when the primary's opening is another and an unbound script's is the
+        request's ([docs/scenarios.md#binding](../scenarios.md#binding)).
+        """
+        primary = self.plan.opener(0)
+        free = [i for i in self.plan.others if not self.taken[i]]
+        if primary is None or not free:
+            return None
+        from .._wire.request import RequestView
+
+        view = RequestView.of(request)
+        openings = self._redacted(view.openings)
+        if not openings or primary.matches(openings):
+            return None
+        seeded = bool(view.seed) if seed_length is None else seed_length > 0
+        found = self._match(free, openings, seeded, self._redacted(view.run))
+        if found is None or self.plan.opener(found) is None:
+            return None  # no recorded session opens so: the primary, which reports the drift
+        return found
 
     def _announced(self, served: Served | None, openings: list[str]) -> Announcement | None:
         """The live parent's tool call that announces the live child, if any."""
@@ -712,7 +741,9 @@ class LiveSessions(Binder):
                 "x-dsh-session-id header (docs/wires.md#calling-session)"
             )
         elif "matches no unbound recorded child" in reason:
-            cause = (
+            # A child whose log was lost is no changed task: say so first, even while
+            # other recorded children are still unbound.
+            cause = _missing_child_files(self.scenario) or (
                 "The child's first message differs from every unbound recorded child's (its "
                 "task changed, or it is a session the recording does not have)"
             )

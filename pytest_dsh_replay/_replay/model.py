@@ -149,6 +149,10 @@ class ReplayModel(OptionsModel):
         if pace.__class__ is not float or pace:  # the default 0.0 needs no check
             pace = check_pace(pace)
         if not isinstance(scenario, Scenario):
+            if not isinstance(scenario, str | os.PathLike):
+                raise TypeError(
+                    f"ReplayModel takes a Scenario or a path (str or os.PathLike), got {scenario!r}"
+                )
             scenario = load_scenario(scenario)
         self._scenario = scenario
         self._scripts = scenario.scripts
@@ -503,7 +507,7 @@ class ReplayModel(OptionsModel):
         ``max_gap`` s) has passed. Children whose ``subagent-settled`` notices reached
         their parent in some order have the calls that settled them served in that
         order, ``max_gap`` s apart, whatever order the calls' ends show. Times come from
-        logs of formats 2 to 4.
+        logs of formats 2 to 5.
 
         Either way, a call that waits longer than ``timeout`` s raises
         [`ReplayOrderError`][pytest_dsh_replay.ReplayOrderError] naming the session and the recorded

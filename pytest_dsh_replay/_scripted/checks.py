@@ -7,6 +7,8 @@ the model checks its rules ([docs/recording.md#scripted-model](../recording.md#s
 
 from __future__ import annotations
 
+import math
+
 from .._errors import ScriptedModelError
 
 __all__ = ["Scripted", "fail", "seconds"]
@@ -24,17 +26,21 @@ def fail(message: str) -> ScriptedModelError:
 
 
 def seconds(value: object, what: str, *, zero: bool = True) -> float:
-    """``value`` as seconds (``>= 0``, or ``> 0`` when not ``zero``).
+    """``value`` as seconds: finite, ``>= 0`` (``> 0`` when not ``zero``).
+
+    Finite, so every wait a scripted model or server is given ends by itself.
 
     Raises:
-        ScriptedModelError: ``value`` is not such a number (a bool, NaN, a negative);
-            the message starts with ``what``.
+        ScriptedModelError: ``value`` is not such a number (a bool, NaN, infinity, a
+            negative); the message starts with ``what``.
     """
     if (
         isinstance(value, int | float)
         and not isinstance(value, bool)
-        and value == value  # not NaN
+        and math.isfinite(value)
         and (value >= 0 if zero else value > 0)
     ):
         return float(value)
-    raise fail(f"{what} takes seconds {'>= 0' if zero else '> 0'}, got {value!r}")
+    raise fail(
+        f"{what} takes a finite number of seconds {'>= 0' if zero else '> 0'}, got {value!r}"
+    )

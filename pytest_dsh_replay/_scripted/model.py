@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias
 import orjson
 
 from .._format.events import JSONObject, StreamChunk
+from .._format.json_values import holds_non_finite
 from .._format.vocabulary import chunk_problem
 from .._identity.options import (
     NO_REPLAY,
@@ -106,6 +107,9 @@ Windows path with a drive letter; both run to the next white space, quote or bra
 # --- answers ---------------------------------------------------------------------------------
 
 
+_CHUNKS_PAGE: Final = "(docs/format.md#stream-chunks)"
+
+
 @dataclass(frozen=True)
 class ToolCall:
     """One tool call of an [`Answer`][pytest_dsh_replay.Answer].
@@ -144,6 +148,11 @@ class ToolCall:
             ) from None
         if not isinstance(parsed, dict):
             raise _fail(f"ToolCall({self.name!r}) arguments must be a JSON object, got {parsed!r}")
+        if not isinstance(self.arguments, str) and holds_non_finite(self.arguments):
+            raise _fail(
+                f"ToolCall({self.name!r}) arguments must be a mapping of JSON values: a float "
+                "is NaN or infinite, which JSON cannot hold"
+            )
 
     @property
     def arguments_json(self) -> str:
@@ -326,15 +335,15 @@ class Answer:
         _seconds(self.delay, "Answer(delay=...)")
         if self.failure is not None and not isinstance(self.failure, ProviderFailure):
             raise _fail(f"Answer(failure=...) must be a ProviderFailure, got {self.failure!r}")
-        if self.usage is not None and not (
-            isinstance(self.usage, Mapping)
-            and all(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                for v in self.usage.values()
-            )
+        if self.usage is not None and (
+            not isinstance(self.usage, Mapping)
+            or chunk_problem({"type": "usage", "usage": dict(self.usage)}) is not None
         ):
             raise _fail(
-                f"Answer(usage=...) must map token kinds to counts >= 0, got {self.usage!r}"
+                "Answer(usage=...) must be a token usage the format allows: inputTokens and "
+                "outputTokens (and optionally cacheReadTokens, cacheWriteTokens, "
+                f"reasoningTokens, totalTokens), each a count >= 0 (docs/format.md#usage); "
+                f"got {self.usage!r}"
             )
 
 
@@ -379,11 +388,16 @@ class Chunks:
                 copied.append(orjson.loads(orjson.dumps(dict(chunk))))
             except (TypeError, orjson.JSONEncodeError) as error:
                 raise _fail(f"Chunks(chunks[{position}]) is not a JSON object: {error}") from None
+            if holds_non_finite(chunk):
+                raise _fail(
+                    f"Chunks(chunks[{position}]) is not a JSON object: a float is NaN or "
+                    "infinite, which JSON cannot hold"
+                )
             problem = chunk_problem(copied[-1])
             if problem is not None:
                 raise _fail(
                     f"Chunks(chunks[{position}]) is not a stream chunk the format allows: "
-                    f"{problem} (docs/format.md#stream-chunks)"
+                    f"{problem}" + ("" if problem.endswith(_CHUNKS_PAGE) else f" {_CHUNKS_PAGE}")
                 )
         finishes = [n for n, chunk in enumerate(copied) if chunk["type"] == "finish"]
         if finishes != [len(copied) - 1]:
@@ -726,12 +740,12 @@ class ScriptedModel(Scripted, OptionsModel):
             block ends).
 
     Attributes:
-        calls: Every call answered so far, as
+        calls: Every call made so far (one that no rule answered included), as
             [`ScriptedRequest`][pytest_dsh_replay.ScriptedRequest] objects, in arrival order.
 
     Raises:
-        ScriptedModelError: A rule is not a [`Rule`][pytest_dsh_replay.Rule], or ``default``
-            is not an answer.
+        ScriptedModelError: ``rules`` is not a list (an iterable) of rules, a rule is not a
+            [`Rule`][pytest_dsh_replay.Rule], or ``default`` is not an answer.
     """
 
     def __init__(
@@ -740,6 +754,9 @@ class ScriptedModel(Scripted, OptionsModel):
         *,
         default: Answer | Chunks | ProviderFailure | Hang | Respond | None = None,
     ):
+        if isinstance(rules, Rule | str | bytes | Mapping) or not isinstance(rules, Iterable):
+            hint = " (wrap a single rule in a list)" if isinstance(rules, Rule) else ""
+            raise _fail(f"ScriptedModel(rules) takes a list of Rule objects{hint}, got {rules!r}")
         self.rules: list[Rule] = list(rules)
         for position, rule in enumerate(self.rules):
             if not isinstance(rule, Rule):

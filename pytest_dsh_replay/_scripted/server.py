@@ -204,8 +204,9 @@ class ScriptedServer:
             [`DshReplayError`][pytest_dsh_replay.DshReplayError] objects, in order.
 
     Raises:
-        ScriptedModelError: ``model`` is not a scripted model, ``api_key`` is empty or
-            ``idle_timeout`` is not a positive number of seconds.
+        ScriptedModelError: ``model`` is not a scripted model, ``api_key`` is empty,
+            ``idle_timeout`` is not a positive number of seconds or ``max_body_bytes``
+            not a positive integer.
     """
 
     def __init__(
@@ -220,6 +221,15 @@ class ScriptedServer:
             raise fail(f"ScriptedServer(model) takes a ScriptedModel, got {model!r}")
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
             raise fail("ScriptedServer(api_key=...) must be a non-empty string or None")
+        if (
+            isinstance(max_body_bytes, bool)
+            or not isinstance(max_body_bytes, int)
+            or max_body_bytes <= 0
+        ):
+            raise fail(
+                f"ScriptedServer(max_body_bytes=...) must be a positive number of bytes, got "
+                f"{max_body_bytes!r}"
+            )
         self.model = model
         self.api_key = api_key
         self.idle_timeout = seconds(idle_timeout, "ScriptedServer(idle_timeout=...)", zero=False)

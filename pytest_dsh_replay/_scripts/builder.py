@@ -940,13 +940,18 @@ def derive_replay_script(
         when there is no call.
 
     Raises:
-        ScriptError: A call ends without ``finish`` (its (turn, step) changes, a summary
+        ScriptError: ``events`` is not a list (an iterable) of event objects; a call
+            ends without ``finish`` (its (turn, step) changes, a summary
             arrives, the log ends while it is open, or an embedded stream does not end
             with one), a marked summary has no ``rawOutput``, or an ``assistant/chunk``
             has no chunk object. ``call`` names the call as ``turn/step`` and
             ``event_index`` where it began.
         SessionLogError: An embedded stream is malformed.
     """
+    if isinstance(events, str | bytes | dict) or not isinstance(events, Iterable):
+        raise ScriptError(
+            f"events must be a list of event objects, got {events!r:.80}", path=source
+        )
     builder = ScriptBuilder(version=None, source=source)
     for event in events:
         if event.__class__ is not dict:

@@ -18,6 +18,7 @@ import orjson
 
 from .._errors import OverrideError, ScriptError
 from .._format.events import CHUNK_TYPES, ChunkRun, JSONObject, StreamChunk
+from .._format.json_values import holds_non_finite
 from .._format.reply import Reply, assemble_reply
 from .timing import Gaps, RawTimes, gaps_of
 
@@ -146,9 +147,15 @@ def _kept(blob: bytes) -> bytes:
 def _serialize_chunks(chunks: Iterable[StreamChunk], where: str) -> tuple[bytes, int]:
     items = list(chunks)
     try:
-        return _kept(orjson.dumps(items)), len(items)
+        blob = orjson.dumps(items)
     except TypeError as err:
         raise ScriptError(f"{where}: chunks must be JSON values ({err})") from None
+    if b"null" in blob and holds_non_finite(items):
+        raise ScriptError(
+            f"{where}: chunks must be JSON values (a float is NaN or infinite, which JSON "
+            "cannot hold)"
+        )
+    return _kept(blob), len(items)
 
 
 class _ChunkHolder:
@@ -301,7 +308,8 @@ class ChunksEntry(_ChunkHolder):
             reach the entry.
 
     Raises:
-        ScriptError: A chunk is not a JSON value.
+        ScriptError: ``chunks`` is not a list (an iterable) of chunks, or a chunk is not
+            a JSON value.
     """
 
     __slots__ = ("_finished", "_reply", "origin")
@@ -316,6 +324,8 @@ class ChunksEntry(_ChunkHolder):
     origin: tuple[int, int] | None
 
     def __init__(self, chunks: Iterable[StreamChunk]):
+        if isinstance(chunks, str | bytes | dict) or not isinstance(chunks, Iterable):
+            raise ScriptError(f"chunks entry: chunks must be a list of chunks, got {chunks!r:.80}")
         items = list(chunks)
         self._blob, self._count = _serialize_chunks(items, "chunks entry")
         self._gaps = None
@@ -501,6 +511,10 @@ class HangEntry:
         ready_file: A file written (empty) when the consumer asks for the third chunk, so
             a test can wait for the stream to be in flight; relative paths resolve
             against the scenario's working directory. ``None``: no file.
+
+    Raises:
+        ScriptError: ``ready_file`` is neither ``None`` nor a non-empty string (as a
+            sidecar's ``readyFile`` must be).
     """
 
     ready_file: str | None = None
@@ -509,6 +523,13 @@ class HangEntry:
         {"type": "block-start", "index": 0, "blockType": "text"},
         {"type": "text-delta", "index": 0, "text": "partial"},
     )
+
+    def __post_init__(self) -> None:
+        ready = self.ready_file
+        if ready is not None and (not isinstance(ready, str) or not ready):
+            raise ScriptError(
+                f"hang entry: ready_file must be a non-empty string or None, got {ready!r}"
+            )
 
     @property
     def chunks(self) -> list[StreamChunk]:

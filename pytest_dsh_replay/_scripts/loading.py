@@ -40,6 +40,7 @@ from .scenario import (
     holds_primary_log,
     iter_scenario_dirs,
     load_session_script,
+    looks_like_sidecar,
     scenario_of,
 )
 from .structure import EventPrefix, check_seeds, check_tree, log_prefix, store_prefix
@@ -87,7 +88,8 @@ def scenario_files(directory: str | os.PathLike[str]) -> tuple[str, list[str], d
 
     Raises:
         ScenarioError: The directory cannot be listed; there is no primary log; a
-            ``session.*.jsonl`` or ``replay.*.override.json`` name breaks the rules;
+            ``session.*.jsonl`` name or a sidecar's (any name starting with
+            ``replay`` that mentions ``override``) breaks the rules;
             child numbers have a gap; one session has two logs of its newest format
             generation (older generations are ignored); an override names a missing
             child.
@@ -116,7 +118,7 @@ def _inventory(d: Path, names: list[str]) -> _Inventory:
     for name in names:
         if _is_log_name(name):
             _add_log(d, name, logs)
-        elif name.startswith("replay.") and name.endswith(".override.json"):
+        elif looks_like_sidecar(name):  # a misspelled one is refused, never ignored
             overrides[_override_number(d, name)] = name
     primary = _the_primary(d, names, _newest(logs.pop(0, {})))
     children: dict[int, str] = {}
@@ -171,7 +173,8 @@ def _override_number(d: Path, name: str) -> int:
     if m is None:
         raise ScenarioError(
             f"invalid override sidecar name {name!r}: expected replay.override.json "
-            "(primary) or replay.<n>.override.json (child n)",
+            "(primary) or replay.<n>.override.json (child n); a file that is no "
+            "sidecar belongs outside the scenario directory",
             path=str(d / name),
         )
     return int(m.group(1))
@@ -440,7 +443,7 @@ def load_scenario(path: str | os.PathLike[str], session_id: str | None = None) -
             - a scenario directory (``session.jsonl``, ``session.<n>.jsonl``, optional
               ``replay.override.json`` and ``replay.<n>.override.json``);
             - a single log file (``.jsonl``, ``.jsonl.zst``, ``.jsonl.zstd``; any format
-              0 to 4): one primary script, unsliced;
+              0 to 5): one primary script, unsliced;
             - a dsh SQLite session store: every session in it; the primary is the one
               without ``parentSession``;
             - with ``session_id``: the dsh runtime's sessions root
@@ -454,7 +457,8 @@ def load_scenario(path: str | os.PathLike[str], session_id: str | None = None) -
 
     Raises:
         ScenarioError: Nothing exists at ``path``; the directory breaks the naming
-            rules; the session id is not under the root; a store has no single primary.
+            rules; a session id is given with a file or a scenario directory, or is not
+            under the root; a store has no single primary.
         SessionLogError: A log is malformed or of a format version this build does not
             read (file and line named).
         ScriptError: A call cannot be derived (file, line and call key named).
@@ -472,6 +476,13 @@ def load_scenario(path: str | os.PathLike[str], session_id: str | None = None) -
             raise ScenarioError(
                 "a session id goes with the runtime's sessions root (a directory of project "
                 "directories), not with a file",
+                path=str(p),
+            )
+        if holds_primary_log(p):
+            raise ScenarioError(
+                "this is a scenario directory (it holds its primary log), and a session id "
+                "goes with the runtime's sessions root ($DSH_HOME/sessions) only: load it "
+                "without session_id",
                 path=str(p),
             )
         return _load_sessions_root(p, session_id)

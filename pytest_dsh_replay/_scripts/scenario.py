@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, TypeAlias
 
-from .._errors import RecordingError, SessionLogError
+from .._errors import RecordingError, ScenarioError, SessionLogError
 from .._format.events import JSONObject, SessionHeader, SessionLike
 from .._format.jsonl import dump_session_log, head_digest, open_session_log
 from .._format.log_names import parse_log_name
@@ -36,11 +36,14 @@ __all__ = [
     "child_order",
     "derived_script",
     "holds_primary_log",
+    "is_scenario_entry",
     "iter_scenario_dirs",
     "load_session_script",
     "locale_sort_key",
+    "looks_like_sidecar",
     "nested_scenario",
     "order_sessions",
+    "refuse_foreign",
     "refuse_nested",
     "scenario_of",
     "write_scenario",
@@ -156,6 +159,9 @@ class Scenario:
         replay_plan: What the replay computes once for every model over this scenario
             ([docs/architecture.md#replay-plan](../architecture.md#replay-plan));
             ``None`` until the first model; not part of the scenario's value.
+
+    Raises:
+        ScenarioError: ``scripts`` is empty (a scenario has a primary).
     """
 
     path: Path
@@ -163,6 +169,13 @@ class Scenario:
     # Left empty by the loader, filled by the replay layer (the layer above: typed object
     # here); not part of the scenario's value (equality, repr) nor of its constructor.
     replay_plan: object = field(default=None, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.scripts:
+            raise ScenarioError(
+                "a scenario holds at least one script, the primary's; got none",
+                path=str(self.path),
+            )
 
     @property
     def primary(self) -> SessionScript:
@@ -252,7 +265,7 @@ def load_session_script(
     """Read one log file and derive its script.
 
     Args:
-        path: A log of format 0 to 4, plain or zstd (``.jsonl``, ``.jsonl.zst``,
+        path: A log of format 0 to 5, plain or zstd (``.jsonl``, ``.jsonl.zst``,
             ``.jsonl.zstd``; generation names such as ``session.v4.jsonl`` too).
         primary: ``True`` derives from every event; ``False`` (a child) derives only
             from its own events: those at or after the header's ``seedLength``
@@ -451,9 +464,21 @@ def order_sessions(sessions: Iterable[SessionLike]) -> list[SessionLike]:
     (``createdAt``, id), the order replay binds them in.
 
     Raises:
-        RecordingError: No session, or more than one, lacks ``parentSession``.
+        RecordingError: ``sessions`` is not an iterable of sessions (objects with a
+            `SessionHeader` ``header`` and ``events``), or no session, or more than one,
+            lacks ``parentSession``.
     """
+    if isinstance(sessions, str | bytes | dict) or not isinstance(sessions, Iterable):
+        raise RecordingError(f"sessions must be an iterable of sessions, got {sessions!r:.80}")
     items = list(sessions)
+    for item in items:
+        if not isinstance(getattr(item, "header", None), SessionHeader) or not hasattr(
+            item, "events"
+        ):
+            raise RecordingError(
+                "each session must have a SessionHeader header and its events (a store's "
+                f"Session, a SessionLog, a StoredLog), got {item!r:.80}"
+            )
     roots = [s for s in items if s.header.parent_session is None]
     if len(roots) != 1:
         ids = ", ".join(repr(s.header.id) for s in roots) or "none"
@@ -490,16 +515,21 @@ def write_scenario(path: str | os.PathLike[str], sessions: Iterable[SessionLike]
         The written log files, primary first.
 
     Raises:
-        RecordingError: Not exactly one primary session; ``path`` holds another
+        RecordingError: ``path`` is empty; ``sessions`` are not sessions; not exactly
+            one primary session; ``path`` holds another
             scenario below it or lies inside one (replacing it would delete the other);
-            or the directory cannot be written or replaced (the message names the
-            error).
+            ``path`` is a file, or a directory holding entries no scenario holds (see
+            `refuse_foreign`); or the directory cannot be written or replaced (the
+            message names the error).
     """
     from .._store.atomic import replace_path  # writing only: reading never needs it
 
+    if isinstance(path, str) and not path.strip():  # Path("") would be the current dir
+        raise RecordingError(f"an empty path names no scenario directory: {path!r}")
     target = Path(path)
     ordered = order_sessions(sessions)
     refuse_nested(target)
+    refuse_foreign(target)
     blobs = [dump_session_log(s.header, s.events, envelope=False) for s in ordered]
     names = [PRIMARY_LOG] + [f"session.{n}.jsonl" for n in range(1, len(ordered))]
 
@@ -574,6 +604,73 @@ def nested_scenario(path: str | os.PathLike[str]) -> Path | None:
         if holds_primary_log(ancestor):
             return ancestor
     return None
+
+
+def is_scenario_entry(name: str) -> bool:
+    """Whether ``name`` is what a scenario directory holds: a log, a sidecar, a leftover.
+
+    Logs are the names `parse_log_name` reads (a ``session.jsonl.bak`` beside them is
+    the user's), sidecars any name `looks_like_sidecar` takes, leftovers the hidden names
+    a replacement uses ([docs/recording.md#writing](../recording.md#writing)); and
+    macOS's ``.DS_Store``.
+    """
+    from .._store.atomic import LEFTOVER
+
+    return (
+        (name.startswith("session.") and parse_log_name(name) is not None)
+        or looks_like_sidecar(name)
+        or LEFTOVER.fullmatch(name) is not None
+        or name == ".DS_Store"  # what macOS's Finder leaves in any folder it shows
+    )
+
+
+def looks_like_sidecar(name: str) -> bool:
+    """Whether ``name`` is meant as an override sidecar (misspelled ones included).
+
+    ``replay.override.json`` and ``replay.<n>.override.json`` are the valid names; any
+    other name that starts with ``replay`` and mentions ``override`` (any case:
+    ``replay.overrides.json``, ``replay.1.override.JSON``, ``replay.override.json.bak``)
+    is refused by loading rather than silently ignored
+    ([docs/scenarios.md#naming](../scenarios.md#naming)).
+    """
+    lowered = name.lower()
+    return lowered.startswith("replay") and "override" in lowered
+
+
+def refuse_foreign(path: str | os.PathLike[str]) -> None:
+    """Refuse to write a scenario over what is not one.
+
+    Writing replaces ``path`` as a whole, so an existing ``path`` must be a directory
+    holding only a scenario's entries (`is_scenario_entry`: logs, sidecars, hidden
+    leftovers; none at all included): what else a user keeps there is never deleted
+    ([docs/recording.md#writing](../recording.md#writing)).
+
+    Raises:
+        RecordingError: ``path`` is a file (or another non-directory), or a directory
+            holding other entries (the message names up to five of them).
+    """
+    target = Path(path)
+    if not os.path.lexists(target):
+        return
+    if target.is_symlink() or not target.is_dir():
+        raise RecordingError(
+            f"cannot write scenario {target}: it exists and is not a directory; a "
+            "scenario is a directory of session logs: choose another path"
+        )
+    try:
+        names = sorted(os.listdir(target))
+    except OSError as err:
+        raise RecordingError(f"cannot write scenario {target}: {err}") from err
+    foreign = [n for n in names if not is_scenario_entry(n)]
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (
+            f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        )
+        raise RecordingError(
+            f"cannot write scenario {target}: the directory holds {shown}, which are no "
+            "scenario's files (logs, override sidecars), and writing a scenario replaces "
+            "the whole directory; move them out of it (nothing was written)"
+        )
 
 
 def refuse_nested(path: str | os.PathLike[str]) -> None:

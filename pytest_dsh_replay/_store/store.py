@@ -124,8 +124,10 @@ class _Owner:
         if self.clock is _now_ms:
             return _time.time_ns() // 1_000_000
         value = self.clock()
-        if not is_safe_integer(value):
-            raise SessionStoreError(f"the store clock must return Unix ms as an int, got {value!r}")
+        if not is_safe_integer(value) or value < 0:  # a header's createdAt is never negative
+            raise SessionStoreError(
+                f"the store clock must return Unix ms as an int >= 0, got {value!r}"
+            )
         return int(value)
 
 
@@ -136,7 +138,7 @@ class SessionStore:
         backend: Where sessions are persisted: a [`JsonlBackend`][pytest_dsh_replay.JsonlBackend], a
             `SqliteBackend`, or anything satisfying
             [`SessionBackend`][pytest_dsh_replay.SessionBackend].
-        clock: Returns the current time in Unix milliseconds (an ``int``); used for
+        clock: Returns the current time in Unix milliseconds (an ``int`` >= 0); used for
             ``createdAt``, event ``time`` and ``session/end-seed``. Default: the wall
             clock. Inject a fake one for deterministic logs.
 
@@ -193,7 +195,7 @@ class SessionStore:
         """The store clock's current time, Unix ms.
 
         Raises:
-            SessionStoreError: The injected clock returned something else than an int.
+            SessionStoreError: The injected clock returned something else than an int >= 0.
         """
         return self._owner.now()
 
@@ -210,7 +212,7 @@ class SessionStore:
         try:
             return validate_log(events, what="seed event")
         except ValueError as err:
-            raise SessionStoreError(f"{err}; seed must be contiguous from 0") from None
+            raise SessionStoreError(f"create(seed=...): {err}") from None
 
     # -- the API -----------------------------------------------------------------------------
 

@@ -1176,12 +1176,20 @@ def bedrock_auth_headers(api_key: str, url: str, body: bytes) -> dict[str, str]:
 
 
 class _Raw:
-    """An answer's body as botocore reads a raw HTTP response (``stream``, ``close``)."""
+    """An answer's body as botocore reads a raw HTTP response.
+
+    ``stream`` for an event stream (``ConverseStream``), and the file-like ``read``,
+    ``readinto``, ``readlines``, ``readable`` and ``tell`` that botocore's
+    ``StreamingBody`` (``InvokeModel``'s ``body``) calls; ``close``.
+    """
 
     def __init__(self, reply: Any, url: str, exceptions: Any):
         self._reply = reply
         self._url = url
         self._exceptions = exceptions
+        self._pieces: Iterator[bytes] | None = None
+        self._held = b""
+        self._read = 0
 
     def stream(self, *args: object, **kwargs: object) -> Iterator[bytes]:
         try:
@@ -1190,6 +1198,40 @@ class _Raw:
             raise self._exceptions.ConnectionClosedError(endpoint_url=self._url) from None
         except TimeoutError:
             raise self._exceptions.ReadTimeoutError(endpoint_url=self._url) from None
+
+    def read(self, amt: int | None = None) -> bytes:
+        """Up to ``amt`` bytes of the body (``None``: the rest); ``b""`` at its end."""
+        if self._pieces is None:
+            self._pieces = self.stream()
+        while amt is None or len(self._held) < amt:
+            piece = next(self._pieces, None)
+            if piece is None:
+                break
+            self._held += piece
+        if amt is None:
+            out, self._held = self._held, b""
+        else:
+            out, self._held = self._held[:amt], self._held[amt:]
+        self._read += len(out)
+        return out
+
+    def readinto(self, buffer: Any) -> int:
+        """Read into ``buffer``; the number of bytes read."""
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def readlines(self) -> list[bytes]:
+        """The rest of the body, split after each newline."""
+        return self.read().splitlines(keepends=True)
+
+    def readable(self) -> bool:
+        """Always ``True``."""
+        return True
+
+    def tell(self) -> int:
+        """How many bytes were read."""
+        return self._read
 
     def close(self) -> None:
         self._reply.close()

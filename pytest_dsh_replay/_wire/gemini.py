@@ -196,12 +196,14 @@ class GeminiEncoder(HeldCallsEncoder):
     def __init__(self, *, model: str, response_id: str):
         super().__init__()
         self._head = {"modelVersion": model, "responseId": response_id}
+        self._sent = False  # whether a frame of parts went out
 
     def marks(self) -> list[str]:
         """The answer's text and sorted tool call ids so far (how a next request quotes it)."""
         return ["".join(self._text), *sorted(t.id for t in self._tools.values() if t.id)]
 
     def _parts(self, parts: list[JSONObject]) -> bytes:
+        self._sent = True
         candidate = {"content": {"role": "model", "parts": parts}, "index": 0}
         return _frame({"candidates": [candidate], **self._head})
 
@@ -229,8 +231,16 @@ class GeminiEncoder(HeldCallsEncoder):
         return _function_call(block)
 
     def finish(self, reason: Mapping[str, object]) -> bytes:
-        """The last frame: tool calls not sent yet, ``finishReason`` and ``usageMetadata``."""
+        """The last frame: tool calls not sent yet, ``finishReason`` and ``usageMetadata``.
+
+        After content its candidate has ``content``, as the live API's last frame does:
+        the unsent tool calls, else one empty ``{"text": ""}`` part (so code reading
+        ``candidates[0].content.parts`` of every frame reads it too); an answer with no
+        content at all (``EMPTY_RESPONSE``) has none.
+        """
         parts = [self._tool_part(tool) for tool in self.unsent()]
+        if not parts and self._sent:
+            parts = [{"text": ""}]
         candidate: JSONObject = {}
         if parts:
             candidate["content"] = {"role": "model", "parts": parts}

@@ -62,6 +62,25 @@ def test_client_gives_each_wire_s_sdk_client(project: pytest.Pytester) -> None:
             assert type(on_bedrock) is anthropic.AsyncAnthropicBedrock
 
         @pytest.mark.dsh_scenario("one", compare_logs=False)
+        def test_bedrock_invoke_model_reads_its_body(dsh_replay):
+            import json
+
+            body = json.dumps(
+                {
+                    "anthropic_version": "bedrock-2023-05-31",
+                    "max_tokens": 64,
+                    "messages": [{"role": "user", "content": "hi"}],
+                }
+            )
+            answer = dsh_replay.client("bedrock").invoke_model(
+                modelId="anthropic.claude-x-v1:0", body=body
+            )
+            stream = answer["body"]
+            first = stream.read(5)
+            assert len(first) == 5
+            assert json.loads(first + stream.read())["content"][0]["text"] == "Hello"
+
+        @pytest.mark.dsh_scenario("one", compare_logs=False)
         def test_an_unknown_wire(dsh_replay):
             from pytest_dsh_replay import DshReplayError
             from pytest_dsh_replay._wire.table import WIRES
@@ -81,4 +100,4 @@ def test_client_gives_each_wire_s_sdk_client(project: pytest.Pytester) -> None:
             assert answer.choices[0].message.content == "Hello"
         """
     )
-    project.runpytest("-p", "no:randomly").assert_outcomes(passed=4)
+    project.runpytest("-p", "no:randomly").assert_outcomes(passed=5)

@@ -49,8 +49,40 @@ def test_the_next_run_puts_back_a_recording_a_killed_write_moved_aside(
     )
     result = project.runpytest()
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*1 replayed*3 leftovers of interrupted writes recovered*"])
-    assert sorted(p.name for p in root.iterdir()) == ["kept"]
+    result.stdout.fnmatch_lines(["*1 replayed*2 leftovers of interrupted writes recovered*"])
+    # Only the used scenario's own leftovers: another's stay until a run uses it
+    # (`dsh-replay check` reports them meanwhile).
+    assert sorted(p.name for p in root.iterdir()) == [".other.tmp-00000000000a", "kept"]
+
+
+def test_a_replay_touches_no_leftover_like_entry_beside_its_scenario_but_its_own(
+    project: pytest.Pytester,
+) -> None:
+    elsewhere = project.path / "elsewhere"
+    make_scenario(elsewhere / "scen", ask="q", primary=["live: q"])
+    (elsewhere / ".cache.tmp-00000000abcd").mkdir()
+    (elsewhere / ".cache.tmp-00000000abcd" / "notes").write_text("important")
+    (elsewhere / ".config.old-123456abcdef").write_text("backup")
+    project.makeconftest("")
+    project.makepyfile(
+        test_replay=f"""
+        import pytest
+        from agent import ask
+
+        @pytest.mark.dsh_scenario({str(elsewhere / "scen")!r})
+        def test_scen(dsh_replay):
+            assert ask(dsh_replay.model, "q") == "live: q"
+        """
+    )
+    result = project.runpytest()
+    result.assert_outcomes(passed=1)
+    assert "interrupted writes" not in result.stdout.str()
+    assert sorted(p.name for p in elsewhere.iterdir()) == [
+        ".cache.tmp-00000000abcd",
+        ".config.old-123456abcdef",
+        "scen",
+    ]
+    assert (elsewhere / ".cache.tmp-00000000abcd" / "notes").read_text() == "important"
 
 
 def test_a_leftover_that_cannot_be_removed_is_reported_as_such(
@@ -252,8 +284,10 @@ def test_the_next_run_cleans_what_a_killed_fmt_left_in_a_scenario(
     # A dsh-replay fmt killed mid-write leaves its temporary file inside the scenario.
     scenario = make_scenario(project.path / "recordings" / "kept", ask="q", primary=["live: q"])
     (scenario / ".session.jsonl.tmp-0123456789ab").write_text('{"type":"session"')
-    (scenario / ".session.jsonl.tmp-notours").write_text("not our name: kept")
     if mode == "replay":
+        # (recording refuses a directory holding it: test_record.py's
+        # test_recording_into_a_directory_of_other_files_is_refused_and_deletes_nothing)
+        (scenario / ".session.jsonl.tmp-notours").write_text("not our name: kept")
         project.makeconftest("")
     project.makepyfile(test_replay=REPLAY_KEPT)
     result = project.runpytest(*(["--dsh-record"] if mode == "record" else []))

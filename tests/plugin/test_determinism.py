@@ -111,3 +111,56 @@ def test_concurrent_children_in_either_order_give_one_transcript_and_one_events_
         committed = COMMITTED / f"test_sdk_agent[openai-{scenario.rsplit('-', 1)[1]}].md"
         assert transcripts == {committed.read_text()}, f"{scenario}: the replay differs"
         assert len(events) == 1, f"{scenario}: the events snapshot depends on the order"
+
+
+TWO_CONVERSATIONS_CONFTEST = """
+from pytest_dsh_replay import Answer, Rule, ScriptedModel
+
+MODEL = ScriptedModel(
+    [
+        Rule(Answer(text="The capital is Paris."), prompt="capital"),
+        Rule(Answer(text="Berlin it is."), prompt="Germany"),
+    ]
+)
+
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return MODEL
+"""
+
+TWO_CONVERSATIONS_TEST = """
+import os
+
+import pytest
+
+QUESTIONS = ["What is the capital of France?", "And Germany?"]
+
+
+@pytest.mark.dsh_scenario("two")
+def test_two(dsh_replay, dsh_transcript):
+    client = dsh_replay.openai_client()
+    order = QUESTIONS[::-1] if os.environ.get("OTHER_FIRST") else QUESTIONS
+    answers = {
+        question: client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": question}]
+        ).choices[0].message.content
+        for question in order
+    }
+    assert answers == {QUESTIONS[0]: "The capital is Paris.", QUESTIONS[1]: "Berlin it is."}
+    assert dsh_replay.transcript() == dsh_transcript
+"""
+
+
+def test_two_conversations_replay_whichever_calls_first(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two unrelated conversations (as ``asyncio.gather`` starts them) in either order."""
+    pytester.makeconftest(TWO_CONVERSATIONS_CONFTEST)
+    pytester.makepyfile(test_two=TWO_CONVERSATIONS_TEST)
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
+    recorded = pytester.runpytest("--dsh-record=all", "--snapshot-update", "-p", "no:randomly")
+    recorded.assert_outcomes(passed=1)
+    for other_first in ("", "1"):
+        monkeypatch.setenv("OTHER_FIRST", other_first)
+        result = pytester.runpytest("-p", "no:randomly")
+        result.assert_outcomes(passed=1)

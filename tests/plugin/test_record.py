@@ -613,6 +613,154 @@ def test_recording_over_a_single_log_file_is_refused(project: pytest.Pytester) -
     assert log.read_bytes() == before
 
 
+def test_recording_into_a_directory_of_other_files_is_refused_and_deletes_nothing(
+    project: pytest.Pytester,
+) -> None:
+    docs = project.path / "recordings" / "docs"  # inside the snapshot root
+    (docs / "img").mkdir(parents=True)
+    (docs / "README.md").write_text("keep me")
+    (docs / "img" / "a.png").write_bytes(b"png")
+    project.makepyfile(
+        test_into_docs="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("docs")
+        def test_docs(dsh_replay):
+            run(dsh_replay.model, "x")
+        """
+    )
+    result = project.runpytest("--dsh-record=all")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*cannot write scenario *docs: the directory holds README.md, img, which are no*"]
+    )
+    assert (docs / "README.md").read_text() == "keep me"
+    assert sorted(p.name for p in docs.rglob("*")) == ["README.md", "a.png", "img"]
+
+
+def test_a_re_record_says_which_override_sidecars_it_replaced(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_side="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("side")
+        def test_side(dsh_replay):
+            run(dsh_replay.model, "x")
+        """
+    )
+    project.runpytest("--dsh-record=all").assert_outcomes(passed=1)
+    scenario = project.path / "recordings" / "side"
+    (scenario / "replay.override.json").write_text('{"patches": []}')
+    project.runpytest().assert_outcomes(passed=1)
+    result = project.runpytest("--dsh-record=all")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"recorded {scenario}: 1 session, 1 model call",
+            "  the new recording replaced the directory and its override sidecars "
+            "(replay.override.json): add them back from version control if they still apply*",
+        ]
+    )
+    assert sorted(p.name for p in scenario.iterdir()) == ["session.jsonl"]
+
+
+def test_ctrl_c_while_the_recording_is_written_keeps_the_transcript_it_goes_with(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_dsh_replay._store import atomic
+
+    project.makepyfile(
+        test_q="""
+        import os
+
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("q")
+        def test_q(dsh_replay, dsh_transcript):
+            run(dsh_replay.model, os.environ.get("QUESTION", "first"))
+            assert dsh_replay.transcript() == dsh_transcript
+        """
+    )
+    flags = ("--dsh-record=all", "--snapshot-update", "-p", "no:randomly", "-p", "no:cacheprovider")
+    project.runpytest(*flags).assert_outcomes(passed=1)
+    (transcript,) = (project.path / "__snapshots__").rglob("*.md")
+    recording = project.path / "recordings" / "q" / "session.jsonl"
+    before = (transcript.read_bytes(), recording.read_bytes())
+    assert b"first" in before[0]
+
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt  # Ctrl-C in the middle of the write
+
+    monkeypatch.setattr(atomic, "_swap_into_place", interrupted)
+    monkeypatch.setenv("QUESTION", "second")
+    result = project.runpytest_inprocess(*flags, no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert (transcript.read_bytes(), recording.read_bytes()) == before
+
+
+@pytest.mark.parametrize("flags", [(), ("--dsh-record=all",)], ids=["replay", "record"])
+def test_a_scenario_name_too_long_for_a_directory_fails_its_test_only(
+    project: pytest.Pytester, flags: tuple[str, ...]
+) -> None:
+    project.makepyfile(
+        test_long="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("x" * 300)
+        def test_long(dsh_replay):
+            run(dsh_replay.model, "x")
+
+        def test_other():
+            pass
+        """
+    )
+    result = project.runpytest(*flags)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*'xxxx*... is 300 bytes long, and a directory name holds*"])
+    assert "INTERNALERROR" not in result.stdout.str()
+
+
+def test_an_interrupted_run_deletes_no_transcript_and_calls_no_scenario_unused(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.makepyfile(
+        test_two="""
+        import os
+
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("first")
+        def test_first(dsh_replay, dsh_transcript):
+            run(dsh_replay.model, "one")
+            if os.environ.get("INTERRUPT"):
+                raise KeyboardInterrupt  # Ctrl-C while the test runs
+            assert dsh_replay.transcript() == dsh_transcript
+
+        @pytest.mark.dsh_scenario("second")
+        def test_second(dsh_replay, dsh_transcript):
+            run(dsh_replay.model, "two")
+            assert dsh_replay.transcript() == dsh_transcript
+        """
+    )
+    flags = ("--snapshot-update", "-p", "no:randomly", "-p", "no:cacheprovider")
+    project.runpytest("--dsh-record=all", *flags).assert_outcomes(passed=2)
+    snapshots = sorted(p.name for p in (project.path / "__snapshots__").rglob("*.md"))
+    assert snapshots == ["test_first.md", "test_second.md"]
+    monkeypatch.setenv("INTERRUPT", "1")
+    # (no_reraise_ctrlc: the inner run's interrupt must not interrupt this test's run)
+    result = project.runpytest_inprocess("--dsh-fail-unused", *flags, no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert sorted(p.name for p in (project.path / "__snapshots__").rglob("*.md")) == snapshots
+    assert "deleted" not in result.stdout.str()
+    assert "unused scenarios" not in result.stdout.str()
+    assert "FAIL:" not in result.stdout.str()
+
+
 def test_re_recording_unchanged_behaviour_keeps_the_files(project: pytest.Pytester) -> None:
     project.makepyfile(
         test_stable="""

@@ -178,6 +178,20 @@ def test_fmt_canonicalizes_without_changing_what_replays(tmp_path: Path) -> None
     assert (copy / "session.2.jsonl").stat().st_size < (source / "session.2.jsonl").stat().st_size
 
 
+def test_fmt_and_check_leave_a_backup_beside_the_logs_alone(tmp_path: Path) -> None:
+    require_corpus()
+    copy = tmp_path / "mixed"
+    shutil.copytree(scenario("subagent-mixed"), copy)  # logs not in the committed form
+    backup = (copy / "session.jsonl").read_bytes()
+    (copy / "session.jsonl.bak").write_bytes(backup)
+    (copy / "session.1.jsonl.orig").write_bytes(backup[:-5])  # cut short: no log, no problem
+    code, out, _ = run("fmt", str(copy))
+    assert (code, "3 of 3 log(s) were rewritten" in out) == (0, True)
+    assert "bak" not in out
+    assert (copy / "session.jsonl.bak").read_bytes() == backup
+    assert run("check", "--strict-form", str(copy)) == (0, "ok: 1 scenario(s)\n", "")
+
+
 def test_check_finds_secrets_with_file_line_and_path(tmp_path: Path) -> None:
     d = tmp_path / "leaky"
     d.mkdir()

@@ -574,6 +574,35 @@ def test_the_endpoint_modules_import_no_sdk_or_http_client() -> None:
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.parametrize("first", ["France", "Germany"])
+def test_two_conversations_started_at_once_each_replay_their_own_recording(first: str) -> None:
+    """Whichever of two unrelated conversations calls first, each binds by its opening."""
+    questions = {"France": "What is the capital of France?", "Germany": "And Germany?"}
+    scenario = Scenario(
+        Path("mem"),
+        (
+            script("session.jsonl", [reply("Paris")], rid="p", first=questions["France"]),
+            script(
+                "session.1.jsonl",
+                [reply("Berlin")],
+                rid="c",
+                parent="p",
+                first=questions["Germany"],
+            ),
+        ),
+    )
+    endpoint = Endpoint.replaying(ReplayModel(scenario))
+    http = client(endpoint)
+    order = [first, *(q for q in questions if q != first)]
+    answers = {}
+    for country in order:
+        answer = http.post("/v1/chat/completions", json=ask(questions[country]))
+        assert answer.status_code == 200, answer.text
+        answers[country] = answer.json()["choices"][0]["message"]["content"]
+    assert answers == {"France": "Paris", "Germany": "Berlin"}
+    endpoint.close()
+
+
 def test_a_late_subagent_found_by_content_is_recorded_under_the_first_session() -> None:
     """A child whose first call comes after its parent went on still gets a parent."""
     from pytest_dsh_replay._endpoint.routing import Router

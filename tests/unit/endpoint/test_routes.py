@@ -59,6 +59,45 @@ def test_a_served_path_with_another_method_is_405_and_no_test_failure() -> None:
     assert endpoint.errors == []
 
 
+REFUSING_ROUTES = [
+    "/v1/chat/completions",
+    "/v1/messages",
+    "/v1beta/models/g:generateContent",
+    "/model/m/converse",
+    "/api/chat",
+    "/openai/deployments/d/chat/completions?api-version=2024-10-21",
+]
+
+
+@pytest.mark.parametrize("path", REFUSING_ROUTES)
+def test_a_request_refused_before_any_call_is_in_the_routes_error_shape(path: str) -> None:
+    from pytest_dsh_replay._endpoint.endpoint import ENDED
+    from pytest_dsh_replay._wire.table import wire_for
+
+    wire = wire_for(path)
+    assert wire is not None
+    endpoint = _endpoint()
+    cases = [
+        ("POST", b"{not json", 400, "the body is not JSON: "),
+        ("POST", b"[]", 400, "the body must be a JSON object"),
+        ("GET", b"", 405, f"{path.split('?')[0]} takes POST, not GET"),
+    ]
+    for method, body, status, message in cases:
+        response = endpoint.handle(method, path, {}, body)
+        got = b"".join(response.body)
+        expected = wire.refusal(status, message)
+        assert response.status == status
+        assert [h for h in response.headers if h[0] != "content-length"] == [
+            h for h in expected.headers if h[0] != "content-length"
+        ]
+        if status != 400 or body == b"[]":  # the parser's own words follow the first
+            assert got == expected.body
+        assert message.encode() in got
+    endpoint.close()
+    response = endpoint.handle("POST", path, {}, b"{}")
+    assert (response.status, b"".join(response.body)) == (503, wire.refusal(503, ENDED).body)
+
+
 def test_closest_route_names_a_near_route() -> None:
     assert closest_route("POST", "/v1/chat/completion") == "POST /v1/chat/completions"
     assert closest_route("PUT", "/x") is None

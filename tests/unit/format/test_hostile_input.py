@@ -674,6 +674,13 @@ def test_a_symlink_inside_the_root_cannot_lead_outside(tmp_path: Path) -> None:
         resolve_scenario(root, "link/scenario")
 
 
+@pytest.mark.parametrize("name", ["x" * 256, "agents/" + "é" * 128, "/abs/" + "y" * 300])
+def test_a_name_longer_than_a_directory_name_can_be_is_refused(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ScenarioError, match=r"bytes long, and a directory name holds at most 255"):
+        resolve_scenario(tmp_path, name)
+    assert resolve_scenario(tmp_path, "x" * 255) == tmp_path / ("x" * 255)
+
+
 def test_names_inside_the_root_resolve_under_it(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()

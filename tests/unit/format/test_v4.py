@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 import pytest
+import zstandard
 from support.corpus_support import SAMPLES, require_corpus
 
 from pytest_dsh_replay import (
@@ -185,6 +186,22 @@ def test_a_runtime_sessions_root_and_a_session_id(tmp_path: Path) -> None:
         load_scenario(root)
 
 
+def test_a_session_directory_with_one_generation_plain_and_compressed_is_refused(
+    tmp_path: Path,
+) -> None:
+    root = _sessions_root(tmp_path)
+    session_dir = root / "--home-u-proj--" / "sess-main"
+    plain = (session_dir / "session.v4.jsonl").read_bytes()
+    (session_dir / "session.v4.jsonl.zstd").write_bytes(zstandard.ZstdCompressor().compress(plain))
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(root, session_id="sess-main")
+    assert str(session_dir) in str(info.value)
+    assert (
+        "holds one generation twice (session.v4.jsonl, session.v4.jsonl.zstd), "
+        "compressed and plain; keep one" in str(info.value)
+    )
+
+
 def test_the_cli_reads_a_sessions_root(tmp_path: Path) -> None:
     root = _sessions_root(tmp_path)
     out = io.StringIO()
@@ -201,6 +218,20 @@ def test_check_counts_the_primaries_of_a_sessions_root_as_scenarios(tmp_path: Pa
     out = io.StringIO()
     assert main(["check", str(root)], stdout=out) == 0
     assert out.getvalue() == "ok: 2 scenario(s)\n"
+
+
+@pytest.mark.parametrize("broken", ["sess-main", "a child"])
+def test_a_broken_log_under_a_sessions_root_still_counts_with_its_scenario(
+    tmp_path: Path, broken: str
+) -> None:
+    root = _sessions_root(tmp_path)  # 2 scenarios: sess-main (and 2 children), unrelated
+    sessions = sorted((root / "--home-u-proj--").iterdir())
+    target = next(d for d in sessions if (d.name == "sess-main") == (broken == "sess-main"))
+    log = target / "session.v4.jsonl"
+    log.write_bytes(log.read_bytes()[:-100])  # cut inside its last line
+    err = io.StringIO()
+    assert main(["check", str(root)], stderr=err) == 1
+    assert err.getvalue().endswith("1 problem(s) in 2 scenario(s)\n")
 
 
 def test_the_runtime_home_points_at_its_sessions_root(tmp_path: Path) -> None:

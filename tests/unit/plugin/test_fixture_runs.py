@@ -156,7 +156,7 @@ def test_record_mode_records_and_counts_the_calls_written(tmp_path: Path) -> Non
     list(replay.model.stream(ask, session_id="main"))
     assert runs.end_recording(NODE, state, replay, passed=True) is None
     assert (tmp_path / "snaps/new/session.jsonl").is_file()
-    assert state.recordings == [(str(tmp_path / "snaps/new"), 1, 2, False, 0)]
+    assert state.recordings == [(str(tmp_path / "snaps/new"), 1, 2, False, 0, "")]
     assert (state.kept, state.unwritten) == (0, 0)
 
 

@@ -498,6 +498,23 @@ def test_a_child_whose_file_is_missing_is_named_with_the_file_to_restore(
     assert "started more sessions than were recorded" not in message
 
 
+def test_a_lost_child_file_is_named_even_while_another_child_is_unbound(
+    tmp_path: Path,
+) -> None:
+    scenario = tmp_path / "runtime-mixed"
+    shutil.copytree(EXAMPLES / "runtime-mixed", scenario)
+    lost = json.loads((scenario / "session.1.jsonl").read_text().split("\n", 1)[0])["id"]
+    (scenario / "session.2.jsonl").replace(scenario / "session.1.jsonl")  # the other stays
+    model = ReplayModel(load_scenario(scenario))
+    list(model.stream(REQUEST, session_id="main"))
+    with pytest.raises(ReplayBindingError) as info:
+        list(model.stream(REQUEST, session_id="kid", parent_session_id="main"))
+    message = str(info.value)
+    assert "matches no unbound recorded child" in message
+    assert f"The recording is incomplete: session.jsonl names child session {lost!r}" in message
+    assert "its task changed" not in message
+
+
 def test_binding_errors_quote_text_blocks_visibly_apart(tmp_path: Path) -> None:
     store = SessionStore(MemoryBackend())
     answers = {"p": [text_call("parent")], "c": [text_call("child")]}

@@ -77,7 +77,10 @@ CASES: list[tuple[str, Calls, dict[str, str]]] = [
                   ("q", "m", "same task", 0), ("g", "p", "grandchild", 0)],
      {"m": "session.jsonl", "p": "session.1.jsonl", "q": "session.2.jsonl",
       "g": "session.3.jsonl"}),
+    # a parent not live yet: the recording its opening matches, not the primary
     ("parallel", [("g", "nobody", "grandchild", 0), ("m", None, "main", 0)],
+     {"g": "session.3.jsonl", "m": "session.jsonl"}),
+    ("parallel", [("g", "nobody", "no recording opens so", 0), ("m", None, "main", 0)],
      {"g": "session.jsonl", "m": "session.1.jsonl"}),
 ]  # fmt: skip
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import re
 import threading
 import time
@@ -279,9 +280,20 @@ def test_an_unmatched_request_is_a_typed_error_naming_the_call_and_prompt() -> N
         (lambda: ToolCall("f", "{"), r"arguments must be a JSON object text"),
         (lambda: ProviderFailure(200), r"must be an HTTP error 400-599, got 200"),
         (lambda: ProviderFailure(None), r"status=None\) needs code="),
-        (lambda: ProviderFailure(429, retry_after=0), r"retry_after=...\) takes seconds > 0"),
+        (lambda: ProviderFailure(429, retry_after=0), r"retry_after=...\) takes .*seconds > 0"),
         (lambda: ProviderFailure(429, request_id=""), r"request_id=...\) must be a non-empty"),
-        (lambda: Hang(seconds=-1), r"Hang\(seconds=...\) takes seconds > 0"),
+        (lambda: Hang(seconds=-1), r"Hang\(seconds=...\) takes a finite number of seconds > 0"),
+        (lambda: Hang(seconds=math.inf), r"Hang\(seconds=...\) takes a finite number"),
+        (lambda: Answer(delay=math.inf), r"Answer\(delay=...\) takes a finite number"),
+        (lambda: Answer(usage={"foo": 3}), r"Answer\(usage=...\) must be a token usage"),
+        (lambda: Answer(usage={"inputTokens": 1}), r"Answer\(usage=...\) must be a token usage"),
+        (lambda: ToolCall("f", {"a": [math.nan]}), r"a float is NaN or infinite"),
+        (lambda: Chunks([{**STOP, "replayState": {"x": math.inf}}]), r"a float is NaN or"),
+        (lambda: Chunks([{"type": "bogus"}, STOP]), r"stream-chunks\)$"),
+        (
+            lambda: ScriptedModel(bad(Rule(Answer()))),
+            r"a list of Rule objects \(wrap a single rule",
+        ),
         (lambda: Chunks(bad("text")), r"Chunks\(chunks\) takes a list of stream chunks"),
         (lambda: Chunks([bad("x"), STOP]), r"Chunks\(chunks\[0\]\) must be a stream chunk"),
         (lambda: Chunks([{"type": "text-delta", "index": 0}, STOP]), r"chunks\[0\]\).*needs text"),
@@ -292,6 +304,7 @@ def test_an_unmatched_request_is_a_typed_error_naming_the_call_and_prompt() -> N
         (lambda: Chunks([STOP, STOP]), r"positions \[0, 1\] of 2"),
         (lambda: Chunks([STOP, TEXT]), r"positions \[0\] of 2"),
         (lambda: ScriptedModel([bad(Answer())]), r"rules\[0\]\) must be a Rule"),
+        (lambda: ScriptedModel(bad(None)), r"ScriptedModel\(rules\) takes a list of Rule"),
     ],
 )
 def test_bad_rules_and_answers_are_refused_saying_what_was_expected(

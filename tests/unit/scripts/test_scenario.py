@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -213,6 +214,27 @@ def test_override_for_a_missing_child_or_bad_name(fork_scenario: Path) -> None:
         load_scenario(fork_scenario)
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "replay.overrides.json",
+        "replay-override.json",
+        "replay.override.foo.json",
+        "replay.1.override.JSON",
+        "Replay.override.json",
+        "replay.override.json.bak",
+    ],
+)
+def test_a_misspelled_sidecar_is_refused_not_ignored(fork_scenario: Path, name: str) -> None:
+    (fork_scenario / name).write_text(
+        json.dumps({"patches": [{"at": 0, "entry": {"kind": "hang"}}]})
+    )
+    with pytest.raises(
+        ScenarioError, match=f"invalid override sidecar name {re.escape(repr(name))}"
+    ):
+        load_scenario(fork_scenario)
+
+
 def test_override_patch_out_of_range_is_reported_with_the_file(fork_scenario: Path) -> None:
     (fork_scenario / "replay.override.json").write_text(
         json.dumps({"patches": [{"at": 5, "entry": {"kind": "hang"}}]})
@@ -264,13 +286,72 @@ def test_write_scenario_orders_children_and_replaces_the_directory(tmp_path: Pat
 
     target = tmp_path / "s"
     target.mkdir()
+    (target / "session.jsonl").write_text("stale")  # a previous recording, replaced
     (target / "session.5.jsonl").write_text("stale")
-    (target / "notes.txt").write_text("not ours")
+    (target / "replay.5.override.json").write_text("{}")
     files = write_scenario(target, [_Log("late", "p", 9), _Log("p"), _Log("early", "p", 1)])
     assert [f.name for f in files] == ["session.jsonl", "session.1.jsonl", "session.2.jsonl"]
     assert sorted(p.name for p in target.iterdir()) == [f.name for f in sorted(files)]
     assert [s.recorded_id for s in load_scenario(target).scripts] == ["p", "early", "late"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        ["README.md", "src/app.py"],
+        [".git/HEAD"],
+        ["replay.override.json", "notes.txt"],
+        ["session.jsonl", "session.1.jsonl", "NOTES.md"],
+        ["session.jsonl", "session.jsonl.bak"],
+    ],
+    ids=[
+        "a-project",
+        "a-hidden-directory",
+        "a-sidecar-and-a-note",
+        "a-recording-and-a-note",
+        "a-recording-and-its-backup",
+    ],
+)
+def test_write_scenario_refuses_a_directory_that_holds_other_files(
+    tmp_path: Path, entries: list[str]
+) -> None:
+    from pytest_dsh_replay import RecordingError, write_scenario
+
+    target = tmp_path / "proj"
+    for entry in entries:
+        (target / entry).parent.mkdir(parents=True, exist_ok=True)
+        (target / entry).write_text("keep me")
+    before = sorted(p.relative_to(target) for p in target.rglob("*"))
+    with pytest.raises(RecordingError, match="which are no scenario's files") as info:
+        write_scenario(target, [_Log("p")])
+    assert "move them out of it (nothing was written)" in str(info.value)
+    assert sorted(p.relative_to(target) for p in target.rglob("*")) == before
+    assert all((target / e).read_text() == "keep me" for e in entries)
+
+
+def test_write_scenario_refuses_a_path_that_is_a_file(tmp_path: Path) -> None:
+    from pytest_dsh_replay import RecordingError, write_scenario
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("important")
+    with pytest.raises(RecordingError, match="it exists and is not a directory"):
+        write_scenario(notes, [_Log("p")])
+    assert notes.read_text() == "important"
+
+
+def test_write_scenario_takes_an_empty_directory_or_one_of_scenario_files(tmp_path: Path) -> None:
+    from pytest_dsh_replay import write_scenario
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    leftovers = tmp_path / "leftovers"
+    leftovers.mkdir()
+    for name in ("session.2.jsonl", "replay.override.json", ".session.jsonl.tmp-0123456789ab"):
+        (leftovers / name).write_text("old")
+    for target in (empty, leftovers):
+        write_scenario(target, [_Log("p")])
+        assert sorted(p.name for p in target.iterdir()) == ["session.jsonl"]
 
 
 def _three_scenarios(tmp_path: Path) -> list[Path]:

@@ -288,7 +288,13 @@ def test_a_streamed_answer_is_one_frame_per_part_the_last_with_finish_and_usage(
             **head,
         },
         {
-            "candidates": [{"finishReason": "STOP", "index": 0}],
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": [{"text": ""}]},
+                    "finishReason": "STOP",
+                    "index": 0,
+                }
+            ],
             "usageMetadata": {
                 "promptTokenCount": 5,
                 "candidatesTokenCount": 4,
@@ -541,7 +547,9 @@ def test_google_genai_calls_a_function_and_continues_the_session(stream: bool) -
         assert [(c.id, c.name, c.args) for c in response.function_calls] == [
             ("call_1", "add", {"a": 2, "b": 3})
         ]
-    assert [p.thought for p in answer.parts or ()] == [True, None]
+    # streamed: the last frame's empty text part too, as the live API sends one
+    expected = [True, None, None] if stream else [True, None]
+    assert [p.thought for p in answer.parts or ()] == expected
     contents = _turn(contents, answer)
     if stream:
         text = "".join(
