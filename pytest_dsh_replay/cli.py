@@ -378,8 +378,33 @@ def _store_secrets(path: Path, redactor: Redactor) -> list[str]:
     return problems
 
 
+def _stale_locks(paths: Sequence[Path]) -> list[str]:
+    """One line per recording lock file under (or beside) ``paths`` that no process holds."""
+    from ._store.lock import stale_lock
+
+    found: set[Path] = set()
+    for path in paths:
+        found.add(path.parent / f".{path.name}.lock")
+        if path.is_dir():
+            for dirpath, dirnames, filenames in os.walk(path):
+                dirnames[:] = [n for n in dirnames if LEFTOVER.fullmatch(n) is None]
+                found.update(Path(dirpath) / n for n in filenames if _is_lock_name(n))
+    return [
+        f"{lock}: the lock file of a recording a killed run left behind (no process holds "
+        f"it); the next pytest run that uses {lock.with_name(lock.name[1:-5])} removes it, "
+        "or delete it"
+        for lock in sorted(found)
+        if stale_lock(lock)
+    ]
+
+
+def _is_lock_name(name: str) -> bool:
+    return name.startswith(".") and name.endswith(".lock") and len(name) > 6
+
+
 def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     problems: list[str] = [leftover.describe() for leftover in _leftovers(args.paths)]
+    problems.extend(_stale_locks(args.paths))
     targets = _check_targets(args.paths)
     redactor = Redactor()
     primaries: list[tuple[str, str | None]] = []  # each loaded target's (id, parent)

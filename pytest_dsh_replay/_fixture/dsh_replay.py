@@ -101,13 +101,17 @@ def _new_store() -> SessionStore:
     return SessionStore(MemoryBackend())
 
 
-def _check_place(p: Path) -> None:
+def _check_place(p: Path, *, replacing: bool = True) -> None:
     """Refuse to record into ``p`` when the write would fail, before the live model is called.
+
+    ``replacing``: the recording replaces the directory (appending keeps what else it
+    holds, so other entries do not matter then).
 
     Raises:
         RecordingError: ``p`` is a file, holds or lies inside another scenario, holds
-            entries no scenario holds (`refuse_foreign`), or cannot be written or
-            replaced (tried: [docs/recording.md#writing](../recording.md#writing)).
+            entries no scenario holds when ``replacing`` (`refuse_foreign`), or cannot
+            be written or replaced (tried:
+            [docs/recording.md#writing](../recording.md#writing)).
     """
     if p.exists() and not p.is_dir():
         raise RecordingError(
@@ -116,7 +120,8 @@ def _check_place(p: Path) -> None:
             "marker at a directory, or record with record=False on this test"
         )
     refuse_nested(p)
-    refuse_foreign(p)
+    if replacing:
+        refuse_foreign(p)
     try:
         check_writable(p)
     except OSError as err:
@@ -374,7 +379,7 @@ class DshReplay:
                 "this is a file (a single log or a SQLite store); record it with "
                 "--dsh-record=all, or mark the test record=False"
             )
-        _check_place(p)
+        _check_place(p, replacing=False)
         scenario = load_scenario(p)
         from .._scripts.appending import check_appendable
 
@@ -1002,6 +1007,9 @@ class DshReplay:
         ([docs/scenarios.md#binding](../scenarios.md#binding)). Such a session is given
         as a `SessionLog` with that parent in its header; the others as they are.
         """
+        # One top-level session (every scenario but these) needs nothing: the common case
+        if sum(s.header.parent_session is None for s in sessions) < 2:
+            return list(sessions)
         bindings = self._bindings()
         if not bindings or self.scenario is None:
             return list(sessions)

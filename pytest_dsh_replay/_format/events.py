@@ -160,12 +160,9 @@ def header_problem(value: object, mode: HeaderMode) -> str | None:
         return None
     version = header_version(value)
     if mode == "replay":
-        if "version" in value and not is_safe_integer(value["version"]):
-            return (
-                "header version must be an integer, the log format "
-                f"(v{min(FORMATS)} to v{newest_format()}), got {js_json(value['version'])}: "
-                "the header is damaged"
-            )
+        problem = _version_problem(value["version"]) if "version" in value else None
+        if problem is not None:
+            return problem
         spec = known_spec(version)
         if spec is None:
             return unknown_format(version)
@@ -178,6 +175,23 @@ def header_problem(value: object, mode: HeaderMode) -> str | None:
             )
         return None
     return _store_problem(value, version)
+
+
+def _version_problem(value: object) -> str | None:
+    """What is wrong with a header's ``version`` that is no safe integer; ``None``: nothing.
+
+    A float JavaScript reads as a safe integer (``4.0``) is that integer; an integer
+    beyond the safe range is a format no harness wrote (`unknown_format`); anything
+    else is a damaged header.
+    """
+    if is_safe_integer(value):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return unknown_format(value)
+    return (
+        "header version must be an integer, the log format "
+        f"(v{min(FORMATS)} to v{newest_format()}), got {js_json(value)}: the header is damaged"
+    )
 
 
 def _strict_header_problem(value: dict[str, object], spec: FormatSpec) -> str | None:

@@ -81,8 +81,9 @@ def resolve_scenario(
         The scenario path: ``root / name`` for a relative name.
 
     Raises:
-        ScenarioError: A part of the name or path is longer than a directory name can be
-            (255 bytes); a relative name is empty, holds a NUL byte, or does not resolve
+        ScenarioError: A part of the name or path is longer than 237 bytes (what leaves
+            room in a directory name for the hidden copy a recording writes); a
+            relative name is empty, holds a NUL byte, or does not resolve
             (``..``, symbolic links followed) to a directory strictly inside ``root``:
             ``"."``, ``"./"`` and ``"a/.."`` name the root itself, ``"../x"`` leaves it.
             The message quotes the name and `SCENARIO_RULE`.
@@ -122,8 +123,10 @@ def resolve_scenario(
     return root / candidate
 
 
-_MAX_PART_BYTES: Final = 255
-"""The longest file or directory name most file systems take, in bytes (UTF-8)."""
+_MAX_PART_BYTES: Final = 255 - len(".tmp-0123456789ab") - 1
+"""The longest scenario name part, in bytes (UTF-8): 237, so that the hidden siblings a
+recording writes beside it (``.<name>.tmp-<12 hex>``, ``.<name>.lock``) still fit in the
+255 bytes most file systems take for a name."""
 
 
 def _refuse_long_parts(root: Path, text: str) -> None:
@@ -136,8 +139,9 @@ def _refuse_long_parts(root: Path, text: str) -> None:
         size = len(part.encode("utf-8", "surrogatepass"))
         if size > _MAX_PART_BYTES:
             raise ScenarioError(
-                f"scenario name {part[:40]!r}... is {size} bytes long, and a directory name "
-                f"holds at most {_MAX_PART_BYTES} bytes: use a shorter name",
+                f"scenario name {part[:40]!r}... is {size} bytes long, and a scenario name "
+                f"holds at most {_MAX_PART_BYTES} bytes (a directory name's 255, less what "
+                "the hidden copy a recording writes beside it adds): use a shorter name",
                 path=str(root),
             )
 

@@ -384,11 +384,13 @@ def _first_use(state: SuiteState, path: Path) -> None:
     """Note the scenario at ``path`` as used this run; on its first test, recover first.
 
     What a killed writer left is put back or cleaned up once per run and scenario:
-    beside it, its own leftovers only (a recording of it killed mid-swap; the parent is
+    beside it, its own leftovers only (a recording of it killed mid-swap, or killed at all:
+    a lock file no process holds,
+    [docs/recording.md#one-recorder](../recording.md#one-recorder); the parent is
     listed once per run, ``state.recovered``: another entry's leftovers there are never
-    touched, [docs/recording.md#writing](../recording.md#writing)), and inside it (a ``dsh-replay fmt`` killed
-    mid-write; before it enters ``state.used``, which the end of the run resolves only if
-    needed). The scenario is looked at through the run's cache's listing
+    touched, [docs/recording.md#writing](../recording.md#writing)), and inside it (a
+    ``dsh-replay fmt`` killed mid-write; before it enters ``state.used``, which the end of
+    the run resolves only if needed). The scenario is looked at through the run's cache's listing
     (`ScenarioCache.listing`), which the test's load then reuses: only a leftover in it
     (or no directory) runs the recovery.
     """
@@ -399,11 +401,17 @@ def _first_use(state: SuiteState, path: Path) -> None:
 
         found = find_leftovers(path.parent)
         pending = state.recovered[parent] = {leftover.target.name for leftover in found}
+        pending.update(_lock_files(path.parent))
     if path.name in pending:
         from .._store.atomic import recover
 
         pending.discard(path.name)
         _count_recovery(state, recover(path))
+    if f".{path.name}.lock" in pending:
+        from .._store.lock import remove_stale_lock
+
+        pending.discard(f".{path.name}.lock")
+        state.cleaned += remove_stale_lock(path)
     key = str(path)
     if key not in state.used:
         from .._store.atomic import LEFTOVER
@@ -416,6 +424,14 @@ def _first_use(state: SuiteState, path: Path) -> None:
             _recover_interrupted_writes(state, path)
             cache.forget(path)
         state.used.add(key)
+
+
+def _lock_files(directory: Path) -> list[str]:
+    """The recording lock files (``.<name>.lock``) in ``directory``, held or not."""
+    try:
+        return [n for n in os.listdir(directory) if n[:1] == "." and n.endswith(".lock")]
+    except OSError:
+        return []
 
 
 def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:

@@ -232,9 +232,11 @@ class Binder:
         Only when the primary's opening is another and an unbound script's is the
         request's ([docs/scenarios.md#binding](../scenarios.md#binding)).
         """
-        primary = self.plan.opener(0)
         free = [i for i in self.plan.others if not self.taken[i]]
-        if primary is None or not free:
+        if not free:
+            return None  # (most scenarios: no opening is even compiled)
+        primary = self.plan.opener(0)
+        if primary is None:
             return None
         from .._wire.request import RequestView
 

@@ -13,6 +13,7 @@ directory.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -610,7 +611,9 @@ def is_scenario_entry(name: str) -> bool:
     """Whether ``name`` is what a scenario directory holds: a log, a sidecar, a leftover.
 
     Logs are the names `parse_log_name` reads (a ``session.jsonl.bak`` beside them is
-    the user's), sidecars any name `looks_like_sidecar` takes, leftovers the hidden names
+    the user's), sidecars the two valid names (``replay.override.json``,
+    ``replay.<n>.override.json``; a misspelled one or a backup is the user's too),
+    leftovers the hidden names
     a replacement uses ([docs/recording.md#writing](../recording.md#writing)); and
     macOS's ``.DS_Store``.
     """
@@ -618,10 +621,14 @@ def is_scenario_entry(name: str) -> bool:
 
     return (
         (name.startswith("session.") and parse_log_name(name) is not None)
-        or looks_like_sidecar(name)
+        or _SIDECAR.fullmatch(name) is not None
         or LEFTOVER.fullmatch(name) is not None
         or name == ".DS_Store"  # what macOS's Finder leaves in any folder it shows
     )
+
+
+_SIDECAR: Final = re.compile(r"replay(?:\.[1-9][0-9]*)?\.override\.json")
+"""The valid override sidecar names (docs/scenarios.md#naming)."""
 
 
 def looks_like_sidecar(name: str) -> bool:
@@ -652,7 +659,13 @@ def refuse_foreign(path: str | os.PathLike[str]) -> None:
     target = Path(path)
     if not os.path.lexists(target):
         return
-    if target.is_symlink() or not target.is_dir():
+    if target.is_symlink():
+        raise RecordingError(
+            f"cannot write scenario {target}: it is a symbolic link, and writing a scenario "
+            "replaces the whole directory, the link included; name the directory it points "
+            f"to ({os.path.realpath(target)}) instead"
+        )
+    if not target.is_dir():
         raise RecordingError(
             f"cannot write scenario {target}: it exists and is not a directory; a "
             "scenario is a directory of session logs: choose another path"
@@ -666,10 +679,13 @@ def refuse_foreign(path: str | os.PathLike[str]) -> None:
         shown = ", ".join(foreign[:5]) + (
             f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
         )
+        what = (
+            "which is no scenario's file" if len(foreign) == 1 else "which are no scenario's files"
+        )
         raise RecordingError(
-            f"cannot write scenario {target}: the directory holds {shown}, which are no "
-            "scenario's files (logs, override sidecars), and writing a scenario replaces "
-            "the whole directory; move them out of it (nothing was written)"
+            f"cannot write scenario {target}: the directory holds {shown}, {what} (logs, "
+            "override sidecars), and writing a scenario replaces the whole directory; move "
+            "them out of it (nothing was written)"
         )
 
 

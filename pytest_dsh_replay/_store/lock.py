@@ -27,7 +27,7 @@ from pathlib import Path
 from .._errors import RecordingError
 from .atomic import _locked
 
-__all__ = ["RecordingLock", "hold_recording", "lock_path"]
+__all__ = ["RecordingLock", "hold_recording", "lock_path", "remove_stale_lock", "stale_lock"]
 
 
 def lock_path(target: str | os.PathLike[str]) -> Path:
@@ -136,6 +136,52 @@ def _take(dest: Path, owner: str, created: list[Path]) -> RecordingLock:
         _remove_dirs(created)
         raise
     return RecordingLock(path, fd, tuple(created))
+
+
+def stale_lock(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a lock file no process holds: left by a killed recorder.
+
+    The kernel released its lock, but a recorder killed with ``SIGTERM`` or ``kill -9``
+    never removed the file. ``False`` for a held lock, a missing file, and where nothing
+    is locked (no ``fcntl``).
+    """
+    return _free(Path(path), remove=False)
+
+
+def remove_stale_lock(target: str | os.PathLike[str]) -> bool:
+    """Remove the lock file of recording ``target`` when no process holds it.
+
+    Done under the directory's lock, as recorders take and release it, so a recorder
+    that starts meanwhile is never robbed of its file.
+
+    Returns:
+        Whether a stale lock file was removed.
+    """
+    return _free(lock_path(target), remove=True)
+
+
+def _free(path: Path, *, remove: bool) -> bool:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return False
+    if not path.is_file():
+        return False
+    try:
+        with _locked(path.parent):
+            fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False  # held: a recorder is at work
+            else:
+                if remove:
+                    os.unlink(path)
+            finally:
+                os.close(fd)
+    except OSError:
+        return False
+    return True
 
 
 def _holder(fd: int) -> str:

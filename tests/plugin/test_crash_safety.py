@@ -55,6 +55,19 @@ def test_the_next_run_puts_back_a_recording_a_killed_write_moved_aside(
     assert sorted(p.name for p in root.iterdir()) == [".other.tmp-00000000000a", "kept"]
 
 
+def test_a_replay_removes_the_lock_file_a_killed_recorder_left(project: pytest.Pytester) -> None:
+    root = project.path / "recordings"
+    make_scenario(root / "kept", ask="q", primary=["live: q"])
+    (root / ".kept.lock").write_text("12345\ntest_x.py::test_kept\n")  # SIGTERM'd: no release
+    (root / ".other.lock").write_text("1\n")  # another scenario's: not this run's business
+    project.makeconftest("")
+    project.makepyfile(test_replay=REPLAY_KEPT)
+    result = project.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*1 replayed*1 leftover of interrupted writes recovered*"])
+    assert sorted(p.name for p in root.iterdir()) == [".other.lock", "kept"]
+
+
 def test_a_replay_touches_no_leftover_like_entry_beside_its_scenario_but_its_own(
     project: pytest.Pytester,
 ) -> None:

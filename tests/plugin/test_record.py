@@ -720,7 +720,7 @@ def test_a_scenario_name_too_long_for_a_directory_fails_its_test_only(
     )
     result = project.runpytest(*flags)
     result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines(["*'xxxx*... is 300 bytes long, and a directory name holds*"])
+    result.stdout.fnmatch_lines(["*'xxxx*... is 300 bytes long, and a scenario name holds*"])
     assert "INTERNALERROR" not in result.stdout.str()
 
 

@@ -138,6 +138,7 @@ def test_an_agent_that_gains_a_call_is_appended_without_changing_a_recorded_byte
 
 def test_a_new_spawned_child_gets_a_new_file_and_replays_to_it(project: pytest.Pytester) -> None:
     scenario = project.path / "recordings" / "agent"
+    (scenario / "NOTES.md").write_text("appending keeps what else the directory holds")
     before = _files(scenario)
     _live(project, "v2")
     _agent(project, ["a", "b"], ("k1", "k2"))
@@ -145,7 +146,7 @@ def test_a_new_spawned_child_gets_a_new_file_and_replays_to_it(project: pytest.P
     result.assert_outcomes(passed=1)
     assert "ANSWERS ['v1: a', 'v1: b', 'v1: task k1', 'v2: task k2']" in result.stdout.str()
     after = _files(scenario)
-    assert sorted(after) == ["session.1.jsonl", "session.2.jsonl", "session.jsonl"]
+    assert sorted(after) == ["NOTES.md", "session.1.jsonl", "session.2.jsonl", "session.jsonl"]
     for name, (data, mtime) in before.items():  # not even rewritten
         assert after[name] == (data, mtime)
     assert b'"id":"k2"' in after["session.2.jsonl"][0]

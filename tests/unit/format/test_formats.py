@@ -91,6 +91,27 @@ def test_a_negative_version_is_named_damage_not_a_newer_harness(tmp_path: Path) 
     assert "upgrade" not in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        ("5", r'header version must be an integer.*got "5": the header is damaged'),
+        (4.5, r"got 4\.5: the header is damaged"),
+        (None, r"got null: the header is damaged"),
+        (True, r"got true: the header is damaged"),
+        ([5], r"got \[5\]: the header is damaged"),
+        (2**60, r"format v1152921504606846976 is not one this build reads.*upgrade"),
+    ],
+)
+def test_a_version_that_is_no_integer_is_refused_not_read_as_format_0(
+    tmp_path: Path, version: object, message: str
+) -> None:
+    path = _write(
+        tmp_path / "session.jsonl", {"type": "session", "version": version, "id": "c"}, []
+    )
+    with pytest.raises(SessionLogError, match=message):
+        load_scenario(path)
+
+
 def test_a_registered_version_like_format_5_reads_as_its_spec_says(
     tmp_path: Path, wider_table: dict[int, FormatSpec]
 ) -> None:

@@ -304,6 +304,7 @@ def test_write_scenario_orders_children_and_replaces_the_directory(tmp_path: Pat
         ["replay.override.json", "notes.txt"],
         ["session.jsonl", "session.1.jsonl", "NOTES.md"],
         ["session.jsonl", "session.jsonl.bak"],
+        ["session.jsonl", "replay.override.json.bak", "replay-override-notes.md"],
     ],
     ids=[
         "a-project",
@@ -311,6 +312,7 @@ def test_write_scenario_orders_children_and_replaces_the_directory(tmp_path: Pat
         "a-sidecar-and-a-note",
         "a-recording-and-a-note",
         "a-recording-and-its-backup",
+        "a-recording-and-sidecar-lookalikes",
     ],
 )
 def test_write_scenario_refuses_a_directory_that_holds_other_files(
@@ -323,11 +325,24 @@ def test_write_scenario_refuses_a_directory_that_holds_other_files(
         (target / entry).parent.mkdir(parents=True, exist_ok=True)
         (target / entry).write_text("keep me")
     before = sorted(p.relative_to(target) for p in target.rglob("*"))
-    with pytest.raises(RecordingError, match="which are no scenario's files") as info:
+    with pytest.raises(RecordingError, match="which (is|are) no scenario's file") as info:
         write_scenario(target, [_Log("p")])
     assert "move them out of it (nothing was written)" in str(info.value)
     assert sorted(p.relative_to(target) for p in target.rglob("*")) == before
     assert all((target / e).read_text() == "keep me" for e in entries)
+
+
+def test_write_scenario_refuses_a_symbolic_link_naming_its_directory(tmp_path: Path) -> None:
+    from pytest_dsh_replay import RecordingError, write_scenario
+
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real, target_is_directory=True)
+    with pytest.raises(
+        RecordingError, match=f"it is a symbolic link.*name the directory it points to \\({real}\\)"
+    ):
+        write_scenario(tmp_path / "link", [_Log("p")])
+    assert (tmp_path / "link").is_symlink()
 
 
 def test_write_scenario_refuses_a_path_that_is_a_file(tmp_path: Path) -> None:

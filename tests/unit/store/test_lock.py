@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_dsh_replay._errors import RecordingError
-from pytest_dsh_replay._store.lock import hold_recording, lock_path
+from pytest_dsh_replay._store.lock import hold_recording, lock_path, remove_stale_lock, stale_lock
 
 pytest.importorskip("fcntl", reason="the recording lock is an flock (POSIX only)")
 
@@ -71,6 +72,27 @@ def test_the_lock_of_a_dead_process_is_taken_over(tmp_path: Path) -> None:
     lock.release()
     lock.release()  # twice: nothing more happens
     assert not lock_path(target).exists()
+
+
+def test_a_stale_lock_is_told_apart_from_a_held_one_and_removed(tmp_path: Path) -> None:
+    from pytest_dsh_replay.cli import main
+
+    target = tmp_path / "recordings" / "shared"
+    other = holder(target)
+    try:
+        assert not stale_lock(lock_path(target))
+        assert not remove_stale_lock(target)  # held: never robbed
+        assert lock_path(target).exists()
+    finally:
+        other.kill()  # SIGTERM or kill -9 alike: no release
+        other.communicate()
+    assert stale_lock(lock_path(target))
+    err = io.StringIO()
+    assert main(["check", str(tmp_path / "recordings")], stderr=err) == 1
+    assert f"{lock_path(target)}: the lock file of a recording a killed run left" in err.getvalue()
+    assert remove_stale_lock(target)
+    assert not lock_path(target).exists()
+    assert not remove_stale_lock(target)  # nothing left to remove
 
 
 def test_release_removes_the_parents_it_created_unless_something_was_written(
