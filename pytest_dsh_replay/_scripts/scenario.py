@@ -628,7 +628,7 @@ def is_scenario_entry(name: str) -> bool:
 
 
 _SIDECAR: Final = re.compile(r"replay(?:\.[1-9][0-9]*)?\.override\.json")
-"""The valid override sidecar names (docs/scenarios.md#naming)."""
+"""The valid override sidecar names ([docs/scenarios.md#naming](../scenarios.md#naming))."""
 
 
 def looks_like_sidecar(name: str) -> bool:
