@@ -700,10 +700,12 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
     except BaseException:
         end_recording(item.nodeid, _state(item.config), run.replay, passed=False)
         raise
+    state = _state(item.config)
     try:
-        problem = end_recording(item.nodeid, _state(item.config), run.replay, passed=run.passed)
-    except BaseException:  # Ctrl-C while the recording is written: whichever stays, the
-        _withhold_snapshot_writes(item)  # transcripts stay with the recording they had
+        problem = end_recording(item.nodeid, state, run.replay, passed=run.passed)
+    except BaseException:  # Ctrl-C while the recording is written: the transcripts go
+        if item.nodeid not in state.written_interrupted:  # with whichever recording stays
+            _withhold_snapshot_writes(item)
         raise
     if problem is not None:
         pytest.fail(problem, pytrace=False)

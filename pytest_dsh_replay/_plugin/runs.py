@@ -638,10 +638,17 @@ def _end_recording(
     from .messages import not_written
 
     sidecars = _sidecars(replay.path)
+    before = _identity(replay.path)
     try:
         files = replay.finish()
     except BaseException as err:
         _forget(state, replay.path)  # a failed write may have moved files
+        if not isinstance(err, DshReplayError) and _identity(replay.path) not in (None, before):
+            # Ctrl-C after the new recording took its place (its clean-up was cut short)
+            state.written_interrupted.add(nodeid)
+            logs, calls = len(replay.sessions.sessions()), recorded_calls(replay.sessions)
+            state.recordings.append((str(replay.path), logs, calls, False, 0, ""))
+            raise
         kept = _has_recording(replay.path)  # a failed write leaves what was there
         if kept:
             state.unwritten += 1
@@ -680,6 +687,15 @@ def _forget(state: SuiteState, path: Path) -> None:
     """
     if state.cache is not None:
         state.cache.forget(path)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """``(device, inode)`` of ``path`` (``None``: nothing there): a replacement changes it."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _has_recording(path: Path) -> bool:

@@ -100,6 +100,9 @@ class SuiteState:
     stuck: list[str] = field(default_factory=list)  # leftovers that stay: what failed
     unwritten: int = 0  # recordings that could not be saved; an old one stays
     unwritten_new: int = 0  # recordings that could not be saved; there was none
+    # tests interrupted (Ctrl-C) after their new recording took its place: their
+    # snapshots go with it
+    written_interrupted: set[str] = field(default_factory=set)
     cache: ScenarioCache | None = None
     locks: dict[str, RecordingLock] = field(default_factory=dict)  # node id -> its lock
     resolved_roots: dict[Path, str] = field(default_factory=dict)

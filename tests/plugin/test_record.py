@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.scenarios import make_scenario
@@ -666,8 +667,9 @@ def test_a_re_record_says_which_override_sidecars_it_replaced(project: pytest.Py
     assert sorted(p.name for p in scenario.iterdir()) == ["session.jsonl"]
 
 
+@pytest.mark.parametrize("when", ["before-the-swap", "after-the-swap"])
 def test_ctrl_c_while_the_recording_is_written_keeps_the_transcript_it_goes_with(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, when: str
 ) -> None:
     from pytest_dsh_replay._store import atomic
 
@@ -692,13 +694,30 @@ def test_ctrl_c_while_the_recording_is_written_keeps_the_transcript_it_goes_with
     assert b"first" in before[0]
 
     def interrupted(*args: object) -> None:
-        raise KeyboardInterrupt  # Ctrl-C in the middle of the write
+        raise KeyboardInterrupt  # Ctrl-C in the middle of the write: the old stays
 
-    monkeypatch.setattr(atomic, "_swap_into_place", interrupted)
+    exchange = atomic._exchange
+
+    def interrupted_after(*args: Any) -> bool:
+        if not exchange(*args):  # the new recording takes its place, then Ctrl-C
+            pytest.skip("this file system cannot exchange two directories")
+        raise KeyboardInterrupt
+
+    if when == "before-the-swap":
+        monkeypatch.setattr(atomic, "_swap_into_place", interrupted)
+    else:
+        monkeypatch.setattr(atomic, "_exchange", interrupted_after)
     monkeypatch.setenv("QUESTION", "second")
     result = project.runpytest_inprocess(*flags, no_reraise_ctrlc=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    assert (transcript.read_bytes(), recording.read_bytes()) == before
+    after = (transcript.read_bytes(), recording.read_bytes())
+    if when == "before-the-swap":
+        assert after == before
+        result.stdout.fnmatch_lines(["*1 not written*old recording kept*"])
+    else:  # both new: the transcript goes with the recording in place
+        assert b"second" in after[0]
+        assert b"second" in after[1]
+        result.stdout.fnmatch_lines(["*1 recorded*"])
 
 
 @pytest.mark.parametrize("flags", [(), ("--dsh-record=all",)], ids=["replay", "record"])
