@@ -408,6 +408,7 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     targets = _check_targets(args.paths)
     redactor = Redactor()
     primaries: list[tuple[str, str | None]] = []  # each loaded target's (id, parent)
+    loaded_all: list[Scenario] = []
     for target in targets:
         try:
             with plain_reads():  # every payload at the load, in log order
@@ -416,6 +417,7 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             problems.append(str(error))
             primaries.append(_header_ids(target))
             continue
+        loaded_all.append(loaded)
         first = loaded.scripts[0]
         primaries.append((first.recorded_id, first.parent_session))
         if is_sqlite_store(target):
@@ -426,6 +428,7 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 problems.extend(_log_problems(log, redactor, strict_form=args.strict_form))
             except DshReplayError as error:
                 problems.append(str(error))
+    problems.extend(_incomplete(loaded_all))
     for problem in problems:
         err.write(f"{problem}\n")
     count = _scenario_count(primaries)
@@ -434,6 +437,24 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 1
     out.write(f"ok: {count} scenario(s)\n")
     return 0
+
+
+def _incomplete(scenarios: Sequence[Scenario]) -> list[str]:
+    """One line per child a checked log names that no checked log is (a lost file).
+
+    Children found in another checked target (a runtime sessions root's other session
+    directories) are not missing.
+    """
+    from ._replay.binding import missing_children
+
+    everyone = {script.recorded_id for scenario in scenarios for script in scenario.scripts}
+    return [
+        f"{scenario.path / file if scenario.path.is_dir() else scenario.path}: names child "
+        f"session {child!r}, of which the scenario has no log: the recording is incomplete; "
+        "restore the missing file (from version control) or re-record the scenario"
+        for scenario in scenarios
+        for file, child in missing_children(scenario, everyone)
+    ]
 
 
 def _scenario_count(primaries: Sequence[tuple[str, str | None]]) -> int:

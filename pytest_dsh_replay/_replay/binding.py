@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
     from .order import OrderGate
 
-__all__ = ["Binder", "LiveSessions", "ReplayBinding"]
+__all__ = ["Binder", "LiveSessions", "ReplayBinding", "missing_children"]
 
 RERECORD: Final = "re-record with --dsh-record"
 """How a replay error says to re-record when it does not know the exact command."""
@@ -791,19 +791,30 @@ class LiveSessions(Binder):
         )
 
 
-def _missing_child_files(scenario: Scenario) -> str | None:
-    """Which child logs an incomplete recording lacks, as a cause phrase; ``None``: none.
+def missing_children(scenario: Scenario, known: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """The children a scenario's logs name that it has no log of: ``(naming file, id)``.
 
     A parent's log names each child the dsh runtime started (``subagent/catalog``
     ``childId``); a named child no script replays lost its file (deleted, never
-    committed). In a scenario directory, the next child numbers are the files missing.
+    committed). ``known``: session ids found elsewhere (other directories of a runtime's
+    sessions root), not missing.
     """
-    recorded = {script.recorded_id for script in scenario.scripts}
-    missing: list[tuple[str, str]] = []  # (the naming file, the child id)
+    recorded = {script.recorded_id for script in scenario.scripts} | set(known)
+    missing: list[tuple[str, str]] = []
     for script in scenario.scripts:
         for child in _named_children(script):
             if child not in recorded and child not in (m[1] for m in missing):
                 missing.append((script.file, child))
+    return missing
+
+
+def _missing_child_files(scenario: Scenario) -> str | None:
+    """Which child logs an incomplete recording lacks, as a cause phrase; ``None``: none.
+
+    See `missing_children`. In a scenario directory, the next child numbers are the files
+    missing.
+    """
+    missing = missing_children(scenario)
     if not missing:
         return None
     children = sum(1 for script in scenario.scripts if not script.primary)

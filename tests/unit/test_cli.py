@@ -192,6 +192,18 @@ def test_fmt_and_check_leave_a_backup_beside_the_logs_alone(tmp_path: Path) -> N
     assert run("check", "--strict-form", str(copy)) == (0, "ok: 1 scenario(s)\n", "")
 
 
+def test_check_reports_a_child_the_parent_names_and_the_scenario_lost(tmp_path: Path) -> None:
+    copy = tmp_path / "mixed"
+    shutil.copytree(EXAMPLES / "runtime-mixed", copy)
+    assert run("check", str(copy)) == (0, "ok: 1 scenario(s)\n", "")
+    lost = json.loads((copy / "session.2.jsonl").read_text().split("\n", 1)[0])["id"]
+    (copy / "session.2.jsonl").unlink()
+    code, _, err = run("check", str(copy))
+    assert code == 1
+    assert f"{copy / 'session.jsonl'}: names child session {lost!r}, of which the scenario " in err
+    assert "the recording is incomplete; restore the missing file" in err
+
+
 def test_check_finds_secrets_with_file_line_and_path(tmp_path: Path) -> None:
     d = tmp_path / "leaky"
     d.mkdir()
