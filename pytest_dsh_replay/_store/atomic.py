@@ -111,8 +111,8 @@ class Leftover:
                 f"puts it back, or rename it to {self.target.name}"
             )
         return (
-            f"{self.path}: leftover of an interrupted write of {self.target}; the next write "
-            "of it removes it, or delete it"
+            f"{self.path}: leftover of an interrupted write of {self.target}; the next pytest "
+            "run that uses it (or a write of it) removes it, or delete it"
         )
 
 
