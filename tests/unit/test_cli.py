@@ -292,6 +292,10 @@ def test_check_reads_a_runtime_session_directory_from_its_newest_generation(
     log = (EXAMPLES / "runtime-spawn" / "session.jsonl").read_text()
     (session / "session.v4.jsonl").write_text(log)
     (session / "session.v5.jsonl").write_text(log.replace('"version":4', '"version":5', 1))
+    child_log = (EXAMPLES / "runtime-spawn" / "session.1.jsonl").read_text()
+    child = session.parent / json.loads(child_log.split("\n", 1)[0])["id"]
+    child.mkdir()  # the child the primary names: the recording is complete
+    (child / "session.v4.jsonl").write_text(child_log)
     code, out, err = run("check", str(tmp_path / "root"))
     assert (code, err) == (0, "")
     assert out == "ok: 1 scenario(s)\n"
