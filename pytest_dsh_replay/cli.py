@@ -428,7 +428,7 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 problems.extend(_log_problems(log, redactor, strict_form=args.strict_form))
             except DshReplayError as error:
                 problems.append(str(error))
-    problems.extend(_incomplete(loaded_all))
+    problems.extend(_incomplete(loaded_all, {sid for sid, _ in primaries if sid}))
     for problem in problems:
         err.write(f"{problem}\n")
     count = _scenario_count(primaries)
@@ -439,15 +439,16 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-def _incomplete(scenarios: Sequence[Scenario]) -> list[str]:
+def _incomplete(scenarios: Sequence[Scenario], known: set[str]) -> list[str]:
     """One line per child a checked log names that no checked log is (a lost file).
 
     Children found in another checked target (a runtime sessions root's other session
-    directories) are not missing.
+    directories; ``known``: the ids of the targets' primaries, one that did not load
+    included, as its header says) are not missing.
     """
     from ._replay.binding import missing_children
 
-    everyone = {script.recorded_id for scenario in scenarios for script in scenario.scripts}
+    everyone = known | {s.recorded_id for scenario in scenarios for s in scenario.scripts}
     return [
         f"{scenario.path / file if scenario.path.is_dir() else scenario.path}: names child "
         f"session {child!r}, of which the scenario has no log: the recording is incomplete; "
