@@ -304,8 +304,19 @@ def _store_lineage(value: dict[str, object]) -> str | None:
     return None
 
 
+def _store_text(value: dict[str, object]) -> str | None:
+    for key, text in value.items():
+        if isinstance(text, str) and not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"{key} holds a lone surrogate, which no file or database can hold"
+    return None
+
+
 _STORE_RULES: Final[tuple[Callable[[dict[str, object]], str | None], ...]] = (
     _store_keys,
+    _store_text,
     _store_identity,
     _store_counts,
     _store_cwd,

@@ -296,6 +296,7 @@ def _dict_members(value: Mapping[Any, Any], where: str) -> Iterator[tuple[Any, A
     for k, v in value.items():
         if k.__class__ is not str:
             raise _not_lossless(where, f"object key {k!r} is not a string")
+        _walk_str(k, f"{where} (an object key)")
         yield k, v, f"{where}.{k}"
 
 

@@ -22,7 +22,14 @@ import orjson
 
 from .._errors import SessionLogError, SessionStoreError
 from .._format.chunk_rows import PACKED_TAGS, decode_storage_record
-from .._format.events import Event, SessionHeader, SessionLike, SessionLog, header_problem
+from .._format.events import (
+    Event,
+    JSONObject,
+    SessionHeader,
+    SessionLike,
+    SessionLog,
+    header_problem,
+)
 from .._format.json_values import PLAIN_ONLY, is_safe_integer
 from .._format.jsonl import MAX_LINE_BYTES, raw_lines, too_long
 from .._format.zstd import zstd_frames
@@ -32,6 +39,7 @@ __all__ = [
     "SURFACE_TYPES",
     "CommittedLog",
     "Surface",
+    "check_record_size",
     "check_session_id",
     "completed_turn_prefix",
     "envelope_problem",
@@ -68,10 +76,18 @@ def check_session_id(value: object) -> str:
         ``value``, typed as the id.
 
     Raises:
-        SessionStoreError: ``value`` is not a string, or empty.
+        SessionStoreError: ``value`` is not a string, is empty, or holds a lone surrogate
+            (no file or database can hold it).
     """
     if not isinstance(value, str) or not value:
         raise SessionStoreError(f"a session id must be a non-empty string, got {value!r}")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise SessionStoreError(
+                f"a session id must be text UTF-8 can hold; {value!r} holds a lone surrogate"
+            ) from None
     return value
 
 
@@ -628,3 +644,22 @@ def scan_zstd(data: bytes, source: str) -> tuple[CommittedLog, int | None, list[
         )
     in_complete = len(scan_committed(complete, source).log.events)
     return log, torn_at, log.log.events[in_complete:]
+
+
+def check_record_size(size: int, record: JSONObject) -> None:
+    """Refuse a record a store could not read back: more than `MAX_LINE_BYTES` serialized.
+
+    Args:
+        size: The record's serialized size in bytes (its line, or its data's).
+        record: The record (an event or a packed row), for its seq in the message.
+
+    Raises:
+        SessionStoreError: ``size`` is over the limit; nothing of the batch is written.
+    """
+    if size > MAX_LINE_BYTES:
+        seq = record.get("seq", record.get("seq0"))
+        raise SessionStoreError(
+            f"event {record.get('type')!s} at seq {seq} is {size} bytes serialized, over the "
+            f"{MAX_LINE_BYTES} bytes (64 MiB) a stored record may hold: "
+            "nothing was written; keep large payloads out of the log"
+        )

@@ -709,7 +709,13 @@ class Session(PlainJSONEvents):
             self._flush()
 
     def _flush(self) -> None:
-        self._settle()
+        # The chunks appended since join what is pending, after it: written directly,
+        # they would land before the batch's earlier appends (out of seq order).
+        self._batch_depth += 1
+        try:
+            self._settle()
+        finally:
+            self._batch_depth -= 1
         if not self._pending:
             return
         pending, self._pending = self._pending, []

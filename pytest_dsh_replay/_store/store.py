@@ -305,12 +305,14 @@ class SessionStore:
 
         Raises:
             SessionForkError: With ``.code`` as above and the dsh harness's message.
-            SessionStoreError: ``child_session_id`` is no session id the backend can
-                hold, or the source's header or the child cannot be written.
+            SessionStoreError: The store is closed; ``child_session_id`` is no session id
+                the backend can hold, or the source's header or the child cannot be written.
         """
         if child_session_id is not None:
             check_session_id(child_session_id)
         with self._lock:
+            if self._closed:
+                raise SessionStoreError("this session store is closed")
             if child_session_id is not None and (
                 child_session_id in self._live or self._backend.exists(child_session_id)
             ):
@@ -405,11 +407,20 @@ class SessionStore:
         [`interrupted_turn_closers`][pytest_dsh_replay.interrupted_turn_closers] are
         appended and persisted. No ``session/end-seed`` is added.
 
+        Loading takes the session over, as the harness's reopen does: it writes (the
+        repair, the closers, every later append), so a session has one writer at a time.
+        Never load a session another store or process is still writing: its log would get
+        two writers and two tails. To only read a log, use the backend's ``read`` or
+        [`load_scenario`][pytest_dsh_replay.load_scenario], which write nothing; a
+        read-only store (``SqliteBackend(read_only=True)``) loads only sessions that
+        need no repair ([docs/format.md#jsonl-store](../format.md#jsonl-store)).
+
         Returns:
             The live session.
 
         Raises:
-            SessionStoreError: The session is already live here, or not stored.
+            SessionStoreError: The session is already live here, or not stored; or its
+                repair cannot be written (a read-only store).
             SessionLogError: The stored log is damaged or fails validation (names the
                 file and the event index).
         """

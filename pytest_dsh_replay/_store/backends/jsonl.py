@@ -20,10 +20,10 @@ import orjson
 from ..._errors import SessionLogError, SessionStoreError
 from ..._format.chunk_rows import pack_chunk_runs
 from ..._format.events import Event, JSONObject, SessionHeader
-from ..._format.jsonl import fsync_dir
+from ..._format.jsonl import MAX_LINE_BYTES, fsync_dir
 from ..._format.zstd import compress_frame
 from ..atomic import hidden_sibling
-from ..log_rules import check_session_id, quote, scan_committed, scan_zstd
+from ..log_rules import check_record_size, check_session_id, quote, scan_committed, scan_zstd
 from .base import StoredLog
 
 __all__ = ["JsonlBackend", "decode_segment", "encode_segment", "project_key", "session_dir_name"]
@@ -313,7 +313,13 @@ class JsonlBackend:
         return sorted(ids)
 
     def _encode(self, records: Iterable[JSONObject]) -> bytes:
-        return b"".join(orjson.dumps(r) + b"\n" for r in records)
+        lines = []
+        for record in records:
+            line = orjson.dumps(record)
+            if len(line) > MAX_LINE_BYTES:
+                check_record_size(len(line), record)  # a line reading would refuse
+            lines.append(line + b"\n")
+        return b"".join(lines)
 
     def _frame(self, plaintext: bytes) -> bytes:
         if self._zstd is None:

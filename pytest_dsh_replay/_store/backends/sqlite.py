@@ -28,6 +28,7 @@ from ..._format.chunk_rows import (
     pack_chunk_runs,
 )
 from ..._format.events import Event, SessionHeader, SessionLog
+from ..log_rules import check_record_size
 from .base import StoredLog
 from .sqlite_rows import (
     APPLICATION_ID,
@@ -36,6 +37,7 @@ from .sqlite_rows import (
     SCHEMA,
     SCHEMA_VERSION,
     SESSION_COLUMNS,
+    DataTooLong,
     decode_row,
     encode_record,
     header_from_row,
@@ -480,7 +482,12 @@ class SqliteBackend:
             events, max_members=SQLITE_MAX_MEMBERS, max_data_bytes=SQLITE_MAX_DATA_BYTES
         )
         sid = header.id
-        rows = [encode_record(sid, r) for r in records]
+        rows = []
+        for record in records:
+            try:
+                rows.append(encode_record(sid, record))
+            except DataTooLong as err:  # a row reading would refuse
+                check_record_size(err.size, record)
 
         def body(conn: sqlite3.Connection) -> None:
             found = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone()

@@ -53,6 +53,7 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "SESSION_COLUMNS",
+    "DataTooLong",
     "decode_row",
     "decode_source_event_seqs",
     "encode_record",
@@ -246,8 +247,18 @@ def _zstandard() -> ModuleType | None:
     return zstandard
 
 
+class DataTooLong(ValueError):
+    """A record's data serializes to more than `MAX_LINE_BYTES` (reading would refuse it)."""
+
+    def __init__(self, size: int):
+        super().__init__(f"data of {size} bytes")
+        self.size = size
+
+
 def _encode_data(value: object) -> str | bytes:
     text = orjson.dumps(value)
+    if len(text) > MAX_LINE_BYTES:
+        raise DataTooLong(len(text))
     if len(text) >= COMPRESS_MIN_BYTES:
         zstd = _zstandard()
         if zstd is not None:  # without zstandard, TEXT is still a valid encoding

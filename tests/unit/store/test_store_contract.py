@@ -174,6 +174,77 @@ def test_create_append_reload(kind: Kind, tmp_path: Path) -> None:
     third.close()
 
 
+@pytest.mark.parametrize("chunks", ["append_chunk", "chunk_run"])
+def test_a_batch_mixing_appends_and_chunks_is_written_in_seq_order(
+    kind: Kind, tmp_path: Path, chunks: str
+) -> None:
+    store = SessionStore(kind.make(tmp_path), clock=fake_clock())
+    s = store.create("s-1", meta={"cwd": "/work/proj"})
+    s.append("turn/start", {"turn": 1})
+    text = {"type": "text-delta", "index": 0, "text": "hello"}
+    with s.batch():
+        s.append("step/start", {"turn": 1, "step": 1})
+        if chunks == "append_chunk":
+            s.append_chunk(1, 1, text)
+        else:
+            s.chunk_run(1, 1).add(text)
+    s.append("step/end", {"turn": 1, "step": 1})
+    s.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    expected = [(e["seq"], e["type"]) for e in s.events]
+    assert expected == [
+        (0, "turn/start"),
+        (1, "step/start"),
+        (2, "assistant/chunk"),
+        (3, "step/end"),
+        (4, "turn/end"),
+    ]
+    store.close()
+    again = reopen(kind, tmp_path)
+    assert [(e["seq"], e["type"]) for e in again.load("s-1").events] == expected
+    again.close()
+
+
+def test_an_event_too_large_to_read_back_is_refused_and_nothing_is_written(
+    kind: Kind, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_dsh_replay._store import log_rules
+    from pytest_dsh_replay._store.backends import jsonl, sqlite_rows
+
+    for module in (log_rules, jsonl, sqlite_rows):  # the 64 MiB limit, made small
+        monkeypatch.setattr(module, "MAX_LINE_BYTES", 1000)
+    store = SessionStore(kind.make(tmp_path), clock=fake_clock())
+    s = store.create("s-1", meta={"cwd": "/work/proj"})
+    s.append("turn/start", {"turn": 1})
+    with pytest.raises(SessionStoreError, match=r"log/big at seq 1 is \d+ bytes serialized, over"):
+        s.append("log/big", {"blob": "y" * 2000}, ignorable=True)
+    s.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    store.close()
+    again = reopen(kind, tmp_path)
+    assert [e["type"] for e in again.load("s-1").events] == ["turn/start", "turn/end"]
+    again.close()
+
+
+def test_a_lone_surrogate_in_an_id_a_header_or_a_key_is_the_stores_error(
+    kind: Kind, tmp_path: Path
+) -> None:
+    store = SessionStore(kind.make(tmp_path), clock=fake_clock())
+    with pytest.raises(SessionStoreError, match="holds a lone surrogate"):
+        store.create("a\ud800b")
+    with pytest.raises(SessionStoreError, match="cwd holds a lone surrogate"):
+        store.create("m", meta={"cwd": "/x\ud800"})
+    ok = store.create("ok")
+    ok.append("turn/start", {"turn": 1})
+    ok.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    with pytest.raises(SessionStoreError, match="holds a lone surrogate"):
+        store.fork(ok, None, "c\udfffd")
+    with pytest.raises(SessionStoreError, match="object key.*lone surrogate"):
+        ok.append("log/x", {"\ud83dk": 1}, ignorable=True)
+    store.close()
+    again = reopen(kind, tmp_path)
+    assert again.stored_ids() == ["ok"]
+    again.close()
+
+
 def test_seed_and_parent_round_trip(kind: Kind, tmp_path: Path) -> None:
     store = SessionStore(kind.make(tmp_path), clock=fake_clock())
     parent = store.create("p", meta={"cwd": "/work/proj"})
@@ -521,3 +592,12 @@ def test_a_stored_log_is_built_and_read_as_before_and_is_one_log() -> None:
     )
     log_header, log_events = stored.log
     assert (log_header, log_events) == (header, events)
+
+
+def test_a_closed_store_refuses_fork_as_create_and_load_do(kind: Kind, tmp_path: Path) -> None:
+    store = SessionStore(kind.make(tmp_path), clock=fake_clock())
+    full_turn(store.create("a"), 1, ["x"])
+    store.close()
+    for call in (lambda: store.create("b"), lambda: store.load("a"), lambda: store.fork("a")):
+        with pytest.raises(SessionStoreError, match="this session store is closed"):
+            call()
