@@ -273,6 +273,30 @@ class SessionStore:
             self._live[sid] = session
             return session
 
+    def _fork_source(self, source: Session | str) -> Session:
+        """The live session ``source`` names (the lock is held; see `fork`).
+
+        Raises:
+            SessionForkError: ``SESSION_NOT_FOUND`` or ``SESSION_NOT_LIVE``.
+        """
+        if isinstance(source, Session):
+            live = self._live.get(source.id)
+            if live is None:
+                raise SessionForkError(
+                    "SESSION_NOT_FOUND", f"session {quote(source.id)} not found in this store"
+                )
+            if live is not source:
+                raise SessionForkError(
+                    "SESSION_NOT_LIVE", f"session {quote(source.id)} is not live in this store"
+                )
+            return live
+        found = self._live.get(source) if isinstance(source, str) else None
+        if found is None:
+            raise SessionForkError(
+                "SESSION_NOT_FOUND", f"session {source!r} not found in this store"
+            )
+        return found
+
     def fork(
         self,
         source: Session | str,
@@ -319,23 +343,7 @@ class SessionStore:
                 raise SessionForkError(
                     "SESSION_ALREADY_EXISTS", f"session {quote(child_session_id)} already exists"
                 )
-            if isinstance(source, Session):
-                live = self._live.get(source.id)
-                if live is None:
-                    raise SessionForkError(
-                        "SESSION_NOT_FOUND", f"session {quote(source.id)} not found in this store"
-                    )
-                if live is not source:
-                    raise SessionForkError(
-                        "SESSION_NOT_LIVE", f"session {quote(source.id)} is not live in this store"
-                    )
-            else:
-                found = self._live.get(source) if isinstance(source, str) else None
-                if found is None:
-                    raise SessionForkError(
-                        "SESSION_NOT_FOUND", f"session {source!r} not found in this store"
-                    )
-                live = found
+            live = self._fork_source(source)
             sid = live.id
             events = list(live.events)
             if boundary is None and not events:

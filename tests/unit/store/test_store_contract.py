@@ -598,6 +598,11 @@ def test_a_closed_store_refuses_fork_as_create_and_load_do(kind: Kind, tmp_path:
     store = SessionStore(kind.make(tmp_path), clock=fake_clock())
     full_turn(store.create("a"), 1, ["x"])
     store.close()
-    for call in (lambda: store.create("b"), lambda: store.load("a"), lambda: store.fork("a")):
+    calls: list[Callable[[], object]] = [
+        lambda: store.create("b"),
+        lambda: store.load("a"),
+        lambda: store.fork("a"),
+    ]
+    for call in calls:
         with pytest.raises(SessionStoreError, match="this session store is closed"):
             call()
