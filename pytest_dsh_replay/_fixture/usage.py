@@ -9,7 +9,7 @@ package ([docs/checks.md#usage](../checks.md#usage)).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 from .._errors import UnknownSessionError
 from .._format.events import Event, SessionLike
 
-__all__ = ["CallUsage", "UsageTotals", "call_usages", "genai_price", "totals"]
+__all__ = ["CallUsage", "UsageTotals", "call_usages", "genai_price", "own_events", "totals"]
 
 _STREAM_EVENTS = frozenset({"assistant/message", "assistant/attempt"})
 
@@ -152,6 +152,26 @@ def call_usages(events: Iterable[Event]) -> list[CallUsage]:
     return calls
 
 
+def own_events(log: SessionLike) -> Sequence[Event]:
+    """A session's events without what a fork child inherited: the calls it made.
+
+    A format 0 child's first ``seedLength`` events are its parent's; a format 2-5 child's
+    inherited part ends at its last ``session/end-seed`` with ``inherited: true``
+    ([docs/checks.md#usage](../checks.md#usage)).
+    """
+    header, events = log.header, log.events
+    if header.seed_length > 0:
+        return events[header.seed_length :]
+    if header.seeded:
+        for index in range(len(events) - 1, -1, -1):
+            event = events[index]
+            data = event.get("data")
+            inherited = isinstance(data, dict) and data.get("inherited") is True
+            if event.get("type") == "session/end-seed" and inherited:
+                return events[index + 1 :]
+    return events
+
+
 def genai_price(call: CallUsage) -> Decimal | None:
     """The price of ``call`` from ``genai-prices``; ``None`` when not installed or unknown."""
     if call.model is None:
@@ -192,7 +212,7 @@ def totals(
             ids = ", ".join(repr(log.header.id) for log in logs) or "none"
             raise UnknownSessionError(f"no session {session!r} in this run (its sessions: {ids})")
         logs = chosen
-    calls = [call for log in logs for call in call_usages(log.events)]
+    calls = [call for log in logs for call in call_usages(own_events(log))]
     cost: Decimal | None = Decimal(0)
     for call in calls:
         if not (call.reported or call.answered):
