@@ -22,7 +22,7 @@ from typing import TextIO
 
 import orjson
 
-from ._check.normalize import canonical_log
+from ._check.normalize import canonical_log, in_committed_form
 from ._errors import DshReplayError, SessionLogError
 from ._format.events import Event
 from ._format.json_values import describe_json
@@ -269,7 +269,11 @@ def _log_problems(path: Path, redactor: Redactor, *, strict_form: bool) -> list[
     """Secret problems of one log (and, when ``strict_form``, its form), one line each."""
     problems: list[str] = []
     data = read_log_bytes(path)
-    if strict_form and not path.name.endswith(ZSTD_SUFFIXES) and _canonical(path, data) != data:
+    if (
+        strict_form
+        and not path.name.endswith(ZSTD_SUFFIXES)
+        and not in_committed_form(data, _canonical(path, data))
+    ):
         problems.append(
             f"{path}: not in the committed form (projected envelopes, packed chunk rows); "
             f"canonicalize it with: dsh-replay fmt {path}"
@@ -506,7 +510,7 @@ def _cmd_fmt(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             continue
         data = path.read_bytes()
         canonical = _canonical(path, data)
-        if canonical == data:
+        if in_committed_form(data, canonical):  # (a CRLF checkout's is: git's to undo)
             continue
         if args.check:
             err.write(f"{path}: would be rewritten\n")

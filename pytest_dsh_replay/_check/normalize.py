@@ -30,6 +30,7 @@ __all__ = [
     "canonical_log",
     "describe_difference",
     "diff_logs",
+    "in_committed_form",
     "normalized_form",
     "records_form",
     "segments_form",
@@ -834,6 +835,16 @@ def standalone_ids(ids: Iterable[str]) -> str | None:
     if not embedded:
         return None
     return rf"(?<![\w-])(?:{'|'.join(map(re.escape, embedded))})(?![\w-])"
+
+
+def in_committed_form(data: bytes, canonical: bytes) -> bool:
+    r"""Whether a log's bytes are its `canonical_log` form, line endings aside.
+
+    A checkout that turns ``\n`` into ``\r\n`` (git's ``core.autocrlf``) changes no
+    record: the log is still in the committed form
+    ([docs/format.md#committed-form](../format.md#committed-form)).
+    """
+    return data == canonical or data.replace(b"\r\n", b"\n") == canonical
 
 
 def canonical_log(data: bytes, *, source: str | None = None) -> bytes:

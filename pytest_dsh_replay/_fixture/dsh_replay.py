@@ -40,6 +40,7 @@ from .._check.normalize import (
     canonical_log,
     describe_difference,
     diff_logs,
+    in_committed_form,
 )
 from .._endpoint.clients import EndpointClients
 from .._errors import DshReplayError, FaultError, LogMismatchError, RecordingError
@@ -987,7 +988,7 @@ class DshReplay:
                 return True  # a SQLite store: never written by this plugin
             try:
                 data = script.path.read_bytes()
-                if canonical_log(data, source=str(script.path)) != data:
+                if not in_committed_form(data, canonical_log(data, source=str(script.path))):
                     return True
             except (OSError, DshReplayError):
                 return True

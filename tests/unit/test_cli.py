@@ -204,6 +204,20 @@ def test_check_reports_a_child_the_parent_names_and_the_scenario_lost(tmp_path: 
     assert "the recording is incomplete; restore the missing file" in err
 
 
+def test_a_crlf_checkout_of_a_committed_recording_is_in_the_committed_form(
+    tmp_path: Path,
+) -> None:
+    copy = tmp_path / "mixed"
+    shutil.copytree(EXAMPLES / "mixed", copy)
+    for log in copy.glob("session*.jsonl"):  # what git's core.autocrlf checks out
+        log.write_bytes(log.read_bytes().replace(b"\n", b"\r\n"))
+    before = {log.name: log.read_bytes() for log in copy.glob("session*.jsonl")}
+    assert run("check", "--strict-form", str(copy)) == (0, "ok: 1 scenario(s)\n", "")
+    assert run("fmt", "--check", str(copy)) == (0, "0 of 3 log(s) need rewriting\n", "")
+    assert run("fmt", str(copy))[0] == 0
+    assert {log.name: log.read_bytes() for log in copy.glob("session*.jsonl")} == before
+
+
 def test_check_finds_secrets_with_file_line_and_path(tmp_path: Path) -> None:
     d = tmp_path / "leaky"
     d.mkdir()
