@@ -585,7 +585,7 @@ def _typed_error_first(
             excinfo.traceback = frames
         return str(excinfo.getrepr(style="short", chain=False))
 
-    problem = failed_call(replay, raised)
+    problem = failed_call(replay, raised, excinfo.value)
     if problem is not None:
         report.longrepr = problem
     return problem is not None

@@ -309,7 +309,20 @@ def met_over_http(err: Exception) -> str:
     return http_call_failed(err)
 
 
-def call_failed_after(err: Exception, raised: str) -> str:
+def met_in_process(err: Exception) -> str:
+    """A replay error a call in process met that never reached the test, shown once.
+
+    The code under test caught it, or met it in another thread (a warning at most): the
+    typed error is what the test fails with, first.
+    """
+    return (
+        f"{type(err).__name__}: {err}\n(a model call in process met this error, and the "
+        "code under test did not let it reach the test: it caught it, or met it in another "
+        "thread)"
+    )
+
+
+def call_failed_after(err: Exception, raised: str, *, over_http: bool = True) -> str:
     """A test whose code raised (``raised``, as shown) after an HTTP call failed (``err``).
 
     `met_over_http` leads: the code's exception (an SDK's, usually) is only its
@@ -317,8 +330,9 @@ def call_failed_after(err: Exception, raised: str) -> str:
     the response body) shown once: there it reads ``(the error above)``. Only the
     text's first line is looked for when the SDK's rendering split the rest.
     """
+    met = met_over_http(err) if over_http else met_in_process(err)
     return (
-        f"{met_over_http(err)}\n\nthe code under test then raised (caused by the error "
+        f"{met}\n\nthe code under test then raised (caused by the error "
         f"above):\n{_without_echo(raised, str(err))}"
     )
 

@@ -481,6 +481,7 @@ def check_replayed(
     from .._errors import EndpointError, FaultError, LogMismatchError, UnservedRouteError
     from .messages import (
         RECORDED_ELSEWHERE,
+        met_in_process,
         met_over_http,
         record_command,
         rerecord,
@@ -492,7 +493,7 @@ def check_replayed(
     if met is not None:
         if isinstance(met, EndpointError | UnservedRouteError):
             return met_over_http(met)  # the endpoint's bug or a route it lacks: not a recording's
-        problem = met_over_http(met)
+        problem = met_in_process(met) if replay.in_process(met) else met_over_http(met)
     else:
         try:
             replay.finish()
@@ -721,25 +722,43 @@ def recorded_calls(sessions: RecordedSessions) -> int:
     )
 
 
-def failed_call(replay: DshReplay, raised: Callable[[], str]) -> str | None:
-    """The failure text of a test whose body raised after an HTTP call failed.
+def failed_call(
+    replay: DshReplay, raised: Callable[[], str], failure: BaseException | None = None
+) -> str | None:
+    """The failure text of a test whose body raised after a model call failed.
 
     Args:
         replay: The test's replay.
         raised: Renders the exception the body raised (an SDK's, usually).
+        failure: That exception: a replay error of a call in process that reached the
+            test as it is (or as its cause) needs no other report.
 
     Returns:
-        ``None`` when no HTTP call met a replay error and, while recording, the live
-        model was reached; else the typed error first, the body's exception under it.
-        The error is then reported: `close` does not report it again, so the test
-        fails once.
+        ``None`` when no call met a replay error (or the body raised that very error)
+        and, while recording, the live model was reached; else the typed error first,
+        the body's exception under it. The error is then reported: `close` does not
+        report it again, so the test fails once.
     """
     from .messages import call_failed_after
 
     problem = replay._take_problem()
     if problem is None:
         return None
-    return call_failed_after(problem, raised())
+    over_http = not replay.in_process(problem)
+    if not over_http and _in_chain(problem, failure):
+        return None
+    return call_failed_after(problem, raised(), over_http=over_http)
+
+
+def _in_chain(problem: BaseException, failure: BaseException | None) -> bool:
+    """Whether ``failure`` is ``problem`` or was caused by it (``__cause__``/``__context__``)."""
+    seen: set[int] = set()
+    while failure is not None and id(failure) not in seen:
+        if failure is problem:
+            return True
+        seen.add(id(failure))
+        failure = failure.__cause__ or failure.__context__
+    return False
 
 
 def check_recorded(replay: DshReplay) -> str | None:
@@ -764,10 +783,10 @@ def close(replay: DshReplay) -> str | None:
         an HTTP call met (its client got a 400) and not reported yet, or that the live
         model could not be reached while recording.
     """
-    from .messages import met_over_http
+    from .messages import met_in_process, met_over_http
 
     try:
         replay.close()
     except DshReplayError as err:
-        return met_over_http(err)
+        return met_in_process(err) if replay.in_process(err) else met_over_http(err)
     return None

@@ -420,6 +420,7 @@ class LiveSessions(Binder):
         "_first",
         "_models",
         "_paced",
+        "_raised",
         "_rerecord",
         "_unrecorded",
         "lock",
@@ -452,6 +453,8 @@ class LiveSessions(Binder):
         # its list); the first message is read from them only for an error message.
         self._first: dict[SessionKey, object] = {}
         self._models: list[str] | None = None
+        # the binding and exhausted errors made for calls, in order (see take_raised)
+        self._raised: list[ReplayBindingError | ReplayExhaustedError] = []
 
     # --- what the endpoint asks ---------------------------------------------------------
 
@@ -768,17 +771,19 @@ class LiveSessions(Binder):
         grown: bool = False,
     ) -> ReplayBindingError:
         hint = self.grown_hint() if grown else self.rerecord_hint()
-        return ReplayBindingError(
+        error = ReplayBindingError(
             f"{self._who(key)} made model call #{number}, but no "
             "recorded session is left for it: "
             f"{reason} (scenario {self.scenario.path}; bound: {bound or 'none'}{more}). "
             f"{cause}; {hint}"
         )
+        self._raised.append(error)
+        return error
 
     def _exhausted(self, bound: BoundSession, number: int) -> ReplayExhaustedError:
         script = bound.script
         length = len(bound.entries)
-        return ReplayExhaustedError(
+        error = ReplayExhaustedError(
             f"{self._who(bound.key)} asked for call #{number}, "
             f"but its recording ({script.file}, "
             f"recorded session {script.recorded_id!r}) has {length} call(s); the code under "
@@ -789,6 +794,19 @@ class LiveSessions(Binder):
             call_number=number,
             recorded=length,
         )
+        self._raised.append(error)
+        return error
+
+    def take_raised(self) -> list[ReplayBindingError | ReplayExhaustedError]:
+        """The binding and exhausted errors made for calls since the last take, in order.
+
+        What the fixture reports first at the end of a test when the code under test
+        did not let such an error reach it (it swallowed it, or met it in another
+        thread): [docs/scenarios.md#binding](../scenarios.md#binding).
+        """
+        with self.lock:
+            raised, self._raised = self._raised, []
+        return raised
 
 
 def missing_children(scenario: Scenario, known: Iterable[str] = ()) -> list[tuple[str, str]]:

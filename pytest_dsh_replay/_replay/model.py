@@ -46,7 +46,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import PlaceholderError, ReplayConsumptionError
+from .._errors import DshReplayError, PlaceholderError, ReplayConsumptionError
 from .._format.events import Event, StreamChunk
 from .._format.redact import Redactor, TextRedaction, builtin_redact
 from .._identity.options import CallOptions, OptionsModel, Request
@@ -204,6 +204,14 @@ class ReplayModel(OptionsModel):
         do not appear.
         """
         return self._sessions.snapshot()
+
+    def take_raised(self) -> list[DshReplayError]:
+        """The binding and exhausted errors this model made for calls since the last take.
+
+        In order; each is taken once. A test harness reports them when the code under
+        test swallowed them or met them in another thread (the fixture does so).
+        """
+        return list(self._sessions.take_raised())
 
     def __repr__(self) -> str:
         return (

@@ -640,6 +640,58 @@ def test_recording_into_a_directory_of_other_files_is_refused_and_deletes_nothin
     assert sorted(p.name for p in docs.rglob("*")) == ["README.md", "a.png", "img"]
 
 
+def test_a_replay_error_in_process_the_test_never_saw_is_its_failure_first(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.makepyfile(
+        test_threads="""
+        import os
+        import threading
+
+        import pytest
+        from agent import ask
+
+        @pytest.mark.dsh_scenario("threads")
+        def test_swallowed(dsh_replay):
+            ask(dsh_replay.model, "main", "parent")
+            for n in range(int(os.environ.get("KIDS", "1"))):
+                try:
+                    ask(dsh_replay.model, f"kid {n}", f"kid-{n}", "parent")
+                except Exception:
+                    pass  # an agent that swallows what its model raised
+
+        @pytest.mark.dsh_scenario("threaded")
+        def test_threaded(dsh_replay):
+            answers = []
+            ask(dsh_replay.model, "main", "parent")
+            kids = [
+                threading.Thread(
+                    target=lambda n=n: answers.append(
+                        ask(dsh_replay.model, f"kid {n}", f"kid-{n}", "parent")
+                    )
+                )
+                for n in range(int(os.environ.get("KIDS", "1")))
+            ]
+            for kid in kids:
+                kid.start()
+            for kid in kids:
+                kid.join()
+            assert len(answers) == len(kids)  # the agent's own check fails after
+        """
+    )
+    project.runpytest("--dsh-record=all", "-p", "no:randomly").assert_outcomes(passed=2)
+    monkeypatch.setenv("KIDS", "2")
+    result = project.runpytest("-p", "no:randomly", "-W", "ignore")
+    result.assert_outcomes(failed=2)
+    for name in ("test_swallowed", "test_threaded"):
+        section = result.stdout.str().split(f"_ {name} _")[1].split("short test summary")[0]
+        lines = [line for line in section.splitlines() if line.strip("_ ")]
+        assert lines[0].startswith("ReplayBindingError: session 'kid-1'"), section
+        assert "(a model call in process met this error, and the code under test did not" in (
+            section
+        )
+
+
 def test_a_re_record_says_which_override_sidecars_it_replaced(project: pytest.Pytester) -> None:
     project.makepyfile(
         test_side="""
