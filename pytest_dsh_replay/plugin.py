@@ -192,13 +192,17 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(err)) from None
     raw_root = str(config.getini("dsh_snapshot_dir")).strip()
     base = config.inipath.parent if config.inipath is not None else config.rootpath
+    try:
+        compare_logs = bool(config.getini("dsh_compare_logs"))
+    except (ValueError, pytest.UsageError) as err:  # (pytest 9 raises the latter itself)
+        raise pytest.UsageError(f"dsh_compare_logs: {err}; expected true or false") from None
     config.stash[_STATE] = state = SuiteState(
         record=None
         if (mode := config.getoption("dsh_record")) is None
         else RECORD_MODES.parse(mode),
         ini_root=(base / raw_root) if raw_root else None,
         subset=bool(config.getoption("keyword") or config.getoption("markexpr")),
-        compare_logs=bool(config.getini("dsh_compare_logs")),
+        compare_logs=compare_logs,
         fail_unused=bool(config.getoption("dsh_fail_unused")),
         max_body_bytes=max_body_bytes,
         live_source=lambda: _live_source(config),

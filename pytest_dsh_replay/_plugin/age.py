@@ -92,7 +92,7 @@ class Expiry:
         """``"recorded 41 days ago, older than the 30 days allowed"``."""
         return (
             f"recorded {describe_age(self.age)} ago, older than the "
-            f"{describe_age(self.max_age)} allowed"
+            f"{describe_age(self.max_age, exact=True)} allowed"
         )
 
 
@@ -112,11 +112,15 @@ def expiry(created_at_ms: int, max_age: timedelta | None, now_ms: int) -> Expiry
     return Expiry(age, max_age) if age > max_age else None
 
 
-def describe_age(age: timedelta) -> str:
-    """An age in its largest whole unit: ``"41 days"``, ``"13 hours"``, ``"1 minute"``."""
+def describe_age(age: timedelta, *, exact: bool = False) -> str:
+    """An age in its largest whole unit: ``"41 days"``, ``"13 hours"``, ``"1 minute"``.
+
+    ``exact``: in the largest unit that divides it (``36h`` is ``"36 hours"``, not ``"1
+    day"``): a configured limit is shown as it was set.
+    """
     seconds = int(age.total_seconds())
     for name, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
-        if seconds >= size:
+        if seconds >= size and (not exact or seconds % size == 0):
             count = seconds // size
             return f"{count} {name}{'s' if count != 1 else ''}"
     return f"{seconds} second{'s' if seconds != 1 else ''}"

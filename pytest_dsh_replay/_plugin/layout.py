@@ -50,10 +50,16 @@ def case_collisions(
             seen[key] = (k, path)
             continue
         other, other_path = first
+        if other_path == path:  # (two modules of one name: --import-mode=importlib)
+            clash = f"derive the same scenario name ({path.name}): they would share one recording"
+        else:
+            clash = (
+                f"derive scenario names that differ only in letter case ({other_path.name}, "
+                f"{path.name}): on a case-insensitive file system (macOS, Windows) they "
+                "would share one recording"
+            )
         message = (
-            f"{tests[other].nodeid} and {test.nodeid} derive scenario names that differ "
-            f"only in letter case ({other_path.name}, {path.name}): on a case-insensitive "
-            "file system (macOS, Windows) they would share one recording; give one of them "
+            f"{tests[other].nodeid} and {test.nodeid} {clash}; give one of them "
             "a @pytest.mark.dsh_scenario name or another parametrize id"
         )
         found.append((message, (other, k)))
@@ -112,7 +118,8 @@ def _layout_problem(tests: list[tuple[str, Path]]) -> tuple[str, list[int]] | No
         if other is not None:
             return (
                 f"--dsh-record: {tests[other][0]} and {nodeid} would both record {path}; "
-                "give one of them its own @pytest.mark.dsh_scenario name"
+                "give one of them its own @pytest.mark.dsh_scenario name, or mark the one "
+                "that only replays it record=False (docs/guide/writing-tests.md)"
             ), [other, k]
         seen[key] = k
     for key, k in seen.items():

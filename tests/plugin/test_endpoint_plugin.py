@@ -438,6 +438,14 @@ def test_a_bad_body_cap_in_the_ini_is_a_usage_error(pytester: pytest.Pytester, v
     )
 
 
+def test_a_bad_compare_logs_value_in_the_ini_names_the_key(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ndsh_compare_logs = maybe\n")
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*dsh_compare_logs: *maybe*; expected true or false*"])
+
+
 FAKE_LIVE = """
 class Live:
     def stream(self, request, **kwargs):

@@ -80,6 +80,13 @@ def test_ages_are_told_in_their_largest_whole_unit() -> None:
         Expiry(timedelta(days=41), timedelta(days=30)).describe()
         == "recorded 41 days ago, older than the 30 days allowed"
     )
+    # the limit as it was set: 36h is not "1 day", 90m not "1 hour", 1w3d is 10 days
+    assert (
+        Expiry(timedelta(hours=40), timedelta(hours=36)).describe()
+        == "recorded 1 day ago, older than the 36 hours allowed"
+    )
+    assert describe_age(timedelta(minutes=90), exact=True) == "90 minutes"
+    assert describe_age(timedelta(days=10), exact=True) == "10 days"
 
 
 def test_missing_records_an_expired_recording_and_all_records_every_one() -> None:

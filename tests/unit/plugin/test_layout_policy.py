@@ -32,6 +32,16 @@ def test_derived_names_that_differ_only_in_case_pair_up(tmp_path: Path) -> None:
     ]
 
 
+def test_two_modules_of_one_name_deriving_one_scenario_are_told_as_such(tmp_path: Path) -> None:
+    # tests/test_b.py and tests/sub/test_b.py outside the rootdir (-c cfg/pytest.ini,
+    # --import-mode=importlib): pytest gives them no path relative to it
+    tests = [collected(tmp_path, "test_b.py::test_x"), collected(tmp_path, "test_b.py::test_x")]
+    [(message, pair)] = case_collisions(tests, suite_state(tmp_path / "snaps"))  # one root
+    assert pair == (0, 1)
+    assert "derive the same scenario name (test_b.test_x): they would share one" in message
+    assert "letter case" not in message
+
+
 def test_a_third_case_twin_pairs_with_the_first(tmp_path: Path) -> None:
     tests = [collected(tmp_path, f"tests/test_m.py::test_{c}") for c in ("ab", "Ab", "AB")]
     assert [pair for _, pair in case_collisions(tests, suite_state())] == [(0, 1), (0, 2)]
@@ -46,7 +56,8 @@ def test_two_tests_recording_one_scenario_are_refused(tmp_path: Path) -> None:
     ]
     assert recording_layout_problem(tests, state) == (
         "--dsh-record: tests/test_m.py::test_a and tests/test_m.py::test_c would both record "
-        f"{tmp_path / 'snaps/shared'}; give one of them its own @pytest.mark.dsh_scenario name",
+        f"{tmp_path / 'snaps/shared'}; give one of them its own @pytest.mark.dsh_scenario name, "
+        "or mark the one that only replays it record=False (docs/guide/writing-tests.md)",
         [0, 2],
     )
 
