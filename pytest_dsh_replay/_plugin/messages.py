@@ -112,7 +112,7 @@ def record_command(
         A replay-only test (``record=False``) would only replay again under
         ``--dsh-record``: the command names the test that records the scenario instead
         (with that test's flags), or, when none was collected, the text says to run
-        that test.
+        that test (`appending_command` then gives none).
     """
     recorder: CollectedTest | None = test
     if test.replay_only:
@@ -121,8 +121,8 @@ def record_command(
         recorder = recording_test(path, recorders, state)
     if recorder is None:
         return (
-            f"{test.nodeid} only replays {path} (dsh_scenario(..., record=False)): run "
-            f"the test that records this scenario with --dsh-record={mode.value}"
+            f"run the test that records {path} with --dsh-record={mode.value} (not in this "
+            f"run; {test.nodeid} only replays it: dsh_scenario(..., record=False))"
         )
     flags = f"--dsh-record={mode.value}"
     if recorder.uses_snapshots or test.uses_snapshots:

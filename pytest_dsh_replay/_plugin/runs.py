@@ -218,7 +218,12 @@ def _appending_command(
     mode = state.modes.to_append()
     if mode is None or path.suffix:
         return None
-    return _once(lambda: record_command(test, path, mode, state, recorders))
+
+    def command() -> str:  # "" when the test that records it is not in the run
+        made = record_command(test, path, mode, state, recorders)
+        return made if made.startswith("pytest ") else ""
+
+    return _once(command)
 
 
 def _plan(test: CollectedTest, state: SuiteState) -> tuple[Path, Expiry | None, bool, bool]:

@@ -725,6 +725,8 @@ class LiveSessions(Binder):
             return self.rerecord_hint()
         if not isinstance(append, str):
             append = self._append = append()  # computed once, for the first error
+        if not append:  # none to give (the test that records it is not in the run)
+            return self.rerecord_hint()
         return (
             f"{self.rerecord_hint()}, or keep the recorded calls and append the new ones: {append}"
         )

@@ -479,9 +479,11 @@ def test_hints_of_a_replay_only_test_name_the_test_that_records(
     alone = project.runpytest("test_hint.py::test_replays_too_little")
     alone.assert_outcomes(failed=1)
     alone.stdout.fnmatch_lines(
-        ["*test_hint.py::test_replays_too_little only replays *shared (dsh_scenario(*"]
-    )
+        ["*run the test that records *shared with --dsh-record=all (not in this run; "
+         "test_hint.py::test_replays_too_little only replays it: dsh_scenario(*"]
+    )  # fmt: skip
     assert "--dsh-record=all test_hint.py::test_replays_too_little" not in alone.stdout.str()
+    assert alone.stdout.str().count("only replays it") == 1  # said once, no append half
 
 
 def test_collect_only_passes_and_reports_no_leftover_scenario_or_snapshot(

@@ -68,8 +68,8 @@ def test_a_replay_only_test_without_a_recording_test_says_to_run_that_test(
     path = tmp_path / "snaps/shared"
     command = record_command(replayer, path, MISSING, suite_state(tmp_path / "snaps"), [])
     assert command == (
-        f"tests/test_m.py::test_replays only replays {path} (dsh_scenario(..., "
-        "record=False)): run the test that records this scenario with --dsh-record=missing"
+        f"run the test that records {path} with --dsh-record=missing (not in this run; "
+        "tests/test_m.py::test_replays only replays it: dsh_scenario(..., record=False))"
     )
 
 

@@ -478,6 +478,18 @@ def test_more_calls_or_sessions_than_recorded_name_the_append_command_too() -> N
     assert sorted(asked) == ["all", "new"]  # each made once, for the first error quoting it
 
 
+def test_no_append_command_to_give_leaves_the_append_half_out() -> None:
+    # (a replay-only test whose recording test is not in the run: nothing to append with)
+    rerecord = "run the test that records it with --dsh-record=all (not in this run; ...)"
+    model = ReplayModel(two_sessions(), rerecord=rerecord, append=lambda: "")
+    for _ in range(3):
+        list(model.stream(REQUEST, session_id="X"))
+    with pytest.raises(ReplayExhaustedError) as exhausted:
+        list(model.stream(REQUEST, session_id="X"))
+    assert str(exhausted.value).endswith(f"; re-record: {rerecord}")
+    assert "append the new ones" not in str(exhausted.value)
+
+
 def test_a_child_whose_file_is_missing_is_named_with_the_file_to_restore(
     tmp_path: Path,
 ) -> None:
