@@ -188,8 +188,6 @@ class DshReplay:
     _watched: WatchedLive | None = field(default=None, init=False, repr=False)
     _cache: ScenarioCache | None = field(default=None, init=False, repr=False)
     _replayer: ReplayModel | None = field(default=None, init=False, repr=False)
-    # ids of the problems `_take_problem` took from calls in process
-    _in_process: set[int] = field(default_factory=set, init=False, repr=False)
     _recorder: RecordingModel = field(init=False, repr=False)
     _runtime: RuntimeSessions = field(init=False, repr=False)
     _refresh: bool = field(default=False, init=False, repr=False)
@@ -540,19 +538,12 @@ class DshReplay:
             While recording, the first call the recorder refused (a chunk the loader
             would refuse: what the live model or the code met after it is its echo),
             else the live model not being reached or raising (an HTTP call's error after
-            it is its echo and is dropped); else the first replay error HTTP calls met,
-            else the first binding or exhausted error a call in process met
-            (`in_process` says which); ``None`` when none happened since the last call.
+            it is its echo and is dropped); else the first replay error HTTP calls met;
+            ``None`` when none happened since the last call.
         """
         errors = self._http.take_errors()
         if self.mode == "replay":
-            raised = [] if self._replayer is None else self._replayer.take_raised()
-            if errors:
-                return errors[0]
-            if raised:  # a call in process: the code under test did not let it through
-                self._in_process.add(id(raised[0]))
-                return raised[0]
-            return None
+            return errors[0] if errors else None
         refused = self._recorder.take_refused()
         live = self._live_problem()
         if refused:
@@ -983,9 +974,15 @@ class DshReplay:
         """A session as it is written or shown: secrets redacted, cwd tokenized, hooks run."""
         return self._redaction().apply(header, events)
 
-    def in_process(self, problem: BaseException) -> bool:
-        """Whether `_take_problem` gave ``problem`` from a call in process (not over HTTP)."""
-        return id(problem) in self._in_process
+    def _take_in_process(self) -> DshReplayError | None:
+        """The first binding or exhausted error a call in process met, taken once.
+
+        What the plugin's end-of-test report leads with when the code under test did not
+        let it reach the test ([docs/scenarios.md#binding](../scenarios.md#binding));
+        `close` never raises it (a caller of its own got it from the stream).
+        """
+        raised = [] if self._replayer is None else self._replayer.take_raised()
+        return raised[0] if raised else None
 
     def recorded_elsewhere(self) -> bool:
         """Whether the recording was written by other code than this plugin.

@@ -495,10 +495,13 @@ def check_replayed(
 
     unnamed: list[str] = []  # recorded logs whose header has no id: damaged, not a drift
     met = replay._take_problem()  # the root cause: unused calls would only be its echo
+    unseen = replay._take_in_process()  # one the code under test caught, or in a thread
     if met is not None:
         if isinstance(met, EndpointError | UnservedRouteError):
             return met_over_http(met)  # the endpoint's bug or a route it lacks: not a recording's
-        problem = met_in_process(met) if replay.in_process(met) else met_over_http(met)
+        problem = met_over_http(met)
+    elif unseen is not None:
+        problem = met_in_process(unseen)
     else:
         try:
             replay.finish()
@@ -747,12 +750,12 @@ def failed_call(
     from .messages import call_failed_after
 
     problem = replay._take_problem()
-    if problem is None:
-        return None
-    over_http = not replay.in_process(problem)
-    if not over_http and _in_chain(problem, failure):
-        return None
-    return call_failed_after(problem, raised(), over_http=over_http)
+    unseen = replay._take_in_process()
+    if problem is not None:
+        return call_failed_after(problem, raised())
+    if unseen is None or _in_chain(unseen, failure):
+        return None  # (the test met the error itself: its report is that)
+    return call_failed_after(unseen, raised(), over_http=False)
 
 
 def _in_chain(problem: BaseException, failure: BaseException | None) -> bool:
@@ -788,10 +791,10 @@ def close(replay: DshReplay) -> str | None:
         an HTTP call met (its client got a 400) and not reported yet, or that the live
         model could not be reached while recording.
     """
-    from .messages import met_in_process, met_over_http
+    from .messages import met_over_http
 
     try:
         replay.close()
     except DshReplayError as err:
-        return met_in_process(err) if replay.in_process(err) else met_over_http(err)
+        return met_over_http(err)
     return None
