@@ -27,6 +27,7 @@ from .._errors import (
     ScriptError,
 )
 from .._format.events import ChunkRun, StreamChunk
+from .._format.log_names import parse_log_name
 from .._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry, materialize_runs
 from .._scripts.scenario import SessionScript
 from .pace import chunk_waits
@@ -293,10 +294,8 @@ class ReplayCall:
                 value, RequestView.of(self.request or {}), redact=bound.redact
             )
         except PlaceholderError as err:
-            script = bound.script
             raise PlaceholderError(
-                f"{self.describe()}: {err.reason}",
-                path=str(script.path) if script.path is not None else script.file,
+                f"{self.describe()}: {err.reason}", path=_placeholder_file(bound.script)
             ) from None
 
     def prepare(self) -> tuple[list[StreamChunk], str | None, str | None, str | None]:
@@ -862,3 +861,20 @@ class FollowedRead:
     def divert(self, log: Callable[[StreamChunk], StreamChunk]) -> None:
         """From now on hand every chunk through ``log`` first (the follower logs them)."""
         self._call.divert(log)
+
+
+def _placeholder_file(script: SessionScript) -> str:
+    """Where a script's placeholders are written: its override sidecar, when it has one.
+
+    Placeholders are usually written into a sidecar
+    ([docs/placeholders.md](../placeholders.md)); without one, the log itself.
+    """
+    path = script.path
+    if path is None:
+        return script.file
+    parsed = parse_log_name(path.name)
+    child = None if parsed is None else parsed.child
+    sidecar = path.with_name(
+        "replay.override.json" if child is None else f"replay.{child}.override.json"
+    )
+    return str(sidecar if sidecar.is_file() else path)

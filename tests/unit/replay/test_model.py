@@ -903,6 +903,26 @@ def test_placeholders_resolve_in_chunks_throw_fields_and_ready_file(tmp_path: Pa
     )
 
 
+def test_a_placeholder_error_names_the_sidecar_that_holds_it(tmp_path: Path) -> None:
+    from support.scenarios import make_scenario
+
+    directory = make_scenario(tmp_path / "s", primary=["recorded"])
+    chunks = [
+        {"type": "block-start", "index": 0, "blockType": "text"},
+        {"type": "text-delta", "index": 0, "text": "{{fromRequest:nomatch-[0-9]+}}"},
+        {"type": "finish", "reason": {"kind": "stop"}},
+    ]
+    sidecar = directory / "replay.override.json"
+    sidecar.write_text(
+        json.dumps({"patches": [{"at": 0, "entry": {"kind": "chunks", "chunks": chunks}}]})
+    )
+    model = ReplayModel(load_scenario(directory))
+    with pytest.raises(PlaceholderError) as err:
+        list(model.stream({"messages": [{"role": "user", "content": "no id here"}]}))
+    assert err.value.path == str(sidecar)
+    assert str(err.value).startswith(f"{sidecar}: ")
+
+
 @pytest.mark.parametrize("field", ["message", "code"])
 def test_a_throw_field_that_resolves_to_nothing_is_a_script_error(field: str) -> None:
     # a literal empty message or code is refused when the sidecar loads; a resolved one
