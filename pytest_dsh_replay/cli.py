@@ -33,7 +33,7 @@ from ._format.jsonl import (
     plain_reads,
     read_log_bytes,
 )
-from ._format.log_names import parse_log_name
+from ._format.log_names import entry_log_name, parse_log_name
 from ._format.redact import Redactor, delta_runs, stream_runs_of
 from ._format.text import join_blocks, visible
 from ._format.zstd import ZSTD_SUFFIXES
@@ -224,11 +224,7 @@ def _log_files(target: Path) -> list[Path]:
     """
     if target.is_file():
         return [target] if ".jsonl" in target.name else []
-    return sorted(
-        p
-        for p in target.iterdir()
-        if p.name.startswith("session.") and parse_log_name(p.name) is not None
-    )
+    return sorted(p for p in target.iterdir() if entry_log_name(p.name) is not None)
 
 
 def _header_ids(target: Path) -> tuple[str, str | None]:

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple, Protocol, TypeAlias
 
 from .formats import FORMATS, FormatSpec, known_spec, lenient_spec, newest_format, unknown_format
-from .json_values import as_safe_integer, describe_json, is_count, is_safe_integer, js_json
+from .json_values import (
+    as_safe_integer,
+    describe_json,
+    holds_lone_surrogate,
+    is_count,
+    is_safe_integer,
+    js_json,
+)
 
 __all__ = [
     "CHUNK_TYPES",
@@ -306,11 +313,8 @@ def _store_lineage(value: dict[str, object]) -> str | None:
 
 def _store_text(value: dict[str, object]) -> str | None:
     for key, text in value.items():
-        if isinstance(text, str) and not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                return f"{key} holds a lone surrogate, which no file or database can hold"
+        if isinstance(text, str) and holds_lone_surrogate(text):
+            return f"{key} holds a lone surrogate, which no file or database can hold"
     return None
 
 

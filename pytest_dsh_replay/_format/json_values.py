@@ -36,6 +36,7 @@ __all__ = [
     "Absent",
     "as_safe_integer",
     "describe_json",
+    "holds_lone_surrogate",
     "holds_non_finite",
     "is_count",
     "is_json_number",
@@ -243,11 +244,20 @@ def _not_lossless(where: str, why: str) -> SessionStoreError:
     return SessionStoreError(f"{where} is not lossless JSON: {why}")
 
 
-def _walk_str(value: str, where: str) -> str:
+def holds_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate: text UTF-8 (a file, a database) cannot hold."""
+    if text.isascii():
+        return False
     try:
-        value.encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError:
-        raise _not_lossless(where, "a string holds a lone surrogate") from None
+        return True
+    return False
+
+
+def _walk_str(value: str, where: str) -> str:
+    if holds_lone_surrogate(value):
+        raise _not_lossless(where, "a string holds a lone surrogate")
     return value
 
 

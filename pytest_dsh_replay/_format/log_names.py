@@ -17,7 +17,7 @@ from typing import Final
 from .._errors import SessionLogError
 from .events import SessionHeader
 
-__all__ = ["LogName", "check_log_name", "parse_log_name"]
+__all__ = ["LogName", "check_log_name", "entry_log_name", "parse_log_name"]
 
 LOG_NAME_PATTERN: Final = (
     r"session(?:\.(?P<child>[1-9][0-9]*))?(?:\.v(?P<version>[1-9][0-9]*))?\.jsonl"
@@ -71,6 +71,15 @@ def parse_log_name(name: str) -> LogName | None:
         elif len(parts) > 2 or version is None:
             return None
     return LogName(child=child, version=version, compressed=compressed)
+
+
+def entry_log_name(name: str) -> LogName | None:
+    """`parse_log_name` of any directory entry, read only when it starts with ``session.``.
+
+    The one check a directory listing's names go through: the many that are no log never
+    reach (nor fill) the parse's cache.
+    """
+    return parse_log_name(name) if name.startswith("session.") else None
 
 
 def _is_number(text: str) -> bool:  # [1-9][0-9]*

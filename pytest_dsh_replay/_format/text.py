@@ -31,7 +31,7 @@ from typing import Any, Final, Generic, Protocol, TypeVar
 import orjson
 
 from .events import StreamChunk
-from .json_values import PLAIN_ONLY
+from .json_values import PLAIN_ONLY, holds_lone_surrogate
 
 __all__ = [
     "BLOCK_SEPARATOR",
@@ -66,16 +66,6 @@ _DELTA_FIELDS: Final = {
 }
 
 
-def _has_surrogate(text: str) -> bool:
-    if text.isascii():
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
 def repair_surrogates(text: str) -> str:
     r"""Join surrogate pairs into their characters and replace lone surrogates by U+FFFD.
 
@@ -85,7 +75,7 @@ def repair_surrogates(text: str) -> str:
     Returns:
         ``text`` itself when it holds no surrogate, else a string that encodes to UTF-8.
     """
-    if not _has_surrogate(text):
+    if not holds_lone_surrogate(text):
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 

@@ -400,23 +400,11 @@ def _first_use(state: SuiteState, path: Path) -> None:
     (or no directory) runs the recovery.
     """
     parent = str(path.parent)
-    pending = state.recovered.get(parent)
-    if pending is None:
-        from .._store.atomic import find_leftovers
-
-        found = find_leftovers(path.parent)
-        pending = state.recovered[parent] = {leftover.target.name for leftover in found}
-        pending.update(_lock_files(path.parent))
-    if path.name in pending:
-        from .._store.atomic import recover
-
-        pending.discard(path.name)
-        _count_recovery(state, recover(path))
-    if f".{path.name}.lock" in pending:
-        from .._store.lock import remove_stale_lock
-
-        pending.discard(f".{path.name}.lock")
-        state.cleaned += remove_stale_lock(path)
+    hidden = state.recovered.get(parent)
+    if hidden is None:
+        hidden = state.recovered[parent] = _hidden_names(path.parent)
+    if hidden:  # (most runs: none)
+        _recover_beside(state, path, hidden)
     key = str(path)
     if key not in state.used:
         from .._store.atomic import LEFTOVER
@@ -431,12 +419,31 @@ def _first_use(state: SuiteState, path: Path) -> None:
         state.used.add(key)
 
 
-def _lock_files(directory: Path) -> list[str]:
-    """The recording lock files (``.<name>.lock``) in ``directory``, held or not."""
+def _hidden_names(directory: Path) -> set[str]:
+    """The hidden entries of ``directory``: where leftovers and lock files are (one listing)."""
     try:
-        return [n for n in os.listdir(directory) if n[:1] == "." and n.endswith(".lock")]
+        return {name for name in os.listdir(directory) if name[:1] == "."}
     except OSError:
-        return []
+        return set()
+
+
+def _recover_beside(state: SuiteState, path: Path, hidden: set[str]) -> None:
+    """Recover the leftovers of ``path``'s own interrupted writes and remove its stale lock.
+
+    ``hidden``: its directory's hidden names not dealt with yet (what is dealt with here
+    leaves it); another entry's are never touched.
+    """
+    from .._store.atomic import LEFTOVER, recover
+    from .._store.lock import remove_stale_lock
+
+    own = {n for n in hidden if (m := LEFTOVER.fullmatch(n)) and m.group("name") == path.name}
+    if own:
+        hidden -= own
+        _count_recovery(state, recover(path))
+    lock = f".{path.name}.lock"
+    if lock in hidden:
+        hidden.discard(lock)
+        state.cleaned += remove_stale_lock(path)
 
 
 def _recover_interrupted_writes(state: SuiteState, directory: Path) -> None:

@@ -94,7 +94,7 @@ class SuiteState:
     workbase: Path | None = None
     runs: int = 0
     redaction: Redaction | None = None
-    # directory -> the names in it with leftovers of interrupted writes, not yet recovered
+    # directory -> its hidden entries (leftovers, lock files) not dealt with yet
     recovered: dict[str, set[str]] = field(default_factory=dict)
     cleaned: int = 0  # leftovers of interrupted writes put back or removed
     stuck: list[str] = field(default_factory=list)  # leftovers that stay: what failed

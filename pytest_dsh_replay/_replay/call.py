@@ -29,7 +29,7 @@ from .._errors import (
 from .._format.events import ChunkRun, StreamChunk
 from .._format.log_names import parse_log_name
 from .._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry, materialize_runs
-from .._scripts.scenario import SessionScript
+from .._scripts.scenario import SessionScript, sidecar_name
 from .pace import chunk_waits
 
 if TYPE_CHECKING:
@@ -874,7 +874,5 @@ def _placeholder_file(script: SessionScript) -> str:
         return script.file
     parsed = parse_log_name(path.name)
     child = None if parsed is None else parsed.child
-    sidecar = path.with_name(
-        "replay.override.json" if child is None else f"replay.{child}.override.json"
-    )
+    sidecar = path.with_name(sidecar_name(child or 0))
     return str(sidecar if sidecar.is_file() else path)

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import os
-import re
 import stat
 import threading
 from collections import OrderedDict
@@ -42,6 +41,7 @@ from .scenario import (
     load_session_script,
     looks_like_sidecar,
     scenario_of,
+    sidecar_number,
 )
 from .structure import EventPrefix, check_seeds, check_tree, log_prefix, store_prefix
 
@@ -58,8 +58,6 @@ __all__ = [
     "scenario_files",
 ]
 
-_CHILD_OVERRIDE: Final = r"replay\.([1-9][0-9]*)\.override\.json"  # compiled on first use
-_PRIMARY_OVERRIDE: Final = "replay.override.json"
 _SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 _T = TypeVar("_T")
 _UNMADE: Final = object()  # a derived value asked for once, not made yet
@@ -167,17 +165,15 @@ def _newest(generations: dict[int, list[str]]) -> list[str]:
 
 def _override_number(d: Path, name: str) -> int:
     """The session an override sidecar patches: 0 for the primary, ``n`` for child ``n``."""
-    if name == _PRIMARY_OVERRIDE:
-        return 0
-    m = re.fullmatch(_CHILD_OVERRIDE, name)
-    if m is None:
+    number = sidecar_number(name)
+    if number is None:
         raise ScenarioError(
             f"invalid override sidecar name {name!r}: expected replay.override.json "
             "(primary) or replay.<n>.override.json (child n); a file that is no "
             "sidecar belongs outside the scenario directory",
             path=str(d / name),
         )
-    return int(m.group(1))
+    return number
 
 
 def _the_primary(d: Path, names: list[str], primaries: list[str]) -> str:

@@ -23,7 +23,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, TypeAlias
 from .._errors import RecordingError, ScenarioError, SessionLogError
 from .._format.events import JSONObject, SessionHeader, SessionLike
 from .._format.jsonl import dump_session_log, head_digest, open_session_log
-from .._format.log_names import parse_log_name
+from .._format.log_names import entry_log_name
 from .builder import ScriptBuilder
 from .entries import ReplayEntry
 
@@ -47,6 +47,8 @@ __all__ = [
     "refuse_foreign",
     "refuse_nested",
     "scenario_of",
+    "sidecar_name",
+    "sidecar_number",
     "write_scenario",
 ]
 
@@ -558,7 +560,7 @@ def holds_primary_log(directory: Path) -> bool:
 
 
 def _is_primary_log(name: str) -> bool:
-    parsed = parse_log_name(name) if name.startswith("session.") else None
+    parsed = entry_log_name(name)
     return parsed is not None and parsed.child is None
 
 
@@ -620,15 +622,34 @@ def is_scenario_entry(name: str) -> bool:
     from .._store.atomic import LEFTOVER
 
     return (
-        (name.startswith("session.") and parse_log_name(name) is not None)
-        or _SIDECAR.fullmatch(name) is not None
+        entry_log_name(name) is not None
+        or sidecar_number(name) is not None
         or LEFTOVER.fullmatch(name) is not None
         or name == ".DS_Store"  # what macOS's Finder leaves in any folder it shows
     )
 
 
-_SIDECAR: Final = re.compile(r"replay(?:\.[1-9][0-9]*)?\.override\.json")
-"""The valid override sidecar names ([docs/scenarios.md#naming](../scenarios.md#naming))."""
+_CHILD_SIDECAR: Final = r"replay\.([1-9][0-9]*)\.override\.json"  # compiled on first use
+
+
+def sidecar_name(session: int) -> str:
+    """The override sidecar of session ``session`` (0: the primary, ``n``: child ``n``).
+
+    ``replay.override.json``, ``replay.<n>.override.json``
+    ([docs/scenarios.md#naming](../scenarios.md#naming)).
+    """
+    return "replay.override.json" if session == 0 else f"replay.{session}.override.json"
+
+
+def sidecar_number(name: str) -> int | None:
+    """The session a valid override sidecar name patches (0: the primary); ``None``: none.
+
+    The inverse of `sidecar_name`: a misspelled name (see `looks_like_sidecar`) is none.
+    """
+    if name == "replay.override.json":
+        return 0
+    found = re.fullmatch(_CHILD_SIDECAR, name) if name.startswith("replay.") else None
+    return None if found is None else int(found.group(1))
 
 
 def looks_like_sidecar(name: str) -> bool:

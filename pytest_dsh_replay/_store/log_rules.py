@@ -30,7 +30,7 @@ from .._format.events import (
     SessionLog,
     header_problem,
 )
-from .._format.json_values import PLAIN_ONLY, is_safe_integer
+from .._format.json_values import PLAIN_ONLY, holds_lone_surrogate, is_safe_integer
 from .._format.jsonl import MAX_LINE_BYTES, raw_lines, too_long
 from .._format.zstd import zstd_frames
 from .plain import PlainJSONEvents
@@ -81,13 +81,10 @@ def check_session_id(value: object) -> str:
     """
     if not isinstance(value, str) or not value:
         raise SessionStoreError(f"a session id must be a non-empty string, got {value!r}")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise SessionStoreError(
-                f"a session id must be text UTF-8 can hold; {value!r} holds a lone surrogate"
-            ) from None
+    if holds_lone_surrogate(value):
+        raise SessionStoreError(
+            f"a session id must be text UTF-8 can hold; {value!r} holds a lone surrogate"
+        )
     return value
 
 
