@@ -120,9 +120,10 @@ HeaderMode: TypeAlias = Literal["lenient", "replay", "store"]
 
 - ``"lenient"``: nothing is refused; mistyped fields take their defaults (how the
   dsh harness's replay parser reads a header).
-- ``"replay"``: as lenient for a version 0/1 header, except that a ``seedLength`` that
-  is present must be a non-negative integer; a version 2-5 header must follow that
-  format's rules exactly; a newer (or negative) version is refused.
+- ``"replay"``: as lenient for a version 0/1 header, except that its ``type`` must be
+  ``"session"`` and a ``seedLength`` that is present must be a non-negative integer;
+  a version 2-5 header must follow that format's rules exactly; a newer (or negative)
+  version is refused.
 - ``"store"``: the session store's own rules for the version 0 logs it writes: every
   field typed as the harness writes it, no unknown field.
 """
@@ -175,6 +176,8 @@ def header_problem(value: object, mode: HeaderMode) -> str | None:
             return unknown_format(version)
         if spec.header_keys is not None:
             return _strict_header_problem(value, spec)
+        if value.get("type") != "session":
+            return _not_a_header(value)
         if "seedLength" in value and not is_count(value["seedLength"]):
             return (
                 "header seedLength must be a non-negative integer (the number of events "
@@ -182,6 +185,18 @@ def header_problem(value: object, mode: HeaderMode) -> str | None:
             )
         return None
     return _store_problem(value, version)
+
+
+def _not_a_header(value: dict[str, object]) -> str:
+    """A first line without ``type: "session"``: a log that lost its header, or no log."""
+    kind = value.get("type")
+    held = (
+        f"an event of type {kind!r}" if isinstance(kind, str) else "an object without a string type"
+    )
+    return (
+        f'the first line must be the session header ({{"type":"session","id":...}}), but '
+        f"it is {held}: the log lost its header line, or the file is not a session log"
+    )
 
 
 def _version_problem(value: object) -> str | None:

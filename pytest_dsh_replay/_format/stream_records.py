@@ -41,6 +41,7 @@ __all__ = [
     "STREAM_EVENTS",
     "checked_chunks",
     "checked_stream",
+    "finish_problem",
     "kept_runs",
     "record_problem",
     "stream_run",
@@ -375,4 +376,23 @@ def checked_chunks(runs: list[ChunkRun], *, event_type: str) -> list[ChunkRun]:
             problem = chunk_problem(run)
             if problem is not None:
                 raise SessionLogError(f"{event_type} stream: {problem}")
+    problem = finish_problem(runs)
+    if problem is not None:
+        raise SessionLogError(f"{event_type} {problem}")
     return runs
+
+
+def finish_problem(runs: list[ChunkRun]) -> str | None:
+    """Why a call's stream goes on after its ``finish`` chunk, or ``None``.
+
+    A call's ``finish`` is its last chunk ([docs/format.md#stream-chunks](../format.md#stream-chunks)):
+    a record after it (a second ``finish`` too) is damage, not a second call.
+    """
+    last = len(runs) - 1
+    for i, run in enumerate(runs):
+        if i != last and run.__class__ is dict and run.get("type") == "finish":
+            return (
+                f"stream record {i + 1}: a chunk follows the call's finish chunk (record {i}); "
+                "a call's stream ends with its finish"
+            )
+    return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -18,7 +19,7 @@ from .._errors import DshReplayError, PictureError, ScenarioError
 from .._format.events import SessionLike
 from .._format.jsonl import read_session_log
 from .._scripts.loading import is_sqlite_store
-from .._scripts.scenario import Scenario
+from .._scripts.scenario import Scenario, is_scenario_entry
 from .._store.atomic import write_file_atomic
 from .html import PageStatus, render_page
 from .picture import Picture, picture_of
@@ -84,6 +85,15 @@ def write_page(target: Path, text: str) -> None:
     """
     if target.is_dir():
         raise PictureError(f"{target}: is a directory; name the page's file (OUT.html)")
+    try:
+        mode = target.lstat().st_mode
+    except OSError:
+        mode = None  # nothing there (or nothing readable): the write says why it fails
+    if mode is not None and not stat.S_ISREG(mode):
+        raise PictureError(
+            f"{target}: is not a regular file (a symbolic link, a device or a FIFO), which "
+            "a page written in its place would replace; name a file to write (OUT.html)"
+        )
     try:
         write_file_atomic(target, text.encode("utf-8", "surrogatepass"))
     except OSError as err:
@@ -177,11 +187,20 @@ def show_html(scenario: Scenario, out: Path) -> Picture:
 
 
 def _outside(scenario: Scenario, out: Path) -> None:
-    """Refuse an ``out`` that is ``scenario``'s path, one of its logs, or inside it."""
+    """Refuse an ``out`` that is ``scenario``'s path, one of its logs, or inside it.
+
+    A scenario given as one log has the logs and sidecars beside it too: a page written
+    over ``session.1.jsonl`` beside a drawn ``session.jsonl`` would replace a log.
+    """
     target = out.resolve()
     places = [scenario.path, *(s.path for s in scenario.scripts if s.path is not None)]
     for place in (Path(p).resolve() for p in places):
-        if target == place or target.is_relative_to(place):
+        beside = place.is_file() and target.parent == place.parent
+        if (
+            target == place
+            or target.is_relative_to(place)
+            or (beside and is_scenario_entry(target.name))
+        ):
             raise PictureError(
                 f"{out}: is inside the scenario it draws ({place}); a page there would "
                 "replace or mix with its files: write it elsewhere"

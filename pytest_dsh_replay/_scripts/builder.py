@@ -33,6 +33,7 @@ from .._format.stream_records import (
     STREAM_EVENTS,
     checked_chunks,
     checked_stream,
+    finish_problem,
     kept_runs,
     stream_runs,
 )
@@ -625,6 +626,10 @@ class ScriptBuilder:
                 if problem is not None:
                     self._fail(self._refused(f"{kind} stream: {problem}", index, line))
                     return
+        problem = finish_problem(runs)
+        if problem is not None:
+            self._fail(self._refused(f"{kind} {problem}", index, line))
+            return
         last = runs[-1] if runs else None
         if last.__class__ is not dict or last.get("type") != "finish":
             self._fail(self._unterminated_at(key, index, line))
@@ -820,6 +825,7 @@ class ScriptBuilder:
                         self._count = count
                         self._unknown_event(value, count, lineno)
                     count += 1  # an event replay does not read
+                    self._count = count  # in a fork child's seed, where it ends is watched
                     continue
                 self._count = count
                 self.event(value, lineno)

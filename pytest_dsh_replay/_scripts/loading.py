@@ -41,6 +41,7 @@ from .scenario import (
     load_session_script,
     looks_like_sidecar,
     scenario_of,
+    seed_end_problem,
     sidecar_number,
 )
 from .structure import EventPrefix, check_seeds, check_tree, log_prefix, store_prefix
@@ -273,9 +274,15 @@ def _store_script(path: Path, header: SessionHeader, backend: SqliteBackend) -> 
     primary = header.parent_session is None
     source = f"{path}#{header.id}"
     seed_length = header.seed_length if header.seeded else 0
-    builder = ScriptBuilder(skip=0 if primary else seed_length, source=source, rows=True)
+    skip = 0 if primary else seed_length
+    builder = ScriptBuilder(skip=skip, source=source, rows=True)
+    seed = _StoredSeed(source, skip)
     for record in backend.records(header.id, complete=True):
+        if seed.open:
+            seed.next(builder.event_count, record)
         builder.record(record)
+    if seed.open and builder.event_count == skip:
+        seed.next(skip, None)
     return derived_script(
         builder,
         header,
@@ -284,6 +291,29 @@ def _store_script(path: Path, header: SessionHeader, backend: SqliteBackend) -> 
         primary=primary,
         seed_length=seed_length,
     )
+
+
+class _StoredSeed:
+    """Where a stored fork child's seed ends, checked as its records are fed."""
+
+    __slots__ = ("last", "open", "seed_length", "source", "start")
+
+    def __init__(self, source: str, seed_length: int) -> None:
+        self.source = source
+        self.seed_length = seed_length
+        self.open = seed_length > 0
+        self.start = 0
+        self.last: object = None
+
+    def next(self, count: int, record: object) -> None:
+        """The next record, from seq ``count`` on (``None``: the rows end)."""
+        if count < self.seed_length and record is not None:
+            self.start, self.last = count, record
+            return
+        self.open = False
+        problem = seed_end_problem(self.seed_length, self.start, self.last, count, record)
+        if problem is not None:
+            raise SessionLogError(f"the sessions row's seed_length {problem}", path=self.source)
 
 
 def _stored_header(path: Path, backend: SqliteBackend, session_id: str) -> SessionHeader:

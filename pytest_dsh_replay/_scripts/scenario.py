@@ -18,10 +18,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Final, TypeAlias
+from typing import IO, TYPE_CHECKING, Any, Final, TypeAlias, cast
 
 from .._errors import RecordingError, ScenarioError, SessionLogError
-from .._format.events import JSONObject, SessionHeader, SessionLike
+from .._format.chunk_rows import PackedRow
+from .._format.events import END_SEED, JSONObject, SessionHeader, SessionLike
 from .._format.jsonl import dump_session_log, head_digest, open_session_log
 from .._format.log_names import entry_log_name
 from .builder import ScriptBuilder
@@ -368,19 +369,93 @@ class _SeedLines:
         builder = self.builder
         lines = iter(lines)
         if not self.marked:
+            last: tuple[int, Any] | None = None
+            start = 0
             for line in lines:
-                if builder.event_count >= builder.skip:
+                count = builder.event_count
+                if count >= builder.skip:
                     self.end = line[0]
+                    self._closed(start, last, count, line)
                     yield line
                     yield from lines  # the child's own lines, unwatched
                     return
                 yield line
+                start, last = count, line
+            if builder.event_count == builder.skip:
+                self._closed(start, last, builder.skip, None)
             return
         for line in lines:
             markers = builder.markers
             yield line
             if builder.markers != markers:
                 self.end = line[0]
+
+    def _closed(
+        self,
+        start: int,
+        last: tuple[int, Any] | None,
+        count: int,
+        here: tuple[int, Any] | None,
+    ) -> None:
+        seed_length = self.builder.skip
+        problem = seed_end_problem(
+            seed_length,
+            start,
+            None if last is None else last[1],
+            count,
+            None if here is None else here[1],
+        )
+        if problem is not None:
+            at = last if count > seed_length or here is None else here  # the row cut
+            raise SessionLogError(
+                f"the header's seedLength {problem}",
+                path=self.builder.source,
+                line=None if at is None else at[0],
+            )
+
+
+def seed_end_problem(
+    seed_length: int, start: int, last: object, count: int, here: object
+) -> str | None:
+    """Why a format 0/1 fork child's seed does not end where its header says, or ``None``.
+
+    A seed is followed by ``session/end-seed`` at seq ``seedLength``, or ends with one
+    (a seed that already closed itself gets no second marker); see
+    [docs/scenarios.md#seeds](../scenarios.md#seeds). Anything else means the header's
+    count and the log disagree, and slicing there would replay part of the parent's
+    log as the child's own calls.
+
+    Args:
+        seed_length: The header's ``seedLength``; ``0`` is never a problem.
+        start: The seq of ``last``'s first event.
+        last: The record before ``here`` (an event or a packed row; ``None``: none).
+        count: The seq of ``here``'s first event (the events read before it).
+        here: The first record past seq ``seed_length - 1`` (``None``: the log ends).
+    """
+    if seed_length <= 0 or (_is_end_seed(here) and count == seed_length) or _is_end_seed(last):
+        return None
+    if count > seed_length:
+        at = f"seq {seed_length} is inside a packed chunk row holding seqs {start} to {count - 1}"
+    elif here is None:
+        at = "the log ends there"
+    else:
+        at = f"the event at seq {seed_length} is {_kind(here)}"
+    return (
+        f"{seed_length} does not fit this log: {at}, and a fork child's seed "
+        "is followed by a session/end-seed event at seq seedLength (or ends with one); "
+        "restore the seedLength that was written, or re-record the scenario"
+    )
+
+
+def _is_end_seed(record: object) -> bool:
+    return record.__class__ is dict and cast(dict[str, Any], record).get("type") == END_SEED
+
+
+def _kind(record: object) -> str:
+    if isinstance(record, PackedRow):
+        return f"a packed {record.chunk_type} row"  # a row starting at the seed's end
+    kind = cast(dict[str, Any], record).get("type") if record.__class__ is dict else None
+    return repr(kind) if isinstance(kind, str) else "an event without a type"
 
 
 def _kept(

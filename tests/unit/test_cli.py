@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -295,6 +297,39 @@ def test_show_html_never_writes_into_the_scenario_it_draws(tmp_path: Path, out: 
     log = scenario / "session.1.jsonl"
     assert run("show", "--html", str(log), str(log))[0] == 1
     assert log.read_bytes() == before["session.1.jsonl"]
+    # ... nor a log or sidecar beside it (the page replaced session.jsonl)
+    for beside in ("session.jsonl", "replay.override.json"):
+        assert run("show", "--html", str(scenario / beside), str(log))[0] == 1
+    assert {p.name: p.read_bytes() for p in scenario.iterdir()} == before
+    code, stdout, _ = run("show", "--html", str(scenario.parent / "page.html"), str(log))
+    assert (code, stdout) == (
+        0,
+        f"wrote {scenario.parent / 'page.html'}: 1 session(s), 1 model call(s)\n",
+    )
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "device"])
+def test_show_html_refuses_an_out_that_is_no_regular_file(tmp_path: Path, kind: str) -> None:
+    # The page was renamed over it: as root, --html /dev/null replaced the device node.
+    out = tmp_path / kind
+    if kind == "fifo":
+        os.mkfifo(out)
+    elif kind == "symlink":
+        (tmp_path / "target.html").write_text("kept")
+        out.symlink_to(tmp_path / "target.html")
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("making a device node needs root")
+        os.mknod(out, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    before = out.lstat()
+    code, stdout, err = run("show", "--html", str(out), str(EXAMPLES / "spawn"))
+    assert (code, stdout) == (1, "")
+    assert err == (
+        f"dsh-replay: {out}: is not a regular file (a symbolic link, a device or a FIFO), "
+        "which a page written in its place would replace; name a file to write (OUT.html)\n"
+    )
+    after = out.lstat()
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
 
 
 def test_check_reads_a_runtime_session_directory_from_its_newest_generation(

@@ -62,7 +62,8 @@ def _chunk_log(tmp_path: Path, version: int) -> Path:
     header = {"type": "session", "version": version, "id": "c", "createdAt": 1,
               "seedLength": 1, "delegationDepth": 1}  # fmt: skip
     chunks = [{"type": "text-delta", "index": 0, "text": t} for t in _TEXTS] + [_FINISH]
-    events = [{"type": "user/message", "data": {"role": "user", "content": "hi"}}]
+    events = [{"type": "user/message", "data": {"role": "user", "content": "hi"}},
+              {"type": "session/end-seed", "data": {}}]  # fmt: skip
     events += [{"type": "assistant/chunk", "data": {"turn": 1, "step": 1, "chunk": c}}
                for c in chunks]  # fmt: skip
     name = "session.jsonl" if version == 0 else f"session.v{version}.jsonl"
@@ -146,7 +147,7 @@ def test_a_registered_version_like_format_0_reads_as_its_spec_says(
     # not whole events: the writer packs the delta run into one row
     body = dump_session_log(header, events).split(b"\n")[1:-1]
     assert [orjson.loads(line)["type"] for line in body] == [
-        "user/message", "text-chunks", "assistant/chunk",
+        "user/message", "session/end-seed", "text-chunks", "assistant/chunk",
     ]  # fmt: skip
     # a stream event is not in format 0's vocabulary
     stream_event = {"type": "assistant/attempt", "data": {"stream": []}}

@@ -355,11 +355,20 @@ def outcome(fn: Any) -> tuple[str, Any]:
         return type(err).__name__, getattr(err, "reason", str(err))
 
 
+def closed_at(events: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
+    """``events`` with a ``session/end-seed`` at ``seed`` (seqs renumbered)."""
+    time = events[seed - 1]["time"] if 0 < seed <= len(events) else 0
+    marked = [*events[:seed], {"type": "session/end-seed", "seq": 0, "time": time, "data": {}}]
+    return [{**e, "seq": i} for i, e in enumerate(marked + events[seed:])]
+
+
 @SETTINGS
-@given(event_lists, st.booleans(), st.booleans(), st.integers(0, 50))
+@given(event_lists, st.booleans(), st.booleans(), st.integers(0, 50), st.booleans())
 def test_the_one_pass_reader_derives_what_parse_then_derive_derives(
-    events: list[dict[str, Any]], pack: bool, envelope: bool, seed: int
+    events: list[dict[str, Any]], pack: bool, envelope: bool, seed: int, mark: bool
 ) -> None:
+    if mark and seed <= len(events):
+        events = closed_at(events, seed)
     text = dump_session_log(
         {**HEADER, "seedLength": seed}, events, pack_chunks=pack, envelope=envelope
     )
@@ -371,8 +380,12 @@ def test_the_one_pass_reader_derives_what_parse_then_derive_derives(
         path.write_bytes(text)
         streamed = outcome(lambda: [e.to_json() for e in load_session_script(path).entries])
         assert streamed == reference
-        # A child derives from its events at or after seedLength: the same as slicing.
-        if seed <= len(events):
+        # A child derives from its events at or after seedLength: the same as slicing,
+        # where a session/end-seed follows the seed or ends it (docs/scenarios.md#seeds).
+        closed = seed == 0 or any(
+            i < len(events) and events[i]["type"] == "session/end-seed" for i in (seed - 1, seed)
+        )
+        if seed <= len(events) and closed:
             sliced = outcome(
                 lambda: [e.to_json() for e in derive_replay_script(parse_session_log(text)[seed:])]
             )
@@ -380,7 +393,7 @@ def test_the_one_pass_reader_derives_what_parse_then_derive_derives(
                 lambda: [e.to_json() for e in load_session_script(path, primary=False).entries]
             )
             assert child == sliced
-        else:
+        else:  # a seedLength past the log, or one the log's end-seed does not follow
             assert outcome(lambda: load_session_script(path, primary=False))[0] == (
                 "SessionLogError"
             )

@@ -225,7 +225,12 @@ def test_escapes_and_surrogates_in_a_kept_stream_read_as_the_plain_read_reads_th
         middle = {**TEXT, "texts": ["a", "MARK", "c"]}
     path = _v4_log(tmp_path, START, middle, STOP)
     path.write_bytes(path.read_bytes().replace(b'"MARK"', text))
-    assert _agreed(path, monkeypatch)[0] == "ok"
+    if b"fin" in text:  # a chunk follows that finish: refused when the call is served
+        plain = _outcome(path, typed=False, monkeypatch=monkeypatch)
+        assert plain[0] == "load"
+        assert _outcome(path, typed=True, monkeypatch=monkeypatch) == ("serve", *plain[1:])
+    else:
+        assert _agreed(path, monkeypatch)[0] == "ok"
 
 
 def test_a_bad_payload_fails_the_call_that_streams_it(
@@ -319,3 +324,23 @@ def test_a_bad_payload_fails_its_own_call_not_the_session_s_first(
         with pytest.raises(SessionLogError, match="texts must be a string array") as err:
             list(model.stream(request))
         assert (err.value.path, err.value.line) == (str(path), 3)
+
+
+@pytest.mark.parametrize(
+    ("after", "record"),
+    [([STOP], 2), ([STOP, TEXT], 2), ([TEXT, STOP, TEXT], 2)],
+    ids=["second-finish", "text-after-finish", "text-between-two-finishes"],
+)
+def test_a_chunk_after_the_call_s_finish_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, after: list[Any], record: int
+) -> None:
+    # A second finish loaded as part of the call; any other chunk after the finish was
+    # called a missing finish (and sent the user to write a sidecar).
+    path = _v4_log(tmp_path, START, STOP, *after)
+    assert _agreed(path, monkeypatch) == (
+        "load",
+        f"assistant/message stream record {record}: a chunk follows the call's finish "
+        f"chunk (record {record - 1}); a call's stream ends with its finish",
+        str(path),
+        2,
+    )

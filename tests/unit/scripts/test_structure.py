@@ -280,3 +280,112 @@ def test_a_store_child_that_is_its_own_parent_is_refused(tmp_path: Path) -> None
     path = _store(tmp_path)
     _update(path, "UPDATE sessions SET parent_session = 'fork' WHERE id = 'fork'")
     refused(path, ScenarioError, r"child session store\.sqlite#fork names itself")
+
+
+# A seedLength that does not stand where the seed's session/end-seed does (helper-found:
+# these loaded, and the child replayed part of its parent's log as its own calls).
+@pytest.mark.parametrize(
+    ("seed_length", "line", "at"),
+    [
+        (1, 3, "the event at seq 1 is 'step/start'"),
+        (6, 7, "seq 6 is inside a packed chunk row holding seqs 5 to 7"),
+        (13, 13, "the event at seq 13 is 'turn/end'"),
+    ],
+    ids=["in-the-first-turn", "inside-a-packed-row", "one-short"],
+)
+def test_a_seed_length_the_end_seed_does_not_follow_is_refused(
+    tmp_path: Path, seed_length: int, line: int, at: str
+) -> None:
+    d = copy_example(tmp_path, "fork")
+    child = d / "session.1.jsonl"
+    assert load_scenario(d).children[0].seed_length == 14
+    set_header(child, seedLength=seed_length)
+    err = refused(
+        d,
+        SessionLogError,
+        rf"the header's seedLength {seed_length} does not fit this log: {at}, and a fork "
+        r"child's seed is followed by a session/end-seed event at seq seedLength",
+    )
+    assert (err.path, err.line) == (str(child), line)  # type: ignore[attr-defined]
+
+
+def test_a_seed_length_one_past_the_end_seed_is_refused_by_the_parent_s_log(
+    tmp_path: Path,
+) -> None:
+    d = copy_example(tmp_path, "fork")
+    set_header(d / "session.1.jsonl", seedLength=15)  # the seed would end with the marker
+    refused(d, SessionLogError, r"event 14 of its 15-event seed is a 'session/end-seed'")
+
+
+def test_a_fork_child_whose_log_ends_at_an_unclosed_seed_is_refused(tmp_path: Path) -> None:
+    d = copy_example(tmp_path, "fork")
+    child = d / "session.1.jsonl"
+    lines = lines_of(child)
+    child.write_bytes(b"".join(lines[:13]))  # the header and the 14 events of the seed
+    refused(d, SessionLogError, r"seedLength 14 does not fit this log: the log ends there")
+
+
+def test_a_seed_that_ends_with_its_own_marker_needs_no_second_one(tmp_path: Path) -> None:
+    # A store fork of a log whose last event is a session/end-seed adds none.
+    path = tmp_path / "store.sqlite"
+    store = SessionStore(SqliteBackend(path))
+    store.fork(store.create("primary"), child_session_id="a")  # a: [end-seed]
+    store.fork("a", child_session_id="b")  # b's seed is a's log, which ends in one
+    events = [e["type"] for e in store.get("b").events]
+    store.close()
+    assert events == ["session/end-seed"]
+    assert [c.seed_length for c in load_scenario(path).children] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("seed_length", "at"),
+    [(3, "the event at seq 3 is 'turn/end'"), (5, "the event at seq 5 is 'user/message'")],
+)
+def test_a_store_seed_length_the_end_seed_does_not_follow_is_refused(
+    tmp_path: Path, seed_length: int, at: str
+) -> None:
+    path = _store(tmp_path)
+    _update(path, f"UPDATE sessions SET seed_length = {seed_length} WHERE id = 'fork'")
+    err = refused(
+        path,
+        SessionLogError,
+        rf"the sessions row's seed_length {seed_length} does not fit this log: {at}",
+    )
+    assert err.path == f"{path}#fork"  # type: ignore[attr-defined]
+
+
+def test_a_fork_child_s_seed_digest_covers_its_seed_s_lines_only(tmp_path: Path) -> None:
+    # Where the seed ends among the lines was noted late (after the next event replay
+    # reads), so the digest covered lines past the marker and never matched its parent's.
+    d = copy_example(tmp_path, "fork")
+    child = d / "session.1.jsonl"
+    script = load_scenario(d).children[0]
+    assert script.seed_digest is not None  # the 14 events of the seed are 12 lines
+    assert script.seed_digest[0] == len(b"".join(lines_of(child)[1:13]))
+
+
+@pytest.mark.parametrize(
+    ("cut", "held"),
+    [
+        (True, "an event of type 'turn/start'"),
+        (False, "an object without a string type"),
+    ],
+    ids=["header-line-lost", "header-without-type"],
+)
+def test_a_log_whose_first_line_is_no_session_header_is_refused(
+    tmp_path: Path, cut: bool, held: str
+) -> None:
+    # The first event was read as the header: the child then replayed its whole seed.
+    d = copy_example(tmp_path, "fork")
+    child = d / "session.1.jsonl"
+    if cut:
+        child.write_bytes(b"".join(lines_of(child)[1:]))
+    else:
+        set_header(child, type=None)
+    err = refused(
+        d,
+        SessionLogError,
+        r'the first line must be the session header \(\{"type":"session","id":\.\.\.\}\), '
+        rf"but it is {held}: the log lost its header line, or the file is not a session log",
+    )
+    assert (err.path, err.line) == (str(child), 1)  # type: ignore[attr-defined]
