@@ -357,13 +357,17 @@ def _collected(item: pytest.Item) -> CollectedTest:
     marker = item.get_closest_marker("dsh_scenario")
     module = item.path
     parts = item.nodeid.split("::", 1)
+    args: tuple[object, ...] = () if marker is None else tuple(marker.args)
+    kwargs = {} if marker is None else dict(marker.kwargs)
+    if not args and "name_or_path" in kwargs:  # the name given by keyword
+        args = (kwargs.pop("name_or_path"),)
     return CollectedTest(
         nodeid=item.nodeid,
         path=module,
         relpath=_relative(os.fspath(module), os.fspath(item.config.rootpath)),
         name=parts[1] if len(parts) == 2 else item.name,
-        scenario_args=() if marker is None else tuple(marker.args),
-        scenario_kwargs={} if marker is None else dict(marker.kwargs),
+        scenario_args=args,
+        scenario_kwargs=kwargs,
         fixturenames=tuple(getattr(item, "fixturenames", ())),
     )
 
@@ -445,10 +449,8 @@ def dsh_replay(request: pytest.FixtureRequest) -> Generator[DshReplay, None, Non
             live=lambda path: _live_model(config, path),
             recorders=_recorders(config),
         )
-    except ScenarioMarkerError as err:
-        raise pytest.UsageError(str(err)) from None
-    except runs.ScenarioUnavailable as err:
-        problem = str(err)
+    except (ScenarioMarkerError, runs.ScenarioUnavailable) as err:
+        problem = str(err)  # one line, as the other set-up errors (not the fixture's code)
     if problem is not None:  # failed outside the except block: no chained traceback
         pytest.fail(problem, pytrace=False)
     item.stash[_RUN] = _Run(replay, test)
@@ -802,7 +804,9 @@ def _run_scope(session: pytest.Session) -> RunScope:
     from ._plugin.suite import RunScope
 
     config = session.config
-    from_args = config.args_source == pytest.Config.ArgsSource.ARGS
+    # Paths named on the command line, or the invocation directory pytest chose when
+    # started without any (a subdirectory's tests are a subset); testpaths are whole.
+    from_args = config.args_source != pytest.Config.ArgsSource.TESTPATHS
     return RunScope(
         collect_only=bool(config.option.collectonly),
         stopped=bool(

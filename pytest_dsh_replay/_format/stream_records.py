@@ -385,8 +385,9 @@ def checked_chunks(runs: list[ChunkRun], *, event_type: str) -> list[ChunkRun]:
 def finish_problem(runs: list[ChunkRun]) -> str | None:
     """Why a call's stream goes on after its ``finish`` chunk, or ``None``.
 
-    A call's ``finish`` is its last chunk ([docs/format.md#stream-chunks](../format.md#stream-chunks)):
-    a record after it (a second ``finish`` too) is damage, not a second call.
+    A call's ``finish`` is its last chunk
+    ([docs/format.md#stream-chunks](../format.md#stream-chunks)): a record after it (a
+    second ``finish`` too) is damage, not a second call.
     """
     last = len(runs) - 1
     for i, run in enumerate(runs):

@@ -115,6 +115,12 @@ def scenario_path(test: CollectedTest, state: SuiteState) -> Path:
                 f"{test.nodeid}: @pytest.mark.dsh_scenario({key}=...) takes True or False, "
                 f"got {value!r}"
             )
+    unknown = set(test.scenario_kwargs) - MARKER_KEYWORDS  # with or without a name
+    if unknown:
+        raise ScenarioMarkerError(
+            f"{test.nodeid}: @pytest.mark.dsh_scenario accepts the keywords "
+            f"{', '.join(sorted(MARKER_KEYWORDS))}, got {', '.join(sorted(unknown))}"
+        )
     root = snapshot_root(test, state)
     if not test.names_scenario:
         rel = Path(test.path.name)
@@ -126,12 +132,6 @@ def scenario_path(test: CollectedTest, state: SuiteState) -> Path:
         raise ScenarioMarkerError(
             f"{test.nodeid}: @pytest.mark.dsh_scenario takes one scenario name or path, "
             f"got args={args!r}"
-        )
-    unknown = set(test.scenario_kwargs) - MARKER_KEYWORDS
-    if unknown:
-        raise ScenarioMarkerError(
-            f"{test.nodeid}: @pytest.mark.dsh_scenario accepts the keywords "
-            f"{', '.join(sorted(MARKER_KEYWORDS))}, got {', '.join(sorted(unknown))}"
         )
     try:
         return resolve_scenario(root, args[0], resolved_root=resolved_root(state, root))

@@ -273,6 +273,29 @@ def test_unused_scenarios_are_counted_only_on_a_complete_run(project: pytest.Pyt
     assert "FAIL:" not in full.stdout.str()
 
 
+def test_a_run_started_in_a_subdirectory_is_a_subset(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pytest chose the subdirectory as its argument: the other directories' recordings
+    # were called unused, and --dsh-fail-unused failed the run.
+    for name in ("a", "b"):
+        make_scenario(project.path / "recordings" / name, primary=["u"])
+        sub = project.mkpydir(f"tests_{name}")
+        (sub / f"test_{name}.py").write_text(
+            "import pytest\nfrom agent import run\n\n"
+            f"@pytest.mark.dsh_scenario({name!r})\n"
+            f"def test_{name}(dsh_replay):\n    run(dsh_replay.model)\n"
+        )
+    monkeypatch.chdir(project.path / "tests_a")
+    result = project.runpytest("--dsh-fail-unused", "--rootdir", str(project.path))
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*scenarios: 1 replayed, 0 recorded, 0 missing*"])
+    assert not re.search(r"\d+ unused", result.stdout.str())
+    monkeypatch.chdir(project.path)  # the rootdir: every test, so a complete run
+    result = project.runpytest("--dsh-fail-unused")
+    result.stdout.fnmatch_lines(["*scenarios: 2 replayed, 0 recorded, 0 missing, 0 unused*"])
+
+
 def test_a_skipped_tests_scenario_is_in_use_and_lf_or_ignore_runs_are_not_complete(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

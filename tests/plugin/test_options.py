@@ -110,3 +110,35 @@ def test_marker_name_cannot_leave_the_snapshot_root(pytester: pytest.Pytester) -
     result = pytester.runpytest()
     result.stdout.fnmatch_lines(["*leaves the snapshot root*"])
     assert result.ret != 0
+
+
+def test_marker_names_the_scenario_by_keyword_too_and_checks_keywords_without_a_name(
+    pytester: pytest.Pytester,
+) -> None:
+    # name_or_path= (as --markers shows it) was ignored, and keywords were not checked
+    # when the marker had no name: a typo silently left the log check on.
+    pytester.makepyfile(
+        test_kw="""
+        import pytest
+
+        @pytest.mark.dsh_scenario(name_or_path="named")
+        def test_by_keyword(dsh_replay):
+            pass
+
+        @pytest.mark.dsh_scenario(compare_log=False)
+        def test_typo(dsh_replay):
+            pass
+        """
+    )
+    result = pytester.runpytest("-rE")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "no recorded dsh scenario for test_kw.py::test_by_keyword",
+            "  looked at: */dsh_snapshots/named",
+            "*dsh_scenario accepts the keywords compare_logs, max_age, pace, record, "
+            "got compare_log*",
+        ],
+        consecutive=False,
+    )
+    assert "fixturedef" not in result.stdout.str()  # one line, not the fixture's source

@@ -81,6 +81,13 @@ def test_a_marker_name_is_relative_to_the_root_and_an_absolute_path_stays(
             f"{NODE}: @pytest.mark.dsh_scenario accepts the keywords compare_logs, max_age, "
             "pace, record, got apply, colour",
         ),
+        # ... also without a name (a typo left the log check on, helper-found)
+        (
+            (),
+            {"compare_log": False},
+            f"{NODE}: @pytest.mark.dsh_scenario accepts the keywords compare_logs, max_age, "
+            "pace, record, got compare_log",
+        ),
         # a string or a number would read as the opposite of what it says
         (
             ("a",),
