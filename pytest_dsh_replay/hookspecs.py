@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 def pytest_dsh_replay_live_model(config: pytest.Config, scenario_path: Path) -> Any | None:
     """Provide the live model that ``--dsh-record`` records from.
 
-    The first implementation that returns something other than ``None`` wins. A live
+    The first implementation that returns something other than ``None`` wins; a
+    ``conftest.py``'s implementation is asked only for the tests in its directory and
+    below (as pytest asks a test's hooks). A live
     model is any object with ``stream(request, **kwargs)`` returning an iterator of dsh
     stream chunks (and ``astream(request, **kwargs)`` returning an async iterator, for
     async callers); the recorder passes the caller's keyword arguments through. When

@@ -321,16 +321,18 @@ def _check_live_model_available(config: pytest.Config) -> None:
         raise pytest.UsageError(HOW_TO_RECORD)
 
 
-def _live_model(config: pytest.Config, path: Path) -> object:
+def _live_model(item: pytest.Item, path: Path) -> object:
     """The live model that records ``path``: the hook's, else the ``DSH_RECORD_*`` one.
 
-    Fails the test when there is none, naming each hook implementation that answered
-    ``None`` (a forgotten ``return``), or when a hook returned something without a
-    ``stream`` method.
+    The hook is asked as pytest asks a test's hooks: a conftest's implementation answers
+    for the tests in its directory only. Fails the test when there is none, naming each
+    hook implementation that answered ``None`` (a forgotten ``return``), or when a hook
+    returned something without a ``stream`` method.
     """
     from ._plugin.messages import no_live_model, not_a_live_model
 
-    hook = config.hook.pytest_dsh_replay_live_model
+    config = item.config
+    hook = item.ihook.pytest_dsh_replay_live_model
     live = hook(config=config, scenario_path=path)
     if live is not None and not callable(getattr(live, "stream", None)):
         pytest.fail(not_a_live_model(live, path), pytrace=False)
@@ -446,7 +448,7 @@ def dsh_replay(request: pytest.FixtureRequest) -> Generator[DshReplay, None, Non
             layout_problem=item.stash.get(_LAYOUT_PROBLEM, None),
             workbase=lambda: _workbase(request),
             redaction=lambda: _hook_redaction(config),
-            live=lambda path: _live_model(config, path),
+            live=lambda path: _live_model(item, path),
             recorders=_recorders(config),
         )
     except (ScenarioMarkerError, runs.ScenarioUnavailable) as err:
@@ -454,7 +456,7 @@ def dsh_replay(request: pytest.FixtureRequest) -> Generator[DshReplay, None, Non
     if problem is not None:  # failed outside the except block: no chained traceback
         pytest.fail(problem, pytrace=False)
     item.stash[_RUN] = _Run(replay, test)
-    config.hook.pytest_dsh_replay_configure(config=config, replay=replay)
+    item.ihook.pytest_dsh_replay_configure(config=config, replay=replay)
     try:
         yield replay
     finally:

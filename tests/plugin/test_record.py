@@ -1008,3 +1008,35 @@ def test_a_replay_only_tests_hints_name_the_recording_test_with_its_flags(
             "pytest --dsh-record=new --snapshot-update test_rec.py::test_multi*"
         ]
     )
+
+
+def test_a_conftest_s_live_model_hook_answers_for_its_own_directory(
+    pytester: pytest.Pytester,
+) -> None:
+    # Each package's conftest gave a model; the last one registered answered for both,
+    # so package a's test was recorded from package b's model.
+    for name in ("DSH_RECORD_BASE_URL", "DSH_RECORD_API_KEY", "DSH_RECORD_MODEL"):
+        pytester._monkeypatch.delenv(name, raising=False)
+    pytester.makeconftest(
+        "import pytest\n\n"
+        "@pytest.hookimpl(optionalhook=True)\n"
+        "def pytest_dsh_replay_live_model(config, scenario_path):\n"
+        "    return None\n"
+    )
+    for name in ("a", "b"):
+        package = pytester.mkpydir(f"pkg_{name}")
+        (package / "conftest.py").write_text(
+            "from pytest_dsh_replay import Answer, ScriptedModel\n\n"
+            f"MODEL = ScriptedModel([], default=Answer(text='model of {name}'))\n\n"
+            "def pytest_dsh_replay_live_model(config, scenario_path):\n"
+            "    return MODEL\n"
+        )
+        (package / f"test_{name}.py").write_text(
+            f"def test_{name}(dsh_replay):\n"
+            "    request = {'messages': [{'role': 'user', 'content': 'who?'}]}\n"
+            "    chunks = dsh_replay.model.stream(request, session_id='s')\n"
+            "    text = ''.join(c.get('text', '') for c in chunks if c['type'] == 'text-delta')\n"
+            f"    assert text == 'model of {name}'\n"
+        )
+    result = pytester.runpytest("--dsh-record=missing", "pkg_a", "pkg_b")
+    result.assert_outcomes(passed=2)
