@@ -39,6 +39,7 @@ class _Run:
     replay: DshReplay
     test: CollectedTest
     passed: bool = False
+    calls_in_body: int = 0  # a recording's model calls when its body ended
 
 
 _STATE = pytest.StashKey["SuiteState"]()
@@ -500,6 +501,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         problem = check_appended(run.test, state, run.replay, _recorders(item.config))
     else:
         problem = check_recorded(run.replay)
+    run.calls_in_body = run.replay._calls_opened()
     if problem is None:
         problem = _over_budget(item, run.replay)
     if problem is not None:
@@ -709,15 +711,27 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
         end_recording(item.nodeid, _state(item.config), run.replay, passed=False)
         raise
     state = _state(item.config)
+    late = _calls_after_the_body(item, run)
     try:
-        problem = end_recording(item.nodeid, state, run.replay, passed=run.passed)
+        problem = end_recording(item.nodeid, state, run.replay, passed=run.passed and late is None)
     except BaseException:  # Ctrl-C while the recording is written: the transcripts go
         if item.nodeid not in state.written_interrupted:  # with whichever recording stays
             _withhold_snapshot_writes(item)
         raise
+    problem = late if problem is None and run.passed else problem
     if problem is not None:
         pytest.fail(problem, pytrace=False)
     return result
+
+
+def _calls_after_the_body(item: pytest.Item, run: _Run) -> str | None:
+    """Why a recording is not written: model calls made after the test body ended."""
+    late = run.replay._calls_opened() - run.calls_in_body
+    if late <= 0 or not run.passed:
+        return None
+    from ._plugin.messages import calls_after_the_body
+
+    return calls_after_the_body(item.nodeid, run.replay.path, late)
 
 
 def _write_page(item: pytest.Item, run: _Run) -> None:

@@ -531,6 +531,11 @@ class DshReplay:
             return 0
         return self._http.guessed_parents()
 
+    def _calls_opened(self) -> int:
+        """How many model calls the recorder opened so far (``0`` when replaying)."""
+        recorder = getattr(self, "_recorder", None)
+        return 0 if recorder is None else recorder.calls_opened
+
     def _take_problem(self) -> DshReplayError | None:
         """What made model calls fail so far, each reported once (see `close`).
 

@@ -23,6 +23,7 @@ __all__ = [
     "RECORDED_ELSEWHERE",
     "bad_record_mode",
     "call_failed_after",
+    "calls_after_the_body",
     "cannot_record",
     "does_not_load",
     "endpoint_failed",
@@ -349,3 +350,13 @@ def _without_echo(raised: str, text: str) -> str:
     if len(first) >= _ECHO_MIN and first in raised:
         return raised.replace(first, _SEE_ABOVE)
     return raised
+
+
+def calls_after_the_body(nodeid: str, path: Path, calls: int) -> str:
+    """A recording not written: the test made model calls after its body ended."""
+    return (
+        f"{nodeid}: {calls} model call(s) were made after the test body ended (in a "
+        f"fixture's teardown), so {path} was not recorded: a replay checks the calls when "
+        "the body ends, and such a recording would fail it; make the calls in the test or "
+        "in a fixture's set-up (see docs/guide/writing-tests.md#fixture)"
+    )

@@ -754,6 +754,8 @@ class RecordingModel(OptionsModel):
         # with only the session's lock and touch only that session's log
         # (docs/recording.md#lazy), so the eager paths hold the session while they log.
         self._lock = threading.RLock()
+        #: The model calls this recorder opened so far (each attempt of a retry counts).
+        self.calls_opened = 0
         self._logs: dict[str, _SessionLog] = {}
         self._anonymous: str | None = None
         self.created: set[str] = set()
@@ -898,6 +900,7 @@ class RecordingModel(OptionsModel):
         """
         session_id = options.session_id
         with self._lock:
+            self.calls_opened += 1
             session = self._session(session_id)
             if session is None and self.create_sessions:
                 lineage = self._lineage(options.parent_session_id, view, options.seed_length)

@@ -1040,3 +1040,35 @@ def test_a_conftest_s_live_model_hook_answers_for_its_own_directory(
         )
     result = pytester.runpytest("--dsh-record=missing", "pkg_a", "pkg_b")
     result.assert_outcomes(passed=2)
+
+
+def test_a_model_call_in_a_fixture_s_teardown_is_not_recorded_and_says_why(
+    project: pytest.Pytester,
+) -> None:
+    # The recording held the teardown's call, and its very first replay failed: the
+    # calls are checked when the body ends, before any teardown.
+    project.makepyfile(
+        test_late="""
+        import pytest
+        from agent import run
+
+        @pytest.fixture
+        def agent(dsh_replay):
+            yield dsh_replay
+            run(dsh_replay.model, "summarize")
+
+        @pytest.mark.dsh_scenario("late")
+        def test_late(agent):
+            run(agent.model, "q")
+        """
+    )
+    result = project.runpytest("--dsh-record")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_late.py::test_late: 1 model call(s) were made after the test body ended "
+            "(in a fixture's teardown), so */recordings/late was not recorded*",
+            "*1 not recorded (the test did not pass; nothing was written)*",
+        ]
+    )
+    assert not (project.path / "recordings" / "late").exists()
