@@ -236,6 +236,8 @@ __all__ = sorted(_MODULE_OF)
 
 
 def __getattr__(name: str) -> object:
+    if name == "syrupy_ext":  # the snapshot extensions' module, named as the docs write it
+        return importlib.import_module(f".{name}", __name__)  # (it imports syrupy)
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

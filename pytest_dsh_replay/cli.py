@@ -36,7 +36,7 @@ from ._format.jsonl import (
 from ._format.log_names import entry_log_name, parse_log_name
 from ._format.redact import Redactor, delta_runs, stream_runs_of
 from ._format.text import join_blocks, visible
-from ._format.zstd import ZSTD_SUFFIXES
+from ._format.zstd import ZSTD_MAGIC, ZSTD_SUFFIXES
 from ._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from ._scripts.loading import is_sqlite_store, iter_scenario_dirs, load_scenario
 from ._scripts.scenario import PRIMARY_LOG, Scenario, SessionScript, load_session_script
@@ -139,7 +139,7 @@ def _preview(entry: ReplayEntry, width: int = 60) -> str:
         joined = joined[: width - 1] + "…"
     parts = [f'"{joined}"'] if joined else []
     if tools:
-        parts.append("tools: " + ", ".join(tools))
+        parts.append("tools: " + visible(", ".join(tools)))
     return "  ".join(parts) or "(no text)"
 
 
@@ -153,8 +153,9 @@ def _print_scripts(scripts: Sequence[SessionScript], out: TextIO) -> None:
         if len(scripts) == 1 and parent is not None:
             role += ", shown unsliced"
         seed = f", seedLength {script.seed_length}" if script.seed_length else ""
+        role = visible(role)  # ids from the logs: no escape sequence reaches the terminal
         out.write(
-            f"{script.file}: session {script.recorded_id or '(no id)'} ({role}{seed}), "
+            f"{script.file}: session {visible(script.recorded_id) or '(no id)'} ({role}{seed}), "
             f"{len(script.entries)} call(s), {script.event_count} event(s)\n"
         )
         for n, entry in enumerate(script.entries, start=1):
@@ -189,16 +190,26 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _check_targets(paths: Sequence[Path]) -> list[Path]:
+def _check_targets(paths: Sequence[Path], unreadable: list[str] | None = None) -> list[Path]:
     """The scenarios to check or format; what only interrupted writes left is no scenario.
 
     A directory without a primary log is searched for scenario directories and SQLite
     session stores (in one walk); one that
     holds none but the hidden leftovers of an interrupted write (a snapshot root after a
     crash mid-swap) gives no target, as does a missing path whose previous recording was
-    moved aside, or a leftover itself: `_leftovers` reports those.
+    moved aside, or a leftover itself: `_leftovers` reports those. A target named twice
+    (``ROOT ROOT/a``, ``a a/session.jsonl``) is checked once. A directory the search
+    cannot read is a line in ``unreadable``: its scenarios were not checked.
     """
     targets: list[Path] = []
+
+    def cannot_read(error: OSError) -> None:
+        if unreadable is not None:
+            unreadable.append(
+                f"{error.filename}: cannot be read ({error.strerror or error}): the "
+                "scenarios in it were not checked"
+            )
+
     for path in paths:
         if LEFTOVER.fullmatch(path.name) is not None:
             continue
@@ -207,12 +218,26 @@ def _check_targets(paths: Sequence[Path]) -> list[Path]:
         if path.is_dir() and not any(
             (path / name).exists() for name in (PRIMARY_LOG, PRIMARY_LOG + ".zst")
         ):
-            found = sorted(iter_scenario_dirs(path, files=is_sqlite_store))
+            found = sorted(iter_scenario_dirs(path, files=is_sqlite_store, onerror=cannot_read))
             if found or not find_leftovers(path):
                 targets.extend(found if found else [path])
         else:
             targets.append(path)
-    return targets
+    return _once(targets)
+
+
+def _once(targets: list[Path]) -> list[Path]:
+    """``targets`` without repeats: a path met before, or a log of a directory met."""
+    seen: set[Path] = set()
+    kept: list[Path] = []
+    for target in targets:
+        key = target.resolve()
+        if key in seen:
+            continue
+        seen.add(key)
+        kept.append(target)
+    dirs = {target.resolve() for target in kept if target.is_dir()}
+    return [t for t in kept if t.is_dir() or t.resolve().parent not in dirs]
 
 
 def _log_files(target: Path) -> list[Path]:
@@ -236,7 +261,11 @@ def _header_ids(target: Path) -> tuple[str, str | None]:
     if target.is_file():
         newest = target
     else:
-        named = ((parse_log_name(p.name), p) for p in _log_files(target))
+        try:
+            files = _log_files(target)
+        except OSError:  # missing or unreadable: the load's error already says so
+            return "", None
+        named = ((parse_log_name(p.name), p) for p in files)
         primaries = [(n.version or 0, p) for n, p in named if n is not None and n.child is None]
         if not primaries:
             return "", None
@@ -268,6 +297,7 @@ def _log_problems(path: Path, redactor: Redactor, *, strict_form: bool) -> list[
     if (
         strict_form
         and not path.name.endswith(ZSTD_SUFFIXES)
+        and not _starts_compressed(path)  # a zstd log is one whatever its name
         and not in_committed_form(data, _canonical(path, data))
     ):
         problems.append(
@@ -284,6 +314,11 @@ def _log_problems(path: Path, redactor: Redactor, *, strict_form: bool) -> list[
             )
     problems.extend(_split_secrets(str(path), parse_session_log(data, source=str(path)), redactor))
     return problems
+
+
+def _starts_compressed(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(len(ZSTD_MAGIC)) == ZSTD_MAGIC
 
 
 def _header_id_problems(path: Path, lineno: int, header: object) -> list[str]:
@@ -405,7 +440,7 @@ def _is_lock_name(name: str) -> bool:
 def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     problems: list[str] = [leftover.describe() for leftover in _leftovers(args.paths)]
     problems.extend(_stale_locks(args.paths))
-    targets = _check_targets(args.paths)
+    targets = _check_targets(args.paths, problems)
     redactor = Redactor()
     primaries: list[tuple[str, str | None]] = []  # each loaded target's (id, parent)
     loaded_all: list[Scenario] = []
@@ -428,6 +463,8 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 problems.extend(_log_problems(log, redactor, strict_form=args.strict_form))
             except DshReplayError as error:
                 problems.append(str(error))
+            except OSError as error:  # the load read it a moment ago
+                problems.append(f"{log}: {error.strerror or error}")
     problems.extend(_incomplete(loaded_all, {sid for sid, _ in primaries if sid}))
     for problem in problems:
         err.write(f"{problem}\n")
@@ -498,13 +535,16 @@ def _cmd_fmt(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     left = _fmt_leftovers(args.paths, out, err, check=args.check)
     changed = 0
     files: list[Path] = []
-    for target in _check_targets(args.paths):
+    unreadable: list[str] = []
+    for target in _check_targets(args.paths, unreadable):
         files.extend(_log_files(target))
+    for line in unreadable:
+        err.write(f"dsh-replay: {line}\n")
     for path in files:
-        if path.name.endswith(ZSTD_SUFFIXES):
+        data = path.read_bytes()
+        if path.name.endswith(ZSTD_SUFFIXES) or data.startswith(ZSTD_MAGIC):
             err.write(f"dsh-replay: {path}: skipped, fmt rewrites plain .jsonl logs only\n")
             continue
-        data = path.read_bytes()
         canonical = _canonical(path, data)
         if in_committed_form(data, canonical):  # (a CRLF checkout's is: git's to undo)
             continue
@@ -526,7 +566,7 @@ def _cmd_fmt(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if left:
         err.write(f"{left} leftover(s) of interrupted writes could not be recovered or removed\n")
         return 1
-    return 0
+    return 1 if unreadable else 0
 
 
 _SESSION_HELP = (
@@ -606,6 +646,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _any_encoding(stream: TextIO) -> TextIO:
+    """``stream``, writing what its encoding lacks as escapes.
+
+    An ASCII or legacy console would fail on the previews' control pictures, or on a
+    log's text, with a bare ``UnicodeEncodeError``.
+    """
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None and (getattr(stream, "encoding", "") or "").lower() not in (
+        "utf-8",
+        "utf8",
+    ):
+        reconfigure(errors="backslashreplace")
+    return stream
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -622,13 +677,21 @@ def main(
     Returns:
         The exit status: 0 success, 1 invalid input, 2 usage error.
     """
-    out = stdout if stdout is not None else sys.stdout
-    err = stderr if stderr is not None else sys.stderr
+    out = stdout if stdout is not None else _any_encoding(sys.stdout)
+    err = stderr if stderr is not None else _any_encoding(sys.stderr)
     parser = _parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
         return int(exit_.code or 0)
+    try:
+        return _run(args, out, err)
+    except BrokenPipeError:  # `dsh-replay ... | head`: a check cut short has not passed
+        return 1 if args.command in ("check", "fmt") else 0
+
+
+def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """The parsed command; its problems as one line each on ``err``."""
     try:
         if args.command == "scripts":
             return _cmd_scripts(args, out)
@@ -640,8 +703,8 @@ def main(
     except DshReplayError as error:
         err.write(f"dsh-replay: {error}\n")
         return 1
-    except BrokenPipeError:  # pragma: no cover - `dsh-replay ... | head`
-        return 0
+    except BrokenPipeError:
+        raise
     except OSError as error:  # unreadable input, a read-only or full disk
         where = f"{error.filename}: " if error.filename is not None else ""
         err.write(f"dsh-replay: {where}{error.strerror or error}\n")

@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from types import ModuleType
 from typing import Any, Final
 
+from .._errors import EndpointError
 from .._format.json_values import ABSENT
 from .._wire.base import httpx_module
 from .._wire.table import endpoint_env as wires_env
@@ -230,6 +231,23 @@ async def _pieces(queue: asyncio.Queue[Any], httpx: Any, request: Any) -> AsyncI
         yield item
 
 
+def _asyncio_loop() -> asyncio.AbstractEventLoop:
+    """The running asyncio loop the in-process async clients need.
+
+    Raises:
+        EndpointError: The caller runs in another event loop (trio), which the
+            in-process transport does not serve; the endpoint over HTTP does.
+    """
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        raise EndpointError(
+            "the in-process async SDK clients (async_openai_client(), ...) run in "
+            "asyncio's event loop, and this call runs in another (trio?): give the SDK "
+            "dsh_replay.base_url instead, the model endpoint over HTTP, which serves any loop"
+        ) from None
+
+
 def async_transport(
     endpoint: Endpoint | EndpointLink, pool: _Pool | None = None, httpx: ModuleType | None = None
 ) -> Any:
@@ -260,7 +278,7 @@ def _async_classes(httpx: Any) -> type:
             self._closed = threading.Event()
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
-            loop = asyncio.get_running_loop()
+            loop = _asyncio_loop()
             queue: asyncio.Queue[Any] = asyncio.Queue()
             done = loop.run_in_executor(
                 self._workers.get(), _pump, self._response, self._closed, loop, queue
@@ -285,7 +303,7 @@ def _async_classes(httpx: Any) -> type:
 
         async def handle_async_request(self, request: Any) -> Any:
             body = await request.aread()
-            loop = asyncio.get_running_loop()
+            loop = _asyncio_loop()
             response = await loop.run_in_executor(
                 self._workers.get(), _answer, self._link.endpoint, request, body
             )

@@ -640,15 +640,19 @@ def _is_primary_log(name: str) -> bool:
 
 
 def iter_scenario_dirs(
-    root: str | os.PathLike[str], *, files: Callable[[Path], bool] | None = None
+    root: str | os.PathLike[str],
+    *,
+    files: Callable[[Path], bool] | None = None,
+    onerror: Callable[[OSError], None] | None = None,
 ) -> Iterator[Path]:
     """Yield every directory under ``root`` (itself included) that holds a primary log.
 
     Directories are yielded in sorted path order; hidden directories are skipped. With
     ``files``, the same walk also yields each file outside those directories (not
     hidden) that ``files`` accepts: `dsh-replay check` passes ``is_sqlite_store``.
+    ``onerror`` gets each directory the walk cannot list (default: skipped).
     """
-    for dirpath, dirnames, filenames in os.walk(Path(root)):
+    for dirpath, dirnames, filenames in os.walk(Path(root), onerror=onerror):
         dirnames[:] = sorted(n for n in dirnames if not n.startswith("."))
         here = Path(dirpath)
         if any(_is_primary_log(name) for name in filenames):

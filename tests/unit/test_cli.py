@@ -378,3 +378,142 @@ def test_show_and_scripts_previews_show_no_secret(tmp_path: Path) -> None:
         assert code == 0
         assert key not in out
         assert "[REDACTED] echo: Name" in out
+
+
+# --- the CLI in pipelines and over odd trees (helper-found) -------------------------------
+
+
+def _broken_copy(tmp_path: Path) -> Path:
+    root = tmp_path / "snaps"
+    root.mkdir()
+    for name in ("fork", "spawn"):
+        shutil.copytree(EXAMPLES / name, root / name)
+    (root / "spawn" / "session.jsonl").write_text("garbage\n")
+    return root
+
+
+def test_check_reports_every_problem_when_one_path_is_missing(tmp_path: Path) -> None:
+    # A missing PATH after a broken one escaped as an OSError: only it was printed.
+    root = _broken_copy(tmp_path)
+    code, _, err = run("check", str(root / "spawn"), str(root / "typo"))
+    assert code == 1
+    lines = err.splitlines()
+    assert lines[0].startswith(f"{root / 'spawn' / 'session.jsonl'}:1: invalid JSON")
+    assert lines[1] == (
+        f"{root / 'typo'}: no scenario here: expected a scenario directory, a session log or "
+        "a SQLite store"
+    )
+    assert lines[2] == "2 problem(s) in 2 scenario(s)"
+
+
+def test_check_and_fmt_name_a_directory_they_cannot_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The walk skipped it silently: check said ok and fmt --check passed.
+    root = _broken_copy(tmp_path)
+    hidden = root / "spawn"
+    real = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        if Path(path) == hidden:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    code, _, err = run("check", str(root))
+    assert code == 1
+    assert err.splitlines() == [
+        f"{hidden}: cannot be read (Permission denied): the scenarios in it were not checked",
+        "1 problem(s) in 1 scenario(s)",
+    ]
+    code, _, err = run("fmt", "--check", str(root))
+    assert code == 1
+    assert f"dsh-replay: {hidden}: cannot be read (Permission denied)" in err
+
+
+def test_check_counts_a_target_named_twice_once(tmp_path: Path) -> None:
+    root = _broken_copy(tmp_path)
+    fork = root / "fork"
+    assert run("check", str(fork), str(fork), str(fork / "session.jsonl")) == (
+        0,
+        "ok: 1 scenario(s)\n",
+        "",
+    )
+    code, _, err = run("check", str(root), str(root / "spawn"))
+    assert code == 1
+    assert err.count("invalid JSON") == 1
+    assert err.endswith("1 problem(s) in 2 scenario(s)\n")
+
+
+class _ClosedPipe(io.StringIO):
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_check_whose_output_pipe_closes_does_not_pass(tmp_path: Path) -> None:
+    # `dsh-replay check ... | head -1` exited 0 with problems found.
+    root = _broken_copy(tmp_path)
+    assert main(["check", str(root)], stdout=_ClosedPipe(), stderr=_ClosedPipe()) == 1
+    assert main(["fmt", "--check", str(root)], stdout=_ClosedPipe(), stderr=_ClosedPipe()) == 1
+    assert main(["show", str(root / "fork")], stdout=_ClosedPipe(), stderr=_ClosedPipe()) == 0
+
+
+def test_show_on_a_console_that_is_not_utf_8_gives_no_traceback(tmp_path: Path) -> None:
+    log = tmp_path / "session.jsonl"
+    events = chunk_events(
+        [
+            {"type": "text-delta", "index": 0, "text": "caf\u00e9 \x1b[2J"},
+            {"type": "finish", "reason": {"kind": "stop"}},
+        ]
+    )
+    log.write_bytes(
+        b'{"type":"session","version":0,"id":"s","createdAt":1}\n'
+        + b"".join(json.dumps(e).encode() + b"\n" for e in events)
+    )
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_dsh_replay", "show", str(log)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "caf\\xe9" in result.stdout
+
+
+def test_show_prints_no_escape_sequence_from_tool_names_or_ids(tmp_path: Path) -> None:
+    log = tmp_path / "session.jsonl"
+    name = "add\x1b[2J\x1b]0;PWNED\x07"
+    block = {"type": "tool-call", "id": "c1", "name": name, "arguments": "{}"}
+    events = chunk_events(
+        [
+            {"type": "block-start", "index": 0, "blockType": "tool-call"},
+            {"type": "block-end", "index": 0, "block": block},
+            {"type": "finish", "reason": {"kind": "tool-calls"}},
+        ]
+    )
+    header = {"type": "session", "version": 0, "id": "s\x1b[31m", "createdAt": 1}
+    log.write_bytes(b"".join(json.dumps(v).encode() + b"\n" for v in [header, *events]))
+    code, out, err = run("show", str(log))
+    assert (code, err) == (0, "")
+    assert "\x1b" not in out
+    assert "\x07" not in out
+    assert "tools: add" in out
+
+
+def test_a_zstd_log_named_jsonl_is_left_to_its_name_s_rules(tmp_path: Path) -> None:
+    # --strict-form told to run fmt, and fmt then called the file invalid JSON.
+    import zstandard
+
+    scenario = tmp_path / "named"
+    shutil.copytree(EXAMPLES / "spawn", scenario)
+    for log in scenario.glob("session*.jsonl"):
+        plain = log.read_bytes()
+        log.write_bytes(zstandard.ZstdCompressor(write_checksum=True).compress(plain))
+    before = {p.name: p.read_bytes() for p in scenario.iterdir()}
+    assert run("check", "--strict-form", str(scenario))[0] == 0
+    code, _, err = run("fmt", str(scenario))
+    assert code == 0
+    assert f"dsh-replay: {scenario / 'session.jsonl'}: skipped, fmt rewrites plain" in err
+    assert {p.name: p.read_bytes() for p in scenario.iterdir()} == before

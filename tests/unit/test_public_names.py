@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 
 from support.paths import REPO
 
@@ -72,3 +74,17 @@ def test_the_api_reference_documents_exactly_the_public_names() -> None:
     modules = {"hookspecs", "syrupy_ext", "cli"}  # the hooks, the extensions, the command
     assert set(entries) - modules == set(pytest_dsh_replay.__all__)
     assert modules <= set(entries)
+
+
+def test_the_snapshot_extensions_module_is_an_attribute_of_the_package() -> None:
+    # docs/guide/ci.md writes pytest_dsh_replay.syrupy_ext.DshLogExtension after a plain
+    # `import pytest_dsh_replay`: it failed unless something had imported the module.
+    code = (
+        "import sys, pytest_dsh_replay\n"
+        "assert 'pytest_dsh_replay.syrupy_ext' not in sys.modules\n"
+        "print(pytest_dsh_replay.syrupy_ext.DshLogExtension.__name__)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, "DshLogExtension\n", "")

@@ -558,6 +558,34 @@ def test_the_async_transport_does_not_block_the_loop_while_a_call_hangs(tmp_path
         assert asyncio.run(run()) == "ok"
 
 
+def test_the_async_transport_under_another_event_loop_says_what_to_use(tmp_path: Path) -> None:
+    # Under trio it failed with a bare "RuntimeError: no running event loop" from inside.
+    from pytest_dsh_replay._endpoint.transport import async_transport
+    from pytest_dsh_replay._errors import EndpointError
+
+    endpoint = Endpoint.replaying(ReplayModel(single(reply("hi")), workdir=tmp_path))
+    transport = async_transport(endpoint)
+    httpx = httpx_module()
+    request = httpx.Request("POST", "http://t/v1/chat/completions", json={"messages": []})
+    expected = r"run in asyncio's event loop.*dsh_replay\.base_url"
+    call = transport.handle_async_request(request)  # driven by no asyncio loop
+    with pytest.raises(EndpointError, match=expected):
+        call.send(None)
+    try:
+        import trio  # type: ignore[import-untyped, import-not-found, unused-ignore]
+    except ImportError:
+        pass
+    else:
+
+        async def run() -> None:
+            http = httpx.AsyncClient(transport=async_transport(endpoint))
+            await http.post("http://t/v1/chat/completions", json={"messages": []})
+
+        with pytest.raises(EndpointError, match=expected):
+            trio.run(run)
+    endpoint.close()
+
+
 def test_the_endpoint_modules_import_no_sdk_or_http_client() -> None:
     import subprocess
     import sys
