@@ -15,7 +15,7 @@ here is plain Python, so other runners (or a REPL) can use it too::
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
@@ -136,6 +136,43 @@ def _check_place(p: Path, *, replacing: bool = True) -> None:
 def _log_path(script: SessionScript) -> Path:
     assert script.path is not None  # a store scenario has no per-session file
     return script.path
+
+
+def _late_depths(late: Mapping[str, str], headers: Mapping[str, SessionHeader]) -> dict[str, int]:
+    """Each session's ``delegationDepth`` once the late parents are given.
+
+    A session that got its parent late is one deeper than that parent ends up; one that
+    had its parent from the start moves with it (three conversations at once, filed as
+    a chain: the third's live parent is the second, which got its own parent late). A
+    cycle stops where it closes.
+    """
+    depths: dict[str, int] = {}
+
+    def depth(session: str, seen: frozenset[str]) -> int:
+        found = depths.get(session)
+        if found is not None:
+            return found
+        own = _own_depth(session, headers)
+        header = headers.get(session)
+        parent = late.get(session)
+        above = None if header is None else header.parent_session
+        if parent is not None and parent not in seen:
+            value = depth(parent, seen | {session}) + 1
+        elif above is not None and above not in seen and above in headers:
+            value = own + depth(above, seen | {session}) - _own_depth(above, headers)
+        else:
+            value = own
+        depths[session] = value
+        return value
+
+    for session in headers:
+        depth(session, frozenset())
+    return depths
+
+
+def _own_depth(session: str, headers: Mapping[str, SessionHeader]) -> int:
+    header = headers.get(session)
+    return 0 if header is None else header.delegation_depth or 0
 
 
 @dataclass
@@ -1031,19 +1068,28 @@ class DshReplay:
             return list(sessions)
         parents = {s.recorded_id: s.parent_session for s in self.scenario.scripts}
         live_of = self.bound_ids()
-        out: list[_S | SessionLog] = []
+        late: dict[str, str] = {}  # live id -> the parent it got late
         for session in sessions:
             header = session.header
             binding = bindings.get(header.id)
             recorded_parent = parents.get(binding.recorded_id) if binding is not None else None
             parent = live_of.get(recorded_parent) if recorded_parent else None
             if header.parent_session is None and parent is not None and parent != header.id:
-                of_parent = self.sessions.get(parent)
-                meta = child_meta(parent, None if of_parent is None else of_parent.header)
-                header = SessionHeader.from_json({**header.to_json(), **meta})
-                out.append(SessionLog(header, list(session.events)))
-            else:
+                late[header.id] = parent
+        if not late:
+            return list(sessions)
+        depths = _late_depths(late, {s.header.id: s.header for s in sessions})
+        out: list[_S | SessionLog] = []
+        for session in sessions:
+            header = session.header
+            parent = late.get(header.id)
+            depth = depths[header.id]
+            if parent is None and depth == (header.delegation_depth or 0):
                 out.append(session)
+                continue
+            meta = {} if parent is None else child_meta(parent, None)
+            fields = {**header.to_json(), **meta, "delegationDepth": depth}
+            out.append(SessionLog(SessionHeader.from_json(fields), list(session.events)))
         return out
 
     def bound_ids(self) -> dict[str, str]:

@@ -138,6 +138,7 @@ class Binder:
         seed_length: int | None,
         by_content: bool,
         served: Served | None = None,
+        live_id: str | None = None,
     ) -> Choice | str:
         """The script a new live session takes, or why there is none.
 
@@ -151,6 +152,8 @@ class Binder:
             served: What the live parent was served so far, and which of its tool calls
                 already announced a live child
                 ([docs/scenarios.md#announcement](../scenarios.md#announcement)).
+            live_id: The live session's id: among recorded children alike, the one
+                recorded under this id (a header or ``session_id`` the code gave it).
 
         Returns:
             The choice (call `take` with its index), or the reason as a phrase.
@@ -196,7 +199,7 @@ class Binder:
             linked = [i for i in free if self._linked(served, i) == announced.key]
             if len(linked) == 1:
                 return Choice(linked[0], announced.key)
-        found = self._match(free, openings, seeded, self._redacted(view.run))
+        found = self._match(free, openings, seeded, self._redacted(view.run), live_id)
         if found is None and not openings and not by_content and len(free) == 1:
             found = free[0]  # the caller named the parent, and one child is left
         if found is not None:
@@ -307,13 +310,19 @@ class Binder:
         )
 
     def _match(
-        self, free: list[int], openings: list[str], seeded: bool, run: list[str]
+        self,
+        free: list[int],
+        openings: list[str],
+        seeded: bool,
+        run: list[str],
+        live_id: str | None = None,
     ) -> int | None:
         """The free recorded child whose opening the request opens with.
 
         Among several, the one whose whole run of user messages is the request's (two
         questions asked after the same task), then the one of the same kind, then the
-        first. ``None`` when none matches (and there is something to compare).
+        one recorded under the live session's id (children alike that the code names),
+        then the first. ``None`` when none matches (and there is something to compare).
         """
         matching = []
         for i in free:
@@ -325,10 +334,18 @@ class Binder:
                 live = tuple(run)
                 matching = [i for i in matching if self.scripts[i].opening_run == live] or matching
             same = [i for i in matching if (self.scripts[i].seed_length > 0) == seeded]
-            return (same or matching)[0]
+            return self._named(same or matching, live_id)
         # Recorded children without an opening have nothing to compare: they bind in
         # arrival order, as sessions without a parent do (the recording holds no more).
-        return next((i for i in free if self.scripts[i].opening_text is None), None)
+        return self._named([i for i in free if self.scripts[i].opening_text is None], live_id)
+
+    def _named(self, candidates: list[int], live_id: str | None) -> int | None:
+        """The candidate recorded under ``live_id``, else the first (``None``: none)."""
+        if len(candidates) > 1 and live_id is not None:
+            for i in candidates:
+                if self.scripts[i].recorded_id == live_id:
+                    return i
+        return candidates[0] if candidates else None
 
 
 @dataclass(slots=True)  # not frozen (read only, by convention): made at every binding
@@ -683,6 +700,7 @@ class LiveSessions(Binder):
             seed_length=seed_length,
             by_content=by_content,
             served=served,
+            live_id=key,
         )
         if isinstance(found, str):
             return found

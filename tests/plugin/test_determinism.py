@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import orjson
 import pytest
 from support.paths import EXAMPLES, SUPPORT
 from support.sdk_agent import ANSWERS, TURNS
@@ -164,3 +165,71 @@ def test_two_conversations_replay_whichever_calls_first(
         monkeypatch.setenv("OTHER_FIRST", other_first)
         result = pytester.runpytest("-p", "no:randomly")
         result.assert_outcomes(passed=1)
+
+
+THREE_CONVERSATIONS_CONFTEST = """
+from pytest_dsh_replay import Answer, Rule, ScriptedModel, ToolCall
+
+
+def respond(request):
+    topic = request.messages[0][1].split()[1]
+    if not request.tool_results:
+        return Answer(tool_calls=[ToolCall("lookup", {"topic": topic})])
+    return Answer(text=f"{topic}: {request.tool_results[-1]}")
+
+
+MODEL = ScriptedModel([Rule(respond)])
+
+
+def pytest_dsh_replay_live_model(config, scenario_path):
+    return MODEL
+"""
+
+THREE_CONVERSATIONS_TEST = """
+import os
+
+import pytest
+
+TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+
+
+@pytest.mark.dsh_scenario("three")
+def test_three(dsh_replay, dsh_transcript):
+    client = dsh_replay.openai_client()
+    talks = {t: [{"role": "user", "content": f"Research {t}"}] for t in ("Rome", "Oslo", "Lima")}
+    order = [list(talks)[int(k)] for k in os.environ.get("ORDER", "012")]
+    for topic in order:  # each asks, and waits on its tool, before the next starts
+        message = client.chat.completions.create(model="m", messages=talks[topic], tools=TOOLS)
+        call = message.choices[0].message.tool_calls[0]
+        talks[topic] += [
+            message.choices[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": f"data on {topic}"},
+        ]
+    for topic in order:
+        answer = client.chat.completions.create(model="m", messages=talks[topic], tools=TOOLS)
+        assert answer.choices[0].message.content == f"{topic}: data on {topic}"
+    assert dsh_replay.transcript() == dsh_transcript
+"""
+
+
+def test_three_conversations_filed_as_a_chain_replay_in_any_order(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Content cannot tell the recorder which session started an unrelated conversation:
+    # each was filed under the one waiting on its tool, a chain. A replay where the
+    # second was not known yet when the third called gave the third the wrong
+    # delegationDepth, and the log check failed.
+    pytester.makeconftest(THREE_CONVERSATIONS_CONFTEST)
+    pytester.makepyfile(test_three=THREE_CONVERSATIONS_TEST)
+    pytester.makeini("[pytest]\ndsh_snapshot_dir = recordings\n")
+    recorded = pytester.runpytest("--dsh-record=all", "--snapshot-update", "-p", "no:randomly")
+    recorded.assert_outcomes(passed=1)
+    depths = sorted(
+        orjson.loads(log.read_bytes().split(b"\n", 1)[0]).get("delegationDepth", 0)
+        for log in (pytester.path / "recordings" / "three").glob("session*.jsonl")
+    )
+    assert depths == [0, 1, 2]  # a chain, as the recorder guessed it
+    for order in ("012", "021", "102", "120", "201", "210"):
+        monkeypatch.setenv("ORDER", order)
+        result = pytester.runpytest("-p", "no:randomly")
+        assert result.ret == 0, (order, result.stdout.str())

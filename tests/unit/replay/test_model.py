@@ -1148,3 +1148,27 @@ def test_a_binding_error_shows_where_long_first_messages_differ() -> None:
     assert "session.1.jsonl: '...ort back. Context: /tmp/rec/work.'" in message
     assert "started more sessions than were recorded" not in message
     assert "differs from every unbound recorded child's" in message
+
+
+@pytest.mark.parametrize("first", ["worker-0", "worker-1"])
+def test_children_alike_bind_to_the_recording_of_their_own_id(tmp_path: Path, first: str) -> None:
+    # Two children with the same task, named by the code (x-dsh-session-id, session_id):
+    # whichever called first took the first recording, and worker-1 got worker-0's answer.
+    store = SessionStore(MemoryBackend())
+    answers = {
+        "main": [text_call("go on")],
+        "worker-0": [text_call("archive 0")],
+        "worker-1": [text_call("archive 1")],
+    }
+    recorder = RecordingModel(FakeLive(answers), store)
+    list(recorder.stream(ask("plan"), session_id="main"))
+    for worker in ("worker-0", "worker-1"):
+        list(recorder.stream(ask("Research Rome"), session_id=worker, parent_session_id="main"))
+    recorder.close_open_calls()
+    write_scenario(tmp_path / "s", store.sessions())
+    model = ReplayModel(load_scenario(tmp_path / "s"))
+    list(model.stream(ask("plan"), session_id="main"))
+    others = {"worker-0": "worker-1", "worker-1": "worker-0"}
+    for worker in (first, others[first]):
+        got = texts(model.stream(ask("Research Rome"), session_id=worker, parent_session_id="main"))
+        assert got == [f"archive {worker[-1]}"]
