@@ -187,6 +187,17 @@ def bad_line(
             path=source,
             line=lineno,
         )
+    if "UTF-8" in err.msg:
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as bad:  # orjson names neither the byte nor its place
+            return SessionLogError(
+                f"not UTF-8 text: byte {bad.start + 1} of the line (0x{line[bad.start]:02x}) "
+                "is not valid UTF-8 there; a log is UTF-8 text (was it saved in another "
+                "encoding, or is it no session log?)",
+                path=source,
+                line=lineno,
+            )
     if err.lineno > 1:  # at the line's own newline: the column of its end, not line 2's
         try:
             orjson.loads(raw.rstrip(b"\r\n"))

@@ -78,6 +78,12 @@ def _parent_problem(
             f"names parentSession {parent!r}, which is no session of this store (its "
             f"sessions: {known}); a store holds every session its writer created"
         )
+    if (script.seed_length or script.header.seeded) and not parent:
+        return (
+            "has a fork seed (seedLength) but its header names no parentSession (a "
+            "string): a fork's seed is a copy of its parent's log, so the header must say "
+            "whose"
+        )
     if script.seed_length or script.header.seeded:
         return (
             f"is a fork child of {parent!r}, which is no session of this scenario (its "

@@ -39,11 +39,10 @@ from ..._format.chunk_rows import (
     PackedRow,
     validate_packed_row,
 )
-from ..._format.events import Event, JSONObject, SessionHeader
+from ..._format.events import Event, JSONObject, SessionHeader, header_problem
 from ..._format.json_values import MAX_SAFE_INTEGER
 from ..._format.jsonl import MAX_LINE_BYTES
 from ..._format.zstd import ZSTD_MAGIC, OutputLimitError, compress_frame, decompress_frame
-from ..log_rules import store_header
 
 __all__ = [
     "APPLICATION_ID",
@@ -413,10 +412,15 @@ def header_from_row(row: tuple[Any, ...], source: str) -> SessionHeader:
         raise SessionLogError(
             f"session {sid!r}: stored session id must be a non-empty string", path=source
         )
-    try:
-        header = store_header(obj, f"{source}#{sid}")
-    except SessionLogError as err:
-        raise SessionLogError(f"session {sid!r}: stored {err.reason}", path=source) from None
+    problem = header_problem(obj, "store")
+    if problem is not None and problem.startswith("session "):  # its format version
+        raise SessionLogError(f"session {sid!r}: stored {problem}", path=source)
+    if problem is not None:  # a store has no lines: its sessions row is what is wrong
+        raise SessionLogError(
+            f"session {sid!r}: its row in the sessions table is damaged ({problem})",
+            path=source,
+        )
+    header = SessionHeader.from_json(obj)
     if depth is None:
         obj.pop("delegationDepth")
         header = SessionHeader.from_json(obj)

@@ -290,3 +290,18 @@ def test_the_committed_form_finds_the_header_as_the_reader_does() -> None:
     assert canonical_log(b"\xef\xbb\xbf" + HEADER) == HEADER  # a byte-order mark dropped
     with pytest.raises(SessionLogError, match="empty"):
         header_line(b"\n \n")
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "utf-16"])
+def test_a_line_that_is_not_utf_8_names_its_first_bad_byte(tmp_path: Path, encoding: str) -> None:
+    # orjson's message said "surrogates not allowed at column 1" wherever the byte was.
+    path = tmp_path / "session.jsonl"
+    header = b'{"type":"session","version":0,"id":"s","createdAt":1}\n'
+    event = '{"type":"user/message","data":{"content":"café"}}\n'.encode(encoding)
+    path.write_bytes(header + event)
+    with pytest.raises(SessionLogError) as info:
+        read_session_log(path)
+    assert info.value.line == 2
+    bad = next(i for i, b in enumerate(event) if b >= 0x80 or b == 0) + 1
+    assert info.value.reason.startswith(f"not UTF-8 text: byte {bad} of the line (0x")
+    assert "surrogate" not in info.value.reason

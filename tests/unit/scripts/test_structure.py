@@ -114,6 +114,16 @@ def test_a_fork_child_whose_parent_is_not_in_the_scenario_is_refused(tmp_path: P
     refused(d, ScenarioError, r"session\.1\.jsonl is a fork child of 'somebody-else', which")
 
 
+@pytest.mark.parametrize("parent", [None, 5], ids=["no-parent", "not-a-string"])
+def test_a_fork_child_whose_header_names_no_parent_says_so(tmp_path: Path, parent: object) -> None:
+    # It said "is a fork child of None".
+    d = copy_example(tmp_path, "fork")
+    child = d / "session.1.jsonl"
+    set_header(child, parentSession=parent)  # None: the key removed
+    err = refused(d, ScenarioError, r"has a fork seed \(seedLength\) but its header names no")
+    assert "None" not in str(err)
+
+
 def test_a_spawn_child_whose_parent_was_not_recorded_loads(tmp_path: Path) -> None:
     # The harness's record suite pins such a session (the corpus's rec-pin); the
     # recorder keeps a session whose parent never called the model: both replay.
@@ -389,3 +399,17 @@ def test_a_log_whose_first_line_is_no_session_header_is_refused(
         rf"but it is {held}: the log lost its header line, or the file is not a session log",
     )
     assert (err.path, err.line) == (str(child), 1)  # type: ignore[attr-defined]
+
+
+def test_a_damaged_sessions_row_is_named_as_a_row_not_a_first_line(tmp_path: Path) -> None:
+    # It said "stored corrupt session log: first line is not a session header": a store
+    # has no lines.
+    path = _store(tmp_path)
+    _update(path, "UPDATE sessions SET seed_length = -1 WHERE id = 'fork'")
+    err = refused(
+        path,
+        SessionLogError,
+        r"session 'fork': its row in the sessions table is damaged \(seedLength must be a "
+        r"non-negative safe integer, got -1\)",
+    )
+    assert "first line" not in str(err)
