@@ -26,9 +26,16 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar, cast
 
-from .._errors import ScenarioError, SessionLogError
+from .._errors import DshReplayError, ScenarioError, SessionLogError
 from .._format.events import SessionHeader, SessionLog
-from .._format.jsonl import open_session_log, read_session_log, session_log_from_body
+from .._format.formats import newest_format, unknown_format
+from .._format.jsonl import (
+    open_session_log,
+    parse_session_header,
+    read_log_bytes,
+    read_session_log,
+    session_log_from_body,
+)
 from .._format.log_names import LogName, parse_log_name
 from .builder import ScriptBuilder
 from .scenario import (
@@ -119,6 +126,8 @@ def _inventory(d: Path, names: list[str]) -> _Inventory:
             _add_log(d, name, logs)
         elif looks_like_sidecar(name):  # a misspelled one is refused, never ignored
             overrides[_override_number(d, name)] = name
+    for generations in logs.values():
+        _no_newer_plain_log(d, generations)
     primary = _the_primary(d, names, _newest(logs.pop(0, {})))
     children: dict[int, str] = {}
     for n, generations in logs.items():
@@ -152,6 +161,36 @@ def _add_log(d: Path, name: str, logs: dict[int, dict[int, list[str]]]) -> None:
         )
     generations = logs.setdefault(parsed.child or 0, {})
     generations.setdefault(parsed.version or 0, []).append(name)
+
+
+def _no_newer_plain_log(d: Path, generations: dict[int, list[str]]) -> None:
+    """Refuse a plain-named log beside a generation name whose header is no older.
+
+    A plain name (``session.1.jsonl``) carries no generation: its header says which
+    format it holds. Beside ``session.1.v4.jsonl`` it ranks as the oldest and is left
+    unread, which is right only when its header is older; a newer header (a v6 log the
+    upgrade hint must name) or the same one (two logs of one session) is refused
+    ([docs/format.md#v5](../format.md#v5)).
+    """
+    plain = generations.get(0)
+    newest = max(generations)
+    if not plain or newest == 0:
+        return
+    for name in plain:
+        try:
+            data = read_log_bytes(d / name)
+            version = parse_session_header(data.split(b"\n", 1)[0] or b"{}").format
+        except (DshReplayError, OSError):
+            continue  # unreadable: an older log the load does not read anyway
+        if version > newest_format():  # a newer harness's: never read as an older one
+            raise ScenarioError(unknown_format(version), path=str(d / name))
+        if version >= newest:
+            raise ScenarioError(
+                f"{name} holds format v{version} beside {generations[newest][0]}, which "
+                f"names generation v{newest}; one session's logs must not disagree: keep "
+                "the one to read (a plain name is read by its header)",
+                path=str(d / name),
+            )
 
 
 def _newest(generations: dict[int, list[str]]) -> list[str]:

@@ -485,6 +485,31 @@ def test_the_newest_generation_is_read_even_when_it_is_refused(tmp_path: Path) -
         load_scenario(d)
 
 
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        (6, "session log format v6 is not one this build reads .* upgrade"),
+        (5, "session.jsonl holds format v5 beside session.v4.jsonl"),
+        (4, "session.jsonl holds format v4 beside session.v4.jsonl"),
+    ],
+)
+def test_a_plain_named_log_no_older_than_the_generation_beside_it_is_refused(
+    tmp_path: Path, version: int, message: str
+) -> None:
+    # A plain name ranked as the oldest generation, unread: a v6 log beside a v4 one was
+    # silently skipped, though alone it is refused with the upgrade hint.
+    d = tmp_path / "sess-main"
+    _generations(d, {"session.v4.jsonl": 4, "session.jsonl": version})
+    with pytest.raises(ScenarioError, match=message):
+        load_scenario(d)
+
+
+def test_an_older_plain_named_log_beside_a_generation_is_left_unread(tmp_path: Path) -> None:
+    d = tmp_path / "sess-main"
+    _generations(d, {"session.v4.jsonl": 4, "session.jsonl": 0})
+    assert [s.path.name for s in load_scenario(d).scripts if s.path] == ["session.v4.jsonl"]
+
+
 def test_one_generation_twice_is_still_refused(tmp_path: Path) -> None:
     d = tmp_path / "sess-main"
     _generations(d, {"session.v5.jsonl": 5, "session.v5.jsonl.zst": 5})
