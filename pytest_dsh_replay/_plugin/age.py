@@ -59,6 +59,11 @@ def parse_max_age(value: object, where: str) -> timedelta | None:
         text = value.strip().lower()
         if not text:
             return None
+        if "M" in value:  # months to many readers: m is minutes here, and no unit is months
+            raise MaxAgeError(
+                f"{where}: max age {value!r} uses M, which is not a unit here (m is "
+                f"minutes; write months as days, 180d); it takes {_FORM}"
+            )
         if _WHOLE.fullmatch(text) is None:
             raise MaxAgeError(f"{where}: max age {value!r} is not {_FORM}")
         seconds = sum(int(n) * _UNITS[u] for n, u in _PART.findall(text))

@@ -44,6 +44,15 @@ def test_anything_else_is_refused_with_the_value_and_the_form(value: object) -> 
     assert "30d, 12h" in message
 
 
+@pytest.mark.parametrize("value", ["6M", "1M", "1d6M"])
+def test_a_capital_m_is_refused_not_read_as_minutes(value: str) -> None:
+    # "6M" read as six minutes: every recording expired, and --dsh-strict-age failed all.
+    with pytest.raises(MaxAgeError) as info:
+        parse_max_age(value, "here")
+    assert str(info.value).startswith(f"here: max age {value!r} uses M, which is not a unit")
+    assert "180d" in str(info.value)
+
+
 @pytest.mark.parametrize("value", ["0d", "0h0m", timedelta(0), timedelta(seconds=-1)])
 def test_a_zero_or_negative_duration_is_refused(value: object) -> None:
     with pytest.raises(MaxAgeError, match="must be longer than zero"):
