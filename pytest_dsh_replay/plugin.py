@@ -46,6 +46,7 @@ _STATE = pytest.StashKey["SuiteState"]()
 _RECORDERS = pytest.StashKey[list[pytest.Item]]()  # the collected items that record
 _RUN = pytest.StashKey[_Run]()
 _LAYOUT_PROBLEM = pytest.StashKey[str]()
+_TRANSCRIPT_PROBLEM = pytest.StashKey[str]()  # two tests would share a transcript file
 _FAILED = pytest.StashKey[bool]()  # a phase of a test that requests dsh_replay failed
 _PAGES = pytest.StashKey[Path]()  # --dsh-html's directory
 
@@ -469,13 +470,21 @@ def dsh_replay(request: pytest.FixtureRequest) -> Generator[DshReplay, None, Non
 
 
 @pytest.fixture
-def dsh_transcript(snapshot: SnapshotAssertion) -> SnapshotAssertion:
+def dsh_transcript(
+    snapshot: SnapshotAssertion, request: pytest.FixtureRequest
+) -> SnapshotAssertion:
     """Syrupy's ``snapshot``, storing dsh session transcripts as Markdown files.
 
     ``assert dsh_replay.transcript() == dsh_transcript`` keeps one ``.md`` file per test
-    under ``__snapshots__/<module>/`` (``--snapshot-update`` writes it).
+    under ``__snapshots__/<module>/`` (``--snapshot-update`` writes it). Two tests whose
+    files would be one (parametrize ids that differ only in characters syrupy drops from
+    file names) fail at set-up, naming each other.
     """
     from .syrupy_ext import DshTranscriptExtension
+
+    problem = request.node.stash.get(_TRANSCRIPT_PROBLEM, None)
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
 
     return snapshot.use_extension(DshTranscriptExtension)
 
@@ -755,7 +764,7 @@ def pytest_collection_modifyitems(
     record one scenario or nested scenarios stop the run (under ``pytest-xdist``, where a
     worker cannot stop it, the tests concerned fail at set-up instead).
     """
-    from ._plugin.layout import case_collisions, recording_layout_problem
+    from ._plugin.layout import case_collisions, recording_layout_problem, transcript_collisions
     from ._plugin.scenarios import ScenarioMarkerError
 
     state = _state(config)
@@ -766,6 +775,9 @@ def pytest_collection_modifyitems(
     for message, pair in case_collisions(tests, state):
         for k in pair:
             items[k].stash[_LAYOUT_PROBLEM] = message
+    for message, pair in transcript_collisions(tests):
+        for k in pair:
+            items[k].stash[_TRANSCRIPT_PROBLEM] = message
     yield
     if session.testsfailed and not config.option.continue_on_collection_errors:
         _no_unused_snapshots(config)  # pytest stops before any test: none is unused

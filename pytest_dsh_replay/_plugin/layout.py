@@ -8,15 +8,16 @@ here at collection and fails the tests concerned (or the run) with these message
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from .collected import CollectedTest
     from .suite import SuiteState
 
-__all__ = ["case_collisions", "recording_layout_problem"]
+__all__ = ["case_collisions", "recording_layout_problem", "transcript_collisions"]
 
 
 def case_collisions(
@@ -65,6 +66,50 @@ def case_collisions(
             "a @pytest.mark.dsh_scenario name or another parametrize id"
         )
         found.append((message, (other, k)))
+    return found
+
+
+_NOT_IN_FILE_NAMES: Final = frozenset('\\/?*:|"<>')  # what syrupy drops from one
+
+
+def _transcript_file(name: str) -> str:
+    """The file name stem syrupy gives a single-file snapshot of test ``name``.
+
+    It drops the characters a file name may not hold and control characters, so two
+    parametrize ids that differ only in those share one file.
+    """
+    dotted = name.replace("::", ".")
+    return "".join(
+        c
+        for c in dotted
+        if c not in _NOT_IN_FILE_NAMES and not unicodedata.category(c).startswith("C")
+    )
+
+
+def transcript_collisions(tests: Sequence[CollectedTest]) -> list[tuple[str, tuple[int, int]]]:
+    """Tests whose ``dsh_transcript`` snapshots would share one file.
+
+    Returns:
+        ``(message, (first, other))`` per collision, indexes into ``tests``: each later
+        test is paired with the first one whose file name it would take.
+    """
+    found: list[tuple[str, tuple[int, int]]] = []
+    seen: dict[tuple[Path, str], int] = {}
+    for k, test in enumerate(tests):
+        if "dsh_transcript" not in test.fixturenames:
+            continue
+        stem = _transcript_file(test.name)
+        first = seen.setdefault((test.path, stem), k)
+        if first == k or tests[first].name == test.name:
+            continue
+        found.append(
+            (
+                f"{tests[first].nodeid} and {test.nodeid} would share one dsh_transcript "
+                f'file ({stem}.md): syrupy drops \\ / ? * : | " < > and control '
+                "characters from file names; give one of them another parametrize id",
+                (first, k),
+            )
+        )
     return found
 
 

@@ -446,3 +446,35 @@ def test_a_replay_error_keeps_the_tests_snapshots(pytester: pytest.Pytester) -> 
     assert (snapshots / "test_kept.md").exists()
     assert (snapshots / "test_kept.jsonl").exists()
     assert "Deleted" not in result.stdout.str()
+
+
+def test_parametrized_ids_that_would_share_a_transcript_file_fail_naming_each_other(
+    pytester: pytest.Pytester,
+) -> None:
+    # syrupy drops '/' from file names: test_t[a/b] and test_t[ab] shared one file, and
+    # one of them always failed (its "update it" hint only swapped which).
+    pytester.makeconftest(
+        "from pytest_dsh_replay import Answer, Rule, ScriptedModel\n\n"
+        "MODEL = ScriptedModel([Rule(lambda r: Answer(text='echo ' + r.messages[-1][1]))])\n\n"
+        "def pytest_dsh_replay_live_model(config, scenario_path):\n"
+        "    return MODEL\n"
+    )
+    pytester.makepyfile(
+        test_ids="""
+        import pytest
+
+        @pytest.mark.parametrize("q", ["a/b", "ab", "c"], ids=["a/b", "ab", "c"])
+        def test_t(dsh_replay, dsh_transcript, q):
+            request = {"messages": [{"role": "user", "content": "say " + q}]}
+            list(dsh_replay.model.stream(request, session_id="main"))
+            assert dsh_replay.transcript() == dsh_transcript
+        """
+    )
+    result = pytester.runpytest("--dsh-record=missing", "--snapshot-update", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "test_ids.py::test_t[[]a/b[]] and test_ids.py::test_t[[]ab[]] would share one "
+            "dsh_transcript file (test_t[[]ab[]].md)*another parametrize id",
+        ]
+    )
