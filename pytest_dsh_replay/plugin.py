@@ -496,8 +496,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     A recording test fails here when an HTTP call met a replay error or the live model
     could not be reached (once: not again at teardown).
     """
-    result = yield
-    run = item.stash.get(_RUN, None)
+    try:
+        result = yield
+    finally:  # the calls the body made, also when it raised (a skip records)
+        run = item.stash.get(_RUN, None)
+        if run is not None:
+            run.calls_in_body = run.replay._calls_opened()
     if run is None:
         return result
     from ._plugin.runs import check_appended, check_recorded, check_replayed
@@ -510,7 +514,6 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         problem = check_appended(run.test, state, run.replay, _recorders(item.config))
     else:
         problem = check_recorded(run.replay)
-    run.calls_in_body = run.replay._calls_opened()
     if problem is None:
         problem = _over_budget(item, run.replay)
     if problem is not None:
@@ -536,7 +539,7 @@ def _over_budget(item: pytest.Item, replay: DshReplay) -> str | None:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Remember whether the test body passed: only a passing test writes a recording.
+    """Remember whether the test body passed: only a passing (or self-skipping) test records.
 
     A body that raised after an HTTP call met a replay error fails with the typed error
     first, and only once ([docs/wires.md#replay-errors](../wires.md#replay-errors)). A test
@@ -546,7 +549,10 @@ def pytest_runtest_makereport(
     report = yield
     run = item.stash.get(_RUN, None)
     if report.when == "call" and run is not None:
-        run.passed = report.passed
+        # A body that skipped itself (pytest.skip after its model calls) is recorded as
+        # it ran: its replay makes the same calls and skips at the same place. An xfail
+        # is a failure the test expects: not recorded.
+        run.passed = report.passed or (report.skipped and not hasattr(report, "wasxfail"))
         failed = call.excinfo if report.failed else None
         if failed is not None and not _typed_error_first(item, report, failed, run.replay):
             _explain_snapshot_drift(item, report, failed, run)

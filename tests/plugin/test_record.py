@@ -1072,3 +1072,34 @@ def test_a_model_call_in_a_fixture_s_teardown_is_not_recorded_and_says_why(
         ]
     )
     assert not (project.path / "recordings" / "late").exists()
+
+
+def test_a_test_that_skips_itself_after_its_model_calls_is_recorded_and_replays(
+    project: pytest.Pytester,
+) -> None:
+    # It was never recorded ("the test did not pass"), and its replay then asked to record
+    # it with a command that could not.
+    project.makepyfile(
+        test_skips="""
+        import pytest
+        from agent import run
+
+        @pytest.mark.dsh_scenario("skips")
+        def test_skips(dsh_replay):
+            run(dsh_replay.model, "q")
+            pytest.skip("the feature flag is off")
+
+        @pytest.mark.xfail(reason="a known bug")
+        @pytest.mark.dsh_scenario("fails")
+        def test_fails(dsh_replay):
+            run(dsh_replay.model, "q")
+            assert False
+        """
+    )
+    recorded = project.runpytest("--dsh-record", "-rs")
+    recorded.assert_outcomes(skipped=1, xfailed=1)
+    recorded.stdout.fnmatch_lines(["*recorded */recordings/skips: 1 session, 1 model call*"])
+    assert (project.path / "recordings" / "skips" / "session.jsonl").exists()
+    assert not (project.path / "recordings" / "fails").exists()
+    replayed = project.runpytest("-p", "no:randomly")
+    replayed.assert_outcomes(skipped=1, xfailed=1)
