@@ -266,6 +266,12 @@ class _Handler(BaseHTTPRequestHandler):
             return 400, problem
         if "chunked" in self.headers.get("transfer-encoding", "").lower():
             return 400, "chunked request bodies are not accepted: send a Content-Length"
+        encoding = self.headers.get("content-encoding", "").strip().lower()
+        if encoding not in ("", "identity"):
+            return 415, (
+                f"request bodies with Content-Encoding {encoding} are not accepted: send the "
+                "body uncompressed"
+            )
         if length is None and self.command in ("POST", "PUT"):
             return 400, f"a {self.command} request needs a Content-Length header"
         cap = self.server.max_body_bytes
@@ -352,20 +358,30 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._abort()
             return
+        # An HTTP/1.0 client knows no chunked body (RFC 9112, 6.1): its body ends when
+        # the connection closes.
+        chunked = self.request_version != "HTTP/1.0"
         self.send_response(response.status)
         for name, value in response.headers:
             self.send_header(name, value)
-        self.send_header("transfer-encoding", "chunked")
+        if chunked:
+            self.send_header("transfer-encoding", "chunked")
+        else:
+            self.close_connection = True
+            self.send_header("connection", "close")
         self.end_headers()
-        self._stream(response.body, response)
+        self._stream(response.body, response, chunked=chunked)
 
-    def _stream(self, pieces: Iterator[bytes], response: EndpointResponse) -> None:
+    def _stream(
+        self, pieces: Iterator[bytes], response: EndpointResponse, *, chunked: bool = True
+    ) -> None:
         try:
             for piece in pieces:
                 if piece:
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
                     self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (DroppedConnection, TimedOut):
             self.close_connection = True

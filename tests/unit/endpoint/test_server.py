@@ -568,3 +568,36 @@ def test_an_unexpected_exception_is_kept_and_prints_nothing(
     assert isinstance(endpoint.errors[0].__cause__, KeyError)
     assert SECRET not in str(endpoint.errors[0])  # its message quotes no live secret
     assert capfd.readouterr().err == ""
+
+
+def test_an_http_1_0_request_gets_a_body_that_ends_with_the_connection(
+    served: EndpointServer,
+) -> None:
+    # It was answered with Transfer-Encoding: chunked, which no HTTP/1.0 client reads:
+    # the chunk sizes showed inside the JSON.
+    body = _ask("hi")
+    head = _post_head(CHAT, str(len(body))).replace(b"HTTP/1.1", b"HTTP/1.0", 1)
+    with _connect(served) as sock:
+        sock.sendall(head + body)
+        received = b""
+        while chunk := sock.recv(65536):  # the server closes: the body's end
+            received += chunk
+    status_line, rest = received.split(b"\r\n", 1)
+    headers, payload = rest.split(b"\r\n\r\n", 1)
+    assert status_line.startswith(b"HTTP/1.1 200")
+    assert b"transfer-encoding" not in headers.lower()
+    assert b"connection: close" in headers.lower()
+    assert json.loads(payload)["choices"][0]["message"]["content"] == "Hello"
+
+
+def test_a_compressed_request_body_is_refused_naming_its_encoding(served: EndpointServer) -> None:
+    # It was read as JSON: "the body is not JSON: str is not valid UTF-8: surrogates ...".
+    import gzip
+
+    body = gzip.compress(_ask("hi"))
+    head = _post_head(CHAT, str(len(body)), "Content-Encoding: gzip")
+    status, _, answer = _raw(served, head + body)
+    assert status == 415
+    assert "Content-Encoding gzip are not accepted: send the body uncompressed" in json.dumps(
+        answer
+    )
