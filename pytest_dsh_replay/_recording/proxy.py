@@ -366,6 +366,12 @@ def proxy_stream(
         failure = _lost(relay, error, url, timeout, rules)
         if failure is None:
             raise
+        if failure["code"] == "NETWORK" and relay.streamed:
+            # The connection broke in the middle of a streamed answer (an incomplete
+            # body, a reset): the stream was cut before its end, as a clean close cuts
+            # it; what the client got is recorded (docs/recording.md#upstream-answers).
+            yield from _closing(relay, decoder, 0)
+            return
         if failure["code"] == "NETWORK":
             on_network_error(failure["message"])
         relay.end()

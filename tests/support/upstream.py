@@ -41,6 +41,9 @@ class Reply:
     content_type: str = "text/event-stream"
     status: int = 200
     requests: list[bytes] = field(default_factory=list)
+    #: Send the body chunked and close without its last chunk: the client's HTTP library
+    #: sees an incomplete body (a protocol error), not a clean end.
+    chunked_cut: bool = False
 
 
 class Upstream:
@@ -88,9 +91,10 @@ class Upstream:
     def _answer(self, connection: socket.socket, reply: Reply) -> None:
         connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         reply.requests.append(_request(connection))
+        framing = "transfer-encoding: chunked\r\n" if reply.chunked_cut else ""
         head = (
             f"HTTP/1.1 {reply.status} OK\r\ncontent-type: {reply.content_type}\r\n"
-            "connection: close\r\n\r\n"
+            f"{framing}connection: close\r\n\r\n"
         )
         try:
             connection.sendall(head.encode())
@@ -99,6 +103,8 @@ class Upstream:
                     self._done.wait(_ACCEPT_S)
                 elif isinstance(step, Gap):
                     time.sleep(step.seconds)  # the provider's own pace
+                elif isinstance(step, bytes) and reply.chunked_cut:
+                    connection.sendall(b"%x\r\n%s\r\n" % (len(step), step))
                 elif isinstance(step, bytes):
                     connection.sendall(step)
         except OSError:  # the caller gave up on this answer
