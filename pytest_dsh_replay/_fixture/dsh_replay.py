@@ -521,7 +521,7 @@ class DshReplay:
             " Check that the live model's server is running and that the base URL it calls "
             "(DSH_RECORD_BASE_URL, or the one of the model the pytest_dsh_replay_live_model "
             "hook returns) points at it"
-            if new[0].network
+            if new[0].network and "DSH_RECORD_TIMEOUT" not in new[0].message
             else ""
         )
         return RecordingError(

@@ -493,10 +493,14 @@ class OpenAICompatibleModel(OptionsModel):
         failure = _failure_of(error, self._openai)
         failure["message"] = redactor.redact_text(str(failure["message"]))
         if failure["code"] == "NETWORK":
-            failure["message"] = (
-                f"cannot reach the live model at {shown_url(self.base_url, redactor)}: "
-                f"{failure['message']}"
-            )
+            where = shown_url(self.base_url, redactor)
+            detail = failure["message"]
+            if _is_read_timeout(error) or _is_read_timeout(error.__cause__):
+                detail = (
+                    f"it did not start its answer within {self.timeout:g} s (the idle "
+                    "timeout, DSH_RECORD_TIMEOUT; docs/limits.md#upstream-idle)"
+                )
+            failure["message"] = f"cannot reach the live model at {where}: {detail}"
             self._network_failure(failure["message"])
         return failure
 

@@ -398,6 +398,12 @@ def _lost(
     where = shown_url(url, rules)
     if relay.started and _is_read_timeout(error):
         return stalled(where, timeout, rules)
+    if _is_read_timeout(error):  # connected and asked, and nothing came back in time
+        message = (
+            f"cannot reach the live model at {where}: it did not start its answer within "
+            f"{timeout:g} s (the idle timeout, DSH_RECORD_TIMEOUT; docs/limits.md#upstream-idle)"
+        )
+        return {"message": rules.redact_text(message), "code": "NETWORK"}
     cause = f"{type(error).__name__}: {error}"
     message = rules.redact_text(f"cannot reach the live model at {where}: {cause}")
     return {"message": message, "code": "NETWORK"}

@@ -44,6 +44,8 @@ class Reply:
     #: Send the body chunked and close without its last chunk: the client's HTTP library
     #: sees an incomplete body (a protocol error), not a clean end.
     chunked_cut: bool = False
+    #: Send nothing at all, not even the response's head, until the test is done.
+    silent_head: bool = False
 
 
 class Upstream:
@@ -96,6 +98,9 @@ class Upstream:
             f"HTTP/1.1 {reply.status} OK\r\ncontent-type: {reply.content_type}\r\n"
             f"{framing}connection: close\r\n\r\n"
         )
+        if reply.silent_head:
+            self._done.wait(_ACCEPT_S)
+            return
         try:
             connection.sendall(head.encode())
             for step in reply.steps:

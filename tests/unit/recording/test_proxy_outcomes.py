@@ -230,3 +230,39 @@ def test_a_json_error_for_a_streamed_call_keeps_the_providers_message(
 ) -> None:
     text, raised = raised_alike(tmp_path, sdk, json_error(sdk))
     assert (text, OVERLOADED in raised) == ("", True)
+
+
+def test_an_answer_that_never_starts_names_the_idle_timeout_not_a_server_down(
+    tmp_path: Path,
+) -> None:
+    # It said "cannot reach the live model: ReadTimeout: timed out; check that the live
+    # model's server is running", though the server was reached.
+    from pytest_dsh_replay._errors import RecordingError
+
+    path = tmp_path / "scenario"
+    with Upstream(Reply([], silent_head=True)) as upstream:
+        live = OpenAICompatibleModel(base_url=upstream.base_url, api_key=KEY, timeout=IDLE_S)
+        recording = DshReplay.record(path, live=live, workdir=tmp_path / "rec")
+        try:
+            chat_call(recording.openai_client(max_retries=0))
+            with pytest.raises(RecordingError) as info:
+                recording.finish()
+        finally:
+            recording.close()
+            live.close()
+    message = str(info.value)
+    assert f"did not start its answer within {IDLE_S:g} s (the idle timeout, " in message
+    assert "DSH_RECORD_TIMEOUT" in message
+    assert "server is running" not in message
+
+
+def test_the_in_process_adapter_names_the_idle_timeout_too(tmp_path: Path) -> None:
+    with Upstream(Reply([], silent_head=True)) as upstream:
+        live = OpenAICompatibleModel(base_url=upstream.base_url, api_key=KEY, timeout=IDLE_S)
+        try:
+            chunks = list(live.stream({"model": "m", "messages": PROMPT}))
+        finally:
+            live.close()
+    assert chunks[-1]["type"] == "finish"
+    (message,) = live.network_failures
+    assert f"did not start its answer within {IDLE_S:g} s (the idle timeout, " in message
