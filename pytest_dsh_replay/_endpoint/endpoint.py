@@ -156,8 +156,9 @@ class LiveCalls(Protocol):
 
 
 _DROPPED: Final = (
-    "the replayed call failed with a transport error (recorded, or a Fault.disconnect "
-    "injected by dsh_replay.inject)"
+    "the model's answer ended with a transport error (the live provider's connection "
+    "failed there when the call was recorded, or a Fault.disconnect injected by "
+    "dsh_replay.inject)"
 )
 # What a connection dropped mid-stream says, however the answer was served (at once,
 # streamed, relayed while recording), so an SDK's exception reads alike in every mode.
