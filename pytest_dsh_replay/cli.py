@@ -227,7 +227,10 @@ def _check_targets(paths: Sequence[Path], unreadable: list[str] | None = None) -
 
 
 def _once(targets: list[Path]) -> list[Path]:
-    """``targets`` without repeats: a path met before, or a log of a directory met."""
+    """``targets`` without repeats: a path met before, or a log of a directory met.
+
+    A file in such a directory by another name (no log name) is checked on its own.
+    """
     seen: set[Path] = set()
     kept: list[Path] = []
     for target in targets:
@@ -237,7 +240,11 @@ def _once(targets: list[Path]) -> list[Path]:
         seen.add(key)
         kept.append(target)
     dirs = {target.resolve() for target in kept if target.is_dir()}
-    return [t for t in kept if t.is_dir() or t.resolve().parent not in dirs]
+    return [
+        t
+        for t in kept
+        if t.is_dir() or t.resolve().parent not in dirs or entry_log_name(t.name) is None
+    ]
 
 
 def _log_files(target: Path) -> list[Path]:

@@ -552,7 +552,9 @@ def pytest_runtest_makereport(
         # A body that skipped itself (pytest.skip after its model calls) is recorded as
         # it ran: its replay makes the same calls and skips at the same place. An xfail
         # is a failure the test expects: not recorded.
-        run.passed = report.passed or (report.skipped and not hasattr(report, "wasxfail"))
+        run.passed = report.passed or (
+            report.skipped and not hasattr(report, "wasxfail") and run.calls_in_body > 0
+        )
         failed = call.excinfo if report.failed else None
         if failed is not None and not _typed_error_first(item, report, failed, run.replay):
             _explain_snapshot_drift(item, report, failed, run)

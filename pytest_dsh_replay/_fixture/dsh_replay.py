@@ -158,7 +158,13 @@ def _late_depths(late: Mapping[str, str], headers: Mapping[str, SessionHeader]) 
         above = None if header is None else header.parent_session
         if parent is not None and parent not in seen:
             value = depth(parent, seen | {session}) + 1
-        elif above is not None and above not in seen and above in headers:
+        elif (
+            above is not None
+            and above not in seen
+            and above in headers
+            and header is not None
+            and header.origin == "subagent"  # its depth is its parent's + 1 (a store fork: 0)
+        ):
             value = own + depth(above, seen | {session}) - _own_depth(above, headers)
         else:
             value = own

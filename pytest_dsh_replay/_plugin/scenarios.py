@@ -116,6 +116,11 @@ def scenario_path(test: CollectedTest, state: SuiteState) -> Path:
                 f"got {value!r}"
             )
     unknown = set(test.scenario_kwargs) - MARKER_KEYWORDS  # with or without a name
+    if "name_or_path" in unknown:  # given by keyword beside a positional name
+        raise ScenarioMarkerError(
+            f"{test.nodeid}: @pytest.mark.dsh_scenario names the scenario twice, as its "
+            "argument and as name_or_path=: give one"
+        )
     if unknown:
         raise ScenarioMarkerError(
             f"{test.nodeid}: @pytest.mark.dsh_scenario accepts the keywords "

@@ -196,12 +196,13 @@ def _outside(scenario: Scenario, out: Path) -> None:
     places = [scenario.path, *(s.path for s in scenario.scripts if s.path is not None)]
     for place in (Path(p).resolve() for p in places):
         beside = place.is_file() and target.parent == place.parent
-        if (
-            target == place
-            or target.is_relative_to(place)
-            or (beside and is_scenario_entry(target.name))
-        ):
+        if target == place or target.is_relative_to(place):
             raise PictureError(
                 f"{out}: is inside the scenario it draws ({place}); a page there would "
                 "replace or mix with its files: write it elsewhere"
+            )
+        if beside and is_scenario_entry(target.name):
+            raise PictureError(
+                f"{out}: is a file of the scenario it draws (beside {place.name}); a page "
+                "there would replace it: write it elsewhere"
             )

@@ -178,8 +178,7 @@ def _no_newer_plain_log(d: Path, generations: dict[int, list[str]]) -> None:
         return
     for name in plain:
         try:
-            data = read_log_bytes(d / name)
-            version = parse_session_header(data.split(b"\n", 1)[0] or b"{}").format
+            version = parse_session_header(read_log_bytes(d / name)).format
         except (DshReplayError, OSError):
             continue  # unreadable: an older log the load does not read anyway
         if version > newest_format():  # a newer harness's: never read as an older one

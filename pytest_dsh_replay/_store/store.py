@@ -131,6 +131,24 @@ class _Owner:
         return int(value)
 
 
+def _check_inner_seed_end(events: list[Event], seed_length: int) -> None:
+    """A ``seedLength`` inside a longer seed must stand at that seed's ``session/end-seed``.
+
+    A resumed fork child's seed is its whole stored log, which holds the fork's marker at
+    seq ``seedLength``; any other count inside the seed is one the loader refuses
+    ([docs/scenarios.md#seeds](../scenarios.md#seeds)), so it is refused here, before
+    anything is written.
+    """
+    at, before = events[seed_length]["type"], events[seed_length - 1]["type"]
+    if END_SEED not in (at, before):
+        raise SessionStoreError(
+            f"seedLength {seed_length} does not end the seed's inherited part: a fork "
+            f"child's seed is followed by session/end-seed at seq seedLength, and the "
+            f"seed holds {at!r} there; give seedLength = len(seed) (the marker is added "
+            "after the seed) or a resumed log that holds its fork's marker"
+        )
+
+
 class SessionStore:
     """Live sessions over a persistence backend.
 
@@ -234,7 +252,8 @@ class SessionStore:
                 means no marker, and nothing is written before the first append (or a
                 `fork` of the session, which writes its header).
             meta: Header fields: ``cwd`` (absolute), ``parentSession``, ``seedLength``
-                (at most ``len(seed)``), ``origin`` (``"subagent"``),
+                (at most ``len(seed)``; a smaller one must stand at the seed's own
+                ``session/end-seed``, as a resumed fork child's does), ``origin`` (``"subagent"``),
                 ``delegationDepth``, ``agentPreset``, ``owner``. ``createdAt`` comes from
                 the clock.
 
@@ -245,7 +264,8 @@ class SessionStore:
             SessionStoreError: The id is taken (live or stored), not a non-empty string,
                 or one the backend cannot hold (a JSONL store's directory name is at most
                 255 bytes: [docs/format.md#jsonl-store](../format.md#jsonl-store)); a meta
-                field or seed event is invalid; or the seed cannot be written.
+                field or seed event is invalid (a ``seedLength`` inside the seed where
+                no ``session/end-seed`` stands); or the seed cannot be written.
         """
         fields = _meta_fields(meta)
         events = self._copy_seed(seed) if seed is not None else None
@@ -255,6 +275,8 @@ class SessionStore:
                 f"seedLength {seed_length} exceeds the seed's {len(events or ())} "
                 "events; seedLength counts inherited events at the start of the seed"
             )
+        if events and isinstance(seed_length, int) and 0 < seed_length < len(events):
+            _check_inner_seed_end(events, seed_length)
         with self._lock:
             if self._closed:
                 raise SessionStoreError("this session store is closed")

@@ -1094,12 +1094,17 @@ def test_a_test_that_skips_itself_after_its_model_calls_is_recorded_and_replays(
         def test_fails(dsh_replay):
             run(dsh_replay.model, "q")
             assert False
+
+        @pytest.mark.dsh_scenario("not-here")
+        def test_not_here(dsh_replay):
+            pytest.skip("not on this platform")  # before any call: nothing to record
         """
     )
     recorded = project.runpytest("--dsh-record", "-rs")
-    recorded.assert_outcomes(skipped=1, xfailed=1)
+    recorded.assert_outcomes(skipped=2, xfailed=1)
     recorded.stdout.fnmatch_lines(["*recorded */recordings/skips: 1 session, 1 model call*"])
     assert (project.path / "recordings" / "skips" / "session.jsonl").exists()
     assert not (project.path / "recordings" / "fails").exists()
-    replayed = project.runpytest("-p", "no:randomly")
+    assert not (project.path / "recordings" / "not-here").exists()
+    replayed = project.runpytest("-p", "no:randomly", "-k", "not not_here")
     replayed.assert_outcomes(skipped=1, xfailed=1)

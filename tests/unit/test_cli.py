@@ -299,7 +299,9 @@ def test_show_html_never_writes_into_the_scenario_it_draws(tmp_path: Path, out: 
     assert log.read_bytes() == before["session.1.jsonl"]
     # ... nor a log or sidecar beside it (the page replaced session.jsonl)
     for beside in ("session.jsonl", "replay.override.json"):
-        assert run("show", "--html", str(scenario / beside), str(log))[0] == 1
+        code, _, err = run("show", "--html", str(scenario / beside), str(log))
+        assert code == 1
+        assert "is a file of the scenario it draws (beside session.1.jsonl)" in err
     assert {p.name: p.read_bytes() for p in scenario.iterdir()} == before
     code, stdout, _ = run("show", "--html", str(scenario.parent / "page.html"), str(log))
     assert (code, stdout) == (
@@ -443,6 +445,12 @@ def test_check_counts_a_target_named_twice_once(tmp_path: Path) -> None:
     assert code == 1
     assert err.count("invalid JSON") == 1
     assert err.endswith("1 problem(s) in 2 scenario(s)\n")
+    # a file there that is no log of the scenario is still checked on its own
+    stray = fork / "stray.jsonl"
+    stray.write_text('{"type":"turn/start"}\n')
+    code, _, err = run("check", str(fork), str(stray))
+    assert code == 1
+    assert f"{stray}:1: the first line must be the session header" in err
 
 
 class _ClosedPipe(io.StringIO):

@@ -81,6 +81,12 @@ def test_a_marker_name_is_relative_to_the_root_and_an_absolute_path_stays(
             f"{NODE}: @pytest.mark.dsh_scenario accepts the keywords compare_logs, max_age, "
             "pace, record, got apply, colour",
         ),
+        (
+            ("a",),
+            {"name_or_path": "b"},
+            f"{NODE}: @pytest.mark.dsh_scenario names the scenario twice, as its argument and "
+            "as name_or_path=: give one",
+        ),
         # ... also without a name (a typo left the log check on, helper-found)
         (
             (),

@@ -502,6 +502,10 @@ def test_a_plain_named_log_no_older_than_the_generation_beside_it_is_refused(
     _generations(d, {"session.v4.jsonl": 4, "session.jsonl": version})
     with pytest.raises(ScenarioError, match=message):
         load_scenario(d)
+    plain = d / "session.jsonl"  # the header after a blank line is the header all the same
+    plain.write_bytes(b"\n" + plain.read_bytes())
+    with pytest.raises(ScenarioError, match=message):
+        load_scenario(d)
 
 
 def test_an_older_plain_named_log_beside_a_generation_is_left_unread(tmp_path: Path) -> None:

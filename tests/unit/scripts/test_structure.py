@@ -341,7 +341,9 @@ def test_a_seed_that_ends_with_its_own_marker_needs_no_second_one(tmp_path: Path
     store = SessionStore(SqliteBackend(path))
     store.fork(store.create("primary"), child_session_id="a")  # a: [end-seed]
     store.fork("a", child_session_id="b")  # b's seed is a's log, which ends in one
-    events = [e["type"] for e in store.get("b").events]
+    b = store.get("b")
+    assert b is not None
+    events = [e["type"] for e in b.events]
     store.close()
     assert events == ["session/end-seed"]
     assert [c.seed_length for c in load_scenario(path).children] == [0, 1]

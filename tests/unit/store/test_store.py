@@ -967,3 +967,25 @@ def test_a_store_given_a_path_for_its_backend_says_what_it_takes(tmp_path: Path)
 
     with pytest.raises(SessionStoreError, match=r"takes a backend \(JsonlBackend\(root\)"):
         SessionStore(str(tmp_path))  # type: ignore[arg-type]
+
+
+def test_a_seed_length_inside_the_seed_must_stand_at_its_end_seed(store: SessionStore) -> None:
+    # create() took seedLength 1 for a two-event seed; the loader then refused the log it
+    # wrote, and every re-record wrote it again.
+    seed = [
+        {"type": "turn/start", "seq": 0, "time": 1, "data": {"turn": 1}},
+        {
+            "type": "turn/end",
+            "seq": 1,
+            "time": 2,
+            "data": {"turn": 1, "reason": {"kind": "completed"}},
+        },
+    ]
+    with pytest.raises(SessionStoreError, match=r"seedLength 1 does not end the seed's inherited"):
+        store.create("c", seed=seed, meta={"parentSession": "p", "seedLength": 1})
+    assert store.get("c") is None
+    # a resumed fork child's seed holds its fork's marker at seq seedLength: accepted
+    marker = {"type": "session/end-seed", "seq": 2, "time": 3, "data": {}}
+    resumed = [*seed, marker, {"type": "turn/start", "seq": 3, "time": 4, "data": {"turn": 2}}]
+    child = store.create("r", seed=resumed, meta={"parentSession": "p", "seedLength": 2})
+    assert child.header.seed_length == 2
