@@ -36,7 +36,7 @@ from ._format.jsonl import (
 from ._format.log_names import entry_log_name, parse_log_name
 from ._format.redact import Redactor, delta_runs, stream_runs_of
 from ._format.text import join_blocks, visible
-from ._format.zstd import ZSTD_MAGIC, ZSTD_SUFFIXES
+from ._format.zstd import is_zstd_log
 from ._scripts.entries import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 from ._scripts.loading import is_sqlite_store, iter_scenario_dirs, load_scenario
 from ._scripts.scenario import PRIMARY_LOG, Scenario, SessionScript, load_session_script
@@ -231,19 +231,14 @@ def _once(targets: list[Path]) -> list[Path]:
 
     A file in such a directory by another name (no log name) is checked on its own.
     """
-    seen: set[Path] = set()
-    kept: list[Path] = []
+    kept: dict[Path, Path] = {}  # resolved -> as given, the first of each
     for target in targets:
-        key = target.resolve()
-        if key in seen:
-            continue
-        seen.add(key)
-        kept.append(target)
-    dirs = {target.resolve() for target in kept if target.is_dir()}
+        kept.setdefault(target.resolve(), target)
+    dirs = {key for key, target in kept.items() if target.is_dir()}
     return [
-        t
-        for t in kept
-        if t.is_dir() or t.resolve().parent not in dirs or entry_log_name(t.name) is None
+        target
+        for key, target in kept.items()
+        if key in dirs or key.parent not in dirs or entry_log_name(target.name) is None
     ]
 
 
@@ -303,8 +298,7 @@ def _log_problems(path: Path, redactor: Redactor, *, strict_form: bool) -> list[
     data = read_log_bytes(path)
     if (
         strict_form
-        and not path.name.endswith(ZSTD_SUFFIXES)
-        and not _starts_compressed(path)  # a zstd log is one whatever its name
+        and not _compressed(path)
         and not in_committed_form(data, _canonical(path, data))
     ):
         problems.append(
@@ -323,9 +317,10 @@ def _log_problems(path: Path, redactor: Redactor, *, strict_form: bool) -> list[
     return problems
 
 
-def _starts_compressed(path: Path) -> bool:
+def _compressed(path: Path) -> bool:
+    """Whether the log at ``path`` is zstd (its name or its first bytes say so)."""
     with open(path, "rb") as f:
-        return f.read(len(ZSTD_MAGIC)) == ZSTD_MAGIC
+        return is_zstd_log(path.name, f.read(4))
 
 
 def _header_id_problems(path: Path, lineno: int, header: object) -> list[str]:
@@ -549,7 +544,7 @@ def _cmd_fmt(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"dsh-replay: {line}\n")
     for path in files:
         data = path.read_bytes()
-        if path.name.endswith(ZSTD_SUFFIXES) or data.startswith(ZSTD_MAGIC):
+        if is_zstd_log(path.name, data):
             err.write(f"dsh-replay: {path}: skipped, fmt rewrites plain .jsonl logs only\n")
             continue
         canonical = _canonical(path, data)

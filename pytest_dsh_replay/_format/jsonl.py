@@ -55,9 +55,9 @@ from .log_names import check_log_name
 from .typed import ROW_LINE_PREFIXES, STREAM_LINE_PREFIXES, decode_call_line
 from .zstd import (
     ZSTD_MAGIC,
-    ZSTD_SUFFIXES,
     check_compressed_size,
     decompress_frames,
+    is_zstd_log,
     iter_frames,
 )
 
@@ -557,7 +557,7 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
     except OSError as err:
         raise read_failed(err, name) from None
     try:
-        if name.endswith(ZSTD_SUFFIXES) or f.peek(4)[:4] == ZSTD_MAGIC:
+        if is_zstd_log(name, f.peek(4)):
             with f:
                 check_compressed_size(os.fstat(f.fileno()).st_size, name)
                 return io.BytesIO(decompress_frames(f.read(), name))
@@ -717,7 +717,7 @@ def body_digests(path: str | os.PathLike[str], sizes: Iterable[int]) -> dict[int
     try:
         with open(source, "rb") as f:
             magic = f.read(len(ZSTD_MAGIC))
-            if source.endswith(ZSTD_SUFFIXES) or magic == ZSTD_MAGIC:
+            if is_zstd_log(source, magic):
                 check_compressed_size(os.fstat(f.fileno()).st_size, source)
                 first, body = _zstd_head(magic + f.read(), source, need)
             else:

@@ -29,6 +29,7 @@ __all__ = [
     "compress_frame",
     "decompress_frame",
     "decompress_frames",
+    "is_zstd_log",
     "iter_frames",
     "zstd_frames",
 ]
@@ -38,6 +39,16 @@ ZSTD_SUFFIXES: Final[tuple[str, ...]] = (".zst", ".zstd")
 
 ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 """The four bytes every zstd frame starts with."""
+
+
+def is_zstd_log(name: str, head: bytes) -> bool:
+    """Whether a log is zstd-compressed: by its name's suffix, or by its first bytes.
+
+    A file that starts with a zstd frame is read as compressed whatever its name
+    ([docs/format.md#zstd](../format.md#zstd)); ``head`` needs its first four bytes.
+    """
+    return name.endswith(ZSTD_SUFFIXES) or head[:4] == ZSTD_MAGIC
+
 
 MAX_DECOMPRESSED_BYTES: Final[int] = 512 * 1024 * 1024
 """The most plain text one zstd log may decompress to: 512 MiB.
